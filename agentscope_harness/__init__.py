@@ -1,0 +1,65 @@
+"""agentscope-harness: a control plane around AgentScope 2.0 agents.
+
+AgentScope's loop decides how the agent runs; the harness decides what it
+may not do. Public API only (re-exports).
+"""
+
+from .config import (
+    CostPolicy,
+    HarnessConfig,
+    Ledger,
+    ModelPrice,
+    Prerequisite,
+    ToolPolicy,
+)
+from .context import HookContext
+from .deadline import clamp_timeout, remaining_time
+from .errors import (
+    METADATA_KEY,
+    Conflict,
+    DependencyDown,
+    ErrorClass,
+    HarnessConfigError,
+    HarnessError,
+    InvalidArguments,
+)
+from .harness import Harness, Principal
+from .registry import HOOK_POINTS, HookRejectSignal, HookSpec, harness_hook
+from .report import Decision, RunReport, TerminalState
+from .retry import retry_call
+from .stores import LedgerStore, MemoryStore, RedisStore, SQLiteStore
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Harness",
+    "HarnessConfig",
+    "ToolPolicy",
+    "Ledger",
+    "Prerequisite",
+    "CostPolicy",
+    "ModelPrice",
+    "Principal",
+    "RunReport",
+    "TerminalState",
+    "Decision",
+    "harness_hook",
+    "HookContext",
+    "HookRejectSignal",
+    "HookSpec",
+    "HOOK_POINTS",
+    "DependencyDown",
+    "InvalidArguments",
+    "Conflict",
+    "ErrorClass",
+    "HarnessError",
+    "HarnessConfigError",
+    "METADATA_KEY",
+    "clamp_timeout",
+    "remaining_time",
+    "retry_call",
+    "LedgerStore",
+    "MemoryStore",
+    "SQLiteStore",
+    "RedisStore",
+]

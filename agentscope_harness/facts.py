@@ -1,0 +1,188 @@
+"""GuardState: the facts of one run that hooks read and write.
+
+Facts, not phases: each field records something that happened (a call
+succeeded, a ledger was charged, a fact was reached). There is no phase enum
+to keep in sync; every decision is derived from these.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def normalize_args(args: Any) -> str:
+    """Canonical JSON of tool arguments: keys sorted, strings stripped."""
+
+    def norm(value: Any) -> Any:
+        if isinstance(value, str):
+            return " ".join(value.split())
+        if isinstance(value, dict):
+            return {str(k): norm(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [norm(v) for v in value]
+        return value
+
+    try:
+        return json.dumps(norm(args), sort_keys=True, separators=(",", ":"), default=str)
+    except (TypeError, ValueError):
+        return repr(args)
+
+
+def call_digest(tool: str, args: Any) -> str:
+    """Identity of a call for duplicate and failure tracking."""
+    return f"{tool}:{normalize_args(args)}"
+
+
+@dataclass
+class Success:
+    """A call that succeeded: what ran, with which arguments, and where its
+    result is (the tool call id)."""
+
+    tool: str
+    args: dict[str, Any]
+    ref: str
+
+
+@dataclass
+class Terminal:
+    """The run reached an end state (for now: hooks may still downgrade it)."""
+
+    state: str
+    reason: str
+
+
+@dataclass
+class GuardState:
+    """The facts of a run. Ledgers are shared with nested runs (a sub-agent
+    charges its parent's budget and cannot reset it)."""
+
+    called_tools: Counter = field(default_factory=Counter)
+    succeeded: dict[str, Success] = field(default_factory=dict)
+    failures: dict[str, tuple[str, int]] = field(default_factory=dict)
+    progress_marks: set[str] = field(default_factory=set)
+    candidates: int = 0
+    picks: int = 0
+    force_conclude: bool = False
+    terminal: Terminal | None = None
+    gate_reject_counts: Counter = field(default_factory=Counter)
+    latched: set[str] = field(default_factory=set)
+    ledger_used: dict[str, int] = field(default_factory=dict)
+    spent_usd: float = 0.0
+    rounds_without_progress: int = 0
+    # What the current round produced (reset by the drift detector).
+    new_fact_this_round: bool = False
+    # Sliding window of tool names, executed or refused (loop detector).
+    recent_tools: deque = field(default_factory=lambda: deque(maxlen=6))
+    loop_hinted: set[str] = field(default_factory=set)
+    # Batches in which an escape key already counted a refusal.
+    reject_batches: set[tuple[str, tuple[str, int]]] = field(default_factory=set)
+    dependency_down: set[str] = field(default_factory=set)
+    enforce_retries: int = 0
+    empty_selections: int = 0
+    pool_emptied: bool = False
+    last_hint: str | None = None
+    unsupported_claims: list[str] = field(default_factory=list)
+    wrap_up_hinted: bool = False
+    nudged: set[str] = field(default_factory=set)
+    # Model calls made (run-wide) when force_conclude was set: a later call
+    # that still asks for other tools ignored it.
+    forced_at: int | None = None
+    rounds: int = 0
+    tier: str = "full"
+    recent_digests: deque = field(default_factory=lambda: deque(maxlen=6))
+    batch_key: tuple[str, int] | None = None
+    batch_seen: set[str] = field(default_factory=set)
+
+    def mark(self, fact: str) -> bool:
+        """Record a reached fact; True when it is new (a progress edge)."""
+        if fact in self.progress_marks:
+            return False
+        self.progress_marks.add(fact)
+        self.new_fact_this_round = True
+        return True
+
+    def conclude(self, state: Any, reason: str, override: bool = False) -> None:
+        """Record that the run reached an end state (the first one wins unless
+        ``override``: a later, worse fact may downgrade it)."""
+        if self.terminal is None or override:
+            self.terminal = Terminal(getattr(state, "value", state), reason)
+
+    def record_outcome(
+        self, tool: str, digest: str, args: dict[str, Any], ref: str, ok: bool, error_class: str | None,
+    ) -> None:
+        """What a finished call did: a success (with its ref) or one more
+        failure in the streak of this exact call."""
+        if ok:
+            self.succeeded[digest] = Success(tool, args, ref)
+            self.failures.pop(digest, None)
+            return
+        if error_class is None:
+            return
+        last_class, streak = self.failures.get(digest, (error_class, 0))
+        self.failures[digest] = (error_class, streak + 1 if last_class == error_class else 1)
+
+    def record_result_facts(
+        self, role: str, ok: bool, text: str, reported: dict[str, Any], counted: int | None,
+    ) -> list[str]:
+        """Progress facts a successful result brings; the facts reached for
+        the first time (progress edges).
+
+        Tools report ``{"candidates": n, "picks": n, "facts": [...]}`` in
+        ``metadata["harness"]``; else ``count_results`` counts; else a
+        non-empty retrieval result is one candidate.
+        """
+        if not ok:
+            return []
+        edges = [f for f in reported.get("facts", ()) if isinstance(f, str) and self.mark(f)]
+        n = counted
+        if role == "retrieval":
+            if n is None:
+                n = reported.get("candidates")
+            if n is None:
+                n = 1 if text.strip() else 0
+            if n > 0:
+                self.candidates += int(n)
+                self.new_fact_this_round = True
+                if self.mark("retrieved"):
+                    edges.append("retrieved")
+        elif role == "selection":
+            if n is None:
+                n = reported.get("picks")
+            if n is None:
+                n = 1 if text.strip() else 0
+            if n > 0:
+                self.picks += int(n)
+                self.empty_selections = 0
+                self.new_fact_this_round = True
+                if self.mark("selected"):
+                    edges.append("selected")
+            else:
+                self.empty_selections += 1
+                if self.candidates:
+                    self.candidates = 0
+                    self.pool_emptied = True
+        elif role == "planning" and self.mark("planned"):
+            edges.append("planned")
+        elif "candidates" in reported and int(reported["candidates"]) > 0:
+            self.candidates += int(reported["candidates"])
+            self.new_fact_this_round = True
+        return edges
+
+    def has_succeeded(self, tool: str, same: dict[str, Any] | None = None) -> bool:
+        """Whether ``tool`` succeeded in this run with these argument values."""
+        for success in self.succeeded.values():
+            if success.tool != tool:
+                continue
+            if not same or all(
+                normalize_args(success.args.get(k)) == normalize_args(v)
+                for k, v in same.items()
+            ):
+                return True
+        return False
+
+    def successes_of(self, tools: set[str]) -> int:
+        """How many successful calls of these tools the run made."""
+        return sum(1 for s in self.succeeded.values() if s.tool in tools)

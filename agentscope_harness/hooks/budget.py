@@ -1,0 +1,131 @@
+"""Budget: ledgers, the run-wide call cap, model tiers by money left, soft
+convergence nudges and settling the run's spend."""
+
+from __future__ import annotations
+
+from ..context import HookContext
+from ..registry import HookRejectSignal, harness_hook
+
+
+@harness_hook("pre_tool_call", priority=30, name="spend_gate", kind="safety")
+def spend_gate(ctx: HookContext) -> None:
+    """Charge the call's ``units`` to each of its ledgers and to the run-wide
+    ``max_tool_calls``, or refuse it. Check and charge happen without an
+    await in between, so parallel calls are admitted exactly."""
+    root = ctx.run.root
+    limit = ctx.config.max_tool_calls
+    if limit is not None and root.tool_calls_total >= limit:
+        raise HookRejectSignal(
+            f"The tool-call limit for this task is used up ({root.tool_calls_total}/{limit}). "
+            "Answer with what you have.",
+            code="quota_exhausted",
+        )
+    policy = ctx.tool.policy
+    charges: list[str] = []
+    if policy is not None and policy.units:
+        used = ctx.facts.ledger_used
+        for name in policy.ledgers:
+            cap = ctx.config.ledgers[name].cap
+            spent = used.get(name, 0)
+            if spent + policy.units > cap:
+                raise HookRejectSignal(
+                    f"The {name} quota for this task is used up ({spent}/{cap}). "
+                    "Answer with what you have.",
+                    code="quota_exhausted",
+                )
+        for name in policy.ledgers:
+            used[name] = used.get(name, 0) + policy.units
+            charges.append(name)
+    ctx.run.add_tool_call(1)
+
+    def refund() -> None:
+        ctx.run.add_tool_call(-1)
+        for name in charges:
+            ctx.facts.ledger_used[name] -= policy.units
+
+    ctx.on_refused(refund)
+
+
+@harness_hook("pre_tool_call", priority=35, name="search_gate", kind="efficiency")
+def search_gate(ctx: HookContext) -> None:
+    """Enough candidates: refuse more retrieval (a presumption, so it
+    latches open after ``escape_after_rejects`` refusals)."""
+    enough = ctx.config.enough_candidates
+    if enough is None or ctx.tool.role != "retrieval":
+        return
+    have = ctx.facts.candidates
+    if have >= enough:
+        raise HookRejectSignal(
+            f"You already have {have} candidates (enough: {enough}). Select from them "
+            "or answer now; search again only if none of them fit.",
+            code="enough_results",
+        )
+
+
+@harness_hook("pre_think", priority=20, name="budget_router", kind="observer")
+def budget_router(ctx: HookContext) -> None:
+    """Pick the model tier from the fraction of money left; at the last tier
+    answer with the fallback text without calling any model."""
+    cost = ctx.config.cost
+    if cost is None:
+        return
+    root = ctx.run.root
+    if root.store_error is not None:
+        ctx.stop("dependency_down", text=cost.fallback_text, code="dependency_down")
+        return
+    caps = [c for c in (cost.cap_usd, root.daily_left_usd) if c is not None]
+    if not caps:
+        return
+    cap = min(caps)
+    left = cap - root.facts.spent_usd
+    fraction = left / cap if cap > 0 else 0.0
+    lite, minimal, fallback = cost.tiers
+    if fraction <= fallback:
+        ctx.stop("budget", text=cost.fallback_text, code="quota_exhausted")
+        return
+    tier = "minimal" if fraction <= minimal else "lite" if fraction <= lite else "full"
+    facts = root.facts
+    if tier != facts.tier:
+        ctx.decide(
+            "swap_model", detail=f"{facts.tier} -> {tier} ({fraction:.0%} of ${cap:.4f} left)",
+        )
+        facts.tier = tier
+
+
+@harness_hook("post_tool_call", priority=20, name="result_nudges", kind="observer")
+def result_nudges(ctx: HookContext) -> None:
+    """Soft convergence: when a ledger is nearly or fully spent, or the run
+    must conclude, say so in the result (once each)."""
+    result, facts = ctx.result, ctx.facts
+    if result.refused:
+        return
+    nudges: list[tuple[str, str]] = []
+    policy = ctx.tool.policy
+    if policy is not None:
+        for name in policy.ledgers:
+            ledger = ctx.config.ledgers[name]
+            used = facts.ledger_used.get(name, 0)
+            if used >= ledger.cap:
+                nudges.append(
+                    (f"spent:{name}", f"The {name} quota is now used up ({used}/{ledger.cap}): "
+                     "stop retrieving and conclude."),
+                )
+            elif ledger.soft_at is not None and used >= ledger.soft_at:
+                nudges.append(
+                    (f"soft:{name}", f"The {name} quota is nearly used up ({used}/{ledger.cap}): "
+                     "start concluding."),
+                )
+    if facts.force_conclude and ctx.tool.role != "finish":
+        nudges.append(("conclude", "Stop retrieving and conclude now."))
+    for key, text in nudges:
+        if key not in facts.nudged:
+            facts.nudged.add(key)
+            result.notices.append(f"Note: {text}")
+            ctx.decide("hint", detail=text)
+
+
+@harness_hook("on_session_end", priority=90, name="strategy_feedback", kind="observer")
+async def strategy_feedback(ctx: HookContext) -> None:
+    """Settle the run: its report, the principal's daily spend, the callback."""
+    state, reason = ctx.harness.terminal_from_facts(ctx.run, ctx.end_reason)
+    await ctx.harness.settle(ctx.run, ctx.agent, state, reason)

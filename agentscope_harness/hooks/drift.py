@@ -1,0 +1,48 @@
+"""Drift: rounds that bring nothing new. The ladder climbs hint, then
+constrain (``force_conclude``), then stop; never the same hint twice."""
+
+from __future__ import annotations
+
+from ..context import HookContext
+from ..registry import harness_hook
+
+
+@harness_hook("post_tool_call", priority=50, name="drift_result_tracker", kind="observer")
+def drift_result_tracker(ctx: HookContext) -> None:
+    """A successful call never made before brings a new fact; a repeat does
+    not. Edge-triggered: only a new fact resets the stall counter."""
+    result = ctx.result
+    if result.ok and not result.refused and ctx.tool.digest not in ctx.facts.succeeded:
+        ctx.facts.new_fact_this_round = True
+
+
+@harness_hook("post_reflect", priority=20, name="drift_detector", kind="observer")
+def drift_detector(ctx: HookContext) -> None:
+    """``stall_rounds`` rounds without a new fact: hint to change approach;
+    twice that: ``force_conclude``."""
+    facts, stall = ctx.facts, ctx.config.stall_rounds
+    facts.rounds += 1
+    if facts.rounds == 1:
+        return  # nothing has run yet
+    if facts.new_fact_this_round:
+        facts.rounds_without_progress = 0
+    else:
+        facts.rounds_without_progress += 1
+    facts.new_fact_this_round = False
+    idle = facts.rounds_without_progress
+    if idle >= 2 * stall and not facts.force_conclude:
+        facts.force_conclude = True
+        facts.forced_at = ctx.run.root.model_calls
+        ctx.hint(
+            f"Nothing new has come from the last {idle} rounds. Conclude now with "
+            "what you have.",
+            key="conclude",
+        )
+        ctx.decide("constrain", detail=f"{idle} rounds without progress")
+    elif idle >= stall:
+        ctx.hint(
+            f"The last {idle} rounds brought nothing new. Change approach: different "
+            "tool, different arguments, or conclude.",
+            key="drift",
+        )
+        ctx.decide("hint", detail=f"{idle} rounds without progress")

@@ -1,0 +1,69 @@
+"""Repetition: the same call again, the same failure again, the same tool
+over and over."""
+
+from __future__ import annotations
+
+from ..context import HookContext
+from ..registry import HookRejectSignal, harness_hook
+
+
+@harness_hook("pre_tool_call", priority=40, name="repeat_call_gate", kind="efficiency")
+def repeat_call_gate(ctx: HookContext) -> None:
+    """Refuse an identical call that already succeeded or that repeats within
+    one parallel batch (a presumption: latches open); refuse for good a call
+    that failed the same way ``max_identical_failures`` times (an exact fact).
+    Also the loop detector: one tool ``loop_threshold`` times in the last
+    ``loop_window`` calls gets a hint, and the same call looping on after it
+    makes the run conclude."""
+    call, facts, config = ctx.tool, ctx.facts, ctx.config
+    digest = call.digest
+    _watch_loop(ctx, digest)
+
+    error_class, streak = facts.failures.get(digest, (None, 0))
+    if streak >= config.max_identical_failures:
+        raise HookRejectSignal(
+            f"This exact call failed {streak} times in a row ({error_class}). "
+            "Do not retry it; change the arguments or tell the user.",
+            code="repeated_failure",
+            hard=True,
+        )
+    if facts.batch_key != call.batch:
+        facts.batch_key, facts.batch_seen = call.batch, set()
+    if digest in facts.batch_seen:
+        raise HookRejectSignal(
+            "The same call appears twice in this turn; use the result of the first one.",
+            code="duplicate_call",
+        )
+    facts.batch_seen.add(digest)
+    earlier = facts.succeeded.get(digest)
+    if earlier is not None:
+        raise HookRejectSignal(
+            "This exact call already succeeded in this task; reuse its earlier result.",
+            code="duplicate_call",
+            ref=earlier.ref,
+        )
+
+
+def _watch_loop(ctx: HookContext, digest: str) -> None:
+    facts, config, name = ctx.facts, ctx.config, ctx.tool.name
+    facts.recent_digests.append(digest)
+    count = sum(1 for n in facts.recent_tools if n == name)
+    if count < config.loop_threshold:
+        facts.loop_hinted.discard(name)
+        return
+    if name in facts.dependency_down:
+        return  # the dependency-down sentinel already says "do not retry"
+    if name not in facts.loop_hinted:
+        facts.loop_hinted.add(name)
+        ctx.notice(
+            f"Note: you have called {name} {count} times in your last "
+            f"{len(facts.recent_tools)} calls. If it is not giving you what you need, "
+            "change approach or conclude with what you have.",
+        )
+        ctx.decide("hint", detail=f"loop: {name} x{count}")
+        return
+    same = sum(1 for d in facts.recent_digests if d == digest)
+    if same >= config.loop_threshold and not facts.force_conclude:
+        facts.force_conclude = True
+        facts.forced_at = ctx.run.root.model_calls
+        ctx.decide("constrain", detail=f"the same {name} call keeps repeating after a loop hint")

@@ -1,0 +1,120 @@
+"""Termination: a run ends, on time, and says honestly how it ended."""
+
+from __future__ import annotations
+
+import inspect
+import time
+
+from ..context import HookContext
+from ..registry import HookRejectSignal, harness_hook
+from ..report import TerminalState
+from ..sentinels import format_sentinel
+
+
+@harness_hook("pre_think", priority=5, name="liveness_watchdog", kind="observer")
+def liveness_watchdog(ctx: HookContext) -> None:
+    """Stop a run that is out of time, out of model calls, or already
+    concluded as incomplete; near the deadline, constrain it to conclude."""
+    facts = ctx.facts
+    if facts.terminal is not None and facts.terminal.state == TerminalState.INCOMPLETE.value:
+        ctx.stop(facts.terminal.reason)
+        return
+    limit = ctx.config.max_model_calls
+    if limit is not None and ctx.run.root.model_calls >= limit:
+        ctx.stop("max_model_calls")
+        return
+    deadline = ctx.run.deadline
+    if deadline is None:
+        return
+    left = deadline - time.monotonic()
+    if left <= 0:
+        ctx.stop("deadline")
+        return
+    wrap_up = ctx.config.effective_wrap_up_s()
+    if wrap_up is not None and left <= wrap_up and not facts.wrap_up_hinted:
+        facts.wrap_up_hinted = True
+        if not facts.force_conclude:
+            facts.force_conclude = True
+            facts.forced_at = ctx.run.root.model_calls
+        ctx.hint(
+            f"Only {left:.0f}s are left for this task. Conclude now with what you have.",
+            key="conclude",
+        )
+        ctx.decide("constrain", detail=f"wrap-up: {left:.1f}s left")
+
+
+@harness_hook("pre_tool_call", priority=5, name="terminal_reached_gate", kind="safety")
+def terminal_reached_gate(ctx: HookContext) -> None:
+    """Once the run is terminal, no more tools: answer the user."""
+    terminal = ctx.facts.terminal
+    if terminal is not None:
+        raise HookRejectSignal(
+            f"This task is already concluded ({terminal.reason}). "
+            "Do not call more tools; answer the user now.",
+            code="run_concluded",
+        )
+
+
+@harness_hook("post_tool_call", priority=30, name="mark_terminal", kind="observer")
+async def mark_terminal(ctx: HookContext) -> None:
+    """A finishing tool that succeeded and passed ``verify`` completes the
+    run; a failed verification becomes an error saying what is missing. A
+    successful ``ask`` tool leaves the run waiting for the user."""
+    result, call = ctx.result, ctx.tool
+    if result.refused or not result.ok or call.policy is None:
+        return
+    if call.role == "ask":
+        ctx.facts.conclude(TerminalState.WAITING_INPUT, "asked_user")
+        ctx.decide("terminal", code="waiting_input")
+        return
+    if call.role != "finish":
+        return
+    verify = call.policy.verify
+    if verify is not None:
+        missing = verify(result.raw_text)
+        if inspect.isawaitable(missing):
+            missing = await missing
+        if missing:
+            line = format_sentinel("verification_failed", f"{missing} Fix this and call {call.name} again.")
+            ctx.run.remember_sentinel("verification_failed", line)
+            result.state = "error"
+            result.notices.append(line)
+            ctx.decide("refuse", code="verification_failed", detail=str(missing))
+            return
+    ctx.facts.mark("finished")
+    ctx.facts.conclude(TerminalState.COMPLETED, "finished")
+    ctx.decide("terminal", code="completed")
+
+
+@harness_hook("post_reflect", priority=60, name="terminal_enforcer", kind="observer")
+def terminal_enforcer(ctx: HookContext) -> None:
+    """The model tried to end without the required finishing tool: one more
+    round with a nudge, then ``incomplete``. A model that keeps calling other
+    tools after being told to conclude is stopped."""
+    facts, out = ctx.facts, ctx.model_output
+    finish = ctx.harness.finish_tools
+    if (
+        facts.force_conclude
+        and facts.terminal is None
+        and facts.forced_at is not None
+        and ctx.run.root.model_calls > facts.forced_at
+        and any(name not in finish for name, _ in out.tool_calls)
+    ):
+        facts.conclude(TerminalState.INCOMPLETE, "stalled")
+        ctx.decide("terminal", code="incomplete", detail="kept calling tools after being told to conclude")
+        return
+    if not out.is_final or facts.terminal is not None or not ctx.config.finish_required():
+        return
+    if facts.enforce_retries < ctx.config.max_enforce_retries:
+        facts.enforce_retries += 1
+        names = " or ".join(sorted(finish)) or "the finishing tool"
+        ctx.hint(
+            f"The task is not finished: call {names} to deliver the result. "
+            "A plain text answer does not complete it.",
+            key="finish_required",
+        )
+        ctx.another_round = "finish_tool_not_called"
+        ctx.decide("hint", detail="finish tool not called; one more round")
+        return
+    facts.conclude(TerminalState.INCOMPLETE, "finish_tool_not_called")
+    ctx.decide("terminal", code="incomplete", detail="finish tool not called")

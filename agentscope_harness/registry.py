@@ -1,0 +1,164 @@
+"""Hook registration: the six points, ``@harness_hook`` and the ordering rule
+(ascending priority, ties by name)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .errors import HarnessConfigError
+
+HOOK_POINTS: tuple[str, ...] = (
+    "on_system_prompt",
+    "pre_think",
+    "pre_tool_call",
+    "post_tool_call",
+    "post_reflect",
+    "on_session_end",
+)
+"""Where hooks run, in the order a round meets them (DESIGN section 4)."""
+
+HookKind = Literal["safety", "efficiency", "observer", "transform"]
+KINDS: tuple[str, ...] = ("safety", "efficiency", "observer", "transform")
+
+
+class HookRejectSignal(Exception):
+    """Raised by a gate to refuse the call; the model reads ``message`` as a
+    sentinel ``[harness:<code>] message`` (or verbatim with ``raw=True``).
+
+    ``hard=True`` marks a refusal on an exact fact raised by an efficiency
+    hook: the escape latch never lets it through.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        code: str = "policy_refused",
+        *,
+        raw: bool = False,
+        ref: str | None = None,
+        hard: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.raw = raw
+        self.ref = ref
+        self.hard = hard
+
+
+@dataclass(frozen=True)
+class HookSpec:
+    """One registered hook: where it runs, in which order, and how it fails."""
+
+    fn: Callable[..., Any]
+    point: str
+    priority: int
+    name: str
+    kind: str
+    escape_key: str | None
+    module: str
+    is_async: bool = field(compare=False)
+    fail_closed: bool = False
+
+    @property
+    def sort_key(self) -> tuple[int, str]:
+        """Ascending priority, then name."""
+        return (self.priority, self.name)
+
+
+def make_spec(
+    fn: Callable[..., Any],
+    point: str,
+    priority: int = 50,
+    name: str | None = None,
+    kind: str = "observer",
+    escape_key: str | None = None,
+    fail_closed: bool | None = None,
+) -> HookSpec:
+    """Validate and build a :class:`HookSpec` (errors name the hook)."""
+    name = name or getattr(fn, "__name__", None) or repr(fn)
+    if point not in HOOK_POINTS:
+        raise HarnessConfigError(
+            f"hook {name!r}: unknown point {point!r}; expected one of {HOOK_POINTS}",
+        )
+    if kind not in KINDS:
+        raise HarnessConfigError(
+            f"hook {name!r}: unknown kind {kind!r}; expected one of {KINDS}",
+        )
+    if kind == "safety" and escape_key is not None:
+        raise HarnessConfigError(
+            f"hook {name!r}: a safety gate judges an exact fact and must never "
+            "declare an escape_key",
+        )
+    if kind == "efficiency" and escape_key is None:
+        escape_key = name
+    if not isinstance(priority, int):
+        raise HarnessConfigError(f"hook {name!r}: priority must be an int")
+    return HookSpec(
+        fn=fn,
+        point=point,
+        priority=priority,
+        name=name,
+        kind=kind,
+        escape_key=escape_key,
+        module=getattr(fn, "__module__", "") or "",
+        is_async=inspect.iscoroutinefunction(fn),
+        fail_closed=kind == "safety" if fail_closed is None else fail_closed,
+    )
+
+
+def harness_hook(
+    point: str,
+    priority: int = 50,
+    name: str | None = None,
+    kind: HookKind = "observer",
+    escape_key: str | None = None,
+    fail_closed: bool | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Declare a function as a harness hook.
+
+    ``kind="safety"`` hooks fail closed (a crash refuses the call, withholds
+    the result or the answer); others fail open unless ``fail_closed=True``.
+
+    The function stays callable as before; its :class:`HookSpec` is attached
+    as ``fn.__harness_hook__`` and the Harness picks it up from ``hooks=[...]``
+    or from the ``agentscope_harness.hooks`` entry-point group.
+    """
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn.__harness_hook__ = make_spec(  # type: ignore[attr-defined]
+            fn, point, priority, name, kind, escape_key, fail_closed,
+        )
+        return fn
+
+    return decorate
+
+
+def spec_of(hook: Any) -> HookSpec:
+    """The :class:`HookSpec` of a decorated function (or a spec itself)."""
+    if isinstance(hook, HookSpec):
+        return hook
+    spec = getattr(hook, "__harness_hook__", None)
+    if not isinstance(spec, HookSpec):
+        raise HarnessConfigError(
+            f"{hook!r} is not a harness hook: decorate it with @harness_hook",
+        )
+    return spec
+
+
+def collect(hooks: Iterable[Any]) -> list[HookSpec]:
+    """Specs of ``hooks``; hook packs may be modules or lists of hooks."""
+    specs: list[HookSpec] = []
+    for hook in hooks:
+        if isinstance(hook, (list, tuple)):
+            specs.extend(collect(hook))
+        elif inspect.ismodule(hook):
+            specs.extend(
+                spec_of(v) for v in vars(hook).values() if hasattr(v, "__harness_hook__")
+            )
+        else:
+            specs.append(spec_of(hook))
+    return specs

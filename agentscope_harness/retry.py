@@ -1,0 +1,80 @@
+"""``retry_call``: retry a flaky dependency with backoff, never past the run
+deadline, and give up with ``DependencyDown`` (which the model reads as "do
+not retry; tell the user")."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from tenacity import (
+    AsyncRetrying,
+    RetryError,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential_jitter,
+)
+
+from .deadline import remaining_time
+from .errors import DependencyDown
+
+T = TypeVar("T")
+
+TRANSIENT: tuple[type[BaseException], ...] = (
+    ConnectionError,
+    TimeoutError,
+    asyncio.TimeoutError,
+)
+
+
+async def retry_call(
+    fn: Callable[..., Awaitable[T] | T],
+    *args: Any,
+    dependency: str | None = None,
+    attempts: int = 3,
+    retry_on: tuple[type[BaseException], ...] = TRANSIENT,
+    initial_backoff_s: float = 0.2,
+    max_backoff_s: float = 5.0,
+    **kwargs: Any,
+) -> T:
+    """Call ``fn(*args, **kwargs)``, retrying ``retry_on`` errors up to
+    ``attempts`` times with jittered exponential backoff. Stops early when
+    the run's deadline would pass; raises ``DependencyDown`` on giving up."""
+    name = dependency or getattr(fn, "__name__", "dependency")
+    stop = stop_after_attempt(attempts)
+    left = remaining_time()
+    if left is not None:
+        stop = stop | stop_after_delay(max(left, 0.0))
+    try:
+        async for attempt in AsyncRetrying(
+            stop=stop,
+            wait=wait_exponential_jitter(initial=initial_backoff_s, max=max_backoff_s),
+            retry=retry_if_exception_type(retry_on),
+            reraise=False,
+            before_sleep=_not_past_deadline,
+        ):
+            with attempt:
+                result = fn(*args, **kwargs)
+                if inspect.isawaitable(result):
+                    result = await result
+                return result  # type: ignore[return-value]
+    except RetryError as exc:
+        raise DependencyDown(name, exc.last_attempt.exception()) from exc
+    except _DeadlineReached as exc:
+        raise DependencyDown(name, exc.__cause__ or "run deadline reached") from exc
+    raise DependencyDown(name)  # pragma: no cover - tenacity always returns or raises
+
+
+class _DeadlineReached(Exception):
+    pass
+
+
+def _not_past_deadline(state: Any) -> None:
+    """Give up instead of sleeping past the run deadline."""
+    left = remaining_time()
+    sleep = getattr(state.next_action, "sleep", 0) or 0
+    if left is not None and sleep >= left:
+        raise _DeadlineReached() from state.outcome.exception()

@@ -1,0 +1,178 @@
+"""One run, one slot, one reset.
+
+All per-run state lives in one :class:`RunState` per run, kept in the
+:class:`RunTable` owned by the Harness: created when the reply starts, kept
+across a human-in-the-loop park, dropped in the reply's ``finally``.
+Parallel tool calls run in their own asyncio tasks; they all reach the same
+slot object, so their writes are never lost (a ContextVar written in a child
+task would be).
+
+ContextVars carry only what is fixed before the run starts and read below it:
+the principal, the deadline and the handle of the current run.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections import Counter, deque
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .facts import GuardState
+from .report import Decision, RunReport
+
+if TYPE_CHECKING:
+    from .harness import Principal
+
+CURRENT_RUN: ContextVar["RunState | None"] = ContextVar("harness_run", default=None)
+"""Handle of the run whose reply is executing (inherited by tools and by
+sub-agents, which become nested runs)."""
+
+
+@dataclass(eq=False)
+class RunState:
+    """Everything one run knows. Counters that a nested run shares with its
+    parent (ledgers, spend, model and tool call totals) are reached through
+    ``root``/ancestors, never copied."""
+
+    run_id: str
+    agent_name: str
+    session_id: str | None
+    principal: "Principal | None"
+    deadline: float | None
+    facts: GuardState
+    table: "RunTable"
+    parent: "RunState | None" = None
+    started: float = field(default_factory=time.monotonic)
+    nonce: str = field(default_factory=lambda: secrets.token_hex(6))
+    decisions: list[Decision] = field(default_factory=list)
+    unflushed: list[Decision] = field(default_factory=list)
+    issued: set[str] = field(default_factory=set)
+    artifacts: dict[str, str] = field(default_factory=dict)
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tool_calls_total: int = 0
+    refusals: Counter = field(default_factory=Counter)
+    refusals_by_hook: Counter = field(default_factory=Counter)
+    in_flight: dict[str, str] = field(default_factory=dict)
+    children: list[RunReport] = field(default_factory=list)
+    hold_reply_end: bool = False
+    terminal_reason_hint: str | None = None
+    mode: str = "enforce"
+    daily_left_usd: float | None = None
+    store_error: str | None = None
+    report: RunReport | None = None
+
+    @property
+    def root(self) -> "RunState":
+        """The outermost run of a nesting (itself when not nested)."""
+        run = self
+        while run.parent is not None:
+            run = run.parent
+        return run
+
+    def lineage(self) -> list["RunState"]:
+        """This run and its ancestors, innermost first."""
+        out, run = [], self
+        while run is not None:
+            out.append(run)
+            run = run.parent
+        return out
+
+    def add_model_call(self) -> None:
+        """Count a model call here and in every ancestor (run-wide caps
+        include sub-agents)."""
+        for run in self.lineage():
+            run.model_calls += 1
+
+    def add_usage(self, input_tokens: int, output_tokens: int, usd: float) -> None:
+        """Charge tokens and USD here and in every ancestor (a sub-agent
+        spends its parent's budget)."""
+        for run in self.lineage():
+            run.input_tokens += input_tokens
+            run.output_tokens += output_tokens
+            run.facts.spent_usd += usd
+
+    def add_tool_call(self, n: int = 1) -> None:
+        """Count admitted tool calls run-wide (``-1`` gives one back)."""
+        for run in self.lineage():
+            run.tool_calls_total += n
+
+    def record(self, decision: Decision) -> None:
+        """Keep a decision for the report and for the next event flush."""
+        self.decisions.append(decision)
+        self.unflushed.append(decision)
+        if decision.action == "refuse" and decision.enforced:
+            self.refusals[decision.code or "policy_refused"] += 1
+            self.refusals_by_hook[decision.hook] += 1
+
+    def take_unflushed(self) -> list[Decision]:
+        """Decisions not yet emitted as events (then forgotten by the buffer)."""
+        out, self.unflushed = self.unflushed, []
+        return out
+
+    def remember_sentinel(self, code: str, text: str) -> None:
+        """Sentinels the audit may strip from the final answer."""
+        self.issued.add(text)
+        self.issued.add(f"[harness:{code}]")
+
+
+@dataclass
+class RunTable:
+    """The slots of live runs, keyed by reply id. Owned by one Harness."""
+
+    slots: dict[str, RunState] = field(default_factory=dict)
+    loop_window: int = 6
+
+    def open(
+        self,
+        run_id: str,
+        agent_name: str,
+        session_id: str | None,
+        principal: "Principal | None",
+        deadline: float | None,
+        parent: RunState | None,
+        mode: str,
+    ) -> RunState:
+        """Create the slot of a new run; a nested run shares its root's ledgers."""
+        facts = GuardState(
+            recent_tools=deque(maxlen=self.loop_window),
+            recent_digests=deque(maxlen=self.loop_window),
+        )
+        if parent is not None:
+            facts.ledger_used = parent.facts.ledger_used
+        run = RunState(
+            run_id=run_id,
+            agent_name=agent_name,
+            session_id=session_id,
+            principal=principal,
+            deadline=deadline,
+            facts=facts,
+            table=self,
+            parent=parent,
+            mode=mode,
+        )
+        self.slots[run_id] = run
+        return run
+
+    def get(self, run_id: str) -> RunState | None:
+        """The live slot of a run, if any."""
+        return self.slots.get(run_id)
+
+    def drop(self, run_id: str) -> None:
+        """The one reset: forget the run."""
+        self.slots.pop(run_id, None)
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+
+def principal_dict(principal: Any) -> dict[str, Any] | None:
+    """The principal as plain JSON data for a report."""
+    if principal is None:
+        return None
+    data = principal.model_dump(mode="json") if hasattr(principal, "model_dump") else dict(vars(principal))
+    return data
