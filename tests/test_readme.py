@@ -1,0 +1,33 @@
+"""The README is part of the contract: its hook table and its commands must
+match the code and CI."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+from agentscope_harness import Harness
+from agentscope_harness.hooks import BUILTIN_HOOKS
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+KINDS = {"safety": "S", "efficiency": "E", "transform": "T", "observer": "O"}
+
+
+def test_readme_hook_table_matches_the_code() -> None:
+    rows = re.findall(
+        r"^\| (\d+) \| (\w+) \| (\w+) \| (\d+) \| (\w+) \| ([A-Z/]+) \|", README, re.MULTILINE,
+    )
+    assert len(rows) == 25 == len(BUILTIN_HOOKS)
+    specs = {s.name: s for s in Harness(load_entry_points=False).all_hooks}
+    for _, name, point, prio, module, kind in rows:
+        spec = specs[name]
+        assert (spec.point, spec.priority, spec.module.rsplit(".", 1)[-1]) == (point, int(prio), module)
+        assert KINDS[spec.kind] in kind.split("/"), name
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    commands = re.findall(r"^python3 -m venv .*$", README, re.MULTILINE)
+    assert len(commands) == 2
+    test_command = next(c for c in commands if "pytest" in c)
+    assert test_command in (ROOT / ".ci" / "run").read_text()
