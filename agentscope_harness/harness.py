@@ -287,6 +287,9 @@ class Harness:
             return TerminalState.INCOMPLETE, "unsupported_claim"
         if facts.terminal is not None:
             return TerminalState.COMPLETED, facts.terminal.reason
+        if facts.dependency_down:
+            # the answer may be honest, but the task was not done
+            return TerminalState.INCOMPLETE, "dependency_down"
         if end_reason == "exceed_max_iters":
             return TerminalState.INCOMPLETE, "max_iters"
         if self.config.finish_required():

@@ -51,7 +51,10 @@ async def retry_call(
     try:
         async for attempt in AsyncRetrying(
             stop=stop,
-            wait=wait_exponential_jitter(initial=initial_backoff_s, max=max_backoff_s),
+            # jitter scaled to the backoff (tenacity's default adds up to 1 s)
+            wait=wait_exponential_jitter(
+                initial=initial_backoff_s, max=max_backoff_s, jitter=initial_backoff_s,
+            ),
             retry=retry_if_exception_type(retry_on),
             reraise=False,
             before_sleep=_not_past_deadline,
