@@ -214,6 +214,14 @@ class HarnessConfig(_Strict):
                         f"tools.{name}.ledgers: unknown ledger {ledger!r} "
                         f"(configured: {sorted(self.ledgers)})",
                     )
+        if (
+            self.deadline_s is not None
+            and self.wrap_up_s is not None
+            and self.wrap_up_s > self.deadline_s
+        ):
+            raise ValueError(
+                f"wrap_up_s ({self.wrap_up_s}) exceeds deadline_s ({self.deadline_s})",
+            )
         if self.loop_threshold > self.loop_window:
             raise ValueError(
                 f"loop_threshold ({self.loop_threshold}) exceeds "

@@ -7,7 +7,6 @@ import re
 import time
 
 from ..errors import NOT_BREAKER_FAILURES
-from ..facts import normalize_args
 from ..harness import Breaker
 from ..registry import HookRejectSignal, harness_hook
 from ..sentinels import neutralise, strip_issued
@@ -39,7 +38,8 @@ def authorization_gate(ctx: HookContext) -> None:
     for arg, attr in policy.identity_args.items():
         expected = principal.attr(attr)
         given = call.args.get(arg)
-        if expected is None or normalize_args(given) != normalize_args(expected):
+        # exact: "acme " or "Alice" would reach the tool as another identity
+        if expected is None or type(given) is not type(expected) or given != expected:
             raise HookRejectSignal(
                 f"{call.name} may only act for the signed-in user: {arg} must be "
                 f"{expected!r}. You cannot act for anyone else.",
@@ -50,7 +50,14 @@ def authorization_gate(ctx: HookContext) -> None:
 @harness_hook("pre_tool_call", priority=48, name="tool_breaker_gate", kind="safety")
 def tool_breaker_gate(ctx: HookContext) -> None:
     """Refuse a tool whose breaker is open; after the cooldown let one probe
-    through (half-open)."""
+    through (half-open). A tool that reported its dependency down in this
+    run is not called again in this run ("do not retry")."""
+    if ctx.tool.name in ctx.facts.dependency_down:
+        raise HookRejectSignal(
+            f"{ctx.tool.name} reported its dependency unavailable earlier in this task. "
+            "Do not retry; tell the user.",
+            code="dependency_down",
+        )
     breaker = ctx.harness.breakers.get(ctx.tool.name)
     if breaker is None or breaker.opened_at is None:
         return
@@ -105,7 +112,8 @@ def content_filter(ctx: HookContext) -> None:
         ctx.decide("rewrite", detail="redacted secrets")
 
 
-_FENCE_MARK = re.compile(r"<(/?)(\s*tool-output)", re.IGNORECASE)
+# any spacing around the slash: "< /tool-output" reads as a close too
+_FENCE_MARK = re.compile(r"<(\s*/?\s*tool-output)", re.IGNORECASE)
 
 
 def fence_open(nonce: str, tool: str) -> str:
@@ -129,7 +137,7 @@ def content_fence(ctx: HookContext) -> None:
     if not ctx.config.fence:
         result.text = text
         return
-    text = _FENCE_MARK.sub(r"&lt;\1\2", text)
+    text = _FENCE_MARK.sub(r"&lt;\1", text)
     nonce = ctx.run.nonce
     result.text = f"{fence_open(nonce, ctx.tool.name)}\n{text}\n{fence_close(nonce)}"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from typing import Any
 
 from ..context import HookContext
 from ..registry import HookRejectSignal, harness_hook
@@ -56,31 +57,52 @@ def terminal_reached_gate(ctx: HookContext) -> None:
 
 
 @harness_hook("post_tool_call", priority=30, name="mark_terminal", kind="observer")
-async def mark_terminal(ctx: HookContext) -> None:
+def mark_terminal(ctx: HookContext) -> Any:
     """A finishing tool that succeeded and passed ``verify`` completes the
     run; a failed verification becomes an error saying what is missing. A
-    successful ``ask`` tool leaves the run waiting for the user."""
+    successful ``ask`` tool leaves the run waiting for the user.
+
+    Synchronous on the hot path (every tool call); only an async ``verify``
+    makes it return an awaitable, which the runner awaits."""
     result, call = ctx.result, ctx.tool
     if result.refused or not result.ok or call.policy is None:
-        return
+        return None
     if call.role == "ask":
         ctx.facts.conclude(TerminalState.WAITING_INPUT, "asked_user")
         ctx.decide("terminal", code="waiting_input")
-        return
+        return None
     if call.role != "finish":
-        return
+        return None
     verify = call.policy.verify
     if verify is not None:
         missing = verify(result.raw_text)
         if inspect.isawaitable(missing):
-            missing = await missing
+            return _verified_later(ctx, missing)
         if missing:
-            line = format_sentinel("verification_failed", f"{missing} Fix this and call {call.name} again.")
-            ctx.run.remember_sentinel("verification_failed", line)
-            result.state = "error"
-            result.notices.append(line)
-            ctx.decide("refuse", code="verification_failed", detail=str(missing))
-            return
+            _verification_failed(ctx, missing)
+            return None
+    _completed(ctx)
+    return None
+
+
+async def _verified_later(ctx: HookContext, pending: Any) -> None:
+    missing = await pending
+    if missing:
+        _verification_failed(ctx, missing)
+    else:
+        _completed(ctx)
+
+
+def _verification_failed(ctx: HookContext, missing: Any) -> None:
+    call, result = ctx.tool, ctx.result
+    line = format_sentinel("verification_failed", f"{missing} Fix this and call {call.name} again.")
+    ctx.run.remember_sentinel("verification_failed", line)
+    result.state = "error"
+    result.notices.append(line)
+    ctx.decide("refuse", code="verification_failed", detail=str(missing))
+
+
+def _completed(ctx: HookContext) -> None:
     ctx.facts.mark("finished")
     ctx.facts.conclude(TerminalState.COMPLETED, "finished")
     ctx.decide("terminal", code="completed")

@@ -1,0 +1,143 @@
+"""Shared pieces of the per-hook tests: real async tools that record what ran,
+a harnessed real Agent, and readers for what the model was told."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from scripted import ScriptedModel, make_agent, run, tool_messages
+
+from agentscope_harness import Harness, HarnessConfig
+
+
+class Ran(list):
+    """What actually ran: ``(tool, args)`` in execution order."""
+
+    def of(self, name: str) -> list[dict[str, Any]]:
+        return [args for tool, args in self if tool == name]
+
+
+def shop_tools(ran: Ran, delay: float = 0.0) -> dict[str, Any]:
+    """A small shop: search, select, lookup/cancel an order, submit, ask."""
+
+    async def search(q: str) -> str:
+        """Search the catalogue.
+
+        Args:
+            q (str): The query.
+        """
+        if delay:
+            await asyncio.sleep(delay)
+        ran.append(("search", {"q": q}))
+        return f"3 products for {q}: red mug, blue mug, green mug"
+
+    async def select(pick: str) -> str:
+        """Select products from the candidates.
+
+        Args:
+            pick (str): What to pick.
+        """
+        ran.append(("select", {"pick": pick}))
+        return f"selected {pick}"
+
+    async def lookup_order(order_id: str, user_id: str) -> str:
+        """Look up an order of a user.
+
+        Args:
+            order_id (str): The order.
+            user_id (str): The user the order belongs to.
+        """
+        ran.append(("lookup_order", {"order_id": order_id, "user_id": user_id}))
+        return f"order {order_id} of {user_id}: 1 mug, status paid"
+
+    async def cancel_order(order_id: str, user_id: str) -> str:
+        """Cancel an order of a user.
+
+        Args:
+            order_id (str): The order.
+            user_id (str): The user the order belongs to.
+        """
+        ran.append(("cancel_order", {"order_id": order_id, "user_id": user_id}))
+        return f"order {order_id} cancelled"
+
+    async def submit(answer: str) -> str:
+        """Deliver the final answer.
+
+        Args:
+            answer (str): The answer.
+        """
+        ran.append(("submit", {"answer": answer}))
+        return "delivered"
+
+    async def ask_user(question: str) -> str:
+        """Ask the user a question.
+
+        Args:
+            question (str): The question.
+        """
+        ran.append(("ask_user", {"question": question}))
+        return "question sent to the user"
+
+    return {
+        "search": search, "select": select, "lookup_order": lookup_order,
+        "cancel_order": cancel_order, "submit": submit, "ask_user": ask_user,
+    }
+
+
+def harnessed(
+    config: HarnessConfig | None,
+    script: list[Any],
+    tools: list[Any],
+    hooks: tuple = (),
+    repeat: bool = False,
+    stream: bool = False,
+    harness: Harness | None = None,
+    **agent_kw: Any,
+) -> tuple[Harness, ScriptedModel, Any]:
+    """A Harness (new unless given), a scripted model and a real Agent."""
+    h = harness or Harness(config, hooks=hooks, load_entry_points=False)
+    model = ScriptedModel(script, repeat=repeat, stream=stream)
+    agent = make_agent(model, tools, middlewares=h.middlewares(), **agent_kw)
+    return h, model, agent
+
+
+async def drive(h: Harness, agent: Any, principal: Any = None, prompt: str = "hi"):
+    """One reply (as ``principal`` when given); events, final Msg, report."""
+    if principal is not None:
+        with h.acting_for(principal):
+            events, final = await run(agent, prompt)
+    else:
+        events, final = await run(agent, prompt)
+    return events, final, h.last_report(agent)
+
+
+def results(model: ScriptedModel) -> list[str]:
+    """Every tool result the model received, in order (from its last call)."""
+    return tool_messages(model.calls[-1])
+
+
+def hint_texts(call: dict[str, Any]) -> list[str]:
+    """The harness hints (system reminders) in one payload, in order."""
+    out = []
+    for message in call["formatted"]:
+        content = message.get("content")
+        parts = [content] if isinstance(content, str) else [
+            p.get("text", "") for p in content or [] if isinstance(p, dict)
+        ]
+        for part in parts:
+            if isinstance(part, str) and part.startswith("<system-reminder>"):
+                out.append(part)
+    return out
+
+
+def codes(report: Any) -> dict[str, int]:
+    """Refusals by code, from a report."""
+    return dict(report.refusals)
+
+
+def actions(report: Any, hook: str | None = None) -> list[tuple[str, str, str | None]]:
+    """``(hook, action, code)`` of a report's decisions."""
+    return [
+        (d.hook, d.action, d.code) for d in report.decisions if hook is None or d.hook == hook
+    ]

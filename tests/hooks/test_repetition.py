@@ -1,0 +1,180 @@
+"""repetition.py: repeat_call_gate (duplicates, repeated failures, the loop
+detector); and a stubborn model stopped end to end."""
+
+from __future__ import annotations
+
+from agentscope.tool import FunctionTool, Toolkit
+from hookkit import Ran, drive, harnessed, results, shop_tools
+from scripted import ALLOW, calls, text
+
+from agentscope_harness import DependencyDown, HarnessConfig, ToolPolicy
+
+SEARCH = {"search": ToolPolicy(role="retrieval")}
+
+
+def tool_results(call) -> list[dict]:
+    return [m for m in call["formatted"] if m["role"] == "tool"]
+
+
+async def test_duplicate_of_a_succeeded_call_points_to_the_earlier_result():
+    ran = Ran()
+    t = shop_tools(ran)
+    h, model, agent = harnessed(
+        HarnessConfig(tools=SEARCH),
+        [calls(("search", {"q": "red mug"})), calls(("search", {"q": " red   mug "})),
+         text("done")],
+        [t["search"]],
+    )
+    _, _, report = await drive(h, agent)
+    first, second = tool_results(model.calls[-1])
+    assert second["content"].startswith("[harness:duplicate_call]")
+    assert second["content"].endswith(f"(ref: {first['tool_call_id']})")
+    assert len(ran) == 1
+    assert report.refusals == {"duplicate_call": 1}
+    assert report.tool_calls == {"search": 1}
+
+
+async def test_duplicate_within_one_parallel_batch():
+    ran = Ran()
+    t = shop_tools(ran)
+    h, model, agent = harnessed(
+        HarnessConfig(tools=SEARCH),
+        [calls(("search", {"q": "mug"}), ("search", {"q": "mug"}), ("search", {"q": "cup"})),
+         text("done")],
+        [t["search"]],
+    )
+    _, _, report = await drive(h, agent)
+    msgs = results(model)
+    assert sum(m.startswith("[harness:duplicate_call]") for m in msgs) == 1
+    assert "appears twice in this turn" in next(m for m in msgs if m.startswith("[harness:"))
+    assert sorted(a["q"] for a in ran.of("search")) == ["cup", "mug"]
+    assert report.refusals == {"duplicate_call": 1}
+
+
+async def test_duplicate_refusal_is_a_presumption_that_latches_open():
+    ran = Ran()
+    t = shop_tools(ran)
+    h, model, agent = harnessed(
+        HarnessConfig(tools=SEARCH),
+        [calls(("search", {"q": "mug"}))] * 4 + [text("done")],
+        [t["search"]],
+    )
+    _, _, report = await drive(h, agent)
+    msgs = results(model)
+    assert [m.startswith("[harness:duplicate_call]") for m in msgs] == [False, True, True, False]
+    assert len(ran) == 2
+    assert any(d.action == "allow_escape" and d.hook == "repeat_call_gate" for d in report.decisions)
+
+
+async def test_same_failure_max_identical_failures_times_is_refused_for_good():
+    ran = Ran()
+
+    async def charge(card: str) -> str:
+        """Charge a card.
+
+        Args:
+            card (str): The card.
+        """
+        ran.append(("charge", {"card": card}))
+        if card == "4111":
+            raise RuntimeError("card processor rejected the request")
+        return f"charged {card}"
+
+    h, model, agent = harnessed(
+        HarnessConfig(breaker_failures=100, loop_window=10, loop_threshold=10),
+        [calls(("charge", {"card": "4111"}))] * 6 + [calls(("charge", {"card": "5500"})), text("ok")],
+        [charge],
+    )
+    _, _, report = await drive(h, agent)
+    msgs = results(model)
+    assert all("card processor rejected" in m for m in msgs[:3])
+    for m in msgs[3:6]:  # hard: never escapes, however often it is tried
+        assert m.startswith("[harness:repeated_failure]")
+        assert "failed 3 times in a row (tool_error)" in m
+    assert "charged 5500" in msgs[6]  # other arguments are a different call
+    assert [a["card"] for a in ran.of("charge")] == ["4111"] * 3 + ["5500"]
+    assert report.refusals == {"repeated_failure": 3}
+    assert not any(d.action == "allow_escape" for d in report.decisions)
+
+
+async def test_loop_hint_at_the_fourth_call_of_one_tool_once():
+    ran = Ran()
+    t = shop_tools(ran)
+    h, model, agent = harnessed(
+        HarnessConfig(tools=SEARCH),
+        [calls(("search", {"q": q})) for q in "abcde"] + [text("done")],
+        [t["search"]],
+    )
+    _, _, report = await drive(h, agent)
+    msgs = results(model)
+    assert len(ran) == 5
+    assert ["you have called search" in m for m in msgs] == [False, False, False, True, False]
+    assert "called search 4 times in your last 4 calls" in msgs[3]
+    # the hint is outside the fenced data
+    assert msgs[3].index("</tool-output") < msgs[3].index("you have called")
+    assert report.refusals == {}
+
+
+async def test_loop_hint_yields_to_dependency_down():
+    ran = Ran()
+
+    async def stock(sku: str) -> str:
+        """Stock of a product.
+
+        Args:
+            sku (str): The product.
+        """
+        ran.append(("stock", {"sku": sku}))
+        if sku in ("d", "e"):
+            raise DependencyDown("warehouse API", "HTTP 503")
+        return f"{sku}: 3 left"
+
+    from agentscope_harness import Harness
+
+    h = Harness(HarnessConfig(breaker_failures=10), load_entry_points=False)
+    toolkit = h.instrument(Toolkit(tools=[FunctionTool(stock, permission=ALLOW)]))
+    _, model, agent = harnessed(
+        None, [calls(("stock", {"sku": s})) for s in "abcde"] + [text("down")], toolkit, harness=h,
+    )
+    _, _, report = await drive(h, agent)
+    msgs = results(model)
+    # the 4th call reached the loop threshold and failed with the dependency
+    # down: the model reads the dependency-down sentinel, not the loop hint
+    assert "[harness:dependency_down] warehouse API is unavailable. Do not retry" in msgs[3]
+    assert msgs[4].startswith("[harness:dependency_down]")  # not called again this run
+    assert [a["sku"] for a in ran.of("stock")] == ["a", "b", "c", "d"]
+    assert not any("you have called" in m for m in msgs)
+
+
+async def test_stubborn_model_is_stopped_honestly():
+    ran = Ran()
+    t = shop_tools(ran)
+    h, model, agent = harnessed(
+        HarnessConfig(tools=SEARCH),
+        [calls(("search", {"q": "x"}))], [t["search"]], repeat=True,
+    )
+    _, final, report = await drive(h, agent)
+    assert len(model.calls) <= 8
+    assert report.terminal_state.value == "incomplete"
+    assert report.reason
+    answer = final.get_text_content()
+    assert "[harness:" not in answer and "<tool-output" not in answer
+    assert len(ran) <= 3
+    # the ladder: a hint, then tool_choice narrowed, then stopped
+    assert any(c["tool_choice"] is not None and c["tool_choice"].mode == "none" for c in model.calls)
+    assert len(h.table) == 0
+
+
+async def test_stubborn_model_with_a_finish_tool_is_stopped_honestly():
+    ran = Ran()
+    t = shop_tools(ran)
+    h, model, agent = harnessed(
+        HarnessConfig(tools={**SEARCH, "submit": ToolPolicy(role="finish")}),
+        [calls(("search", {"q": "x"}))], [t["search"], t["submit"]], repeat=True,
+    )
+    _, final, report = await drive(h, agent)
+    assert len(model.calls) <= 8
+    assert report.terminal_state.value == "incomplete"
+    assert "[harness:" not in final.get_text_content()
+    assert any(c["tool_choice"] is not None and c["tool_choice"].mode == "submit" for c in model.calls)
+    assert ran.of("submit") == []

@@ -1,0 +1,134 @@
+"""sequencing.py: sequence_gate; and a whole shopping run end to end."""
+
+from __future__ import annotations
+
+from hookkit import Ran, drive, harnessed, results, shop_tools
+from scripted import calls, text
+
+from agentscope_harness import HarnessConfig, Prerequisite, Principal, ToolPolicy
+
+U42 = Principal(user_id="u-42", tenant="acme")
+ID = {"user_id": "user_id"}
+
+
+def order_config(**kw) -> HarnessConfig:
+    return HarnessConfig(
+        tools={
+            "lookup_order": ToolPolicy(role="lookup", identity_args=ID),
+            "cancel_order": ToolPolicy(
+                role="mutation", identity_args=ID,
+                requires=[Prerequisite(tool="lookup_order", same_args=["order_id"])],
+                claims=[r"\bcancell?ed\b"],
+            ),
+            "submit": ToolPolicy(role="finish"),
+        },
+        **kw,
+    )
+
+
+def order(tool: str, order_id: str, user: str = "u-42"):
+    return calls((tool, {"order_id": order_id, "user_id": user}))
+
+
+async def test_cancel_without_lookup_is_refused_and_never_escapes():
+    ran = Ran()
+    t = shop_tools(ran)
+    h, model, agent = harnessed(
+        order_config(max_enforce_retries=0),
+        [order("cancel_order", "o1"), order("cancel_order", "o1"), order("cancel_order", "o1"),
+         text("I need to look it up first.")],
+        [t["lookup_order"], t["cancel_order"], t["submit"]],
+    )
+    _, _, report = await drive(h, agent, U42)
+    msgs = results(model)
+    assert all(m.startswith("[harness:prerequisite_missing]") for m in msgs)
+    assert "Call lookup_order for order_id='o1' first" in msgs[0]
+    assert ran == []
+    assert report.refusals == {"prerequisite_missing": 3}
+    assert report.tool_calls == {}
+
+
+async def test_cancel_needs_a_lookup_of_that_very_order():
+    ran = Ran()
+    t = shop_tools(ran)
+    h, model, agent = harnessed(
+        order_config(),
+        [order("lookup_order", "o1"), order("cancel_order", "o2"), order("cancel_order", "o1"),
+         calls(("submit", {"answer": "o1 cancelled"})), text("Order o1 is cancelled.")],
+        [t["lookup_order"], t["cancel_order"], t["submit"]],
+    )
+    _, _, report = await drive(h, agent, U42)
+    msgs = results(model)
+    assert msgs[1].startswith("[harness:prerequisite_missing]") and "'o2'" in msgs[1]
+    assert "order o1 cancelled" in msgs[2]
+    assert ran.of("cancel_order") == [{"order_id": "o1", "user_id": "u-42"}]
+    assert report.refusals == {"prerequisite_missing": 1}
+    assert report.terminal_state.value == "completed"
+
+
+async def test_a_failed_lookup_is_no_prerequisite():
+    ran = Ran()
+    t = shop_tools(ran)
+
+    async def lookup_order(order_id: str, user_id: str) -> str:
+        """Look up an order of a user.
+
+        Args:
+            order_id (str): The order.
+            user_id (str): The user.
+        """
+        ran.append(("lookup_order", {"order_id": order_id}))
+        raise LookupError(f"no order {order_id}")
+
+    h, model, agent = harnessed(
+        order_config(max_enforce_retries=0),
+        [order("lookup_order", "o1"), order("cancel_order", "o1"), text("not found")],
+        [lookup_order, t["cancel_order"], t["submit"]],
+    )
+    _, _, report = await drive(h, agent, U42)
+    msgs = results(model)
+    assert "no order o1" in msgs[0]
+    assert msgs[1].startswith("[harness:prerequisite_missing]")
+    assert ran.of("cancel_order") == []
+
+
+async def test_a_lookup_from_an_earlier_run_does_not_count():
+    ran = Ran()
+    t = shop_tools(ran)
+    h, model, agent = harnessed(
+        order_config(require_finish_tool=False),
+        [order("lookup_order", "o1"), text("found it"),
+         order("cancel_order", "o1"), text("sorry")],
+        [t["lookup_order"], t["cancel_order"], t["submit"]],
+    )
+    await drive(h, agent, U42)
+    _, _, report = await drive(h, agent, U42)
+    assert results(model)[-1].startswith("[harness:prerequisite_missing]")
+    assert ran.of("cancel_order") == []
+    assert report.refusals == {"prerequisite_missing": 1}
+
+
+async def test_shopping_order_run_completes_end_to_end():
+    ran = Ran()
+    t = shop_tools(ran)
+    h, model, agent = harnessed(
+        order_config(max_tool_calls=10, deadline_s=30),
+        [order("lookup_order", "o-77"),
+         order("cancel_order", "o-77"),
+         calls(("submit", {"answer": "Order o-77 cancelled"})),
+         text("Your order o-77 has been cancelled.")],
+        [t["lookup_order"], t["cancel_order"], t["submit"]],
+    )
+    events, final, report = await drive(h, agent, U42, "cancel my last order")
+    assert [name for name, _ in ran] == ["lookup_order", "cancel_order", "submit"]
+    assert final.get_text_content() == "Your order o-77 has been cancelled."
+    assert report.terminal_state.value == "completed"
+    assert report.reason == "finished"
+    assert report.refusals == {}
+    assert report.tool_calls == {"lookup_order": 1, "cancel_order": 1, "submit": 1}
+    assert report.unsupported_claims == []
+    assert report.model_calls == 4
+    assert report.principal["user_id"] == "u-42"
+    assert len(h.table) == 0
+    for msg in results(model):
+        assert "[harness:" not in msg
