@@ -13,20 +13,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+# Built once: ``json.dumps`` with options builds a new encoder on every call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _norm(value: Any) -> Any:
+    if isinstance(value, str):
+        return " ".join(value.split())
+    if isinstance(value, dict):
+        return {str(k): _norm(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_norm(v) for v in value]
+    return value
+
+
 def normalize_args(args: Any) -> str:
     """Canonical JSON of tool arguments: keys sorted, strings stripped."""
-
-    def norm(value: Any) -> Any:
-        if isinstance(value, str):
-            return " ".join(value.split())
-        if isinstance(value, dict):
-            return {str(k): norm(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [norm(v) for v in value]
-        return value
-
     try:
-        return json.dumps(norm(args), sort_keys=True, separators=(",", ":"), default=str)
+        return _CANONICAL.encode(_norm(args))
     except (TypeError, ValueError):
         return repr(args)
 

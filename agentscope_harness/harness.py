@@ -195,12 +195,16 @@ class Harness:
         alone (no run facts, no clock), so the prompt is byte-stable."""
         from .context import HookContext
 
+        cached = getattr(self, "_prompt_addition", None)
+        if cached is not None:  # pure in the config: computed once per Harness
+            return cached
         scratch = RunTable(loop_window=self.config.loop_window).open(
             "system_prompt", "", None, None, None, None, self.config.mode,
         )
         ctx = HookContext("on_system_prompt", scratch, self)
         await self.runner.run("on_system_prompt", ctx)
-        return "".join(ctx.prompt_addition)
+        self._prompt_addition = "".join(ctx.prompt_addition)
+        return self._prompt_addition
 
     def charge_usage(self, run: RunState, model: Any, usage: Any) -> None:
         """Count a model response's tokens and their price on the run."""

@@ -31,6 +31,22 @@ BUILTIN_SECRETS: dict[str, str] = {
 # line until the closing line arrives.
 _OPEN_BLOCK = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
 
+# Literals at least one of which every built-in secret contains (compared on
+# casefolded text, so a superset): a text with none of them cannot match, and
+# the big alternation (slow: it is tried at every position) is skipped.
+_ANCHORS: tuple[str, ...] = (
+    "-----begin", "sk-", "_live_", "_test_", "akia", "asia",
+    "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "aiza", "xox", "eyj",
+    "bearer", "api_key", "api-key", "apikey", "secret", "password",
+    "access_token", "access-token", "accesstoken",
+)
+
+
+def _may_hold_secret(text: str) -> bool:
+    """False only when no built-in pattern can match ``text``."""
+    folded = text.casefold()
+    return any(anchor in folded for anchor in _ANCHORS)
+
 
 class Redactor:
     """Finds and replaces secrets: the built-in provider patterns plus the
@@ -48,14 +64,16 @@ class Redactor:
 
     def redact(self, text: str) -> str:
         """``text`` with every secret replaced by ``[redacted:<kind>]``."""
-        out = self._builtin.sub(self._label, text)
+        out = self._builtin.sub(self._label, text) if _may_hold_secret(text) else text
         for pattern in self._extra:
             out = pattern.sub("[redacted:pattern]", out)
         return _OPEN_BLOCK.sub("[redacted:private_key]", out) if "PRIVATE KEY-----" in out else out
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """Where the secrets in ``text`` are (may overlap)."""
-        found = [m.span() for m in self._builtin.finditer(text)]
+        found = (
+            [m.span() for m in self._builtin.finditer(text)] if _may_hold_secret(text) else []
+        )
         for pattern in self._extra:
             found.extend(m.span() for m in pattern.finditer(text))
         return found

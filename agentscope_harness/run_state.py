@@ -60,6 +60,11 @@ class RunState:
     in_flight: dict[str, str] = field(default_factory=dict)
     children: list[RunReport] = field(default_factory=list)
     hold_reply_end: bool = False
+    result_index: dict[int, Any] = field(default_factory=dict)
+    """The pruner's view of the tool results in context, by message: each
+    round only the blocks appended since the last round are read."""
+    deferred_hints: list[tuple[str, str]] = field(default_factory=list)
+    """post_reflect hints of a round that called tools, given at the next pre_think."""
     terminal_reason_hint: str | None = None
     mode: str = "enforce"
     daily_left_usd: float | None = None
@@ -85,21 +90,27 @@ class RunState:
     def add_model_call(self) -> None:
         """Count a model call here and in every ancestor (run-wide caps
         include sub-agents)."""
-        for run in self.lineage():
+        run: RunState | None = self
+        while run is not None:
             run.model_calls += 1
+            run = run.parent
 
     def add_usage(self, input_tokens: int, output_tokens: int, usd: float) -> None:
         """Charge tokens and USD here and in every ancestor (a sub-agent
         spends its parent's budget)."""
-        for run in self.lineage():
+        run: RunState | None = self
+        while run is not None:
             run.input_tokens += input_tokens
             run.output_tokens += output_tokens
             run.facts.spent_usd += usd
+            run = run.parent
 
     def add_tool_call(self, n: int = 1) -> None:
         """Count admitted tool calls run-wide (``-1`` gives one back)."""
-        for run in self.lineage():
+        run: RunState | None = self
+        while run is not None:
             run.tool_calls_total += n
+            run = run.parent
 
     def record(self, decision: Decision) -> None:
         """Keep a decision for the report and for the next event flush."""

@@ -9,12 +9,15 @@ import inspect
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from .context import HookContext
 from .registry import HOOK_POINTS, HookRejectSignal, HookSpec
 from .sentinels import format_sentinel
 
 log = logging.getLogger("agentscope_harness")
+
+_timeout = getattr(asyncio, "timeout", None)
 
 
 @dataclass(frozen=True)
@@ -51,11 +54,8 @@ class HookRunner:
             ctx.hook_name = spec.name
             try:
                 result = spec.fn(ctx)
-                if inspect.isawaitable(result):
-                    if self.hook_timeout_s is None:
-                        await result
-                    else:
-                        await asyncio.wait_for(result, self.hook_timeout_s)
+                if result is not None and inspect.isawaitable(result):
+                    await self._settle(result)
             except HookRejectSignal as signal:
                 refusal = self._rejected(spec, signal, ctx)
             except asyncio.CancelledError:
@@ -70,6 +70,18 @@ class HookRunner:
                 ctx.undo.clear()
                 return refusal
         return None
+
+    async def _settle(self, awaitable: Any) -> None:
+        """Await an async hook within ``hook_timeout_s``: in this task (no
+        extra task per call, as ``wait_for`` would create) where asyncio has
+        ``timeout`` (3.11+)."""
+        if self.hook_timeout_s is None:
+            await awaitable
+        elif _timeout is not None:
+            async with _timeout(self.hook_timeout_s):
+                await awaitable
+        else:  # pragma: no cover - Python 3.10
+            await asyncio.wait_for(awaitable, self.hook_timeout_s)
 
     def _rejected(
         self, spec: HookSpec, signal: HookRejectSignal, ctx: HookContext,

@@ -35,6 +35,7 @@ from agentscope.message import (
     HintBlock,
     Msg,
     TextBlock,
+    ToolCallBlock,
     ToolCallState,
     ToolResultBlock,
     ToolResultState,
@@ -119,7 +120,13 @@ class HarnessAgentAdapter(MiddlewareBase):
         failure: BaseException | None = None
         try:
             async for item in next_handler(**input_kwargs):
-                if isinstance(item, ReplyStartEvent):
+                kind = _REPLY_KINDS.get(type(item))
+                if kind is None:
+                    kind = _kind_of(type(item), _REPLY_KINDS, _REPLY_CLASSES)
+                if kind == 0:  # most events: nothing to do
+                    yield item
+                    continue
+                if kind == 1:  # ReplyStartEvent
                     if run is None or run.run_id != item.reply_id:
                         run = await self._open(agent, item)
                         tokens = _enter(run)
@@ -128,7 +135,7 @@ class HarnessAgentAdapter(MiddlewareBase):
                 if run is None:
                     yield item
                     continue
-                if isinstance(item, ReplyEndEvent):
+                if kind == 2:  # ReplyEndEvent
                     if self._hold(agent, run, item):
                         continue
                     end_reason = str(getattr(item.finished_reason, "value", item.finished_reason))
@@ -136,7 +143,7 @@ class HarnessAgentAdapter(MiddlewareBase):
                         yield event
                     yield item
                     continue
-                if isinstance(item, Msg):
+                if kind == 3:  # the final (or parked) Msg
                     if end_reason is None:
                         parked = True
                         harness.remember_parked(agent, run)
@@ -203,7 +210,9 @@ class HarnessAgentAdapter(MiddlewareBase):
             else:
                 try:
                     spent = await harness.store.get_spend(principal.key)
-                    run.daily_left_usd = max(cost.daily_quota_usd - spent, 0.0)
+                    left = cost.daily_quota_usd - spent
+                    # float residue of summed charges (0.1 * 10 < 1.0) is no quota
+                    run.daily_left_usd = left if left > 1e-9 * max(cost.daily_quota_usd, 1.0) else 0.0
                 except Exception as exc:  # noqa: BLE001 - fail the budget closed
                     run.daily_left_usd = 0.0
                     run.store_error = str(DependencyDown("spend store", exc))
@@ -256,13 +265,15 @@ class HarnessAgentAdapter(MiddlewareBase):
 
         ctx = HookContext(
             "pre_think", run, harness, agent,
-            results_in_context=lambda: _results_in_context(agent),
+            results_in_context=lambda: _results_in_context(agent, run.result_index),
         )
         await harness.runner.run("pre_think", ctx)
         if enforce:
             if ctx.prune:
                 _prune_results(agent, run, set(ctx.prune))
-            for event in _add_hints(agent, run, ctx.hints):
+            # post_reflect hints of a round that called tools come first
+            deferred, run.deferred_hints = run.deferred_hints, []
+            for event in _add_hints(agent, run, deferred + ctx.hints):
                 yield event
             if ctx.fallback_answer is not None:
                 for event in _flush(run):
@@ -274,14 +285,21 @@ class HarnessAgentAdapter(MiddlewareBase):
                 input_kwargs["tool_choice"] = self._conclude_choice(run)
 
         held: Msg | None = None
+        before = _tail_of_reply(agent)
         redact = harness.redactor.stream if harness.stream_redaction else None
         streams: dict[str, Any] = {}
         async for item in next_handler(**input_kwargs):
-            if isinstance(item, Msg):
+            kind = _REASONING_KINDS.get(type(item))
+            if kind is None:
+                kind = _kind_of(type(item), _REASONING_KINDS, _REASONING_CLASSES)
+            if kind == 0:
+                yield item
+                continue
+            if kind == 1:  # Msg: the candidate final answer, held for post_reflect
                 held = item
                 continue
             if redact is not None:
-                if isinstance(item, TextBlockDeltaEvent):
+                if kind == 2:  # TextBlockDeltaEvent
                     stream = streams.get(item.block_id)
                     if stream is None:
                         stream = streams[item.block_id] = redact()
@@ -289,7 +307,7 @@ class HarnessAgentAdapter(MiddlewareBase):
                     if safe:
                         yield item.model_copy(update={"delta": safe})
                     continue
-                if isinstance(item, TextBlockEndEvent) and item.block_id in streams:
+                if kind == 3 and item.block_id in streams:  # TextBlockEndEvent
                     rest = streams.pop(item.block_id).flush()
                     if rest:
                         yield TextBlockDeltaEvent(
@@ -297,15 +315,20 @@ class HarnessAgentAdapter(MiddlewareBase):
                         )
             yield item
 
-        calls = [(tc.name, tc.input) for tc in agent.state.get_unfinished_tool_calls(agent.name)]
+        calls = _new_tool_calls(agent, before)
         text = held.get_text_content() or "" if held is not None else ""
         post = HookContext(
             "post_reflect", run, harness, agent, model_output=ModelOutputView(text, calls),
         )
         await harness.runner.run("post_reflect", post)
         if enforce:
-            for event in _add_hints(agent, run, post.hints):
-                yield event
+            if calls:
+                # a hint between the tool calls and their results would break
+                # the provider's message order: give it before the next call
+                run.deferred_hints.extend(post.hints)
+            else:
+                for event in _add_hints(agent, run, post.hints):
+                    yield event
             if post.another_round is not None and held is not None:
                 run.hold_reply_end = True
         for event in _flush(run):
@@ -355,6 +378,21 @@ class HarnessAgentAdapter(MiddlewareBase):
 # ------------------------------------------------------------------ helpers
 
 
+# What the adapter does with a streamed item, cached by type: ``isinstance``
+# on pydantic models goes through ABCMeta, and every event of a reply passes
+# here. Index in the tuple + 1; 0 = pass through untouched.
+_REPLY_CLASSES: tuple[type, ...] = (ReplyStartEvent, ReplyEndEvent, Msg)
+_REASONING_CLASSES: tuple[type, ...] = (Msg, TextBlockDeltaEvent, TextBlockEndEvent)
+_REPLY_KINDS: dict[type, int] = {}
+_REASONING_KINDS: dict[type, int] = {}
+
+
+def _kind_of(cls: type, cache: dict[type, int], classes: tuple[type, ...]) -> int:
+    kind = next((i + 1 for i, c in enumerate(classes) if issubclass(cls, c)), 0)
+    cache[cls] = kind
+    return kind
+
+
 def _enter(run: RunState) -> list[tuple[Any, Token]]:
     return [(CURRENT_RUN, CURRENT_RUN.set(run)), (_DEADLINE, _DEADLINE.set(run.deadline))]
 
@@ -370,6 +408,8 @@ def _exit(tokens: list[tuple[Any, Token]]) -> None:
 
 
 def _flush(run: RunState) -> list[CustomEvent]:
+    if not run.unflushed:
+        return []
     return [
         CustomEvent(name="harness.decision", value=d.as_event_value(run.run_id))
         for d in run.take_unflushed()
@@ -421,22 +461,72 @@ def _result_text(block: ToolResultBlock) -> str:
     return "".join(b.text for b in block.output if isinstance(b, TextBlock))
 
 
-def _results_in_context(agent: Any) -> list[ContextResult]:
-    """The tool results in the agent's context, oldest first."""
-    out = []
+def _context_result(block: ToolResultBlock) -> ContextResult:
+    text = _result_text(block)
+    return ContextResult(
+        id=block.id, name=block.name, tokens=estimate_tokens(text),
+        pruned=text.startswith("[pruned: "),
+    )
+
+
+def _results_in_context(agent: Any, index: dict[Any, Any] | None = None) -> list[ContextResult]:
+    """The tool results in the agent's context, oldest first.
+
+    With ``index`` (the run's ``result_index``) a message is only read from
+    where the last call stopped: context messages grow by appending blocks
+    (the reply's message) and are otherwise left alone; a message that was
+    replaced, shrank or whose last seen block moved is read again, and
+    pruning clears the index."""
+    out: list[ContextResult] = []
     for msg in agent.state.context:
-        if isinstance(msg.content, str):
+        content = msg.content
+        if isinstance(content, str):
             continue
-        for block in msg.content:
+        if index is None:
+            out.extend(_context_result(b) for b in content if isinstance(b, ToolResultBlock))
+            continue
+        n = len(content)
+        known = index.get(id(msg))
+        if (
+            known is not None and known[0] is msg and known[1] is content
+            and known[2] <= n and (known[2] == 0 or content[known[2] - 1] is known[3])
+        ):
+            entries, start = known[4], known[2]
+        else:
+            entries, start = [], 0
+        for i in range(start, n):
+            block = content[i]
             if isinstance(block, ToolResultBlock):
-                text = _result_text(block)
-                out.append(
-                    ContextResult(
-                        id=block.id, name=block.name, tokens=estimate_tokens(text),
-                        pruned=text.startswith("[pruned: "),
-                    ),
-                )
+                entries.append(_context_result(block))
+        index[id(msg)] = (msg, content, n, content[n - 1] if n else None, entries)
+        out.extend(entries)
     return out
+
+
+def _new_tool_calls(agent: Any, before: tuple[Any, int]) -> list[tuple[str, str]]:
+    """``(name, input)`` of the tool calls the model call just added to this
+    reply's message (blocks appended since ``before``), without rescanning
+    the whole reply."""
+    state = agent.state
+    if not state.context:
+        return []
+    last = state.context[-1]
+    if last.role != "assistant" or last.name != agent.name or last.id != state.reply_id:
+        return []
+    if isinstance(last.content, str):
+        return []
+    start = before[1] if last is before[0] else 0
+    return [(b.name, b.input) for b in last.content[start:] if isinstance(b, ToolCallBlock)]
+
+
+def _tail_of_reply(agent: Any) -> tuple[Any, int]:
+    """The reply's message and its block count, before a model call."""
+    state = agent.state
+    if state.context:
+        last = state.context[-1]
+        if last.id == state.reply_id and not isinstance(last.content, str):
+            return last, len(last.content)
+    return None, 0
 
 
 def _prune_results(agent: Any, run: RunState, ids: set[str]) -> None:
@@ -452,6 +542,7 @@ def _prune_results(agent: Any, run: RunState, ids: set[str]) -> None:
                 block.output = PRUNED.format(
                     name=block.name, tokens=estimate_tokens(text), ref=block.id,
                 )
+    run.result_index.clear()  # outputs changed in place: read them again
 
 
 def _rewrite_text(msg: Msg, text: str) -> None:

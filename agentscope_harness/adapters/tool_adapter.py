@@ -89,8 +89,8 @@ class HarnessToolAdapter(MiddlewareBase):
                 metadata={METADATA_KEY: {"code": "policy_error"}},
             )
         text_blocks = [b for b in response.content if isinstance(b, TextBlock)]
-        if text_blocks:
-            yield ToolChunk(content=text_blocks, state=ToolResultState.RUNNING)
+        if text_blocks:  # the response's id: no fresh id to generate per call
+            yield ToolChunk(content=text_blocks, state=ToolResultState.RUNNING, id=response.id)
         yield response
 
     async def _handle(
@@ -154,10 +154,20 @@ class HarnessToolAdapter(MiddlewareBase):
                 run.remember_sentinel("dependency_down", line)
                 run.facts.dependency_down.add(call.name)
                 result.notices.append(line)
+                # DependencyDown's own message starts with the same sentinel:
+                # keep only its cause, not a second (defanged) copy
+                if text.startswith("[harness:dependency_down]"):
+                    result.text = text.partition("tell the user.")[2].strip(" ()")
             else:
                 result.notices.extend(ctx.pending_notices)
-            if result.ok:
-                counted = await _count_results(view, text)
+            # an identical repeat of a call that already succeeded brings no
+            # new facts (its results are already counted)
+            if result.ok and view.digest not in run.facts.succeeded:
+                counted = (
+                    await _count_results(view, text)
+                    if view.policy is not None and view.policy.count_results is not None
+                    else None
+                )
                 result.new_facts = run.facts.record_result_facts(
                     view.role, True, text, result.harness_meta, counted,
                 )
@@ -176,22 +186,41 @@ class HarnessToolAdapter(MiddlewareBase):
             )
         if harness.shadow and original is not None:
             return original
+        if (  # nothing to say: the tool's own response, blocks and metadata untouched
+            original is not None and post_refusal is None and not result.refused
+            and not result.notices and not result.error_class
+            and result.text == result.raw_text
+            and result.state == str(getattr(original.state, "value", original.state))
+        ):
+            return original
         body = "\n".join(p for p in [result.text, *result.notices] if p)
         meta = dict(original.metadata) if original is not None else {}
         own = dict(meta.get(METADATA_KEY) or {})
-        own.update({"run_id": run.run_id})
         if result.refused:
             own["code"] = result.error_class
         elif result.error_class:
             own["error_class"] = str(getattr(result.error_class, "value", result.error_class))
-        meta[METADATA_KEY] = own
+        if own:  # stamp the run only where the harness has something to say
+            own["run_id"] = run.run_id
+            meta[METADATA_KEY] = own
         return ToolResponse(
             id=original.id if original is not None else call.id,
-            content=[TextBlock(text=body), *data] if body or not data else data,
+            content=[_text_block(body, original), *data] if body or not data else data,
             state=_STATES.get(result.state, ToolResultState.ERROR)
             if not result.refused else ToolResultState.DENIED,
             metadata=meta,
         )
+
+
+def _text_block(text: str, original: ToolResponse | None) -> TextBlock:
+    """The block the model reads. It takes the id and timestamp of the tool's
+    own first text block, which it replaces (that block never left the
+    harness), instead of generating new ones on every call."""
+    if original is not None:
+        for block in original.content:
+            if isinstance(block, TextBlock):
+                return TextBlock(text=text, id=block.id, created_at=block.created_at)
+    return TextBlock(text=text)
 
 
 async def _count_results(view: ToolCallView, text: str) -> int | None:

@@ -137,15 +137,17 @@ def content_fence(ctx: HookContext) -> None:
     if not ctx.config.fence:
         result.text = text
         return
-    text = _FENCE_MARK.sub(r"&lt;\1", text)
+    if "<" in text:  # no marker possible without one
+        text = _FENCE_MARK.sub(r"&lt;\1", text)
     nonce = ctx.run.nonce
     result.text = f"{fence_open(nonce, ctx.tool.name)}\n{text}\n{fence_close(nonce)}"
 
 
 @harness_hook("on_session_end", priority=10, name="final_answer_audit", kind="transform", fail_closed=True)
-async def final_answer_audit(ctx: HookContext) -> None:
+def final_answer_audit(ctx: HookContext) -> None:
     """Strip the sentinels and fences this run issued from the answer, redact
-    secrets, and check the answer's claims against successful calls."""
+    secrets, and check the answer's claims against successful calls.
+    (Synchronous: it awaits nothing, so it needs no timeout machinery.)"""
     run = ctx.run
     text = ctx.final_text or ""
     cleaned = strip_issued(text, run.issued)
