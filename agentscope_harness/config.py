@@ -32,6 +32,16 @@ Role = Literal[
 ]
 
 
+def _regexes(patterns: list[str]) -> list[str]:
+    """Validate that every pattern compiles (the error names the pattern)."""
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"invalid regex {pattern!r}: {exc}") from exc
+    return patterns
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
@@ -89,12 +99,7 @@ class ToolPolicy(_Strict):
     @field_validator("claims")
     @classmethod
     def _claims_compile(cls, value: list[str]) -> list[str]:
-        for pattern in value:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"invalid regex {pattern!r}: {exc}") from exc
-        return value
+        return _regexes(value)
 
     @model_validator(mode="after")
     def _waivable_subset(self) -> "ToolPolicy":
@@ -198,12 +203,7 @@ class HarnessConfig(_Strict):
     @field_validator("redact_patterns")
     @classmethod
     def _patterns_compile(cls, value: list[str]) -> list[str]:
-        for pattern in value:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"invalid regex {pattern!r}: {exc}") from exc
-        return value
+        return _regexes(value)
 
     @model_validator(mode="after")
     def _references_exist(self) -> "HarnessConfig":

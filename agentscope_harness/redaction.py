@@ -45,7 +45,10 @@ _ANCHORS: tuple[str, ...] = (
 def _may_hold_secret(text: str) -> bool:
     """False only when no built-in pattern can match ``text``."""
     folded = text.casefold()
-    return any(anchor in folded for anchor in _ANCHORS)
+    for anchor in _ANCHORS:
+        if anchor in folded:
+            return True
+    return False
 
 
 class Redactor:

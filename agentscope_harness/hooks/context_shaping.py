@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from ..context import CHARS_PER_TOKEN, HookContext, estimate_tokens
+from ..context import CHARS_PER_TOKEN, HookContext
 from ..registry import harness_hook
 
 LOW_WATER = 0.5

@@ -47,7 +47,7 @@ def repeat_call_gate(ctx: HookContext) -> None:
 def _watch_loop(ctx: HookContext, digest: str) -> None:
     facts, config, name = ctx.facts, ctx.config, ctx.tool.name
     facts.recent_digests.append(digest)
-    count = sum(1 for n in facts.recent_tools if n == name)
+    count = facts.recent_tools.count(name)
     if count < config.loop_threshold:
         facts.loop_hinted.discard(name)
         return
@@ -62,7 +62,7 @@ def _watch_loop(ctx: HookContext, digest: str) -> None:
         )
         ctx.decide("hint", detail=f"loop: {name} x{count}")
         return
-    same = sum(1 for d in facts.recent_digests if d == digest)
+    same = facts.recent_digests.count(digest)
     if same >= config.loop_threshold and not facts.force_conclude:
         facts.force_conclude = True
         facts.forced_at = ctx.run.root.model_calls

@@ -1,0 +1,174 @@
+"""Overhead: the same agent, bare and harnessed with the full policy (every
+hook on, nothing refused), a zero-latency scripted model and trivial tools.
+Wall time per round, median of interleaved repetitions (the order of the
+variants rotates every repetition, so none always runs first).
+
+Two reference variants are measured in the same loop to show where the
+time goes: ``null middlewares`` (two pass-through AgentScope middlewares on
+the same hooks the harness uses: AgentScope's own cost of any middleware)
+and the harness without ``harness.instrument(toolkit)`` (its tool-level
+error-class middleware is an extra AgentScope chain per tool call).
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agentscope.agent import Agent
+from agentscope.middleware import MiddlewareBase
+
+from ._common import Tools, full_policy, harness, make_agent, reply
+from ._model import BenchModel, call, say
+from ._report import Figure, Section
+
+GOAL = 1.05
+SIZES = {
+    "full": {"rounds": 20, "reps": 40, "warmup": 4},
+    "quick": {"rounds": 4, "reps": 2, "warmup": 1},
+}
+
+
+def overhead_script(rounds: int) -> list[Any]:
+    """``rounds`` model calls: tool rounds cycling search / fetch /
+    lookup_order (a retrieval with a ledger, a retrieval with two ledgers
+    and a prerequisite, an identity-bound lookup), then the finish tool,
+    then the answer. Nothing in it is refused."""
+    steps: list[Any] = []
+    for i in range(max(rounds - 2, 1)):
+        kind = i % 3
+        if kind == 0:
+            steps.append(call("search", q=f"kettle {i}"))
+        elif kind == 1:
+            steps.append(call("fetch", url=f"https://shop.example/p/{i}"))
+        else:
+            steps.append(call("lookup_order", order_id=f"o-{i}", user_id="u-1"))
+    steps.append(call("submit_answer", answer="The Acme K2 kettle is the best match."))
+    steps.append(say("The Acme K2 kettle is the best match."))
+    return steps
+
+
+class _PassAgent(MiddlewareBase):
+    async def on_reply(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        async for item in next_handler(**input_kwargs):
+            yield item
+
+    async def on_reasoning(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        async for item in next_handler(**input_kwargs):
+            yield item
+
+    async def on_model_call(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        return await next_handler(**input_kwargs)
+
+    async def on_system_prompt(self, agent: Any, current_prompt: str) -> str:
+        return current_prompt
+
+
+class _PassTool(MiddlewareBase):
+    async def on_acting(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        async for item in next_handler(**input_kwargs):
+            yield item
+
+
+Timed = Callable[[int], Awaitable[tuple[float, float]]]
+
+
+def variant(h: Any = None, *, instrument: bool = True, null: bool = False) -> Timed:
+    """A timed reply: (wall, cpu) seconds per round; agent built untimed."""
+
+    async def once(rounds: int) -> tuple[float, float]:
+        model = BenchModel(overhead_script(rounds))
+        tools = Tools()
+        if null:
+            base = make_agent(model, tools, None)
+            agent = Agent(
+                name=base.name, system_prompt=base._system_prompt, model=model,
+                toolkit=tools.toolkit(), middlewares=[_PassAgent(), _PassTool()],
+                react_config=base.react_config, injection_config=base.injection_config,
+            )
+        elif h is not None and not instrument:
+            base = make_agent(model, tools, None)
+            agent = Agent(
+                name=base.name, system_prompt=base._system_prompt, model=model,
+                toolkit=tools.toolkit(), middlewares=h.middlewares(),
+                react_config=base.react_config, injection_config=base.injection_config,
+            )
+        else:
+            agent = make_agent(model, tools, h)
+        gc.collect()
+        wall, cpu = time.perf_counter(), time.process_time()
+        await reply(agent, None if null else h)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        expected = len(overhead_script(rounds))
+        if model.n_calls != expected:
+            raise AssertionError(f"expected {expected} model calls, got {model.n_calls}")
+        if h is not None:
+            report = h.last_report(agent)
+            if report.refusals or (report.terminal_state.value != "completed" and h.hooks):
+                raise AssertionError(f"the overhead run must refuse nothing: {report}")
+        return wall / expected, cpu / expected
+
+    return once
+
+
+async def measure_variants(
+    variants: dict[str, Timed], rounds: int, reps: int, warmup: int,
+) -> dict[str, list[tuple[float, float]]]:
+    """Per-round (wall, cpu) samples of each variant, interleaved."""
+    names = list(variants)
+    for _ in range(warmup):
+        for name in names:
+            await variants[name](rounds)
+    samples: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
+    for i in range(reps):
+        k = i % len(names)
+        for name in names[k:] + names[:k]:
+            samples[name].append(await variants[name](rounds))
+    return samples
+
+
+async def measure(h: Any, rounds: int, reps: int, warmup: int) -> tuple[list[float], list[float]]:
+    """Interleaved per-round wall times (bare, harnessed)."""
+    s = await measure_variants({"bare": variant(), "harnessed": variant(h)}, rounds, reps, warmup)
+    return [w for w, _ in s["bare"]], [w for w, _ in s["harnessed"]]
+
+
+def _median(xs: list[tuple[float, float]], i: int) -> float:
+    return statistics.median(x[i] for x in xs)
+
+
+async def run(size: str = "full") -> Section:
+    p = SIZES[size]
+    h = harness(full_policy())
+    samples = await measure_variants(
+        {
+            "bare": variant(),
+            "harnessed": variant(h),
+            "harnessed, no instrument()": variant(h, instrument=False),
+            "null middlewares": variant(null=True),
+        },
+        p["rounds"], p["reps"], p["warmup"],
+    )
+    bare_w, bare_c = _median(samples["bare"], 0), _median(samples["bare"], 1)
+    mh = _median(samples["harnessed"], 0)
+    ratio = mh / bare_w
+    section = Section("Overhead")
+    section.figures.append(Figure(
+        "overhead", "wall time per round (median)", mh * 1e6, bare_w * 1e6, unit="us",
+        goal=f"<= {GOAL}x", met=ratio <= GOAL if size == "full" else None,
+        note=f"{p['rounds']} rounds a reply, {p['reps']} interleaved repetitions; "
+             f"harness cost {(mh - bare_w) * 1e6:.0f} µs a round (goal: {(GOAL - 1) * bare_w * 1e6:.0f})",
+    ))
+    section.table_head = ["variant", "wall µs/round", "wall ratio", "CPU µs/round", "CPU ratio"]
+    for name, xs in samples.items():
+        w, c = _median(xs, 0), _median(xs, 1)
+        section.table.append([name, f"{w * 1e6:,.0f}", f"{w / bare_w:.3f}x", f"{c * 1e6:,.0f}", f"{c / bare_c:.3f}x"])
+        section.details.append(
+            f"  {name:<28} wall {w * 1e6:7,.0f} µs/round ({w / bare_w:.3f}x)   "
+            f"cpu {c * 1e6:7,.0f} µs/round ({c / bare_c:.3f}x)",
+        )
+    section.data = {"samples": samples, "ratio": ratio}
+    return section

@@ -1,0 +1,99 @@
+"""Keeps every benchmark runnable: each one runs with tiny sizes and must
+produce numbers. Timing and token goals are not asserted here (CI machines
+are noisy and the sizes are tiny); the termination figures are deterministic,
+so their goals are."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from benchmarks import MODULES, overhead, prefix, scale, termination, tokens  # noqa: E402
+from benchmarks._report import markdown  # noqa: E402
+
+
+def numbers(section) -> list[float]:
+    values = []
+    for f in section.figures:
+        assert f.harnessed is not None, f
+        assert math.isfinite(f.harnessed), f
+        values.append(f.harnessed)
+        if f.bare is not None:
+            assert math.isfinite(f.bare), f
+            values.append(f.bare)
+    assert values
+    return values
+
+
+async def test_overhead_produces_per_round_times():
+    section = await overhead.run("quick")
+    bare = section.data["samples"]["bare"]
+    harnessed = section.data["samples"]["harnessed"]
+    assert bare and harnessed
+    assert all(w > 0 and c >= 0 for w, c in bare + harnessed)
+    assert numbers(section)[0] > 0
+    assert section.data["ratio"] > 0
+
+
+async def test_tokens_counts_payloads_and_the_answer_is_still_given():
+    section = await tokens.run("quick")
+    numbers(section)
+    bare, harnessed = section.data["bare"], section.data["harnessed"]
+    assert bare.input_tokens > 0 and harnessed.input_tokens > 0
+    assert bare.calls == harnessed.calls == tokens.SIZES["quick"]["rounds"]
+    assert 0 <= harnessed.cached_tokens <= harnessed.input_tokens
+    assert section.data["answered"] and section.data["completed"]
+    assert bare.breaks == 0  # the bare agent only ever appends
+
+
+async def test_prefix_breaks_are_counted_for_every_control_scenario():
+    section = await prefix.run("quick")
+    numbers(section)
+    for name in prefix.SCENARIOS:
+        data = section.data[name]
+        assert data["stats"].calls > 0
+        assert data["actions"].get("refuse", 0) >= 1  # control actions really happened
+    assert section.data["control"]["actions"].get("swap_model", 0) >= 1
+
+
+async def test_termination_goals_hold():
+    section = await termination.run("quick")
+    numbers(section)
+    stubborn = section.data["stubborn"]
+    assert stubborn["model_calls"] <= termination.GOAL_CALLS
+    assert section.data["stubborn_bare"]["model_calls"] > termination.GOAL_CALLS
+    assert section.data["dependency_after_first"] == 0
+
+
+async def test_scale_reports_the_curve():
+    section = await scale.run("quick")
+    rows = section.data["rows"]
+    assert [r[0] for r in rows] == list(scale.SIZES["quick"]["counts"])
+    assert all(r[1] > 0 and r[3] > 0 and r[4] > 0 for r in rows)
+    numbers(section)
+
+
+def test_markdown_table_lists_every_figure():
+    from benchmarks._report import Figure, Section
+
+    section = Section("x", figures=[Figure("b", "fig", 2.0, 4.0, goal="<= 1x", met=True)])
+    text = markdown([section], "# head")
+    assert "| b | fig | 2 | 4 | 0.500x | <= 1x | met |" in text
+
+
+def test_the_command_runs(capsys):
+    from benchmarks.__main__ import main
+
+    assert MODULES == ("overhead", "tokens", "prefix", "termination", "scale")
+    with pytest.raises(SystemExit):
+        main(["--only", "nope"])
+    assert main(["--quick", "--only", "termination", "--no-write"]) == 0
+    out = capsys.readouterr().out
+    assert "stubborn model: model calls until stopped" in out and "goal <= 8 calls   met" in out
