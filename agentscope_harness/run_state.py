@@ -65,11 +65,12 @@ class RunState:
     round only the blocks appended since the last round are read."""
     deferred_hints: list[tuple[str, str]] = field(default_factory=list)
     """post_reflect hints of a round that called tools, given at the next pre_think."""
-    terminal_reason_hint: str | None = None
     mode: str = "enforce"
     daily_left_usd: float | None = None
     store_error: str | None = None
     report: RunReport | None = None
+    candidate: Any = None
+    """The model's candidate final ``Msg`` of the latest round."""
 
     @property
     def root(self) -> "RunState":

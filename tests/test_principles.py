@@ -377,6 +377,9 @@ async def test_decisions_are_events_report_entries_and_log_lines(caplog: pytest.
     assert report_events[0].value["refusals"] == {"quota_exhausted": 1}
     report = harness.last_report(agent)
     assert [d.code for d in report.decisions if d.action == "refuse"] == ["quota_exhausted"]
+    # consumers rely on the final Msg following ReplyEndEvent directly
+    assert type(events[-1]).__name__ == "ReplyEndEvent"
+    assert events.index(report_events[0]) < len(events) - 1
     assert any("quota_exhausted" in r.getMessage() for r in caplog.records)
     json.loads(report.to_json())
 

@@ -138,28 +138,22 @@ class HarnessAgentAdapter(MiddlewareBase):
                 if kind == 2:  # ReplyEndEvent
                     if self._hold(agent, run, item):
                         continue
+                    # Settle before the end event: consumers expect the final
+                    # Msg right after it. The candidate answer is the very
+                    # object the agent yields next, so rewriting it here
+                    # rewrites what the caller receives.
                     end_reason = str(getattr(item.finished_reason, "value", item.finished_reason))
-                    for event in _flush(run):
+                    await self._session_end(agent, run, run.candidate, end_reason)
+                    for event in _closing_events(run):
                         yield event
                     yield item
                     continue
-                if kind == 3:  # the final (or parked) Msg
-                    if end_reason is None:
-                        parked = True
-                        harness.remember_parked(agent, run)
-                        await harness.settle(
-                            run, agent, TerminalState.WAITING_INPUT, "awaiting_confirmation",
-                        )
-                    else:
-                        item = await self._session_end(agent, run, item, end_reason)
-                    for event in _flush(run):
+                if kind == 3 and end_reason is None:  # parked on HITL
+                    parked = True
+                    harness.remember_parked(agent, run)
+                    await harness.settle(run, agent, TerminalState.WAITING_INPUT, _park_reason(agent))
+                    for event in _closing_events(run):
                         yield event
-                    if run.report is not None:
-                        yield CustomEvent(
-                            name="harness.report", value=run.report.model_dump(mode="json"),
-                        )
-                    yield item
-                    continue
                 yield item
         except BaseException as exc:
             failure = exc
@@ -229,23 +223,23 @@ class HarnessAgentAdapter(MiddlewareBase):
             and agent.state.cur_iter < agent.react_config.max_iters
         )
 
-    async def _session_end(self, agent: Any, run: RunState, msg: Msg, end_reason: str) -> Msg:
+    async def _session_end(
+        self, agent: Any, run: RunState, msg: Msg | None, end_reason: str,
+    ) -> None:
+        """``on_session_end`` hooks on the final answer, then settle."""
         harness = self.harness
-        ctx = HookContext(
-            "on_session_end", run, harness, agent,
-            final_text=msg.get_text_content() or "",
-        )
+        original = (msg.get_text_content() or "") if msg is not None else ""
+        ctx = HookContext("on_session_end", run, harness, agent, final_text=original)
         ctx.end_reason = end_reason
         refusal = await harness.runner.run("on_session_end", ctx)
         if refusal is not None:
             ctx.final_text = WITHHELD_ANSWER
             run.facts.conclude(TerminalState.INCOMPLETE, "audit_failed", override=True)
-        if not harness.shadow and ctx.final_text != (msg.get_text_content() or ""):
+        if msg is not None and not harness.shadow and ctx.final_text != original:
             _rewrite_text(msg, ctx.final_text or "")
         if run.report is None:
             state, reason = harness.terminal_from_facts(run, end_reason)
             await harness.settle(run, agent, state, reason)
-        return msg
 
     # ------------------------------------------------------------- reasoning
 
@@ -260,6 +254,7 @@ class HarnessAgentAdapter(MiddlewareBase):
                 yield item
             return
         enforce = not harness.shadow
+        run.candidate = None
         for event in _flush(run):
             yield event
 
@@ -279,6 +274,8 @@ class HarnessAgentAdapter(MiddlewareBase):
                 for event in _flush(run):
                     yield event
                 async for item in _answer_without_model(agent, ctx.fallback_answer):
+                    if isinstance(item, Msg):
+                        run.candidate = item
                     yield item
                 return
             if run.facts.force_conclude and input_kwargs.get("tool_choice") is None:
@@ -296,7 +293,7 @@ class HarnessAgentAdapter(MiddlewareBase):
                 yield item
                 continue
             if kind == 1:  # Msg: the candidate final answer, held for post_reflect
-                held = item
+                held = run.candidate = item
                 continue
             if redact is not None:
                 if kind == 2:  # TextBlockDeltaEvent
@@ -405,6 +402,23 @@ def _exit(tokens: list[tuple[Any, Token]]) -> None:
             var.reset(token)
         except ValueError:
             pass
+
+
+def _closing_events(run: RunState) -> list[CustomEvent]:
+    """The last decisions and the report, emitted once the run settled."""
+    events = _flush(run)
+    if run.report is not None:
+        events.append(CustomEvent(name="harness.report", value=run.report.model_dump(mode="json")))
+    return events
+
+
+def _park_reason(agent: Any) -> str:
+    """Why a reply parked: a user confirmation or an outside answer (e.g.
+    AgentScope's ``AskUser``)."""
+    awaiting = agent.state.get_awaiting_tool_calls(agent.name)
+    if any(call.state == ToolCallState.ASKING for call in awaiting):
+        return "awaiting_confirmation"
+    return "awaiting_input"
 
 
 def _flush(run: RunState) -> list[CustomEvent]:

@@ -52,7 +52,12 @@ def tool_breaker_gate(ctx: HookContext) -> None:
     """Refuse a tool whose breaker is open; after the cooldown let one probe
     through (half-open). A tool that reported its dependency down in this
     run is not called again in this run ("do not retry")."""
-    if ctx.tool.name in ctx.facts.dependency_down:
+    facts = ctx.facts
+    if ctx.tool.name in facts.dependency_down:
+        if not facts.force_conclude:  # retried after "do not retry": constrain
+            facts.force_conclude = True
+            facts.forced_at = ctx.run.root.model_calls
+            ctx.decide("constrain", detail=f"{ctx.tool.name} retried while its dependency is down")
         raise HookRejectSignal(
             f"{ctx.tool.name} reported its dependency unavailable earlier in this task. "
             "Do not retry; tell the user.",

@@ -122,7 +122,9 @@ def terminal_enforcer(ctx: HookContext) -> None:
         and ctx.run.root.model_calls > facts.forced_at
         and any(name not in finish for name, _ in out.tool_calls)
     ):
-        facts.conclude(TerminalState.INCOMPLETE, "stalled")
+        facts.conclude(
+            TerminalState.INCOMPLETE, "dependency_down" if facts.dependency_down else "stalled",
+        )
         ctx.decide("terminal", code="incomplete", detail="kept calling tools after being told to conclude")
         return
     if not out.is_final or facts.terminal is not None or not ctx.config.finish_required():
