@@ -134,9 +134,10 @@ def fence_close(nonce: str) -> str:
 @harness_hook("post_tool_call", priority=15, name="content_fence", kind="transform", fail_closed=True)
 def content_fence(ctx: HookContext) -> None:
     """Mark tool output as data: neutralise forged sentinels and fence
-    markers in it, then wrap it in this run's nonce fence."""
+    markers in it, then wrap it in this run's nonce fence. An interrupted
+    call's text is AgentScope's own reminder, not tool output."""
     result = ctx.result
-    if result.refused or not result.text:
+    if result.refused or not result.text or result.state == "interrupted":
         return
     text = neutralise(result.text)
     if not ctx.config.fence:
