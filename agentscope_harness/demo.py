@@ -14,17 +14,13 @@ offline experiments (see ``examples/quickstart.py``).
 
 from __future__ import annotations
 
-import json
 import os
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel
 
 from agentscope.agent import Agent, InjectionConfig, ReActConfig
-from agentscope.credential import CredentialBase
 from agentscope.event import (
     CustomEvent,
     ModelCallEndEvent,
@@ -36,15 +32,15 @@ from agentscope.event import (
     ToolResultStartEvent,
     ToolResultTextDeltaEvent,
 )
-from agentscope.formatter import OpenAIChatFormatter
-from agentscope.message import Msg, TextBlock, ToolCallBlock, UserMsg
-from agentscope.model import ChatModelBase, ChatResponse, ChatUsage
+from agentscope.message import Msg, UserMsg
+from agentscope.model import ChatModelBase, ChatResponse
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import FunctionTool, Toolkit
 
 from .config import CostPolicy, HarnessConfig, Ledger, ModelPrice, Prerequisite, ToolPolicy
 from .harness import Harness, Principal
 from .report import RunReport
+from .testing import ScriptedModel, Turn, calls, text
 
 ALLOW = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="shop tools are allowed")
 MAX_ITERS = 12
@@ -53,125 +49,14 @@ MAX_ITERS = 12
 # --------------------------------------------------------------- the model
 
 
-@dataclass
-class Turn:
-    """What the scripted model sees on one call."""
-
-    formatted: list[dict[str, Any]]
-    tool_choice: Any
-    model: str
-
-    @property
-    def tool_results(self) -> list[str]:
-        """Tool results in the payload, oldest first."""
-        out = []
-        for m in self.formatted:
-            if m.get("role") == "tool":
-                c = m.get("content")
-                out.append(c if isinstance(c, str) else json.dumps(c))
-        return out
-
-    @property
-    def last_result(self) -> str:
-        """The newest tool result ("" before any tool ran)."""
-        results = self.tool_results
-        return results[-1] if results else ""
-
-    @property
-    def rounds(self) -> int:
-        """Assistant turns with tool calls so far in this reply."""
-        return sum(1 for m in self.formatted if m.get("role") == "assistant" and m.get("tool_calls"))
-
-    @property
-    def payload_tokens(self) -> int:
-        """A rough token count of the whole payload (4 characters a token)."""
-        return len(json.dumps(self.formatted, ensure_ascii=False)) // 4
-
-
-def say(text: str, inp: int = 800, out: int = 60) -> ChatResponse:
-    """A final text answer."""
-    return ChatResponse(
-        content=[TextBlock(text=text)], is_last=True,
-        usage=ChatUsage(input_tokens=inp, output_tokens=out, time=0.0),
-    )
+def say(answer: str, inp: int = 800, out: int = 60) -> ChatResponse:
+    """A final text answer (demo-sized usage)."""
+    return text(answer, inp, out)
 
 
 def call_tools(*specs: tuple[str, dict[str, Any]], inp: int = 800, out: int = 40) -> ChatResponse:
-    """One assistant turn with one or more (parallel) tool calls."""
-    return ChatResponse(
-        content=[
-            ToolCallBlock(id=f"call_{uuid.uuid4().hex[:10]}", name=name, input=json.dumps(args))
-            for name, args in specs
-        ],
-        is_last=True,
-        usage=ChatUsage(input_tokens=inp, output_tokens=out, time=0.0),
-    )
-
-
-class _Credential(CredentialBase):
-    @classmethod
-    def get_chat_model_class(cls) -> type[ChatModelBase]:
-        return ScriptedModel
-
-
-class ScriptedModel(ChatModelBase):
-    """An offline ``ChatModelBase``: each response comes from ``policy(turn)``
-    (or from a list of responses played in order). AgentScope's own
-    ``__call__`` does streaming accumulation, retries and cancellation."""
-
-    class Parameters(BaseModel):
-        """No parameters."""
-
-    def __init__(
-        self,
-        policy: Callable[[Turn], ChatResponse] | list[ChatResponse],
-        model: str = "demo-shop",
-        stream: bool = True,
-        chunk: int = 16,
-    ) -> None:
-        super().__init__(
-            credential=_Credential(), model=model, parameters=self.Parameters(),
-            stream=stream, max_retries=0, context_size=1_000_000,
-        )
-        self.formatter = OpenAIChatFormatter()
-        self.policy = policy
-        self.chunk = chunk
-        self.calls: list[Turn] = []
-        self.usage: list[ChatUsage] = []
-
-    async def _call_api(self, model_name: str, messages: list, tools: Any = None,
-                        tool_choice: Any = None, **kwargs: Any) -> Any:
-        turn = Turn(await self.formatter.format(messages), tool_choice, model_name)
-        self.calls.append(turn)
-        if callable(self.policy):
-            res = self.policy(turn)
-        elif self.policy:
-            res = self.policy.pop(0) if len(self.policy) > 1 else self.policy[0]
-        else:  # pragma: no cover - an empty script
-            res = say("(script exhausted)")
-        if res.usage is not None:
-            self.usage.append(res.usage)
-        if any(isinstance(b, ToolCallBlock) for b in res.content):  # fresh call ids
-            res = ChatResponse(
-                content=[
-                    b.model_copy(update={"id": f"call_{uuid.uuid4().hex[:10]}"})
-                    if isinstance(b, ToolCallBlock) else b for b in res.content
-                ],
-                is_last=True, usage=res.usage,
-            )
-        return self._stream(res) if self.stream else res
-
-    async def _stream(self, res: ChatResponse):
-        for block in res.content:
-            if isinstance(block, TextBlock):
-                for i in range(0, max(len(block.text), 1), self.chunk):
-                    yield ChatResponse(
-                        content=[TextBlock(id=block.id, text=block.text[i:i + self.chunk])],
-                        is_last=False,
-                    )
-            else:
-                yield ChatResponse(content=[block], is_last=False)
-        yield ChatResponse(content=[], is_last=False, usage=res.usage)
+    """One assistant turn with one or more (parallel) tool calls (demo-sized usage)."""
+    return calls(*specs, inp=inp, out=out)
 
 
 # ---------------------------------------------------------------- the shop
@@ -459,7 +344,10 @@ ModelFactory = Callable[[Scenario, str], ChatModelBase]
 
 def scripted_factory(scenario: Scenario, tier: str) -> ChatModelBase:
     """The offline model of a scenario."""
-    return ScriptedModel(scenario.policy, model="demo-shop" if tier == "full" else "demo-shop-lite")
+    return ScriptedModel(
+        scenario.policy, model="demo-shop" if tier == "full" else "demo-shop-lite",
+        stream=True, chunk=16,
+    )
 
 
 async def run_scenario(

@@ -15,7 +15,7 @@ from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import FunctionTool, Toolkit
 
 from agentscope_harness import Harness, HarnessConfig, Ledger, Principal, ToolPolicy
-from agentscope_harness.demo import ScriptedModel, call_tools
+from agentscope_harness.testing import ScriptedModel, calls
 
 ALLOW = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="ok")
 
@@ -35,7 +35,7 @@ async def main() -> None:
         ledgers={"retrieval": Ledger(cap=3)},
         deadline_s=60,
     ))
-    model = ScriptedModel([call_tools(("search", {"query": "headphones"}))])  # repeats forever
+    model = ScriptedModel([calls(("search", {"query": "headphones"}))], repeat=True)  # forever
     toolkit = harness.instrument(Toolkit(tools=[FunctionTool(search, permission=ALLOW)]))
     agent = Agent(name="shop", system_prompt="You are a shop assistant.", model=model,
                   toolkit=toolkit, middlewares=harness.middlewares())

@@ -25,7 +25,7 @@ from agentscope_harness import (
     ToolPolicy,
     remaining_time,
 )
-from agentscope_harness.demo import ScriptedModel, call_tools, say
+from agentscope_harness.testing import ScriptedModel, calls, text
 
 ALLOW = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="ok")
 
@@ -62,8 +62,8 @@ async def ask_specialist(question: str) -> str:
         name="specialist",
         system_prompt="You are an audio-gear specialist.",
         model=ScriptedModel([
-            call_tools(("search_reviews", {"product": "Sony WH-CH520"}), inp=1200, out=40),
-            say("The Sony WH-CH520: 50 h battery, 4.6/5 from 1,203 reviews.", inp=1500, out=60),
+            calls(("search_reviews", {"product": "Sony WH-CH520"}), inp=1200, out=40),
+            text("The Sony WH-CH520: 50 h battery, 4.6/5 from 1,203 reviews.", inp=1500, out=60),
         ], model="specialist-model"),
         toolkit=Toolkit(tools=[FunctionTool(search_reviews, permission=ALLOW)]),
         middlewares=harness.middlewares(),
@@ -77,9 +77,9 @@ async def main() -> None:
         name="concierge",
         system_prompt="You are the shop's concierge. Delegate audio questions.",
         model=ScriptedModel([
-            call_tools(("ask_specialist", {"question": "Best headphones under $100?"}),
+            calls(("ask_specialist", {"question": "Best headphones under $100?"}),
                        inp=900, out=30),
-            say("Our audio specialist recommends the Sony WH-CH520 ($59): "
+            text("Our audio specialist recommends the Sony WH-CH520 ($59): "
                 "50 h battery, 4.6/5 from 1,203 reviews.", inp=1400, out=50),
         ], model="concierge-model"),
         toolkit=Toolkit(tools=[FunctionTool(ask_specialist, permission=ALLOW)]),

@@ -1,129 +1,27 @@
-"""A scripted AgentScope chat model and helpers for driving a real Agent.
-
-The model is a real ``ChatModelBase`` subclass: AgentScope's own ``__call__``
-does retries, streaming accumulation and cancellation; only ``_call_api`` is
-scripted. Every call records the exact formatted payload the provider would
-receive, so tests can assert on what the model was told.
-"""
+"""Helpers for driving a real Agent in tests. The scripted model is the
+package's public ``agentscope_harness.testing.ScriptedModel`` (a real
+``ChatModelBase``; only ``_call_api`` is scripted)."""
 
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel
-
 from agentscope.agent import Agent, InjectionConfig, ReActConfig
-from agentscope.credential import CredentialBase
-from agentscope.formatter import OpenAIChatFormatter
-from agentscope.message import Msg, TextBlock, ToolCallBlock, UserMsg
-from agentscope.model import ChatModelBase, ChatResponse, ChatUsage
+from agentscope.message import Msg, UserMsg
+from agentscope.model import ChatModelBase
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import FunctionTool, Toolkit
 
+from agentscope_harness.testing import ScriptedModel, Turn, calls, text
+
+__all__ = [
+    "ALLOW", "ScriptedModel", "Turn", "calls", "text", "tool", "make_agent", "run",
+    "tool_messages", "last_tool_message", "payload_bytes", "decisions",
+]
+
 ALLOW = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="allowed in tests")
-
-
-class _Credential(CredentialBase):
-    @classmethod
-    def get_chat_model_class(cls) -> type[ChatModelBase]:
-        return ScriptedModel
-
-
-def text(answer: str, inp: int = 100, out: int = 10) -> ChatResponse:
-    """A final text answer."""
-    return ChatResponse(
-        content=[TextBlock(text=answer)], is_last=True,
-        usage=ChatUsage(input_tokens=inp, output_tokens=out, time=0.0),
-    )
-
-
-def calls(*specs: tuple[str, dict | str], inp: int = 100, out: int = 10) -> ChatResponse:
-    """One assistant turn with one or more (parallel) tool calls. A ``str``
-    argument is sent as the raw (possibly malformed) JSON input."""
-    blocks = [
-        ToolCallBlock(
-            id=f"call_{uuid.uuid4().hex[:10]}",
-            name=name,
-            input=args if isinstance(args, str) else json.dumps(args),
-        )
-        for name, args in specs
-    ]
-    return ChatResponse(
-        content=blocks, is_last=True,
-        usage=ChatUsage(input_tokens=inp, output_tokens=out, time=0.0),
-    )
-
-
-class ScriptedModel(ChatModelBase):
-    """Plays a script of responses. A script item may be a ``ChatResponse``,
-    an exception (raised) or a callable ``(call_record) -> ChatResponse``.
-    ``repeat`` replays the last item forever (a stubborn model)."""
-
-    class Parameters(BaseModel):
-        """No parameters."""
-
-    def __init__(
-        self,
-        script: list[Any],
-        stream: bool = False,
-        model: str = "scripted",
-        repeat: bool = False,
-        chunk: int = 5,
-    ) -> None:
-        super().__init__(
-            credential=_Credential(), model=model, parameters=self.Parameters(),
-            stream=stream, max_retries=0, context_size=1_000_000,
-        )
-        self.formatter = OpenAIChatFormatter()
-        self.script = list(script)
-        self.repeat = repeat
-        self.chunk = chunk
-        self.calls: list[dict[str, Any]] = []
-
-    async def _call_api(self, model_name: str, messages: list, tools: Any = None,
-                        tool_choice: Any = None, **kwargs: Any) -> Any:
-        record = {
-            "model": model_name,
-            "messages": list(messages),
-            "formatted": await self.formatter.format(messages),
-            "tools": tools,
-            "tool_choice": tool_choice,
-        }
-        self.calls.append(record)
-        if not self.script:
-            raise AssertionError(f"script of {self.model} exhausted after {len(self.calls)} calls")
-        step = self.script[0] if self.repeat and len(self.script) == 1 else self.script.pop(0)
-        if callable(step) and not isinstance(step, ChatResponse):
-            step = step(record)
-        if isinstance(step, BaseException):
-            raise step
-        if isinstance(step, ChatResponse) and any(isinstance(b, ToolCallBlock) for b in step.content):
-            # fresh ids: a replayed turn must not reuse call ids
-            step = ChatResponse(
-                content=[
-                    b.model_copy(update={"id": f"call_{uuid.uuid4().hex[:10]}"})
-                    if isinstance(b, ToolCallBlock) else b
-                    for b in step.content
-                ],
-                is_last=True,
-                usage=step.usage,
-            )
-        return self._stream(step) if self.stream else step
-
-    async def _stream(self, res: ChatResponse):
-        for block in res.content:
-            if isinstance(block, TextBlock):
-                for i in range(0, max(len(block.text), 1), self.chunk):
-                    yield ChatResponse(
-                        content=[TextBlock(id=block.id, text=block.text[i:i + self.chunk])],
-                        is_last=False,
-                    )
-            elif isinstance(block, ToolCallBlock):
-                yield ChatResponse(content=[block], is_last=False)
-        yield ChatResponse(content=[], is_last=False, usage=res.usage)
 
 
 def tool(fn: Callable[..., Any], **kw: Any) -> FunctionTool:
