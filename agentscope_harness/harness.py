@@ -17,13 +17,13 @@ from typing import Any, Mapping
 from pydantic import BaseModel, ConfigDict
 
 from .config import EnvFlags, HarnessConfig, build_config
-from .errors import HarnessConfigError
+from .errors import DependencyDown, HarnessConfigError
 from .registry import HookSpec, collect
 from .report import Decision, RunReport, TerminalState
 from .run_state import RunState, RunTable, principal_dict
 from .redaction import Redactor
 from .runner import HookRunner
-from .stores import LedgerStore, MemoryStore
+from .stores import LedgerStore, MemoryStore, daily_left
 
 log = logging.getLogger("agentscope_harness")
 
@@ -206,8 +206,12 @@ class Harness:
         self._prompt_addition = "".join(ctx.prompt_addition)
         return self._prompt_addition
 
-    def charge_usage(self, run: RunState, model: Any, usage: Any) -> None:
-        """Count a model response's tokens and their price on the run."""
+    async def charge_usage(self, run: RunState, model: Any, usage: Any) -> None:
+        """Count a model response's tokens and their price on the run, and
+        charge the price to the principal's daily spend at once: concurrent
+        runs of one principal then see each other's spend at their next
+        model call, so together they overshoot the quota by at most one call
+        each."""
         if usage is None:
             return
         input_tokens = int(getattr(usage, "input_tokens", 0) or 0)
@@ -219,6 +223,19 @@ class Harness:
             if price is not None:
                 usd = price.usd(input_tokens, output_tokens)
         run.add_usage(input_tokens, output_tokens, usd)
+        root = run.root
+        if usd <= 0 or root.daily_left_usd is None or root.principal is None:
+            return
+        try:
+            total = await self.store.add_spend(root.principal.key, usd)
+        except Exception as exc:  # noqa: BLE001 - the store is a dependency: fail closed
+            root.store_error = str(DependencyDown("spend store", exc))
+            self._record(
+                run, "budget_router", "on_model_call", "error",
+                code="dependency_down", detail=f"daily spend not charged: {exc}",
+            )
+            return
+        root.daily_left_usd = daily_left(cost.daily_quota_usd, total) + root.facts.spent_usd
 
     def remember_parked(self, agent: Any, run: RunState) -> None:
         """A reply parked on human-in-the-loop keeps its slot until resumed."""
@@ -333,25 +350,10 @@ class Harness:
     async def settle(
         self, run: RunState, agent: Any, state: TerminalState, reason: str,
     ) -> RunReport:
-        """Close the books of a run once: report, daily spend, callbacks."""
+        """Close the books of a run once: the report, the parent's children,
+        the report history and the ``on_report`` callback."""
         if run.report is not None:
             return run.report
-        principal = run.principal
-        cost = self.config.cost
-        if (
-            principal is not None
-            and run.parent is None
-            and cost is not None
-            and cost.daily_quota_usd is not None
-            and run.facts.spent_usd > 0
-        ):
-            try:
-                await self.store.add_spend(principal.key, run.facts.spent_usd)
-            except Exception as exc:  # noqa: BLE001 - the store is a dependency
-                self._record(
-                    run, "strategy_feedback", "on_session_end", "error",
-                    code="dependency_down", detail=f"daily spend not charged: {exc}",
-                )
         report = self.build_report(run, state, reason, getattr(agent, "name", run.agent_name))
         run.report = report
         if run.parent is not None:

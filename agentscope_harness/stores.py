@@ -21,6 +21,13 @@ def today() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
 
 
+def daily_left(quota: float, spent: float) -> float:
+    """What is left of a daily quota; float residue of summed charges
+    (ten charges of 0.1 leave 1e-16 of 1.0) is nothing left."""
+    left = quota - spent
+    return left if left > 1e-9 * max(quota, 1.0) else 0.0
+
+
 @runtime_checkable
 class LedgerStore(Protocol):
     """Daily spend per principal key."""

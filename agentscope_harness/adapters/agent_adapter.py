@@ -50,6 +50,7 @@ from ..deadline import _DEADLINE, tighter
 from ..errors import DependencyDown
 from ..report import TerminalState
 from ..run_state import CURRENT_RUN, RunState
+from ..stores import daily_left
 
 if TYPE_CHECKING:
     from ..harness import Harness
@@ -204,9 +205,7 @@ class HarnessAgentAdapter(MiddlewareBase):
             else:
                 try:
                     spent = await harness.store.get_spend(principal.key)
-                    left = cost.daily_quota_usd - spent
-                    # float residue of summed charges (0.1 * 10 < 1.0) is no quota
-                    run.daily_left_usd = left if left > 1e-9 * max(cost.daily_quota_usd, 1.0) else 0.0
+                    run.daily_left_usd = daily_left(cost.daily_quota_usd, spent)
                 except Exception as exc:  # noqa: BLE001 - fail the budget closed
                     run.daily_left_usd = 0.0
                     run.store_error = str(DependencyDown("spend store", exc))
@@ -360,13 +359,13 @@ class HarnessAgentAdapter(MiddlewareBase):
         run.add_model_call()
         result = await next_handler(**input_kwargs)
         if isinstance(result, ChatResponse):
-            harness.charge_usage(run, model, result.usage)
+            await harness.charge_usage(run, model, result.usage)
             return result
 
         async def counted() -> AsyncGenerator:
             async for chunk in result:
                 if chunk.is_last:
-                    harness.charge_usage(run, model, chunk.usage)
+                    await harness.charge_usage(run, model, chunk.usage)
                 yield chunk
 
         return counted()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +16,7 @@ from agentscope_harness import (
     Harness,
     HarnessConfig,
     Ledger,
+    MemoryStore,
     Principal,
     TerminalState,
     ToolPolicy,
@@ -178,3 +180,42 @@ async def test_daily_quota_admits_exactly_what_is_left_across_runs() -> None:
     with harness.acting_for(Principal(user_id="v", tenant="t")):
         _, final = await run(agent)
     assert final.get_text_content() == "ok"
+
+
+async def test_concurrent_runs_of_one_principal_share_the_daily_quota() -> None:
+    """Each model call's price is charged to the store at once, so two runs
+    of one user together overshoot the daily quota by at most one call each
+    (each run reads the quota once at start and would otherwise spend it all)."""
+    per_call = (100 + 10) / 1e6  # usage of a scripted call at $1 per M tokens
+    quota = 8 * per_call
+    store = MemoryStore()
+    harness = Harness(HarnessConfig(
+        store=store, cost=CostPolicy(daily_quota_usd=quota, prices={"scripted": (1.0, 1.0)}),
+    ))
+
+    async def slow_search(q: str) -> str:
+        """Search slowly.
+
+        Args:
+            q (str): The query.
+        """
+        await asyncio.sleep(0.005)
+        return f"found {q}"
+
+    counter = iter(range(1000))
+
+    def next_call(turn):
+        return calls(("slow_search", {"q": f"q{next(counter)}"}))
+
+    async def one(name: str):
+        model = ScriptedModel([next_call], repeat=True)
+        agent = make_agent(model, [slow_search], harness.middlewares(), name=name)
+        with harness.acting_for(Principal(user_id="u-1")):
+            await run(agent)
+        return harness.last_report(agent)
+
+    reports = await asyncio.gather(one("a"), one("b"))
+    total = await store.get_spend("-/u-1")
+    assert total == pytest.approx(sum(r.spent_usd for r in reports))
+    assert total <= quota + 2 * per_call + 1e-12
+    assert all(r.reason == "budget" for r in reports)
