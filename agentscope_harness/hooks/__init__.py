@@ -42,7 +42,7 @@ post_reflect (after each model call)
 
 on_session_end
     10  final_answer_audit        safety           strip, redact, check claims
-    90  strategy_feedback         budget           settle: report, daily spend
+    90  strategy_feedback         budget           settle: report, event, callback
 """
 
 from __future__ import annotations

@@ -126,6 +126,7 @@ def result_nudges(ctx: HookContext) -> None:
 
 @harness_hook("on_session_end", priority=90, name="strategy_feedback", kind="observer")
 async def strategy_feedback(ctx: HookContext) -> None:
-    """Settle the run: its report, the principal's daily spend, the callback."""
+    """Settle the run: its report, the report event, the callback (the daily
+    spend was charged per model call, as it was spent)."""
     state, reason = ctx.harness.terminal_from_facts(ctx.run, ctx.end_reason)
     await ctx.harness.settle(ctx.run, ctx.agent, state, reason)
