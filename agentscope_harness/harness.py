@@ -127,6 +127,9 @@ class Harness:
         self._last_by_agent: "weakref.WeakKeyDictionary[Any, RunReport]" = weakref.WeakKeyDictionary()
         self._finish_tools = frozenset(self.config.finish_tools())
         self._parked: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+        self._tool_only: "weakref.WeakKeyDictionary[Any, list[RunState | None]]" = (
+            weakref.WeakKeyDictionary()
+        )
         self.redactor = Redactor(self.config.redact_patterns, self.config.redact_window)
         self.stream_redaction = not self.shadow and any(
             s.name == "final_answer_audit" for s in self.hooks
@@ -236,6 +239,30 @@ class Harness:
             )
             return
         root.daily_left_usd = daily_left(cost.daily_quota_usd, total) + root.facts.spent_usd
+
+    async def tool_only_run(self, agent: Any) -> RunState:
+        """The run of the tool adapter used without the agent adapter (no
+        ``on_reply`` to open and settle runs): one per reply, opened at its
+        first tool call; the agent's previous one is settled and dropped when
+        its next reply calls a tool."""
+        reply_id = agent.state.reply_id
+        run = self.table.get(reply_id)
+        if run is not None:
+            return run
+        slot = self._tool_only.get(agent)
+        if slot is None:  # one holder per agent; its run is dropped with the agent
+            slot = self._tool_only[agent] = [None]
+            weakref.finalize(agent, _drop_held_run, self.table, slot)
+        previous = slot[0]
+        if previous is not None:
+            state, reason = self.terminal_from_facts(previous, None)
+            await self.settle(previous, agent, state, reason)
+            self.table.drop(previous.run_id)
+        run = slot[0] = self.table.open(
+            reply_id, getattr(agent, "name", "agent"), agent.state.session_id,
+            self.current_principal(), None, None, self.config.mode,
+        )
+        return run
 
     def remember_parked(self, agent: Any, run: RunState) -> None:
         """A reply parked on human-in-the-loop keeps its slot until resumed."""
@@ -372,6 +399,11 @@ class Harness:
             except Exception:  # noqa: BLE001 - a callback must not break the reply
                 log.exception("harness on_report callback failed")
         return report
+
+
+def _drop_held_run(table: RunTable, slot: list[RunState | None]) -> None:
+    if slot[0] is not None:
+        table.drop(slot[0].run_id)
 
 
 def _entry_point_hooks() -> list[HookSpec]:

@@ -63,11 +63,12 @@ class HarnessToolAdapter(MiddlewareBase):
     ) -> AsyncGenerator:
         """Judge, run and shape one tool call; always exactly one response."""
         harness = self.harness
-        run = run_of(harness, agent) if harness.enabled else None
-        if run is None:
+        if not harness.enabled:
             async for item in next_handler(**input_kwargs):
                 yield item
             return
+        # used without the agent adapter, no on_reply opened a run: open one
+        run = run_of(harness, agent) or await harness.tool_only_run(agent)
         call = input_kwargs["tool_call"]
         try:
             response = await self._handle(agent, run, call, input_kwargs, next_handler)
