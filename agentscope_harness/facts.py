@@ -16,6 +16,17 @@ from typing import Any
 # Built once: ``json.dumps`` with options builds a new encoder on every call.
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
 
+# ``JSONEncoder.encode`` still builds its C encoder on every call; this one is
+# built once with the same options (no circular-reference markers: arguments
+# parsed from JSON cannot be circular). Same output as ``_CANONICAL.encode``.
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+_C_CANONICAL = (
+    _c_make_encoder(
+        None, str, json.encoder.encode_basestring_ascii, None, ":", ",", True, False, True,
+    )
+    if _c_make_encoder is not None else None
+)
+
 
 def _norm(value: Any) -> Any:
     if isinstance(value, str):
@@ -30,6 +41,8 @@ def _norm(value: Any) -> Any:
 def normalize_args(args: Any) -> str:
     """Canonical JSON of tool arguments: keys sorted, strings stripped."""
     try:
+        if _C_CANONICAL is not None:
+            return "".join(_C_CANONICAL(_norm(args), 0))
         return _CANONICAL.encode(_norm(args))
     except (TypeError, ValueError):
         return repr(args)

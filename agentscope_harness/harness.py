@@ -126,6 +126,7 @@ class Harness:
         self.reports: deque[RunReport] = deque(maxlen=self.config.reports_kept)
         self._last_by_agent: "weakref.WeakKeyDictionary[Any, RunReport]" = weakref.WeakKeyDictionary()
         self._finish_tools = frozenset(self.config.finish_tools())
+        self._prompt_addition: str | None = None
         self._parked: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
         self._tool_only: "weakref.WeakKeyDictionary[Any, list[RunState | None]]" = (
             weakref.WeakKeyDictionary()
@@ -198,9 +199,8 @@ class Harness:
         alone (no run facts, no clock), so the prompt is byte-stable."""
         from .context import HookContext
 
-        cached = getattr(self, "_prompt_addition", None)
-        if cached is not None:  # pure in the config: computed once per Harness
-            return cached
+        if self._prompt_addition is not None:  # pure in the config: once per Harness
+            return self._prompt_addition
         scratch = RunTable(loop_window=self.config.loop_window).open(
             "system_prompt", "", None, None, None, None, self.config.mode,
         )

@@ -20,6 +20,9 @@ HOOK_POINTS: tuple[str, ...] = (
 )
 """Where hooks run, in the order a round meets them (DESIGN section 4)."""
 
+TOOL_POINTS: tuple[str, ...] = ("pre_tool_call", "post_tool_call")
+"""The points that judge one tool call (where ``when=`` applies)."""
+
 HookKind = Literal["safety", "efficiency", "observer", "transform"]
 KINDS: tuple[str, ...] = ("safety", "efficiency", "observer", "transform")
 
@@ -62,6 +65,12 @@ class HookSpec:
     module: str
     is_async: bool = field(compare=False)
     fail_closed: bool = False
+    when: Callable[[Any, Any], bool] | None = field(default=None, compare=False)
+    """``(policy, config) -> bool``: whether the hook can act at all on a
+    tool call with this ``ToolPolicy`` (``None`` for an unconfigured tool)
+    under this config. Tool points only; ``None`` (the default): always run.
+    The runner asks once per (point, tool) and skips the hook where it is
+    false, so it must not depend on the run."""
 
     @property
     def sort_key(self) -> tuple[int, str]:
@@ -77,6 +86,7 @@ def make_spec(
     kind: str = "observer",
     escape_key: str | None = None,
     fail_closed: bool | None = None,
+    when: Callable[[Any, Any], bool] | None = None,
 ) -> HookSpec:
     """Validate and build a :class:`HookSpec` (errors name the hook)."""
     name = name or getattr(fn, "__name__", None) or repr(fn)
@@ -97,6 +107,10 @@ def make_spec(
         escape_key = name
     if not isinstance(priority, int):
         raise HarnessConfigError(f"hook {name!r}: priority must be an int")
+    if when is not None and point not in TOOL_POINTS:
+        raise HarnessConfigError(
+            f"hook {name!r}: when= applies to the tool points {TOOL_POINTS} only",
+        )
     return HookSpec(
         fn=fn,
         point=point,
@@ -107,6 +121,7 @@ def make_spec(
         module=getattr(fn, "__module__", "") or "",
         is_async=inspect.iscoroutinefunction(fn),
         fail_closed=kind == "safety" if fail_closed is None else fail_closed,
+        when=when,
     )
 
 
@@ -117,11 +132,16 @@ def harness_hook(
     kind: HookKind = "observer",
     escape_key: str | None = None,
     fail_closed: bool | None = None,
+    when: Callable[[Any, Any], bool] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare a function as a harness hook.
 
     ``kind="safety"`` hooks fail closed (a crash refuses the call, withholds
     the result or the answer); others fail open unless ``fail_closed=True``.
+
+    ``when=(policy, config) -> bool`` (tool points only) declares for which
+    tools the hook can act at all; it is skipped for the others (a saving on
+    every tool call, decided once per tool).
 
     The function stays callable as before; its :class:`HookSpec` is attached
     as ``fn.__harness_hook__`` and the Harness picks it up from ``hooks=[...]``
@@ -130,7 +150,7 @@ def harness_hook(
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         fn.__harness_hook__ = make_spec(  # type: ignore[attr-defined]
-            fn, point, priority, name, kind, escape_key, fail_closed,
+            fn, point, priority, name, kind, escape_key, fail_closed, when,
         )
         return fn
 

@@ -60,9 +60,8 @@ class RunState:
     in_flight: dict[str, str] = field(default_factory=dict)
     children: list[RunReport] = field(default_factory=list)
     hold_reply_end: bool = False
-    result_index: dict[int, Any] = field(default_factory=dict)
-    """The pruner's view of the tool results in context, by message: each
-    round only the blocks appended since the last round are read."""
+    result_sizes: dict[str, Any] = field(default_factory=dict)
+    """The pruner's view of each tool result in context, by result id."""
     deferred_hints: list[tuple[str, str]] = field(default_factory=list)
     """post_reflect hints of a round that called tools, given at the next pre_think."""
     mode: str = "enforce"

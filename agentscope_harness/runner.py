@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .context import HookContext
-from .registry import HOOK_POINTS, HookRejectSignal, HookSpec
+from .registry import HOOK_POINTS, TOOL_POINTS, HookRejectSignal, HookSpec
 from .sentinels import format_sentinel
 
 log = logging.getLogger("agentscope_harness")
@@ -27,6 +27,18 @@ class Refusal:
     hook: str
     code: str
     text: str
+
+
+def _applies(spec: HookSpec, policy: Any, config: Any) -> bool:
+    """Whether ``spec`` can act on a call with ``policy`` (a failing
+    ``when`` keeps the hook: it then runs, and fails by its own policy)."""
+    if spec.when is None:
+        return True
+    try:
+        return bool(spec.when(policy, config))
+    except Exception:  # noqa: BLE001
+        log.warning("harness hook %s: its when= predicate failed; the hook runs", spec.name)
+        return True
 
 
 class HookRunner:
@@ -47,10 +59,34 @@ class HookRunner:
         self.escape_after_rejects = escape_after_rejects
         self.hook_timeout_s = hook_timeout_s
         self.shadow = shadow
+        self._for_tool: dict[tuple[str, str | None], tuple[HookSpec, ...]] = {}
+        self._conditional = {
+            point: any(s.when is not None for s in self.by_point[point]) for point in TOOL_POINTS
+        }
+
+    def for_tool(self, point: str, ctx: HookContext) -> tuple[HookSpec, ...]:
+        """``point``'s hooks that can act on this tool call: those whose
+        ``when`` holds for the tool's policy, decided once per configured
+        tool (all unconfigured tools share one list)."""
+        tool = ctx.tool
+        policy = tool.policy
+        key = (point, tool.name if policy is not None else None)
+        specs = self._for_tool.get(key)
+        if specs is None:
+            config = ctx.harness.config
+            specs = self._for_tool[key] = tuple(
+                s for s in self.by_point[point] if _applies(s, policy, config)
+            )
+        return specs
 
     async def run(self, point: str, ctx: HookContext) -> Refusal | None:
         """Run ``point``'s hooks on ``ctx``; the enforced refusal, if any."""
-        for spec in self.by_point[point]:
+        specs = (
+            self.for_tool(point, ctx)
+            if ctx.tool is not None and self._conditional.get(point)
+            else self.by_point[point]
+        )
+        for spec in specs:
             ctx.hook_name = spec.name
             try:
                 result = spec.fn(ctx)

@@ -79,7 +79,6 @@ class HarnessAgentAdapter(MiddlewareBase):
 
     def __init__(self, harness: "Harness") -> None:
         self.harness = harness
-        self._prompt_addition: str | None = None
 
     async def get_middleware_key(self) -> str:
         """Distinct from other middlewares' keys in ``middle_context``."""
@@ -92,9 +91,7 @@ class HarnessAgentAdapter(MiddlewareBase):
         harness = self.harness
         if not harness.enabled or harness.shadow:
             return current_prompt
-        if self._prompt_addition is None:
-            self._prompt_addition = await harness.system_prompt_addition()
-        return current_prompt + self._prompt_addition if self._prompt_addition else current_prompt
+        return current_prompt + await harness.system_prompt_addition()
 
     # ----------------------------------------------------------------- reply
 
@@ -259,16 +256,17 @@ class HarnessAgentAdapter(MiddlewareBase):
 
         ctx = HookContext(
             "pre_think", run, harness, agent,
-            results_in_context=lambda: _results_in_context(agent, run.result_index),
+            results_in_context=lambda: _results_in_context(agent, run.result_sizes),
         )
         await harness.runner.run("pre_think", ctx)
         if enforce:
             if ctx.prune:
                 _prune_results(agent, run, set(ctx.prune))
             # post_reflect hints of a round that called tools come first
-            deferred, run.deferred_hints = run.deferred_hints, []
-            for event in _add_hints(agent, run, deferred + ctx.hints):
-                yield event
+            if run.deferred_hints or ctx.hints:
+                deferred, run.deferred_hints = run.deferred_hints, []
+                for event in _add_hints(agent, run, deferred + ctx.hints):
+                    yield event
             if ctx.fallback_answer is not None:
                 for event in _flush(run):
                     yield event
@@ -469,9 +467,12 @@ PRUNED = "[pruned: an earlier result of {name} ({tokens} tokens), kept as ref {r
 
 
 def _result_text(block: ToolResultBlock) -> str:
-    if isinstance(block.output, str):
-        return block.output
-    return "".join(b.text for b in block.output if isinstance(b, TextBlock))
+    output = block.output
+    if isinstance(output, str):
+        return output
+    if len(output) == 1 and type(output[0]) is TextBlock:  # the usual result
+        return output[0].text
+    return "".join(b.text for b in output if isinstance(b, TextBlock))
 
 
 def _context_result(block: ToolResultBlock) -> ContextResult:
@@ -482,37 +483,20 @@ def _context_result(block: ToolResultBlock) -> ContextResult:
     )
 
 
-def _results_in_context(agent: Any, index: dict[Any, Any] | None = None) -> list[ContextResult]:
-    """The tool results in the agent's context, oldest first.
-
-    With ``index`` (the run's ``result_index``) a message is only read from
-    where the last call stopped: context messages grow by appending blocks
-    (the reply's message) and are otherwise left alone; a message that was
-    replaced, shrank or whose last seen block moved is read again, and
-    pruning clears the index."""
+def _results_in_context(agent: Any, sizes: dict[str, ContextResult]) -> list[ContextResult]:
+    """The tool results in the agent's context, oldest first. ``sizes`` (the
+    run's cache by result id) spares re-reading a result's text every round;
+    pruning, the only rewrite of a stored result, refreshes its entry."""
     out: list[ContextResult] = []
     for msg in agent.state.context:
-        content = msg.content
-        if isinstance(content, str):
+        if isinstance(msg.content, str):
             continue
-        if index is None:
-            out.extend(_context_result(b) for b in content if isinstance(b, ToolResultBlock))
-            continue
-        n = len(content)
-        known = index.get(id(msg))
-        if (
-            known is not None and known[0] is msg and known[1] is content
-            and known[2] <= n and (known[2] == 0 or content[known[2] - 1] is known[3])
-        ):
-            entries, start = known[4], known[2]
-        else:
-            entries, start = [], 0
-        for i in range(start, n):
-            block = content[i]
+        for block in msg.content:
             if isinstance(block, ToolResultBlock):
-                entries.append(_context_result(block))
-        index[id(msg)] = (msg, content, n, content[n - 1] if n else None, entries)
-        out.extend(entries)
+                entry = sizes.get(block.id)
+                if entry is None:
+                    entry = sizes[block.id] = _context_result(block)
+                out.append(entry)
     return out
 
 
@@ -555,7 +539,7 @@ def _prune_results(agent: Any, run: RunState, ids: set[str]) -> None:
                 block.output = PRUNED.format(
                     name=block.name, tokens=estimate_tokens(text), ref=block.id,
                 )
-    run.result_index.clear()  # outputs changed in place: read them again
+                run.result_sizes[block.id] = _context_result(block)
 
 
 def _rewrite_text(msg: Msg, text: str) -> None:

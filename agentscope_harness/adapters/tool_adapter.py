@@ -31,6 +31,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentscope_harness")
 
 _STATES = {s.value: s for s in ToolResultState}
+_STATE_NAMES = {s: str(s.value) for s in ToolResultState}
+
+
+def _state_name(state: Any) -> str:
+    """A response's state as its plain string value."""
+    name = _STATE_NAMES.get(state)
+    return name if name is not None else str(getattr(state, "value", state))
 
 
 def parse_args(raw: str) -> tuple[dict[str, Any], bool]:
@@ -138,9 +145,13 @@ class HarnessToolAdapter(MiddlewareBase):
                 )
             if original.state != ToolResultState.INTERRUPTED:
                 run.in_flight.pop(call.id, None)
-            text = "".join(b.text for b in original.content if isinstance(b, TextBlock))
-            data = [b for b in original.content if isinstance(b, DataBlock)]
-            state = str(getattr(original.state, "value", original.state))
+            content = original.content
+            if len(content) == 1 and type(content[0]) is TextBlock:  # the usual result
+                text = content[0].text
+            else:
+                text = "".join(b.text for b in content if isinstance(b, TextBlock))
+                data = [b for b in content if isinstance(b, DataBlock)]
+            state = _state_name(original.state)
             error_class = error_class_of(original.metadata, text) if state == "error" else None
             result = ctx.result = ToolResultView(
                 text=text, state=state, metadata=dict(original.metadata),
@@ -191,7 +202,7 @@ class HarnessToolAdapter(MiddlewareBase):
             original is not None and post_refusal is None and not result.refused
             and not result.notices and not result.error_class
             and result.text == result.raw_text
-            and result.state == str(getattr(original.state, "value", original.state))
+            and result.state == _state_name(original.state)
         ):
             return original
         body = "\n".join(p for p in [result.text, *result.notices] if p)

@@ -46,7 +46,12 @@ def spend_gate(ctx: HookContext) -> None:
     ctx.on_refused(refund)
 
 
-@harness_hook("pre_tool_call", priority=35, name="search_gate", kind="efficiency")
+@harness_hook(
+    "pre_tool_call", priority=35, name="search_gate", kind="efficiency",
+    when=lambda policy, config: (
+        config.enough_candidates is not None and policy is not None and policy.role == "retrieval"
+    ),
+)
 def search_gate(ctx: HookContext) -> None:
     """Enough candidates: refuse more retrieval (a presumption, so it
     latches open after ``escape_after_rejects`` refusals)."""
@@ -73,10 +78,11 @@ def budget_router(ctx: HookContext) -> None:
     if root.store_error is not None:
         ctx.stop("dependency_down", text=cost.fallback_text, code="dependency_down")
         return
-    caps = [c for c in (cost.cap_usd, root.daily_left_usd) if c is not None]
-    if not caps:
+    cap, daily = cost.cap_usd, root.daily_left_usd
+    if daily is not None:
+        cap = daily if cap is None else min(cap, daily)
+    if cap is None:
         return
-    cap = min(caps)
     left = cap - root.facts.spent_usd
     fraction = left / cap if cap > 0 else 0.0
     lite, minimal, fallback = cost.tiers

@@ -19,7 +19,10 @@ _NEXT = {
 }
 
 
-@harness_hook("pre_tool_call", priority=20, name="phase_check", kind="safety")
+@harness_hook(
+    "pre_tool_call", priority=20, name="phase_check", kind="safety",
+    when=lambda policy, config: policy is not None and bool(policy.requires_facts),
+)
 def phase_check(ctx: HookContext) -> None:
     """A tool with ``requires_facts`` waits until the run has reached them;
     under ``force_conclude`` the ``waivable_facts`` are waived."""

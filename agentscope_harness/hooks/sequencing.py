@@ -6,7 +6,10 @@ from ..context import HookContext
 from ..registry import HookRejectSignal, harness_hook
 
 
-@harness_hook("pre_tool_call", priority=12, name="sequence_gate", kind="safety")
+@harness_hook(
+    "pre_tool_call", priority=12, name="sequence_gate", kind="safety",
+    when=lambda policy, config: policy is not None and bool(policy.requires),
+)
 def sequence_gate(ctx: HookContext) -> None:
     """Each ``requires`` prerequisite must have succeeded earlier in this run,
     with the same values of its ``same_args`` (cancel needs a lookup of that

@@ -56,7 +56,10 @@ def terminal_reached_gate(ctx: HookContext) -> None:
         )
 
 
-@harness_hook("post_tool_call", priority=30, name="mark_terminal", kind="observer")
+@harness_hook(
+    "post_tool_call", priority=30, name="mark_terminal", kind="observer",
+    when=lambda policy, config: policy is not None and policy.role in ("finish", "ask"),
+)
 def mark_terminal(ctx: HookContext) -> Any:
     """A finishing tool that succeeded and passed ``verify`` completes the
     run; a failed verification becomes an error saying what is missing. A
