@@ -195,17 +195,16 @@ class HarnessAgentAdapter(MiddlewareBase):
             mode=config.mode,
         )
         cost = config.cost
-        if cost is not None and cost.daily_quota_usd is not None and principal is not None:
-            if parent is not None:
-                run.daily_left_usd = parent.root.daily_left_usd
-                run.store_error = parent.root.store_error
-            else:
-                try:
-                    spent = await harness.store.get_spend(principal.key)
-                    run.daily_left_usd = daily_left(cost.daily_quota_usd, spent)
-                except Exception as exc:  # noqa: BLE001 - fail the budget closed
-                    run.daily_left_usd = 0.0
-                    run.store_error = str(DependencyDown("spend store", exc))
+        # a nested run spends its root's quota: only a root reads the store
+        if parent is None and principal is not None and cost is not None and (
+            cost.daily_quota_usd is not None
+        ):
+            try:
+                spent = await harness.store.get_spend(principal.key)
+                run.daily_left_usd = daily_left(cost.daily_quota_usd, spent)
+            except Exception as exc:  # noqa: BLE001 - fail the budget closed
+                run.daily_left_usd = 0.0
+                run.store_error = str(DependencyDown("spend store", exc))
         return run
 
     def _hold(self, agent: Any, run: RunState, end: ReplyEndEvent) -> bool:
