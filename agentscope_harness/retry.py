@@ -43,8 +43,8 @@ async def retry_call(
     """Call ``fn(*args, **kwargs)``, retrying ``retry_on`` errors up to
     ``attempts`` times with jittered exponential backoff. Stops early when
     the run's deadline would pass; raises ``DependencyDown`` on giving up."""
-    name = dependency or getattr(fn, "__name__", "dependency")
-    stop = stop_after_attempt(attempts)
+    name = str(dependency or getattr(fn, "__name__", "dependency"))
+    stop: Any = stop_after_attempt(attempts)
     left = remaining_time()
     if left is not None:
         stop = stop | stop_after_delay(max(left, 0.0))

@@ -79,14 +79,6 @@ class RunState:
             run = run.parent
         return run
 
-    def lineage(self) -> list["RunState"]:
-        """This run and its ancestors, innermost first."""
-        out, run = [], self
-        while run is not None:
-            out.append(run)
-            run = run.parent
-        return out
-
     def add_model_call(self) -> None:
         """Count a model call here and in every ancestor (run-wide caps
         include sub-agents)."""
