@@ -154,10 +154,18 @@ class HookContext:
         """The authenticated caller bound with ``acting_for`` (or ``None``)."""
         return self.run.principal
 
-    def hint(self, text: str, key: str | None = None) -> None:
-        """Tell the model something before its next call. ``key`` names the
-        hint so the same hint is never given twice in a row."""
-        self.hints.append((key or self.hook_name, text))
+    def hint(self, text: str, key: str | None = None) -> bool:
+        """Tell the model something before its next call, and record it as a
+        decision. ``key`` names the hint (default: the hook's name): the same
+        hint is never given twice in a row, and then this returns False."""
+        key = key or self.hook_name
+        facts = self.run.facts
+        if key == facts.last_hint:
+            return False
+        facts.last_hint = key
+        self.hints.append((key, text))
+        self.decide("hint", detail=text)
+        return True
 
     def notice(self, text: str) -> None:
         """Append a note to this call's result (outside the fence). Notes

@@ -430,3 +430,20 @@ async def test_a_principal_bound_in_one_task_is_not_seen_by_another() -> None:
 
     await asyncio.gather(as_user("a", "u-1"), as_user("b", None), as_user("c", "u-3"))
     assert seen == {"a": "u-1", "b": None, "c": "u-3"}
+
+
+async def test_the_same_hint_is_given_and_recorded_once_in_a_row() -> None:
+    given: list[bool] = []
+
+    @harness_hook("pre_think", priority=50, name="nagger")
+    def nagger(ctx: HookContext) -> None:
+        given.append(ctx.hint("Please hurry."))
+
+    harness = Harness(hooks=[nagger])
+    model = ScriptedModel([calls(("search", {"q": "a"})), calls(("search", {"q": "b"})), text("ok")])
+    agent = make_agent(model, [search], harness.middlewares())
+    await run(agent)
+    assert given == [True, False, False]
+    assert json.dumps(model.calls[-1]["formatted"]).count("Please hurry.") == 1
+    hints = [d for d in harness.last_report(agent).decisions if d.hook == "nagger"]
+    assert [d.action for d in hints] == ["hint"]

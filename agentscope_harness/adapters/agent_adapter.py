@@ -427,13 +427,10 @@ def _flush(run: RunState) -> list[CustomEvent]:
 
 
 def _add_hints(agent: Any, run: RunState, hints: list[tuple[str, str]]) -> list[HintBlockEvent]:
-    """Persist hints in the reply's message before the model call, never the
-    same hint twice in a row."""
+    """Persist hints in the reply's message before the model call (where
+    the next payload only extends the last one)."""
     events = []
-    for key, text in hints:
-        if key == run.facts.last_hint:
-            continue
-        run.facts.last_hint = key
+    for _, text in hints:
         block = HintBlock(hint=f"<system-reminder>{text}</system-reminder>", source=HINT_SOURCE)
         agent.state.append_context(agent.name, [block])
         events.append(

@@ -45,4 +45,3 @@ def drift_detector(ctx: HookContext) -> None:
             "tool, different arguments, or conclude.",
             key="drift",
         )
-        ctx.decide("hint", detail=f"{idle} rounds without progress")

@@ -65,11 +65,9 @@ def phase_step(ctx: HookContext) -> None:
             "None of the candidates fit. Search again with different terms.",
             key="reopen_retrieval",
         )
-        ctx.decide("hint", detail="candidate pool emptied: retrieval re-opened")
     if facts.empty_selections >= 2:
         ctx.hint(
             "Two selections in a row found nothing. Widen the search: fewer "
             "constraints, broader terms.",
             key="widen_search",
         )
-        ctx.decide("hint", detail="two empty selections")

@@ -141,7 +141,6 @@ def terminal_enforcer(ctx: HookContext) -> None:
             key="finish_required",
         )
         ctx.another_round = "finish_tool_not_called"
-        ctx.decide("hint", detail="finish tool not called; one more round")
         return
     facts.conclude(TerminalState.INCOMPLETE, "finish_tool_not_called")
     ctx.decide("terminal", code="incomplete", detail="finish tool not called")

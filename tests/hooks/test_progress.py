@@ -186,7 +186,10 @@ async def test_selection_rejecting_everything_reopens_retrieval_metadata_path():
     assert [a["q"] for a in ran.of("search")] == ["mug", "red cup"]
     hints = hint_texts(model.calls[-1])
     assert len(hints) == 1 and "None of the candidates fit. Search again" in hints[0]
-    assert any(d.hook == "phase_step" and "re-opened" in d.detail for d in report.decisions)
+    assert any(
+        d.hook == "phase_step" and d.action == "hint" and "Search again" in d.detail
+        for d in report.decisions
+    )
 
 
 async def test_selection_rejecting_everything_reopens_retrieval_count_results_path():
@@ -246,4 +249,7 @@ async def test_two_empty_selections_in_a_row_widen_the_search():
     assert first >= 4  # only after the second empty selection was seen
     # the same hint is never given twice in a row
     assert sum("Widen the search" in h_ for h_ in hint_texts(model.calls[-1])) == 1
-    assert any(d.hook == "phase_step" and d.detail == "two empty selections" for d in report.decisions)
+    assert any(
+        d.hook == "phase_step" and d.action == "hint" and d.detail.startswith("Two selections")
+        for d in report.decisions
+    )
