@@ -4,6 +4,7 @@ package's public ``agentscope_harness.testing.ScriptedModel`` (a real
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
@@ -17,11 +18,37 @@ from agentscope.tool import FunctionTool, Toolkit
 from agentscope_harness.testing import ScriptedModel, Turn, calls, text
 
 __all__ = [
+    "RAN", "search", "slow",
     "ALLOW", "ScriptedModel", "Turn", "calls", "text", "tool", "make_agent", "run",
     "tool_messages", "last_tool_message", "payload_bytes", "decisions",
 ]
 
 ALLOW = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="allowed in tests")
+
+RAN: list[str] = []
+"""What the shared tools below ran; emptied before every test (conftest)."""
+
+
+async def search(q: str) -> str:
+    """Search.
+
+    Args:
+        q (str): The query.
+    """
+    RAN.append(q)
+    return f"found {q}"
+
+
+async def slow(seconds: float) -> str:
+    """Wait.
+
+    Args:
+        seconds (float): How long.
+    """
+    RAN.append("slow:start")
+    await asyncio.sleep(seconds)
+    RAN.append("slow:end")
+    return "slept"
 
 
 def tool(fn: Callable[..., Any], **kw: Any) -> FunctionTool:

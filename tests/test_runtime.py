@@ -27,37 +27,9 @@ from agentscope_harness import (
     remaining_time,
 )
 from agentscope_harness.config import EnvFlags
-from scripted import ScriptedModel, calls, decisions, make_agent, run, text, tool_messages
-
-RAN: list[str] = []
-
-
-async def search(q: str) -> str:
-    """Search.
-
-    Args:
-        q (str): The query.
-    """
-    RAN.append(q)
-    return f"found {q}"
-
-
-async def slow(seconds: float) -> str:
-    """Wait.
-
-    Args:
-        seconds (float): How long.
-    """
-    RAN.append("slow:start")
-    await asyncio.sleep(seconds)
-    RAN.append("slow:end")
-    return "slept"
-
-
-@pytest.fixture(autouse=True)
-def _reset() -> None:
-    RAN.clear()
-
+from scripted import (
+    RAN, ScriptedModel, calls, decisions, make_agent, run, search, slow, text, tool_messages,
+)
 
 # ---------------------------------------------------------------- failures
 

@@ -27,15 +27,9 @@ from relkit import (
     assert_payload_well_formed,
     results_by_id,
 )
-from scripted import ScriptedModel, calls, make_agent, run, text, tool, tool_messages
-
-RAN: list[str] = []
-
-
-@pytest.fixture(autouse=True)
-def _reset() -> None:
-    RAN.clear()
-
+from scripted import (
+    RAN, ScriptedModel, calls, make_agent, run, search, slow, text, tool, tool_messages,
+)
 
 class Custom(Exception):
     pass
@@ -43,28 +37,6 @@ class Custom(Exception):
 
 class Fatal(BaseException):
     """Not an ``Exception``: AgentScope's toolkit does not catch it."""
-
-
-async def search(q: str) -> str:
-    """Search.
-
-    Args:
-        q (str): The query.
-    """
-    RAN.append(q)
-    return f"found {q}"
-
-
-async def slow(seconds: float) -> str:
-    """Wait.
-
-    Args:
-        seconds (float): How long.
-    """
-    RAN.append("slow:start")
-    await asyncio.sleep(seconds)
-    RAN.append("slow:end")
-    return "slept"
 
 
 def raising(exc: BaseException):
