@@ -133,7 +133,7 @@ class HookContext:
     fallback_answer: str | None = None
     another_round: str | None = None
     end_reason: str | None = None
-    pending_notices: list[str] = field(default_factory=list)
+    pending_notices: list[tuple[str, str]] = field(default_factory=list)
     results_in_context: Callable[[], list["ContextResult"]] | None = None
     prune: list[str] = field(default_factory=list)
     undo: list[Callable[[], None]] = field(default_factory=list)
@@ -168,12 +168,23 @@ class HookContext:
         return True
 
     def notice(self, text: str) -> None:
-        """Append a note to this call's result (outside the fence). Notes
-        given before the call runs are dropped if its dependency is down."""
+        """Append a note to this call's result (outside the fence), recorded
+        as a hint once it reaches the result. A note given before the call
+        runs is dropped, unrecorded, if its dependency turns out to be down."""
         if self.result is not None:
             self.result.notices.append(text)
+            self.decide("hint", detail=text)
         else:
-            self.pending_notices.append(text)
+            self.pending_notices.append((self.hook_name, text))
+
+    def attach_pending_notices(self) -> None:
+        """Give the notes made before the call ran to its result (adapter)."""
+        for hook, text in self.pending_notices:
+            self.result.notices.append(text)
+            self.harness._record(
+                self.run, hook, "pre_tool_call", "hint", tool=self.tool.name, detail=text,
+            )
+        self.pending_notices.clear()
 
     def on_refused(self, undo: Callable[[], None]) -> None:
         """Run ``undo`` if a later gate refuses this call (e.g. give back the

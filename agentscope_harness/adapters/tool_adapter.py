@@ -130,8 +130,9 @@ class HarnessToolAdapter(MiddlewareBase):
             run.remember_sentinel(refusal.code, refusal.text)
             ctx.result = ToolResultView(
                 text=refusal.text, state="denied", metadata={},
-                error_class=refusal.code, refused=True, notices=ctx.pending_notices,
+                error_class=refusal.code, refused=True,
             )
+            ctx.attach_pending_notices()
         else:
             run.facts.called_tools[call.name] += 1
             run.in_flight[call.id] = call.name
@@ -171,7 +172,7 @@ class HarnessToolAdapter(MiddlewareBase):
                 if text.startswith("[harness:dependency_down]"):
                     result.text = text.partition("tell the user.")[2].strip(" ()")
             else:
-                result.notices.extend(ctx.pending_notices)
+                ctx.attach_pending_notices()
             # an identical repeat of a call that already succeeded brings no
             # new facts (its results are already counted)
             if result.ok and view.digest not in run.facts.succeeded:

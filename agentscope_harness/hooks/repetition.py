@@ -60,7 +60,6 @@ def _watch_loop(ctx: HookContext, digest: str) -> None:
             f"{len(facts.recent_tools)} calls. If it is not giving you what you need, "
             "change approach or conclude with what you have.",
         )
-        ctx.decide("hint", detail=f"loop: {name} x{count}")
         return
     same = facts.recent_digests.count(digest)
     if same >= config.loop_threshold and not facts.force_conclude:

@@ -144,6 +144,10 @@ async def test_loop_hint_yields_to_dependency_down():
     assert msgs[4].startswith("[harness:dependency_down]")  # not called again this run
     assert [a["sku"] for a in ran.of("stock")] == ["a", "b", "c", "d"]
     assert not any("you have called" in m for m in msgs)
+    # and the report does not claim a hint the model never read
+    assert not any(
+        d.hook == "repeat_call_gate" and d.action == "hint" for d in report.decisions
+    )
 
 
 async def test_stubborn_model_is_stopped_honestly():
