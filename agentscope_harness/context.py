@@ -1,22 +1,31 @@
-"""HookContext: what a hook sees at its point, and the only thing it may change.
+"""HookContext: what a hook sees at its point, and the verbs it may use.
 
-Hooks decide, adapters act: a hook mutates its context (adds a hint, rewrites
-the result text, sets a fallback answer...) or raises ``HookRejectSignal``;
-the adapters turn that into AgentScope actions.
+Hooks decide, adapters act: a hook reads the run's facts and states intent
+through a small vocabulary (``hint``, ``notice``, ``constrain``, ``stop``,
+``ask``, ``decide``, rewriting ``result.text`` / ``final_text``) or raises
+``HookRejectSignal``; the adapters turn that into AgentScope actions. No hook
+settles a run or computes its terminal state: ``outcome.py`` does, once.
+
+Each point has a typed view (``ToolCallContext``, ``ToolResultContext``,
+``ReflectContext``, ``SessionEndContext``) whose point-specific attributes are
+never ``None``; they are all ``HookContext``s, so a hook typed against the
+base class keeps working.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .facts import GuardState, call_digest
+from .report import TerminalState
 
 if TYPE_CHECKING:
     from .config import HarnessConfig, ToolPolicy
-    from .harness import Harness, Principal
+    from .harness import Principal
     from .run_state import RunState
+    from .services import Services
 
 
 CHARS_PER_TOKEN = 4
@@ -33,26 +42,29 @@ REASONS = {
     "max_model_calls": "it took too many steps",
     "stalled": "no progress was being made",
     "dependency_down": "a service it needs is unavailable",
+    "unpriced_model": "its model has no price, so its budget cannot be kept",
+    "model_error": "the language model could not be reached",
 }
 """Plain words for the reasons a run is stopped, used in fallback answers."""
 
 
 @dataclass
 class ToolCallView:
-    """The tool call being judged (arguments parsed; never the live block)."""
+    """The tool call being judged: AgentScope's own parsed and schema-checked
+    arguments, the exact value the tool receives (never the live block)."""
 
     id: str
     name: str
     args: dict[str, Any]
-    raw_input: str
     policy: "ToolPolicy | None"
     batch: tuple[str, int]
-    args_valid: bool = True
+    resumed: bool = False
+    """The call was confirmed by a human and is being judged again."""
     _digest: str | None = None
 
     @property
     def digest(self) -> str:
-        """Tool name plus normalized arguments."""
+        """Tool name plus normalized arguments (duplicate detection only)."""
         if self._digest is None:
             self._digest = call_digest(self.name, self.args)
         return self._digest
@@ -72,13 +84,17 @@ class ToolResultView:
     state: str
     metadata: dict[str, Any]
     error_class: str | None = None
-    refused: bool = False
     notices: list[str] = field(default_factory=list)
     has_data: bool = False
     raw_text: str = ""
     """The tool's own text, before any hook rewrote it."""
     new_facts: list[str] = field(default_factory=list)
     """Facts this result reached for the first time (progress edges)."""
+    withheld: bool = False
+    """A post_tool_call gate refused the result: the model reads a sentinel."""
+    trusted_metadata: bool = False
+    """``metadata["harness"]`` was written by the harness's own tool
+    middleware (or the tool itself), not parsed from text."""
 
     @property
     def ok(self) -> bool:
@@ -122,7 +138,7 @@ class HookContext:
 
     point: str
     run: "RunState"
-    harness: "Harness"
+    services: "Services"
     agent: Any = None
     tool: ToolCallView | None = None
     result: ToolResultView | None = None
@@ -136,7 +152,10 @@ class HookContext:
     pending_notices: list[tuple[str, str]] = field(default_factory=list)
     results_in_context: Callable[[], list["ContextResult"]] | None = None
     prune: list[str] = field(default_factory=list)
-    undo: list[Callable[[], None]] = field(default_factory=list)
+    admissions: list[tuple[str, Callable[[], Callable[[], None] | None]]] = field(
+        default_factory=list,
+    )
+    ask_reason: str | None = None
     hook_name: str = ""
 
     @property
@@ -147,20 +166,31 @@ class HookContext:
     @property
     def config(self) -> "HarnessConfig":
         """The harness's config."""
-        return self.harness.config
+        return self.services.config
+
+    @property
+    def harness(self) -> "Services":
+        """The services hooks may use (kept under its 0.1 name)."""
+        return self.services
 
     @property
     def principal(self) -> "Principal | None":
         """The authenticated caller bound with ``acting_for`` (or ``None``)."""
         return self.run.principal
 
+    # ------------------------------------------------------------- verbs
+
     def hint(self, text: str, key: str | None = None) -> bool:
         """Tell the model something before its next call, and record it as a
         decision. ``key`` names the hint (default: the hook's name): the same
-        hint is never given twice in a row, and then this returns False."""
+        hint is never given twice in a row, and then this returns False. Once
+        the run is constrained, hints that invite exploring are dropped: the
+        ladder only climbs."""
         key = key or self.hook_name
         facts = self.run.facts
         if key == facts.last_hint:
+            return False
+        if facts.force_conclude and key in EXPLORING_HINTS:
             return False
         facts.last_hint = key
         self.hints.append((key, text))
@@ -177,31 +207,52 @@ class HookContext:
         else:
             self.pending_notices.append((self.hook_name, text))
 
-    def attach_pending_notices(self) -> None:
-        """Give the notes made before the call ran to its result (adapter)."""
-        for hook, text in self.pending_notices:
-            self.result.notices.append(text)
-            self.harness._record(
-                self.run, hook, "pre_tool_call", "hint", tool=self.tool.name, detail=text,
-            )
-        self.pending_notices.clear()
+    def constrain(self, reason: str) -> None:
+        """Second rung of the ladder: from the next model call on,
+        ``tool_choice`` is narrowed to the finishing tool (or ``none``). A
+        model that keeps calling other tools after that is stopped."""
+        facts = self.run.facts
+        if facts.force_conclude:
+            return
+        facts.force_conclude = True
+        facts.forced_at = self.run.root.model_calls
+        self.decide("constrain", detail=reason)
 
-    def on_refused(self, undo: Callable[[], None]) -> None:
-        """Run ``undo`` if a later gate refuses this call (e.g. give back the
-        ledger units charged for it)."""
-        self.undo.append(undo)
-
-    def stop(self, reason: str, text: str | None = None, code: str | None = None) -> None:
-        """End the run now without another model call: the user gets
-        ``text`` (default: the config's fallback text) and the run ends
-        ``incomplete`` with ``reason``."""
-        from .report import TerminalState
-
+    def stop(
+        self,
+        reason: str,
+        state: TerminalState = TerminalState.INCOMPLETE,
+        *,
+        text: str | None = None,
+        code: str | None = None,
+    ) -> None:
+        """Last rung: end the run with ``state`` and ``reason``. At
+        ``pre_think`` the user gets ``text`` (default: the config's fallback
+        text) without another model call; elsewhere every further tool call
+        is refused and the next round answers that way."""
         if text is None:
             text = self.config.fallback_text.format(reason=REASONS.get(reason, reason))
-        self.fallback_answer = text
-        self.facts.conclude(TerminalState.INCOMPLETE, reason)
-        self.decide("fallback", code=code, detail=reason)
+        self.run.facts.conclude(state, reason)
+        self.run.facts.stop_text = text
+        if self.point == "pre_think":
+            self.fallback_answer = text
+        self.decide("stop" if self.point != "pre_think" else "fallback", code=code, detail=reason)
+
+    def ask(self, reason: str) -> None:
+        """At ``pre_tool_call``: park the call for a human (AgentScope's own
+        confirmation flow). The run reports ``waiting_input`` with ``reason``."""
+        if self.point != "pre_tool_call":
+            raise ValueError("ctx.ask() is only available at pre_tool_call")
+        self.ask_reason = reason
+        self.decide("ask", detail=reason)
+
+    def admit(self, charge: Callable[[], Callable[[], None] | None]) -> None:
+        """Run ``charge`` only once every gate of this call has passed, with
+        no await between the gates' last check and the charge: it re-checks
+        and charges (returning an undo, or ``None``) or raises
+        ``HookRejectSignal``. So an async gate can never hold a charge while
+        other calls of the batch are judged."""
+        self.admissions.append((self.hook_name, charge))
 
     def decide(
         self,
@@ -211,7 +262,7 @@ class HookContext:
         tool: str | None = None,
     ) -> None:
         """Record a decision of the running hook (observable: event + report)."""
-        self.harness._record(
+        self.services.record(
             self.run,
             self.hook_name,
             self.point,
@@ -220,3 +271,32 @@ class HookContext:
             tool=tool or (self.tool.name if self.tool else None),
             detail=detail,
         )
+
+
+EXPLORING_HINTS = frozenset({"drift", "reopen_retrieval", "widen_search"})
+"""Hints that invite the model to search on: never given once it must conclude."""
+
+
+class ToolCallContext(HookContext):
+    """``pre_tool_call``: ``tool`` is set."""
+
+    tool: ToolCallView
+
+
+class ToolResultContext(HookContext):
+    """``post_tool_call``: ``tool`` and ``result`` are set."""
+
+    tool: ToolCallView
+    result: ToolResultView
+
+
+class ReflectContext(HookContext):
+    """``post_reflect``: ``model_output`` is set."""
+
+    model_output: ModelOutputView
+
+
+class SessionEndContext(HookContext):
+    """``on_session_end``: ``final_text`` is the answer about to be delivered."""
+
+    final_text: str

@@ -26,16 +26,10 @@ class ErrorClass(str, Enum):
     TOOL_ERROR = "tool_error"
 
 
-# Failures that say nothing about the health of the tool's dependency.
-NOT_BREAKER_FAILURES = frozenset(
-    {
-        ErrorClass.INVALID_ARGUMENTS,
-        ErrorClass.PERMISSION_DENIED,
-        ErrorClass.QUOTA_EXHAUSTED,
-        ErrorClass.POLICY_REFUSED,
-        ErrorClass.CONFLICT,
-    },
-)
+# The only failures that say something about the health of a tool's
+# dependency, and so the only ones the shared breaker counts: one caller's
+# arguments (or a tool's own bug) must not deny the tool to everyone.
+BREAKER_FAILURES = frozenset({ErrorClass.DEPENDENCY_DOWN, ErrorClass.TIMEOUT_UNKNOWN})
 
 
 class HarnessError(Exception):
@@ -49,8 +43,8 @@ class HarnessConfigError(HarnessError, ValueError):
 class DependencyDown(HarnessError):
     """Raised by a tool (or by ``retry_call``) when a dependency is unavailable.
 
-    Its message starts with the ``dependency_down`` sentinel so that even a
-    tool the harness did not instrument is classified from its text alone.
+    Its class is kept by ``harness.instrument(toolkit)`` /
+    ``harness.tool_middleware()``; the harness never classifies from text.
     """
 
     error_class = ErrorClass.DEPENDENCY_DOWN
@@ -58,10 +52,7 @@ class DependencyDown(HarnessError):
     def __init__(self, dependency: str, cause: BaseException | str | None = None):
         self.dependency = dependency
         self.cause = cause
-        text = (
-            f"[harness:dependency_down] {dependency} is unavailable. "
-            "Do not retry; tell the user."
-        )
+        text = f"{dependency} is unavailable."
         if cause is not None:
             text += f" ({cause})"
         super().__init__(text)
@@ -104,17 +95,15 @@ def classify_exception(exc: BaseException) -> ErrorClass:
     return ErrorClass.TOOL_ERROR
 
 
-def error_class_of(metadata: dict[str, Any] | None, text: str) -> ErrorClass:
-    """The error class of a failed result: from its metadata when a harness
-    tool middleware (or the tool itself) set it, else from the text."""
+def error_class_of(metadata: dict[str, Any] | None) -> ErrorClass:
+    """The error class of a failed result, from the metadata the harness's
+    tool middleware (or the tool itself) set. Never from the result's text:
+    a tool's output is data, and text starting ``[harness:dependency_down]``
+    would otherwise block the tool and feed the shared breaker."""
     own = ((metadata or {}).get(METADATA_KEY) or {}).get("error_class")
     if own:
         try:
             return ErrorClass(own)
         except ValueError:
             pass
-    if text.startswith("[harness:dependency_down]"):
-        return ErrorClass.DEPENDENCY_DOWN
-    if text.startswith("Input validation failed for tool"):
-        return ErrorClass.INVALID_ARGUMENTS
     return ErrorClass.TOOL_ERROR

@@ -63,6 +63,16 @@ class Success:
     ref: str
 
 
+def exact_key(args: dict[str, Any], names: tuple[str, ...]) -> tuple[str, ...]:
+    """The exact values of ``names`` in ``args`` (JSON, type-preserving):
+    ``" A1"``, ``"A 1"`` and ``"A\u20031"`` are different orders to a backend,
+    so prerequisites compare values exactly, never normalised."""
+    return tuple(
+        json.dumps(args.get(name), sort_keys=True, ensure_ascii=False, default=str)
+        for name in names
+    )
+
+
 @dataclass
 class Terminal:
     """The run reached an end state (for now: hooks may still downgrade it)."""
@@ -112,6 +122,14 @@ class GuardState:
     recent_digests: deque = field(default_factory=lambda: deque(maxlen=6))
     batch_key: tuple[str, int] | None = None
     batch_seen: set[str] = field(default_factory=set)
+    stop_text: str | None = None
+    """What the user is told when a hook stopped the run."""
+    success_index: set[tuple[str, tuple[str, ...], tuple[str, ...]]] = field(default_factory=set)
+    """``(tool, same_args names, exact values)`` of successful calls, for
+    the prerequisite names the config declares: an O(1) check per call."""
+    finish_answer: str | None = None
+    """The finishing tool's own answer, delivered if the model's last word is
+    withheld or never comes."""
 
     def mark(self, fact: str) -> bool:
         """Record a reached fact; True when it is new (a progress edge)."""
@@ -128,13 +146,23 @@ class GuardState:
             self.terminal = Terminal(getattr(state, "value", state), reason)
 
     def record_outcome(
-        self, tool: str, digest: str, args: dict[str, Any], ref: str, ok: bool, error_class: str | None,
+        self,
+        tool: str,
+        digest: str,
+        args: dict[str, Any],
+        ref: str,
+        ok: bool,
+        error_class: str | None,
+        index_keys: tuple[tuple[str, ...], ...] = (),
     ) -> None:
-        """What a finished call did: a success (with its ref) or one more
-        failure in the streak of this exact call."""
+        """What a finished call did: a success (with its ref, indexed by the
+        exact values of each ``index_keys`` name tuple) or one more failure in
+        the streak of this exact call."""
         if ok:
             self.succeeded[digest] = Success(tool, args, ref)
             self.failures.pop(digest, None)
+            for names in index_keys:
+                self.success_index.add((tool, names, exact_key(args, names)))
             return
         if error_class is None:
             return
@@ -189,16 +217,10 @@ class GuardState:
         return edges
 
     def has_succeeded(self, tool: str, same: dict[str, Any] | None = None) -> bool:
-        """Whether ``tool`` succeeded in this run with these argument values."""
-        for success in self.succeeded.values():
-            if success.tool != tool:
-                continue
-            if not same or all(
-                normalize_args(success.args.get(k)) == normalize_args(v)
-                for k, v in same.items()
-            ):
-                return True
-        return False
+        """Whether ``tool`` succeeded in this run with exactly these argument
+        values (``same`` names must be indexed: see ``record_outcome``)."""
+        names = tuple(same or ())
+        return (tool, names, exact_key(same or {}, names)) in self.success_index
 
     def successes_of(self, tools: set[str]) -> int:
         """How many successful calls of these tools the run made."""

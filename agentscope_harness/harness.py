@@ -5,37 +5,33 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 import weakref
 from collections import deque
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict
 
+from .calls import CallFlow
 from .config import EnvFlags, HarnessConfig, build_config
+from .context import HookContext
+from .deadline import bounded
 from .errors import DependencyDown, HarnessConfigError
-from .registry import HookSpec, collect
-from .report import Decision, RunReport, TerminalState
-from .run_state import RunState, RunTable, principal_dict
 from .redaction import Redactor
+from .registry import HookSpec, collect
+from .report import RunReport
+from .run_state import RunState, RunTable
 from .runner import HookRunner
-from .stores import LedgerStore, MemoryStore, daily_left
+from .services import Breaker, Services
+from .stores import LedgerStore, MemoryStore, daily_left, store_timeout
 
 log = logging.getLogger("agentscope_harness")
 
 ENTRY_POINT_GROUP = "agentscope_harness.hooks"
 
 _PRINCIPAL: ContextVar["Principal | None"] = ContextVar("harness_principal", default=None)
-
-try:  # opentelemetry-api ships with AgentScope; without an SDK this is a no-op
-    from opentelemetry import trace as _otel_trace
-except ImportError:  # pragma: no cover
-    _otel_trace = None
-
 
 class Principal(BaseModel):
     """The authenticated caller a run acts for. Identity comes only from here,
@@ -59,22 +55,15 @@ class Principal(BaseModel):
         return f"{self.tenant or '-'}/{self.user_id}"
 
 
-@dataclass
-class Breaker:
-    """Circuit breaker of one tool, shared by all runs of a Harness."""
-
-    failures: int = 0
-    opened_at: float | None = None
-    half_open_probe: bool = False
-
-
 class Harness:
     """The control plane around AgentScope agents.
 
     ``Harness(config, hooks=[...])`` builds the hook chain once (built-ins,
     your hooks, hook packs from the ``agentscope_harness.hooks`` entry point,
     minus disabled ones); ``middlewares()`` gives the two adapters for
-    ``Agent(middlewares=...)``.
+    ``Agent(middlewares=...)``. Public: ``config``, ``middlewares``,
+    ``tool_middleware``, ``instrument``, ``acting_for``, ``last_report``,
+    ``reports``, ``hooks``. The rest is the adapters' plumbing.
     """
 
     def __init__(
@@ -85,31 +74,13 @@ class Harness:
         environ: Mapping[str, str] | None = None,
         load_entry_points: bool = True,
     ) -> None:
-        from .hooks import BUILTIN_HOOKS
-
         self.env = EnvFlags.read(environ)
-        config = build_config(config)
-        updates: dict[str, Any] = {}
-        if self.env.mode is not None:
-            updates["mode"] = self.env.mode
-        if self.env.disabled_hooks:
-            updates["disabled_hooks"] = set(config.disabled_hooks) | set(self.env.disabled_hooks)
-        self.config: HarnessConfig = config.model_copy(update=updates) if updates else config
-
-        specs = collect(BUILTIN_HOOKS) + collect(hooks)
+        self.config: HarnessConfig = _effective_config(build_config(config), self.env)
+        specs = collect(_builtin_hooks()) + collect(hooks)
         if load_entry_points:
             specs += _entry_point_hooks()
         self.all_hooks: tuple[HookSpec, ...] = _unique(specs)
-        known = {s.name for s in self.all_hooks}
-        for source, names in (
-            ("HARNESS_DISABLED_HOOKS", self.env.disabled_hooks),
-            ("disabled_hooks", set(config.disabled_hooks)),
-        ):
-            unknown = sorted(set(names) - known)
-            if unknown:
-                raise HarnessConfigError(
-                    f"{source}: unknown hook name(s) {unknown}; known hooks: {sorted(known)}",
-                )
+        _check_disabled(self.all_hooks, self.env, self.config)
         self.hooks: tuple[HookSpec, ...] = tuple(
             s for s in self.all_hooks if s.name not in self.config.disabled_hooks
         )
@@ -122,29 +93,39 @@ class Harness:
         )
         self.table = RunTable(loop_window=self.config.loop_window)
         self.store: LedgerStore = self.config.store or MemoryStore()
-        self.breakers: dict[str, Breaker] = {}
+        self.redactor = Redactor(self.config.redact_patterns, self.config.redact_window)
+        self.services = Services.of(self.config, self.redactor, self.store)
+        self.flow = CallFlow(self.services, self.runner)
         self.reports: deque[RunReport] = deque(maxlen=self.config.reports_kept)
         self._last_by_agent: "weakref.WeakKeyDictionary[Any, RunReport]" = weakref.WeakKeyDictionary()
-        self._finish_tools = frozenset(self.config.finish_tools())
         self._prompt_addition: str | None = None
-        self._parked: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
         self._tool_only: "weakref.WeakKeyDictionary[Any, list[RunState | None]]" = (
             weakref.WeakKeyDictionary()
         )
-        self.redactor = Redactor(self.config.redact_patterns, self.config.redact_window)
-        self.stream_redaction = not self.shadow and any(
-            s.name == "final_answer_audit" for s in self.hooks
-        )
+        self.stream_redaction = any(s.name == "final_answer_audit" for s in self.hooks)
 
     @property
     def enabled(self) -> bool:
-        """False when ``HARNESS_ENABLED=0``: both adapters pass everything through."""
+        """False when ``HARNESS_ENABLED=0``: ``middlewares()`` is empty."""
         return self.env.enabled
+
+    @property
+    def breakers(self) -> dict[str, Breaker]:
+        """The per-tool circuit breakers shared by this Harness's runs."""
+        return self.services.breakers
+
+    @property
+    def finish_tools(self) -> frozenset[str]:
+        """Tools whose success ends the run."""
+        return self.services.finish_tools
 
     # ------------------------------------------------------------ public API
 
     def middlewares(self) -> list[Any]:
-        """``[HarnessAgentAdapter, HarnessToolAdapter]`` for ``Agent(middlewares=...)``."""
+        """``[HarnessAgentAdapter, HarnessToolAdapter]`` for
+        ``Agent(middlewares=...)``; none at all under ``HARNESS_ENABLED=0``."""
+        if not self.enabled:
+            return []
         from .adapters import HarnessAgentAdapter, HarnessToolAdapter
 
         return [HarnessAgentAdapter(self), HarnessToolAdapter(self)]
@@ -179,16 +160,7 @@ class Harness:
         except TypeError:
             return None
 
-    def policy(self, tool: str):
-        """The ``ToolPolicy`` of a tool, or ``None``."""
-        return self.config.tools.get(tool)
-
-    @property
-    def finish_tools(self) -> frozenset[str]:
-        """Tools whose success ends the run."""
-        return self._finish_tools
-
-    # ------------------------------------------------------------ internals
+    # ------------------------------------------------------------ plumbing
 
     def current_principal(self) -> Principal | None:
         """The principal bound by ``acting_for`` in this context."""
@@ -197,17 +169,31 @@ class Harness:
     async def system_prompt_addition(self) -> str:
         """What ``on_system_prompt`` hooks append: computed from the config
         alone (no run facts, no clock), so the prompt is byte-stable."""
-        from .context import HookContext
-
         if self._prompt_addition is not None:  # pure in the config: once per Harness
             return self._prompt_addition
         scratch = RunTable(loop_window=self.config.loop_window).open(
             "system_prompt", "", None, None, None, None, self.config.mode,
         )
-        ctx = HookContext("on_system_prompt", scratch, self)
+        ctx = HookContext("on_system_prompt", scratch, self.services)
         await self.runner.run("on_system_prompt", ctx)
         self._prompt_addition = "".join(ctx.prompt_addition)
         return self._prompt_addition
+
+    def session_context(
+        self, run: RunState, agent: Any, final_text: str, end_reason: str | None,
+    ) -> HookContext:
+        """The context of ``on_session_end`` hooks."""
+        ctx = HookContext("on_session_end", run, self.services, agent, final_text=final_text)
+        ctx.end_reason = end_reason
+        return ctx
+
+    def tier_model(self, run: RunState) -> Any:
+        """The model the run's budget tier calls for, or ``None`` (keep)."""
+        cost = self.config.cost
+        tier = run.root.facts.tier
+        if cost is None or tier == "full" or self.shadow:
+            return None
+        return cost.tier_models.get(tier) or cost.tier_models.get("lite")
 
     async def charge_usage(self, run: RunState, model: Any, usage: Any) -> None:
         """Count a model response's tokens and their price on the run, and
@@ -227,164 +213,26 @@ class Harness:
                 usd = price.usd(input_tokens, output_tokens)
         run.add_usage(input_tokens, output_tokens, usd)
         root = run.root
+        if cost is None or cost.daily_quota_usd is None:
+            return
         if usd <= 0 or root.daily_left_usd is None or root.principal is None:
             return
         try:
-            total = await self.store.add_spend(root.principal.key, usd)
+            total = await bounded(
+                self.store.add_spend(root.principal.key, usd), store_timeout(self.store), root.deadline,
+            )
         except Exception as exc:  # noqa: BLE001 - the store is a dependency: fail closed
             root.store_error = str(DependencyDown("spend store", exc))
-            self._record(
+            self.services.record(
                 run, "budget_router", "on_model_call", "error",
                 code="dependency_down", detail=f"daily spend not charged: {exc}",
             )
             return
         root.daily_left_usd = daily_left(cost.daily_quota_usd, total) + root.facts.spent_usd
 
-    async def tool_only_run(self, agent: Any) -> RunState:
-        """The run of the tool adapter used without the agent adapter (no
-        ``on_reply`` to open and settle runs): one per reply, opened at its
-        first tool call; the agent's previous one is settled and dropped when
-        its next reply calls a tool."""
-        reply_id = agent.state.reply_id
-        run = self.table.get(reply_id)
-        if run is not None:
-            return run
-        slot = self._tool_only.get(agent)
-        if slot is None:  # one holder per agent; its run is dropped with the agent
-            slot = self._tool_only[agent] = [None]
-            weakref.finalize(agent, _drop_held_run, self.table, slot)
-        previous = slot[0]
-        if previous is not None:
-            state, reason = self.terminal_from_facts(previous, None)
-            await self.settle(previous, agent, state, reason)
-            self.table.drop(previous.run_id)
-        run = slot[0] = self.table.open(
-            reply_id, getattr(agent, "name", "agent"), agent.state.session_id,
-            self.current_principal(), None, None, self.config.mode,
-        )
-        return run
-
-    def remember_parked(self, agent: Any, run: RunState) -> None:
-        """A reply parked on human-in-the-loop keeps its slot until resumed."""
-        try:
-            self._parked[agent] = run.run_id
-        except TypeError:
-            pass
-
-    def forget_parked(self, agent: Any) -> None:
-        """A new reply replaces a parked one that was never resumed."""
-        try:
-            run_id = self._parked.pop(agent, None)
-        except TypeError:
-            return
-        if run_id is not None:
-            self.table.drop(run_id)
-
-    def _record(
-        self,
-        run: RunState,
-        hook: str,
-        point: str,
-        action: str,
-        *,
-        code: str | None = None,
-        tool: str | None = None,
-        detail: str = "",
-    ) -> Decision:
-        decision = Decision(
-            hook=hook, point=point, action=action, code=code, tool=tool,
-            detail=detail, enforced=not self.shadow,
-        )
-        run.record(decision)
-        log.info(
-            "harness %s %s %s code=%s tool=%s %s%s",
-            run.run_id, hook, action, code, tool, detail,
-            "" if decision.enforced else " (shadow)",
-        )
-        if _otel_trace is not None:
-            span = _otel_trace.get_current_span()
-            if span.is_recording():
-                span.add_event(
-                    "harness.decision",
-                    {
-                        "harness.run_id": run.run_id,
-                        "harness.hook": hook,
-                        "harness.point": point,
-                        "harness.action": action,
-                        "harness.code": code or "",
-                        "harness.tool": tool or "",
-                        "harness.detail": detail[:500],
-                        "harness.enforced": decision.enforced,
-                    },
-                )
-        return decision
-
-    def terminal_from_facts(self, run: RunState, end_reason: str | None) -> tuple[TerminalState, str]:
-        """The terminal state a run that left the loop has earned.
-
-        Leaving the loop is not success: ``completed`` needs the finishing
-        tool to have succeeded and been verified (where one is required) and
-        no unsupported claim in the answer.
-        """
-        facts = run.facts
-        if end_reason == "interrupted":
-            return TerminalState.CANCELLED, "interrupted"
-        if facts.terminal is not None and facts.terminal.state != TerminalState.COMPLETED.value:
-            return TerminalState(facts.terminal.state), facts.terminal.reason
-        if facts.unsupported_claims:
-            return TerminalState.INCOMPLETE, "unsupported_claim"
-        if facts.terminal is not None:
-            return TerminalState.COMPLETED, facts.terminal.reason
-        if facts.dependency_down:
-            # the answer may be honest, but the task was not done
-            return TerminalState.INCOMPLETE, "dependency_down"
-        if end_reason == "exceed_max_iters":
-            return TerminalState.INCOMPLETE, "max_iters"
-        if self.config.finish_required():
-            return TerminalState.INCOMPLETE, "finish_tool_not_called"
-        return TerminalState.COMPLETED, "answered"
-
-    def build_report(
-        self, run: RunState, state: TerminalState, reason: str, agent_name: str,
-    ) -> RunReport:
-        """The report of a run, from its slot."""
-        return RunReport(
-            run_id=run.run_id,
-            session_id=run.session_id,
-            agent=agent_name,
-            principal=principal_dict(run.principal),
-            terminal_state=state,
-            reason=reason,
-            model_calls=run.model_calls,
-            input_tokens=run.input_tokens,
-            output_tokens=run.output_tokens,
-            spent_usd=round(run.facts.spent_usd, 10),
-            tool_calls=dict(run.facts.called_tools),
-            refusals=dict(run.refusals),
-            refusals_by_hook=dict(run.refusals_by_hook),
-            decisions=list(run.decisions),
-            wall_s=round(time.monotonic() - run.started, 6),
-            deadline_left_s=(
-                None if run.deadline is None else round(run.deadline - time.monotonic(), 6)
-            ),
-            in_flight=[f"{name}:{call_id}" for call_id, name in run.in_flight.items()],
-            unsupported_claims=list(run.facts.unsupported_claims),
-            facts=sorted(run.facts.progress_marks),
-            children=list(run.children),
-            mode=self.config.mode,
-        )
-
-    async def settle(
-        self, run: RunState, agent: Any, state: TerminalState, reason: str,
-    ) -> RunReport:
-        """Close the books of a run once: the report, the parent's children,
-        the report history and the ``on_report`` callback."""
-        if run.report is not None:
-            return run.report
-        report = self.build_report(run, state, reason, getattr(agent, "name", run.agent_name))
-        run.report = report
-        if run.parent is not None:
-            run.parent.children.append(report)
+    async def publish(self, report: RunReport, agent: Any) -> None:
+        """A settled report: into the history, as the agent's last, and to
+        the ``on_report`` callback."""
         self.reports.append(report)
         if agent is not None:
             try:
@@ -398,7 +246,62 @@ class Harness:
                     await out
             except Exception:  # noqa: BLE001 - a callback must not break the reply
                 log.exception("harness on_report callback failed")
-        return report
+
+    async def tool_only_run(self, agent: Any) -> RunState:
+        """The run of the tool adapter used without the agent adapter (no
+        ``on_reply`` to open and settle runs): one per reply, opened at its
+        first tool call; the agent's previous one is settled and dropped when
+        its next reply calls a tool."""
+        from .lifecycle import ReplyLifecycle
+
+        reply_id = agent.state.reply_id
+        run = self.table.get(reply_id)
+        if run is not None:
+            return run
+        slot = self._tool_only.get(agent)
+        if slot is None:  # one holder per agent; its run is dropped with the agent
+            slot = self._tool_only[agent] = [None]
+            weakref.finalize(agent, _drop_held_run, self.table, slot)
+        previous = slot[0]
+        if previous is not None:
+            life = ReplyLifecycle(self, agent)
+            life.run = previous
+            await life.close(None)
+        run = slot[0] = self.table.open(
+            reply_id, getattr(agent, "name", "agent"), agent.state.session_id,
+            self.current_principal(), None, None, self.config.mode,
+        )
+        return run
+
+
+def _builtin_hooks() -> tuple[Any, ...]:
+    from .hooks import BUILTIN_HOOKS
+
+    return BUILTIN_HOOKS
+
+
+def _effective_config(config: HarnessConfig, env: EnvFlags) -> HarnessConfig:
+    """The config with the incident switches of the environment applied."""
+    updates: dict[str, Any] = {}
+    if env.mode is not None:
+        updates["mode"] = env.mode
+    if env.disabled_hooks:
+        updates["disabled_hooks"] = set(config.disabled_hooks) | set(env.disabled_hooks)
+    return config.model_copy(update=updates) if updates else config
+
+
+def _check_disabled(hooks: tuple[HookSpec, ...], env: EnvFlags, config: HarnessConfig) -> None:
+    """Unknown hook names in ``disabled_hooks`` are an error, not silence."""
+    known = {s.name for s in hooks}
+    for source, names in (
+        ("HARNESS_DISABLED_HOOKS", env.disabled_hooks),
+        ("disabled_hooks", set(config.disabled_hooks) - set(env.disabled_hooks)),
+    ):
+        unknown = sorted(set(names) - known)
+        if unknown:
+            raise HarnessConfigError(
+                f"{source}: unknown hook name(s) {unknown}; known hooks: {sorted(known)}",
+            )
 
 
 def _drop_held_run(table: RunTable, slot: list[RunState | None]) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import secrets
 import time
+import weakref
 from collections import Counter, deque
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -70,6 +71,16 @@ class RunState:
     report: RunReport | None = None
     candidate: Any = None
     """The model's candidate final ``Msg`` of the latest round."""
+    admitted: dict[str, Any] = field(default_factory=dict)
+    """Calls judged and admitted at the permission point, by call id: the
+    view (AgentScope's own parse) their result is shaped against."""
+    approvals: dict[str, str] = field(default_factory=dict)
+    """Calls parked for a human, by call id: the digest of the arguments
+    the human was shown."""
+    park_reason: str | None = None
+    """Why a hook parked a call for a human (``ctx.ask``)."""
+    resumed_by: Any = None
+    """The principal bound when a parked run was resumed."""
 
     @property
     def root(self) -> "RunState":
@@ -129,6 +140,26 @@ class RunTable:
 
     slots: dict[str, RunState] = field(default_factory=dict)
     loop_window: int = 6
+    parked: "weakref.WeakKeyDictionary[Any, str]" = field(
+        default_factory=weakref.WeakKeyDictionary,
+    )
+    """The run each agent parked on a human, kept until resumed or replaced."""
+
+    def park(self, agent: Any, run_id: str) -> None:
+        """A reply parked on human-in-the-loop keeps its slot until resumed."""
+        try:
+            self.parked[agent] = run_id
+        except TypeError:
+            pass
+
+    def forget_parked(self, agent: Any) -> None:
+        """A new reply replaces a parked one that was never resumed."""
+        try:
+            run_id = self.parked.pop(agent, None)
+        except TypeError:
+            return
+        if run_id is not None:
+            self.drop(run_id)
 
     def open(
         self,

@@ -1,19 +1,26 @@
 """Runs the hooks of one point: priority order, a refusal ends the chain, the
 escape latch of efficiency gates, the failure policy (safety fails closed,
-the rest fail open) and shadow mode (decide and record, enforce nothing)."""
+the rest fail open), shadow mode (decide and record, enforce nothing) and
+admission (charges made only once every gate of a call has passed).
+
+A refusal at a point that judges no call (``pre_think``, ``post_reflect``,
+``on_system_prompt``) cannot be answered with a sentinel: it stops the run.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from .context import HookContext
 from .registry import HOOK_POINTS, TOOL_POINTS, HookRejectSignal, HookSpec
 from .sentinels import format_sentinel
+
+_STOPPING_POINTS = frozenset({"pre_think", "post_reflect", "on_system_prompt"})
 
 log = logging.getLogger("agentscope_harness")
 
@@ -59,6 +66,7 @@ class HookRunner:
         self.escape_after_rejects = escape_after_rejects
         self.hook_timeout_s = hook_timeout_s
         self.shadow = shadow
+        self.by_name = {s.name: s for s in specs}
         self._for_tool: dict[tuple[str, str | None], tuple[HookSpec, ...]] = {}
         self._conditional = {
             point: any(s.when is not None for s in self.by_point[point]) for point in TOOL_POINTS
@@ -69,11 +77,12 @@ class HookRunner:
         ``when`` holds for the tool's policy, decided once per configured
         tool (all unconfigured tools share one list)."""
         tool = ctx.tool
+        assert tool is not None
         policy = tool.policy
         key = (point, tool.name if policy is not None else None)
         specs = self._for_tool.get(key)
         if specs is None:
-            config = ctx.harness.config
+            config = ctx.config
             specs = self._for_tool[key] = tuple(
                 s for s in self.by_point[point] if _applies(s, policy, config)
             )
@@ -101,10 +110,40 @@ class HookRunner:
             else:
                 continue
             if refusal is not None:
-                for undo in reversed(ctx.undo):
-                    undo()
-                ctx.undo.clear()
+                ctx.admissions.clear()
+                if point in _STOPPING_POINTS:
+                    ctx.hook_name = spec.name
+                    ctx.stop(
+                        "policy_error" if refusal.code == "policy_error" else "policy_refused",
+                        code=refusal.code,
+                    )
                 return refusal
+        return None
+
+    def admit(self, ctx: HookContext) -> Refusal | None:
+        """Make the charges the gates of a call asked for, in their order,
+        with no await in between: all of them, or (when one re-check
+        refuses) none, and that refusal."""
+        undos: list[Callable[[], None]] = []
+        for hook, charge in ctx.admissions:
+            spec = self.by_name[hook]
+            ctx.hook_name = hook
+            try:
+                undo = charge()
+            except HookRejectSignal as signal:
+                refusal = self._rejected(spec, signal, ctx)
+            except Exception as exc:  # noqa: BLE001 - the failure policy
+                refusal = self._failed(spec, exc, ctx)
+            else:
+                if undo is not None:
+                    undos.append(undo)
+                continue
+            if refusal is not None:
+                for undo in reversed(undos):
+                    undo()
+                ctx.admissions.clear()
+                return refusal
+        ctx.admissions.clear()
         return None
 
     async def _settle(self, awaitable: Any) -> None:
@@ -130,7 +169,7 @@ class HookRunner:
                 return None
             if facts.gate_reject_counts[key] >= self.escape_after_rejects:
                 facts.latched.add(key)
-                ctx.harness._record(
+                ctx.services.record(
                     ctx.run, spec.name, spec.point, "allow_escape",
                     code=signal.code, tool=tool,
                     detail=f"latched open after {facts.gate_reject_counts[key]} refusals",
@@ -143,7 +182,7 @@ class HookRunner:
         text = signal.message if signal.raw else format_sentinel(
             signal.code, signal.message, signal.ref,
         )
-        ctx.harness._record(
+        ctx.services.record(
             ctx.run, spec.name, spec.point, "refuse",
             code=signal.code, tool=tool, detail=signal.message,
         )
@@ -159,7 +198,7 @@ class HookRunner:
         )
         log.warning("harness hook %s at %s %s", spec.name, spec.point, what)
         tool = ctx.tool.name if ctx.tool else None
-        ctx.harness._record(
+        ctx.services.record(
             ctx.run, spec.name, spec.point, "error",
             code="policy_error", tool=tool, detail=what,
         )
@@ -170,7 +209,7 @@ class HookRunner:
             f"The safety check {spec.name} could not run, so this was withheld. "
             "Do not retry it; tell the user it could not be done now.",
         )
-        ctx.harness._record(
+        ctx.services.record(
             ctx.run, spec.name, spec.point, "refuse",
             code="policy_error", tool=tool, detail="fail-closed",
         )

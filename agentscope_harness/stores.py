@@ -28,6 +28,16 @@ def daily_left(quota: float, spent: float) -> float:
     return left if left > 1e-9 * max(quota, 1.0) else 0.0
 
 
+DEFAULT_STORE_TIMEOUT_S = 2.0
+"""How long one store call may take when the store sets no timeout of its own."""
+
+
+def store_timeout(store: object) -> float:
+    """The bound of one call to ``store`` (its own ``timeout_s``, if any)."""
+    value = getattr(store, "timeout_s", None)
+    return float(value) if isinstance(value, (int, float)) else DEFAULT_STORE_TIMEOUT_S
+
+
 @runtime_checkable
 class LedgerStore(Protocol):
     """Daily spend per principal key."""

@@ -3,15 +3,25 @@ convergence nudges and settling the run's spend."""
 
 from __future__ import annotations
 
-from ..context import HookContext
+from collections.abc import Callable
+
+from ..context import HookContext, ToolCallContext, ToolResultContext
+from ..outcome import terminal_state
 from ..registry import HookRejectSignal, harness_hook
 
 
 @harness_hook("pre_tool_call", priority=30, name="spend_gate", kind="safety")
-def spend_gate(ctx: HookContext) -> None:
-    """Charge the call's ``units`` to each of its ledgers and to the run-wide
-    ``max_tool_calls``, or refuse it. Check and charge happen without an
-    await in between, so parallel calls are admitted exactly."""
+def spend_gate(ctx: ToolCallContext) -> None:
+    """The call's ``units`` on each of its ledgers and one call on the
+    run-wide ``max_tool_calls``: refused when over a cap. The charge is made
+    at admission, once every gate of the call passed, after checking again
+    with no await in between: parallel calls are admitted exactly, whatever
+    async gates run after this one."""
+    _check_quota(ctx)
+    ctx.admit(lambda: _charge(ctx))
+
+
+def _check_quota(ctx: ToolCallContext) -> None:
     root = ctx.run.root
     limit = ctx.config.max_tool_calls
     if limit is not None and root.tool_calls_total >= limit:
@@ -21,29 +31,36 @@ def spend_gate(ctx: HookContext) -> None:
             code="quota_exhausted",
         )
     policy = ctx.tool.policy
-    charges: list[str] = []
-    if policy is not None and policy.units:
-        used = ctx.facts.ledger_used
-        for name in policy.ledgers:
-            cap = ctx.config.ledgers[name].cap
-            spent = used.get(name, 0)
-            if spent + policy.units > cap:
-                raise HookRejectSignal(
-                    f"The {name} quota for this task is used up ({spent}/{cap}). "
-                    "Answer with what you have.",
-                    code="quota_exhausted",
-                )
-        for name in policy.ledgers:
-            used[name] = used.get(name, 0) + policy.units
-            charges.append(name)
+    if policy is None or not policy.units:
+        return
+    used = ctx.facts.ledger_used
+    for name in policy.ledgers:
+        cap = ctx.config.ledgers[name].cap
+        spent = used.get(name, 0)
+        if spent + policy.units > cap:
+            raise HookRejectSignal(
+                f"The {name} quota for this task is used up ({spent}/{cap}). "
+                "Answer with what you have.",
+                code="quota_exhausted",
+            )
+
+
+def _charge(ctx: ToolCallContext) -> Callable[[], None]:
+    _check_quota(ctx)
+    policy = ctx.tool.policy
+    charged = list(policy.ledgers) if policy is not None and policy.units else []
+    units = policy.units if policy is not None else 0
+    used = ctx.facts.ledger_used
+    for name in charged:
+        used[name] = used.get(name, 0) + units
     ctx.run.add_tool_call(1)
 
     def refund() -> None:
         ctx.run.add_tool_call(-1)
-        for name in charges:
-            ctx.facts.ledger_used[name] -= policy.units
+        for name in charged:
+            used[name] -= units
 
-    ctx.on_refused(refund)
+    return refund
 
 
 @harness_hook(
@@ -52,7 +69,7 @@ def spend_gate(ctx: HookContext) -> None:
         config.enough_candidates is not None and policy is not None and policy.role == "retrieval"
     ),
 )
-def search_gate(ctx: HookContext) -> None:
+def search_gate(ctx: ToolCallContext) -> None:
     """Enough candidates: refuse more retrieval (a presumption, so it
     latches open after ``escape_after_rejects`` refusals)."""
     enough = ctx.config.enough_candidates
@@ -99,12 +116,10 @@ def budget_router(ctx: HookContext) -> None:
 
 
 @harness_hook("post_tool_call", priority=20, name="result_nudges", kind="observer")
-def result_nudges(ctx: HookContext) -> None:
+def result_nudges(ctx: ToolResultContext) -> None:
     """Soft convergence: when a ledger is nearly or fully spent, or the run
     must conclude, say so in the result (once each)."""
     result, facts = ctx.result, ctx.facts
-    if result.refused:
-        return
     nudges: list[tuple[str, str]] = []
     policy = ctx.tool.policy
     if policy is not None:
@@ -131,8 +146,13 @@ def result_nudges(ctx: HookContext) -> None:
 
 
 @harness_hook("on_session_end", priority=90, name="strategy_feedback", kind="observer")
-async def strategy_feedback(ctx: HookContext) -> None:
-    """Settle the run: its report, the report event, the callback (the daily
-    spend was charged per model call, as it was spent)."""
-    state, reason = ctx.harness.terminal_from_facts(ctx.run, ctx.end_reason)
-    await ctx.harness.settle(ctx.run, ctx.agent, state, reason)
+def strategy_feedback(ctx: HookContext) -> None:
+    """Record how the run ends and what it spent, as the last decision
+    before the run settles (the lifecycle settles it: the report, the
+    report event, the callback; the daily spend was charged per model
+    call, as it was spent)."""
+    state, reason = terminal_state(ctx.run, ctx.config.finish_required(), ctx.end_reason)
+    ctx.decide(
+        "terminal", code=state.value,
+        detail=f"{reason}; spent ${ctx.run.facts.spent_usd:.6f} in {ctx.run.model_calls} model calls",
+    )

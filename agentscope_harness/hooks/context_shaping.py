@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from ..context import CHARS_PER_TOKEN, HookContext
+from ..context import CHARS_PER_TOKEN, HookContext, ToolResultContext
 from ..registry import harness_hook
 
 LOW_WATER = 0.5
@@ -40,13 +40,11 @@ def system_prompt_append(ctx: HookContext) -> None:
 
 
 @harness_hook("post_tool_call", priority=10, name="truncate_result", kind="transform")
-def truncate_result(ctx: HookContext) -> None:
+def truncate_result(ctx: ToolResultContext) -> None:
     """Cap one result at ``result_max_tokens``: head and tail kept, the middle
     replaced by a marker with a ref to the full text (kept in the run's
     artifacts); for errors the first error line is always kept."""
     result = ctx.result
-    if result.refused:
-        return
     budget = ctx.config.result_max_tokens * CHARS_PER_TOKEN
     text = result.text
     if len(text) <= budget:

@@ -3,21 +3,21 @@ constrain (``force_conclude``), then stop; never the same hint twice."""
 
 from __future__ import annotations
 
-from ..context import HookContext
+from ..context import ReflectContext, ToolResultContext
 from ..registry import harness_hook
 
 
 @harness_hook("post_tool_call", priority=50, name="drift_result_tracker", kind="observer")
-def drift_result_tracker(ctx: HookContext) -> None:
+def drift_result_tracker(ctx: ToolResultContext) -> None:
     """A successful call never made before brings a new fact; a repeat does
     not. Edge-triggered: only a new fact resets the stall counter."""
     result = ctx.result
-    if result.ok and not result.refused and ctx.tool.digest not in ctx.facts.succeeded:
+    if result.ok and ctx.tool.digest not in ctx.facts.succeeded:
         ctx.facts.new_fact_this_round = True
 
 
 @harness_hook("post_reflect", priority=20, name="drift_detector", kind="observer")
-def drift_detector(ctx: HookContext) -> None:
+def drift_detector(ctx: ReflectContext) -> None:
     """``stall_rounds`` rounds without a new fact: hint to change approach;
     twice that: ``force_conclude``."""
     facts, stall = ctx.facts, ctx.config.stall_rounds
@@ -31,14 +31,12 @@ def drift_detector(ctx: HookContext) -> None:
     facts.new_fact_this_round = False
     idle = facts.rounds_without_progress
     if idle >= 2 * stall and not facts.force_conclude:
-        facts.force_conclude = True
-        facts.forced_at = ctx.run.root.model_calls
         ctx.hint(
             f"Nothing new has come from the last {idle} rounds. Conclude now with "
             "what you have.",
             key="conclude",
         )
-        ctx.decide("constrain", detail=f"{idle} rounds without progress")
+        ctx.constrain(f"{idle} rounds without progress")
     elif idle >= stall:
         ctx.hint(
             f"The last {idle} rounds brought nothing new. Change approach: different "

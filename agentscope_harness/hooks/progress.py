@@ -3,7 +3,7 @@ progress edges tell the model its next step."""
 
 from __future__ import annotations
 
-from ..context import HookContext
+from ..context import ReflectContext, ToolCallContext, ToolResultContext
 from ..registry import HookRejectSignal, harness_hook
 
 _STEPS = {
@@ -23,7 +23,7 @@ _NEXT = {
     "pre_tool_call", priority=20, name="phase_check", kind="safety",
     when=lambda policy, config: policy is not None and bool(policy.requires_facts),
 )
-def phase_check(ctx: HookContext) -> None:
+def phase_check(ctx: ToolCallContext) -> None:
     """A tool with ``requires_facts`` waits until the run has reached them;
     under ``force_conclude`` the ``waivable_facts`` are waived."""
     policy = ctx.tool.policy
@@ -42,7 +42,7 @@ def phase_check(ctx: HookContext) -> None:
 
 
 @harness_hook("post_tool_call", priority=19, name="transition_notice", kind="observer")
-def transition_notice(ctx: HookContext) -> None:
+def transition_notice(ctx: ToolResultContext) -> None:
     """On a progress edge (a fact reached for the first time), say what the
     next step is."""
     for fact in ctx.result.new_facts:
@@ -53,7 +53,7 @@ def transition_notice(ctx: HookContext) -> None:
 
 
 @harness_hook("post_reflect", priority=40, name="phase_step", kind="observer")
-def phase_step(ctx: HookContext) -> None:
+def phase_step(ctx: ReflectContext) -> None:
     """(1) the selection rejected every candidate: re-open retrieval;
     (2) two empty selections in a row: widen the search."""
     facts = ctx.facts

@@ -3,12 +3,12 @@ over and over."""
 
 from __future__ import annotations
 
-from ..context import HookContext
+from ..context import ToolCallContext
 from ..registry import HookRejectSignal, harness_hook
 
 
 @harness_hook("pre_tool_call", priority=40, name="repeat_call_gate", kind="efficiency")
-def repeat_call_gate(ctx: HookContext) -> None:
+def repeat_call_gate(ctx: ToolCallContext) -> None:
     """Refuse an identical call that already succeeded or that repeats within
     one parallel batch (a presumption: latches open); refuse for good a call
     that failed the same way ``max_identical_failures`` times (an exact fact).
@@ -34,7 +34,7 @@ def repeat_call_gate(ctx: HookContext) -> None:
             "The same call appears twice in this turn; use the result of the first one.",
             code="duplicate_call",
         )
-    facts.batch_seen.add(digest)
+    ctx.admit(lambda: _claim_in_batch(ctx, digest))
     earlier = facts.succeeded.get(digest)
     if earlier is not None:
         raise HookRejectSignal(
@@ -44,7 +44,21 @@ def repeat_call_gate(ctx: HookContext) -> None:
         )
 
 
-def _watch_loop(ctx: HookContext, digest: str) -> None:
+def _claim_in_batch(ctx: ToolCallContext, digest: str) -> None:
+    """The first admitted call of a batch owns its digest (claimed once the
+    call will run, so a call refused later does not block its twin)."""
+    facts = ctx.facts
+    if facts.batch_key != ctx.tool.batch:
+        facts.batch_key, facts.batch_seen = ctx.tool.batch, set()
+    if digest in facts.batch_seen:
+        raise HookRejectSignal(
+            "The same call appears twice in this turn; use the result of the first one.",
+            code="duplicate_call",
+        )
+    facts.batch_seen.add(digest)
+
+
+def _watch_loop(ctx: ToolCallContext, digest: str) -> None:
     facts, config, name = ctx.facts, ctx.config, ctx.tool.name
     facts.recent_digests.append(digest)
     count = facts.recent_tools.count(name)
@@ -62,7 +76,5 @@ def _watch_loop(ctx: HookContext, digest: str) -> None:
         )
         return
     same = facts.recent_digests.count(digest)
-    if same >= config.loop_threshold and not facts.force_conclude:
-        facts.force_conclude = True
-        facts.forced_at = ctx.run.root.model_calls
-        ctx.decide("constrain", detail=f"the same {name} call keeps repeating after a loop hint")
+    if same >= config.loop_threshold:
+        ctx.constrain(f"the same {name} call keeps repeating after a loop hint")

@@ -6,15 +6,15 @@ from __future__ import annotations
 import re
 import time
 
-from ..errors import NOT_BREAKER_FAILURES
-from ..harness import Breaker
+from ..context import SessionEndContext, ToolCallContext, ToolResultContext
+from ..errors import BREAKER_FAILURES, ErrorClass
 from ..registry import HookRejectSignal, harness_hook
-from ..sentinels import neutralise, strip_issued
-from ..context import HookContext
+from ..sentinels import format_sentinel, neutralise, strip_issued
+from ..services import Breaker
 
 
 @harness_hook("pre_tool_call", priority=8, name="authorization_gate", kind="safety")
-def authorization_gate(ctx: HookContext) -> None:
+def authorization_gate(ctx: ToolCallContext) -> None:
     """The principal's ``allowed_tools`` and each ``identity_args`` argument
     checked against the bound principal; the model cannot argue past it."""
     call = ctx.tool
@@ -48,28 +48,25 @@ def authorization_gate(ctx: HookContext) -> None:
 
 
 @harness_hook("pre_tool_call", priority=48, name="tool_breaker_gate", kind="safety")
-def tool_breaker_gate(ctx: HookContext) -> None:
+def tool_breaker_gate(ctx: ToolCallContext) -> None:
     """Refuse a tool whose breaker is open; after the cooldown let one probe
     through (half-open). A tool that reported its dependency down in this
     run is not called again in this run ("do not retry")."""
     facts = ctx.facts
     if ctx.tool.name in facts.dependency_down:
-        if not facts.force_conclude:  # retried after "do not retry": constrain
-            facts.force_conclude = True
-            facts.forced_at = ctx.run.root.model_calls
-            ctx.decide("constrain", detail=f"{ctx.tool.name} retried while its dependency is down")
+        # retried after "do not retry": constrain
+        ctx.constrain(f"{ctx.tool.name} retried while its dependency is down")
         raise HookRejectSignal(
             f"{ctx.tool.name} reported its dependency unavailable earlier in this task. "
             "Do not retry; tell the user.",
             code="dependency_down",
         )
-    breaker = ctx.harness.breakers.get(ctx.tool.name)
+    breaker = ctx.services.breakers.get(ctx.tool.name)
     if breaker is None or breaker.opened_at is None:
         return
     waited = time.monotonic() - breaker.opened_at
     if waited >= ctx.config.breaker_cooldown_s and not breaker.half_open_probe:
-        breaker.half_open_probe = True
-        ctx.decide("half_open", detail=f"probe after {waited:.1f}s")
+        ctx.admit(lambda: _claim_probe(ctx, breaker, waited))
         return
     raise HookRejectSignal(
         f"{ctx.tool.name} is unavailable (it failed {breaker.failures} times in a row). "
@@ -78,14 +75,31 @@ def tool_breaker_gate(ctx: HookContext) -> None:
     )
 
 
+def _claim_probe(ctx: ToolCallContext, breaker: Breaker, waited: float) -> None:
+    """The half-open probe goes to one call that will run: claimed at
+    admission, after every other gate passed."""
+    if breaker.half_open_probe:
+        raise HookRejectSignal(
+            f"{ctx.tool.name} is unavailable; another call is checking whether it is back. "
+            "Do not retry; tell the user.",
+            code="dependency_down",
+        )
+    breaker.half_open_probe = True
+    ctx.decide("half_open", detail=f"probe after {waited:.1f}s")
+
+
 @harness_hook("post_tool_call", priority=5, name="tool_breaker_record", kind="observer")
-def tool_breaker_record(ctx: HookContext) -> None:
-    """Feed the breaker: a success closes it; a failure that says something
-    about the dependency (never an argument error) counts towards opening."""
+def tool_breaker_record(ctx: ToolResultContext) -> None:
+    """Feed the breaker: a success closes it; only a failure of the
+    dependency (``DependencyDown``, a timeout, a connection error: never an
+    argument error or a tool's own bug) counts towards opening. A dependency
+    reported down is also told to the model: do not retry."""
     result = ctx.result
-    if result.refused or result.state in ("interrupted", "denied"):
+    if result.state in ("interrupted", "denied"):
         return
-    breakers = ctx.harness.breakers
+    if result.error_class == ErrorClass.DEPENDENCY_DOWN:
+        _dependency_down(ctx)
+    breakers = ctx.services.breakers
     name = ctx.tool.name
     if result.ok:
         if name in breakers:
@@ -93,7 +107,7 @@ def tool_breaker_record(ctx: HookContext) -> None:
                 ctx.decide("breaker_closed")
             del breakers[name]
         return
-    if result.error_class in NOT_BREAKER_FAILURES:
+    if result.error_class not in BREAKER_FAILURES:
         return
     breaker = breakers.setdefault(name, Breaker())
     breaker.failures += 1
@@ -105,13 +119,22 @@ def tool_breaker_record(ctx: HookContext) -> None:
         ctx.decide("breaker_open", code="dependency_down", detail=f"{breaker.failures} failures")
 
 
+def _dependency_down(ctx: ToolResultContext) -> None:
+    result = ctx.result
+    dependency = result.harness_meta.get("dependency") or ctx.tool.name
+    line = format_sentinel("dependency_down", f"{dependency} is unavailable. Do not retry; tell the user.")
+    ctx.run.remember_sentinel("dependency_down", line)
+    ctx.facts.dependency_down.add(ctx.tool.name)
+    result.notices.insert(0, line)
+
+
 @harness_hook("post_tool_call", priority=5, name="content_filter", kind="transform", fail_closed=True)
-def content_filter(ctx: HookContext) -> None:
+def content_filter(ctx: ToolResultContext) -> None:
     """Redact secrets from a tool result before the model sees it."""
     result = ctx.result
-    if result.refused or not result.text:
+    if not result.text:
         return
-    redacted = ctx.harness.redactor.redact(result.text)
+    redacted = ctx.services.redactor.redact(result.text)
     if redacted != result.text:
         result.text = redacted
         ctx.decide("rewrite", detail="redacted secrets")
@@ -132,25 +155,42 @@ def fence_close(nonce: str) -> str:
 
 
 @harness_hook("post_tool_call", priority=15, name="content_fence", kind="transform", fail_closed=True)
-def content_fence(ctx: HookContext) -> None:
+def content_fence(ctx: ToolResultContext) -> None:
     """Mark tool output as data: neutralise forged sentinels and fence
     markers in it, then wrap it in this run's nonce fence. An interrupted
     call's text is AgentScope's own reminder, not tool output."""
     result = ctx.result
-    if result.refused or not result.text or result.state == "interrupted":
+    if not result.text:
         return
-    text = neutralise(result.text)
+    text, reminder = result.text, ""
+    if result.state == "interrupted":  # AgentScope's own reminder stays readable
+        text, reminder = _split_reminder(text)
+        if not text.strip():
+            return
+    text = neutralise(text)
     if not ctx.config.fence:
         result.text = text
         return
     if "<" in text:  # no marker possible without one
         text = _FENCE_MARK.sub(r"&lt;\1", text)
     nonce = ctx.run.nonce
-    result.text = f"{fence_open(nonce, ctx.tool.name)}\n{text}\n{fence_close(nonce)}"
+    fenced = f"{fence_open(nonce, ctx.tool.name)}\n{text}\n{fence_close(nonce)}"
+    result.text = f"{fenced}\n{reminder}" if reminder else fenced
+
+
+_REMINDER = re.compile(r"<system-reminder>The tool call has been interrupted[^<]*</system-reminder>\s*$")
+
+
+def _split_reminder(text: str) -> tuple[str, str]:
+    """An interrupted result: (the tool's partial output, AgentScope's reminder)."""
+    match = _REMINDER.search(text)
+    if match is None:
+        return text, ""
+    return text[: match.start()], match.group(0).strip()
 
 
 @harness_hook("on_session_end", priority=10, name="final_answer_audit", kind="transform", fail_closed=True)
-def final_answer_audit(ctx: HookContext) -> None:
+def final_answer_audit(ctx: SessionEndContext) -> None:
     """Strip the sentinels and fences this run issued from the answer, redact
     secrets, and check the answer's claims against successful calls.
     (Synchronous: it awaits nothing, so it needs no timeout machinery.)"""
@@ -161,7 +201,7 @@ def final_answer_audit(ctx: HookContext) -> None:
         cleaned = re.sub(
             rf'</?tool-output nonce="{re.escape(run.nonce)}"[^>]*>', "", cleaned,
         )
-    cleaned = ctx.harness.redactor.redact(cleaned)
+    cleaned = ctx.services.redactor.redact(cleaned)
     if cleaned != text:
         cleaned = re.sub(r"[ \t]{2,}", " ", cleaned).strip()
         ctx.decide("rewrite", detail="removed harness markers or secrets from the answer")
@@ -177,5 +217,3 @@ def final_answer_audit(ctx: HookContext) -> None:
                     detail=f"answer matches {pattern!r} but {tool} never succeeded",
                 )
                 break
-    state, reason = ctx.harness.terminal_from_facts(run, ctx.end_reason)
-    ctx.decide("terminal", code=state.value, detail=reason)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..context import HookContext
+from ..context import ToolCallContext
 from ..registry import HookRejectSignal, harness_hook
 
 
@@ -10,7 +10,7 @@ from ..registry import HookRejectSignal, harness_hook
     "pre_tool_call", priority=12, name="sequence_gate", kind="safety",
     when=lambda policy, config: policy is not None and bool(policy.requires),
 )
-def sequence_gate(ctx: HookContext) -> None:
+def sequence_gate(ctx: ToolCallContext) -> None:
     """Each ``requires`` prerequisite must have succeeded earlier in this run,
     with the same values of its ``same_args`` (cancel needs a lookup of that
     very order)."""

@@ -6,7 +6,7 @@ import inspect
 import time
 from typing import Any
 
-from ..context import HookContext
+from ..context import HookContext, ReflectContext, ToolCallContext, ToolResultContext
 from ..registry import HookRejectSignal, harness_hook
 from ..report import TerminalState
 from ..sentinels import format_sentinel
@@ -15,10 +15,20 @@ from ..sentinels import format_sentinel
 @harness_hook("pre_think", priority=5, name="liveness_watchdog", kind="observer")
 def liveness_watchdog(ctx: HookContext) -> None:
     """Stop a run that is out of time, out of model calls, or already
-    concluded as incomplete; near the deadline, constrain it to conclude."""
+    concluded; near the deadline, constrain it to conclude. A run whose
+    finishing tool completed ends with that tool's answer at once: the
+    extra model round AgentScope would make is neither paid for nor able
+    to turn a finished task into an apology."""
     facts = ctx.facts
-    if facts.terminal is not None and facts.terminal.state == TerminalState.INCOMPLETE.value:
-        ctx.stop(facts.terminal.reason)
+    terminal = facts.terminal
+    if terminal is not None and terminal.state == TerminalState.INCOMPLETE.value:
+        ctx.stop(terminal.reason, text=facts.stop_text)
+        return
+    if (
+        terminal is not None and terminal.state == TerminalState.COMPLETED.value
+        and facts.finish_answer is not None and not _structured_output_owed(ctx.agent)
+    ):
+        ctx.stop(terminal.reason, TerminalState.COMPLETED, text=facts.finish_answer)
         return
     limit = ctx.config.max_model_calls
     if limit is not None and ctx.run.root.model_calls >= limit:
@@ -34,18 +44,21 @@ def liveness_watchdog(ctx: HookContext) -> None:
     wrap_up = ctx.config.effective_wrap_up_s()
     if wrap_up is not None and left <= wrap_up and not facts.wrap_up_hinted:
         facts.wrap_up_hinted = True
-        if not facts.force_conclude:
-            facts.force_conclude = True
-            facts.forced_at = ctx.run.root.model_calls
         ctx.hint(
             f"Only {left:.0f}s are left for this task. Conclude now with what you have.",
             key="conclude",
         )
-        ctx.decide("constrain", detail=f"wrap-up: {left:.1f}s left")
+        ctx.constrain(f"wrap-up: {left:.1f}s left")
+
+
+def _structured_output_owed(agent: Any) -> bool:
+    """The reply owes a structured output it has not produced yet."""
+    reply = getattr(getattr(agent, "state", None), "reply_context", None)
+    return reply is not None and reply.structured_schema is not None and reply.structured_output is None
 
 
 @harness_hook("pre_tool_call", priority=5, name="terminal_reached_gate", kind="safety")
-def terminal_reached_gate(ctx: HookContext) -> None:
+def terminal_reached_gate(ctx: ToolCallContext) -> None:
     """Once the run is terminal, no more tools: answer the user."""
     terminal = ctx.facts.terminal
     if terminal is not None:
@@ -60,7 +73,7 @@ def terminal_reached_gate(ctx: HookContext) -> None:
     "post_tool_call", priority=30, name="mark_terminal", kind="observer",
     when=lambda policy, config: policy is not None and policy.role in ("finish", "ask"),
 )
-def mark_terminal(ctx: HookContext) -> Any:
+def mark_terminal(ctx: ToolResultContext) -> Any:
     """A finishing tool that succeeded and passed ``verify`` completes the
     run; a failed verification becomes an error saying what is missing. A
     successful ``ask`` tool leaves the run waiting for the user.
@@ -68,7 +81,7 @@ def mark_terminal(ctx: HookContext) -> Any:
     Synchronous on the hot path (every tool call); only an async ``verify``
     makes it return an awaitable, which the runner awaits."""
     result, call = ctx.result, ctx.tool
-    if result.refused or not result.ok or call.policy is None:
+    if not result.ok or call.policy is None:
         return None
     if call.role == "ask":
         ctx.facts.conclude(TerminalState.WAITING_INPUT, "asked_user")
@@ -88,7 +101,7 @@ def mark_terminal(ctx: HookContext) -> Any:
     return None
 
 
-async def _verified_later(ctx: HookContext, pending: Any) -> None:
+async def _verified_later(ctx: ToolResultContext, pending: Any) -> None:
     missing = await pending
     if missing:
         _verification_failed(ctx, missing)
@@ -96,7 +109,7 @@ async def _verified_later(ctx: HookContext, pending: Any) -> None:
         _completed(ctx)
 
 
-def _verification_failed(ctx: HookContext, missing: Any) -> None:
+def _verification_failed(ctx: ToolResultContext, missing: Any) -> None:
     call, result = ctx.tool, ctx.result
     line = format_sentinel("verification_failed", f"{missing} Fix this and call {call.name} again.")
     ctx.run.remember_sentinel("verification_failed", line)
@@ -105,19 +118,27 @@ def _verification_failed(ctx: HookContext, missing: Any) -> None:
     ctx.decide("refuse", code="verification_failed", detail=str(missing))
 
 
-def _completed(ctx: HookContext) -> None:
+def _completed(ctx: ToolResultContext) -> None:
+    ctx.facts.finish_answer = _answer_of(ctx.tool.args, ctx.result.raw_text)
     ctx.facts.mark("finished")
     ctx.facts.conclude(TerminalState.COMPLETED, "finished")
     ctx.decide("terminal", code="completed")
 
 
+def _answer_of(args: dict[str, Any], result_text: str) -> str:
+    """What a finishing tool delivered: its one text argument (e.g.
+    ``submit_answer(answer=...)``), else its result."""
+    texts = [v for v in args.values() if isinstance(v, str)]
+    return texts[0] if len(args) == 1 and len(texts) == 1 else result_text
+
+
 @harness_hook("post_reflect", priority=60, name="terminal_enforcer", kind="observer")
-def terminal_enforcer(ctx: HookContext) -> None:
+def terminal_enforcer(ctx: ReflectContext) -> None:
     """The model tried to end without the required finishing tool: one more
     round with a nudge, then ``incomplete``. A model that keeps calling other
     tools after being told to conclude is stopped."""
     facts, out = ctx.facts, ctx.model_output
-    finish = ctx.harness.finish_tools
+    finish = ctx.services.finish_tools
     if (
         facts.force_conclude
         and facts.terminal is None
@@ -140,6 +161,7 @@ def terminal_enforcer(ctx: HookContext) -> None:
             "A plain text answer does not complete it.",
             key="finish_required",
         )
+        ctx.constrain("answered in text while a finishing tool is required")
         ctx.another_round = "finish_tool_not_called"
         return
     facts.conclude(TerminalState.INCOMPLETE, "finish_tool_not_called")

@@ -33,7 +33,7 @@ def refund_limit(ctx: HookContext) -> None:
 @harness_hook("post_tool_call", priority=60, name="refund_audit", kind="observer")
 def refund_audit(ctx: HookContext) -> None:
     """Record every refund that ran."""
-    if ctx.tool.name != "refund" or ctx.result.refused or not ctx.result.ok:
+    if ctx.tool.name != "refund" or not ctx.result.ok:
         return
     principal = ctx.principal
     entry = {

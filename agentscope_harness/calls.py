@@ -1,0 +1,190 @@
+"""The life of one tool call, in harness terms: judged once at AgentScope's
+permission point on the exact arguments the tool receives, admitted (ledgers
+charged) only when every gate passed, then its result shaped by the
+``post_tool_call`` hooks, whichever way it entered (executed here, run by
+the client, or cut short).
+
+No AgentScope objects here: the adapters translate to and from these views.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .context import HookContext, ToolCallView, ToolResultView
+from .errors import ErrorClass, error_class_of
+from .facts import call_digest
+from .runner import Refusal
+from .sentinels import format_sentinel
+
+if TYPE_CHECKING:
+    from .run_state import RunState
+    from .runner import HookRunner
+    from .services import Services
+
+log = logging.getLogger("agentscope_harness")
+
+# Tools of AgentScope's own machinery that built-in gates never refuse: a
+# structured reply cannot finish without the first.
+UNGATED_TOOLS = frozenset({"GenerateStructuredOutput", "CompressContext"})
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the gates decided about one call."""
+
+    refusal: Refusal | None = None
+    ask: str | None = None
+    ctx: HookContext | None = None
+
+    @property
+    def allowed(self) -> bool:
+        """The call may run (once admitted)."""
+        return self.refusal is None and self.ask is None
+
+
+class CallFlow:
+    """Runs the tool points of one call for a Harness."""
+
+    def __init__(self, services: "Services", runner: "HookRunner") -> None:
+        self.services = services
+        self.runner = runner
+
+    # ------------------------------------------------------------- judging
+
+    async def judge(self, run: "RunState", agent: Any, view: ToolCallView) -> Verdict:
+        """``pre_tool_call`` on ``view``; a resumed call is re-judged and must
+        be the very call the human approved, resumed by the same caller."""
+        ctx = HookContext("pre_tool_call", run, self.services, agent, tool=view)
+        run.facts.recent_tools.append(view.name)
+        if view.name in UNGATED_TOOLS:
+            return Verdict(ctx=ctx)
+        mismatch = self._resume_mismatch(run, view)
+        if mismatch is not None:
+            return Verdict(refusal=self._refuse(ctx, mismatch), ctx=ctx)
+        refusal = await self.runner.run("pre_tool_call", ctx)
+        if refusal is not None:
+            run.remember_sentinel(refusal.code, refusal.text)
+            return Verdict(refusal=refusal, ctx=ctx)
+        if ctx.ask_reason is not None and not self.services.shadow and not view.resumed:
+            ctx.admissions.clear()
+            run.approvals[view.id] = view.digest
+            run.park_reason = ctx.ask_reason
+            return Verdict(ask=ctx.ask_reason, ctx=ctx)
+        return Verdict(ctx=ctx)
+
+    def _resume_mismatch(self, run: "RunState", view: ToolCallView) -> tuple[str, str] | None:
+        if not view.resumed:
+            return None
+        if run.resumed_by != run.principal:
+            return ("permission_denied", "This call was approved for another user. Do not retry.")
+        approved = run.approvals.get(view.id)
+        if approved is not None and approved != view.digest:
+            return (
+                "approval_mismatch",
+                "These arguments differ from what the user approved. Do not retry; "
+                "ask the user again.",
+            )
+        return None
+
+    def _refuse(self, ctx: HookContext, why: tuple[str, str]) -> Refusal:
+        code, text = why
+        sentinel = format_sentinel(code, text)
+        ctx.services.record(ctx.run, "resume_check", "pre_tool_call", "refuse", code=code,
+                            tool=ctx.tool.name if ctx.tool else None, detail=text)
+        ctx.run.remember_sentinel(code, sentinel)
+        return Refusal(hook="resume_check", code=code, text=sentinel)
+
+    def admit(self, verdict: Verdict) -> Refusal | None:
+        """Charge what the gates asked for and count the call as running.
+        Synchronous: the last check and the charge see the same state."""
+        ctx = verdict.ctx
+        assert ctx is not None and ctx.tool is not None
+        refusal = self.runner.admit(ctx)
+        if refusal is not None:
+            ctx.run.remember_sentinel(refusal.code, refusal.text)
+            return refusal
+        run, view = ctx.run, ctx.tool
+        run.facts.called_tools[view.name] += 1
+        run.in_flight[view.id] = view.name
+        run.admitted[view.id] = ctx
+        return None
+
+    # ------------------------------------------------------------- shaping
+
+    async def shape(self, ctx: HookContext, result: ToolResultView) -> ToolResultView:
+        """The ``post_tool_call`` chain on a result, then the call's outcome
+        recorded as facts. Returns the result the model will read."""
+        run, view = ctx.run, ctx.tool
+        assert view is not None
+        ctx.point = "post_tool_call"
+        ctx.result = result
+        if result.state != "interrupted":
+            run.in_flight.pop(view.id, None)
+        if result.error_class != ErrorClass.DEPENDENCY_DOWN:
+            self._attach_pending_notices(ctx)
+        if result.ok and view.digest not in run.facts.succeeded:
+            counted = await _count_results(view, result.raw_text)
+            result.new_facts = run.facts.record_result_facts(
+                view.role, True, result.raw_text, result.harness_meta, counted,
+            )
+        refusal = await self.runner.run("post_tool_call", ctx)
+        if refusal is not None:
+            run.remember_sentinel(refusal.code, refusal.text)
+            result.text, result.notices, result.state = refusal.text, [], "error"
+            result.withheld = True
+        run.facts.record_outcome(
+            view.name, view.digest, view.args, view.id, result.ok,
+            str(result.error_class or ErrorClass.TOOL_ERROR.value) if result.state == "error" else None,
+            self.services.keys_of(view.name),
+        )
+        return result
+
+    def _attach_pending_notices(self, ctx: HookContext) -> None:
+        assert ctx.result is not None and ctx.tool is not None
+        for hook, text in ctx.pending_notices:
+            ctx.result.notices.append(text)
+            self.services.record(ctx.run, hook, "pre_tool_call", "hint", tool=ctx.tool.name,
+                                 detail=text)
+        ctx.pending_notices.clear()
+
+    def unjudged(self, run: "RunState", agent: Any, call_id: str, name: str) -> HookContext:
+        """The context of a result whose call was never admitted here (a
+        client-executed result for an unknown id, or the tool adapter not
+        installed): shaped all the same, judged by nothing."""
+        view = ToolCallView(id=call_id, name=name, args={}, policy=self.services.config.tools.get(name),
+                            batch=(run.run_id, -1))
+        return HookContext("post_tool_call", run, self.services, agent, tool=view)
+
+
+def result_view(text: str, state: str, metadata: dict[str, Any], has_data: bool = False) -> ToolResultView:
+    """A result as hooks see it. The error class comes from metadata the
+    harness's tool middleware (or the tool itself) set, never from text a
+    tool could forge."""
+    error_class = error_class_of(metadata) if state == "error" else None
+    return ToolResultView(
+        text=text, state=state, metadata=metadata, error_class=error_class,
+        has_data=has_data, raw_text=text,
+    )
+
+
+async def _count_results(view: ToolCallView, text: str) -> int | None:
+    """The policy's ``count_results`` on a successful result (``None``: not
+    configured, or it failed: the defaults apply)."""
+    counter = view.policy.count_results if view.policy is not None else None
+    if counter is None:
+        return None
+    try:
+        value = counter(text)
+        if inspect.isawaitable(value):
+            value = await value
+        return int(value)
+    except Exception:  # noqa: BLE001 - a counting bug must not fail the call
+        log.exception("count_results of %s failed", view.name)
+        return None
+
+
+__all__ = ["CallFlow", "Verdict", "UNGATED_TOOLS", "result_view", "call_digest"]

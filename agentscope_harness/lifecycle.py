@@ -1,0 +1,338 @@
+"""One run's life: open, park, resume, settle, drop. Every exit of a reply
+goes through here: its normal end, an exception, cancellation at any await
+(store reads during opening included), a consumer that stops reading the
+stream (``aclose`` or garbage collection) and a human-in-the-loop park.
+
+Context variables (the run handle and its deadline) are set around each
+step of AgentScope's reply generator and reset before the step's item is
+handed to the consumer, in the same task and context: tools and sub-agents
+started inside a step inherit them, and nothing leaks to the consumer, even
+when it abandons the stream.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from agentscope.event import (
+    CustomEvent,
+    ExternalExecutionResultEvent,
+    ReplyEndEvent,
+    ReplyStartEvent,
+    UserConfirmResultEvent,
+    UserInterruptEvent,
+)
+from agentscope.message import Msg, TextBlock, ToolCallState, ToolResultBlock, ToolResultState
+from agentscope.types import ReplyFinishedReason
+
+from .calls import result_view
+from .deadline import _DEADLINE, bounded, tighter
+from .errors import DependencyDown
+from .outcome import WITHHELD_ANSWER, build_report, terminal_state
+from .report import RunReport, TerminalState
+from .run_state import CURRENT_RUN, RunState
+from .stores import daily_left, store_timeout
+
+if TYPE_CHECKING:
+    from .harness import Harness
+
+_RESUME_EVENTS = (UserConfirmResultEvent, ExternalExecutionResultEvent, UserInterruptEvent)
+
+# What the lifecycle does with a streamed item, cached by type: ``isinstance``
+# on pydantic models goes through ABCMeta, and every event passes here.
+_CLASSES: tuple[type, ...] = (ReplyStartEvent, ReplyEndEvent, Msg)
+_KINDS: dict[type, int] = {}
+_OTHER, _START, _END, _MSG = 0, 1, 2, 3
+
+
+def _kind(item: Any) -> int:
+    cls = type(item)
+    kind = _KINDS.get(cls)
+    if kind is None:
+        kind = _KINDS[cls] = next((i + 1 for i, c in enumerate(_CLASSES) if issubclass(cls, c)), 0)
+    return kind
+
+
+class ReplyLifecycle:
+    """The run of one ``agent.reply`` call (a resumption continues the run
+    its reply parked)."""
+
+    def __init__(self, harness: "Harness", agent: Any) -> None:
+        self.harness = harness
+        self.agent = agent
+        self.run: RunState | None = None
+        self.parked = False
+        self.end_reason: str | None = None
+
+    # ------------------------------------------------------------ steps
+
+    async def step(self, it: AsyncIterator[Any]) -> Any:
+        """The next item of AgentScope's reply, produced with the run's
+        context variables set (and reset before returning)."""
+        run = self.run
+        if run is None:
+            return await it.__anext__()
+        run_token = CURRENT_RUN.set(run)
+        deadline_token = _DEADLINE.set(run.deadline)
+        try:
+            return await it.__anext__()
+        finally:
+            _DEADLINE.reset(deadline_token)
+            CURRENT_RUN.reset(run_token)
+
+    async def on_item(self, item: Any) -> list[Any]:
+        """What the consumer receives for ``item`` (nothing, when an end is
+        held back for one more round)."""
+        kind = _kind(item)
+        if kind == _OTHER:
+            return [item]
+        if kind == _START:
+            if self.run is None or self.run.run_id != item.reply_id:
+                await self.open(item)
+            return [item]
+        run = self.run
+        if run is None:
+            return [item]
+        if kind == _END:
+            if self._hold(run, item):
+                return []
+            self.end_reason = str(getattr(item.finished_reason, "value", item.finished_reason))
+            await self.session_end(run)
+            return [*self.closing_events(run), item]
+        if self.end_reason is None and not self.parked:  # a final Msg with no end: parked
+            return [*await self.park(run), item]
+        return [item]
+
+    # ------------------------------------------------------------ open
+
+    async def open(self, start: ReplyStartEvent) -> RunState:
+        """Create the run's slot (before any await, so a cancellation while
+        reading the store still settles it), then read the daily quota."""
+        harness, agent = self.harness, self.agent
+        parent = _live_parent(start.reply_id)
+        principal = harness.current_principal()
+        if principal is None and parent is not None:
+            principal = parent.principal
+        harness.table.forget_parked(agent)
+        self.run = run = harness.table.open(
+            run_id=start.reply_id,
+            agent_name=getattr(agent, "name", "agent"),
+            session_id=getattr(start, "session_id", None),
+            principal=principal,
+            deadline=self._deadline(parent),
+            parent=parent,
+            mode=harness.config.mode,
+        )
+        await self._read_quota(run)
+        return run
+
+    def _deadline(self, parent: RunState | None) -> float | None:
+        harness = self.harness
+        if not harness.env.deadline_enabled:
+            return None
+        deadline_s = harness.config.deadline_s
+        deadline = None if deadline_s is None else time.monotonic() + deadline_s
+        deadline = tighter(deadline, _DEADLINE.get())
+        return tighter(deadline, parent.deadline) if parent is not None else deadline
+
+    async def _read_quota(self, run: RunState) -> None:
+        # a nested run spends its root's quota: only a root reads the store
+        cost = self.harness.config.cost
+        if run.parent is not None or run.principal is None or cost is None:
+            return
+        if cost.daily_quota_usd is None:
+            return
+        store = self.harness.store
+        try:
+            spent = await bounded(store.get_spend(run.principal.key), store_timeout(store), run.deadline)
+            run.daily_left_usd = daily_left(cost.daily_quota_usd, spent)
+        except Exception as exc:  # noqa: BLE001 - fail the budget closed
+            run.daily_left_usd = 0.0
+            run.store_error = str(DependencyDown("spend store", exc))
+
+    # ------------------------------------------------------------ resume
+
+    def resume(self, inputs: Any) -> RunState | None:
+        """A reply resumed with a human's answer continues its parked run;
+        the caller bound now is recorded (a different one is refused at
+        the permission point)."""
+        if not isinstance(inputs, _RESUME_EVENTS):
+            return None
+        run = self.harness.table.get(self.agent.state.reply_id)
+        if run is None:
+            return None
+        run.report = None  # the park's provisional report is superseded
+        run.resumed_by = self.harness.current_principal()
+        self.run = run
+        return run
+
+    async def shape_external_results(self, inputs: Any) -> None:
+        """Client-executed results enter the context here, not through
+        ``on_acting``: shape them like any other result before they do."""
+        run = self.run
+        if run is None or not isinstance(inputs, ExternalExecutionResultEvent):
+            return
+        flow = self.harness.flow
+        for block in inputs.execution_results:
+            ctx = run.admitted.pop(block.id, None) or flow.unjudged(run, self.agent, block.id, block.name)
+            text = _block_text(block)
+            state = str(getattr(block.state, "value", block.state))
+            result = await flow.shape(ctx, result_view(text, state, dict(block.metadata or {})))
+            if result.withheld or result.text != text or result.notices:
+                block.output = "\n".join(p for p in [result.text, *result.notices] if p)
+                if result.withheld:
+                    block.state = ToolResultState.ERROR
+
+    # ------------------------------------------------------------ ends
+
+    def _hold(self, run: RunState, end: ReplyEndEvent) -> bool:
+        """Hold back one completed ``ReplyEndEvent`` when a hook asked for
+        another round (and the loop can make one)."""
+        if not run.hold_reply_end:
+            return False
+        run.hold_reply_end = False
+        return (
+            end.finished_reason == ReplyFinishedReason.COMPLETED
+            and self.agent.state.cur_iter < self.agent.react_config.max_iters
+        )
+
+    async def session_end(self, run: RunState) -> None:
+        """``on_session_end`` hooks on the final answer, the answer the user
+        receives, then settle."""
+        harness = self.harness
+        msg = run.candidate
+        original = (msg.get_text_content() or "") if msg is not None else ""
+        ctx = harness.session_context(run, self.agent, original, self.end_reason)
+        refusal = await harness.runner.run("on_session_end", ctx)
+        final = ctx.final_text or ""
+        if refusal is not None:
+            final = WITHHELD_ANSWER
+            run.facts.conclude(TerminalState.INCOMPLETE, "audit_failed", override=True)
+        if msg is not None and not harness.shadow and final != original:
+            _rewrite_text(msg, final)
+        state, reason = terminal_state(run, harness.config.finish_required(), self.end_reason)
+        await self.settle(run, state, reason)
+
+    async def park(self, run: RunState) -> list[Any]:
+        """The reply stopped for a human (a confirmation or an outside
+        answer): a provisional ``waiting_input`` report; the slot is kept."""
+        self.parked = True
+        self.harness.table.park(self.agent, run.run_id)
+        await self.settle(run, TerminalState.WAITING_INPUT, run.park_reason or _park_reason(self.agent))
+        return self.closing_events(run)
+
+    async def settle(self, run: RunState, state: TerminalState, reason: str) -> RunReport:
+        """Close the books of a run once: its report, the parent's children,
+        the report history and the ``on_report`` callback."""
+        if run.report is not None:
+            return run.report
+        harness = self.harness
+        name = getattr(self.agent, "name", run.agent_name)
+        report = run.report = build_report(run, state, reason, name, harness.config.mode)
+        if run.parent is not None:
+            run.parent.children.append(report)
+        await harness.publish(report, self.agent)
+        return report
+
+    async def close(self, failure: BaseException | None) -> None:
+        """The reply's ``finally``: settle what has not been settled, repair
+        a history left with dangling calls, drop the slot (unless parked)."""
+        run = self.run
+        if run is None or self.parked:
+            return
+        try:
+            if failure is not None and not isinstance(failure, GeneratorExit):
+                _close_dangling_tool_calls(self.agent, failure)
+            if run.report is None:
+                state, reason = terminal_state(
+                    run, self.harness.config.finish_required(), self.end_reason, failure,
+                )
+                await self.settle(run, state, reason)
+        finally:
+            self.harness.table.drop(run.run_id)
+
+    def closing_events(self, run: RunState) -> list[CustomEvent]:
+        """The last decisions and the report, emitted once the run settled."""
+        events = flush(run)
+        if run.report is not None:
+            events.append(CustomEvent(name="harness.report", value=run.report.model_dump(mode="json")))
+        return events
+
+
+def flush(run: RunState) -> list[CustomEvent]:
+    """The decisions not yet emitted, as ``harness.decision`` events."""
+    if not run.unflushed:
+        return []
+    return [
+        CustomEvent(name="harness.decision", value=d.as_event_value(run.run_id))
+        for d in run.take_unflushed()
+    ]
+
+
+def _live_parent(reply_id: str) -> RunState | None:
+    """The run whose step is executing this reply (a sub-agent called from
+    one of its tools), if it is still live."""
+    parent = CURRENT_RUN.get()
+    if parent is None or parent.run_id == reply_id or parent.report is not None:
+        return None
+    return parent
+
+
+def _park_reason(agent: Any) -> str:
+    """Why a reply parked: a user confirmation or an outside answer (e.g.
+    AgentScope's ``AskUser``)."""
+    awaiting = agent.state.get_awaiting_tool_calls(agent.name)
+    if any(call.state == ToolCallState.ASKING for call in awaiting):
+        return "awaiting_confirmation"
+    return "awaiting_input"
+
+
+def _block_text(block: ToolResultBlock) -> str:
+    output = block.output
+    if isinstance(output, str):
+        return output
+    return "".join(b.text for b in output if isinstance(b, TextBlock))
+
+
+def _rewrite_text(msg: Msg, text: str) -> None:
+    """Replace the text of the final message in place: its blocks are the
+    stored context's, so history is rewritten too."""
+    if isinstance(msg.content, str):
+        msg.content = text
+        return
+    blocks = [b for b in msg.content if isinstance(b, TextBlock)]
+    if not blocks:
+        msg.content.append(TextBlock(text=text))
+        return
+    blocks[0].text = text
+    for block in blocks[1:]:
+        block.text = ""
+
+
+def _close_dangling_tool_calls(agent: Any, failure: BaseException) -> None:
+    """A reply that raised may leave tool calls without a result; providers
+    reject such a history, so close them with an error result."""
+    try:
+        dangling = agent.state.get_unfinished_tool_calls(agent.name)
+    except Exception:  # noqa: BLE001
+        return
+    for call in dangling:
+        if call.state in (ToolCallState.ASKING, ToolCallState.SUBMITTED):
+            continue
+        call.state = ToolCallState.FINISHED
+        agent.state.append_context(
+            agent.name,
+            [
+                ToolResultBlock(
+                    id=call.id,
+                    name=call.name,
+                    output=f"The call did not complete: the reply failed ({type(failure).__name__}).",
+                    state=ToolResultState.ERROR,
+                ),
+            ],
+        )
+
+
+__all__ = ["ReplyLifecycle", "flush"]

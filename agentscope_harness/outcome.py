@@ -1,0 +1,86 @@
+"""How a run ended and what the user receives: one function of the run's
+facts. Hooks state intent (``stop``, ``constrain``, the finishing tool's
+success); only the lifecycle calls this, once, when the run settles.
+
+Leaving the loop is not success: ``completed`` needs the finishing tool to
+have succeeded and been verified (where one is required) and no unsupported
+claim in the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+from .report import RunReport, TerminalState
+
+if TYPE_CHECKING:
+    from .run_state import RunState
+
+WITHHELD_ANSWER = (
+    "I'm sorry, I could not produce an answer I can stand behind. "
+    "Please try again."
+)
+
+
+def terminal_state(
+    run: "RunState",
+    finish_required: bool,
+    end_reason: str | None,
+    failure: BaseException | None = None,
+) -> tuple[TerminalState, str]:
+    """The terminal state and reason a run has earned, from its facts."""
+    if isinstance(failure, (asyncio.CancelledError, GeneratorExit)):
+        return TerminalState.CANCELLED, "cancelled"
+    if failure is not None:
+        return TerminalState.FAILED, f"error: {type(failure).__name__}: {failure}"[:300]
+    facts = run.facts
+    if end_reason == "interrupted":
+        return TerminalState.CANCELLED, "interrupted"
+    if facts.terminal is not None and facts.terminal.state != TerminalState.COMPLETED.value:
+        return TerminalState(facts.terminal.state), facts.terminal.reason
+    if facts.unsupported_claims:
+        return TerminalState.INCOMPLETE, "unsupported_claim"
+    if facts.terminal is not None:
+        return TerminalState.COMPLETED, facts.terminal.reason
+    if facts.dependency_down:
+        # the answer may be honest, but the task was not done
+        return TerminalState.INCOMPLETE, "dependency_down"
+    if end_reason == "exceed_max_iters":
+        return TerminalState.INCOMPLETE, "max_iters"
+    if finish_required:
+        return TerminalState.INCOMPLETE, "finish_tool_not_called"
+    return TerminalState.COMPLETED, "answered"
+
+
+def build_report(
+    run: "RunState", state: TerminalState, reason: str, agent_name: str, mode: str,
+) -> RunReport:
+    """The report of a run, from its slot."""
+    from .run_state import principal_dict
+
+    now = time.monotonic()
+    return RunReport(
+        run_id=run.run_id,
+        session_id=run.session_id,
+        agent=agent_name,
+        principal=principal_dict(run.principal),
+        terminal_state=state,
+        reason=reason,
+        model_calls=run.model_calls,
+        input_tokens=run.input_tokens,
+        output_tokens=run.output_tokens,
+        spent_usd=round(run.facts.spent_usd, 10),
+        tool_calls=dict(run.facts.called_tools),
+        refusals=dict(run.refusals),
+        refusals_by_hook=dict(run.refusals_by_hook),
+        decisions=list(run.decisions),
+        wall_s=round(now - run.started, 6),
+        deadline_left_s=None if run.deadline is None else round(run.deadline - now, 6),
+        in_flight=[f"{name}:{call_id}" for call_id, name in run.in_flight.items()],
+        unsupported_claims=list(run.facts.unsupported_claims),
+        facts=sorted(run.facts.progress_marks),
+        children=list(run.children),
+        mode=mode,
+    )

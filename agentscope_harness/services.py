@@ -1,0 +1,110 @@
+"""What hooks may use besides the run: the config, the decision log, the
+shared breakers, the store and the redactor. Hooks get this, never the
+``Harness`` itself, so a hook cannot open, settle or drop a run."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .report import Decision
+
+if TYPE_CHECKING:
+    from .config import HarnessConfig
+    from .redaction import Redactor
+    from .run_state import RunState
+
+log = logging.getLogger("agentscope_harness")
+
+try:  # opentelemetry-api ships with AgentScope; without an SDK this is a no-op
+    from opentelemetry import trace as _otel_trace
+except ImportError:  # pragma: no cover
+    _otel_trace = None  # type: ignore[assignment]
+
+
+@dataclass
+class Breaker:
+    """Circuit breaker of one tool, shared by all runs of a Harness."""
+
+    failures: int = 0
+    opened_at: float | None = None
+    half_open_probe: bool = False
+
+
+@dataclass
+class Services:
+    """The shared, run-independent parts of a Harness that hooks use."""
+
+    config: "HarnessConfig"
+    redactor: "Redactor"
+    store: Any
+    shadow: bool = False
+    finish_tools: frozenset[str] = frozenset()
+    breakers: dict[str, Breaker] = field(default_factory=dict)
+    index_keys: dict[str, tuple[tuple[str, ...], ...]] = field(default_factory=dict)
+    """Per tool, the argument-name tuples its successes are indexed by (the
+    ``same_args`` of every prerequisite naming it, plus ``()``)."""
+
+    @classmethod
+    def of(cls, config: "HarnessConfig", redactor: "Redactor", store: Any) -> "Services":
+        """Services for ``config``, with the derived lookups computed once."""
+        keys: dict[str, set[tuple[str, ...]]] = {}
+        for policy in config.tools.values():
+            for prereq in policy.requires:
+                keys.setdefault(prereq.tool, set()).add(tuple(prereq.same_args))
+        return cls(
+            config=config,
+            redactor=redactor,
+            store=store,
+            shadow=config.mode == "shadow",
+            finish_tools=frozenset(config.finish_tools()),
+            index_keys={tool: ((), *sorted(names - {()})) for tool, names in keys.items()},
+        )
+
+    def keys_of(self, tool: str) -> tuple[tuple[str, ...], ...]:
+        """The index keys of ``tool``'s successes."""
+        return self.index_keys.get(tool, _NO_NAMES)
+
+    def record(
+        self,
+        run: "RunState",
+        hook: str,
+        point: str,
+        action: str,
+        *,
+        code: str | None = None,
+        tool: str | None = None,
+        detail: str = "",
+    ) -> Decision:
+        """Record a decision: the run's report, a log line, an OTel event."""
+        decision = Decision(
+            hook=hook, point=point, action=action, code=code, tool=tool,
+            detail=detail, enforced=not self.shadow,
+        )
+        run.record(decision)
+        log.info(
+            "harness %s %s %s code=%s tool=%s %s%s",
+            run.run_id, hook, action, code, tool, detail,
+            "" if decision.enforced else " (shadow)",
+        )
+        if _otel_trace is not None:
+            span = _otel_trace.get_current_span()
+            if span.is_recording():
+                span.add_event(
+                    "harness.decision",
+                    {
+                        "harness.run_id": run.run_id,
+                        "harness.hook": hook,
+                        "harness.point": point,
+                        "harness.action": action,
+                        "harness.code": code or "",
+                        "harness.tool": tool or "",
+                        "harness.detail": detail[:500],
+                        "harness.enforced": decision.enforced,
+                    },
+                )
+        return decision
+
+
+_NO_NAMES: tuple[tuple[str, ...], ...] = ((),)
