@@ -136,9 +136,10 @@ class CallFlow:
             run.remember_sentinel(refusal.code, refusal.text)
             result.text, result.notices, result.state = refusal.text, [], "error"
             result.withheld = True
+        error = result.error_class or ErrorClass.TOOL_ERROR
         run.facts.record_outcome(
             view.name, view.digest, view.args, view.id, result.ok,
-            str(result.error_class or ErrorClass.TOOL_ERROR.value) if result.state == "error" else None,
+            str(getattr(error, "value", error)) if result.state == "error" else None,
             self.services.keys_of(view.name),
         )
         return result

@@ -210,7 +210,7 @@ class ReplyLifecycle:
         if refusal is not None:
             final = WITHHELD_ANSWER
             run.facts.conclude(TerminalState.INCOMPLETE, "audit_failed", override=True)
-        if msg is not None and not harness.shadow and final != original:
+        if msg is not None and final != original:
             _rewrite_text(msg, final)
         state, reason = terminal_state(run, harness.config.finish_required(), self.end_reason)
         await self.settle(run, state, reason)

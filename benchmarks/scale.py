@@ -52,18 +52,18 @@ async def dispatch_per_round(n: int, loops: int) -> float:
     for _ in range(5):
         start = time.perf_counter()
         for i in range(loops):
-            ctx = HookContext("pre_think", run, h)
+            ctx = HookContext("pre_think", run, h.services)
             await runner.run("pre_think", ctx)
             view = ToolCallView(
-                id=f"c{i}", name="search", args={"q": "k"}, raw_input='{"q": "k"}',
+                id=f"c{i}", name="search", args={"q": "k"},
                 policy=policy, batch=("scale", i),
             )
-            ctx = HookContext("pre_tool_call", run, h, tool=view)
+            ctx = HookContext("pre_tool_call", run, h.services, tool=view)
             await runner.run("pre_tool_call", ctx)
             ctx.point = "post_tool_call"
             ctx.result = ToolResultView(text="ok", state="success", metadata={})
             await runner.run("post_tool_call", ctx)
-            ctx = HookContext("post_reflect", run, h)
+            ctx = HookContext("post_reflect", run, h.services)
             await runner.run("post_reflect", ctx)
         best = min(best, (time.perf_counter() - start) / loops)
     return best

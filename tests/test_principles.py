@@ -193,7 +193,7 @@ async def test_prefix_property_across_refusals_hints_and_nudges() -> None:
     ])
     agent = make_agent(model, [search, refund, submit_answer], harness.middlewares())
     _, final = await run(agent)
-    assert len(model.calls) == 7
+    assert len(model.calls) == 6  # the finished answer needs no seventh call
     payloads = [c["formatted"] for c in model.calls]
     for i in range(1, len(payloads)):
         assert _is_prefix(payloads[i - 1], payloads[i]), f"payload {i} breaks the prefix"
@@ -204,7 +204,7 @@ async def test_prefix_property_across_refusals_hints_and_nudges() -> None:
     assert report.terminal_state == TerminalState.COMPLETED
     assert report.refusals["not_ready"] == 1
     assert report.refusals["quota_exhausted"] >= 2
-    assert final.get_text_content() == "Here you go."
+    assert final.get_text_content() == "a and b"  # the finished answer
 
 
 # 5. Two kinds of gates ------------------------------------------------------
@@ -325,13 +325,24 @@ async def test_tool_arguments_cannot_change_identity_or_raise_a_budget() -> None
 
 # 8. Errors are classified ---------------------------------------------------
 
-async def test_dependency_down_is_classified_even_without_instrumentation() -> None:
+async def test_dependency_down_is_classified_by_its_class_never_by_text() -> None:
+    # uninstrumented: the exception's class is lost, and its text is data
     harness = Harness()
     model = ScriptedModel([calls(("inventory", {"sku": "s1"})), text("The inventory is down.")])
     agent = make_agent(model, [inventory], harness.middlewares())
     await run(agent)
     message = tool_messages(model.calls[1])[0]
-    assert "[harness:dependency_down] inventory is unavailable. Do not retry; tell the user." in message
+    assert "[harness:dependency_down]" not in message
+    assert harness.last_report(agent).reason != "dependency_down"
+    # instrumented: the class is kept, and the sentinel is the harness's own
+    harness = Harness()
+    model = ScriptedModel([calls(("inventory", {"sku": "s1"})), text("The inventory is down.")])
+    agent = make_agent(model, [inventory], harness.middlewares())
+    harness.instrument(agent.toolkit)
+    await run(agent)
+    message = tool_messages(model.calls[1])[0]
+    assert "[harness:dependency_down] inventory service is unavailable. Do not retry; tell the user." in message
+    assert harness.last_report(agent).reason == "dependency_down"
 
 
 async def test_instrumented_tool_keeps_its_error_class_in_metadata() -> None:

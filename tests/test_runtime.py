@@ -95,7 +95,9 @@ async def test_shadow_mode_records_but_enforces_nothing() -> None:
     events, _ = await run(agent)
     assert sorted(RAN) == ["a", "b"]
     assert all("[harness:" not in m for m in tool_messages(model.calls[1]))
-    assert "Harness rules" not in model.calls[0]["formatted"][0]["content"][0]["text"]
+    # data protection is not a gate: the fence (and the rule that explains it) stay on
+    assert all(m.startswith("<tool-output nonce=") for m in tool_messages(model.calls[1]))
+    assert "Harness rules" in model.calls[0]["formatted"][0]["content"][0]["text"]
     report = harness.last_report(agent)
     refusals = [d for d in report.decisions if d.action == "refuse"]
     assert len(refusals) == 1 and refusals[0].enforced is False

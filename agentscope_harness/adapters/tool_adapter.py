@@ -114,8 +114,8 @@ class HarnessToolAdapter(MiddlewareBase):
         except Exception as exc:  # noqa: BLE001 - never raise out of on_acting
             log.exception("harness failed to shape the result of %s", original.id)
             return self._failed(ctx, original, exc)
-        if self.harness.shadow and not result.withheld:
-            return original
+        if self.harness.shadow:  # data protection stays on; notes are not given
+            result.notices = []
         return to_response(ctx, result, original)
 
     def _failed(self, ctx: HookContext, original: ToolResponse, exc: Exception) -> ToolResponse:

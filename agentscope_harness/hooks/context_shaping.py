@@ -55,6 +55,9 @@ def truncate_result(ctx: ToolResultContext) -> None:
     tail_len = budget - head_len
     head, tail = text[:head_len], text[len(text) - tail_len:]
     omitted = len(text) - head_len - tail_len
+    if ctx.services.shadow:  # shaping, not data protection: only recorded
+        ctx.decide("rewrite", detail=f"would truncate {len(text)} to {budget} characters")
+        return
     marker = f"\n[... {omitted} characters omitted; the full result is kept as ref {ref} ...]\n"
     if not result.ok:
         first = _ERROR_LINE.search(text)

@@ -59,7 +59,7 @@ async def test_gives_up_with_dependency_down():
     assert len(flaky.times) == 3
     assert info.value.dependency == "inventory service"
     assert isinstance(info.value.cause, ConnectionError)
-    assert str(info.value).startswith("[harness:dependency_down] inventory service is unavailable")
+    assert str(info.value).startswith("inventory service is unavailable")
 
 
 async def test_non_transient_errors_are_not_retried():

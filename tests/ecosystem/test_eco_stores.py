@@ -57,7 +57,7 @@ def test_sqlite_store_in_a_missing_directory_is_dependency_down(tmp_path):
     with pytest.raises(DependencyDown) as info:
         SQLiteStore(str(path))
     assert str(path) in str(info.value)
-    assert str(info.value).startswith("[harness:dependency_down]")
+    assert info.value.dependency.startswith("SQLite store")
 
 
 async def test_sqlite_store_outage_after_start_is_dependency_down(tmp_path):

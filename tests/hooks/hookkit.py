@@ -117,6 +117,23 @@ def results(model: ScriptedModel) -> list[str]:
     return tool_messages(model.calls[-1])
 
 
+def stored_results(agent: Any) -> list[str]:
+    """Every tool result in the agent's context, in order: what the model
+    read, plus the results of a round that needed no further model call."""
+    from agentscope.message import TextBlock, ToolResultBlock
+
+    out = []
+    for msg in agent.state.context:
+        if isinstance(msg.content, str):
+            continue
+        for block in msg.content:
+            if isinstance(block, ToolResultBlock):
+                output = block.output
+                out.append(output if isinstance(output, str) else "".join(
+                    b.text for b in output if isinstance(b, TextBlock)))
+    return out
+
+
 def hint_texts(call: dict[str, Any]) -> list[str]:
     """The harness hints (system reminders) in one payload, in order."""
     out = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentscope.message import TextBlock
 from agentscope.tool import ToolChunk
-from hookkit import Ran, drive, hint_texts, harnessed, results, shop_tools
+from hookkit import Ran, drive, hint_texts, harnessed, results, stored_results, shop_tools
 from scripted import calls, text
 
 from agentscope_harness import HarnessConfig, ToolPolicy, harness_hook
@@ -32,17 +32,19 @@ async def test_finish_tool_waits_for_its_required_facts():
         [calls(("submit", {"answer": "a"})), calls(("submit", {"answer": "a"})),
          calls(("search", {"q": "mug"})), calls(("submit", {"answer": "b"})),
          calls(("select", {"pick": "red"})), calls(("submit", {"answer": "c"})),
-         text("Delivered.")],
+         text("never asked for")],
         [t["search"], t["select"], t["submit"]],
     )
-    _, _, report = await drive(h, agent)
-    msgs = results(model)
+    _, final, report = await drive(h, agent)
+    msgs = stored_results(agent)
     assert msgs[0].startswith("[harness:not_ready]")
     assert "retrieve results with a search tool; select from the candidates" in msgs[0]
     assert msgs[1].startswith("[harness:not_ready]")  # a safety gate: no escape
     assert msgs[3].startswith("[harness:not_ready]")
     assert "retrieve" not in msgs[3] and "select from the candidates" in msgs[3]
     assert "delivered" in msgs[5]
+    assert final.get_text_content() == "c"  # the finished answer, no extra round
+    assert len(model.calls) == 6
     assert ran.of("submit") == [{"answer": "c"}]
     assert report.refusals == {"not_ready": 3}
     assert report.terminal_state.value == "completed"
@@ -73,7 +75,7 @@ async def test_force_conclude_waives_only_the_waivable_facts():
         [t["search"], t["select"], t["submit"]], hooks=(conclude_once_retrieved,),
     )
     _, _, report = await drive(h, agent)
-    msgs = results(model)
+    msgs = stored_results(agent)
     assert msgs[0].startswith("[harness:not_ready]")
     assert "delivered" in msgs[2]  # "selected" waived under force_conclude
     assert model.calls[2]["tool_choice"].mode == "submit"

@@ -143,7 +143,7 @@ def flaky_toolkit(h, ran: Ran, state: dict) -> Toolkit:
         """
         ran.append(("inventory", {"sku": sku}))
         if state["broken"]:
-            raise RuntimeError("inventory backend returned 503")
+            raise TimeoutError("inventory backend returned 503")
         return f"{sku}: 4 in stock"
 
     toolkit = Toolkit(tools=[FunctionTool(inventory, permission=ALLOW)])

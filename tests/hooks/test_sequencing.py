@@ -115,8 +115,8 @@ async def test_shopping_order_run_completes_end_to_end():
         order_config(max_tool_calls=10, deadline_s=30),
         [order("lookup_order", "o-77"),
          order("cancel_order", "o-77"),
-         calls(("submit", {"answer": "Order o-77 cancelled"})),
-         text("Your order o-77 has been cancelled.")],
+         calls(("submit", {"answer": "Your order o-77 has been cancelled."})),
+         text("never asked for")],
         [t["lookup_order"], t["cancel_order"], t["submit"]],
     )
     events, final, report = await drive(h, agent, U42, "cancel my last order")
@@ -127,7 +127,7 @@ async def test_shopping_order_run_completes_end_to_end():
     assert report.refusals == {}
     assert report.tool_calls == {"lookup_order": 1, "cancel_order": 1, "submit": 1}
     assert report.unsupported_claims == []
-    assert report.model_calls == 4
+    assert report.model_calls == 3  # none after the finish tool
     assert report.principal["user_id"] == "u-42"
     assert len(h.table) == 0
     for msg in results(model):

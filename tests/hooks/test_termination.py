@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from hookkit import Ran, drive, hint_texts, harnessed, results, shop_tools
-from scripted import calls, text, tool_messages
+from hookkit import Ran, drive, hint_texts, harnessed, results, shop_tools, stored_results
+from scripted import calls, text, tool, tool_messages
 
 from agentscope_harness import HarnessConfig, ToolPolicy
 
@@ -25,16 +25,16 @@ def finish_config(**kw) -> HarnessConfig:
 async def test_after_the_finish_tool_succeeds_no_more_tools_run():
     ran = Ran()
     t = shop_tools(ran)
+    unsafe = {"is_concurrency_safe": False}  # one after the other, in order
     h, model, agent = harnessed(
         finish_config(),
-        [calls(("submit", {"answer": "red mug"})),
-         calls(("search", {"q": "more"})),
-         calls(("submit", {"answer": "blue mug"})),
+        [calls(("submit", {"answer": "red mug"}), ("search", {"q": "more"}),
+               ("submit", {"answer": "blue mug"})),
          text("Your answer was delivered.")],
-        [t["search"], t["submit"]],
+        [tool(t["search"], **unsafe), tool(t["submit"], **unsafe)],
     )
     _, final, report = await drive(h, agent)
-    msgs = results(model)
+    msgs = stored_results(agent)
     assert "delivered" in msgs[0]
     assert msgs[1].startswith("[harness:run_concluded]")
     assert "answer the user now" in msgs[1]
@@ -44,7 +44,8 @@ async def test_after_the_finish_tool_succeeds_no_more_tools_run():
     assert report.reason == "finished"
     assert report.refusals == {"run_concluded": 2}
     assert report.tool_calls == {"submit": 1}
-    assert final.get_text_content() == "Your answer was delivered."
+    assert final.get_text_content() == "red mug"  # the finished answer, delivered
+    assert len(model.calls) == 1  # no extra round paid for after the finish
 
 
 # ------------------------------------------------------------ mark_terminal
@@ -91,7 +92,7 @@ async def test_async_verify_then_fixed_answer_completes():
         [t["search"], t["submit"]],
     )
     _, _, report = await drive(h, agent)
-    msgs = results(model)
+    msgs = stored_results(agent)
     assert msgs[0].count("[harness:verification_failed] Name the product.") == 1
     assert "[harness:" not in msgs[1]
     assert report.terminal_state.value == "completed"
@@ -149,10 +150,11 @@ async def test_enforcer_nudge_then_finish_tool_completes():
         [t["search"], t["submit"]],
     )
     _, final, report = await drive(h, agent)
-    assert len(model.calls) == 3
+    assert len(model.calls) == 2
+    assert model.calls[1]["tool_choice"].mode == "submit"  # the nudge narrows the choice
     assert ran == [("submit", {"answer": "red mug"})]
     assert report.terminal_state.value == "completed"
-    assert final.get_text_content() == "Delivered."
+    assert final.get_text_content() == "red mug"
 
 
 async def test_no_finish_tool_configured_text_answer_completes_at_once():
@@ -199,8 +201,8 @@ async def test_wrap_up_forces_conclusion_through_tool_choice_mode():
     assert model.calls[0]["tool_choice"].tools is None  # never narrowed through tools=
     assert len(model.calls[0]["tools"]) == 2  # the tool table never changes
     assert "Conclude now" in hint_texts(model.calls[0])[0]
-    # once terminal, the last round may not call tools at all
-    assert model.calls[1]["tool_choice"].mode == "none"
+    # once finished, the reply ends with the answer: no further model call
+    assert len(model.calls) == 1
     assert report.terminal_state.value == "completed"
 
 
