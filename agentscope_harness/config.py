@@ -480,9 +480,8 @@ class HarnessConfig(_Strict):
             return value
         if isinstance(value, type):
             # ValueError, not TypeError: pydantic turns only ValueError into a field error
-            raise ValueError(
-                f"pass a store instance ({value.__name__}()), not the class"
-            )  # noqa: TRY004
+            msg = f"pass a store instance ({value.__name__}()), not the class"
+            raise ValueError(msg)  # noqa: TRY004
         required = _store_methods()
         missing = [
             name
