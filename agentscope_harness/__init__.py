@@ -5,11 +5,13 @@ may not do. Public API only (re-exports).
 """
 
 from .config import (
+    ConcurrencyLimit,
     CostPolicy,
     HarnessConfig,
     Ledger,
     ModelPrice,
     Prerequisite,
+    RateLimit,
     ToolPolicy,
 )
 from .context import HookContext
@@ -39,6 +41,8 @@ __all__ = [
     "Prerequisite",
     "CostPolicy",
     "ModelPrice",
+    "RateLimit",
+    "ConcurrencyLimit",
     "Principal",
     "RunReport",
     "TerminalState",

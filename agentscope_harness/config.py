@@ -4,8 +4,10 @@ switching things off in an incident."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
+import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -19,6 +21,7 @@ from pydantic import (
 )
 
 from .errors import HarnessConfigError
+from .stores import LedgerStore
 
 Role = Literal[
     "retrieval",
@@ -32,18 +35,96 @@ Role = Literal[
 ]
 
 
-def _regexes(patterns: list[str]) -> list[str]:
-    """Validate that every pattern compiles (the error names the pattern)."""
-    for pattern in patterns:
+# Texts a pattern is tried on to find zero-width matches: one of every
+# printable ASCII character and a few others, so a lookaround on any single
+# character is caught too.
+_EMPTY_PROBES = ("", string.printable, "é ß 中文 \u00a0\u200b —")
+
+
+def _regexes(patterns: list[str], flags: int = 0) -> list[str]:
+    """Validate that every pattern compiles and cannot match the empty string
+    (a pattern that can would redact or claim everywhere). The error names the
+    pattern and its position in the list."""
+    for index, pattern in enumerate(patterns):
         try:
-            re.compile(pattern)
+            compiled = re.compile(pattern, flags)
         except re.error as exc:
-            raise ValueError(f"invalid regex {pattern!r}: {exc}") from exc
+            raise ValueError(f"[{index}]: invalid regex {pattern!r}: {exc}") from exc
+        for probe in _EMPTY_PROBES:
+            if any(m.start() == m.end() for m in compiled.finditer(probe)):
+                raise ValueError(
+                    f"[{index}]: regex {pattern!r} can match the empty string; "
+                    "it would match everywhere",
+                )
     return patterns
 
 
+def _reason_template(text: str) -> str:
+    """A user-facing text formatted with ``.format(reason=...)``: the only
+    placeholder allowed is ``{reason}``, braces must balance (``{{`` and ``}}``
+    for literal ones). Anything else would raise at run time, in the very path
+    that enforces a limit, and so silently disable it."""
+    try:
+        fields = list(string.Formatter().parse(text))
+    except ValueError as exc:
+        raise ValueError(
+            f"{exc}; write literal braces as {{{{ and }}}}",
+        ) from exc
+    for _, field, spec, conversion in fields:
+        if field is None:
+            continue
+        if field != "reason" or spec or conversion:
+            shown = (
+                "{"
+                + field
+                + (f"!{conversion}" if conversion else "")
+                + (f":{spec}" if spec else "")
+                + "}"
+            )
+            raise ValueError(
+                f"placeholder {shown} is not allowed: only {{reason}} is filled in "
+                "(write literal braces as {{ and }})",
+            )
+    return text
+
+
+PII_DETECTORS = ("email", "phone", "card", "iban", "ssn", "ipv4", "ipv6")
+"""The built-in personal-data detectors a ``pii`` mapping may name."""
+
+PII_MODES = ("redact", "mask", "hash", "block")
+"""What a detector does with a match: replace it, keep the last 4 characters,
+replace it with a per-run stable hash, or refuse the whole text."""
+
+
+def _pii(value: dict[str, str]) -> dict[str, str]:
+    """Validate a detector → mode mapping, naming the bad detector or mode."""
+    for detector, mode in value.items():
+        if detector not in PII_DETECTORS:
+            raise ValueError(
+                f"unknown detector {detector!r}; use one of {list(PII_DETECTORS)}",
+            )
+        if mode not in PII_MODES:
+            raise ValueError(
+                f"{detector}: unknown mode {mode!r}; use one of {list(PII_MODES)}",
+            )
+    return value
+
+
+MIN_SECRET_CHARS = 8
+"""Exact-value secrets shorter than this are refused: they would redact
+ordinary words and numbers."""
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    # NaN and infinity are refused in every float field: a NaN cap compares
+    # false with everything and would disable its limit. Inputs are kept out
+    # of error messages: a config's input may hold secret values.
+    model_config = ConfigDict(
+        extra="forbid",
+        arbitrary_types_allowed=True,
+        allow_inf_nan=False,
+        hide_input_in_errors=True,
+    )
 
 
 class Prerequisite(_Strict):
@@ -54,25 +135,50 @@ class Prerequisite(_Strict):
     same_args: list[str] = Field(default_factory=list)
 
 
+Exhausted = Literal["stop", "ask"]
+"""What happens when a limit runs out: stop the run, or park it and ask a
+human whether to extend (the extension is recorded in the report)."""
+
+
 class Ledger(_Strict):
     """A per-run counter of units with a hard cap; ``soft_at`` starts the
     "stop retrieving" nudges before the cap is reached."""
 
     cap: int = Field(ge=0)
     soft_at: int | None = Field(default=None, ge=0)
+    on_exhausted: Exhausted = "stop"
 
     @model_validator(mode="after")
-    def _soft_below_cap(self) -> "Ledger":
+    def _soft_below_cap(self) -> Ledger:
         if self.soft_at is not None and self.soft_at > self.cap:
             raise ValueError(f"soft_at ({self.soft_at}) is above cap ({self.cap})")
         return self
 
 
 class ModelPrice(_Strict):
-    """USD per million input / output tokens of one model."""
+    """USD per million input / output tokens of one model. A plain
+    ``(input, output)`` or ``(input, output, cached_input)`` tuple is accepted
+    wherever a price is."""
 
-    input_per_mtok: float = Field(ge=0)
-    output_per_mtok: float = Field(ge=0)
+    # strict: a price is a number, never "1.5" or True
+    input_per_mtok: float = Field(ge=0, strict=True)
+    output_per_mtok: float = Field(ge=0, strict=True)
+    cached_input_per_mtok: float | None = Field(default=None, ge=0, strict=True)
+    """Price of input tokens served from the provider's prompt cache; ``None``:
+    the same as ``input_per_mtok``."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_tuple(cls, value: Any) -> Any:
+        if isinstance(value, (tuple, list)):
+            if len(value) not in (2, 3):
+                raise ValueError(
+                    f"a price tuple is (input, output) or (input, output, cached_input) "
+                    f"USD per million tokens; got {len(value)} values",
+                )
+            keys = ("input_per_mtok", "output_per_mtok", "cached_input_per_mtok")
+            return dict(zip(keys, value))
+        return value
 
     def usd(self, input_tokens: int, output_tokens: int) -> float:
         """The cost of one call."""
@@ -95,20 +201,43 @@ class ToolPolicy(_Strict):
     verify: Callable[..., Any] | None = None
     count_results: Callable[..., Any] | None = None
     claims: list[str] = Field(default_factory=list)
+    ask_when: Callable[..., Any] | None = None
+    """``args -> reason | None``: a reason parks the call for a human's
+    approval instead of running it."""
+    pii: dict[str, str] = Field(default_factory=dict)
+    """Detector → mode for this tool's results (see ``PII_DETECTORS``,
+    ``PII_MODES``)."""
+    injection: Literal["off", "flag", "block"] | None = None
+    """What to do with instructions addressed to the model inside this tool's
+    results; ``None``: see ``injection_mode``."""
 
     @field_validator("claims")
     @classmethod
     def _claims_compile(cls, value: list[str]) -> list[str]:
-        return _regexes(value)
+        # claims are searched case-insensitively in the answer
+        return _regexes(value, re.IGNORECASE)
+
+    @field_validator("pii")
+    @classmethod
+    def _pii_known(cls, value: dict[str, str]) -> dict[str, str]:
+        return _pii(value)
 
     @model_validator(mode="after")
-    def _waivable_subset(self) -> "ToolPolicy":
+    def _waivable_subset(self) -> ToolPolicy:
         extra = set(self.waivable_facts) - set(self.requires_facts)
         if extra:
             raise ValueError(
                 f"waivable_facts {sorted(extra)} are not in requires_facts",
             )
         return self
+
+    def injection_mode(self) -> str:
+        """The injection policy in force: the configured one, else ``flag``
+        for retrieval tools (they bring outside text in) and ``off`` for the
+        rest."""
+        if self.injection is not None:
+            return self.injection
+        return "flag" if self.role == "retrieval" else "off"
 
 
 TIER_NAMES = ("lite", "minimal")
@@ -127,20 +256,22 @@ class CostPolicy(_Strict):
         "Here is where things stand; please try again or narrow the request."
     )
     daily_quota_usd: float | None = Field(default=None, ge=0)
+    on_exhausted: Exhausted = "stop"
+    max_input_tokens: int | None = Field(default=None, ge=1)
+    """Input tokens per run, all model calls summed (sub-agents included)."""
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    """Output tokens per run, all model calls summed."""
+    max_request_input_tokens: int | None = Field(default=None, ge=1)
+    """Input tokens of one model call, checked before the call is made."""
+    unpriced: Literal["error"] | ModelPrice = "error"
+    """What a model name missing from ``prices`` costs: ``"error"`` refuses
+    to charge it $0 (the run stops, naming the model), or a stated price,
+    best a conservative one."""
 
-    @field_validator("prices", mode="before")
+    @field_validator("fallback_text")
     @classmethod
-    def _price_tuples(cls, value: Any) -> Any:
-        if isinstance(value, Mapping):
-            return {
-                name: (
-                    {"input_per_mtok": p[0], "output_per_mtok": p[1]}
-                    if isinstance(p, (tuple, list))
-                    else p
-                )
-                for name, p in value.items()
-            }
-        return value
+    def _fallback_placeholders(cls, value: str) -> str:
+        return _reason_template(value)
 
     @field_validator("tier_models")
     @classmethod
@@ -160,6 +291,92 @@ class CostPolicy(_Strict):
                 f"tiers must be strictly decreasing fractions in [0, 1): {value}",
             )
         return value
+
+    @model_validator(mode="after")
+    def _tier_models_priced(self) -> CostPolicy:
+        # With a limit on money, a model charged $0 would spend without limit.
+        if self.cap_usd is None and self.daily_quota_usd is None:
+            return self
+        for tier, model in self.tier_models.items():
+            name = getattr(model, "model", None)
+            if not isinstance(name, str) or not name:
+                raise ValueError(
+                    f"tier_models.{tier}: {type(model).__name__} has no model name "
+                    "(its `model` attribute) to price it by",
+                )
+            if not self.priced(name):
+                raise ValueError(
+                    f"tier_models.{tier}: model {name!r} has no price; add it to "
+                    f"prices (priced: {sorted(self.prices)}) or set unpriced",
+                )
+        return self
+
+    def price_of(self, model_name: str) -> ModelPrice | None:
+        """The price of a model name: its listed price, else the ``unpriced``
+        price, else ``None`` (unpriced is ``"error"``: the caller must refuse)."""
+        price = self.prices.get(model_name)
+        if price is not None:
+            return price
+        return None if self.unpriced == "error" else self.unpriced
+
+    def priced(self, model_name: str) -> bool:
+        """Whether a call of this model can be charged."""
+        return self.price_of(model_name) is not None
+
+
+class RateLimit(_Strict):
+    """Calls and tokens per minute, shared through the store by every process.
+    ``calls_per_min`` counts model calls, or calls of ``tool`` when it is set;
+    ``tokens_per_min`` counts model tokens (input + output) and so cannot be
+    set with ``tool``. ``scope`` is whose calls share the limit: each
+    principal's, each tenant's, or everyone's (``"tool"``, needs ``tool``).
+    A limited call waits up to ``wait_s`` (within the deadline), then is
+    refused as ``rate_limited``."""
+
+    scope: Literal["principal", "tenant", "tool"]
+    calls_per_min: int | None = Field(default=None, ge=1)
+    tokens_per_min: int | None = Field(default=None, ge=1)
+    tool: str | None = Field(default=None, min_length=1)
+    wait_s: float = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _meaningful(self) -> RateLimit:
+        if self.calls_per_min is None and self.tokens_per_min is None:
+            raise ValueError("set calls_per_min or tokens_per_min (or both)")
+        if self.scope == "tool" and self.tool is None:
+            raise ValueError("scope 'tool' needs the tool's name in `tool`")
+        if self.tool is not None and self.tokens_per_min is not None:
+            raise ValueError(
+                f"tokens_per_min counts model tokens; it cannot limit tool {self.tool!r}",
+            )
+        return self
+
+
+class ConcurrencyLimit(_Strict):
+    """How many things may be in flight at once, shared through the store:
+    runs of a principal or tenant, or calls of ``tool`` when it is set (per
+    principal, per tenant, or everyone's for scope ``"tool"``). Each slot is a
+    lease that expires after ``lease_s``, so a crashed process frees its slots."""
+
+    scope: Literal["principal", "tenant", "tool"]
+    max_in_flight: int = Field(ge=1)
+    tool: str | None = Field(default=None, min_length=1)
+    lease_s: float = Field(default=300, gt=0)
+
+    @model_validator(mode="after")
+    def _tool_scope(self) -> ConcurrencyLimit:
+        if self.scope == "tool" and self.tool is None:
+            raise ValueError("scope 'tool' needs the tool's name in `tool`")
+        return self
+
+
+def _store_methods() -> tuple[str, ...]:
+    """The async methods of the store protocol (it grows with what is shared)."""
+    return tuple(
+        name
+        for name, member in vars(LedgerStore).items()
+        if inspect.iscoroutinefunction(member)
+    )
 
 
 class HarnessConfig(_Strict):
@@ -199,14 +416,87 @@ class HarnessConfig(_Strict):
         "I could not complete this request ({reason}). "
         "Please try again, or narrow the request down."
     )
+    pii: dict[str, str] = Field(default_factory=dict)
+    """Detector → mode for the final answer (see ``PII_DETECTORS``)."""
+    secret_values: list[str] = Field(default_factory=list, repr=False)
+    """Exact values redacted wherever they appear, even where no pattern
+    matches; at least ``MIN_SECRET_CHARS`` characters each."""
+    secret_env: list[str] = Field(default_factory=list)
+    """Names of environment variables whose values are secrets; see
+    ``resolved_secret_values``."""
+    rate_limits: list[RateLimit] = Field(default_factory=list)
+    concurrency_limits: list[ConcurrencyLimit] = Field(default_factory=list)
+    disclose_budget: Literal["changes", "every_call", "off"] = "changes"
+    """When the model is told what is left of its budget: when the tier
+    changes, before every call, or never."""
+    model_error_text: str | None = None
+    """The answer when the model provider fails for good (``{reason}`` is
+    filled in); ``None``: the run fails with the provider's error."""
+    record_raw: bool = False
+    """Reports, decisions and traces carry raw tool arguments and results
+    only when this is set (and then redacted): they may hold personal data."""
 
     @field_validator("redact_patterns")
     @classmethod
     def _patterns_compile(cls, value: list[str]) -> list[str]:
         return _regexes(value)
 
+    @field_validator("fallback_text", "model_error_text")
+    @classmethod
+    def _reason_placeholders(cls, value: str | None) -> str | None:
+        return None if value is None else _reason_template(value)
+
+    @field_validator("pii")
+    @classmethod
+    def _pii_known(cls, value: dict[str, str]) -> dict[str, str]:
+        return _pii(value)
+
+    @field_validator("secret_values")
+    @classmethod
+    def _secrets_long(cls, value: list[str]) -> list[str]:
+        # never echo a value: the message goes to logs
+        for index, secret in enumerate(value):
+            if len(secret) < MIN_SECRET_CHARS:
+                raise ValueError(
+                    f"[{index}]: a secret value of {len(secret)} characters is too "
+                    f"short (at least {MIN_SECRET_CHARS}); it would redact ordinary text",
+                )
+        return value
+
+    @field_validator("secret_env")
+    @classmethod
+    def _env_names(cls, value: list[str]) -> list[str]:
+        for index, name in enumerate(value):
+            if not name or "=" in name or name != name.strip():
+                raise ValueError(
+                    f"[{index}]: {name!r} is not an environment variable name"
+                )
+        return value
+
+    @field_validator("store")
+    @classmethod
+    def _store_protocol(cls, value: Any) -> Any:
+        if value is None:
+            return value
+        if isinstance(value, type):
+            # ValueError, not TypeError: pydantic turns only ValueError into a field error
+            msg = f"pass a store instance ({value.__name__}()), not the class"
+            raise ValueError(msg)  # noqa: TRY004
+        required = _store_methods()
+        missing = [
+            name
+            for name in required
+            if not inspect.iscoroutinefunction(getattr(value, name, None))
+        ]
+        if missing:
+            raise ValueError(
+                f"{type(value).__name__} does not satisfy the store protocol: "
+                f"no async {', '.join(missing)} (needs async {', '.join(required)})",
+            )
+        return value
+
     @model_validator(mode="after")
-    def _references_exist(self) -> "HarnessConfig":
+    def _references_exist(self) -> HarnessConfig:
         for name, policy in self.tools.items():
             for ledger in policy.ledgers:
                 if ledger not in self.ledgers:
@@ -227,6 +517,12 @@ class HarnessConfig(_Strict):
                 f"loop_threshold ({self.loop_threshold}) exceeds "
                 f"loop_window ({self.loop_window})",
             )
+        if self.require_finish_tool and not self.finish_tools():
+            raise ValueError(
+                "require_finish_tool: true, but no tool has role 'finish'; "
+                "no run could ever complete",
+            )
+        self.resolved_secret_values()
         return self
 
     # Derived views, computed from the config alone.
@@ -248,6 +544,29 @@ class HarnessConfig(_Strict):
         if self.wrap_up_s is not None:
             return self.wrap_up_s
         return min(10.0, self.deadline_s * 0.15)
+
+    def resolved_secret_values(
+        self,
+        environ: Mapping[str, str] | None = None,
+    ) -> list[str]:
+        """``secret_values`` plus the values of the ``secret_env`` variables
+        (from ``os.environ`` by default), without duplicates. An unset or
+        empty variable holds no secret in this process and is skipped; a value
+        shorter than ``MIN_SECRET_CHARS`` raises ``HarnessConfigError`` naming
+        the variable (checked at construction too)."""
+        env = os.environ if environ is None else environ
+        values = list(self.secret_values)
+        for name in self.secret_env:
+            secret = env.get(name, "")
+            if not secret:
+                continue
+            if len(secret) < MIN_SECRET_CHARS:
+                raise HarnessConfigError(
+                    f"secret_env: the value of {name} has {len(secret)} characters, "
+                    f"too short to redact (at least {MIN_SECRET_CHARS})",
+                )
+            values.append(secret)
+        return list(dict.fromkeys(values))
 
 
 def build_config(config: HarnessConfig | Mapping[str, Any] | None) -> HarnessConfig:
@@ -276,7 +595,7 @@ class EnvFlags:
     deadline_enabled: bool = True
 
     @classmethod
-    def read(cls, environ: Mapping[str, str] | None = None) -> "EnvFlags":
+    def read(cls, environ: Mapping[str, str] | None = None) -> EnvFlags:
         """Parse the ``HARNESS_*`` variables; a bad value names its variable."""
         env = os.environ if environ is None else environ
 
