@@ -1,123 +1,468 @@
 """Secret redaction for tool results, final answers and streamed text.
 
-Text already streamed cannot be unsent, so the stream redactor holds back the
-last ``window`` characters (and any match that reaches into them) until it is
-sure no secret spans the cut: a key split across deltas is still caught.
+Every built-in secret is a *shape*: an opening literal (its anchor) followed by
+a sequence of character-class runs whose adjacent classes are disjoint. That
+makes each shape deterministic: a regex attempt never backtracks into an
+earlier run, so matching costs what it reads, and every pattern starts with a
+literal, which ``re`` finds with its fast prefix search. Batch redaction runs
+every shape over the whole text, always (no prefilter, so a trigger word
+changes nothing). Private-key blocks are found by hand: the header, then the
+first END line with ``str.find``; a block with no END line runs to the end.
+
+Streamed text cannot be unsent: the stream redactor tracks every anchor it has
+seen and holds back from the first one whose text could still become a secret
+(an open key block, a JWT still growing, ...), plus the last ``window``
+characters for the configured patterns, which it cannot analyse. Its output
+equals ``redact`` of the whole text, whatever the split (configured patterns:
+as long as a match is shorter than ``window``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
-BUILTIN_SECRETS: dict[str, str] = {
-    "private_key": r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----",
-    "anthropic_key": r"sk-ant-[A-Za-z0-9_\-]{20,}",
-    "openai_key": r"sk-(?:proj-|svcacct-)?[A-Za-z0-9_\-]{20,}",
-    "stripe_key": r"(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}",
-    "aws_access_key": r"(?:AKIA|ASIA)[0-9A-Z]{16}",
-    "github_token": r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})",
-    "google_api_key": r"AIza[0-9A-Za-z_\-]{35}",
-    "slack_token": r"xox[abposr]-[A-Za-z0-9\-]{10,}",
-    "jwt": r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
-    "bearer_token": r"(?i:bearer)\s+[A-Za-z0-9._~+/\-]{16,}=*",
-    "api_key_assignment": (
-        r"(?i:api[_\-]?key|secret|password|access[_\-]?token)[\"']?\s*[:=]\s*[\"']?"
-        r"[A-Za-z0-9_\-./+]{12,}"
-    ),
-}
-
-# A private key opens long before it closes: hold everything from its opening
-# line until the closing line arrives.
-_OPEN_BLOCK = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
-
-# Literals at least one of which every built-in secret contains (compared on
-# casefolded text, so a superset): a text with none of them cannot match, and
-# the big alternation (slow: it is tried at every position) is skipped.
-_ANCHORS: tuple[str, ...] = (
-    "-----begin", "sk-", "_live_", "_test_", "akia", "asia",
-    "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "aiza", "xox", "eyj",
-    "bearer", "api_key", "api-key", "apikey", "secret", "password",
-    "access_token", "access-token", "accesstoken",
+_TOKEN = r"[A-Za-z0-9_\-]"
+_ASSIGN: tuple[tuple[str, int, int | None], ...] = (
+    ("[\"']", 0, 1), (r"\s", 0, 8), ("[:=]", 1, 1), (r"\s", 0, 8), ("[\"']", 0, 1),
 )
+MIN_SECRET_VALUE = 8
+"""Exact secret values shorter than this are ignored: a short value ("dev",
+"1234") would be redacted inside ordinary words and numbers."""
+ASYNC_CHUNK = 64 * 1024
+"""``redact_async`` redacts texts up to this size in one go; larger ones in
+chunks of this size, yielding to the event loop between chunks (about 1 ms
+of work per chunk)."""
+_FOLD_FIX = "\u0130"  # the one character whose lowercase is two characters
 
 
-def _may_hold_secret(text: str) -> bool:
-    """False only when no built-in pattern can match ``text``."""
-    folded = text.casefold()
-    for anchor in _ANCHORS:
-        if anchor in folded:
-            return True
-    return False
+def _fold(text: str) -> str:
+    """Lowercase with the same length, so positions carry over."""
+    if _FOLD_FIX in text:
+        text = text.replace(_FOLD_FIX, "i")
+    return text.lower()
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """One kind of secret: ``anchors`` (literals; lowercase when ``folded``,
+    then matched on the lowercased text) followed by ``items`` (class, min,
+    max). ``boundary``: a class the character before the anchor must not be
+    in (a key is not the tail of a longer identifier)."""
+
+    label: str
+    anchors: tuple[str, ...]
+    items: tuple[tuple[str, int, int | None], ...]
+    folded: bool = False
+    boundary: str | None = None
+
+    def opening(self) -> str:
+        """The anchors as a regex; the boundary check comes after the
+        literal, so ``re`` still finds the literal with its fast search."""
+        def guard(anchor: str) -> str:
+            return f"(?<!{self.boundary}[\\s\\S]{{{len(anchor)}}})" if self.boundary else ""
+
+        ordered = sorted(self.anchors, key=len, reverse=True)
+        return "(?:" + "|".join(re.escape(a) + guard(a) for a in ordered) + ")"
+
+    def pattern(self) -> str:
+        body = "".join(f"{cls}{{{lo},{'' if hi is None else hi}}}" for cls, lo, hi in self.items)
+        return self.opening() + body
+
+
+SHAPES: tuple[_Shape, ...] = (
+    _Shape("anthropic_key", ("sk-ant-",), ((_TOKEN, 20, None),), boundary=_TOKEN),
+    _Shape("openai_key", ("sk-",), ((_TOKEN, 20, None),), boundary=_TOKEN),
+    _Shape(
+        "stripe_key",
+        tuple(f"{a}_{b}_" for a in ("sk", "rk", "pk") for b in ("live", "test")),
+        (("[A-Za-z0-9]", 16, None),), boundary=_TOKEN,
+    ),
+    _Shape("aws_access_key", ("AKIA", "ASIA"), (("[0-9A-Z]", 16, 16),), boundary="[A-Za-z0-9]"),
+    _Shape(
+        "github_token", tuple(f"gh{c}_" for c in "pousr"), (("[A-Za-z0-9]", 30, None),),
+        boundary=_TOKEN,
+    ),
+    _Shape("github_token", ("github_pat_",), (("[A-Za-z0-9_]", 22, None),), boundary=_TOKEN),
+    _Shape("google_api_key", ("AIza",), ((r"[0-9A-Za-z_\-]", 35, 35),), boundary=_TOKEN),
+    _Shape(
+        "slack_token", tuple(f"xox{c}-" for c in "abposr"), ((r"[A-Za-z0-9\-]", 10, None),),
+        boundary=_TOKEN,
+    ),
+    _Shape(
+        "jwt", ("eyJ",),
+        ((_TOKEN, 4, None), (r"\.", 1, 1), (_TOKEN, 4, None), (r"\.", 1, 1), (_TOKEN, 0, None)),
+        boundary=_TOKEN,
+    ),
+    _Shape(
+        "bearer_token", ("bearer",),
+        ((r"\s", 1, 8), (r"[a-z0-9._~+/\-]", 16, None), ("=", 0, None)), folded=True,
+    ),
+    _Shape(
+        "aws_secret_key", ("secret_access_key", "secret-access-key", "secretaccesskey"),
+        (*_ASSIGN, ("[a-z0-9/+]", 40, 40)), folded=True,
+    ),
+    _Shape(
+        "api_key_assignment",
+        tuple(
+            f"{word}{sep}{tail}"
+            for word, tails in (("api", ("key",)), ("access", ("token",)), ("auth", ("token",)))
+            for tail in tails for sep in ("_", "-", "")
+        ) + ("secret", "password", "passwd"),
+        (*_ASSIGN, (r"[a-z0-9_\-./+]", 12, None)), folded=True,
+    ),
+)
+"""The built-in secrets (private-key blocks are found separately)."""
+
+_BEGIN = "-----BEGIN "
+_END = "-----END "
+_KEY_LINE = r"[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+_HEADER = re.compile(re.escape(_BEGIN) + _KEY_LINE)
+_FOOTER = re.compile(re.escape(_END) + _KEY_LINE)
+_LINE_MAX = len(_BEGIN) + 40 + len("PRIVATE KEY BLOCK-----")
+"""The longest header or END line: a shorter remainder may still become one."""
+_PRIVATE_KEY = "[redacted:private_key]"
+_CONTEXT = 8
+"""Characters kept before a stream's unsent text: the anchors' lookbehind."""
+
+
+def _footer(text: str, start: int, end: int) -> tuple[int, int]:
+    """Where the first private-key END line after ``start`` ends, as
+    ``(found, resume)``: ``found`` -1 while none is there yet; ``resume`` is
+    where a later search (with more text) must start again."""
+    pos = start
+    while True:
+        at = text.find(_END, pos, end)
+        if at < 0:
+            return -1, max(start, end - len(_END) + 1)
+        line = _FOOTER.match(text, at, end)
+        if line is not None:
+            return line.end(), line.end()
+        if end - at < _LINE_MAX:  # may still become an END line
+            return -1, at
+        pos = at + 1
+
+
+def _key_blocks(text: str, pos: int, end: int) -> list[tuple[int, int, str]]:
+    """Private-key blocks: header to END line, or to ``end`` when none."""
+    found: list[tuple[int, int, str]] = []
+    while True:
+        at = text.find(_BEGIN, pos, end)
+        if at < 0:
+            return found
+        header = _HEADER.match(text, at, end)
+        if header is None:
+            pos = at + 1
+            continue
+        close, _ = _footer(text, header.end(), end)
+        if close < 0:
+            found.append((at, end, _PRIVATE_KEY))
+            return found
+        found.append((at, close, _PRIVATE_KEY))
+        pos = close
+
+
+def _merge(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """Overlapping spans joined; the first (longest) one names the result."""
+    spans.sort(key=lambda s: (s[0], -s[1]))
+    merged: list[tuple[int, int, str]] = []
+    for start, end, label in spans:
+        if merged and start < merged[-1][1]:
+            if end > merged[-1][1]:
+                merged[-1] = (merged[-1][0], end, merged[-1][2])
+            continue
+        merged.append((start, end, label))
+    return merged
+
+
+def _apply(text: str, pos: int, end: int, spans: list[tuple[int, int, str]]) -> str:
+    out: list[str] = []
+    for start, stop, label in spans:
+        out += [text[pos:start], label]
+        pos = stop
+    out.append(text[pos:end])
+    return "".join(out)
 
 
 class Redactor:
-    """Finds and replaces secrets: the built-in provider patterns plus the
-    configured ones. Compiled once per Harness."""
+    """Finds and replaces secrets: the built-in shapes, private-key blocks,
+    exact secret values and the configured patterns. Compiled once per
+    Harness."""
 
-    def __init__(self, extra_patterns: Iterable[str] = (), window: int = 128) -> None:
-        builtin = "|".join(f"(?P<{kind}>{pattern})" for kind, pattern in BUILTIN_SECRETS.items())
-        self._builtin = re.compile(builtin)
+    def __init__(
+        self,
+        extra_patterns: Iterable[str] = (),
+        window: int = 128,
+        secret_values: Iterable[str] = (),
+    ) -> None:
+        self._shapes = [(re.compile(s.pattern()), s) for s in SHAPES]
+        self._anchors = [re.compile(s.opening()) for s in SHAPES]
         self._extra = [re.compile(p) for p in extra_patterns]
-        self.window = window
+        values = set()
+        for value in secret_values:
+            if not value or not value.strip():
+                raise ValueError("secret_values: an empty or blank value would match everywhere")
+            if len(value) >= MIN_SECRET_VALUE:
+                values.add(value)
+        self._values = sorted(values, key=len, reverse=True)
+        self._values_re = (
+            re.compile("|".join(map(re.escape, self._values))) if self._values else None
+        )
+        longest = max(len(a) for s in SHAPES for a in s.anchors)
+        self.window = max(window, longest, MIN_SECRET_VALUE, len(_BEGIN))
 
-    @staticmethod
-    def _label(match: re.Match[str]) -> str:
-        return f"[redacted:{match.lastgroup or 'secret'}]"
+    def _find(self, text: str, pos: int, end: int, folded: str | None = None) -> list[tuple[int, int, str]]:
+        """Every secret in ``text[pos:end]`` (``text`` before ``pos`` is context)."""
+        found = _key_blocks(text, pos, end)
+        for regex, shape in self._shapes:
+            source = text
+            if shape.folded:
+                if folded is None:
+                    folded = _fold(text)
+                source = folded
+            found += [(m.start(), m.end(), f"[redacted:{shape.label}]") for m in regex.finditer(source, pos, end)]
+        if self._values_re is not None:
+            found += [(m.start(), m.end(), "[redacted:secret_value]") for m in self._values_re.finditer(text, pos, end)]
+        for pattern in self._extra:
+            found += [(m.start(), m.end(), "[redacted:pattern]") for m in pattern.finditer(text, pos, end) if m.end() > m.start()]
+        return _merge(found)
 
     def redact(self, text: str) -> str:
         """``text`` with every secret replaced by ``[redacted:<kind>]``."""
-        out = self._builtin.sub(self._label, text) if _may_hold_secret(text) else text
-        for pattern in self._extra:
-            out = pattern.sub("[redacted:pattern]", out)
-        return _OPEN_BLOCK.sub("[redacted:private_key]", out) if "PRIVATE KEY-----" in out else out
+        spans = self._find(text, 0, len(text))
+        return _apply(text, 0, len(text), spans) if spans else text
+
+    async def redact_async(self, text: str, chunk: int = ASYNC_CHUNK) -> str:
+        """``redact(text)``, yielding to the event loop between chunks of
+        ``chunk`` characters, so a large text never blocks the loop for long."""
+        if len(text) <= chunk:
+            return self.redact(text)
+        stream, out = self.stream(), []
+        for start in range(0, len(text), chunk):
+            out.append(stream.feed(text[start:start + chunk]))
+            await asyncio.sleep(0)
+        out.append(stream.flush())
+        return "".join(out)
 
     def spans(self, text: str) -> list[tuple[int, int]]:
-        """Where the secrets in ``text`` are (may overlap)."""
-        found = (
-            [m.span() for m in self._builtin.finditer(text)] if _may_hold_secret(text) else []
-        )
-        for pattern in self._extra:
-            found.extend(m.span() for m in pattern.finditer(text))
-        return found
+        """Where the secrets in ``text`` are (overlapping ones joined)."""
+        return [(s, e) for s, e, _ in self._find(text, 0, len(text))]
 
-    def stream(self) -> "StreamRedactor":
+    def stream(self) -> StreamRedactor:
         """A redactor for one stream of text deltas."""
         return StreamRedactor(self)
 
 
+# ------------------------------------------------------------------ streams
+
+
+class _Automaton:
+    """Steps a shape's items over text, one state set at a time; a long run
+    of one class is crossed with a single regex call (linear feeding)."""
+
+    def __init__(self, shape: _Shape) -> None:
+        self.items = shape.items
+        self.single = [re.compile(cls) for cls, _, _ in shape.items]
+        self.run = [re.compile(f"{cls}*") for cls, _, _ in shape.items]
+
+    def _closure(self, states: set[tuple[int, int]]) -> set[tuple[int, int]]:
+        out, todo = set(states), list(states)
+        while todo:
+            i, n = todo.pop()
+            if i < len(self.items) and n >= self.items[i][1] and (i + 1, 0) not in out:
+                out.add((i + 1, 0))
+                todo.append((i + 1, 0))
+        return out
+
+    def advance(self, states: set[tuple[int, int]], text: str, pos: int, end: int) -> set[tuple[int, int]]:
+        """The states after reading ``text[pos:end]`` (empty: no secret of
+        this shape can continue there)."""
+        while pos < end and states:
+            if len(states) == 1:
+                (i, n), = states
+                if self.items[i][2] is None and n >= self.items[i][1]:
+                    # a run: its class is disjoint from the next item's
+                    stop = self.run[i].match(text, pos, end)
+                    if stop is not None and stop.end() > pos:
+                        pos = stop.end()
+                        continue
+            char = text[pos]
+            nxt: set[tuple[int, int]] = set()
+            for i, n in self._closure(states):
+                if i == len(self.items):
+                    continue
+                lo, hi = self.items[i][1], self.items[i][2]
+                if (hi is None or n < hi) and self.single[i].match(char):
+                    nxt.add((i, n + 1 if hi is not None or n < lo else n))
+            states = nxt
+            pos += 1
+        return states
+
+
+class _Candidate:
+    """An anchor seen in a stream whose text may still become a secret.
+    ``kind``: a shape's index, or ``_BLOCK`` / ``_VALUE``; ``states``: the
+    shape's automaton states at ``pos`` (a block: empty once its header is read)."""
+
+    __slots__ = ("kind", "pos", "start", "states")
+
+    def __init__(self, start: int, kind: int, pos: int) -> None:
+        self.start, self.kind, self.pos = start, kind, pos
+        self.states: set[tuple[int, int]] = {(0, 0)}
+
+
+_BLOCK, _VALUE = -1, -2
+_HEADER_SO_FAR = re.compile(r"[A-Z0-9 \-]*")
+
+
+
 class StreamRedactor:
-    """Redacts a text that arrives in pieces, holding back at most
-    ``window`` characters (more only while a private key block is open)."""
+    """Redacts a text that arrives in pieces. Holds back everything from the
+    first anchor that may still become a secret, and the last ``window``
+    characters; sends the rest redacted exactly as ``Redactor.redact`` would
+    redact the whole text. Every character is searched once and stepped a
+    bounded number of times: feeding costs what the text costs."""
 
     def __init__(self, redactor: Redactor) -> None:
-        self._redactor = redactor
-        self._buffer = ""
+        self._r = redactor
+        self._buf = ""  # context (already sent) + unsent text
+        self._low = ""  # _buf lowercased, for the folded shapes
+        self._off = 0  # absolute position of _buf[0]
+        self._sent = 0  # absolute position up to which text was sent
+        self._seen = 0  # absolute position up to which anchors were searched
+        self._live: list[_Candidate] = []
+        self._settled: list[tuple[int, int]] = []
+        self._automata = [_Automaton(s) for s in SHAPES]
+        values = redactor._values
+        self._heads = (
+            re.compile("|".join(sorted({re.escape(v[:MIN_SECRET_VALUE]) for v in values})))
+            if values else None
+        )
+        self._longest = max(len(a) for s in SHAPES for a in s.anchors)
+        self._longest = max(self._longest, len(_BEGIN), MIN_SECRET_VALUE)
+
+    def _discover(self, end: int) -> None:
+        """Start a candidate at every anchor that ends in the new text."""
+        off, seen = self._off, self._seen
+        lo, stop = max(seen - self._longest + 1, self._sent, off) - off, end - off
+        found: list[_Candidate] = []
+        for kind, (regex, shape) in enumerate(zip(self._r._anchors, SHAPES)):
+            text = self._low if shape.folded else self._buf
+            found += [
+                _Candidate(m.start() + off, kind, m.end() + off)
+                for m in regex.finditer(text, lo, stop) if m.end() + off > seen
+            ]
+        at = lo
+        while (at := self._buf.find(_BEGIN, at, stop)) >= 0:
+            if at + len(_BEGIN) + off > seen:
+                found.append(_Candidate(at + off, _BLOCK, at + off))
+            at += 1
+        if self._heads is not None:
+            at = lo
+            while (m := self._heads.search(self._buf, at, stop)) is not None:
+                if m.end() + off > seen:
+                    found.append(_Candidate(m.start() + off, _VALUE, m.start() + off))
+                at = m.start() + 1
+        self._live += sorted(found, key=lambda c: c.start)
+        self._seen = end
+
+    def _step(self, cand: _Candidate, end: int) -> tuple[int, int] | bool | None:
+        """Advance a candidate to ``end``: True while it may still become a
+        secret; else its settled span, or None when there is no secret."""
+        rel, stop = cand.start - self._off, end - self._off
+        if cand.kind == _BLOCK:
+            return self._step_block(cand, rel, stop)
+        if cand.kind == _VALUE:
+            piece = self._buf[rel:stop]
+            if any(len(v) > len(piece) and v.startswith(piece) for v in self._r._values):
+                return True
+            regex = self._r._values_re
+            m = regex.match(self._buf, rel, stop) if regex is not None else None
+            return (cand.start, m.end() + self._off) if m else None
+        shape = SHAPES[cand.kind]
+        text = self._low if shape.folded else self._buf
+        cand.states = self._automata[cand.kind].advance(cand.states, text, cand.pos - self._off, stop)
+        cand.pos = end
+        if cand.states:
+            return True
+        m = self._r._shapes[cand.kind][0].match(text, rel, stop)
+        return (cand.start, m.end() + self._off) if m else None
+
+    def _step_block(self, cand: _Candidate, rel: int, stop: int) -> tuple[int, int] | bool | None:
+        """A key block: an undecided header, then open until its END line."""
+        buf = self._buf
+        if cand.states:
+            header = _HEADER.match(buf, rel, stop)
+            if header is None:
+                so_far = _HEADER_SO_FAR.match(buf, rel + len(_BEGIN), stop)
+                undecided = so_far is not None and so_far.end() == stop and stop - rel < _LINE_MAX
+                return True if undecided else None
+            cand.states = set()
+            cand.pos = header.end() + self._off
+        close, resume = _footer(buf, cand.pos - self._off, stop)
+        if close >= 0:
+            return (cand.start, close + self._off)
+        cand.pos = resume + self._off
+        return True
 
     def feed(self, delta: str) -> str:
         """Add a delta; the redacted text that is now safe to send."""
-        buf = self._buffer + delta
-        cut = len(buf) - self._redactor.window
-        if cut <= 0:
-            self._buffer = buf
+        if not delta:
             return ""
-        spans = self._redactor.spans(buf)
-        moved = True
-        while moved:
-            moved = False
-            for start, end in spans:
-                if start < cut < end:
-                    cut, moved = start, True
-        opened = _OPEN_BLOCK.search(buf)
-        if opened is not None and "PRIVATE KEY-----" not in buf[opened.end():]:
-            cut = min(cut, opened.start())
-        if cut <= 0:
-            self._buffer = buf
+        self._buf += delta
+        self._low += _fold(delta)
+        end = self._off + len(self._buf)
+        self._discover(end)
+        hold = end - self._r.window
+        live: list[_Candidate] = []
+        covered = -1  # a key block covers the text up to here: the blocks in it are not blocks
+        for cand in self._live:
+            if cand.kind == _BLOCK and cand.start < covered:
+                continue
+            state = self._step(cand, end)
+            if state is True:
+                live.append(cand)
+                hold = min(hold, cand.start)
+                if cand.kind == _BLOCK and not cand.states:
+                    covered = end + 1
+            elif state:
+                self._settled.append(state)
+                if cand.kind == _BLOCK:
+                    covered = max(covered, state[1])
+        self._live = live
+        return self._send(hold)
+
+    def _send(self, cut: int) -> str:
+        base = self._off
+        if cut <= self._sent:
             return ""
-        self._buffer = buf[cut:]
-        return self._redactor.redact(buf[:cut])
+        spans = self._settled + [
+            (m.start() + base, m.end() + base)
+            for p in self._r._extra for m in p.finditer(self._buf, self._sent - base)
+        ]
+        for start, stop in sorted(spans, reverse=True):
+            if start < cut < stop:
+                cut = start
+        if cut <= self._sent:
+            return ""
+        found = self._r._find(self._buf, self._sent - base, cut - base, self._low)
+        out = _apply(self._buf, self._sent - base, cut - base, found)
+        self._sent = cut
+        self._settled = [s for s in self._settled if s[1] > cut]
+        keep = cut - _CONTEXT
+        if keep - base > len(self._buf) // 2:
+            self._buf, self._low = self._buf[keep - base:], self._low[keep - base:]
+            self._off = keep
+        return out
 
     def flush(self) -> str:
         """The rest of the text, redacted (at the end of the stream)."""
-        out, self._buffer = self._redactor.redact(self._buffer), ""
+        base, end = self._off, self._off + len(self._buf)
+        found = self._r._find(self._buf, self._sent - base, end - base, self._low)
+        out = _apply(self._buf, self._sent - base, end - base, found)
+        self._buf = self._low = ""
+        self._off = self._sent = self._seen = end
+        self._live, self._settled = [], []
         return out

@@ -9,6 +9,8 @@ audit because forged markers are neutralised before the model sees them.
 from __future__ import annotations
 
 import re
+import unicodedata
+from functools import lru_cache
 
 CODES = frozenset(
     {
@@ -27,8 +29,70 @@ CODES = frozenset(
     },
 )
 
-_MARKER = re.compile(r"\[harness:", re.IGNORECASE)
 _FORGED = "[harness(unverified):"
+_ESCAPED_LT = "&lt;"
+_REACH = 64
+"""How far past an opening bracket a disguised marker is looked for."""
+
+# An opening bracket (or a compatibility form of one: fullwidth, small)
+# followed by what may begin a marker: its first letter or a slash, or any
+# non-ASCII character (a disguise). Everything else is skipped in C.
+_SUSPECT = re.compile(r"[\[\uff3b\ufe47<\uff1c\ufe64](?=\s*[hHtT/]|\s*[^\x00-\x7f])")
+
+
+_MINUS_LIKE = "\u2212\u2043\u02d7\u2796"  # minus signs and bullets drawn as a hyphen
+
+
+@lru_cache(maxsize=4096)
+def _reads(char: str) -> str:
+    """What ``char`` reads as in a marker: NFKC, casefolded, format
+    characters and spaces dropped, every dash a hyphen."""
+    if unicodedata.category(char) == "Cf" or char.isspace():
+        return ""
+    if unicodedata.category(char) == "Pd" or char in _MINUS_LIKE:
+        return "-"
+    return unicodedata.normalize("NFKC", char).casefold()
+
+
+def _reads_as(text: str, pos: int, words: tuple[str, ...]) -> int:
+    """The end of ``text[pos:]`` if it reads as one of ``words`` (ignoring
+    disguises), else -1. Looks at most ``_REACH`` characters."""
+    read, end = "", min(len(text), pos + _REACH)
+    while pos < end:
+        read += _reads(text[pos])
+        pos += 1
+        if read in words:
+            return pos
+        if not any(w.startswith(read) for w in words):
+            return -1
+    return -1
+
+
+def neutralise_markers(text: str, fences: bool = True) -> str:
+    """Defang the harness's markers written by someone else: ``[harness:``
+    becomes ``[harness(unverified):`` and the ``<`` of a ``<tool-output`` or
+    ``</tool-output`` becomes ``&lt;``, also when disguised by zero-width or
+    other format characters, fullwidth forms, spaces, dash variants or case
+    (matched on the NFKC-normalised reading; the rest of the text is kept
+    as it was). ``fences=False``: sentinel markers only."""
+    out: list[str] = []
+    done = 0
+    for m in _SUSPECT.finditer(text):
+        at = m.start()
+        if at < done:
+            continue
+        if _reads(text[at]) == "[":
+            end = _reads_as(text, at + 1, ("harness:",))
+            if end > 0:
+                out += [text[done:at], _FORGED]
+                done = end
+        elif fences and _reads_as(text, at + 1, ("tool-output", "/tool-output")) > 0:
+            out += [text[done:at], _ESCAPED_LT]
+            done = at + 1
+    if not out:
+        return text
+    out.append(text[done:])
+    return "".join(out)
 
 
 def format_sentinel(code: str, text: str, ref: str | None = None) -> str:
@@ -40,9 +104,7 @@ def format_sentinel(code: str, text: str, ref: str | None = None) -> str:
 def neutralise(text: str) -> str:
     """Defang sentinel markers written by a tool, so the model (and the audit)
     can tell them from the harness's own."""
-    if "[" not in text:
-        return text
-    return _MARKER.sub(_FORGED, text)
+    return neutralise_markers(text, fences=False)
 
 
 def strip_issued(text: str, issued: set[str]) -> str:

@@ -11,4 +11,4 @@ down), ``scale`` (cost of custom hooks). Each has ``async run(size)`` with
 runnable).
 """
 
-MODULES = ("overhead", "tokens", "prefix", "termination", "scale")
+MODULES = ("overhead", "tokens", "prefix", "termination", "scale", "redaction")

@@ -106,7 +106,7 @@ def _header(size: str, names: list[str]) -> str:
     except OSError:  # pragma: no cover
         load = ""
     command = "python -m benchmarks" + (" --quick" if size == "quick" else "")
-    if len(names) != 5:
+    if len(names) != len(MODULES):
         command += f" --only {','.join(names)}"
     return (
         "# Benchmark results\n\n"

@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from benchmarks import MODULES, overhead, prefix, scale, termination, tokens  # noqa: E402
+from benchmarks import MODULES, overhead, prefix, redaction, scale, termination, tokens  # noqa: E402
 from benchmarks._report import markdown  # noqa: E402
 
 
@@ -81,6 +81,12 @@ async def test_scale_reports_the_curve():
     numbers(section)
 
 
+async def test_redaction_reports_totals_and_loop_blocks():
+    section = await redaction.run("quick")
+    numbers(section)
+    assert any("longest loop block" in f.name for f in section.figures)
+
+
 def test_markdown_table_lists_every_figure():
     from benchmarks._report import Figure, Section
 
@@ -92,7 +98,7 @@ def test_markdown_table_lists_every_figure():
 def test_the_command_runs(capsys):
     from benchmarks.__main__ import main
 
-    assert MODULES == ("overhead", "tokens", "prefix", "termination", "scale")
+    assert MODULES == ("overhead", "tokens", "prefix", "termination", "scale", "redaction")
     with pytest.raises(SystemExit):
         main(["--only", "nope"])
     assert main(["--quick", "--only", "termination", "--no-write"]) == 0

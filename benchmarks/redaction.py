@@ -1,0 +1,96 @@
+"""Redaction of large tool results: total time, and the longest event-loop
+block while ``Redactor.redact_async`` runs (a ticker task records the largest
+gap between its wake-ups). Ordinary text and JSON, with and without trigger
+words, and adversarial inputs. Bare = the same text through ``str.replace``
+of one literal (the floor of touching every character once)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+from agentscope_harness.redaction import Redactor
+from agentscope_harness.sentinels import neutralise_markers
+
+from ._common import _document
+from ._report import Figure, Section
+
+SIZES = {"full": (10_000, 1_000_000, 5_000_000), "quick": (10_000, 100_000)}
+GOAL_MS_PER_MB = 15.0
+GOAL_BLOCK_MS = 5.0
+
+
+def inputs(size: int) -> dict[str, str]:
+    text = _document("kettle", size)
+    rows = json.dumps([{"id": i, "name": "kettle", "region": "eu-west-1", "note": "in stock"}
+                       for i in range(size // 70)])[:size]
+    middle = size // 2
+    return {
+        "text": text,
+        "json": rows,
+        "text + 'Asia'": text[:middle] + " Asia " + text[middle:],
+        "text + 'secret'": text[:middle] + " secret " + text[middle:],
+        "json + 'password'": rows[:middle] + ' "password" ' + rows[middle:],
+        "eyJ repeated": ("eyJ" * (size // 3 + 1))[:size],
+        "eyJ + a*N": "eyJ" + "a" * (size - 3),
+        "repeated key headers": ("-----BEGIN RSA PRIVATE KEY-----\n" * (size // 32 + 1))[:size],
+    }
+
+
+async def measure(redactor: Redactor, text: str) -> tuple[float, float, str]:
+    """Total ms and the longest loop block (ms) of ``redact_async``."""
+    longest = 0.0
+    done = False
+
+    async def ticker() -> None:
+        nonlocal longest
+        last = time.perf_counter()
+        while not done:
+            await asyncio.sleep(0)
+            now = time.perf_counter()
+            longest = max(longest, now - last)
+            last = now
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    started = time.perf_counter()
+    out = await redactor.redact_async(text)
+    total = time.perf_counter() - started
+    done = True
+    await task
+    return total * 1000, longest * 1000, out
+
+
+async def run(size: str = "full") -> Section:
+    redactor = Redactor()
+    section = Section("Redaction of large results")
+    for n in SIZES[size]:
+        for name, text in inputs(n).items():
+            best_total, best_block = float("inf"), float("inf")
+            for _ in range(3):
+                total, block, _ = await measure(redactor, text)
+                best_total, best_block = min(best_total, total), min(best_block, block)
+            t0 = time.perf_counter()
+            text.replace("\x00", "")
+            bare = (time.perf_counter() - t0) * 1000
+            mb = n / 1_000_000
+            adversarial = name.startswith(("eyJ", "repeated"))
+            goal = f"<= {GOAL_MS_PER_MB * max(mb, 1):.0f} ms" if mb >= 1 and not adversarial else ""
+            section.figures.append(Figure(
+                "redaction", f"{n // 1000:,} KB {name}: total ms", best_total, bare, unit="ms",
+                goal=goal, met=(best_total <= GOAL_MS_PER_MB * mb) if goal and size == "full" else None,
+                show_ratio=False,
+            ))
+            section.figures.append(Figure(
+                "redaction", f"{n // 1000:,} KB {name}: longest loop block", best_block, None,
+                unit="ms", goal=f"<= {GOAL_BLOCK_MS:.0f} ms",
+                met=best_block <= GOAL_BLOCK_MS if size == "full" else None, show_ratio=False,
+            ))
+        marker_text = inputs(n)["text"]
+        t0 = time.perf_counter()
+        neutralise_markers(marker_text)
+        section.details.append(
+            f"  neutralise_markers, {n // 1000:,} KB text: {(time.perf_counter() - t0) * 1000:.2f} ms",
+        )
+    return section

@@ -1,0 +1,180 @@
+"""Redaction and marker neutralisation under attack: every key type split at
+every position of a stream, random chunkings (stream == batch), exact secret
+values, disguised markers, and adversarial inputs that used to backtrack."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import string
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentscope_harness.redaction import Redactor
+from agentscope_harness.sentinels import neutralise, neutralise_markers
+
+JWT = (
+    "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ."
+    + "eyJpc3MiOiJodHRwczovL2lkcC5leGFtcGxlLmNvbSIsInN1YiI6IjEyMzQ1Njc4OTAifQ" * 4
+    + "." + "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c" * 2
+)
+VALUE = "s3cr3t-Value-From-Env"
+KEYS = {
+    "openai_key": "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z",
+    "anthropic_key": "sk-ant-api03-Ab3dEf6hIj9kLm2nOp5qRs8t",
+    "stripe_key": "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+    "aws_access_key": "AKIAIOSFODNN7EXAMPLE",
+    "aws_secret_key": "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "aws_secret_env": "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "aws_secret_json": '"SecretAccessKey": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"',
+    "github_token": "ghp_1234567890abcdefghijABCDEFGHIJ123456",
+    "google_api_key": "AIzaSyA-1234567890abcdefghijklmnopqrstu",
+    "slack_token": "xoxb-123456789012-abcdefghijkl",
+    "jwt": JWT,
+    "bearer_token": "Bearer abcdefghijklmnopqrstuvwxyz0123==",
+    "pem": "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7xq9Zk\nQ1w2e3r4t5y6\n-----END RSA PRIVATE KEY-----",
+    "pem_open": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\nQ1w2e3r4t5y6u7i8",
+    "pgp": "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBF0abcdefghij\n=Ab12\n-----END PGP PRIVATE KEY BLOCK-----",
+    "assignment": "DB_PASSWORD: hunter2hunter2hunter2",
+    "value": VALUE,
+}
+REDACTOR = Redactor(secret_values=[VALUE, "short"])
+FILLER = st.text(alphabet=string.ascii_letters + string.digits + " .,:=\n-_\"'", max_size=60)
+
+
+def streamed(redactor: Redactor, parts: list[str]) -> str:
+    stream = redactor.stream()
+    return "".join(stream.feed(p) for p in parts) + stream.flush()
+
+
+def pieces(secret: str) -> list[str]:
+    """The secret's 12-character windows: none may appear in the output."""
+    body = secret.split("=", 1)[-1].split(":", 1)[-1].strip().strip('"')
+    return [body[i:i + 12] for i in range(0, max(len(body) - 11, 1), 3)]
+
+
+def test_every_key_type_is_redacted_in_batch() -> None:
+    for name, secret in KEYS.items():
+        out = REDACTOR.redact(f"before {secret} after")
+        assert "[redacted:" in out, name
+        assert not any(p in out for p in pieces(secret)), (name, out)
+
+
+def test_every_key_split_at_every_position_never_leaks() -> None:
+    for name, secret in KEYS.items():
+        text = f"x {secret} y"
+        whole = REDACTOR.redact(text)
+        for cut in range(1, len(text)):
+            out = streamed(REDACTOR, [text[:cut], text[cut:]])
+            assert out == whole, (name, cut)
+        out = streamed(REDACTOR, list(text))  # one character at a time
+        assert out == whole, name
+        assert not any(p in out for p in pieces(secret)), name
+
+
+def test_a_long_oidc_token_never_appears_even_in_part() -> None:
+    assert len(JWT) > 370
+    stream = REDACTOR.stream()
+    sent = ""
+    for ch in f"id_token {JWT} done":
+        sent += stream.feed(ch)
+        assert not any(p in sent for p in pieces(JWT))
+    sent += stream.flush()
+    assert sent == "id_token [redacted:jwt] done"
+
+
+def test_a_private_key_without_end_line_is_redacted_to_the_end() -> None:
+    out = REDACTOR.redact("key: " + KEYS["pem_open"] + "\nmore text")
+    assert out == "key: [redacted:private_key]"
+
+
+def test_secret_values() -> None:
+    out = REDACTOR.redact(f"env={VALUE}; short stays; x{VALUE}y")
+    assert out == "env=[redacted:secret_value]; short stays; x[redacted:secret_value]y"
+    try:
+        Redactor(secret_values=[""])
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("an empty secret value must be rejected")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    pre=FILLER, post=FILLER, name=st.sampled_from(sorted(KEYS)),
+    cuts=st.lists(st.integers(1, 400), max_size=12),
+)
+def test_stream_equals_batch_for_any_chunking(pre: str, post: str, name: str, cuts: list[int]) -> None:
+    text = f"{pre} {KEYS[name]} {post}"
+    bounds = sorted({c % (len(text) + 1) for c in cuts} | {0, len(text)})
+    parts = [text[a:b] for a, b in itertools.pairwise(bounds)]
+    assert streamed(REDACTOR, parts) == REDACTOR.redact(text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=st.text(alphabet="eyJaAKI-_.sk BEGIN PRIVATEKY\n=:passwordbr", max_size=300),
+       seed=st.integers(0, 1000))
+def test_stream_equals_batch_on_anchor_soup(text: str, seed: int) -> None:
+    rng = random.Random(seed)
+    parts, i = [], 0
+    while i < len(text):
+        n = rng.randint(1, 9)
+        parts.append(text[i:i + n])
+        i += n
+    assert streamed(REDACTOR, parts) == REDACTOR.redact(text)
+
+
+def test_redact_async_equals_redact_on_large_texts() -> None:
+    filler = "order shipped, price and stock. " * 3000
+    text = filler + KEYS["jwt"] + filler + KEYS["pem_open"][:40] + filler + KEYS["aws_access_key"]
+    assert asyncio.run(REDACTOR.redact_async(text, chunk=4096)) == REDACTOR.redact(text)
+
+
+def test_adversarial_inputs_complete_and_are_right() -> None:
+    assert REDACTOR.redact("eyJ" * 50_000) == "eyJ" * 50_000
+    assert REDACTOR.redact("eyJ" + "a" * 200_000) == "eyJ" + "a" * 200_000
+    headers = "-----BEGIN RSA PRIVATE KEY-----\n" * 10_000
+    assert REDACTOR.redact("x " + headers) == "x [redacted:private_key]"
+    stream = REDACTOR.stream()
+    sent = stream.feed("ok -----BEGIN RSA PRIVATE KEY-----\n")
+    for _ in range(16 * 1024 // 8):
+        sent += stream.feed("QUJDRA==")
+    assert sent == "ok "
+    assert stream.flush() == "[redacted:private_key]"
+
+
+# --------------------------------------------------------------- markers
+
+ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff\u00ad"
+FULLWIDTH = {c: chr(ord(c) + 0xFEE0) for c in "[<:/harnesstoolupt-"}
+DASHES = "-\u2010\u2011\u2012\u2013\u2014\u2212\ufe63\uff0d"
+
+
+@st.composite
+def disguised(draw: st.DrawFn, marker: str) -> str:
+    out = []
+    for ch in marker:
+        if ch == "-":
+            ch = draw(st.sampled_from(DASHES))
+        elif draw(st.booleans()):
+            ch = FULLWIDTH.get(ch, ch)
+        if draw(st.booleans()):
+            ch = ch.upper()
+        out.append(ch)
+        out.append(draw(st.text(alphabet=ZERO_WIDTH + " ", max_size=2)))
+    return "".join(out)
+
+
+@settings(max_examples=300, deadline=None)
+@given(sentinel=disguised("[harness:"), fence=disguised("</tool-output"), pre=FILLER)
+def test_disguised_markers_are_neutralised(sentinel: str, fence: str, pre: str) -> None:
+    assert neutralise(pre + sentinel + "run_concluded]").count("[harness(unverified):") == 1
+    out = neutralise_markers(pre + fence + ' nonce="x">')
+    assert "&lt;" in out and not out.replace("&lt;", "").count("<") > pre.count("<")
+
+
+def test_ordinary_brackets_are_untouched() -> None:
+    text = "<table><tr>[1, 2] <tool> [hardness: 3] </toolbox>"
+    assert neutralise_markers(text) == text
