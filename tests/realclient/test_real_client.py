@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 import pytest
+from agentscope.event import TextBlockDeltaEvent
 from agentscope.message import Msg
 from hooks.hookkit import Ran, drive, shop_tools
 from hypothesis import HealthCheck, given, settings
@@ -482,3 +483,144 @@ async def test_script_exhaustion_answers_done_and_is_counted(
     _, final, _ = await drive(h, agent)
     assert final.get_text_content() == RUNAWAY_TEXT
     assert server.runaway == 1
+
+
+# ------------------------------------------------------------ items 6-8: what the user is told
+
+
+def streamed_text(events: list[Any]) -> str:
+    """What a streaming UI showed: every text delta, in order."""
+    return "".join(e.delta for e in events if isinstance(e, TextBlockDeltaEvent))
+
+
+def message_texts(messages: list[dict[str, Any]]) -> list[str]:
+    """Every text part of a request's messages."""
+    out = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, str):
+            out.append(content)
+        elif isinstance(content, list):
+            out += [p.get("text", "") for p in content if isinstance(p, dict)]
+    return out
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 11 item 6: an answer claiming a cancel whose tool was refused is delivered as fact "
+    "(the report notes the claim, the user is not told)"
+))
+async def test_refused_action_is_not_delivered_as_done(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    ran = Ran()
+    claim = "Order A-1002 has been cancelled for you."
+    tools = dict(shop_config(finish=False).tools)
+    tools["cancel_order"] = ToolPolicy(role="mutation", identity_args=ID, claims=[r"has been cancell?ed"])
+    server.plan(
+        Reply(tool_calls=[("cancel_order", {"order_id": "A-1002", "user_id": "u-99"})]),
+        Reply(text=claim),
+    )
+    h, agent = real_agent(HarnessConfig(tools=tools), make_model(server), tools_of(ran, "cancel_order"))
+    events, final, report = await drive(h, agent, U42)
+    assert ran == []
+    assert report.unsupported_claims == ["cancel_order"]
+    assert report.terminal_state != TerminalState.COMPLETED
+    for shown in (final.get_text_content() or "", streamed_text(events)):
+        assert shown.strip() != claim  # withheld, or corrected next to the claim
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 11 item 7: a budget stop answers 'Here is where things stand;' with nothing of "
+    "what the successful calls found"
+))
+async def test_budget_stop_hands_over_what_was_found(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    ran = Ran()
+    server.plan(Reply(tool_calls=[("search", {"q": "mug"})], usage=(1_000_000, 0)), Reply(text="never"))
+    cost = CostPolicy(cap_usd=1.0, prices={"gpt-test": ModelPrice(input_per_mtok=0.97, output_per_mtok=0)})
+    h, agent = real_agent(shop_config(finish=False, cost=cost), make_model(server), tools_of(ran, "search"))
+    _, final, report = await drive(h, agent)
+    assert len(server.requests) == 1  # stopped without another model call
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "budget")
+    assert "red mug" in (final.get_text_content() or "")  # from the search result
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 11 item 7: the model is not told that its budget tier changed"
+))
+async def test_tier_change_is_told_to_the_model_prefix_safely(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    ran = Ran()
+    server.plan(
+        Reply(tool_calls=[("search", {"q": "mug"})], usage=(1_000_000, 0)),
+        Reply(text="A red mug.", usage=(1_000, 100)),
+    )
+    cost = CostPolicy(
+        cap_usd=1.0, prices={"gpt-test": ModelPrice(input_per_mtok=0.6, output_per_mtok=0.0)},
+        tier_models={"lite": make_model(server, model="gpt-lite")},
+    )
+    h, agent = real_agent(shop_config(finish=False, cost=cost), make_model(server), tools_of(ran, "search"))
+    await drive(h, agent)
+    first, second = server.requests
+    old = first["messages"]
+    assert canonical(second["messages"][:len(old)]) == canonical(old)
+    added = message_texts(second["messages"][len(old):])
+    assert any("<system-reminder>" in t and "budget" in t.lower() for t in added)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 11 item 8: when terminal_enforcer asks for another round, the stream shows the "
+    "first text answer and then the second one back to back"
+))
+async def test_enforcer_round_streams_one_answer(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    ran = Ran()
+    server.plan(
+        Reply(text="The red mug it is."),
+        Reply(tool_calls=[("deliver", {"answer": ANSWER})]),
+        Reply(text="Delivered."),
+    )
+    h, agent = real_agent(shop_config(), make_model(server), tools_of(ran, "search", "deliver"))
+    events, final, report = await drive(h, agent)
+    assert report.terminal_state == TerminalState.COMPLETED
+    assert streamed_text(events) == final.get_text_content()
+
+
+def echo_last_tool_message(body: dict[str, Any]) -> str:
+    """A model that echoes the fenced tool result and a code nobody issued."""
+    return f"Found: {body['messages'][-1]['content']} [harness:budget_low] See above."
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 11 item 8: echoed fence markers and [harness: codes the run did not issue reach "
+    "the stream"
+))
+async def test_echoed_markers_never_reach_the_stream(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    ran = Ran()
+    server.plan(Reply(tool_calls=[("search", {"q": "mug"})]), Reply(text=echo_last_tool_message))
+    h, agent = real_agent(shop_config(finish=False), make_model(server), tools_of(ran, "search"))
+    events, _, _ = await drive(h, agent)
+    shown = streamed_text(events)
+    assert "red mug" in shown  # progressively streamed, not withheld
+    assert "tool-output" not in shown and "[harness:" not in shown
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 11 item 8: a [harness: code the run did not issue, echoed by the model, stays in "
+    "the final answer"
+))
+async def test_echoed_markers_never_reach_the_final_answer(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    ran = Ran()
+    server.plan(Reply(tool_calls=[("search", {"q": "mug"})]), Reply(text=echo_last_tool_message))
+    h, agent = real_agent(shop_config(finish=False), make_model(server), tools_of(ran, "search"))
+    _, final, _ = await drive(h, agent)
+    text = final.get_text_content() or ""
+    assert "red mug" in text
+    assert "tool-output" not in text and "[harness:" not in text
