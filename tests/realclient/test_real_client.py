@@ -1,0 +1,626 @@
+"""Issue 11 through the real client path: AgentScope's ``OpenAIChatModel``
+(real ``openai`` client, real HTTP, real SSE parsing) against the scripted
+server, with the harness on a real ``Agent``. Assertions are on the request
+bodies the server logged and on what the user received.
+
+Tests marked ``xfail(strict=True)`` describe the behaviour issue 11 asks for
+and fail today; they start passing (visibly: strict) once the item is fixed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from typing import Any
+
+import pytest
+from agentscope.event import TextBlockDeltaEvent
+from agentscope.message import Msg
+from hooks.hookkit import Ran, drive, shop_tools
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from server import RUNAWAY_TEXT, FakeOpenAI, Reply, fail
+
+from agentscope_harness import (
+    CostPolicy,
+    Harness,
+    HarnessConfig,
+    ModelPrice,
+    Principal,
+    ToolPolicy,
+)
+from agentscope_harness.report import TerminalState
+
+U42 = Principal(user_id="u-42", tenant="acme")
+ID = {"user_id": "user_id"}
+FALLBACK_START = "I could not complete this request"
+ANSWER = "The red mug costs 12 EUR and ships tomorrow."
+
+
+def finish_tool(ran: Ran) -> Any:
+    """A finishing tool whose result is the answer it delivers, so "the
+    finish tool's answer" means the same whether taken from its argument or
+    from its result."""
+
+    async def deliver(answer: str) -> str:
+        """Deliver the final answer to the user.
+
+        Args:
+            answer (str): The answer.
+        """
+        ran.append(("deliver", {"answer": answer}))
+        return answer
+
+    return deliver
+
+
+def shop_config(finish: bool = True, **kw: Any) -> HarnessConfig:
+    """The shop's policies; with ``finish`` a run completes only through ``deliver``."""
+    tools = {
+        "search": ToolPolicy(role="retrieval"),
+        "lookup_order": ToolPolicy(role="lookup", identity_args=ID),
+        "cancel_order": ToolPolicy(role="mutation", identity_args=ID),
+    }
+    if finish:
+        tools["deliver"] = ToolPolicy(role="finish")
+    kw.setdefault("tools", tools)
+    return HarnessConfig(**kw)
+
+
+def tools_of(ran: Ran, *names: str) -> list[Any]:
+    shop = {**shop_tools(ran), "deliver": finish_tool(ran)}
+    return [shop[name] for name in names]
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def tool_results(body: dict[str, Any]) -> list[str]:
+    """The tool messages of one request body, in order."""
+    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
+
+
+async def outcome(h: Harness, agent: Any) -> tuple[Msg | None, BaseException | None]:
+    """One reply whose ending item 9 has not settled yet: the final message
+    or the exception the caller received (the report is read separately)."""
+    try:
+        _, final, _ = await drive(h, agent)
+    except Exception as exc:  # noqa: BLE001 - returned, for the test to judge
+        return None, exc
+    return final, None
+
+
+def system_text(body: dict[str, Any]) -> str:
+    first = body["messages"][0]
+    assert first["role"] == "system"
+    content = first["content"]
+    return content if isinstance(content, str) else "".join(p["text"] for p in content)
+
+
+# ------------------------------------------------------------ prefix safety
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_tool_table_and_message_prefix_stable_across_a_multi_round_run(
+    server: FakeOpenAI, make_model: Any, real_agent: Any, stream: bool,
+) -> None:
+    ran = Ran()
+    server.plan(
+        Reply(tool_calls=[("search", {"q": "red mug"}), ("search", {"q": "blue \"mug\" ü"})]),
+        Reply(tool_calls=[("lookup_order", {"order_id": "A-1002", "user_id": "u-42"})]),
+        Reply(tool_calls=[("deliver", {"answer": ANSWER})]),
+        Reply(text="Delivered."),
+    )
+    h, agent = real_agent(
+        shop_config(), make_model(server, stream=stream),
+        tools_of(ran, "search", "lookup_order", "deliver"),
+    )
+    _, final, report = await drive(h, agent, U42)
+
+    # split and interleaved argument deltas reached the tools whole
+    assert ran == [
+        ("search", {"q": "red mug"}), ("search", {"q": "blue \"mug\" ü"}),
+        ("lookup_order", {"order_id": "A-1002", "user_id": "u-42"}),
+        ("deliver", {"answer": ANSWER}),
+    ]
+    bodies = server.requests
+    assert len(bodies) >= 3 and server.runaway == 0
+    assert all(b["stream"] is stream for b in bodies)
+    tables = {canonical(b["tools"]) for b in bodies}
+    assert len(tables) == 1
+    assert [t["function"]["name"] for t in bodies[0]["tools"]] == ["search", "lookup_order", "deliver"]
+    for prev, curr in itertools.pairwise(bodies):
+        old = prev["messages"]
+        assert len(curr["messages"]) > len(old)
+        assert canonical(curr["messages"][:len(old)]) == canonical(old)
+    assert report.terminal_state == TerminalState.COMPLETED
+    assert report.tool_calls == {"search": 2, "lookup_order": 1, "deliver": 1}
+    assert report.input_tokens == 100 * len(bodies) and report.output_tokens == 10 * len(bodies)
+    assert FALLBACK_START not in (final.get_text_content() or "")
+
+
+@settings(
+    max_examples=8, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    first=st.text(max_size=40),
+    second=st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=40),
+)
+async def test_split_parallel_argument_deltas_reassemble_exactly(
+    server: FakeOpenAI, make_model: Any, real_agent: Any, first: str, second: str,
+) -> None:
+    """Any argument text, cut in pieces and interleaved with a second call's,
+    reaches each tool exactly as the model wrote it (one server for all
+    examples: each plans its own two answers)."""
+    ran = Ran()
+    server.script.clear()  # what a failed (shrinking) example left unplayed
+    server.plan(Reply(tool_calls=[("search", {"q": first}), ("select", {"pick": second})]),
+                Reply(text="ok"))
+    h, agent = real_agent(
+        shop_config(tools={"search": ToolPolicy(role="retrieval")}),
+        make_model(server), tools_of(ran, "search", "select"),
+    )
+    await drive(h, agent)
+    assert sorted(ran) == [("search", {"q": first}), ("select", {"pick": second})]
+
+
+async def test_harness_rules_end_the_system_prompt_of_every_request(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    ran = Ran()
+    server.plan(Reply(tool_calls=[("search", {"q": "mug"})]), Reply(text="A red mug."))
+    h, agent = real_agent(shop_config(), make_model(server), tools_of(ran, "search", "deliver"))
+    await drive(h, agent)
+    rules = await h.system_prompt_addition()
+    assert rules.startswith("\n\n# Harness rules\n")
+    assert "deliver" in rules  # the finishing tool is named
+    texts = {system_text(b) for b in server.requests}
+    assert texts == {"You are a helpful shop assistant." + rules}
+
+
+# ------------------------------------------------------------ identity
+
+
+async def test_identity_gating_refuses_another_users_id_and_the_tool_never_runs(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    ran = Ran()
+    server.plan(
+        Reply(tool_calls=[("cancel_order", {"order_id": "A-1002", "user_id": "u-99"})]),
+        Reply(text="I cannot cancel that order."),
+    )
+    h, agent = real_agent(
+        shop_config(finish=False), make_model(server), tools_of(ran, "cancel_order"),
+    )
+    _, final, report = await drive(h, agent, U42)
+    assert ran == []
+    assert len(server.requests) == 2
+    (refusal,) = tool_results(server.requests[1])
+    assert refusal.startswith("[harness:permission_denied]")
+    assert "'u-42'" in refusal
+    assert report.refusals == {"permission_denied": 1}
+    assert report.tool_calls == {}
+    assert "[harness:" not in (final.get_text_content() or "")
+
+
+# ------------------------------------------------------------ item 1: completed stays completed
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 11 item 1: after the finish tool succeeded, max_model_calls blocks AgentScope's "
+    "extra model call and the user gets the fallback text instead of the finished answer"
+))
+async def test_finished_answer_delivered_when_max_model_calls_is_reached(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    ran = Ran()
+    server.plan(Reply(tool_calls=[("deliver", {"answer": ANSWER})]), Reply(text="Delivered."))
+    h, agent = real_agent(shop_config(max_model_calls=1), make_model(server), tools_of(ran, "deliver"))
+    _, final, report = await drive(h, agent)
+    assert ran == [("deliver", {"answer": ANSWER})]
+    text = final.get_text_content() or ""
+    assert FALLBACK_START not in text
+    assert ANSWER in text
+    assert (report.terminal_state, report.reason) == (TerminalState.COMPLETED, "finished")
+    assert len(server.requests) == 1  # the cap held
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 11 items 1+4: AgentScope's extra model call after a successful finish tool runs "
+    "past the deadline (1.3 s under 1 s) and the user gets its text, not the finished answer"
+))
+async def test_finished_answer_delivered_when_the_deadline_passes_in_the_last_call(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    ran = Ran()
+    server.plan(
+        Reply(tool_calls=[("deliver", {"answer": ANSWER})]),
+        Reply(text="Delivered.", delay_s=1.3),
+    )
+    h, agent = real_agent(shop_config(deadline_s=1.0), make_model(server), tools_of(ran, "deliver"))
+    _, final, report = await drive(h, agent)
+    assert ran == [("deliver", {"answer": ANSWER})]
+    text = final.get_text_content() or ""
+    assert FALLBACK_START not in text
+    assert ANSWER in text
+    assert (report.terminal_state, report.reason) == (TerminalState.COMPLETED, "finished")
+
+
+# ------------------------------------------------------------ item 3: no silent $0
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 11 item 3: a model name missing from CostPolicy.prices is charged $0 "
+    "silently: 1.8M input tokens spend nothing against a $0.01 cap"
+))
+async def test_unpriced_model_is_never_charged_zero(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    ran = Ran()
+    server.plan(
+        Reply(tool_calls=[("search", {"q": "mug"})], usage=(1_800_000, 200)),
+        Reply(tool_calls=[("search", {"q": "cup"})], usage=(1_800_000, 200)),
+        Reply(text="Here are mugs."),
+    )
+    cost = CostPolicy(cap_usd=0.01, prices={"gpt-other": ModelPrice(input_per_mtok=2.0, output_per_mtok=8.0)})
+    h, agent = real_agent(
+        shop_config(finish=False, cost=cost), make_model(server, model="gpt-test"),
+        tools_of(ran, "search"),
+    )
+    _, _, report = await drive(h, agent)
+    named = [d for d in report.decisions if "gpt-test" in d.detail]
+    assert named, "no decision names the unpriced model"
+    # refused before any call, or charged a stated price that trips the cap
+    assert len(server.requests) <= 1
+    assert report.terminal_state != TerminalState.COMPLETED
+    assert report.spent_usd > 0 or report.model_calls == 0
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 11 item 3: tier models missing from CostPolicy.prices are not checked at construction"
+))
+async def test_unpriced_tier_model_is_refused_at_construction(
+    server: FakeOpenAI, make_model: Any,
+) -> None:
+    lite = make_model(server, model="gpt-lite")
+    with pytest.raises(Exception, match="gpt-lite"):
+        cost = CostPolicy(cap_usd=1.0, prices={"gpt-test": ModelPrice(input_per_mtok=1.0, output_per_mtok=1.0)}, tier_models={"lite": lite})
+        Harness(HarnessConfig(cost=cost), load_entry_points=False)
+
+
+# ------------------------------------------------------------ item 4: the deadline bounds everything
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 11 item 4: a model call is not bounded by the time left; a 4 s answer "
+    "under a 1 s deadline takes 4 s"
+))
+async def test_deadline_bounds_a_slow_model_call(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    server.plan(Reply(text="late answer", delay_s=4.0))
+    h, agent = real_agent(HarnessConfig(deadline_s=1.0), make_model(server), [])
+    started = time.monotonic()
+    _, final, report = await drive(h, agent)
+    elapsed = time.monotonic() - started
+    assert elapsed < 3.0, f"reply took {elapsed:.1f}s under a 1 s deadline"
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "deadline")
+    assert "late answer" not in (final.get_text_content() or "")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 11 item 4: tool calls in an answer that arrived after the deadline are run"
+))
+async def test_tool_calls_arriving_after_the_deadline_never_run(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    ran = Ran()
+    server.plan(
+        Reply(tool_calls=[("cancel_order", {"order_id": "A-1002", "user_id": "u-42"})], delay_s=1.3),
+        Reply(text="Cancelled."),
+    )
+    h, agent = real_agent(
+        shop_config(deadline_s=1.0), make_model(server), tools_of(ran, "cancel_order"),
+    )
+    _, _, report = await drive(h, agent, U42)
+    assert ran == []
+    assert report.terminal_state == TerminalState.INCOMPLETE
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 11 item 4: the client's and AgentScope's retries stack past the deadline"
+))
+async def test_deadline_bounds_stacked_retries(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    server.plan(fail(500, times=12, delay_s=0.3))
+    model = make_model(server, max_retries=3, client_max_retries=2)
+    h, agent = real_agent(HarnessConfig(deadline_s=1.0), model, [])
+    started = time.monotonic()
+    await outcome(h, agent)
+    elapsed = time.monotonic() - started
+    assert elapsed < 3.0, f"{len(server.requests)} requests took {elapsed:.1f}s under a 1 s deadline"
+    assert len(server.requests) <= 4
+
+
+# ------------------------------------------------------------ item 9: model errors
+
+
+async def test_retries_stack_as_documented(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    """(AgentScope retries + 1) x (client retries + 1) requests per model
+    call, as the conftest says; then the error reaches the harness."""
+    server.plan(fail(500, times=4), Reply(text="never"))
+    h, agent = real_agent(HarnessConfig(), make_model(server, max_retries=1, client_max_retries=1), [])
+    _, error = await outcome(h, agent)
+    assert server.statuses == [500] * 4
+    assert error is not None or h.last_report(agent) is not None
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 11 item 9: a provider error that survives retries does not end the run "
+    "failed/model_error"
+))
+async def test_provider_error_after_retries_ends_failed_with_model_error(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    server.plan(fail(500, times=2), Reply(text="never"))
+    h, agent = real_agent(HarnessConfig(), make_model(server, max_retries=1), [])
+    final, _ = await outcome(h, agent)
+    report = h.last_report(agent)
+    assert report is not None
+    assert (report.terminal_state, report.reason) == (TerminalState.FAILED, "model_error")
+    assert report.model_calls == 2
+    if final is not None:  # a fallback answer, never the raw exception text
+        assert "scripted 500" not in (final.get_text_content() or "")
+
+
+async def test_rate_limit_then_success_completes(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    server.plan(fail(429, times=1), Reply(text="A red mug."))
+    h, agent = real_agent(HarnessConfig(), make_model(server, max_retries=1), [])
+    _, final, report = await drive(h, agent)
+    assert server.statuses == [429, 200]
+    assert final.get_text_content() == "A red mug."
+    assert report.terminal_state == TerminalState.COMPLETED
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 11 item 9: model_calls counts one call for two attempts (AgentScope's retry "
+    "happens inside the counted call)"
+))
+async def test_model_calls_counts_attempts(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    server.plan(fail(429, times=1), Reply(text="A red mug."))
+    h, agent = real_agent(HarnessConfig(), make_model(server, max_retries=1), [])
+    _, _, report = await drive(h, agent)
+    assert report.model_calls == len(server.requests) == 2
+
+
+# ------------------------------------------------------------ tiers and tool_choice
+
+
+async def test_tier_swap_sends_the_lite_model_name(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    ran = Ran()
+    server.plan(
+        Reply(tool_calls=[("search", {"q": "mug"})], usage=(1_000_000, 0)),
+        Reply(text="A red mug.", usage=(1_000, 100)),
+    )
+    lite = make_model(server, model="gpt-lite")
+    cost = CostPolicy(
+        cap_usd=1.0,
+        prices={
+            "gpt-test": ModelPrice(input_per_mtok=0.6, output_per_mtok=0.0),
+            "gpt-lite": ModelPrice(input_per_mtok=0.1, output_per_mtok=1.0),
+        },
+        tier_models={"lite": lite},
+    )
+    h, agent = real_agent(
+        shop_config(finish=False, cost=cost), make_model(server), tools_of(ran, "search"),
+    )
+    _, final, report = await drive(h, agent)
+    assert [b["model"] for b in server.requests] == ["gpt-test", "gpt-lite"]
+    assert canonical(server.requests[0]["tools"]) == canonical(server.requests[1]["tools"])
+    old = server.requests[0]["messages"]
+    assert canonical(server.requests[1]["messages"][:len(old)]) == canonical(old)
+    assert final.get_text_content() == "A red mug."
+    assert report.spent_usd == pytest.approx(0.6 + 0.0001 + 0.0001)
+    assert [d.action for d in report.decisions].count("swap_model") == 1
+
+
+async def test_wrap_up_narrows_tool_choice_to_the_finish_tool(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    ran = Ran()
+    server.plan(Reply(tool_calls=[("deliver", {"answer": ANSWER})]), Reply(text="Delivered."))
+    h, agent = real_agent(
+        shop_config(deadline_s=30, wrap_up_s=30), make_model(server),
+        tools_of(ran, "search", "deliver"),
+    )
+    _, _, report = await drive(h, agent)
+    first = server.requests[0]
+    assert first["tool_choice"] == {"type": "function", "function": {"name": "deliver"}}
+    assert len(first["tools"]) == 2  # narrowed by tool_choice, never by the table
+    if len(server.requests) > 1:  # once terminal, no more tools
+        assert server.requests[1]["tool_choice"] == "none"
+    assert report.terminal_state == TerminalState.COMPLETED
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 11: after a text answer without the finish tool, terminal_enforcer only hints; "
+    "the next request's tool_choice is not narrowed to the finish tool"
+))
+async def test_enforcer_round_narrows_tool_choice_to_the_finish_tool(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    ran = Ran()
+    server.plan(
+        Reply(text="The red mug it is."),
+        Reply(tool_calls=[("deliver", {"answer": ANSWER})]),
+        Reply(text="Delivered."),
+    )
+    h, agent = real_agent(shop_config(), make_model(server), tools_of(ran, "search", "deliver"))
+    _, _, report = await drive(h, agent)
+    assert "tool_choice" not in server.requests[0]
+    assert server.requests[1]["tool_choice"] == {"type": "function", "function": {"name": "deliver"}}
+    assert canonical(server.requests[0]["tools"]) == canonical(server.requests[1]["tools"])
+    assert report.terminal_state == TerminalState.COMPLETED
+
+
+async def test_script_exhaustion_answers_done_and_is_counted(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    """The server's own guard: a run that outlives its script still ends."""
+    h, agent = real_agent(HarnessConfig(), make_model(server, stream=False), [])
+    _, final, _ = await drive(h, agent)
+    assert final.get_text_content() == RUNAWAY_TEXT
+    assert server.runaway == 1
+
+
+# ------------------------------------------------------------ items 6-8: what the user is told
+
+
+def streamed_text(events: list[Any]) -> str:
+    """What a streaming UI showed: every text delta, in order."""
+    return "".join(e.delta for e in events if isinstance(e, TextBlockDeltaEvent))
+
+
+def message_texts(messages: list[dict[str, Any]]) -> list[str]:
+    """Every text part of a request's messages."""
+    out = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, str):
+            out.append(content)
+        elif isinstance(content, list):
+            out += [p.get("text", "") for p in content if isinstance(p, dict)]
+    return out
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 11 item 6: an answer claiming a cancel whose tool was refused is delivered as fact "
+    "(the report notes the claim, the user is not told)"
+))
+async def test_refused_action_is_not_delivered_as_done(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    ran = Ran()
+    claim = "Order A-1002 has been cancelled for you."
+    tools = dict(shop_config(finish=False).tools)
+    tools["cancel_order"] = ToolPolicy(role="mutation", identity_args=ID, claims=[r"has been cancell?ed"])
+    server.plan(
+        Reply(tool_calls=[("cancel_order", {"order_id": "A-1002", "user_id": "u-99"})]),
+        Reply(text=claim),
+    )
+    h, agent = real_agent(HarnessConfig(tools=tools), make_model(server), tools_of(ran, "cancel_order"))
+    events, final, report = await drive(h, agent, U42)
+    assert ran == []
+    assert report.unsupported_claims == ["cancel_order"]
+    assert report.terminal_state != TerminalState.COMPLETED
+    for shown in (final.get_text_content() or "", streamed_text(events)):
+        assert shown.strip() != claim  # withheld, or corrected next to the claim
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 11 item 7: a budget stop answers 'Here is where things stand;' with nothing of "
+    "what the successful calls found"
+))
+async def test_budget_stop_hands_over_what_was_found(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    ran = Ran()
+    server.plan(Reply(tool_calls=[("search", {"q": "mug"})], usage=(1_000_000, 0)), Reply(text="never"))
+    cost = CostPolicy(cap_usd=1.0, prices={"gpt-test": ModelPrice(input_per_mtok=0.97, output_per_mtok=0)})
+    h, agent = real_agent(shop_config(finish=False, cost=cost), make_model(server), tools_of(ran, "search"))
+    _, final, report = await drive(h, agent)
+    assert len(server.requests) == 1  # stopped without another model call
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "budget")
+    assert "red mug" in (final.get_text_content() or "")  # from the search result
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 11 item 7: the model is not told that its budget tier changed"
+))
+async def test_tier_change_is_told_to_the_model_prefix_safely(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    ran = Ran()
+    server.plan(
+        Reply(tool_calls=[("search", {"q": "mug"})], usage=(1_000_000, 0)),
+        Reply(text="A red mug.", usage=(1_000, 100)),
+    )
+    cost = CostPolicy(
+        cap_usd=1.0, prices={"gpt-test": ModelPrice(input_per_mtok=0.6, output_per_mtok=0.0)},
+        tier_models={"lite": make_model(server, model="gpt-lite")},
+    )
+    h, agent = real_agent(shop_config(finish=False, cost=cost), make_model(server), tools_of(ran, "search"))
+    await drive(h, agent)
+    first, second = server.requests
+    old = first["messages"]
+    assert canonical(second["messages"][:len(old)]) == canonical(old)
+    added = message_texts(second["messages"][len(old):])
+    assert any("<system-reminder>" in t and "budget" in t.lower() for t in added)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 11 item 8: when terminal_enforcer asks for another round, the stream shows the "
+    "first text answer and then the second one back to back"
+))
+async def test_enforcer_round_streams_one_answer(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    ran = Ran()
+    server.plan(
+        Reply(text="The red mug it is."),
+        Reply(tool_calls=[("deliver", {"answer": ANSWER})]),
+        Reply(text="Delivered."),
+    )
+    h, agent = real_agent(shop_config(), make_model(server), tools_of(ran, "search", "deliver"))
+    events, final, report = await drive(h, agent)
+    assert report.terminal_state == TerminalState.COMPLETED
+    assert streamed_text(events) == final.get_text_content()
+
+
+def echo_last_tool_message(body: dict[str, Any]) -> str:
+    """A model that echoes the fenced tool result and a code nobody issued."""
+    return f"Found: {body['messages'][-1]['content']} [harness:budget_low] See above."
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 11 item 8: echoed fence markers and [harness: codes the run did not issue reach "
+    "the stream"
+))
+async def test_echoed_markers_never_reach_the_stream(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    ran = Ran()
+    server.plan(Reply(tool_calls=[("search", {"q": "mug"})]), Reply(text=echo_last_tool_message))
+    h, agent = real_agent(shop_config(finish=False), make_model(server), tools_of(ran, "search"))
+    events, _, _ = await drive(h, agent)
+    shown = streamed_text(events)
+    assert "red mug" in shown  # progressively streamed, not withheld
+    assert "tool-output" not in shown and "[harness:" not in shown
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 11 item 8: a [harness: code the run did not issue, echoed by the model, stays in "
+    "the final answer"
+))
+async def test_echoed_markers_never_reach_the_final_answer(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    ran = Ran()
+    server.plan(Reply(tool_calls=[("search", {"q": "mug"})]), Reply(text=echo_last_tool_message))
+    h, agent = real_agent(shop_config(finish=False), make_model(server), tools_of(ran, "search"))
+    _, final, _ = await drive(h, agent)
+    text = final.get_text_content() or ""
+    assert "red mug" in text
+    assert "tool-output" not in text and "[harness:" not in text
