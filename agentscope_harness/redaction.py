@@ -49,23 +49,19 @@ def _fold(text: str) -> str:
 class _Shape:
     """One kind of secret: ``anchors`` (literals; lowercase when ``folded``,
     then matched on the lowercased text) followed by ``items`` (class, min,
-    max). ``boundary``: a class the character before the anchor must not be
-    in (a key is not the tail of a longer identifier)."""
+    max). No boundary before the anchor: a key glued to other text (another
+    key, an identifier) is still a key, and a false positive costs less
+    than a leak."""
 
     label: str
     anchors: tuple[str, ...]
     items: tuple[tuple[str, int, int | None], ...]
     folded: bool = False
-    boundary: str | None = None
 
     def opening(self) -> str:
-        """The anchors as a regex; the boundary check comes after the
-        literal, so ``re`` still finds the literal with its fast search."""
-        def guard(anchor: str) -> str:
-            return f"(?<!{self.boundary}[\\s\\S]{{{len(anchor)}}})" if self.boundary else ""
-
+        """The anchors as a regex (literals: ``re`` finds them with its fast search)."""
         ordered = sorted(self.anchors, key=len, reverse=True)
-        return "(?:" + "|".join(re.escape(a) + guard(a) for a in ordered) + ")"
+        return "(?:" + "|".join(re.escape(a) for a in ordered) + ")"
 
     def pattern(self) -> str:
         body = "".join(f"{cls}{{{lo},{'' if hi is None else hi}}}" for cls, lo, hi in self.items)
@@ -73,28 +69,25 @@ class _Shape:
 
 
 SHAPES: tuple[_Shape, ...] = (
-    _Shape("anthropic_key", ("sk-ant-",), ((_TOKEN, 20, None),), boundary=_TOKEN),
-    _Shape("openai_key", ("sk-",), ((_TOKEN, 20, None),), boundary=_TOKEN),
+    _Shape("anthropic_key", ("sk-ant-",), ((_TOKEN, 20, None),)),
+    _Shape("openai_key", ("sk-",), ((_TOKEN, 20, None),)),
     _Shape(
         "stripe_key",
         tuple(f"{a}_{b}_" for a in ("sk", "rk", "pk") for b in ("live", "test")),
-        (("[A-Za-z0-9]", 16, None),), boundary=_TOKEN,
+        (("[A-Za-z0-9]", 16, None),),
     ),
-    _Shape("aws_access_key", ("AKIA", "ASIA"), (("[0-9A-Z]", 16, 16),), boundary="[A-Za-z0-9]"),
+    _Shape("aws_access_key", ("AKIA", "ASIA"), (("[0-9A-Z]", 16, 16),)),
     _Shape(
         "github_token", tuple(f"gh{c}_" for c in "pousr"), (("[A-Za-z0-9]", 30, None),),
-        boundary=_TOKEN,
     ),
-    _Shape("github_token", ("github_pat_",), (("[A-Za-z0-9_]", 22, None),), boundary=_TOKEN),
-    _Shape("google_api_key", ("AIza",), ((r"[0-9A-Za-z_\-]", 35, 35),), boundary=_TOKEN),
+    _Shape("github_token", ("github_pat_",), (("[A-Za-z0-9_]", 22, None),)),
+    _Shape("google_api_key", ("AIza",), ((r"[0-9A-Za-z_\-]", 35, 35),)),
     _Shape(
         "slack_token", tuple(f"xox{c}-" for c in "abposr"), ((r"[A-Za-z0-9\-]", 10, None),),
-        boundary=_TOKEN,
     ),
     _Shape(
         "jwt", ("eyJ",),
         ((_TOKEN, 4, None), (r"\.", 1, 1), (_TOKEN, 4, None), (r"\.", 1, 1), (_TOKEN, 0, None)),
-        boundary=_TOKEN,
     ),
     _Shape(
         "bearer_token", ("bearer",),

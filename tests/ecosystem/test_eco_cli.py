@@ -132,8 +132,8 @@ def test_check_config_prints_the_effective_config_with_env_overrides(tmp_path, c
     assert main(["check-config", "--json", str(policy)]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["config"]["mode"] == "shadow"
-    assert data["config"]["ledgers"]["retrieval"] == {"cap": 8, "soft_at": 6}
-    assert data["config"]["cost"]["prices"]["gpt-4o-mini"] == {"input_per_mtok": 0.15, "output_per_mtok": 0.6}
+    assert data["config"]["ledgers"]["retrieval"] == {"cap": 8, "soft_at": 6, "on_exhausted": "stop"}
+    assert data["config"]["cost"]["prices"]["gpt-4o-mini"] == {"input_per_mtok": 0.15, "output_per_mtok": 0.6, "cached_input_per_mtok": None}
 
 
 def test_check_config_accepts_python_and_json(tmp_path, capsys):

@@ -194,7 +194,8 @@ async def test_search_gate_reads_candidates_from_tool_metadata():
 
 def priced(cap_usd=1.0, per_call=0.6, **kw) -> CostPolicy:
     # usage per scripted call: 100 input tokens, 10 output tokens
-    return CostPolicy(cap_usd=cap_usd, prices={"scripted": (per_call * 10_000, 0.0)}, **kw)
+    # the lite tier model is free, and says so: an unpriced model is a config error
+    return CostPolicy(cap_usd=cap_usd, prices={"scripted": (per_call * 10_000, 0.0), "lite": (0.0, 0.0)}, **kw)
 
 
 async def test_router_swaps_to_the_lite_model_when_half_the_money_is_gone():

@@ -209,10 +209,6 @@ async def test_identity_gating_refuses_another_users_id_and_the_tool_never_runs(
 # ------------------------------------------------------------ item 1: completed stays completed
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 11 item 1: after the finish tool succeeded, max_model_calls blocks AgentScope's "
-    "extra model call and the user gets the fallback text instead of the finished answer"
-))
 async def test_finished_answer_delivered_when_max_model_calls_is_reached(
     server: FakeOpenAI, make_model: Any, real_agent: Any,
 ) -> None:
@@ -228,10 +224,6 @@ async def test_finished_answer_delivered_when_max_model_calls_is_reached(
     assert len(server.requests) == 1  # the cap held
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 11 items 1+4: AgentScope's extra model call after a successful finish tool runs "
-    "past the deadline (1.3 s under 1 s) and the user gets its text, not the finished answer"
-))
 async def test_finished_answer_delivered_when_the_deadline_passes_in_the_last_call(
     server: FakeOpenAI, make_model: Any, real_agent: Any,
 ) -> None:
@@ -279,9 +271,6 @@ async def test_unpriced_model_is_never_charged_zero(
     assert report.spent_usd > 0 or report.model_calls == 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 11 item 3: tier models missing from CostPolicy.prices are not checked at construction"
-))
 async def test_unpriced_tier_model_is_refused_at_construction(
     server: FakeOpenAI, make_model: Any,
 ) -> None:
@@ -454,10 +443,6 @@ async def test_wrap_up_narrows_tool_choice_to_the_finish_tool(
     assert report.terminal_state == TerminalState.COMPLETED
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 11: after a text answer without the finish tool, terminal_enforcer only hints; "
-    "the next request's tool_choice is not narrowed to the finish tool"
-))
 async def test_enforcer_round_narrows_tool_choice_to_the_finish_tool(
     server: FakeOpenAI, make_model: Any, real_agent: Any,
 ) -> None:
