@@ -8,13 +8,8 @@ parent's deadline.
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Awaitable
 from contextvars import ContextVar
-from typing import TypeVar
-
-T = TypeVar("T")
 
 MIN_TIMEOUT_S = 0.05
 """Never clamp below this: 0 means "wait forever" to httpx and friends."""
@@ -56,15 +51,3 @@ def tighter(deadline: float | None, other: float | None) -> float | None:
         return deadline
     return min(deadline, other)
 
-
-async def bounded(awaitable: Awaitable[T], timeout_s: float | None, deadline: float | None) -> T:
-    """``awaitable`` bounded by ``timeout_s`` and by ``deadline`` (monotonic),
-    whichever comes first: a store or a hook that never answers must not
-    hold a run past its deadline. Raises ``TimeoutError`` when it runs out."""
-    limit = timeout_s
-    if deadline is not None:
-        left = max(deadline - time.monotonic(), MIN_TIMEOUT_S)
-        limit = left if limit is None else min(limit, left)
-    if limit is None:
-        return await awaitable
-    return await asyncio.wait_for(awaitable, limit)

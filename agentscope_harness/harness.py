@@ -17,7 +17,6 @@ from pydantic import BaseModel, ConfigDict
 from .calls import CallFlow
 from .config import EnvFlags, HarnessConfig, build_config
 from .context import HookContext
-from .deadline import bounded
 from .errors import DependencyDown, HarnessConfigError
 from .redaction import Redactor
 from .registry import HookSpec, collect
@@ -25,7 +24,7 @@ from .report import RunReport
 from .run_state import RunState, RunTable
 from .runner import HookRunner
 from .services import Breaker, Services
-from .stores import LedgerStore, MemoryStore, daily_left, store_timeout
+from .stores import LedgerStore, MemoryStore, bounded, daily_left, store_timeout
 
 log = logging.getLogger("agentscope_harness")
 
@@ -219,7 +218,8 @@ class Harness:
             return
         try:
             total = await bounded(
-                self.store.add_spend(root.principal.key, usd), store_timeout(self.store), root.deadline,
+                self.store.add_spend(root.principal.key, usd), "spend store",
+                store_timeout(self.store), root.deadline,
             )
         except Exception as exc:  # noqa: BLE001 - the store is a dependency: fail closed
             root.store_error = str(DependencyDown("spend store", exc))

@@ -28,12 +28,12 @@ from agentscope.message import Msg, TextBlock, ToolCallState, ToolResultBlock, T
 from agentscope.types import ReplyFinishedReason
 
 from .calls import result_view
-from .deadline import _DEADLINE, bounded, tighter
+from .deadline import _DEADLINE, tighter
 from .errors import DependencyDown
 from .outcome import WITHHELD_ANSWER, build_report, terminal_state
 from .report import RunReport, TerminalState
 from .run_state import CURRENT_RUN, RunState
-from .stores import daily_left, store_timeout
+from .stores import bounded, daily_left, store_timeout
 
 if TYPE_CHECKING:
     from .harness import Harness
@@ -146,11 +146,13 @@ class ReplyLifecycle:
             return
         store = self.harness.store
         try:
-            spent = await bounded(store.get_spend(run.principal.key), store_timeout(store), run.deadline)
+            spent = await bounded(
+                store.get_spend(run.principal.key), "spend store", store_timeout(store), run.deadline,
+            )
             run.daily_left_usd = daily_left(cost.daily_quota_usd, spent)
         except Exception as exc:  # noqa: BLE001 - fail the budget closed
             run.daily_left_usd = 0.0
-            run.store_error = str(DependencyDown("spend store", exc))
+            run.store_error = str(exc if isinstance(exc, DependencyDown) else DependencyDown("spend store", exc))
 
     # ------------------------------------------------------------ resume
 

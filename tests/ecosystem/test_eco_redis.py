@@ -77,11 +77,11 @@ async def test_day_keys_expire_and_days_are_kept_apart(redis_url, prefix):
     await store.add_spend("acme/u-42", 0.5, day="2020-01-01")
     client = aredis.Redis.from_url(redis_url)
     try:
-        key = f"{prefix}:{today()}:acme/u-42"
+        key = f"{prefix}:spend:{today()}:acme/u-42"
         assert float(await client.get(key)) == 1.25
         ttl = await client.ttl(key)
         assert 0 < ttl <= 2 * 86400
-        assert await client.ttl(f"{prefix}:2020-01-01:acme/u-42") > 0
+        assert await client.ttl(f"{prefix}:spend:2020-01-01:acme/u-42") > 0
     finally:
         await client.aclose()
     assert await store.get_spend("acme/u-42") == 1.25

@@ -1,0 +1,38 @@
+"""Where everything the harness shares between runs lives: daily spend and
+its reservations, circuit breakers, rate limits and concurrency leases.
+
+One protocol (``LedgerStore``), three stores: ``MemoryStore`` (one process,
+the default), ``SQLiteStore`` (one host, many processes) and ``RedisStore``
+(many hosts). A store that cannot answer within its ``timeout_s`` or the
+caller's ``deadline`` raises ``DependencyDown``: budgets and limits then fail
+closed."""
+
+from ._base import (
+    DEFAULT_TIMEOUT_S,
+    store_timeout,
+    BreakerDecision,
+    BreakerState,
+    LedgerStore,
+    SpendStore,
+    bounded,
+    daily_left,
+    today,
+)
+from .memory import MemoryStore
+from .redis import RedisStore
+from .sqlite import SQLiteStore
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "store_timeout",
+    "BreakerDecision",
+    "BreakerState",
+    "LedgerStore",
+    "MemoryStore",
+    "RedisStore",
+    "SQLiteStore",
+    "SpendStore",
+    "bounded",
+    "daily_left",
+    "today",
+]

@@ -1,0 +1,216 @@
+"""What every store shares: the protocol, the day, the time bound on a call
+and the pure decision rules (GCRA, breaker, quota fit) that MemoryStore and
+SQLiteStore apply and RedisStore's Lua scripts mirror line for line."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import inspect
+import math
+import time
+import uuid
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Literal, Protocol, TypeVar, runtime_checkable
+
+from ..errors import DependencyDown
+
+T = TypeVar("T")
+
+BreakerDecision = Literal["closed", "probe", "open"]
+"""``closed``: go. ``probe``: go, you are the one half-open probe; report the
+outcome with ``breaker_record``. ``open``: refuse."""
+BreakerState = Literal["closed", "open"]
+
+DEFAULT_TIMEOUT_S = 2.0
+MINUTE_S = 60.0
+
+
+def today() -> str:
+    """The UTC day the spend is charged to."""
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
+
+
+def daily_left(quota: float, spent: float) -> float:
+    """What is left of a daily quota; float residue of summed charges
+    (ten charges of 0.1 leave 1e-16 of 1.0) is nothing left."""
+    left = quota - spent
+    return left if left > 1e-9 * max(quota, 1.0) else 0.0
+
+
+def fits(quota: float, committed: float, held: float, usd: float) -> bool:
+    """Whether a reservation of ``usd`` fits beside the committed spend and
+    the live reservations; the same float tolerance as ``daily_left``, so
+    ten reservations of 0.1 fill a quota of 1.0."""
+    return committed + held + usd <= quota + 1e-9 * max(quota, 1.0)
+
+
+def new_reservation_id(day: str) -> str:
+    """A reservation id carries its day, so a call that settles after
+    midnight is charged to the day it reserved on."""
+    return f"{day}/{uuid.uuid4().hex}"
+
+
+def reservation_day(reservation_id: str) -> str:
+    day, sep, _ = reservation_id.partition("/")
+    if not sep:
+        raise ValueError(f"not a reservation id: {reservation_id!r}")
+    return day
+
+
+def new_lease_id() -> str:
+    return uuid.uuid4().hex
+
+
+def gcra(tat: float, now: float, per_min: int, cost: int) -> tuple[float, float]:
+    """One GCRA step (a token bucket of ``per_min`` refilled over a minute,
+    kept as one number: the theoretical arrival time ``tat``).
+
+    Returns ``(new_tat, 0.0)`` when admitted, ``(tat, wait_s)`` when not;
+    ``wait_s`` is ``inf`` for a cost above ``per_min`` (never admissible)."""
+    if per_min <= 0 or cost < 0:
+        raise ValueError(f"rate limit needs per_min > 0 and cost >= 0 (got {per_min}, {cost})")
+    if cost > per_min:
+        return tat, math.inf
+    new_tat = max(tat, now) + MINUTE_S * cost / per_min
+    allow_at = new_tat - MINUTE_S
+    if allow_at > now:
+        return tat, allow_at - now
+    return new_tat, 0.0
+
+
+@dataclass
+class Breaker:
+    """A tool's shared breaker. ``state`` ``half`` means a probe is out until
+    ``probe_until``; ``opened`` is when it last opened."""
+
+    state: str = "closed"
+    failures: int = 0
+    opened: float = 0.0
+    probe_until: float = 0.0
+
+
+def breaker_allow_step(b: Breaker, now: float, cooldown_s: float,
+                       probe_lease_s: float) -> BreakerDecision:
+    """Decide one call and claim the probe in ``b`` (mutated) when due."""
+    if b.state == "closed":
+        return "closed"
+    due = now >= b.opened + cooldown_s if b.state == "open" else now >= b.probe_until
+    if not due:
+        return "open"
+    b.state, b.probe_until = "half", now + probe_lease_s
+    return "probe"
+
+
+def breaker_record_step(b: Breaker, now: float, ok: bool, failures_to_open: int) -> BreakerState:
+    """Record an outcome into ``b`` (mutated). An open breaker ignores late
+    outcomes of calls admitted before it opened: only a probe closes it."""
+    if b.state == "open":
+        return "open"
+    if ok:
+        b.state, b.failures = "closed", 0
+        return "closed"
+    b.failures += 1
+    if b.state == "half" or b.failures >= failures_to_open:
+        b.state, b.opened = "open", now
+        return "open"
+    return "closed"
+
+
+def store_timeout(store: object) -> float:
+    """The bound of one call to ``store``: its own ``timeout_s``, if any."""
+    value = getattr(store, "timeout_s", None)
+    return float(value) if isinstance(value, (int, float)) else DEFAULT_TIMEOUT_S
+
+
+async def bounded(awaitable: Awaitable[T], what: str, timeout_s: float | None,
+                  deadline: float | None = None) -> T:
+    """Await a store call for at most ``timeout_s`` and not past ``deadline``
+    (a ``time.monotonic()`` instant); past either it is ``DependencyDown``.
+
+    A call that times out may still have happened on the server (it was sent);
+    every such outcome over-counts (a charge, a reservation or a lease held
+    until its TTL), never under-counts, so the limits stay safe."""
+    budget = timeout_s
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        budget = left if budget is None else min(budget, left)
+    if budget is not None and budget <= 0:
+        if inspect.iscoroutine(awaitable):
+            awaitable.close()
+        raise DependencyDown(what, "no time left before the deadline")
+    try:
+        return await asyncio.wait_for(awaitable, budget)
+    except asyncio.TimeoutError as exc:
+        raise DependencyDown(what, f"no answer within {budget:.3g} s") from exc
+
+
+@runtime_checkable
+class SpendStore(Protocol):
+    """The daily spend alone: what a store of version 0.1 provides."""
+
+    async def get_spend(self, key: str, day: str | None = None, *,
+                        deadline: float | None = None) -> float:
+        """USD committed by ``key`` on ``day`` (today by default)."""
+        ...
+
+    async def add_spend(self, key: str, usd: float, day: str | None = None, *,
+                        deadline: float | None = None) -> float:
+        """Add ``usd`` atomically; the new committed total."""
+        ...
+
+
+@runtime_checkable
+class LedgerStore(SpendStore, Protocol):
+    """Everything the harness shares between runs, processes and hosts.
+
+    Every method is atomic across all users of the same backend, raises
+    ``DependencyDown`` when the backend cannot answer within the store's
+    ``timeout_s`` or before ``deadline`` (a ``time.monotonic()`` instant),
+    and keeps nothing forever: reservations, probes and leases expire."""
+
+    async def reserve_spend(self, key: str, usd: float, quota: float, day: str | None = None, *,
+                            ttl_s: float = 300.0, deadline: float | None = None) -> str | None:
+        """Hold ``usd`` of the day's ``quota`` (committed spend plus live
+        reservations count); a reservation id, or None when it does not fit.
+        The hold lapses after ``ttl_s`` (a crashed process frees it)."""
+        ...
+
+    async def settle_spend(self, key: str, reservation_id: str, actual_usd: float,
+                           day: str | None = None, *, deadline: float | None = None) -> float:
+        """Replace the hold by what was spent (charged in full, even above the
+        hold or after it lapsed); the new committed total. ``day`` defaults
+        to the reservation's day."""
+        ...
+
+    async def breaker_allow(self, tool: str, cooldown_s: float, *, probe_lease_s: float = 60.0,
+                            deadline: float | None = None) -> BreakerDecision:
+        """``closed`` (go), ``probe`` (go: the one half-open probe across all
+        processes, held for ``probe_lease_s``) or ``open`` (refuse)."""
+        ...
+
+    async def breaker_record(self, tool: str, ok: bool, failures_to_open: int, *,
+                             deadline: float | None = None) -> BreakerState:
+        """Record a call's outcome; the new state. A success closes a
+        half-open breaker, a failed probe re-opens it for another cooldown,
+        ``failures_to_open`` consecutive failures open a closed one."""
+        ...
+
+    async def rate_acquire(self, key: str, per_min: int, cost: int = 1, *,
+                           deadline: float | None = None) -> float:
+        """Admit ``cost`` units (1 per call, or tokens) against ``per_min``:
+        0.0 when admitted, else the seconds until it would be (not admitted;
+        ``inf`` when ``cost > per_min``)."""
+        ...
+
+    async def lease_acquire(self, key: str, max_in_flight: int, lease_s: float, *,
+                            deadline: float | None = None) -> str | None:
+        """One of ``max_in_flight`` slots for ``lease_s`` seconds: a lease id,
+        or None when all are taken."""
+        ...
+
+    async def lease_release(self, key: str, lease_id: str, *,
+                            deadline: float | None = None) -> None:
+        """Free a slot (a lapsed or unknown lease is a no-op)."""
+        ...

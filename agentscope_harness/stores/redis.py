@@ -1,0 +1,277 @@
+"""The Redis store: many hosts behave as one harness.
+
+Every decision that reads then writes is one Lua script, so it is atomic on
+the server. The scripts read the clock with ``TIME`` on the server: all
+hosts share one clock, and a skewed worker clock cannot open a breaker early
+or admit a rate-limited call. Times are integer microseconds, written with
+``%.0f`` (Lua would otherwise print 16-digit numbers in ``%.14g``). Every
+key has a TTL. Assumes one Redis primary (with replicas or Sentinel if you
+like), not Redis Cluster: a principal's spend and its reservations are two
+keys read by one script."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar, cast
+
+from ..errors import DependencyDown
+from ._base import (
+    DEFAULT_TIMEOUT_S,
+    BreakerDecision,
+    BreakerState,
+    bounded,
+    new_lease_id,
+    new_reservation_id,
+    reservation_day,
+    today,
+)
+
+T = TypeVar("T")
+
+_NOW = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+local function num(x) return string.format('%.0f', x) end
+"""
+
+# KEYS: spend, holds. ARGV: id, usd, quota, hold_us, key_ttl_s.
+# Mirrors MemoryStore.reserve_spend and _base.fits.
+RESERVE = _NOW + """
+local committed = tonumber(redis.call('GET', KEYS[1]) or '0')
+local held = 0
+local holds = redis.call('HGETALL', KEYS[2])
+for i = 1, #holds, 2 do
+  local usd, untl = string.match(holds[i + 1], '^(%S+) (%S+)$')
+  if tonumber(untl) <= now then
+    redis.call('HDEL', KEYS[2], holds[i])
+  else
+    held = held + tonumber(usd)
+  end
+end
+local quota = tonumber(ARGV[3])
+if committed + held + tonumber(ARGV[2]) > quota + 1e-9 * math.max(quota, 1.0) then
+  return false
+end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2] .. ' ' .. num(now + tonumber(ARGV[4])))
+redis.call('EXPIRE', KEYS[2], ARGV[5])
+return 1
+"""
+
+# KEYS: spend, holds. ARGV: id, actual_usd, key_ttl_s.
+SETTLE = """
+redis.call('HDEL', KEYS[2], ARGV[1])
+local total = redis.call('INCRBYFLOAT', KEYS[1], ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return total
+"""
+
+# KEYS: breaker. ARGV: cooldown_us, probe_lease_us, key_ttl_s.
+# Mirrors _base.breaker_allow_step.
+BREAKER_ALLOW = _NOW + """
+local b = redis.call('HMGET', KEYS[1], 'state', 'opened', 'probe_until')
+local state = b[1]
+if not state or state == 'closed' then return 'closed' end
+local due
+if state == 'open' then
+  due = now >= tonumber(b[2]) + tonumber(ARGV[1])
+else
+  due = now >= tonumber(b[3])
+end
+if not due then return 'open' end
+redis.call('HSET', KEYS[1], 'state', 'half', 'probe_until', num(now + tonumber(ARGV[2])))
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return 'probe'
+"""
+
+# KEYS: breaker. ARGV: ok (1/0), failures_to_open, key_ttl_s.
+# Mirrors _base.breaker_record_step; a clean closed breaker is no key.
+BREAKER_RECORD = _NOW + """
+local b = redis.call('HMGET', KEYS[1], 'state', 'failures')
+local state = b[1] or 'closed'
+if state == 'open' then return 'open' end
+if ARGV[1] == '1' then
+  redis.call('DEL', KEYS[1])
+  return 'closed'
+end
+local failures = tonumber(b[2] or '0') + 1
+local result = 'closed'
+if state == 'half' or failures >= tonumber(ARGV[2]) then
+  redis.call('HSET', KEYS[1], 'state', 'open', 'opened', num(now))
+  result = 'open'
+end
+redis.call('HSET', KEYS[1], 'failures', failures)
+if result == 'closed' then redis.call('HSET', KEYS[1], 'state', 'closed') end
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return result
+"""
+
+# KEYS: rate. ARGV: per_min, cost. Mirrors _base.gcra (cost <= per_min is
+# checked by the caller). Returns the wait in microseconds, '0' if admitted.
+RATE = _NOW + """
+local minute = 60000000
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tat < now then tat = now end
+local new_tat = tat + minute * tonumber(ARGV[2]) / tonumber(ARGV[1])
+local allow_at = new_tat - minute
+if allow_at > now then return num(allow_at - now) end
+redis.call('SET', KEYS[1], num(new_tat), 'PX', math.floor((new_tat - now) / 1000) + 1)
+return '0'
+"""
+
+# KEYS: leases (sorted set by expiry). ARGV: id, max_in_flight, lease_us.
+LEASE = _NOW + """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', num(now))
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return false end
+redis.call('ZADD', KEYS[1], num(now + tonumber(ARGV[3])), ARGV[1])
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+redis.call('PEXPIRE', KEYS[1], math.floor((tonumber(last[2]) - now) / 1000) + 1)
+return 1
+"""
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:.0f}"
+
+
+class RedisStore:
+    """Redis store for many hosts. Needs the ``agentscope-harness[redis]`` extra.
+
+    Keys (``prefix`` default ``harness``): ``{prefix}:spend:{day}:{key}``
+    (committed USD, a float string) and ``{prefix}:holds:{day}:{key}`` (hash
+    of reservations) expire after ``ttl_days``; ``{prefix}:breaker:{tool}``
+    after ``state_ttl_s`` without a write; ``{prefix}:rate:{key}`` when the
+    bucket is full again; ``{prefix}:lease:{key}`` when its last lease lapses.
+
+    Every call is bounded by ``timeout_s`` (socket timeouts too) and the
+    caller's ``deadline``; an unreachable, slow or restarting server is
+    ``DependencyDown``. The connection pool reconnects by itself: when the
+    server is back, so is the store. A command that fails on a dropped
+    connection is sent once more; should the first one have run, that over-
+    counts (a charge twice, a slot held until its TTL), never under-counts."""
+
+    def __init__(self, url: str, prefix: str = "harness", ttl_days: int = 2, *,
+                 timeout_s: float = DEFAULT_TIMEOUT_S, state_ttl_s: int = 86400) -> None:
+        try:
+            import redis.asyncio as redis_asyncio
+            from redis.asyncio.retry import Retry
+            from redis.backoff import NoBackoff
+            from redis.exceptions import ConnectionError as RedisConnectionError
+            from redis.exceptions import RedisError
+        except ImportError as exc:  # pragma: no cover - depends on the extra
+            raise ImportError(
+                "RedisStore needs the redis extra: pip install 'agentscope-harness[redis]'",
+            ) from exc
+        self.url = url
+        self.prefix = prefix
+        self.ttl_s = ttl_days * 86400
+        self.state_ttl_s = state_ttl_s
+        self.timeout_s = timeout_s
+        self._what = f"Redis store {url}"
+        self._errors: tuple[type[BaseException], ...] = (RedisError, OSError)
+        self._client = redis_asyncio.Redis.from_url(
+            url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
+            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+        )
+        register = self._client.register_script
+        self._reserve, self._settle = register(RESERVE), register(SETTLE)
+        self._allow, self._record = register(BREAKER_ALLOW), register(BREAKER_RECORD)
+        self._rate, self._lease = register(RATE), register(LEASE)
+
+    def _key(self, kind: str, *parts: str) -> str:
+        return ":".join((self.prefix, kind, *parts))
+
+    async def _run(self, call: Callable[[], Awaitable[T]], deadline: float | None) -> T:
+        async def guarded() -> T:
+            try:
+                return await call()
+            except self._errors as exc:
+                raise DependencyDown(self._what, exc) from exc
+
+        return await bounded(guarded(), self._what, self.timeout_s, deadline)
+
+    async def _script(self, script: Any, keys: list[str], args: list[Any],
+                      deadline: float | None) -> Any:
+        return await self._run(lambda: cast(Awaitable[Any], script(keys=keys, args=args)), deadline)
+
+    # ------------------------------------------------------------ spend
+
+    async def get_spend(self, key: str, day: str | None = None, *,
+                        deadline: float | None = None) -> float:
+        name = self._key("spend", day or today(), key)
+        value = await self._run(lambda: self._client.get(name), deadline)
+        return float(value) if value is not None else 0.0
+
+    async def add_spend(self, key: str, usd: float, day: str | None = None, *,
+                        deadline: float | None = None) -> float:
+        name = self._key("spend", day or today(), key)
+
+        async def charge() -> float:
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.incrbyfloat(name, usd)
+                pipe.expire(name, self.ttl_s)
+                total, _ = await pipe.execute()
+            return float(total)
+
+        return await self._run(charge, deadline)
+
+    async def reserve_spend(self, key: str, usd: float, quota: float, day: str | None = None, *,
+                            ttl_s: float = 300.0, deadline: float | None = None) -> str | None:
+        day = day or today()
+        rid = new_reservation_id(day)
+        held = await self._script(
+            self._reserve, [self._key("spend", day, key), self._key("holds", day, key)],
+            [rid, repr(float(usd)), repr(float(quota)), _us(ttl_s), self.ttl_s], deadline)
+        return rid if held else None
+
+    async def settle_spend(self, key: str, reservation_id: str, actual_usd: float,
+                           day: str | None = None, *, deadline: float | None = None) -> float:
+        day = day or reservation_day(reservation_id)
+        total = await self._script(
+            self._settle, [self._key("spend", day, key), self._key("holds", day, key)],
+            [reservation_id, repr(float(actual_usd)), self.ttl_s], deadline)
+        return float(total)
+
+    # ---------------------------------------------------------- breakers
+
+    async def breaker_allow(self, tool: str, cooldown_s: float, *, probe_lease_s: float = 60.0,
+                            deadline: float | None = None) -> BreakerDecision:
+        ttl = max(self.state_ttl_s, math.ceil(cooldown_s + probe_lease_s) + 1)
+        decision = await self._script(self._allow, [self._key("breaker", tool)],
+                                      [_us(cooldown_s), _us(probe_lease_s), ttl], deadline)
+        return cast(BreakerDecision, decision.decode())
+
+    async def breaker_record(self, tool: str, ok: bool, failures_to_open: int, *,
+                             deadline: float | None = None) -> BreakerState:
+        state = await self._script(self._record, [self._key("breaker", tool)],
+                                   [1 if ok else 0, failures_to_open, self.state_ttl_s], deadline)
+        return cast(BreakerState, state.decode())
+
+    # ------------------------------------------------------- rate limits
+
+    async def rate_acquire(self, key: str, per_min: int, cost: int = 1, *,
+                           deadline: float | None = None) -> float:
+        if per_min <= 0 or cost < 0:
+            raise ValueError(f"rate limit needs per_min > 0 and cost >= 0 (got {per_min}, {cost})")
+        if cost > per_min:
+            return math.inf
+        wait_us = await self._script(self._rate, [self._key("rate", key)], [per_min, cost], deadline)
+        return float(wait_us) / 1e6
+
+    # ------------------------------------------------------------ leases
+
+    async def lease_acquire(self, key: str, max_in_flight: int, lease_s: float, *,
+                            deadline: float | None = None) -> str | None:
+        lid = new_lease_id()
+        got = await self._script(self._lease, [self._key("lease", key)],
+                                 [lid, max_in_flight, _us(lease_s)], deadline)
+        return lid if got else None
+
+    async def lease_release(self, key: str, lease_id: str, *,
+                            deadline: float | None = None) -> None:
+        name = self._key("lease", key)
+        await self._run(lambda: self._client.zrem(name, lease_id), deadline)
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._client.aclose()

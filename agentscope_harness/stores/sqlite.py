@@ -1,0 +1,244 @@
+"""The SQLite store: one host, many processes, one file."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from ..errors import DependencyDown
+from ._base import (
+    DEFAULT_TIMEOUT_S,
+    Breaker,
+    BreakerDecision,
+    BreakerState,
+    bounded,
+    breaker_allow_step,
+    breaker_record_step,
+    fits,
+    gcra,
+    new_lease_id,
+    new_reservation_id,
+    reservation_day,
+    today,
+)
+
+T = TypeVar("T")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS harness_spend (
+  key TEXT NOT NULL, day TEXT NOT NULL, usd REAL NOT NULL, PRIMARY KEY (key, day));
+CREATE TABLE IF NOT EXISTS harness_holds (
+  id TEXT PRIMARY KEY, key TEXT NOT NULL, day TEXT NOT NULL, usd REAL NOT NULL,
+  until REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS harness_holds_key ON harness_holds (key, day);
+CREATE TABLE IF NOT EXISTS harness_breakers (
+  tool TEXT PRIMARY KEY, state TEXT NOT NULL, failures INTEGER NOT NULL,
+  opened REAL NOT NULL, probe_until REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS harness_rates (key TEXT PRIMARY KEY, tat REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS harness_leases (
+  id TEXT PRIMARY KEY, key TEXT NOT NULL, until REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS harness_leases_key ON harness_leases (key, until);
+"""
+
+
+class SQLiteStore:
+    """SQLite file store, safe across processes on one host.
+
+    WAL journal; every write is one ``BEGIN IMMEDIATE`` transaction, so the
+    read-decide-write of a reservation, probe, rate step or lease is
+    serialised across processes. Blocking calls run in a thread
+    (``asyncio.to_thread``) bounded by ``timeout_s`` and the caller's
+    ``deadline``; SQLite's own lock wait is ``timeout_s`` too, so a thread
+    left behind by a timed-out call ends soon after. The clock is the host's
+    wall clock (``time.time``), the same for every process on the host.
+    Stale rows (rate entries, closed breakers) are at most one per key."""
+
+    def __init__(self, path: str, timeout_s: float = DEFAULT_TIMEOUT_S, *,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.path = path
+        self.timeout_s = timeout_s
+        self._clock = clock
+        self._what = f"SQLite store {path}"
+        try:
+            with self._connect() as conn:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.executescript(SCHEMA)
+        except sqlite3.Error as exc:
+            raise DependencyDown(self._what, exc) from exc
+
+    def _connect(self) -> sqlite3.Connection:
+        # A connection per call: a file that disappears is an outage at once,
+        # not a handle that keeps writing to an unlinked inode.
+        return sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None)
+
+    def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self._connect()
+        try:
+            return fn(conn)
+        finally:
+            conn.close()
+
+    def _write(self, fn: Callable[[sqlite3.Connection, float], T]) -> T:
+        """Run ``fn(conn, now)`` in one ``BEGIN IMMEDIATE`` transaction; the
+        clock is read once the write lock is held, so decisions happen in
+        clock order across processes."""
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            result = fn(conn, self._clock())
+            conn.execute("COMMIT")
+            return result
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        finally:
+            conn.close()
+
+    async def _run(self, fn: Callable[[], T], deadline: float | None) -> T:
+        async def call() -> T:
+            try:
+                return await asyncio.to_thread(fn)
+            except sqlite3.Error as exc:
+                raise DependencyDown(self._what, exc) from exc
+
+        return await bounded(call(), self._what, self.timeout_s, deadline)
+
+    # ------------------------------------------------------------ spend
+
+    async def get_spend(self, key: str, day: str | None = None, *,
+                        deadline: float | None = None) -> float:
+        day = day or today()
+        return await self._run(lambda: self._read(lambda c: _spent(c, key, day)), deadline)
+
+    async def add_spend(self, key: str, usd: float, day: str | None = None, *,
+                        deadline: float | None = None) -> float:
+        day = day or today()
+        return await self._run(lambda: self._write(lambda c, _: _charge(c, key, day, usd)), deadline)
+
+    async def reserve_spend(self, key: str, usd: float, quota: float, day: str | None = None, *,
+                            ttl_s: float = 300.0, deadline: float | None = None) -> str | None:
+        day = day or today()
+
+        def reserve(conn: sqlite3.Connection, now: float) -> str | None:
+            conn.execute("DELETE FROM harness_holds WHERE key=? AND day=? AND until<=?",
+                         (key, day, now))
+            held = conn.execute("SELECT COALESCE(SUM(usd), 0) FROM harness_holds "
+                                "WHERE key=? AND day=?", (key, day)).fetchone()[0]
+            if not fits(quota, _spent(conn, key, day), float(held), usd):
+                return None
+            rid = new_reservation_id(day)
+            conn.execute("INSERT INTO harness_holds(id, key, day, usd, until) VALUES (?,?,?,?,?)",
+                         (rid, key, day, usd, now + ttl_s))
+            return rid
+
+        return await self._run(lambda: self._write(reserve), deadline)
+
+    async def settle_spend(self, key: str, reservation_id: str, actual_usd: float,
+                           day: str | None = None, *, deadline: float | None = None) -> float:
+        day = day or reservation_day(reservation_id)
+
+        def settle(conn: sqlite3.Connection, _: float) -> float:
+            conn.execute("DELETE FROM harness_holds WHERE id=?", (reservation_id,))
+            return _charge(conn, key, day, actual_usd)
+
+        return await self._run(lambda: self._write(settle), deadline)
+
+    # ---------------------------------------------------------- breakers
+
+    async def breaker_allow(self, tool: str, cooldown_s: float, *, probe_lease_s: float = 60.0,
+                            deadline: float | None = None) -> BreakerDecision:
+        def allow(conn: sqlite3.Connection, now: float) -> BreakerDecision:
+            breaker = _breaker(conn, tool)
+            decision = breaker_allow_step(breaker, now, cooldown_s, probe_lease_s)
+            if decision == "probe":
+                _save_breaker(conn, tool, breaker)
+            return decision
+
+        def allow_or_claim() -> BreakerDecision:
+            # most calls meet a closed breaker (no row): no write lock for them
+            if self._read(lambda c: c.execute("SELECT 1 FROM harness_breakers WHERE tool=?",
+                                              (tool,)).fetchone()) is None:
+                return "closed"
+            return self._write(allow)
+
+        return await self._run(allow_or_claim, deadline)
+
+    async def breaker_record(self, tool: str, ok: bool, failures_to_open: int, *,
+                             deadline: float | None = None) -> BreakerState:
+        def record(conn: sqlite3.Connection, now: float) -> BreakerState:
+            breaker = _breaker(conn, tool)
+            state = breaker_record_step(breaker, now, ok, failures_to_open)
+            _save_breaker(conn, tool, breaker)
+            return state
+
+        return await self._run(lambda: self._write(record), deadline)
+
+    # ------------------------------------------------------- rate limits
+
+    async def rate_acquire(self, key: str, per_min: int, cost: int = 1, *,
+                           deadline: float | None = None) -> float:
+        def acquire(conn: sqlite3.Connection, now: float) -> float:
+            row = conn.execute("SELECT tat FROM harness_rates WHERE key=?", (key,)).fetchone()
+            tat, wait = gcra(float(row[0]) if row else now, now, per_min, cost)
+            if wait == 0.0:
+                conn.execute("INSERT INTO harness_rates(key, tat) VALUES (?, ?) "
+                             "ON CONFLICT(key) DO UPDATE SET tat=excluded.tat", (key, tat))
+            return wait
+
+        return await self._run(lambda: self._write(acquire), deadline)
+
+    # ------------------------------------------------------------ leases
+
+    async def lease_acquire(self, key: str, max_in_flight: int, lease_s: float, *,
+                            deadline: float | None = None) -> str | None:
+        def acquire(conn: sqlite3.Connection, now: float) -> str | None:
+            conn.execute("DELETE FROM harness_leases WHERE key=? AND until<=?", (key, now))
+            held = conn.execute("SELECT COUNT(*) FROM harness_leases WHERE key=?",
+                                (key,)).fetchone()[0]
+            if held >= max_in_flight:
+                return None
+            lid = new_lease_id()
+            conn.execute("INSERT INTO harness_leases(id, key, until) VALUES (?, ?, ?)",
+                         (lid, key, now + lease_s))
+            return lid
+
+        return await self._run(lambda: self._write(acquire), deadline)
+
+    async def lease_release(self, key: str, lease_id: str, *,
+                            deadline: float | None = None) -> None:
+        def release(conn: sqlite3.Connection, _: float) -> None:
+            conn.execute("DELETE FROM harness_leases WHERE id=? AND key=?", (lease_id, key))
+
+        await self._run(lambda: self._write(release), deadline)
+
+
+def _spent(conn: sqlite3.Connection, key: str, day: str) -> float:
+    row = conn.execute("SELECT usd FROM harness_spend WHERE key=? AND day=?", (key, day)).fetchone()
+    return float(row[0]) if row else 0.0
+
+
+def _charge(conn: sqlite3.Connection, key: str, day: str, usd: float) -> float:
+    conn.execute("INSERT INTO harness_spend(key, day, usd) VALUES (?, ?, ?) "
+                 "ON CONFLICT(key, day) DO UPDATE SET usd = usd + excluded.usd", (key, day, usd))
+    return _spent(conn, key, day)
+
+
+def _breaker(conn: sqlite3.Connection, tool: str) -> Breaker:
+    row = conn.execute("SELECT state, failures, opened, probe_until FROM harness_breakers "
+                       "WHERE tool=?", (tool,)).fetchone()
+    return Breaker(row[0], int(row[1]), float(row[2]), float(row[3])) if row else Breaker()
+
+
+def _save_breaker(conn: sqlite3.Connection, tool: str, b: Breaker) -> None:
+    if b.state == "closed" and b.failures == 0:
+        conn.execute("DELETE FROM harness_breakers WHERE tool=?", (tool,))
+        return
+    conn.execute("INSERT INTO harness_breakers(tool, state, failures, opened, probe_until) "
+                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT(tool) DO UPDATE SET state=excluded.state, "
+                 "failures=excluded.failures, opened=excluded.opened, "
+                 "probe_until=excluded.probe_until",
+                 (tool, b.state, b.failures, b.opened, b.probe_until))
