@@ -97,16 +97,17 @@ def _normalise(text: str) -> tuple[str, list[tuple[str, float]]]:
 # which instructions: all, yours, the previous ones
 _QUALIFIER = (
     r"(?:(?:all|the|of|any)\s+){0,2}(?:all|any|every|your|my|its|previous|prior|above|earlier|preceding"
-    r"|former|original|existing|initial|system|developer|safety|current|old)\s+(?:\w+\s+)?"
+    r"|former|original|existing|initial|system|developer|safety)\s+(?:\w+\s+)?"
 )
 _NOUN = (
     r"(?:instructions?|prompts?|rules|directions|directives|guidelines|guardrails|constraints"
     r"|policies|orders|commands|programming|context|messages)"
 )
 _OVERRIDE = (
-    rf"\b(?:ignore|disregard|forget|override|bypass|discard|abandon|drop)\s+{_QUALIFIER}{_NOUN}\b"
+    rf"\b(?:ignore|disregard|forget|override|bypass|discard|abandon)\s+{_QUALIFIER}{_NOUN}\b"
     rf"|\b(?:ignore|disregard|forget)\s+(?:everything|anything|all)\s+(?:above|before|else|previously|you(?:'ve| have| were)\b)"
-    r"|\b(?:previous|prior|above|earlier|original)\s+instructions\s+(?:are|is)\s+(?:void|obsolete|cancel+ed|revoked|no longer)"
+    r"|\b(?:previous|prior|above|earlier|original|your)\s+(?:\w+\s+)?(?:instructions|rules|guidelines|directions|prompts?)\s+"
+    r"(?:are\s+|is\s+)?(?:now\s+)?(?:void|obsolete|cancel+ed|revoked|invalid|no longer|do(?:es)? not apply)"
     # French, Spanish, Italian, Portuguese, German
     r"|\b(?:ignore[zs]?|oublie[zs]?|ne tiens pas compte de)\s+(?:de\s+)?(?:toutes\s+|tous\s+)?(?:les|tes|vos|des)\s+(?:\w+\s+){0,2}(?:instructions|consignes|directives|règles|ordres)"
     r"|\b(?:ignora|ignore|ignoren|olvida|olvide|olviden|descarta)\s+(?:todas\s+)?(?:las|tus|sus)\s+(?:\w+\s+){0,2}(?:instrucciones|indicaciones|reglas|órdenes|directrices)"
@@ -126,7 +127,8 @@ _ROLE = (
     r"|\bpretend (?:to be|you are|that you are)\b"
     r"|\byour (?:new|real|true|actual) (?:role|task|instructions?|goal|objective|job|purpose|orders?)\b"
     r"|\b(?:new|updated|revised|real|override) (?:system )?instructions?\s*:"
-    r"|\benter(?:ing)? (?:developer|god|debug|dan|admin) mode\b"
+    r"|\benter(?:ing)? (?:god|dan|jailbreak|unrestricted) mode\b"
+    r"|\b(?:with|have|has|without) (?:no|any) (?:restrictions|rules|limits|filters|content polic(?:y|ies)|safety rules)\b"
     r"|\bdo anything now\b"
     r"|你现在是|从现在开始[,，]?\s*你|tu es maintenant|ahora eres|du bist (?:jetzt|nun)|a partir de ahora,? (?:eres|tu|debes)"
     r"|à partir de maintenant,? tu"
@@ -138,26 +140,32 @@ _SYSTEM_PROMPT = (
     r"|(?:输出|显示|告诉我|泄露)[^\n。]{0,8}(?:系统提示|提示词|指令)"
 )
 _SECRECY = (
-    r"\b(?:do not|don't|never|without)\s+(?:tell(?:ing)?|inform(?:ing)?|mention(?:ing)?|alert(?:ing)?|notify(?:ing)?|let(?:ting)?|warn(?:ing)?)\s+(?:the\s+)?(?:user|human|customer|operator)"
+    r"\b(?:do not|don't|never|without)\s+(?:tell|inform|mention|alert|notify|let|warn|reveal|say)\w*\s+"
+    r"(?:\w+\s+){0,3}?(?:to\s+)?(?:the\s+)?(?:user|human|customer|operator)\b"
     r"|\b(?:keep|hide) (?:this|it|these)\s+(?:\w+\s+)?(?:secret|hidden) from (?:the\s+)?(?:user|human)"
     r"|\bthe user (?:must|should) not (?:know|see|find out)"
     r"|ne (?:le |la |les )?dis (?:rien |pas )(?:à|a) l'utilisateur|no (?:le )?(?:digas|informes|menciones)[^\n]{0,20}al usuario"
     r"|(?:sag|erzähl|verrate)[^\n]{0,20}(?:nicht|nichts)[^\n]{0,20}(?:dem )?(?:benutzer|nutzer)|不要告诉用户|别告诉用户"
 )
-_ADDRESSED = (
-    r"\b(?:note|message|instructions?|attention|important|notice|reminder|memo)\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?"
-    r"(?:ai|assistant|llm|language model|chatbot|bot|ai agent|model|gpt|claude|copilot)s?\b"
-    r"|\b(?:dear|hey|hello|hi|attention|attn)[,:]?\s+(?:ai|assistant|llm|chatbot|ai agent|model|gpt|claude|chatgpt)\b"
+_AI = r"(?:ai|a\.i\.|llm|large language model|language model|chatbot|chatgpt|gpt|claude|ai agent|ai assistant)s?\b"
+_ADDRESSED_AI = (
+    rf"\b(?:note|message|instructions?|attention|important|notice|reminder|memo)\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?{_AI}"
+    rf"|\b(?:dear|hey|hello|hi|attention|attn)[,:]?\s+{_AI}"
     r"|\bif you are an? (?:ai|llm|large language model|language model|assistant|bot|ai agent|automated agent|chatbot)\b"
     r"|\b(?:ai|assistant|llm|agent|model)s? (?:reading|processing|summari[sz]ing|parsing) this\b"
     r"|\bwhen (?:you )?(?:summari[sz]e|summari[sz]ing|process|processing|read|reading) this (?:page|document|email|text|content|result)"
+)
+# "note to the assistant" is also what an office email says to a person
+_ADDRESSED = (
+    r"\b(?:note|message|instructions?|attention|notice|reminder|memo)\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?"
+    r"(?:assistant|model|bot|agent)s?\b(?!\s+(?:manager|director|professor|editor|coach|principal))"
 )
 _TOOL_DIRECTIVE = (
     r"\b(?:call|invoke|use|run|execute|trigger)\s+(?:the\s+)?[`'\"]?[a-z_][\w.\-]{0,40}[`'\"]?\s+(?:tool|function)\s+(?:with|using|passing|to)\b"
     r"|\b(?:immediately|now|then|next|first)\s+(?:call|invoke|execute|run)\s+(?:the\s+)?[`'\"]?[a-z_][\w.\-]{0,40}[`'\"]?(?:\s+(?:tool|function))?\s*(?:with|\()"
 )
 _EXFIL = (
-    r"\b(?:send|forward|upload|e-?mail|transmit|exfiltrate|leak|post|append|attach|include)\s+(?:\w+\s+){0,4}?"
+    r"\b(?:send|forward|upload|e-?mail|transmit|exfiltrate|leak|post|append|attach|include)\s+(?:[\w']+\s+){0,4}?"
     r"(?:conversation|chat history|history|system prompt|api[ _-]?keys?|passwords?|credentials|secrets?|personal data"
     r"|user(?:'s)? (?:data|details|information|emails?|address)|previous messages|session tokens?|cookies|tokens?"
     r"|everything above|all (?:the )?data|memory|contents?)\b[^\n]{0,60}?\b(?:to|at|into)\s+(?:https?://|www\.|[\w.+\-]+@[\w\-]+\.)"
@@ -172,8 +180,10 @@ _ROLE_MARKER = (
     r"|\[/?INST\]|<</?SYS>>|^#{2,4}\s*(?:instructions?|system|new instructions?|system prompt)\s*:?\s*$"
 )
 _ROLE_LINE = r"^\s*(?:system|assistant|developer)\s*:\s*\S"
-_TOOL_JSON = (
-    r"\{\s*\"(?:name|function|tool|tool_name)\"\s*:\s*\"[\w.\-]{1,64}\"\s*,\s*\"(?:arguments|parameters|args|input|tool_input)\"\s*:"
+_TOOL_JSON = (  # the quotes may be escaped: the call can sit inside a JSON string
+    r"\{\s*\\?\"(?:name|function|tool|tool_name)\\?\"\s*:\s*\\?\"[\w.\-]{1,64}\\?\"\s*,\s*"
+    r"\\?\"(?:arguments|parameters|args|input|tool_input)\\?\"\s*:"
+    r"|<parameter name="
 )
 _TOOL_TAG = r"</?(?:tool_call|function_call|tool_use|function_calls|tool_code|invoke)\b|<function=\w"
 _FENCE = r"<\s*/?\s*tool-output|&lt;\s*/?\s*tool-output|\[harness(?:\(unverified\))?:|</?(?:tool_result|tool_response|function_results)>"
@@ -187,11 +197,12 @@ _RULES: list[tuple[str, re.Pattern[str], float, bool]] = [
         ("role_reassignment", _ROLE, 0.55, True),
         ("prompt_extraction", _SYSTEM_PROMPT, 0.5, True),
         ("secrecy", _SECRECY, 0.5, True),
-        ("addressed_to_model", _ADDRESSED, 0.45, True),
+        ("addressed_to_ai", _ADDRESSED_AI, 0.55, True),
+        ("addressed_to_assistant", _ADDRESSED, 0.35, True),
         ("tool_directive", _TOOL_DIRECTIVE, 0.3, False),
         ("exfiltration", _EXFIL, 0.55, True),
         ("markdown_exfiltration", _MD_IMAGE_EXFIL, 0.55, False),
-        ("role_marker", _ROLE_MARKER, 0.55, False),
+        ("role_marker", _ROLE_MARKER, 0.45, False),
         ("role_line", _ROLE_LINE, 0.25, False),
         ("tool_call_json", _TOOL_JSON, 0.35, False),
         ("tool_call_tag", _TOOL_TAG, 0.45, False),
@@ -200,8 +211,11 @@ _RULES: list[tuple[str, re.Pattern[str], float, bool]] = [
     )
 ]
 
+# a quote opened mid-sentence ('phrases like "ignore ..."'), not a JSON value
+# or a code string ('"review": "Ignore ...'), or a reporting word just before
 _REPORTED = re.compile(
-    r"(?:[\"'“‘«„`]\s*|\b(?:like|as|e\.g\.|such as|says?|said|writes?|wrote|phrases?|strings?|text|called"
+    r"(?:[^\W\d_]\s?[\"'“‘«„「`]\s*|\b(?:like|as|e\.g\.|such as|says?|said|writes?|wrote|phrases?|strings?|text|called"
+    r"|comme|como|wie"
     r"|known as|contain(?:s|ing)?|includ(?:e|es|ing)|with|the model to|the llm to|the ai to|the agent to"
     r"|the assistant to|models? to|agents? to|it to|them to|attackers? to|don't|do not|never|not)\s*[\"'“‘«„`]?\s*)$",
     re.IGNORECASE,
