@@ -98,12 +98,12 @@ def luhn_valid(number: str) -> bool:
 
 
 # Countries that issue IBANs (ISO 13616 registry).
-IBAN_COUNTRIES = frozenset(
+_COUNTRIES = (
     "AD AE AL AT AZ BA BE BG BH BI BR BY CH CR CY CZ DE DJ DK DO EE EG ES FI FK FO FR GB GE "
     "GI GL GR GT HR HU IE IL IQ IS IT JO KW KZ LB LC LI LT LU LV LY MC MD ME MK MN MR MT MU "
-    "NI NL NO OM PK PL PS PT QA RO RS RU SA SC SD SE SI SK SM SO ST SV TL TN TR UA VA VG XK "
-    "YE".split(),
+    "NI NL NO OM PK PL PS PT QA RO RS RU SA SC SD SE SI SK SM SO ST SV TL TN TR UA VA VG XK YE"
 )
+IBAN_COUNTRIES = frozenset(_COUNTRIES.split(" "))
 
 
 def iban_valid(value: str) -> bool:
@@ -161,14 +161,14 @@ def _iban_accept(value: str) -> int:
     if value[:2] not in IBAN_COUNTRIES or not value[2:4].isdigit():
         return 0
     groups = value.split(" ")
-    n = 1
-    while n < len(groups) and len(groups[n - 1]) == 4:  # only the last group may be short
-        n += 1
-    for n in range(n, 0, -1):
+    most = 1
+    while most < len(groups) and len(groups[most - 1]) == 4:  # only the last group may be short
+        most += 1
+    for n in range(most, 0, -1):
         compact = "".join(groups[:n])
-        if 15 <= len(compact) <= 34:
-            if int((compact[4:] + compact[:4]).translate(_LETTER_DIGITS)) % 97 == 1:
-                return len(" ".join(groups[:n]))
+        rearranged = (compact[4:] + compact[:4]).translate(_LETTER_DIGITS)
+        if 15 <= len(compact) <= 34 and int(rearranged) % 97 == 1:
+            return len(" ".join(groups[:n]))
     return 0
 
 
@@ -190,7 +190,7 @@ def _phone_valid(value: str) -> bool:
     return value[0] != "0" or 10 <= len(digits) <= 11
 
 
-def _ip_accept(cls: type[ipaddress.IPv4Address] | type[ipaddress.IPv6Address]) -> Callable[[str], int]:
+def _ip_accept(cls: type[ipaddress.IPv4Address | ipaddress.IPv6Address]) -> Callable[[str], int]:
     def accept(value: str) -> int:
         if cls is ipaddress.IPv6Address and not any(ch.isdigit() for ch in value):
             return 0
