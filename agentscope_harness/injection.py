@@ -71,9 +71,21 @@ _MIXED_WORD = re.compile(
 )
 
 
+_JSON_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
+
+
+def _unescape_json(text: str) -> str:
+    """JSON's ``\\uXXXX`` escapes, decoded: a JSON tool result escapes every
+    invisible, Cyrillic or CJK character, which would hide it from the rules."""
+    decoded = _JSON_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
+    return decoded.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def _normalise(text: str) -> tuple[str, list[tuple[str, float]]]:
     """The view the patterns read, and the signals the normalising found."""
     found: list[tuple[str, float]] = []
+    if "\\u" in text:
+        text = _unescape_json(text)
     if not text.isascii():
         tags = len(_TAG.findall(_TAG_FLAG.sub("", text)))
         if tags:
@@ -177,7 +189,7 @@ _MD_IMAGE_EXFIL = (
 )
 _ROLE_MARKER = (
     r"<\|(?:im_start|im_end|system|user|assistant|endoftext|eot_id|start_header_id|end_header_id)\|>"
-    r"|\[/?INST\]|<</?SYS>>|^#{2,4}\s*(?:instructions?|system|new instructions?|system prompt)\s*:?\s*$"
+    r"|\[/?inst\]|<</?sys>>|^#{2,4}\s*(?:instructions?|system|new instructions?|system prompt)\s*:?\s*$"
 )
 _ROLE_LINE = r"^\s*(?:system|assistant|developer)\s*:\s*\S"
 _TOOL_JSON = (  # the quotes may be escaped: the call can sit inside a JSON string
@@ -191,7 +203,8 @@ _DECODE_HINT = r"\b(?:decode|decrypt|base64|rot13)\b[^\n]{0,60}?\b(?:follow|exec
 
 # (signal, pattern, weight, discounted when quoted or reported)
 _RULES: list[tuple[str, re.Pattern[str], float, bool]] = [
-    (name, re.compile(pattern, re.IGNORECASE | re.MULTILINE), weight, reported)
+    # the patterns are lower-case and read a lower-cased view: IGNORECASE is several times slower
+    (name, re.compile(pattern, re.MULTILINE), weight, reported)
     for name, pattern, weight, reported in (
         ("override", _OVERRIDE, 0.75, True),
         ("role_reassignment", _ROLE, 0.55, True),
@@ -212,13 +225,13 @@ _RULES: list[tuple[str, re.Pattern[str], float, bool]] = [
 ]
 
 # a quote opened mid-sentence ('phrases like "ignore ..."'), not a JSON value
-# or a code string ('"review": "Ignore ...'), or a reporting word just before
+# or a code string ('"review": "Ignore ...'), or a reporting word just before;
+# the quote may be JSON-escaped
 _REPORTED = re.compile(
-    r"(?:[^\W\d_]\s?[\"'“‘«„「`]\s*|\b(?:like|as|e\.g\.|such as|says?|said|writes?|wrote|phrases?|strings?|text|called"
+    r"(?:[^\W\d_]\s?\\?[\"'“‘«„「`]\s*|\b(?:like|as|e\.g\.|such as|says?|said|writes?|wrote|phrases?|strings?|text|called"
     r"|comme|como|wie"
     r"|known as|contain(?:s|ing)?|includ(?:e|es|ing)|with|the model to|the llm to|the ai to|the agent to"
-    r"|the assistant to|models? to|agents? to|it to|them to|attackers? to|don't|do not|never|not)\s*[\"'“‘«„`]?\s*)$",
-    re.IGNORECASE,
+    r"|the assistant to|models? to|agents? to|it to|them to|attackers? to|don't|do not|never|not)\s*\\?[\"'“‘«„`]?\s*)$",
 )
 _REPORTED_DISCOUNT = 0.3
 
@@ -259,7 +272,8 @@ class HeuristicDetector:
         return InjectionVerdict(round(score, 4), [name for name, _ in signals], self.threshold)
 
     def _signals(self, text: str, decode: bool) -> list[tuple[str, float]]:
-        view, found = _normalise(text)
+        normal, found = _normalise(text)
+        view = normal.lower()
         for name, pattern, weight, reported in _RULES:
             best = 0.0
             for match in pattern.finditer(view):
@@ -272,7 +286,7 @@ class HeuristicDetector:
             if best:
                 found.append((name if best == weight else f"{name}(reported)", best))
         if decode:  # one level: a blob inside a blob is not decoded
-            for blob in _decoded_blobs(view):
+            for blob in _decoded_blobs(normal):
                 inner = self._signals(blob, decode=False)
                 if inner:
                     found.append(("encoded_instructions", _noisy_or(w for _, w in inner)))

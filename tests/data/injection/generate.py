@@ -349,9 +349,9 @@ def build() -> list[dict[str, str]]:
     rows += [{"text": t, "label": "benign", "style": "misc"} for t in BENIGN_EXTRA]
     # benign texts in carriers too, so a carrier alone is never the tell
     pool = [s for _, s in SEARCH] + BENIGN_EXTRA + ARTICLES[:8]
-    for name, carrier in CARRIERS.items():
+    for name, wrap in CARRIERS.items():
         for text in rng.sample(pool, 6):
-            rows.append({"text": carrier(text), "label": "benign", "style": f"carrier_{name}"})
+            rows.append({"text": wrap(text), "label": "benign", "style": f"carrier_{name}"})
     # a few benign texts with emoji joiners, RTL marks and a flag (legitimate invisible characters)
     rows += [
         {"text": "Family trip 👨\u200d👩\u200d👧 was great, see photos!", "label": "benign", "style": "unicode"},
