@@ -1,0 +1,302 @@
+"""Injected instructions in tool results: a heuristic score for text that
+addresses the assistant instead of informing it, and the protocol a
+classifier implements to replace it.
+
+The heuristic looks at a normalised view of the text (NFKC, invisible
+characters removed, look-alike letters mapped to Latin when words mix
+scripts), so ``іgnore`` with a Cyrillic ``і`` or ``ig\u200bnore`` read as
+``ignore``. Each signal has a weight; the score is their noisy-OR, so two
+weak signals together can reach the threshold that neither reaches alone.
+Phrases that are quoted or reported ("phrases like 'ignore previous
+instructions'", "tells the model to ignore ...") count for much less: the
+hard negatives are articles *about* prompt injection. Base64 blobs are
+decoded and scored once, so an encoded instruction scores like a plain one.
+
+Every pattern has bounded repetition, so scanning is linear in the text.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+DEFAULT_THRESHOLD = 0.5
+
+
+@dataclass(frozen=True)
+class InjectionVerdict:
+    """A score in [0, 1], the names of the signals behind it, and the
+    threshold of the detector that produced it."""
+
+    score: float
+    signals: list[str] = field(default_factory=list)
+    threshold: float = DEFAULT_THRESHOLD
+
+    @property
+    def flagged(self) -> bool:
+        return self.score >= self.threshold
+
+
+@runtime_checkable
+class InjectionDetector(Protocol):
+    """What the harness calls on a tool result. Synchronous and cheap: a
+    slow classifier should cache, or be run by the caller in a thread."""
+
+    def score(self, text: str) -> InjectionVerdict: ...
+
+
+# --- normalisation ----------------------------------------------------------
+
+_ZERO_WIDTH = "\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff\u180e"
+_BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+_INVISIBLE = re.compile(f"[{_ZERO_WIDTH}{_BIDI}\U000e0000-\U000e007f]")
+# a zero-width character between two letters hides a word from a keyword filter
+_HIDDEN_IN_WORD = re.compile(f"[A-Za-z][{_ZERO_WIDTH}]+(?=[A-Za-z])")
+_BIDI_OVERRIDE = re.compile("[\u202a-\u202e\u2066-\u2069]")
+# the subdivision flags (England, Scotland, Wales) are the one legitimate use of tag characters
+_TAG_FLAG = re.compile("\U0001f3f4[\U000e0061-\U000e007a]{2,7}\U000e007f")
+_TAG = re.compile("[\U000e0000-\U000e007f]")
+
+_CONFUSABLES = str.maketrans(
+    "аеорсухіјԁһӏѕԛԝАВЕКМНОРСТХІЈЅοαντιρκΑΒΕΗΙΚΜΝΟΡΤΧΥΖ",
+    "aeopcyxijdhlsqwABEKMHOPCTXIJSoavtipkABEHIKMNOPTXYZ",
+)
+_MIXED_WORD = re.compile(
+    r"[A-Za-z][\u0370-\u03ff\u0400-\u04ff]|[\u0370-\u03ff\u0400-\u04ff][A-Za-z]",
+)
+
+
+_JSON_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
+
+
+def _unescape_json(text: str) -> str:
+    """JSON's ``\\uXXXX`` escapes, decoded: a JSON tool result escapes every
+    invisible, Cyrillic or CJK character, which would hide it from the rules."""
+    decoded = _JSON_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
+    return decoded.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _normalise(text: str) -> tuple[str, list[tuple[str, float]]]:
+    """The view the patterns read, and the signals the normalising found."""
+    found: list[tuple[str, float]] = []
+    if "\\u" in text:
+        text = _unescape_json(text)
+    if not text.isascii():
+        tags = len(_TAG.findall(_TAG_FLAG.sub("", text)))
+        if tags:
+            found.append(("tag_characters", 0.8 if tags > 2 else 0.5))
+        hidden = len(_HIDDEN_IN_WORD.findall(text))
+        if hidden:
+            found.append(("zero_width_in_words", 0.6 if hidden > 2 else 0.35))
+        if _BIDI_OVERRIDE.search(text):
+            found.append(("bidi_override", 0.35))
+        text = unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
+        mixed = len(_MIXED_WORD.findall(text))
+        if mixed:
+            found.append(("homoglyph_mixing", 0.5 if mixed > 2 else 0.25))
+            text = text.translate(_CONFUSABLES)
+    return text, found
+
+
+# --- patterns ---------------------------------------------------------------
+
+# "ignore the instructions in section 2" is documentation; an override names
+# which instructions: all, yours, the previous ones
+_QUALIFIER = (
+    r"(?:(?:all|the|of|any)\s+){0,2}(?:all|any|every|your|my|its|previous|prior|above|earlier|preceding"
+    r"|former|original|existing|initial|system|developer|safety)\s+(?:\w+\s+)?"
+)
+_NOUN = (
+    r"(?:instructions?|prompts?|rules|directions|directives|guidelines|guardrails|constraints"
+    r"|policies|orders|commands|programming|context|messages)"
+)
+_OVERRIDE = (
+    rf"\b(?:ignore|disregard|forget|override|bypass|discard|abandon)\s+{_QUALIFIER}{_NOUN}\b"
+    rf"|\b(?:ignore|disregard|forget)\s+(?:everything|anything|all)\s+(?:above|before|else|previously|you(?:'ve| have| were)\b)"
+    r"|\b(?:previous|prior|above|earlier|original|your)\s+(?:\w+\s+)?(?:instructions|rules|guidelines|directions|prompts?)\s+"
+    r"(?:are\s+|is\s+)?(?:now\s+)?(?:void|obsolete|cancel+ed|revoked|invalid|no longer|do(?:es)? not apply)"
+    # French, Spanish, Italian, Portuguese, German
+    r"|\b(?:ignore[zs]?|oublie[zs]?|ne tiens pas compte de)\s+(?:de\s+)?(?:toutes\s+|tous\s+)?(?:les|tes|vos|des)\s+(?:\w+\s+){0,2}(?:instructions|consignes|directives|règles|ordres)"
+    r"|\b(?:ignora|ignore|ignoren|olvida|olvide|olviden|descarta)\s+(?:todas\s+)?(?:las|tus|sus)\s+(?:\w+\s+){0,2}(?:instrucciones|indicaciones|reglas|órdenes|directrices)"
+    r"|\bignora\s+(?:tutte\s+)?(?:le\s+)?(?:\w+\s+){0,2}istruzioni"
+    r"|\b(?:ignore|esqueça|esqueca)\s+(?:todas\s+)?(?:as\s+)?(?:\w+\s+){0,2}instruções"
+    r"|\b(?:ignoriere|ignorier|ignorieren sie|vergiss|vergessen sie|missachte)\s+(?:\w+\s+){0,3}(?:anweisungen|instruktionen|befehle|regeln|vorgaben|anordnungen)"
+    # Chinese, Japanese, Russian, Korean
+    r"|(?:忽略|无视|忘记|忘掉|不要理会|忽视|無視)[^\n。]{0,12}(?:指令|指示|说明|規則|规则|提示|命令)"
+    r"|(?:以前|前|上記|これまで)の(?:指示|命令|ルール)を(?:無視|忘れ)"
+    r"|(?:игнорируй|проигнорируй|забудь|игнорируйте|забудьте)[^\n.]{0,30}(?:инструкции|указания|правила)"
+    r"|이전\s*(?:지시|명령)\S{0,3}\s*무시"
+)
+_ROLE = (
+    r"\byou are now (?:an? |the |in )?(?:unrestricted|unfiltered|uncensored|jailbroken|evil|different|new|free|dan\b|(?:developer|debug|god|admin) mode)"
+    r"|\bfrom now on,? you (?:are|will|must|shall|should)\b"
+    r"|\b(?:act|behave) as (?:an? )?(?:unrestricted|jailbroken|unfiltered|dan\b|evil)"
+    r"|\bpretend (?:to be|you are|that you are)\b"
+    r"|\byour (?:new|real|true|actual) (?:role|task|instructions?|goal|objective|job|purpose|orders?)\b"
+    r"|\b(?:new|updated|revised|real|override) (?:system )?instructions?\s*:"
+    r"|\benter(?:ing)? (?:god|dan|jailbreak|unrestricted) mode\b"
+    r"|\b(?:with|have|has|without) (?:no|any) (?:restrictions|rules|limits|filters|content polic(?:y|ies)|safety rules)\b"
+    r"|\bdo anything now\b"
+    r"|你现在是|从现在开始[,，]?\s*你|tu es maintenant|ahora eres|du bist (?:jetzt|nun)|a partir de ahora,? (?:eres|tu|debes)"
+    r"|à partir de maintenant,? tu"
+)
+_SYSTEM_PROMPT = (
+    r"\b(?:reveal|print|show|output|repeat|leak|disclose|display|dump|tell me|give me|write out|echo|share)\s+"
+    r"(?:me\s+)?(?:your|the|all|its)\s+(?:\w+\s+){0,2}?(?:system prompt|hidden prompt|initial prompt|instructions|prompt|secrets?|api keys?|credentials|passwords?|configuration)\b"
+    r"|\b(?:révèle|affiche|montre|muestra|revela|zeige|verrate|gib)\s+(?:\w+\s+){0,3}(?:prompt|instructions|instrucciones|anweisungen|systemprompt)"
+    r"|(?:输出|显示|告诉我|泄露)[^\n。]{0,8}(?:系统提示|提示词|指令)"
+)
+_SECRECY = (
+    r"\b(?:do not|don't|never|without)\s+(?:tell|inform|mention|alert|notify|let|warn|reveal|say)\w*\s+"
+    r"(?:\w+\s+){0,3}?(?:to\s+)?(?:the\s+)?(?:user|human|customer|operator)\b"
+    r"|\b(?:keep|hide) (?:this|it|these)\s+(?:\w+\s+)?(?:secret|hidden) from (?:the\s+)?(?:user|human)"
+    r"|\bthe user (?:must|should) not (?:know|see|find out)"
+    r"|ne (?:le |la |les )?dis (?:rien |pas )(?:à|a) l'utilisateur|no (?:le )?(?:digas|informes|menciones)[^\n]{0,20}al usuario"
+    r"|(?:sag|erzähl|verrate)[^\n]{0,20}(?:nicht|nichts)[^\n]{0,20}(?:dem )?(?:benutzer|nutzer)|不要告诉用户|别告诉用户"
+)
+_AI = r"(?:ai|a\.i\.|llm|large language model|language model|chatbot|chatgpt|gpt|claude|ai agent|ai assistant)s?\b"
+_ADDRESSED_AI = (
+    rf"\b(?:note|message|instructions?|attention|important|notice|reminder|memo)\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?{_AI}"
+    rf"|\b(?:dear|hey|hello|hi|attention|attn)[,:]?\s+{_AI}"
+    r"|\bif you are an? (?:ai|llm|large language model|language model|assistant|bot|ai agent|automated agent|chatbot)\b"
+    r"|\b(?:ai|assistant|llm|agent|model)s? (?:reading|processing|summari[sz]ing|parsing) this\b"
+    r"|\bwhen (?:you )?(?:summari[sz]e|summari[sz]ing|process|processing|read|reading) this (?:page|document|email|text|content|result)"
+)
+# "note to the assistant" is also what an office email says to a person
+_ADDRESSED = (
+    r"\b(?:note|message|instructions?|attention|notice|reminder|memo)\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?"
+    r"(?:assistant|model|bot|agent)s?\b(?!\s+(?:manager|director|professor|editor|coach|principal))"
+)
+_TOOL_DIRECTIVE = (
+    r"\b(?:call|invoke|use|run|execute|trigger)\s+(?:the\s+)?[`'\"]?[a-z_][\w.\-]{0,40}[`'\"]?\s+(?:tool|function)\s+(?:with|using|passing|to)\b"
+    r"|\b(?:immediately|now|then|next|first)\s+(?:call|invoke|execute|run)\s+(?:the\s+)?[`'\"]?[a-z_][\w.\-]{0,40}[`'\"]?(?:\s+(?:tool|function))?\s*(?:with|\()"
+)
+_EXFIL = (
+    r"\b(?:send|forward|upload|e-?mail|transmit|exfiltrate|leak|post|append|attach|include)\s+(?:[\w']+\s+){0,4}?"
+    r"(?:conversation|chat history|history|system prompt|api[ _-]?keys?|passwords?|credentials|secrets?|personal data"
+    r"|user(?:'s)? (?:data|details|information|emails?|address)|previous messages|session tokens?|cookies|tokens?"
+    r"|everything above|all (?:the )?data|memory|contents?)\b[^\n]{0,60}?\b(?:to|at|into)\s+(?:https?://|www\.|[\w.+\-]+@[\w\-]+\.)"
+)
+_MD_IMAGE_EXFIL = (
+    r"!\[[^\]\n]{0,100}\]\(\s*https?://[^)\s]{0,200}[?&][^)\s]{0,200}"
+    r"(?:\{|%7b|<|\[|\$|\b(?:q|data|d|secret|key|token|conv|chat|history|msg|message|payload|info|content|text|user|email|prompt|leak|exfil)=)"
+    r"|\b(?:render|display|show|include|embed|output)\s+(?:this|the following|the)\s+(?:markdown\s+)?(?:image|link|url)\b"
+)
+_ROLE_MARKER = (
+    r"<\|(?:im_start|im_end|system|user|assistant|endoftext|eot_id|start_header_id|end_header_id)\|>"
+    r"|\[/?inst\]|<</?sys>>|^#{2,4}\s*(?:instructions?|system|new instructions?|system prompt)\s*:?\s*$"
+)
+_ROLE_LINE = r"^\s*(?:system|assistant|developer)\s*:\s*\S"
+_TOOL_JSON = (  # the quotes may be escaped: the call can sit inside a JSON string
+    r"\{\s*\\?\"(?:name|function|tool|tool_name)\\?\"\s*:\s*\\?\"[\w.\-]{1,64}\\?\"\s*,\s*"
+    r"\\?\"(?:arguments|parameters|args|input|tool_input)\\?\"\s*:"
+    r"|<parameter name="
+)
+_TOOL_TAG = r"</?(?:tool_call|function_call|tool_use|function_calls|tool_code|invoke)\b|<function=\w"
+_FENCE = r"<\s*/?\s*tool-output|&lt;\s*/?\s*tool-output|\[harness(?:\(unverified\))?:|</?(?:tool_result|tool_response|function_results)>"
+_DECODE_HINT = r"\b(?:decode|decrypt|base64|rot13)\b[^\n]{0,60}?\b(?:follow|execute|obey|carry out|do what|act on|comply)"
+
+# (signal, pattern, weight, discounted when quoted or reported)
+_RULES: list[tuple[str, re.Pattern[str], float, bool]] = [
+    # the patterns are lower-case and read a lower-cased view: IGNORECASE is several times slower
+    (name, re.compile(pattern, re.MULTILINE), weight, reported)
+    for name, pattern, weight, reported in (
+        ("override", _OVERRIDE, 0.75, True),
+        ("role_reassignment", _ROLE, 0.55, True),
+        ("prompt_extraction", _SYSTEM_PROMPT, 0.5, True),
+        ("secrecy", _SECRECY, 0.5, True),
+        ("addressed_to_ai", _ADDRESSED_AI, 0.55, True),
+        ("addressed_to_assistant", _ADDRESSED, 0.35, True),
+        ("tool_directive", _TOOL_DIRECTIVE, 0.3, False),
+        ("exfiltration", _EXFIL, 0.55, True),
+        ("markdown_exfiltration", _MD_IMAGE_EXFIL, 0.55, False),
+        ("role_marker", _ROLE_MARKER, 0.45, False),
+        ("role_line", _ROLE_LINE, 0.25, False),
+        ("tool_call_json", _TOOL_JSON, 0.35, False),
+        ("tool_call_tag", _TOOL_TAG, 0.45, False),
+        ("fence_forgery", _FENCE, 0.8, False),
+        ("decode_and_follow", _DECODE_HINT, 0.45, False),
+    )
+]
+
+# a quote opened mid-sentence ('phrases like "ignore ..."'), not a JSON value
+# or a code string ('"review": "Ignore ...'), or a reporting word just before;
+# the quote may be JSON-escaped
+_REPORTED = re.compile(
+    r"(?:[^\W\d_]\s?\\?[\"'“‘«„「`]\s*|\b(?:like|as|e\.g\.|such as|says?|said|writes?|wrote|phrases?|strings?|text|called"
+    r"|comme|como|wie"
+    r"|known as|contain(?:s|ing)?|includ(?:e|es|ing)|with|the model to|the llm to|the ai to|the agent to"
+    r"|the assistant to|models? to|agents? to|it to|them to|attackers? to|don't|do not|never|not)\s*\\?[\"'“‘«„`]?\s*)$",
+)
+_REPORTED_DISCOUNT = 0.3
+
+_BASE64 = re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{24,8192}={0,2}(?![A-Za-z0-9+/=])")
+_MAX_BLOBS = 16
+
+
+def _decoded_blobs(text: str) -> list[str]:
+    """Printable text hidden in base64 blobs (at most a few)."""
+    out: list[str] = []
+    for match in _BASE64.finditer(text):
+        blob = match.group()
+        if len(out) >= _MAX_BLOBS:
+            break
+        try:
+            raw = base64.b64decode(blob + "=" * (-len(blob) % 4), validate=True)
+            decoded = raw.decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            continue
+        if decoded.isprintable() or all(ch.isprintable() or ch.isspace() for ch in decoded):
+            out.append(decoded)
+    return out
+
+
+class HeuristicDetector:
+    """The built-in detector: weighted signals, combined by noisy-OR.
+    ``threshold`` 0.5 was set for very few false positives on the labelled
+    set in ``tests/data/injection`` (see ``benchmarks/injection_eval.py``)."""
+
+    def __init__(self, threshold: float = DEFAULT_THRESHOLD) -> None:
+        if not 0.0 < threshold <= 1.0:
+            raise ValueError(f"injection threshold must be in (0, 1], got {threshold!r}")
+        self.threshold = threshold
+
+    def score(self, text: str) -> InjectionVerdict:
+        signals = self._signals(text, decode=True)
+        score = _noisy_or(weight for _, weight in signals)
+        return InjectionVerdict(round(score, 4), [name for name, _ in signals], self.threshold)
+
+    def _signals(self, text: str, decode: bool) -> list[tuple[str, float]]:
+        normal, found = _normalise(text)
+        view = normal.lower()
+        for name, pattern, weight, reported in _RULES:
+            best = 0.0
+            for match in pattern.finditer(view):
+                w = weight
+                if reported and _REPORTED.search(view, max(0, match.start() - 24), match.start()):
+                    w *= _REPORTED_DISCOUNT
+                best = max(best, w)
+                if best == weight:
+                    break
+            if best:
+                found.append((name if best == weight else f"{name}(reported)", best))
+        if decode:  # one level: a blob inside a blob is not decoded
+            for blob in _decoded_blobs(normal):
+                inner = self._signals(blob, decode=False)
+                if inner:
+                    found.append(("encoded_instructions", _noisy_or(w for _, w in inner)))
+                    break
+        return found
+
+
+def _noisy_or(weights: Iterable[float]) -> float:
+    """The chance at least one signal is right, were they independent."""
+    miss = 1.0
+    for weight in weights:
+        miss *= 1.0 - weight
+    return 1.0 - miss
