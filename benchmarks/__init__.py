@@ -11,4 +11,6 @@ down), ``scale`` (cost of custom hooks). Each has ``async run(size)`` with
 runnable).
 """
 
-MODULES = ("overhead", "tokens", "prefix", "termination", "scale", "redaction")
+MODULES = (
+    "overhead", "tokens", "prefix", "termination", "scale", "redaction", "fleet", "injection_eval",
+)

@@ -98,7 +98,9 @@ def test_markdown_table_lists_every_figure():
 def test_the_command_runs(capsys):
     from benchmarks.__main__ import main
 
-    assert MODULES == ("overhead", "tokens", "prefix", "termination", "scale", "redaction")
+    assert MODULES == (
+        "overhead", "tokens", "prefix", "termination", "scale", "redaction", "fleet", "injection_eval",
+    )
     with pytest.raises(SystemExit):
         main(["--only", "nope"])
     assert main(["--quick", "--only", "termination", "--no-write"]) == 0
