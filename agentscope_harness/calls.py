@@ -49,13 +49,13 @@ class Verdict:
 class CallFlow:
     """Runs the tool points of one call for a Harness."""
 
-    def __init__(self, services: "Services", runner: "HookRunner") -> None:
+    def __init__(self, services: Services, runner: HookRunner) -> None:
         self.services = services
         self.runner = runner
 
     # ------------------------------------------------------------- judging
 
-    async def judge(self, run: "RunState", agent: Any, view: ToolCallView) -> Verdict:
+    async def judge(self, run: RunState, agent: Any, view: ToolCallView) -> Verdict:
         """``pre_tool_call`` on ``view``; a resumed call is re-judged and must
         be the very call the human approved, resumed by the same caller."""
         ctx = HookContext("pre_tool_call", run, self.services, agent, tool=view)
@@ -76,7 +76,7 @@ class CallFlow:
             return Verdict(ask=ctx.ask_reason, ctx=ctx)
         return Verdict(ctx=ctx)
 
-    def _resume_mismatch(self, run: "RunState", view: ToolCallView) -> tuple[str, str] | None:
+    def _resume_mismatch(self, run: RunState, view: ToolCallView) -> tuple[str, str] | None:
         if not view.resumed:
             return None
         if run.resumed_by != run.principal:
@@ -152,7 +152,7 @@ class CallFlow:
                                  detail=text)
         ctx.pending_notices.clear()
 
-    def unjudged(self, run: "RunState", agent: Any, call_id: str, name: str) -> HookContext:
+    def unjudged(self, run: RunState, agent: Any, call_id: str, name: str) -> HookContext:
         """The context of a result whose call was never admitted here (a
         client-executed result for an unknown id, or the tool adapter not
         installed): shaped all the same, judged by nothing."""
@@ -183,9 +183,9 @@ async def _count_results(view: ToolCallView, text: str) -> int | None:
         if inspect.isawaitable(value):
             value = await value
         return int(value)
-    except Exception:  # noqa: BLE001 - a counting bug must not fail the call
+    except Exception:
         log.exception("count_results of %s failed", view.name)
         return None
 
 
-__all__ = ["CallFlow", "Verdict", "UNGATED_TOOLS", "result_view", "call_digest"]
+__all__ = ["UNGATED_TOOLS", "CallFlow", "Verdict", "call_digest", "result_view"]

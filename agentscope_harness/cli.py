@@ -104,7 +104,7 @@ def load_config(path: str | os.PathLike[str]) -> HarnessConfig:
                 namespace = runpy.run_path(str(file), run_name="__harness_policy__")
             except (ValidationError, HarnessConfigError):
                 raise
-            except Exception as exc:  # noqa: BLE001 - the file's own error
+            except Exception as exc:
                 raise CliError(f"{file}: failed to run: {type(exc).__name__}: {exc}") from exc
             raw = namespace.get("config", namespace.get("CONFIG"))
             if raw is None:

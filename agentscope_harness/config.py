@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from .errors import HarnessConfigError
-from .stores import LedgerStore
+from .stores import LedgerStore, SpendStore
 
 Role = Literal[
     "retrieval",
@@ -177,7 +177,7 @@ class ModelPrice(_Strict):
                     f"USD per million tokens; got {len(value)} values",
                 )
             keys = ("input_per_mtok", "output_per_mtok", "cached_input_per_mtok")
-            return dict(zip(keys, value))
+            return dict(zip(keys, value, strict=False))
         return value
 
     def usd(self, input_tokens: int, output_tokens: int) -> float:
@@ -370,13 +370,19 @@ class ConcurrencyLimit(_Strict):
         return self
 
 
-def _store_methods() -> tuple[str, ...]:
-    """The async methods of the store protocol (it grows with what is shared)."""
+def _store_methods(protocol: type = SpendStore) -> tuple[str, ...]:
+    """The async methods of a store protocol: the daily spend alone
+    (``SpendStore``), or everything shared between runs (``LedgerStore``)."""
     return tuple(
         name
-        for name, member in vars(LedgerStore).items()
+        for name, member in vars(protocol).items()
         if inspect.iscoroutinefunction(member)
     )
+
+
+def _missing_methods(store: Any, protocol: type) -> tuple[list[str], tuple[str, ...]]:
+    required = _store_methods(protocol)
+    return [n for n in required if not inspect.iscoroutinefunction(getattr(store, n, None))], required
 
 
 class HarnessConfig(_Strict):
@@ -481,13 +487,8 @@ class HarnessConfig(_Strict):
         if isinstance(value, type):
             # ValueError, not TypeError: pydantic turns only ValueError into a field error
             msg = f"pass a store instance ({value.__name__}()), not the class"
-            raise ValueError(msg)  # noqa: TRY004
-        required = _store_methods()
-        missing = [
-            name
-            for name in required
-            if not inspect.iscoroutinefunction(getattr(value, name, None))
-        ]
+            raise ValueError(msg)
+        missing, required = _missing_methods(value, SpendStore)
         if missing:
             raise ValueError(
                 f"{type(value).__name__} does not satisfy the store protocol: "
@@ -497,6 +498,13 @@ class HarnessConfig(_Strict):
 
     @model_validator(mode="after")
     def _references_exist(self) -> HarnessConfig:
+        if self.store is not None and (self.rate_limits or self.concurrency_limits):
+            missing, required = _missing_methods(self.store, LedgerStore)
+            if missing:
+                raise ValueError(
+                    f"store: rate and concurrency limits are shared through the store, and "
+                    f"{type(self.store).__name__} has no async {', '.join(missing)}",
+                )
         for name, policy in self.tools.items():
             for ledger in policy.ledgers:
                 if ledger not in self.ledgers:

@@ -56,7 +56,7 @@ class ToolCallView:
     id: str
     name: str
     args: dict[str, Any]
-    policy: "ToolPolicy | None"
+    policy: ToolPolicy | None
     batch: tuple[str, int]
     resumed: bool = False
     """The call was confirmed by a human and is being judged again."""
@@ -137,8 +137,8 @@ class HookContext:
     """The view one hook receives at one point of one run."""
 
     point: str
-    run: "RunState"
-    services: "Services"
+    run: RunState
+    services: Services
     agent: Any = None
     tool: ToolCallView | None = None
     result: ToolResultView | None = None
@@ -150,7 +150,7 @@ class HookContext:
     another_round: str | None = None
     end_reason: str | None = None
     pending_notices: list[tuple[str, str]] = field(default_factory=list)
-    results_in_context: Callable[[], list["ContextResult"]] | None = None
+    results_in_context: Callable[[], list[ContextResult]] | None = None
     prune: list[str] = field(default_factory=list)
     admissions: list[tuple[str, Callable[[], Callable[[], None] | None]]] = field(
         default_factory=list,
@@ -164,17 +164,17 @@ class HookContext:
         return self.run.facts
 
     @property
-    def config(self) -> "HarnessConfig":
+    def config(self) -> HarnessConfig:
         """The harness's config."""
         return self.services.config
 
     @property
-    def harness(self) -> "Services":
+    def harness(self) -> Services:
         """The services hooks may use (kept under its 0.1 name)."""
         return self.services
 
     @property
-    def principal(self) -> "Principal | None":
+    def principal(self) -> Principal | None:
         """The authenticated caller bound with ``acting_for`` (or ``None``)."""
         return self.run.principal
 

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from agentscope.agent import Agent, InjectionConfig, ReActConfig
 from agentscope.event import (
     CustomEvent,
@@ -36,6 +35,7 @@ from agentscope.message import Msg, UserMsg
 from agentscope.model import ChatModelBase, ChatResponse
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import FunctionTool, Toolkit
+from pydantic import SecretStr
 
 from .config import CostPolicy, HarnessConfig, Ledger, ModelPrice, Prerequisite, ToolPolicy
 from .harness import Harness, Principal
@@ -144,10 +144,8 @@ class Shop:
             shop.effects.append(f"order {order_id} of {order['owner']} CANCELLED")
             return f"Order {order_id} cancelled."
 
-        return Toolkit(tools=[
-            FunctionTool(fn, permission=ALLOW)
-            for fn in (search_products, check_stock, lookup_order, cancel_order)
-        ])
+        fns: tuple[Callable[..., Any], ...] = (search_products, check_stock, lookup_order, cancel_order)
+        return Toolkit(tools=[FunctionTool(fn, permission=ALLOW) for fn in fns])
 
 
 SYSTEM_PROMPT = (
@@ -170,12 +168,12 @@ SHOP_TOOLS = {
 
 def shop_config(**overrides: Any) -> HarnessConfig:
     """The harness policy the demo uses (every scenario shares it)."""
-    base: dict[str, Any] = dict(
-        tools=SHOP_TOOLS,
-        ledgers={"catalogue": Ledger(cap=4, soft_at=3)},
-        deadline_s=60,
-        max_tool_calls=10,
-    )
+    base: dict[str, Any] = {
+        "tools": SHOP_TOOLS,
+        "ledgers": {"catalogue": Ledger(cap=4, soft_at=3)},
+        "deadline_s": 60,
+        "max_tool_calls": 10,
+    }
     base.update(overrides)
     return HarnessConfig(**base)
 
@@ -257,8 +255,10 @@ def _budget_config(lite: ChatModelBase | None = None) -> HarnessConfig:
         max_tool_calls=None,
         cost=CostPolicy(
             cap_usd=0.05,
-            prices=DEMO_PRICES,
+            prices={name: ModelPrice(input_per_mtok=i, output_per_mtok=o) for name, (i, o) in DEMO_PRICES.items()},
             tier_models={"lite": lite} if lite is not None else {},
+            # a real model (--model) has no demo price: charge it at a stated nominal one
+            unpriced=ModelPrice(input_per_mtok=2.5, output_per_mtok=10),
         ),
     )
 
@@ -369,8 +369,6 @@ async def run_scenario(
     model = build("full")
     if scenario.tiers:
         config = scenario.config(build("lite"))
-        if model.model not in config.cost.prices:  # a real model: a nominal price
-            config.cost.prices[model.model] = ModelPrice(input_per_mtok=2.5, output_per_mtok=10)
     else:
         config = scenario.config()
     harness = Harness(config, load_entry_points=False)
@@ -434,7 +432,7 @@ async def run_scenario(
         out.usd = sum(
             price.usd(u.input_tokens, u.output_tokens)
             for m in models if (price := price_of(m.model)) is not None
-            for u in m.usage
+            for u in getattr(m, "usage", ())
         )
     out.executed = list(shop.executed)
     out.effects = list(shop.effects)
@@ -483,12 +481,12 @@ def real_model_factory(kind: str, environ: dict[str, str] | None = None) -> Mode
             from agentscope.credential import OpenAICredential
             from agentscope.model import OpenAIChatModel
 
-            cred = OpenAICredential(api_key=api_key, base_url=env.get("OPENAI_BASE_URL") or None)
+            cred = OpenAICredential(api_key=SecretStr(api_key), base_url=env.get("OPENAI_BASE_URL") or None)
             return OpenAIChatModel(credential=cred, model=model_name, stream=True)
         from agentscope.credential import DashScopeCredential
         from agentscope.model import DashScopeChatModel
 
-        return DashScopeChatModel(credential=DashScopeCredential(api_key=api_key),
+        return DashScopeChatModel(credential=DashScopeCredential(api_key=SecretStr(api_key)),
                                   model=model_name, stream=True)
 
     return build

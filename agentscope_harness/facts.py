@@ -12,7 +12,6 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-
 # Built once: ``json.dumps`` with options builds a new encoder on every call.
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
 

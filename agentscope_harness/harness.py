@@ -7,17 +7,21 @@ import contextlib
 import logging
 import weakref
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from importlib.metadata import entry_points
-from typing import Any, Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from .adapters import HarnessAgentAdapter, HarnessToolAdapter
+from .adapters.tool_adapter import ErrorClassMiddleware, instrument_toolkit
 from .calls import CallFlow
 from .config import EnvFlags, HarnessConfig, build_config
 from .context import HookContext
 from .errors import DependencyDown, HarnessConfigError
+from .hooks import BUILTIN_HOOKS
+from .lifecycle import ReplyLifecycle
 from .redaction import Redactor
 from .registry import HookSpec, collect
 from .report import RunReport
@@ -30,7 +34,7 @@ log = logging.getLogger("agentscope_harness")
 
 ENTRY_POINT_GROUP = "agentscope_harness.hooks"
 
-_PRINCIPAL: ContextVar["Principal | None"] = ContextVar("harness_principal", default=None)
+_PRINCIPAL: ContextVar[Principal | None] = ContextVar("harness_principal", default=None)
 
 class Principal(BaseModel):
     """The authenticated caller a run acts for. Identity comes only from here,
@@ -75,7 +79,7 @@ class Harness:
     ) -> None:
         self.env = EnvFlags.read(environ)
         self.config: HarnessConfig = _effective_config(build_config(config), self.env)
-        specs = collect(_builtin_hooks()) + collect(hooks)
+        specs = collect(BUILTIN_HOOKS) + collect(hooks)
         if load_entry_points:
             specs += _entry_point_hooks()
         self.all_hooks: tuple[HookSpec, ...] = _unique(specs)
@@ -96,9 +100,9 @@ class Harness:
         self.services = Services.of(self.config, self.redactor, self.store)
         self.flow = CallFlow(self.services, self.runner)
         self.reports: deque[RunReport] = deque(maxlen=self.config.reports_kept)
-        self._last_by_agent: "weakref.WeakKeyDictionary[Any, RunReport]" = weakref.WeakKeyDictionary()
+        self._last_by_agent: weakref.WeakKeyDictionary[Any, RunReport] = weakref.WeakKeyDictionary()
         self._prompt_addition: str | None = None
-        self._tool_only: "weakref.WeakKeyDictionary[Any, list[RunState | None]]" = (
+        self._tool_only: weakref.WeakKeyDictionary[Any, list[RunState | None]] = (
             weakref.WeakKeyDictionary()
         )
         self.stream_redaction = any(s.name == "final_answer_audit" for s in self.hooks)
@@ -125,21 +129,15 @@ class Harness:
         ``Agent(middlewares=...)``; none at all under ``HARNESS_ENABLED=0``."""
         if not self.enabled:
             return []
-        from .adapters import HarnessAgentAdapter, HarnessToolAdapter
-
         return [HarnessAgentAdapter(self), HarnessToolAdapter(self)]
 
     def tool_middleware(self) -> Any:
         """A tool-level middleware keeping a tool's exception class (for
         ``FunctionTool(..., middlewares=[harness.tool_middleware()])``)."""
-        from .adapters.tool_adapter import ErrorClassMiddleware
-
         return ErrorClassMiddleware()
 
     def instrument(self, toolkit: Any) -> Any:
         """Add the error-class middleware to every tool already in ``toolkit``."""
-        from .adapters.tool_adapter import instrument_toolkit
-
         instrument_toolkit(toolkit, self.tool_middleware())
         return toolkit
 
@@ -221,7 +219,7 @@ class Harness:
                 self.store.add_spend(root.principal.key, usd), "spend store",
                 store_timeout(self.store), root.deadline,
             )
-        except Exception as exc:  # noqa: BLE001 - the store is a dependency: fail closed
+        except Exception as exc:
             root.store_error = str(DependencyDown("spend store", exc))
             self.services.record(
                 run, "budget_router", "on_model_call", "error",
@@ -244,7 +242,7 @@ class Harness:
                 out = self.config.on_report(report)
                 if hasattr(out, "__await__"):
                     await out
-            except Exception:  # noqa: BLE001 - a callback must not break the reply
+            except Exception:
                 log.exception("harness on_report callback failed")
 
     async def tool_only_run(self, agent: Any) -> RunState:
@@ -252,8 +250,6 @@ class Harness:
         ``on_reply`` to open and settle runs): one per reply, opened at its
         first tool call; the agent's previous one is settled and dropped when
         its next reply calls a tool."""
-        from .lifecycle import ReplyLifecycle
-
         reply_id = agent.state.reply_id
         run = self.table.get(reply_id)
         if run is not None:
@@ -272,12 +268,6 @@ class Harness:
             self.current_principal(), None, None, self.config.mode,
         )
         return run
-
-
-def _builtin_hooks() -> tuple[Any, ...]:
-    from .hooks import BUILTIN_HOOKS
-
-    return BUILTIN_HOOKS
 
 
 def _effective_config(config: HarnessConfig, env: EnvFlags) -> HarnessConfig:

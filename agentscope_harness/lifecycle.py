@@ -59,7 +59,7 @@ class ReplyLifecycle:
     """The run of one ``agent.reply`` call (a resumption continues the run
     its reply parked)."""
 
-    def __init__(self, harness: "Harness", agent: Any) -> None:
+    def __init__(self, harness: Harness, agent: Any) -> None:
         self.harness = harness
         self.agent = agent
         self.run: RunState | None = None
@@ -150,7 +150,7 @@ class ReplyLifecycle:
                 store.get_spend(run.principal.key), "spend store", store_timeout(store), run.deadline,
             )
             run.daily_left_usd = daily_left(cost.daily_quota_usd, spent)
-        except Exception as exc:  # noqa: BLE001 - fail the budget closed
+        except Exception as exc:
             run.daily_left_usd = 0.0
             run.store_error = str(exc if isinstance(exc, DependencyDown) else DependencyDown("spend store", exc))
 
@@ -318,7 +318,7 @@ def _close_dangling_tool_calls(agent: Any, failure: BaseException) -> None:
     reject such a history, so close them with an error result."""
     try:
         dangling = agent.state.get_unfinished_tool_calls(agent.name)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return
     for call in dangling:
         if call.state in (ToolCallState.ASKING, ToolCallState.SUBMITTED):

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
 
 from .report import RunReport, TerminalState
-
-if TYPE_CHECKING:
-    from .run_state import RunState
+from .run_state import RunState, principal_dict
 
 WITHHELD_ANSWER = (
     "I'm sorry, I could not produce an answer I can stand behind. "
@@ -25,7 +22,7 @@ WITHHELD_ANSWER = (
 
 
 def terminal_state(
-    run: "RunState",
+    run: RunState,
     finish_required: bool,
     end_reason: str | None,
     failure: BaseException | None = None,
@@ -55,11 +52,9 @@ def terminal_state(
 
 
 def build_report(
-    run: "RunState", state: TerminalState, reason: str, agent_name: str, mode: str,
+    run: RunState, state: TerminalState, reason: str, agent_name: str, mode: str,
 ) -> RunReport:
     """The report of a run, from its slot."""
-    from .run_state import principal_dict
-
     now = time.monotonic()
     return RunReport(
         run_id=run.run_id,

@@ -99,11 +99,7 @@ SHAPES: tuple[_Shape, ...] = (
     ),
     _Shape(
         "api_key_assignment",
-        tuple(
-            f"{word}{sep}{tail}"
-            for word, tails in (("api", ("key",)), ("access", ("token",)), ("auth", ("token",)))
-            for tail in tails for sep in ("_", "-", "")
-        ) + ("secret", "password", "passwd"),
+        (*tuple(f"{word}{sep}{tail}" for word, tails in (("api", ("key",)), ("access", ("token",)), ("auth", ("token",))) for tail in tails for sep in ("_", "-", "")), "secret", "password", "passwd"),
         (*_ASSIGN, (r"[a-z0-9_\-./+]", 12, None)), folded=True,
     ),
 )
@@ -341,7 +337,7 @@ class StreamRedactor:
         off, seen = self._off, self._seen
         lo, stop = max(seen - self._longest + 1, self._sent, off) - off, end - off
         found: list[_Candidate] = []
-        for kind, (regex, shape) in enumerate(zip(self._r._anchors, SHAPES)):
+        for kind, (regex, shape) in enumerate(zip(self._r._anchors, SHAPES, strict=False)):
             text = self._low if shape.folded else self._buf
             found += [
                 _Candidate(m.start() + off, kind, m.end() + off)

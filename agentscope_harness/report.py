@@ -59,7 +59,7 @@ class RunReport(BaseModel):
     in_flight: list[str] = Field(default_factory=list)
     unsupported_claims: list[str] = Field(default_factory=list)
     facts: list[str] = Field(default_factory=list)
-    children: list["RunReport"] = Field(default_factory=list)
+    children: list[RunReport] = Field(default_factory=list)
     mode: str = "enforce"
 
     def to_json(self) -> str:

@@ -63,7 +63,7 @@ async def retry_call(
                 result = fn(*args, **kwargs)
                 if inspect.isawaitable(result):
                     result = await result
-                return result  # type: ignore[return-value]
+                return result
     except RetryError as exc:
         raise DependencyDown(name, exc.last_attempt.exception()) from exc
     except _DeadlineReached as exc:

@@ -27,7 +27,7 @@ from .report import Decision, RunReport
 if TYPE_CHECKING:
     from .harness import Principal
 
-CURRENT_RUN: ContextVar["RunState | None"] = ContextVar("harness_run", default=None)
+CURRENT_RUN: ContextVar[RunState | None] = ContextVar("harness_run", default=None)
 """Handle of the run whose reply is executing (inherited by tools and by
 sub-agents, which become nested runs)."""
 
@@ -41,11 +41,11 @@ class RunState:
     run_id: str
     agent_name: str
     session_id: str | None
-    principal: "Principal | None"
+    principal: Principal | None
     deadline: float | None
     facts: GuardState
-    table: "RunTable"
-    parent: "RunState | None" = None
+    table: RunTable
+    parent: RunState | None = None
     started: float = field(default_factory=time.monotonic)
     nonce: str = field(default_factory=lambda: secrets.token_hex(6))
     decisions: list[Decision] = field(default_factory=list)
@@ -83,7 +83,7 @@ class RunState:
     """The principal bound when a parked run was resumed."""
 
     @property
-    def root(self) -> "RunState":
+    def root(self) -> RunState:
         """The outermost run of a nesting (itself when not nested)."""
         run = self
         while run.parent is not None:
@@ -140,7 +140,7 @@ class RunTable:
 
     slots: dict[str, RunState] = field(default_factory=dict)
     loop_window: int = 6
-    parked: "weakref.WeakKeyDictionary[Any, str]" = field(
+    parked: weakref.WeakKeyDictionary[Any, str] = field(
         default_factory=weakref.WeakKeyDictionary,
     )
     """The run each agent parked on a human, kept until resumed or replaced."""
@@ -166,7 +166,7 @@ class RunTable:
         run_id: str,
         agent_name: str,
         session_id: str | None,
-        principal: "Principal | None",
+        principal: Principal | None,
         deadline: float | None,
         parent: RunState | None,
         mode: str,

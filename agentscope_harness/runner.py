@@ -43,7 +43,7 @@ def _applies(spec: HookSpec, policy: Any, config: Any) -> bool:
         return True
     try:
         return bool(spec.when(policy, config))
-    except Exception:  # noqa: BLE001
+    except Exception:
         log.warning("harness hook %s: its when= predicate failed; the hook runs", spec.name)
         return True
 
@@ -105,7 +105,7 @@ class HookRunner:
                 refusal = self._rejected(spec, signal, ctx)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - the failure policy
+            except Exception as exc:
                 refusal = self._failed(spec, exc, ctx)
             else:
                 continue
@@ -132,7 +132,7 @@ class HookRunner:
                 undo = charge()
             except HookRejectSignal as signal:
                 refusal = self._rejected(spec, signal, ctx)
-            except Exception as exc:  # noqa: BLE001 - the failure policy
+            except Exception as exc:
                 refusal = self._failed(spec, exc, ctx)
             else:
                 if undo is not None:
@@ -175,7 +175,7 @@ class HookRunner:
                     detail=f"latched open after {facts.gate_reject_counts[key]} refusals",
                 )
                 return None
-            batch = ctx.tool.batch if ctx.tool else None
+            batch = ctx.tool.batch if ctx.tool else ("", -1)
             if (key, batch) not in facts.reject_batches:
                 facts.reject_batches.add((key, batch))
                 facts.gate_reject_counts[key] += 1

@@ -36,8 +36,8 @@ class Breaker:
 class Services:
     """The shared, run-independent parts of a Harness that hooks use."""
 
-    config: "HarnessConfig"
-    redactor: "Redactor"
+    config: HarnessConfig
+    redactor: Redactor
     store: Any
     shadow: bool = False
     finish_tools: frozenset[str] = frozenset()
@@ -47,7 +47,7 @@ class Services:
     ``same_args`` of every prerequisite naming it, plus ``()``)."""
 
     @classmethod
-    def of(cls, config: "HarnessConfig", redactor: "Redactor", store: Any) -> "Services":
+    def of(cls, config: HarnessConfig, redactor: Redactor, store: Any) -> Services:
         """Services for ``config``, with the derived lookups computed once."""
         keys: dict[str, set[tuple[str, ...]]] = {}
         for policy in config.tools.values():
@@ -68,7 +68,7 @@ class Services:
 
     def record(
         self,
-        run: "RunState",
+        run: RunState,
         hook: str,
         point: str,
         action: str,

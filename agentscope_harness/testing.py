@@ -15,14 +15,13 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel
-
 from agentscope.credential import CredentialBase
 from agentscope.formatter import OpenAIChatFormatter
 from agentscope.message import TextBlock, ToolCallBlock
 from agentscope.model import ChatModelBase, ChatResponse, ChatUsage
+from pydantic import BaseModel
 
-__all__ = ["ScriptedModel", "Turn", "text", "calls"]
+__all__ = ["ScriptedModel", "Turn", "calls", "text"]
 
 
 @dataclass

@@ -23,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes (seconds; numbers are noisy)")
     parser.add_argument("--only", default="", help=f"comma-separated subset of {','.join(MODULES)}")
-    parser.add_argument("--no-write", action="store_true", help=f"do not write {RESULTS.name} (--quick never writes it)")
+    parser.add_argument("--no-write", action="store_true",
+                        help=f"do not write {RESULTS.name} (--quick never writes it)")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.only.split(",") if n.strip()] or list(MODULES)
     unknown = sorted(set(names) - set(MODULES))
@@ -103,7 +104,7 @@ def _header(size: str, names: list[str]) -> str:
     import agentscope_harness
 
     try:
-        load = ", load average %.1f %.1f %.1f" % os.getloadavg()
+        load = ", load average {:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
     except OSError:  # pragma: no cover
         load = ""
     command = "python -m benchmarks" + (" --quick" if size == "quick" else "")

@@ -122,8 +122,8 @@ def full_policy(**overrides: Any) -> HarnessConfig:
     """Everything on, nothing refused in a normal run: roles, ledgers (with
     soft caps far away), identity-bound and prerequisite tools, prices and
     a USD cap, a deadline, call caps, a candidate threshold, pruning."""
-    base: dict[str, Any] = dict(
-        tools={
+    base: dict[str, Any] = {
+        "tools": {
             "search": ToolPolicy(role="retrieval", ledgers=["retrieval"]),
             "fetch": ToolPolicy(
                 role="retrieval", ledgers=["retrieval", "web"],
@@ -140,14 +140,14 @@ def full_policy(**overrides: Any) -> HarnessConfig:
                 claims=[r"\border \w+ (?:was |is )?cancelled\b"],
             ),
         },
-        ledgers={"retrieval": Ledger(cap=10_000, soft_at=9_000), "web": Ledger(cap=10_000)},
-        cost=CostPolicy(cap_usd=1_000.0, prices={"bench-model": (3.0, 15.0)}),
-        deadline_s=3_600,
-        max_tool_calls=100_000,
-        max_model_calls=100_000,
-        enough_candidates=100_000,
-        prune_over_tokens=10_000_000,
-    )
+        "ledgers": {"retrieval": Ledger(cap=10_000, soft_at=9_000), "web": Ledger(cap=10_000)},
+        "cost": CostPolicy(cap_usd=1_000.0, prices={"bench-model": (3.0, 15.0)}),
+        "deadline_s": 3_600,
+        "max_tool_calls": 100_000,
+        "max_model_calls": 100_000,
+        "enough_candidates": 100_000,
+        "prune_over_tokens": 10_000_000,
+    }
     base.update(overrides)
     return HarnessConfig(**base)
 
@@ -240,7 +240,7 @@ def payload_stats(model: BenchModel) -> PayloadStats:
     prev_flat = ""
     prev_tools = prev_choice = None
     for i, (payload, tools, choice) in enumerate(
-        zip(model.payloads, model.tools_sent, model.tool_choices),
+        zip(model.payloads, model.tools_sent, model.tool_choices, strict=False),
     ):
         msgs = message_strings(payload)
         flat = tools + "".join(msgs)

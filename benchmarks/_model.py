@@ -13,12 +13,11 @@ import itertools
 import json
 from typing import Any
 
-from pydantic import BaseModel
-
 from agentscope.credential import CredentialBase
 from agentscope.formatter import OpenAIChatFormatter
 from agentscope.message import TextBlock, ToolCallBlock
 from agentscope.model import ChatModelBase, ChatResponse, ChatUsage
+from pydantic import BaseModel
 
 _ids = itertools.count()
 
@@ -81,7 +80,7 @@ class BenchModel(ChatModelBase):
         self.n_calls = 0
         self._shared = self
 
-    def twin(self, model: str) -> "BenchModel":
+    def twin(self, model: str) -> BenchModel:
         """Another model (a cheaper tier) that plays the same script and
         records into the same lists, so a run reads as one sequence."""
         other = BenchModel([], model=model)

@@ -60,7 +60,7 @@ def redis_url() -> str | None:
             return url if client.ping() else None
         finally:
             client.close()
-    except Exception:  # noqa: BLE001 - not reachable
+    except Exception:
         return None
 
 

@@ -43,7 +43,7 @@ def control_script() -> list[Any]:
 
 
 def control_policy(model: BenchModel) -> Any:
-    prices = {name: (1000.0, 0.0) for name in ("bench-model", "bench-lite", "bench-minimal")}
+    prices = dict.fromkeys(("bench-model", "bench-lite", "bench-minimal"), (1000.0, 0.0))
     return full_policy(
         ledgers={"retrieval": Ledger(cap=4, soft_at=3), "web": Ledger(cap=10)},
         cost=CostPolicy(

@@ -26,8 +26,8 @@ from .overhead import measure
 
 ROUND_POINTS = ("pre_think", "pre_tool_call", "post_tool_call", "post_reflect")
 SIZES = {
-    "full": dict(counts=(0, 25, 100, 500), loops=2000, rounds=10, pairs=16, warmup=3),
-    "quick": dict(counts=(0, 25), loops=50, rounds=3, pairs=1, warmup=0),
+    "full": {"counts": (0, 25, 100, 500), "loops": 2000, "rounds": 10, "pairs": 16, "warmup": 3},
+    "quick": {"counts": (0, 25), "loops": 50, "rounds": 3, "pairs": 1, "warmup": 0},
 }
 
 
@@ -91,7 +91,7 @@ async def run(size: str = "full") -> Section:
             str(n), f"{dispatch * 1e6:.1f}", f"{per_hook * 1e6:.2f}" if n else "-",
             f"{mh * 1e6:,.0f}", f"{mb * 1e6:,.0f}", f"{mh / mb:.3f}x",
         ])
-    for n, dispatch, per_hook, mh, mb in rows:
+    for n, dispatch, _per_hook, mh, mb in rows:
         section.figures.append(Figure(
             "scale", f"{n} custom hooks: dispatch per round", dispatch * 1e6, None, unit="us",
             note=f"agent {mh / mb:.3f}x bare",

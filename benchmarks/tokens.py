@@ -24,10 +24,10 @@ from ._report import Figure, Section
 GOAL_RATIO = 0.35
 ANSWER = "The Acme K2 kettle is the best match."
 SIZES = {
-    "full": dict(rounds=25, result_tokens=3000, result_max_tokens=1000,
-                 prune_over_tokens=16000, keep_last=2),
-    "quick": dict(rounds=6, result_tokens=600, result_max_tokens=200,
-                  prune_over_tokens=800, keep_last=1),
+    "full": {"rounds": 25, "result_tokens": 3000, "result_max_tokens": 1000,
+                 "prune_over_tokens": 16000, "keep_last": 2},
+    "quick": {"rounds": 6, "result_tokens": 600, "result_max_tokens": 200,
+                  "prune_over_tokens": 800, "keep_last": 1},
 }
 CACHED_PRICE = 0.1
 """Price of a cached input token relative to an uncached one (typical of

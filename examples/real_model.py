@@ -51,7 +51,13 @@ async def main() -> int:
     from agentscope.tool import FunctionTool, Toolkit
 
     from agentscope_harness import (
-        CostPolicy, DependencyDown, Harness, HarnessConfig, Ledger, Principal, ToolPolicy,
+        CostPolicy,
+        DependencyDown,
+        Harness,
+        HarnessConfig,
+        Ledger,
+        Principal,
+        ToolPolicy,
     )
 
     allow = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="ok")

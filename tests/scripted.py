@@ -18,9 +18,21 @@ from agentscope.tool import FunctionTool, Toolkit
 from agentscope_harness.testing import ScriptedModel, Turn, calls, text
 
 __all__ = [
-    "RAN", "search", "slow",
-    "ALLOW", "ScriptedModel", "Turn", "calls", "text", "tool", "make_agent", "run",
-    "tool_messages", "last_tool_message", "payload_bytes", "decisions",
+    "ALLOW",
+    "RAN",
+    "ScriptedModel",
+    "Turn",
+    "calls",
+    "decisions",
+    "last_tool_message",
+    "make_agent",
+    "payload_bytes",
+    "run",
+    "search",
+    "slow",
+    "text",
+    "tool",
+    "tool_messages",
 ]
 
 ALLOW = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="allowed in tests")

@@ -3,9 +3,10 @@ model side, or the model side without tool gates."""
 
 from __future__ import annotations
 
+from scripted import ScriptedModel, calls, make_agent, run, text, tool_messages
+
 from agentscope_harness import Harness, HarnessConfig, Ledger, TerminalState, ToolPolicy
 from agentscope_harness.adapters import HarnessAgentAdapter, HarnessToolAdapter
-from scripted import ScriptedModel, calls, make_agent, run, text, tool_messages
 
 RAN: list[str] = []
 

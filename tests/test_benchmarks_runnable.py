@@ -15,8 +15,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from benchmarks import MODULES, overhead, prefix, redaction, scale, termination, tokens  # noqa: E402
-from benchmarks._report import markdown  # noqa: E402
+from benchmarks import MODULES, overhead, prefix, redaction, scale, termination, tokens
+from benchmarks._report import markdown
 
 
 def numbers(section) -> list[float]:

@@ -6,8 +6,17 @@ import asyncio
 import json
 
 import pytest
-
 from agentscope.message import HintBlock, ToolResultBlock
+from scripted import (
+    ScriptedModel,
+    calls,
+    decisions,
+    make_agent,
+    payload_bytes,
+    run,
+    text,
+    tool_messages,
+)
 
 from agentscope_harness import (
     DependencyDown,
@@ -24,16 +33,6 @@ from agentscope_harness import (
 )
 from agentscope_harness.facts import GuardState
 from agentscope_harness.run_state import CURRENT_RUN
-from scripted import (
-    ScriptedModel,
-    calls,
-    decisions,
-    make_agent,
-    payload_bytes,
-    run,
-    text,
-    tool_messages,
-)
 
 RAN: list[str] = []
 
@@ -360,7 +359,6 @@ async def test_instrumented_tool_keeps_its_error_class_in_metadata() -> None:
 def test_instrument_reaches_agentscope_private_middleware_list() -> None:
     """Fails loudly when AgentScope renames the private list we extend."""
     from agentscope.tool import Toolkit
-
     from scripted import tool
 
     kit = Toolkit(tools=[tool(search)])

@@ -8,10 +8,21 @@ import asyncio
 import time
 
 import pytest
-
 from agentscope.event import ConfirmResult, RequireUserConfirmEvent, UserConfirmResultEvent
 from agentscope.message import ToolResultBlock, UserMsg
 from agentscope.tool import FunctionTool
+from scripted import (
+    RAN,
+    ScriptedModel,
+    calls,
+    decisions,
+    make_agent,
+    run,
+    search,
+    slow,
+    text,
+    tool_messages,
+)
 
 from agentscope_harness import (
     Harness,
@@ -27,9 +38,6 @@ from agentscope_harness import (
     remaining_time,
 )
 from agentscope_harness.config import EnvFlags
-from scripted import (
-    RAN, ScriptedModel, calls, decisions, make_agent, run, search, slow, text, tool_messages,
-)
 
 # ---------------------------------------------------------------- failures
 

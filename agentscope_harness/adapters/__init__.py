@@ -3,4 +3,4 @@
 from .agent_adapter import HarnessAgentAdapter
 from .tool_adapter import ErrorClassMiddleware, HarnessToolAdapter
 
-__all__ = ["HarnessAgentAdapter", "HarnessToolAdapter", "ErrorClassMiddleware"]
+__all__ = ["ErrorClassMiddleware", "HarnessAgentAdapter", "HarnessToolAdapter"]

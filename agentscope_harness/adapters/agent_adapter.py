@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 HINT_SOURCE = "harness"
 
 
-def run_of(harness: "Harness", agent: Any) -> RunState | None:
+def run_of(harness: Harness, agent: Any) -> RunState | None:
     """The live run of ``agent``'s current reply in ``harness``'s table."""
     run = CURRENT_RUN.get()
     reply_id = agent.state.reply_id
@@ -56,7 +56,7 @@ def run_of(harness: "Harness", agent: Any) -> RunState | None:
 class HarnessAgentAdapter(MiddlewareBase):
     """The model-side middleware (first of ``harness.middlewares()``)."""
 
-    def __init__(self, harness: "Harness") -> None:
+    def __init__(self, harness: Harness) -> None:
         self.harness = harness
 
     async def get_middleware_key(self) -> str:
@@ -127,7 +127,7 @@ class HarnessAgentAdapter(MiddlewareBase):
         if held is not None:
             yield held
 
-    async def _pre_think(self, agent: Any, run: RunState) -> "_PreThink":
+    async def _pre_think(self, agent: Any, run: RunState) -> _PreThink:
         """Run ``pre_think``; apply pruning and hints; the fallback answer."""
         harness = self.harness
         events: list[Any] = flush(run)
@@ -233,7 +233,7 @@ class _PreThink:
     """What ``pre_think`` leaves for the adapter: events to emit first, and
     the answer to give without a model call (if any)."""
 
-    __slots__ = ("events", "answer")
+    __slots__ = ("answer", "events")
 
     def __init__(self, events: list[Any], answer: str | None) -> None:
         self.events = events

@@ -46,14 +46,14 @@ def _state_name(state: Any) -> str:
 class HarnessToolAdapter(MiddlewareBase):
     """The tool-side middleware (second of ``harness.middlewares()``)."""
 
-    def __init__(self, harness: "Harness") -> None:
+    def __init__(self, harness: Harness) -> None:
         self.harness = harness
 
     async def get_middleware_key(self) -> str:
         """Distinct from other middlewares' keys in ``middle_context``."""
         return "agentscope_harness.tool"
 
-    async def _run(self, agent: Any) -> "RunState":
+    async def _run(self, agent: Any) -> RunState:
         # used without the agent adapter, no on_reply opened a run: open one
         return run_of(self.harness, agent) or await self.harness.tool_only_run(agent)
 
@@ -103,7 +103,7 @@ class HarnessToolAdapter(MiddlewareBase):
         else:
             original = await _consume(call, input_kwargs, next_handler)
             response = await self._shaped(ctx, original)
-        text_blocks = [b for b in response.content if isinstance(b, TextBlock)]
+        text_blocks: list[TextBlock | DataBlock] = [b for b in response.content if isinstance(b, TextBlock)]
         if text_blocks:  # the response's id: no fresh id to generate per call
             yield ToolChunk(content=text_blocks, state=ToolResultState.RUNNING, id=response.id)
         yield response
@@ -111,7 +111,7 @@ class HarnessToolAdapter(MiddlewareBase):
     async def _shaped(self, ctx: HookContext, original: ToolResponse) -> ToolResponse:
         try:
             result = await self.harness.flow.shape(ctx, _view_of(original))
-        except Exception as exc:  # noqa: BLE001 - never raise out of on_acting
+        except Exception as exc:
             log.exception("harness failed to shape the result of %s", original.id)
             return self._failed(ctx, original, exc)
         if self.harness.shadow:  # data protection stays on; notes are not given
@@ -171,11 +171,13 @@ def to_response(ctx: HookContext, result: ToolResultView, original: ToolResponse
     if own:  # stamp the run only where the harness has something to say
         own["run_id"] = ctx.run.run_id
         meta[METADATA_KEY] = own
-    data = [] if result.withheld else [b for b in original.content if isinstance(b, DataBlock)]
+    data: list[TextBlock | DataBlock] = (
+        [] if result.withheld else [b for b in original.content if isinstance(b, DataBlock)]
+    )
     return ToolResponse(
         id=original.id,
         content=[_text_block(body, original), *data] if body or not data else data,
-        state=_STATES.get(result.state, ToolResultState.ERROR),
+        state=_STATES.get(result.state, ToolResultState.ERROR),  # type: ignore[arg-type]
         metadata=meta,
     )
 
@@ -205,7 +207,7 @@ class ErrorClassMiddleware(ToolMiddlewareBase):
     """Tool-level middleware keeping the class of a tool's exception, which
     AgentScope would reduce to ``str(e)``: ``metadata["harness"]["error_class"]``."""
 
-    async def on_tool_call(
+    async def on_tool_call(  # type: ignore[override]  # AgentScope types it as a coroutine
         self, tool: Any, input_kwargs: dict[str, Any], next_handler: Callable[..., AsyncGenerator],
     ) -> AsyncGenerator:
         """Re-yield the tool's chunks; turn an exception into a classified error."""

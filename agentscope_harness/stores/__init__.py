@@ -9,13 +9,13 @@ closed."""
 
 from ._base import (
     DEFAULT_TIMEOUT_S,
-    store_timeout,
     BreakerDecision,
     BreakerState,
     LedgerStore,
     SpendStore,
     bounded,
     daily_left,
+    store_timeout,
     today,
 )
 from .memory import MemoryStore
@@ -24,7 +24,6 @@ from .sqlite import SQLiteStore
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
-    "store_timeout",
     "BreakerDecision",
     "BreakerState",
     "LedgerStore",
@@ -34,5 +33,6 @@ __all__ = [
     "SpendStore",
     "bounded",
     "daily_left",
+    "store_timeout",
     "today",
 ]

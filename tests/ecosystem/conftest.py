@@ -24,7 +24,7 @@ def _ping(url: str) -> bool:
             return bool(client.ping())
         finally:
             client.close()
-    except Exception:  # noqa: BLE001 - not reachable
+    except Exception:
         return False
 
 

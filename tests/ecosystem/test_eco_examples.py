@@ -7,11 +7,10 @@ import os
 import runpy
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
-
+import tomllib
 from scripted import ScriptedModel, calls, make_agent, run, text, tool_messages
 
 from agentscope_harness import Harness, HarnessConfig, Principal, ToolPolicy

@@ -8,7 +8,7 @@ import time
 import uuid
 
 import pytest
-
+from eco_store_worker import PROCS, TIMES, USD, run_workers
 from scripted import ScriptedModel, make_agent, run, text
 
 from agentscope_harness import (
@@ -21,7 +21,6 @@ from agentscope_harness import (
     TerminalState,
 )
 from agentscope_harness.stores import today
-from eco_store_worker import PROCS, TIMES, USD, run_workers
 
 DEAD_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
 

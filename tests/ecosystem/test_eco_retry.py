@@ -7,8 +7,7 @@ import time
 
 import pytest
 from agentscope.message import ToolResultBlock
-
-from scripted import ScriptedModel, calls, make_agent, run, text, tool_messages
+from scripted import ScriptedModel, calls, make_agent, run, text
 
 from agentscope_harness import DependencyDown, Harness, HarnessConfig, retry_call
 from agentscope_harness.deadline import _DEADLINE, remaining_time

@@ -8,7 +8,7 @@ import shutil
 import time
 
 import pytest
-
+from eco_store_worker import PROCS, TIMES, USD, run_workers
 from scripted import ScriptedModel, calls, decisions, make_agent, run, text
 
 from agentscope_harness import (
@@ -21,8 +21,6 @@ from agentscope_harness import (
     SQLiteStore,
     TerminalState,
 )
-
-from eco_store_worker import PROCS, TIMES, USD, run_workers
 
 
 async def test_sqlite_store_several_processes_find_the_exact_total(tmp_path):

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import pytest
-
 from scripted import ScriptedModel, calls, decisions, make_agent, run, text
 
 from agentscope_harness import Harness, HarnessConfig, Principal, ToolPolicy
 
 sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 ran: list[str] = []
 

@@ -25,7 +25,7 @@ def ping(url: str) -> bool:
             return bool(client.ping())
         finally:
             client.close()
-    except Exception:  # noqa: BLE001 - not reachable
+    except Exception:
         return False
 
 

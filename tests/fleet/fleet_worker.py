@@ -71,7 +71,7 @@ def serve(commands: Any, out: Any, barrier: Any, in_flight: Any) -> None:
     while (command := commands.get()) is not None:
         try:
             out.put(("ok", asyncio.run(one(command))))
-        except Exception as exc:  # noqa: BLE001 - reported to the test
+        except Exception as exc:
             out.put(("error", repr(exc)))
 
 

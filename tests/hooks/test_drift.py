@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from itertools import count
 
-from hookkit import Ran, drive, hint_texts, harnessed, results, shop_tools
+from hookkit import Ran, drive, harnessed, hint_texts, results, shop_tools
 from scripted import calls, text
 
 from agentscope_harness import HarnessConfig, ToolPolicy

@@ -5,13 +5,12 @@ gates that declare it still refuse where they must."""
 from __future__ import annotations
 
 import pytest
+from hookkit import drive, harnessed
+from scripted import calls, text, tool_messages
 
 from agentscope_harness import HarnessConfig, ToolPolicy
 from agentscope_harness.errors import HarnessConfigError
 from agentscope_harness.registry import HookRejectSignal, harness_hook
-
-from scripted import calls, text, tool_messages
-from hookkit import drive, harnessed
 
 
 def _tools(ran: list[str]):

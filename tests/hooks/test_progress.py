@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentscope.message import TextBlock
 from agentscope.tool import ToolChunk
-from hookkit import Ran, drive, hint_texts, harnessed, results, stored_results, shop_tools
+from hookkit import Ran, drive, harnessed, hint_texts, results, shop_tools, stored_results
 from scripted import calls, text
 
 from agentscope_harness import HarnessConfig, ToolPolicy, harness_hook

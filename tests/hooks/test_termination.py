@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from hookkit import Ran, drive, hint_texts, harnessed, results, shop_tools, stored_results
-from scripted import calls, text, tool, tool_messages
+from hookkit import Ran, drive, harnessed, hint_texts, results, shop_tools, stored_results
+from scripted import calls, text, tool
 
 from agentscope_harness import HarnessConfig, ToolPolicy
 

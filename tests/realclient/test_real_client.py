@@ -87,7 +87,7 @@ async def outcome(h: Harness, agent: Any) -> tuple[Msg | None, BaseException | N
     or the exception the caller received (the report is read separately)."""
     try:
         _, final, _ = await drive(h, agent)
-    except Exception as exc:  # noqa: BLE001 - returned, for the test to judge
+    except Exception as exc:
         return None, exc
     return final, None
 

@@ -10,6 +10,8 @@ import itertools
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from relkit import assert_context_well_formed, assert_payload_well_formed, call_ids, result_text, results_by_id
+from scripted import ScriptedModel, calls, make_agent, run, text
 
 from agentscope_harness import (
     CostPolicy,
@@ -21,8 +23,6 @@ from agentscope_harness import (
     TerminalState,
     ToolPolicy,
 )
-from relkit import assert_context_well_formed, assert_payload_well_formed, call_ids, result_text, results_by_id
-from scripted import ScriptedModel, calls, make_agent, run, text
 
 SETTINGS = settings(max_examples=30, deadline=None)
 _seq = itertools.count()

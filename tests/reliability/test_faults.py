@@ -8,8 +8,24 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from agentscope.message import UserMsg
+from relkit import (
+    assert_context_well_formed,
+    assert_payload_well_formed,
+    results_by_id,
+)
+from scripted import (
+    RAN,
+    ScriptedModel,
+    calls,
+    make_agent,
+    run,
+    search,
+    slow,
+    text,
+    tool,
+    tool_messages,
+)
 
 from agentscope_harness import (
     CostPolicy,
@@ -22,14 +38,7 @@ from agentscope_harness import (
     ToolPolicy,
     harness_hook,
 )
-from relkit import (
-    assert_context_well_formed,
-    assert_payload_well_formed,
-    results_by_id,
-)
-from scripted import (
-    RAN, ScriptedModel, calls, make_agent, run, search, slow, text, tool, tool_messages,
-)
+
 
 class Custom(Exception):
     pass

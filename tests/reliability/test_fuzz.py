@@ -12,12 +12,13 @@ import re
 import string
 import time
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from agentscope.event import TextBlockDeltaEvent
 from agentscope.message import Base64Source, DataBlock, TextBlock, ToolResultState
 from agentscope.tool import ToolChunk
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from relkit import assert_context_well_formed, assert_payload_well_formed
+from scripted import ScriptedModel, calls, make_agent, run, text, tool_messages
 
 from agentscope_harness import (
     Harness,
@@ -29,8 +30,6 @@ from agentscope_harness import (
     ToolPolicy,
     harness_hook,
 )
-from relkit import assert_context_well_formed, assert_payload_well_formed
-from scripted import ScriptedModel, calls, make_agent, run, text, tool_messages
 
 FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 FEW = settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import random
 
+from scripted import ScriptedModel, calls, make_agent, run, text, tool_messages
 
 from agentscope_harness import (
     CostPolicy,
@@ -18,7 +19,6 @@ from agentscope_harness import (
     ToolPolicy,
 )
 from agentscope_harness.run_state import CURRENT_RUN
-from scripted import ScriptedModel, calls, make_agent, run, text, tool_messages
 
 N_AGENTS = 100
 CAP = 7  # the largest per-run number of calls: a leaked count would be refused

@@ -7,6 +7,8 @@ import itertools
 import random
 
 import pytest
+from relkit import assert_context_well_formed, result_text, results_by_id
+from scripted import ScriptedModel, calls, make_agent, run, text, tool_messages
 
 from agentscope_harness import (
     Harness,
@@ -15,8 +17,6 @@ from agentscope_harness import (
     TerminalState,
     ToolPolicy,
 )
-from relkit import assert_context_well_formed, result_text, results_by_id
-from scripted import ScriptedModel, calls, make_agent, run, text, tool_messages
 
 ME = Principal(user_id="alice", tenant="acme", allowed_tools=frozenset({"orders", "refund", "search"}))
 

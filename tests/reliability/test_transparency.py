@@ -21,8 +21,6 @@ import copy
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
-
 from agentscope.agent import ReActConfig
 from agentscope.event import (
     ConfirmResult,
@@ -36,10 +34,11 @@ from agentscope.event import (
 from agentscope.message import Msg, TextBlock, ToolCallBlock, ToolResultBlock, UserMsg
 from agentscope.model import ChatResponse, ChatUsage
 from agentscope.tool import FunctionTool
-
-from agentscope_harness import Harness, HarnessConfig, TerminalState
+from pydantic import BaseModel
 from relkit import assert_context_well_formed, result_text
 from scripted import ScriptedModel, calls, make_agent, text, tool
+
+from agentscope_harness import Harness, HarnessConfig, TerminalState
 
 SKIPPED_EVENTS = (CustomEvent, TextBlockDeltaEvent, ToolResultTextDeltaEvent)
 

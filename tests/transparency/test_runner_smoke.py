@@ -20,8 +20,8 @@ import os
 from pathlib import Path
 
 import pytest
-
 import run_agentscope_suite as suite
+
 from agentscope_harness import HarnessConfig
 
 TESTS_DIR = Path(__file__).resolve().parents[1]  # tests/, for scripted.py

@@ -47,4 +47,4 @@ def refund_audit(ctx: HookContext) -> None:
 
 HOOKS = [refund_limit, refund_audit]
 
-__all__ = ["HOOKS", "AUDIT", "REFUND_LIMIT_USD", "refund_limit", "refund_audit"]
+__all__ = ["AUDIT", "HOOKS", "REFUND_LIMIT_USD", "refund_audit", "refund_limit"]
