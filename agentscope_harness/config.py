@@ -499,7 +499,7 @@ class HarnessConfig(_Strict):
     @model_validator(mode="after")
     def _references_exist(self) -> HarnessConfig:
         if self.store is not None and (self.rate_limits or self.concurrency_limits):
-            missing, required = _missing_methods(self.store, LedgerStore)
+            missing, _ = _missing_methods(self.store, LedgerStore)
             if missing:
                 raise ValueError(
                     f"store: rate and concurrency limits are shared through the store, and "
