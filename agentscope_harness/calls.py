@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .context import HookContext, ToolCallView, ToolResultView
 from .errors import ErrorClass, error_class_of
 from .facts import call_digest
+from .run_state import FINDING_CHARS
 from .runner import Refusal
 from .sentinels import format_sentinel
 
@@ -136,6 +137,8 @@ class CallFlow:
             run.remember_sentinel(refusal.code, refusal.text)
             result.text, result.notices, result.state = refusal.text, [], "error"
             result.withheld = True
+        if result.ok and not result.withheld and view.role not in ("finish", "ask"):
+            run.findings.append((view.name, self._finding(result.raw_text)))
         error = result.error_class or ErrorClass.TOOL_ERROR
         run.facts.record_outcome(
             view.name, view.digest, view.args, view.id, result.ok,
@@ -143,6 +146,12 @@ class CallFlow:
             self.services.keys_of(view.name),
         )
         return result
+
+    def _finding(self, text: str) -> str:
+        """A short, redacted line of a result (redacted before it is cut, so
+        a cut never reveals the start of a secret)."""
+        line = " ".join(self.services.redactor.redact(text[: FINDING_CHARS * 8]).split())
+        return line[:FINDING_CHARS] + ("…" if len(line) > FINDING_CHARS else "")
 
     def _attach_pending_notices(self, ctx: HookContext) -> None:
         assert ctx.result is not None and ctx.tool is not None

@@ -232,6 +232,11 @@ class HookContext:
         is refused and the next round answers that way."""
         if text is None:
             text = self.config.fallback_text.format(reason=REASONS.get(reason, reason))
+        found = found_so_far(self.run) if state != TerminalState.COMPLETED else ""
+        if found not in text:
+            text += found
+        if self.fallback_answer is not None:
+            return  # the first stop of a point stands
         self.run.facts.conclude(state, reason)
         self.run.facts.stop_text = text
         if self.point == "pre_think":
@@ -271,6 +276,15 @@ class HookContext:
             tool=tool or (self.tool.name if self.tool else None),
             detail=detail,
         )
+
+
+def found_so_far(run: RunState) -> str:
+    """What the run's successful calls found, for the answer of a stopped
+    run (bounded and redacted); empty when nothing was found."""
+    if not run.findings:
+        return ""
+    lines = "\n".join(f"- {tool}: {text}" for tool, text in run.findings)
+    return f"\n\nWhat I found before stopping:\n{lines}"
 
 
 EXPLORING_HINTS = frozenset({"drift", "reopen_retrieval", "widen_search"})

@@ -22,6 +22,7 @@ from .context import HookContext
 from .errors import DependencyDown, HarnessConfigError
 from .hooks import BUILTIN_HOOKS
 from .lifecycle import ReplyLifecycle
+from .model_guard import ModelGuard
 from .redaction import Redactor
 from .registry import HookSpec, collect
 from .report import RunReport
@@ -99,6 +100,7 @@ class Harness:
         self.redactor = Redactor(self.config.redact_patterns, self.config.redact_window)
         self.services = Services.of(self.config, self.redactor, self.store)
         self.flow = CallFlow(self.services, self.runner)
+        self.model_guard = ModelGuard(self)
         self.reports: deque[RunReport] = deque(maxlen=self.config.reports_kept)
         self._last_by_agent: weakref.WeakKeyDictionary[Any, RunReport] = weakref.WeakKeyDictionary()
         self._prompt_addition: str | None = None
@@ -205,7 +207,7 @@ class Harness:
         usd = 0.0
         cost = self.config.cost
         if cost is not None:
-            price = cost.prices.get(getattr(model, "model", ""))
+            price = cost.price_of(str(getattr(model, "model", "") or ""))
             if price is not None:
                 usd = price.usd(input_tokens, output_tokens)
         run.add_usage(input_tokens, output_tokens, usd)

@@ -30,7 +30,7 @@ from agentscope.types import ReplyFinishedReason
 from .calls import result_view
 from .deadline import _DEADLINE, tighter
 from .errors import DependencyDown
-from .outcome import WITHHELD_ANSWER, build_report, terminal_state
+from .outcome import WITHHELD_ANSWER, build_report, corrected_answer, terminal_state
 from .report import RunReport, TerminalState
 from .run_state import CURRENT_RUN, RunState
 from .stores import bounded, daily_left, store_timeout
@@ -208,7 +208,7 @@ class ReplyLifecycle:
         original = (msg.get_text_content() or "") if msg is not None else ""
         ctx = harness.session_context(run, self.agent, original, self.end_reason)
         refusal = await harness.runner.run("on_session_end", ctx)
-        final = ctx.final_text or ""
+        final = corrected_answer(run, ctx.final_text or "")
         if refusal is not None:
             final = WITHHELD_ANSWER
             run.facts.conclude(TerminalState.INCOMPLETE, "audit_failed", override=True)

@@ -30,9 +30,11 @@ def terminal_state(
     """The terminal state and reason a run has earned, from its facts."""
     if isinstance(failure, (asyncio.CancelledError, GeneratorExit)):
         return TerminalState.CANCELLED, "cancelled"
-    if failure is not None:
-        return TerminalState.FAILED, f"error: {type(failure).__name__}: {failure}"[:300]
     facts = run.facts
+    if failure is not None:
+        if facts.terminal is not None and facts.terminal.state == TerminalState.FAILED.value:
+            return TerminalState.FAILED, facts.terminal.reason
+        return TerminalState.FAILED, f"error: {type(failure).__name__}: {failure}"[:300]
     if end_reason == "interrupted":
         return TerminalState.CANCELLED, "interrupted"
     if facts.terminal is not None and facts.terminal.state != TerminalState.COMPLETED.value:
@@ -49,6 +51,20 @@ def terminal_state(
     if finish_required:
         return TerminalState.INCOMPLETE, "finish_tool_not_called"
     return TerminalState.COMPLETED, "answered"
+
+
+def corrected_answer(run: RunState, text: str) -> str:
+    """The answer the user may receive: one that asserts an action whose
+    tool never succeeded in the run is replaced by a correction saying what
+    did not happen (the report names the claim)."""
+    claims = run.facts.unsupported_claims
+    if not claims:
+        return text
+    steps = ", ".join(dict.fromkeys(claims))
+    return (
+        f"I have to correct myself: {steps} did not succeed in this conversation, so that "
+        "has not been done. Please try again or ask for help."
+    )
 
 
 def build_report(

@@ -27,6 +27,9 @@ from .report import Decision, RunReport
 if TYPE_CHECKING:
     from .harness import Principal
 
+FINDINGS_KEPT = 5
+FINDING_CHARS = 300
+
 CURRENT_RUN: ContextVar[RunState | None] = ContextVar("harness_run", default=None)
 """Handle of the run whose reply is executing (inherited by tools and by
 sub-agents, which become nested runs)."""
@@ -77,6 +80,13 @@ class RunState:
     approvals: dict[str, str] = field(default_factory=dict)
     """Calls parked for a human, by call id: the digest of the arguments
     the human was shown."""
+    findings: deque[tuple[str, str]] = field(default_factory=lambda: deque(maxlen=FINDINGS_KEPT))
+    """The last successful results, redacted and short: what a stopped run
+    hands over instead of a bare apology."""
+    unpriced_seen: set[str] = field(default_factory=set)
+    """Model names without a price already reported in this run."""
+    longest_model_call_s: float = 0.0
+    """The slowest model call so far: the wrap-up window is at least that."""
     park_reason: str | None = None
     """Why a hook parked a call for a human (``ctx.ask``)."""
     resumed_by: Any = None
@@ -89,6 +99,11 @@ class RunState:
         while run.parent is not None:
             run = run.parent
         return run
+
+    def note_model_call_s(self, seconds: float) -> None:
+        """How long a model call took (the root keeps the longest)."""
+        root = self.root
+        root.longest_model_call_s = max(root.longest_model_call_s, seconds)
 
     def add_model_call(self) -> None:
         """Count a model call here and in every ancestor (run-wide caps

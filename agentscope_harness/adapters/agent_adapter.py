@@ -30,12 +30,12 @@ from agentscope.message import (
     ToolResultBlock,
 )
 from agentscope.middleware import MiddlewareBase
-from agentscope.model import ChatResponse
 from agentscope.tool import ToolChoice
 from agentscope.types import ReplyFinishedReason
 
-from ..context import ContextResult, HookContext, ModelOutputView, estimate_tokens
+from ..context import REASONS, ContextResult, HookContext, ModelOutputView, estimate_tokens
 from ..lifecycle import ReplyLifecycle, flush
+from ..report import TerminalState
 from ..run_state import CURRENT_RUN, RunState
 
 if TYPE_CHECKING:
@@ -117,11 +117,21 @@ class HarnessAgentAdapter(MiddlewareBase):
             input_kwargs["tool_choice"] = self._conclude_choice(run)
         before = _tail_of_reply(agent)
         held: Msg | None = None
-        async for item in self._model_stream(next_handler(**input_kwargs)):
-            if isinstance(item, Msg):  # the candidate final answer, held for post_reflect
-                held = run.candidate = item
-                continue
-            yield item
+        try:
+            async for item in self._model_stream(next_handler(**input_kwargs)):
+                if isinstance(item, Msg):  # the candidate final answer, held for post_reflect
+                    held = run.candidate = item
+                    continue
+                yield item
+        except Exception:
+            answer = self._model_failed(run)
+            if answer is None:
+                raise
+            async for item in _answer_without_model(agent, answer):
+                if isinstance(item, Msg):
+                    run.candidate = item
+                yield item
+            return
         for event in await self._post_reflect(agent, run, held, _new_tool_calls(agent, before)):
             yield event
         if held is not None:
@@ -193,6 +203,16 @@ class HarnessAgentAdapter(MiddlewareBase):
                 run.hold_reply_end = True
         return events + flush(run)
 
+    def _model_failed(self, run: RunState) -> str | None:
+        """The provider failed for good (after AgentScope's retries): the run
+        ends ``failed`` (``model_error``). The user gets ``model_error_text``
+        when configured; otherwise the provider's exception reaches the caller."""
+        run.facts.conclude(TerminalState.FAILED, "model_error", override=True)
+        self.harness.services.record(run, "liveness_watchdog", "on_model_call", "stop", code="model_error",
+                                     detail="the model provider failed after its retries")
+        text = self.harness.config.model_error_text
+        return None if text is None else text.format(reason=REASONS["model_error"])
+
     def _conclude_choice(self, run: RunState) -> ToolChoice:
         """Narrow to the finishing tool (by ``mode``, never ``tools=``)."""
         finish = sorted(self.harness.finish_tools)
@@ -205,28 +225,12 @@ class HarnessAgentAdapter(MiddlewareBase):
     async def on_model_call(
         self, agent: Any, input_kwargs: dict, next_handler: Callable[..., Any],
     ) -> Any:
-        """Serve the call with the tier's model; count calls, tokens and USD."""
-        harness = self.harness
-        run = run_of(harness, agent)
+        """Serve the call with the tier's model, priced, within the deadline;
+        count calls, tokens and USD (``model_guard.ModelGuard``)."""
+        run = run_of(self.harness, agent)
         if run is None:
             return await next_handler(**input_kwargs)
-        swap = harness.tier_model(run)
-        if swap is not None:
-            input_kwargs["current_model"] = swap
-        model = input_kwargs.get("current_model") or agent.model
-        run.add_model_call()
-        result = await next_handler(**input_kwargs)
-        if isinstance(result, ChatResponse):
-            await harness.charge_usage(run, model, result.usage)
-            return result
-
-        async def counted() -> AsyncGenerator:
-            async for chunk in result:
-                if chunk.is_last:
-                    await harness.charge_usage(run, model, chunk.usage)
-                yield chunk
-
-        return counted()
+        return await self.harness.model_guard.call(run, agent, input_kwargs, next_handler)
 
 
 class _PreThink:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..context import HookContext, ToolCallContext, ToolResultContext
+from ..config import CostPolicy
+from ..context import REASONS, HookContext, ToolCallContext, ToolResultContext
 from ..outcome import terminal_state
 from ..registry import HookRejectSignal, harness_hook
 
@@ -93,7 +94,7 @@ def budget_router(ctx: HookContext) -> None:
         return
     root = ctx.run.root
     if root.store_error is not None:
-        ctx.stop("dependency_down", text=cost.fallback_text, code="dependency_down")
+        ctx.stop("dependency_down", text=_fallback(cost, "dependency_down"), code="dependency_down")
         return
     cap, daily = cost.cap_usd, root.daily_left_usd
     if daily is not None:
@@ -104,7 +105,7 @@ def budget_router(ctx: HookContext) -> None:
     fraction = left / cap if cap > 0 else 0.0
     lite, minimal, fallback = cost.tiers
     if fraction <= fallback:
-        ctx.stop("budget", text=cost.fallback_text, code="quota_exhausted")
+        ctx.stop("budget", text=_fallback(cost, "budget"), code="quota_exhausted")
         return
     tier = "minimal" if fraction <= minimal else "lite" if fraction <= lite else "full"
     facts = root.facts
@@ -113,6 +114,10 @@ def budget_router(ctx: HookContext) -> None:
             "swap_model", detail=f"{facts.tier} -> {tier} ({fraction:.0%} of ${cap:.4f} left)",
         )
         facts.tier = tier
+
+
+def _fallback(cost: CostPolicy, reason: str) -> str:
+    return cost.fallback_text.format(reason=REASONS.get(reason, reason))
 
 
 @harness_hook("post_tool_call", priority=20, name="result_nudges", kind="observer")

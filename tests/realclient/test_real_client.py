@@ -244,10 +244,6 @@ async def test_finished_answer_delivered_when_the_deadline_passes_in_the_last_ca
 # ------------------------------------------------------------ item 3: no silent $0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 11 item 3: a model name missing from CostPolicy.prices is charged $0 "
-    "silently: 1.8M input tokens spend nothing against a $0.01 cap"
-))
 async def test_unpriced_model_is_never_charged_zero(
     server: FakeOpenAI, make_model: Any, real_agent: Any,
 ) -> None:
@@ -283,10 +279,6 @@ async def test_unpriced_tier_model_is_refused_at_construction(
 # ------------------------------------------------------------ item 4: the deadline bounds everything
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 11 item 4: a model call is not bounded by the time left; a 4 s answer "
-    "under a 1 s deadline takes 4 s"
-))
 async def test_deadline_bounds_a_slow_model_call(
     server: FakeOpenAI, make_model: Any, real_agent: Any,
 ) -> None:
@@ -300,9 +292,6 @@ async def test_deadline_bounds_a_slow_model_call(
     assert "late answer" not in (final.get_text_content() or "")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 11 item 4: tool calls in an answer that arrived after the deadline are run"
-))
 async def test_tool_calls_arriving_after_the_deadline_never_run(
     server: FakeOpenAI, make_model: Any, real_agent: Any,
 ) -> None:
@@ -319,9 +308,6 @@ async def test_tool_calls_arriving_after_the_deadline_never_run(
     assert report.terminal_state == TerminalState.INCOMPLETE
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 11 item 4: the client's and AgentScope's retries stack past the deadline"
-))
 async def test_deadline_bounds_stacked_retries(
     server: FakeOpenAI, make_model: Any, real_agent: Any,
 ) -> None:
@@ -514,10 +500,6 @@ async def test_refused_action_is_not_delivered_as_done(
         assert shown.strip() != claim  # withheld, or corrected next to the claim
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 11 item 7: a budget stop answers 'Here is where things stand;' with nothing of "
-    "what the successful calls found"
-))
 async def test_budget_stop_hands_over_what_was_found(
     server: FakeOpenAI, make_model: Any, real_agent: Any,
 ) -> None:

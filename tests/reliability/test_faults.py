@@ -241,7 +241,7 @@ async def test_the_model_call_raising(when: int) -> None:
     with pytest.raises(RuntimeError, match="provider 500"):
         await agent.reply(UserMsg("user", "hi"))
     report = harness.last_report(agent)
-    assert report.terminal_state == TerminalState.FAILED and "provider 500" in report.reason
+    assert (report.terminal_state, report.reason) == (TerminalState.FAILED, "model_error")
     assert report.model_calls == when + 1
     assert report.tool_calls == ({"search": 2} if when else {})
     assert_context_well_formed(agent)
@@ -376,7 +376,7 @@ async def test_a_store_failing_on_charge_fails_the_budget_closed_at_the_next_cal
         _, final = await run(agent)
     # the first call's spend could not be charged: no second model call
     assert len(model.calls) == 1 and RAN == ["a"]
-    assert final.get_text_content() == harness.config.cost.fallback_text
+    assert final.get_text_content().startswith(harness.config.cost.fallback_text)
     report = harness.last_report(agent)
     assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "dependency_down")
     assert any(d.code == "dependency_down" and "not charged" in d.detail for d in report.decisions)

@@ -1,0 +1,142 @@
+"""One model call under the run's limits: served by the budget tier's model,
+priced before it is made (an unpriced model never runs on a capped budget),
+bounded by the time left before the deadline, and counted.
+
+A call cut short by the deadline, or refused for an unpriced model, answers
+with the run's stop text as the model's final response: AgentScope then ends
+the reply normally, and the run's facts say why (``incomplete``, reason
+``deadline`` or ``unpriced_model``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, Callable
+from typing import TYPE_CHECKING, Any
+
+from agentscope.message import TextBlock
+from agentscope.model import ChatResponse
+from agentscope.model._model_response import FinishedReason
+
+from .context import REASONS
+from .report import TerminalState
+
+if TYPE_CHECKING:
+    from .harness import Harness
+    from .run_state import RunState
+
+
+class ModelGuard:
+    """The harness's side of ``on_model_call`` for one Harness."""
+
+    def __init__(self, harness: Harness) -> None:
+        self.harness = harness
+
+    async def call(self, run: RunState, agent: Any, input_kwargs: dict, next_handler: Callable[..., Any]) -> Any:
+        """Serve one model call (an attempt: AgentScope's retries come back here)."""
+        swap = self.harness.tier_model(run)
+        if swap is not None:
+            input_kwargs["current_model"] = swap
+        model = input_kwargs.get("current_model") or agent.model
+        refusal = self._unpriced(run, model)
+        if refusal is not None:
+            return _final(refusal)
+        run.add_model_call()
+        started = time.monotonic()
+        result = await self._bounded(run, next_handler(**input_kwargs))
+        if isinstance(result, ChatResponse):
+            run.note_model_call_s(time.monotonic() - started)
+            await self.harness.charge_usage(run, model, result.usage)
+            return result
+        return self._counted(run, model, result, started)
+
+    def _unpriced(self, run: RunState, model: Any) -> str | None:
+        """The stop text when ``model`` has no price on a capped budget (an
+        alias, a typo, a router's choice: never charged at $0)."""
+        cost = self.harness.config.cost
+        name = str(getattr(model, "model", "") or "")
+        if cost is None or (cost.cap_usd is None and cost.daily_quota_usd is None):
+            return None
+        if name in cost.prices:
+            return None
+        if name not in run.root.unpriced_seen:
+            run.root.unpriced_seen.add(name)
+            priced = cost.price_of(name) is not None
+            self.harness.services.record(
+                run, "budget_router", "on_model_call", "unpriced_model", code="quota_exhausted",
+                detail=f"model {name!r} has no price; "
+                + ("charged at the stated unpriced price" if priced else "the call is refused"),
+            )
+        if cost.price_of(name) is not None:
+            return None
+        return self._stop(run, "unpriced_model")
+
+    def _stop(self, run: RunState, reason: str) -> str:
+        facts = run.facts
+        facts.conclude(TerminalState.INCOMPLETE, reason)
+        if facts.stop_text is None:
+            facts.stop_text = self.harness.config.fallback_text.format(reason=REASONS.get(reason, reason))
+        return facts.stop_text
+
+    async def _bounded(self, run: RunState, awaitable: Any) -> Any:
+        """The call, cut at the deadline (the answer then is the stop text)."""
+        left = _time_left(run)
+        if left is None:
+            return await awaitable
+        try:
+            async with asyncio.timeout(max(left, 0.0)):
+                result = await awaitable
+        except TimeoutError:
+            return _final(self._deadline_passed(run))
+        after = _time_left(run)
+        cut = after is not None and after <= 0
+        if cut and isinstance(result, ChatResponse) and result.finished_reason != FinishedReason.COMPLETED:
+            # AgentScope reports a provider call cancelled at the deadline as interrupted
+            return _final(self._deadline_passed(run))
+        return result
+
+    def _deadline_passed(self, run: RunState) -> str:
+        self.harness.services.record(
+            run, "liveness_watchdog", "on_model_call", "stop", detail="deadline: the model call was cut short",
+        )
+        return self._stop(run, "deadline")
+
+    async def _counted(self, run: RunState, model: Any, stream: AsyncGenerator, started: float) -> AsyncGenerator:
+        """The streamed response, each chunk awaited within the time left."""
+        iterator = stream.__aiter__()
+        while True:
+            left = _time_left(run)
+            try:
+                if left is None:
+                    chunk = await iterator.__anext__()
+                else:
+                    async with asyncio.timeout(max(left, 0.0)):
+                        chunk = await iterator.__anext__()
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                await _close(stream)
+                yield _final(self._deadline_passed(run))
+                return
+            if chunk.is_last:
+                run.note_model_call_s(time.monotonic() - started)
+                await self.harness.charge_usage(run, model, chunk.usage)
+            yield chunk
+
+
+def _time_left(run: RunState) -> float | None:
+    if run.deadline is None:
+        return None
+    return run.deadline - time.monotonic()
+
+
+def _final(text: str) -> ChatResponse:
+    return ChatResponse(content=[TextBlock(text=text)], is_last=True)
+
+
+async def _close(stream: AsyncGenerator) -> None:
+    try:
+        await stream.aclose()
+    except (RuntimeError, asyncio.CancelledError):  # a provider stream closed mid-chunk
+        pass
