@@ -116,6 +116,7 @@ class ReplyLifecycle:
         if principal is None and parent is not None:
             principal = parent.principal
         harness.table.forget_parked(agent)
+        await self._settle_abandoned()
         self.run = run = harness.table.open(
             run_id=start.reply_id,
             agent_name=getattr(agent, "name", "agent"),
@@ -125,8 +126,20 @@ class ReplyLifecycle:
             parent=parent,
             mode=harness.config.mode,
         )
+        harness.table.bind(agent, run)
         await self._read_quota(run)
         return run
+
+    async def _settle_abandoned(self) -> None:
+        """A reply the consumer stopped reading and nobody closed yet (its
+        generator not collected): settled ``cancelled`` before the agent's
+        next reply opens, so its slot never outlives it."""
+        previous = self.harness.table.current.get(self.agent)
+        if previous is None or previous.report is not None or previous.run_id not in self.harness.table.slots:
+            return
+        await self.settle(previous, TerminalState.CANCELLED, "abandoned")
+        self.harness.table.drop(previous.run_id)
+        self.harness.table.unbind(self.agent, previous)
 
     def _deadline(self, parent: RunState | None) -> float | None:
         harness = self.harness
@@ -254,6 +267,7 @@ class ReplyLifecycle:
                 await self.settle(run, state, reason)
         finally:
             self.harness.table.drop(run.run_id)
+            self.harness.table.unbind(self.agent, run)
 
     def closing_events(self, run: RunState) -> list[CustomEvent]:
         """The last decisions and the report, emitted once the run settled."""

@@ -159,6 +159,28 @@ class RunTable:
         default_factory=weakref.WeakKeyDictionary,
     )
     """The run each agent parked on a human, kept until resumed or replaced."""
+    current: "weakref.WeakKeyDictionary[Any, RunState]" = field(
+        default_factory=weakref.WeakKeyDictionary,
+    )
+    """Each agent's live run: a new reply of the agent finds one its
+    consumer abandoned (a stream dropped, not yet collected)."""
+
+    def bind(self, agent: Any, run: RunState) -> RunState | None:
+        """Make ``run`` the agent's live run; the one it replaces, if any."""
+        try:
+            previous = self.current.get(agent)
+            self.current[agent] = run
+        except TypeError:
+            return None
+        return previous if previous is not run else None
+
+    def unbind(self, agent: Any, run: RunState) -> None:
+        """The agent's run ended: nothing keeps it alive from here."""
+        try:
+            if self.current.get(agent) is run:
+                del self.current[agent]
+        except TypeError:
+            pass
 
     def park(self, agent: Any, run_id: str) -> None:
         """A reply parked on human-in-the-loop keeps its slot until resumed."""

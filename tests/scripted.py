@@ -13,7 +13,7 @@ from agentscope.agent import Agent, InjectionConfig, ReActConfig
 from agentscope.message import Msg, UserMsg
 from agentscope.model import ChatModelBase
 from agentscope.permission import PermissionBehavior, PermissionDecision
-from agentscope.tool import FunctionTool, Toolkit
+from agentscope.tool import FunctionTool, ToolBase, Toolkit
 
 from agentscope_harness.testing import ScriptedModel, Turn, calls, text
 
@@ -74,7 +74,7 @@ def make_agent(model: ChatModelBase, tools: list[Any], middlewares: list[Any] | 
     """A real Agent with runtime-state injection off (its clock hints would
     make payloads differ between runs)."""
     toolkit = tools if isinstance(tools, Toolkit) else Toolkit(
-        tools=[t if isinstance(t, FunctionTool) else tool(t) for t in tools],
+        tools=[t if isinstance(t, ToolBase) else tool(t) for t in tools],
     )
     return Agent(
         name=name,
