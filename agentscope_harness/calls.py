@@ -14,6 +14,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .approvals import approval_digest
 from .context import HookContext, ToolCallView, ToolResultView
 from .errors import ErrorClass, error_class_of
 from .facts import call_digest
@@ -57,8 +58,11 @@ class CallFlow:
     # ------------------------------------------------------------- judging
 
     async def judge(self, run: RunState, agent: Any, view: ToolCallView) -> Verdict:
-        """``pre_tool_call`` on ``view``; a resumed call is re-judged and must
-        be the very call the human approved, resumed by the same caller."""
+        """``pre_tool_call`` on ``view``, then whether a human must approve
+        it: a hook's ``ctx.ask`` or the policy's ``ask_when``, asked only
+        about a call no gate refused, skipped by a live remembered approval.
+        A resumed call is re-judged by every gate and must be the very call
+        the human was shown, resumed by the caller who parked it."""
         ctx = HookContext("pre_tool_call", run, self.services, agent, tool=view)
         run.facts.recent_tools.append(view.name)
         if view.name in UNGATED_TOOLS:
@@ -70,20 +74,57 @@ class CallFlow:
         if refusal is not None:
             run.remember_sentinel(refusal.code, refusal.text)
             return Verdict(refusal=refusal, ctx=ctx)
-        if ctx.ask_reason is not None and not self.services.shadow and not view.resumed:
-            ctx.admissions.clear()
-            run.approvals[view.id] = view.digest
-            run.park_reason = ctx.ask_reason
-            return Verdict(ask=ctx.ask_reason, ctx=ctx)
-        return Verdict(ctx=ctx)
+        reason = ctx.ask_reason or await self._ask_when(ctx)
+        if reason is None or view.resumed:  # resumed: approved, checked above
+            return Verdict(ctx=ctx)
+        if view.id not in run.offers and await self.services.approvals.covers(
+            run.principal, run.session_id, view.name, view.args,
+        ):
+            self.services.record(run, "remembered_approval", "pre_tool_call", "allow_remembered",
+                                 tool=view.name, detail=reason)
+            return Verdict(ctx=ctx)
+        if self.services.shadow:
+            return Verdict(ctx=ctx)
+        ctx.admissions.clear()
+        self.shown(run, view)
+        run.park_reason = reason if run.park_reason is None else f"{run.park_reason}; {reason}"
+        return Verdict(ask=reason, ctx=ctx)
+
+    def shown(self, run: RunState, view: ToolCallView) -> None:
+        """A call parked for a human (by the harness or by AgentScope's own
+        permission engine): what they are shown is what a resume must match."""
+        run.approvals[view.id] = approval_digest(view.name, view.args)
+
+    async def _ask_when(self, ctx: HookContext) -> str | None:
+        """The policy's ``ask_when`` on the call's arguments (sync or async);
+        one that fails asks (fail closed: a human decides)."""
+        view = ctx.tool
+        assert view is not None
+        rule = view.policy.ask_when if view.policy is not None else None
+        if rule is None:
+            return None
+        try:
+            reason = rule(dict(view.args))
+            if inspect.isawaitable(reason):
+                reason = await reason
+        except Exception as exc:
+            log.exception("ask_when of %s failed", view.name)
+            reason = f"the approval rule of {view.name} failed ({type(exc).__name__})"
+        if reason is None:
+            return None
+        reason = str(reason)
+        self.services.record(ctx.run, "ask_when", "pre_tool_call", "ask", tool=view.name, detail=reason)
+        return reason
 
     def _resume_mismatch(self, run: RunState, view: ToolCallView) -> tuple[str, str] | None:
+        """A resumed call is refused unless the caller bound now is the one
+        who parked it and its arguments are exactly those the human was
+        shown (an edit the human made goes through ``Harness.approve_edit``)."""
         if not view.resumed:
             return None
         if run.resumed_by != run.principal:
             return ("permission_denied", "This call was approved for another user. Do not retry.")
-        approved = run.approvals.get(view.id)
-        if approved is not None and approved != view.digest:
+        if run.approvals.pop(view.id, None) != approval_digest(view.name, view.args):
             return (
                 "approval_mismatch",
                 "These arguments differ from what the user approved. Do not retry; "

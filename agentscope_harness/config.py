@@ -147,6 +147,9 @@ class Ledger(_Strict):
     cap: int = Field(ge=0)
     soft_at: int | None = Field(default=None, ge=0)
     on_exhausted: Exhausted = "stop"
+    extend_by: int | None = Field(default=None, ge=1)
+    """Units one approved extension adds (``on_exhausted="ask"``); default:
+    the cap again."""
 
     @model_validator(mode="after")
     def _soft_below_cap(self) -> Ledger:

@@ -4,10 +4,11 @@ the store, and hands out the two AgentScope middlewares."""
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import weakref
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from importlib.metadata import entry_points
 from typing import Any
@@ -16,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .adapters import HarnessAgentAdapter, HarnessToolAdapter
 from .adapters.tool_adapter import ErrorClassMiddleware, instrument_toolkit
+from .approvals import approval_digest
 from .calls import CallFlow
 from .config import EnvFlags, HarnessConfig, build_config
 from .context import HookContext
@@ -66,8 +68,9 @@ class Harness:
     your hooks, hook packs from the ``agentscope_harness.hooks`` entry point,
     minus disabled ones); ``middlewares()`` gives the two adapters for
     ``Agent(middlewares=...)``. Public: ``config``, ``middlewares``,
-    ``tool_middleware``, ``instrument``, ``acting_for``, ``last_report``,
-    ``reports``, ``hooks``. The rest is the adapters' plumbing.
+    ``tool_middleware``, ``instrument``, ``acting_for``, ``approve``,
+    ``revoke``, ``approve_edit``, ``extend``, ``last_report``, ``reports``,
+    ``hooks``. The rest is the adapters' plumbing.
     """
 
     def __init__(
@@ -151,6 +154,51 @@ class Harness:
             yield principal
         finally:
             _PRINCIPAL.reset(token)
+
+    def approve(
+        self,
+        principal: Principal,
+        session_id: str | None,
+        tool: str,
+        *,
+        when: Callable[[dict[str, Any]], Any] | None = None,
+        ttl_s: float = 3600.0,
+    ) -> None:
+        """Remember a human's "always allow ``tool`` for this session":
+        calls of ``tool`` the harness would ask about (``ask_when``,
+        ``ctx.ask``) run without asking for ``principal`` in ``session_id``
+        while ``when(args)`` holds (sync or async; always when ``None``),
+        for ``ttl_s`` seconds. Never covers a budget extension, another
+        principal or another session."""
+        self.services.approvals.grant(principal, session_id, tool, when, ttl_s)
+
+    def revoke(self, principal: Principal, session_id: str | None, tool: str | None = None) -> None:
+        """Forget remembered approvals of ``tool`` (every tool when ``None``)."""
+        self.services.approvals.revoke(principal, session_id, tool)
+
+    def approve_edit(self, agent: Any, tool_call: Any, args: dict[str, Any]) -> Any:
+        """A human edited a parked call before approving it: returns the
+        ``ToolCallBlock`` to confirm (in ``ConfirmResult(tool_call=...)``),
+        and records the edited arguments as the ones the human approved.
+        Must run under ``acting_for`` the principal who parked the call; a
+        confirmation carrying any other arguments is refused as
+        ``approval_mismatch``. The edited call is judged by every gate."""
+        run = self.table.get(agent.state.reply_id)
+        if run is None or tool_call.id not in run.approvals:
+            raise ValueError(f"tool call {tool_call.id!r} is not waiting for approval")
+        if self.current_principal() != run.principal:
+            raise PermissionError("only the caller who parked this call may edit it")
+        text = json.dumps(args, ensure_ascii=False)
+        run.approvals[tool_call.id] = approval_digest(tool_call.name, json.loads(text))
+        return tool_call.model_copy(update={"input": text})
+
+    def extend(self, agent: Any, usd: float) -> None:
+        """Approve ``usd`` more for ``agent``'s run that parked on its budget
+        (``CostPolicy(on_exhausted="ask")``): its next reply continues with
+        the extension, recorded in that run's ``RunReport.extensions`` with
+        the principal bound here as ``approved_by``."""
+        principal = self.current_principal()
+        self.services.approvals.extend(agent, usd, principal.user_id if principal else None)
 
     def last_report(self, agent: Any) -> RunReport | None:
         """The report of ``agent``'s most recent finished run."""

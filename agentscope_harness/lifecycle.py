@@ -179,6 +179,7 @@ class ReplyLifecycle:
         if run is None:
             return None
         run.report = None  # the park's provisional report is superseded
+        run.park_reason = None  # a later park states its own reason
         run.resumed_by = self.harness.current_principal()
         self.run = run
         return run

@@ -93,5 +93,6 @@ def build_report(
         unsupported_claims=list(run.facts.unsupported_claims),
         facts=sorted(run.facts.progress_marks),
         children=list(run.children),
+        extensions=list(run.extensions),
         mode=mode,
     )

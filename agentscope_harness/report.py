@@ -60,6 +60,9 @@ class RunReport(BaseModel):
     unsupported_claims: list[str] = Field(default_factory=list)
     facts: list[str] = Field(default_factory=list)
     children: list[RunReport] = Field(default_factory=list)
+    extensions: list[dict[str, Any]] = Field(default_factory=list)
+    """Budget extensions a human approved: ``{"what": "ledger:<name>" |
+    "usd", "by": amount, "approved_by": user_id}``."""
     mode: str = "enforce"
 
     def to_json(self) -> str:

@@ -91,6 +91,18 @@ class RunState:
     """Why a hook parked a call for a human (``ctx.ask``)."""
     resumed_by: Any = None
     """The principal bound when a parked run was resumed."""
+    offers: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Calls parked on an exhausted ledger, by call id: the extensions the
+    human was offered (``{"ledger:<name>": units}``)."""
+    extensions: list[dict[str, Any]] = field(default_factory=list)
+    """Budget extensions a human approved in this run (root only)."""
+    ledger_extra: dict[str, int] = field(default_factory=dict)
+    """Units added to each ledger's cap by approved extensions (root only)."""
+    usd_extra: float = 0.0
+    """USD added to the run's cap by approved extensions (root only)."""
+    usd_carried: float = 0.0
+    """USD a budget-parked run of the same agent spent before this run
+    continued its budget (root only; never charged again)."""
 
     @property
     def root(self) -> RunState:
@@ -159,7 +171,7 @@ class RunTable:
         default_factory=weakref.WeakKeyDictionary,
     )
     """The run each agent parked on a human, kept until resumed or replaced."""
-    current: "weakref.WeakKeyDictionary[Any, RunState]" = field(
+    current: weakref.WeakKeyDictionary[Any, RunState] = field(
         default_factory=weakref.WeakKeyDictionary,
     )
     """Each agent's live run: a new reply of the agent finds one its

@@ -8,6 +8,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .approvals import ApprovalBook
 from .report import Decision
 
 if TYPE_CHECKING:
@@ -42,6 +43,8 @@ class Services:
     shadow: bool = False
     finish_tools: frozenset[str] = frozenset()
     breakers: dict[str, Breaker] = field(default_factory=dict)
+    approvals: ApprovalBook = field(default_factory=ApprovalBook)
+    """Remembered approvals and pending budget extensions."""
     index_keys: dict[str, tuple[tuple[str, ...], ...]] = field(default_factory=dict)
     """Per tool, the argument-name tuples its successes are indexed by (the
     ``same_args`` of every prerequisite naming it, plus ``()``)."""

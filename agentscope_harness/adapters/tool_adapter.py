@@ -75,6 +75,8 @@ class HarnessToolAdapter(MiddlewareBase):
             batch=(agent.state.reply_id, agent.state.cur_iter),
             resumed=call.state == ToolCallState.ALLOWED,
         )
+        if view.resumed:  # judged against the caller bound at resume
+            run.resumed_by = self.harness.current_principal()
         verdict = await flow.judge(run, agent, view)
         if verdict.refusal is not None:
             return _deny(verdict.refusal.text)
@@ -83,8 +85,10 @@ class HarnessToolAdapter(MiddlewareBase):
                 behavior=PermissionBehavior.ASK, message=verdict.ask, decision_reason=verdict.ask,
             )
         decision = await next_handler(**input_kwargs)
+        if decision.behavior in (PermissionBehavior.ASK, PermissionBehavior.PASSTHROUGH):
+            flow.shown(run, view)  # parked for a human: judged again on resume
         if decision.behavior != PermissionBehavior.ALLOW:
-            return decision  # parked for a human, or denied: judged again on resume
+            return decision
         refusal = flow.admit(verdict)
         return _deny(refusal.text) if refusal is not None else decision
 

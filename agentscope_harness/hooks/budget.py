@@ -9,6 +9,7 @@ from ..config import CostPolicy
 from ..context import REASONS, HookContext, ToolCallContext, ToolResultContext
 from ..outcome import terminal_state
 from ..registry import HookRejectSignal, harness_hook
+from ..report import TerminalState
 
 
 @harness_hook("pre_tool_call", priority=30, name="spend_gate", kind="safety")
@@ -22,7 +23,7 @@ def spend_gate(ctx: ToolCallContext) -> None:
     ctx.admit(lambda: _charge(ctx))
 
 
-def _check_quota(ctx: ToolCallContext) -> None:
+def _check_quota(ctx: ToolCallContext, admitting: bool = False) -> None:
     root = ctx.run.root
     limit = ctx.config.max_tool_calls
     if limit is not None and root.tool_calls_total >= limit:
@@ -35,19 +36,51 @@ def _check_quota(ctx: ToolCallContext) -> None:
     if policy is None or not policy.units:
         return
     used = ctx.facts.ledger_used
+    root = ctx.run.root
     for name in policy.ledgers:
-        cap = ctx.config.ledgers[name].cap
+        ledger = ctx.config.ledgers[name]
+        cap = ledger.cap + root.ledger_extra.get(name, 0)
         spent = used.get(name, 0)
-        if spent + policy.units > cap:
-            raise HookRejectSignal(
-                f"The {name} quota for this task is used up ({spent}/{cap}). "
-                "Answer with what you have.",
-                code="quota_exhausted",
-            )
+        if spent + policy.units <= cap:
+            continue
+        # at admission the call can no longer be parked: exhausted is refused
+        if ledger.on_exhausted == "ask" and not admitting and _extend_or_ask(ctx, name, spent, cap):
+            continue
+        raise HookRejectSignal(
+            f"The {name} quota for this task is used up ({spent}/{cap}). "
+            "Answer with what you have.",
+            code="quota_exhausted",
+        )
+
+
+def _extend_or_ask(ctx: ToolCallContext, name: str, spent: int, cap: int) -> bool:
+    """An exhausted ``on_exhausted="ask"`` ledger: a resumed call whose
+    human was offered this very extension gets it (recorded in the report);
+    a new call is parked with the offer. Anything else is refused (False)."""
+    run, call = ctx.run, ctx.tool
+    root = run.root
+    what = f"ledger:{name}"
+    units = call.policy.units if call.policy is not None else 0
+    if call.resumed:
+        by = run.offers.get(call.id, {}).pop(what, None)
+        if by is None:
+            return False
+        root.ledger_extra[name] = root.ledger_extra.get(name, 0) + by
+        approver = run.resumed_by.user_id if run.resumed_by is not None else None
+        root.extensions.append({"what": what, "by": by, "approved_by": approver})
+        ctx.decide("extend", code="quota_exhausted", detail=f"{what} +{by} approved by {approver}")
+        return spent + units <= cap + by
+    if ctx.services.shadow:
+        return False  # shadow mode never parks: it records the refusal it would make
+    by = max(ctx.config.ledgers[name].extend_by or cap - root.ledger_extra.get(name, 0), units, 1)
+    run.offers.setdefault(call.id, {})[what] = by
+    question = f"the {name} quota ({spent}/{cap}) is used up; approve to extend it by {by}"
+    ctx.ask(question if ctx.ask_reason is None else f"{ctx.ask_reason}; {question}")
+    return True
 
 
 def _charge(ctx: ToolCallContext) -> Callable[[], None]:
-    _check_quota(ctx)
+    _check_quota(ctx, admitting=True)
     policy = ctx.tool.policy
     charged = list(policy.ledgers) if policy is not None and policy.units else []
     units = policy.units if policy is not None else 0
@@ -96,15 +129,31 @@ def budget_router(ctx: HookContext) -> None:
     if root.store_error is not None:
         ctx.stop("dependency_down", text=_fallback(cost, "dependency_down"), code="dependency_down")
         return
-    cap, daily = cost.cap_usd, root.daily_left_usd
+    asks = cost.on_exhausted == "ask" and ctx.run is root
+    if asks:
+        _continue_parked_budget(ctx)
+    run_cap = None if cost.cap_usd is None else cost.cap_usd + root.usd_extra
+    cap, daily = run_cap, root.daily_left_usd
     if daily is not None:
         cap = daily if cap is None else min(cap, daily)
     if cap is None:
         return
-    left = cap - root.facts.spent_usd
+    spent = root.facts.spent_usd + root.usd_carried
+    left = cap - spent
     fraction = left / cap if cap > 0 else 0.0
     lite, minimal, fallback = cost.tiers
     if fraction <= fallback:
+        # an extension raises the run's cap, never the principal's daily quota
+        if asks and run_cap is not None and cap == run_cap:
+            ctx.services.approvals.budget_parked(ctx.agent, spent)
+            ctx.stop(
+                f"the budget of this task (${run_cap:.4f}) is used up; approve an extension to continue",
+                state=TerminalState.WAITING_INPUT,
+                text=f"This task has used its budget (${spent:.4f} of ${run_cap:.4f}). "
+                     "Shall I continue? Continuing needs your approval of a larger budget.",
+                code="quota_exhausted",
+            )
+            return
         ctx.stop("budget", text=_fallback(cost, "budget"), code="quota_exhausted")
         return
     tier = "minimal" if fraction <= minimal else "lite" if fraction <= lite else "full"
@@ -118,6 +167,23 @@ def budget_router(ctx: HookContext) -> None:
 
 def _fallback(cost: CostPolicy, reason: str) -> str:
     return cost.fallback_text.format(reason=REASONS.get(reason, reason))
+
+
+def _continue_parked_budget(ctx: HookContext) -> None:
+    """A run of an agent whose last run parked on its budget continues that
+    budget (so sending another message does not reset it), plus whatever a
+    human approved with ``Harness.extend``."""
+    pending = ctx.services.approvals.take(ctx.agent)
+    if pending is None:
+        return
+    root = ctx.run.root
+    root.usd_carried += pending.carried_usd
+    ctx.decide("continue_budget", detail=f"${pending.carried_usd:.6f} already spent by the parked run")
+    if pending.usd > 0:
+        root.usd_extra += pending.usd
+        root.extensions.append({"what": "usd", "by": pending.usd, "approved_by": pending.approved_by})
+        ctx.decide("extend", code="quota_exhausted",
+                   detail=f"usd +{pending.usd} approved by {pending.approved_by}")
 
 
 @harness_hook("post_tool_call", priority=20, name="result_nudges", kind="observer")

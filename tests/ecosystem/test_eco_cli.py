@@ -132,7 +132,7 @@ def test_check_config_prints_the_effective_config_with_env_overrides(tmp_path, c
     assert main(["check-config", "--json", str(policy)]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["config"]["mode"] == "shadow"
-    assert data["config"]["ledgers"]["retrieval"] == {"cap": 8, "soft_at": 6, "on_exhausted": "stop"}
+    assert data["config"]["ledgers"]["retrieval"] == {"cap": 8, "soft_at": 6, "on_exhausted": "stop", "extend_by": None}
     assert data["config"]["cost"]["prices"]["gpt-4o-mini"] == {"input_per_mtok": 0.15, "output_per_mtok": 0.6, "cached_input_per_mtok": None}
 
 

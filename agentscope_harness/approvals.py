@@ -1,0 +1,163 @@
+"""Human approvals: what a human was shown, what they approved to remember,
+and budget extensions they granted.
+
+- ``approval_digest`` is the exact identity of a call a human was asked
+  about (tool name + AgentScope's parsed arguments, never normalised): a
+  resumed call must match it byte for byte.
+- ``ApprovalBook`` keeps remembered approvals ("always allow ``refund``
+  under $50 for this session") per principal and session, bounded and
+  expiring, and USD extensions granted to an agent whose run parked on its
+  budget.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .harness import Principal
+
+MAX_SESSIONS = 4096
+"""Principal+session pairs whose remembered approvals are kept (LRU)."""
+MAX_GRANTS = 64
+"""Remembered approvals kept per principal+session (the oldest go first)."""
+
+
+def approval_digest(tool: str, args: Any) -> str:
+    """Exact identity of a call: ``" A1"`` and ``"A1"`` are different
+    approvals (the duplicate-call digest normalises; this one must not)."""
+    canonical = json.dumps([tool, args], sort_keys=True, ensure_ascii=False, default=repr)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One remembered approval: ``tool`` for this principal and session,
+    while ``when(args)`` is true (or always), until ``expires_at``."""
+
+    tool: str
+    when: Callable[[dict[str, Any]], Any] | None
+    expires_at: float
+
+
+@dataclass
+class UsdExtension:
+    """An extension granted to an agent whose run parked on its budget: the
+    agent's next reply continues that budget (``carried_usd`` already spent)
+    with ``usd`` more."""
+
+    carried_usd: float
+    usd: float = 0.0
+    approved_by: str | None = None
+
+
+@dataclass
+class ApprovalBook:
+    """Remembered approvals and pending budget extensions of one Harness."""
+
+    clock: Callable[[], float] = time.monotonic
+    _grants: OrderedDict[tuple[str, str | None], list[Grant]] = field(default_factory=OrderedDict)
+    _usd: weakref.WeakKeyDictionary[Any, UsdExtension] = field(
+        default_factory=weakref.WeakKeyDictionary,
+    )
+
+    # ---------------------------------------------------- remembered approvals
+
+    def grant(
+        self, principal: Principal, session_id: str | None, tool: str,
+        when: Callable[[dict[str, Any]], Any] | None, ttl_s: float,
+    ) -> Grant:
+        """Remember that ``principal`` approved ``tool`` in ``session_id``."""
+        if ttl_s <= 0:
+            raise ValueError("ttl_s must be positive: a remembered approval always expires")
+        key = (principal.key, session_id)
+        grants = [g for g in self._grants.pop(key, []) if g.expires_at > self.clock()]
+        item = Grant(tool=tool, when=when, expires_at=self.clock() + ttl_s)
+        grants = [*grants, item][-MAX_GRANTS:]
+        self._grants[key] = grants
+        while len(self._grants) > MAX_SESSIONS:
+            self._grants.popitem(last=False)
+        return item
+
+    def revoke(self, principal: Principal, session_id: str | None, tool: str | None = None) -> None:
+        """Forget ``tool``'s remembered approvals (all tools when ``None``)."""
+        key = (principal.key, session_id)
+        kept = [g for g in self._grants.get(key, []) if tool is not None and g.tool != tool]
+        if kept:
+            self._grants[key] = kept
+        else:
+            self._grants.pop(key, None)
+
+    async def covers(
+        self, principal: Principal | None, session_id: str | None, tool: str, args: dict[str, Any],
+    ) -> bool:
+        """A live remembered approval of this principal and session covers
+        the call. A ``when`` that raises covers nothing (fail closed)."""
+        if principal is None:
+            return False
+        key = (principal.key, session_id)
+        grants = self._grants.get(key)
+        if not grants:
+            return False
+        now = self.clock()
+        live = [g for g in grants if g.expires_at > now]
+        if len(live) != len(grants):
+            if live:
+                self._grants[key] = live
+            else:
+                del self._grants[key]
+        for grant in live:
+            if grant.tool == tool and await _holds(grant.when, args):
+                return True
+        return False
+
+    # -------------------------------------------------------- USD extensions
+
+    def budget_parked(self, agent: Any, spent_usd: float) -> None:
+        """``agent``'s run parked on its budget having spent ``spent_usd``:
+        its next reply continues that budget until a human extends it."""
+        try:
+            self._usd[agent] = UsdExtension(carried_usd=spent_usd)
+        except TypeError:
+            pass
+
+    def extend(self, agent: Any, usd: float, approved_by: str | None) -> UsdExtension:
+        """A human approved ``usd`` more for ``agent``'s parked budget."""
+        if usd <= 0:
+            raise ValueError("an extension must be positive")
+        pending = self._usd.get(agent)
+        if pending is None:
+            raise ValueError("this agent has no run waiting on its budget")
+        pending.usd += usd
+        pending.approved_by = approved_by
+        return pending
+
+    def take(self, agent: Any) -> UsdExtension | None:
+        """The budget ``agent``'s new run continues (and forget it)."""
+        try:
+            return self._usd.pop(agent, None)
+        except TypeError:
+            return None
+
+
+async def _holds(when: Callable[[dict[str, Any]], Any] | None, args: dict[str, Any]) -> bool:
+    if when is None:
+        return True
+    try:
+        value = when(args)
+        if inspect.isawaitable(value):
+            value = await value
+    except Exception:
+        return False
+    return bool(value)
+
+
+__all__ = ["ApprovalBook", "Grant", "UsdExtension", "approval_digest"]
