@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from .adapters import HarnessAgentAdapter, HarnessToolAdapter
 from .adapters.tool_adapter import ErrorClassMiddleware, instrument_toolkit
 from .calls import CallFlow
+from .candidate import Candidate
 from .config import EnvFlags, HarnessConfig, build_config
 from .context import HookContext
 from .errors import DependencyDown, HarnessConfigError
@@ -63,7 +64,8 @@ class Harness:
 
     ``Harness(config, hooks=[...])`` builds the hook chain once (built-ins,
     your hooks, hook packs from the ``agentscope_harness.hooks`` entry point,
-    minus disabled ones); ``middlewares()`` gives the two adapters for
+    minus disabled ones); ``candidate=other_config`` judges another policy in
+    shadow beside it (see ``candidate.py``); ``middlewares()`` gives the two adapters for
     ``Agent(middlewares=...)``. Public: ``config``, ``middlewares``,
     ``tool_middleware``, ``instrument``, ``acting_for``, ``last_report``,
     ``reports``, ``hooks``. The rest is the adapters' plumbing.
@@ -73,6 +75,7 @@ class Harness:
         self,
         config: HarnessConfig | Mapping[str, Any] | None = None,
         hooks: Iterable[Any] = (),
+        candidate: HarnessConfig | Mapping[str, Any] | None = None,
         *,
         environ: Mapping[str, str] | None = None,
         load_entry_points: bool = True,
@@ -99,6 +102,13 @@ class Harness:
         self.redactor = Redactor(self.config.redact_patterns, self.config.redact_window)
         self.services = Services.of(self.config, self.redactor, self.store)
         self.flow = CallFlow(self.services, self.runner)
+        self.candidate: Candidate | None = None
+        if candidate is not None:
+            candidate_config = build_config(candidate)
+            _check_disabled(self.all_hooks, EnvFlags(), candidate_config)
+            self.candidate = self.runner.candidate = Candidate(
+                candidate_config, self.all_hooks, self.services,
+            )
         self.reports: deque[RunReport] = deque(maxlen=self.config.reports_kept)
         self._last_by_agent: weakref.WeakKeyDictionary[Any, RunReport] = weakref.WeakKeyDictionary()
         self._prompt_addition: str | None = None

@@ -78,4 +78,6 @@ def build_report(
         facts=sorted(run.facts.progress_marks),
         children=list(run.children),
         mode=mode,
+        prefix_breaks=run.prefix.breaks if run.prefix is not None else 0,
+        candidate_differences=list(run.candidate_differences),
     )

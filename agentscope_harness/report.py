@@ -61,6 +61,13 @@ class RunReport(BaseModel):
     facts: list[str] = Field(default_factory=list)
     children: list[RunReport] = Field(default_factory=list)
     mode: str = "enforce"
+    prefix_breaks: int = 0
+    """Model calls whose payload did not extend the previous call's (a
+    provider prompt-cache miss); each is a ``prefix_break`` decision naming
+    its cause."""
+    candidate_differences: list[dict[str, Any]] = Field(default_factory=list)
+    """Calls where the candidate policy would have decided otherwise:
+    ``{"point", "tool", "live", "candidate", "code"}``."""
 
     def to_json(self) -> str:
         """The report as JSON."""

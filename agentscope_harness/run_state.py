@@ -26,6 +26,7 @@ from .report import Decision, RunReport
 
 if TYPE_CHECKING:
     from .harness import Principal
+    from .prefix import PrefixTrack
 
 CURRENT_RUN: ContextVar[RunState | None] = ContextVar("harness_run", default=None)
 """Handle of the run whose reply is executing (inherited by tools and by
@@ -81,6 +82,10 @@ class RunState:
     """Why a hook parked a call for a human (``ctx.ask``)."""
     resumed_by: Any = None
     """The principal bound when a parked run was resumed."""
+    prefix: PrefixTrack | None = None
+    """The previous model call's payload, as the prefix observer keeps it."""
+    candidate_differences: list[dict[str, Any]] = field(default_factory=list)
+    """Calls where the candidate policy decided otherwise than the live one."""
 
     @property
     def root(self) -> RunState:

@@ -36,6 +36,7 @@ from agentscope.types import ReplyFinishedReason
 
 from ..context import ContextResult, HookContext, ModelOutputView, estimate_tokens
 from ..lifecycle import ReplyLifecycle, flush
+from ..prefix import note_compression, observe, over_request_cap
 from ..run_state import CURRENT_RUN, RunState
 
 if TYPE_CHECKING:
@@ -200,6 +201,19 @@ class HarnessAgentAdapter(MiddlewareBase):
             return ToolChoice(mode="none")
         return ToolChoice(mode=finish[0] if len(finish) == 1 else "required")
 
+    async def on_compress_context(
+        self, agent: Any, input_kwargs: dict, next_handler: Callable[..., Any],
+    ) -> None:
+        """Pass-through; a compression that replaced the context is noted,
+        so the prefix break it causes at the next call is attributed to it."""
+        state = agent.state
+        context, summary = state.context, state.summary
+        await next_handler(**input_kwargs)
+        if state.context is not context or state.summary != summary:
+            run = run_of(self.harness, agent)
+            if run is not None:
+                note_compression(run)
+
     # ------------------------------------------------------------ model call
 
     async def on_model_call(
@@ -214,6 +228,11 @@ class HarnessAgentAdapter(MiddlewareBase):
         if swap is not None:
             input_kwargs["current_model"] = swap
         model = input_kwargs.get("current_model") or agent.model
+        tokens = observe(harness.services, run, input_kwargs.get("messages") or [],
+                         input_kwargs.get("tools"), model)
+        refused = over_request_cap(harness.services, run, tokens)
+        if refused is not None:  # not sent: the run answers with the fallback text
+            return ChatResponse(content=[TextBlock(text=refused)], is_last=True)
         run.add_model_call()
         result = await next_handler(**input_kwargs)
         if isinstance(result, ChatResponse):

@@ -3,11 +3,17 @@ convergence nudges and settling the run's spend."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from ..context import HookContext, ToolCallContext, ToolResultContext
+from ..context import REASONS, HookContext, ToolCallContext, ToolResultContext
 from ..outcome import terminal_state
 from ..registry import HookRejectSignal, harness_hook
+
+if TYPE_CHECKING:
+    from ..config import CostPolicy
+    from ..run_state import RunState
 
 
 @harness_hook("pre_tool_call", priority=30, name="spend_gate", kind="safety")
@@ -86,33 +92,115 @@ def search_gate(ctx: ToolCallContext) -> None:
 
 @harness_hook("pre_think", priority=20, name="budget_router", kind="observer")
 def budget_router(ctx: HookContext) -> None:
-    """Pick the model tier from the fraction of money left; at the last tier
-    answer with the fallback text without calling any model."""
+    """Pick the model tier from the fraction of the budget left: the least
+    left of money (``cap_usd``, the daily quota) and run-wide tokens
+    (``max_input_tokens``, ``max_output_tokens``, sub-agents included). At
+    the last tier answer with the fallback text without calling any model.
+    Then tell the model what is left when that changed (``disclose_budget``)."""
     cost = ctx.config.cost
-    if cost is None:
-        return
     root = ctx.run.root
-    if root.store_error is not None:
-        ctx.stop("dependency_down", text=cost.fallback_text, code="dependency_down")
-        return
+    facts = root.facts
+    if cost is not None:
+        fallback_text = cost.fallback_text.format(reason=REASONS["budget"])
+        if root.store_error is not None:
+            ctx.stop("dependency_down", text=fallback_text, code="dependency_down")
+            return
+        least = min(_budget_left(cost, root), default=None)
+        if least is not None:
+            fraction, what = least
+            lite, minimal, fallback = cost.tiers
+            if fraction <= fallback:
+                ctx.stop("budget", text=fallback_text, code="quota_exhausted")
+                return
+            tier = "minimal" if fraction <= minimal else "lite" if fraction <= lite else "full"
+            if tier != facts.tier:
+                ctx.decide("swap_model", detail=f"{facts.tier} -> {tier} ({what})")
+                facts.tier = tier
+    _disclose(ctx)
+
+
+def _budget_left(cost: CostPolicy, root: RunState) -> list[tuple[float, str]]:
+    """``(fraction left, what)`` of each budget the run has."""
+    out: list[tuple[float, str]] = []
     cap, daily = cost.cap_usd, root.daily_left_usd
     if daily is not None:
         cap = daily if cap is None else min(cap, daily)
-    if cap is None:
+    if cap is not None:
+        left = cap - root.facts.spent_usd
+        out.append((left / cap if cap > 0 else 0.0, f"{_usd(left)} of {_usd(cap)} left"))
+    for limit, used, kind in (
+        (cost.max_input_tokens, root.input_tokens, "input"),
+        (cost.max_output_tokens, root.output_tokens, "output"),
+    ):
+        if limit is not None:
+            left_tokens = max(limit - used, 0)
+            out.append((left_tokens / limit, f"{left_tokens} of {limit} {kind} tokens left"))
+    return out
+
+
+def _usd(value: float) -> str:
+    value = max(value, 0.0)
+    return f"${value:.2f}" if value >= 0.1 or value == 0 else f"${value:.4f}"
+
+
+def status_line(ctx: HookContext) -> str | None:
+    """What is left of the run's budget, in one line (``None``: no limits)."""
+    run, config = ctx.run, ctx.config
+    root = run.root
+    parts: list[str] = []
+    if run.deadline is not None:
+        parts.append(f"{max(run.deadline - time.monotonic(), 0):.0f}s left")
+    if config.cost is not None:
+        parts += [what for _, what in _budget_left(config.cost, root)]
+    if config.max_model_calls is not None:
+        parts.append(f"{max(config.max_model_calls - root.model_calls, 0)} model calls left")
+    if config.max_tool_calls is not None:
+        parts.append(f"{max(config.max_tool_calls - root.tool_calls_total, 0)} tool calls left")
+    used = root.facts.ledger_used
+    for name, ledger in config.ledgers.items():
+        parts.append(f"{name} {max(ledger.cap - used.get(name, 0), 0)}/{ledger.cap} left")
+    if not parts:
+        return None
+    tier = root.facts.tier
+    if tier != "full":
+        parts.append(f"now on the {tier} model")
+    return "[harness:budget] " + " \u00b7 ".join(parts)
+
+
+def _budget_marks(ctx: HookContext) -> set[str]:
+    """The meaningful budget events reached so far: a tier, a ledger's soft
+    limit (or cap), the wrap-up window."""
+    root, config = ctx.run.root, ctx.config
+    marks = {f"budget:tier:{root.facts.tier}"} if root.facts.tier != "full" else set()
+    used = root.facts.ledger_used
+    for name, ledger in config.ledgers.items():
+        soft = ledger.cap if ledger.soft_at is None else ledger.soft_at
+        if used.get(name, 0) >= soft:
+            marks.add(f"budget:soft:{name}")
+    wrap_up, deadline = config.effective_wrap_up_s(), ctx.run.deadline
+    if wrap_up is not None and deadline is not None and deadline - time.monotonic() <= wrap_up:
+        marks.add("budget:wrap_up")
+    return marks
+
+
+def _disclose(ctx: HookContext) -> None:
+    """The status line as a hint (written before the call: prefix-safe), on
+    a meaningful change (``"changes"``), before every call (``"every_call"``)
+    or never (``"off"``). The audit strips it should the answer quote it."""
+    mode = ctx.config.disclose_budget
+    if mode == "off":
         return
-    left = cap - root.facts.spent_usd
-    fraction = left / cap if cap > 0 else 0.0
-    lite, minimal, fallback = cost.tiers
-    if fraction <= fallback:
-        ctx.stop("budget", text=cost.fallback_text, code="quota_exhausted")
+    facts = ctx.facts  # each agent of a nesting is told once
+    if mode == "changes":
+        new = _budget_marks(ctx) - facts.nudged
+        if not new:
+            return
+        facts.nudged |= new
+    line = status_line(ctx)
+    if line is None:
         return
-    tier = "minimal" if fraction <= minimal else "lite" if fraction <= lite else "full"
-    facts = root.facts
-    if tier != facts.tier:
-        ctx.decide(
-            "swap_model", detail=f"{facts.tier} -> {tier} ({fraction:.0%} of ${cap:.4f} left)",
-        )
-        facts.tier = tier
+    ctx.run.remember_sentinel("budget", line)
+    ctx.hint(line, key=f"budget_status:{ctx.run.root.model_calls}")
 
 
 @harness_hook("post_tool_call", priority=20, name="result_nudges", kind="observer")
