@@ -95,7 +95,7 @@ def summarising(turn: Turn) -> Any:
     if "generate_structured_output" in names:
         fields = ("task_overview", "current_state", "important_discoveries", "next_steps",
                   "context_to_preserve")
-        return calls(("generate_structured_output", {f: "summary" for f in fields}))
+        return calls(("generate_structured_output", dict.fromkeys(fields, "summary")))
     if turn.rounds >= 4:
         return text("done")
     return calls(("fetch", {"url": f"u{turn.rounds}"}))
