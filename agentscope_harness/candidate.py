@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from .context import HookContext
 from .facts import GuardState
 from .redaction import Redactor
+from .report import Decision
 from .run_state import RunState, RunTable
 from .runner import HookRunner, Refusal
 from .services import Services
@@ -59,8 +60,6 @@ class _QuietServices(Services):
         code: str | None = None, tool: str | None = None, detail: str = "",
     ) -> Any:
         """Keep the decision on the shadow run only (dropped after the call)."""
-        from .report import Decision
-
         decision = Decision(hook=hook, point=point, action=action, code=code, tool=tool,
                             detail=detail, enforced=False)
         run.record(decision)
