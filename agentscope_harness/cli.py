@@ -4,12 +4,15 @@
                             [--model openai|dashscope]
     agentscope-harness hooks [--config FILE] [--json]
     agentscope-harness check-config FILE [--json]
+    agentscope-harness diff-policy REPORTS.jsonl [--json]
 
 ``demo`` runs an offline shop agent twice, bare and harnessed, and shows each
 harness decision as it happens, then both outcomes side by side. ``hooks``
 prints the live hook table of a config (and which hooks an env flag or the
 config disabled). ``check-config`` validates a policy file and prints the
-effective config with the env overrides applied.
+effective config with the env overrides applied. ``diff-policy`` summarises
+where a candidate policy decided otherwise than the live one, from a log of
+reports (one ``RunReport`` JSON per line, e.g. written by ``on_report``).
 
 Exit codes: 0 fine, 2 invalid input (a bad policy file or env flag, a
 missing API key), 1 anything unexpected.
@@ -471,6 +474,80 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return asyncio.run(_demo(args))
 
 
+# ------------------------------------------------------------ diff-policy
+
+
+def _differences(report: Mapping[str, Any]) -> Any:
+    """A report's candidate differences, its children's included."""
+    yield from report.get("candidate_differences") or ()
+    for child in report.get("children") or ():
+        yield from _differences(child)
+
+
+def diff_summary(lines: Sequence[str]) -> dict[str, Any]:
+    """Counts of candidate differences in a log of reports: by point, tool
+    and code, and by what the live and candidate policies decided."""
+    runs = with_diff = 0
+    by_key: Counter[tuple[str, str, str]] = Counter()
+    by_change: Counter[tuple[str, str]] = Counter()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            report = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CliError(f"line {number}: not a JSON report ({exc.msg})") from exc
+        if not isinstance(report, dict):
+            raise CliError(f"line {number}: not a JSON report object")
+        runs += 1
+        diffs = list(_differences(report))
+        with_diff += bool(diffs)
+        for d in diffs:
+            by_key[(str(d.get("point")), str(d.get("tool") or "-"), str(d.get("code") or "-"))] += 1
+            by_change[(str(d.get("live")), str(d.get("candidate")))] += 1
+    return {
+        "runs": runs, "runs_with_differences": with_diff,
+        "differences": sum(by_key.values()),
+        "by_point_tool_code": [
+            {"point": p, "tool": t, "code": c, "count": n} for (p, t, c), n in by_key.most_common()
+        ],
+        "by_change": [
+            {"live": live, "candidate": cand, "count": n} for (live, cand), n in by_change.most_common()
+        ],
+    }
+
+
+def cmd_diff_policy(args: argparse.Namespace) -> int:
+    """Summarise candidate-versus-live differences in a log of reports."""
+    path = Path(args.file)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise CliError(f"{path}: {exc.strerror or exc}") from exc
+    summary = diff_summary(lines)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return EXIT_OK
+    from rich.table import Table
+
+    console = _console()
+    console.print(
+        f"{_n(summary['runs'], 'run')}, {summary['runs_with_differences']} with differences, "
+        f"{_n(summary['differences'], 'difference')}",
+    )
+    if not summary["differences"]:
+        return EXIT_OK
+    table = Table("point", "tool", "code", "count")
+    for row in summary["by_point_tool_code"]:
+        table.add_row(row["point"], _escape(row["tool"]), _escape(row["code"]), str(row["count"]))
+    console.print(table)
+    changes = Table("live", "candidate", "count")
+    for row in summary["by_change"]:
+        changes.add_row(_escape(row["live"]), _escape(row["candidate"]), str(row["count"]))
+    console.print(changes)
+    return EXIT_OK
+
+
 # -------------------------------------------------------------------- main
 
 
@@ -480,7 +557,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="agentscope-harness",
-        description="A control plane for AgentScope 2.0 agents: demo, hook table, policy check.",
+        description="A control plane for AgentScope 2.0 agents: demo, hook table, policy check, policy diff.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -509,6 +586,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--no-entry-points", action="store_true",
                        help="ignore hook packs installed through the entry point")
     check.set_defaults(func=cmd_check_config)
+
+    diff = sub.add_parser("diff-policy",
+                          help="where a candidate policy decided otherwise, from a log of reports")
+    diff.add_argument("file", metavar="REPORTS", help="one RunReport JSON per line")
+    diff.add_argument("--json", action="store_true", help="machine-readable output")
+    diff.set_defaults(func=cmd_diff_policy)
     return parser
 
 

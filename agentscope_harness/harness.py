@@ -19,6 +19,7 @@ from .adapters import HarnessAgentAdapter, HarnessToolAdapter
 from .adapters.tool_adapter import ErrorClassMiddleware, instrument_toolkit
 from .approvals import approval_digest
 from .calls import CallFlow
+from .candidate import Candidate
 from .config import EnvFlags, HarnessConfig, build_config
 from .context import HookContext
 from .errors import DependencyDown, HarnessConfigError
@@ -66,7 +67,8 @@ class Harness:
 
     ``Harness(config, hooks=[...])`` builds the hook chain once (built-ins,
     your hooks, hook packs from the ``agentscope_harness.hooks`` entry point,
-    minus disabled ones); ``middlewares()`` gives the two adapters for
+    minus disabled ones); ``candidate=other_config`` judges another policy in
+    shadow beside it (see ``candidate.py``); ``middlewares()`` gives the two adapters for
     ``Agent(middlewares=...)``. Public: ``config``, ``middlewares``,
     ``tool_middleware``, ``instrument``, ``acting_for``, ``approve``,
     ``revoke``, ``approve_edit``, ``extend``, ``last_report``, ``reports``,
@@ -77,6 +79,7 @@ class Harness:
         self,
         config: HarnessConfig | Mapping[str, Any] | None = None,
         hooks: Iterable[Any] = (),
+        candidate: HarnessConfig | Mapping[str, Any] | None = None,
         *,
         environ: Mapping[str, str] | None = None,
         load_entry_points: bool = True,
@@ -104,6 +107,13 @@ class Harness:
         self.services = Services.of(self.config, self.redactor, self.store)
         self.flow = CallFlow(self.services, self.runner)
         self.model_guard = ModelGuard(self)
+        self.candidate: Candidate | None = None
+        if candidate is not None:
+            candidate_config = build_config(candidate)
+            _check_disabled(self.all_hooks, EnvFlags(), candidate_config)
+            self.candidate = self.runner.candidate = Candidate(
+                candidate_config, self.all_hooks, self.services,
+            )
         self.reports: deque[RunReport] = deque(maxlen=self.config.reports_kept)
         self._last_by_agent: weakref.WeakKeyDictionary[Any, RunReport] = weakref.WeakKeyDictionary()
         self._prompt_addition: str | None = None

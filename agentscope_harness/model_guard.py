@@ -20,6 +20,7 @@ from agentscope.model import ChatResponse
 from agentscope.model._model_response import FinishedReason
 
 from .context import REASONS
+from .prefix import observe, over_request_cap
 from .report import TerminalState
 
 if TYPE_CHECKING:
@@ -39,8 +40,10 @@ class ModelGuard:
         if swap is not None:
             input_kwargs["current_model"] = swap
         model = input_kwargs.get("current_model") or agent.model
-        refusal = self._unpriced(run, model)
-        if refusal is not None:
+        services = self.harness.services
+        tokens = observe(services, run, input_kwargs.get("messages") or [], input_kwargs.get("tools"), model)
+        refusal = over_request_cap(services, run, tokens) or self._unpriced(run, model)
+        if refusal is not None:  # not sent: the run answers with its stop text
             return _final(refusal)
         run.add_model_call()
         started = time.monotonic()

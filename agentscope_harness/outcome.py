@@ -95,4 +95,6 @@ def build_report(
         children=list(run.children),
         extensions=list(run.extensions),
         mode=mode,
+        prefix_breaks=run.prefix.breaks if run.prefix is not None else 0,
+        candidate_differences=list(run.candidate_differences),
     )

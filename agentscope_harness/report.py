@@ -64,6 +64,13 @@ class RunReport(BaseModel):
     """Budget extensions a human approved: ``{"what": "ledger:<name>" |
     "usd", "by": amount, "approved_by": user_id}``."""
     mode: str = "enforce"
+    prefix_breaks: int = 0
+    """Model calls whose payload did not extend the previous call's (a
+    provider prompt-cache miss); each is a ``prefix_break`` decision naming
+    its cause."""
+    candidate_differences: list[dict[str, Any]] = Field(default_factory=list)
+    """Calls where the candidate policy would have decided otherwise:
+    ``{"point", "tool", "live", "candidate", "code"}``."""
 
     def to_json(self) -> str:
         """The report as JSON."""

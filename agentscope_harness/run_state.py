@@ -26,6 +26,7 @@ from .report import Decision, RunReport
 
 if TYPE_CHECKING:
     from .harness import Principal
+    from .prefix import PrefixTrack
 
 FINDINGS_KEPT = 5
 FINDING_CHARS = 300
@@ -103,6 +104,10 @@ class RunState:
     usd_carried: float = 0.0
     """USD a budget-parked run of the same agent spent before this run
     continued its budget (root only; never charged again)."""
+    prefix: PrefixTrack | None = None
+    """The previous model call's payload, as the prefix observer keeps it."""
+    candidate_differences: list[dict[str, Any]] = field(default_factory=list)
+    """Calls where the candidate policy decided otherwise than the live one."""
 
     @property
     def root(self) -> RunState:

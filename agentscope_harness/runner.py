@@ -14,11 +14,17 @@ import inspect
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .context import HookContext
 from .registry import HOOK_POINTS, TOOL_POINTS, HookRejectSignal, HookSpec
 from .sentinels import format_sentinel
+
+if TYPE_CHECKING:
+    from .candidate import Candidate
+
+CANDIDATE_POINTS = frozenset({"pre_tool_call", "pre_think"})
+"""Where a candidate policy is judged beside the live one."""
 
 _STOPPING_POINTS = frozenset({"pre_think", "post_reflect", "on_system_prompt"})
 
@@ -67,6 +73,9 @@ class HookRunner:
         self.hook_timeout_s = hook_timeout_s
         self.shadow = shadow
         self.by_name = {s.name: s for s in specs}
+        self.candidate: Candidate | None = None
+        """A candidate policy judged after the live hooks of its points
+        (``Harness(candidate=...)``); it never changes the live outcome."""
         self._for_tool: dict[tuple[str, str | None], tuple[HookSpec, ...]] = {}
         self._conditional = {
             point: any(s.when is not None for s in self.by_point[point]) for point in TOOL_POINTS
@@ -117,8 +126,12 @@ class HookRunner:
                         "policy_error" if refusal.code == "policy_error" else "policy_refused",
                         code=refusal.code,
                     )
-                return refusal
-        return None
+                break
+        else:
+            refusal = None
+        if self.candidate is not None and point in CANDIDATE_POINTS:
+            await self.candidate.judge(point, ctx, refusal)
+        return refusal
 
     def admit(self, ctx: HookContext) -> Refusal | None:
         """Make the charges the gates of a call asked for, in their order,
@@ -141,10 +154,13 @@ class HookRunner:
             if refusal is not None:
                 for undo in reversed(undos):
                     undo()
-                ctx.admissions.clear()
-                return refusal
+                break
+        else:
+            refusal = None
         ctx.admissions.clear()
-        return None
+        if self.candidate is not None and ctx.tool is not None:
+            self.candidate.admitted(ctx, refusal)
+        return refusal
 
     async def _settle(self, awaitable: Any) -> None:
         """Await an async hook within ``hook_timeout_s``: in this task (no

@@ -13,4 +13,5 @@ runnable).
 
 MODULES = (
     "overhead", "tokens", "prefix", "termination", "scale", "redaction", "fleet", "injection_eval",
+    "budgets",
 )

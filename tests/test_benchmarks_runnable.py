@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from benchmarks import MODULES, overhead, prefix, redaction, scale, termination, tokens
+from benchmarks import MODULES, budgets, overhead, prefix, redaction, scale, termination, tokens
 from benchmarks._report import markdown
 
 
@@ -87,6 +87,15 @@ async def test_redaction_reports_totals_and_loop_blocks():
     assert any("longest loop block" in f.name for f in section.figures)
 
 
+async def test_budgets_status_line_beats_hints_alone():
+    section = await budgets.run("quick")
+    numbers(section)
+    told, alone = section.data["told"], section.data["alone"]
+    # deterministic: the status line ends every run sooner, with no waste
+    assert told["calls"] < alone["calls"] and told["wasted"] == 0 < alone["wasted"]
+    assert told["completed"] == 1 and alone["completed"] == 0
+
+
 def test_markdown_table_lists_every_figure():
     from benchmarks._report import Figure, Section
 
@@ -100,6 +109,7 @@ def test_the_command_runs(capsys):
 
     assert MODULES == (
         "overhead", "tokens", "prefix", "termination", "scale", "redaction", "fleet", "injection_eval",
+        "budgets",
     )
     with pytest.raises(SystemExit):
         main(["--only", "nope"])

@@ -3,13 +3,18 @@ convergence nudges and settling the run's spend."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from ..config import CostPolicy
 from ..context import REASONS, HookContext, ToolCallContext, ToolResultContext
 from ..outcome import terminal_state
 from ..registry import HookRejectSignal, harness_hook
 from ..report import TerminalState
+
+if TYPE_CHECKING:
+    from ..config import CostPolicy
+    from ..run_state import RunState
 
 
 @harness_hook("pre_tool_call", priority=30, name="spend_gate", kind="safety")
@@ -120,53 +125,58 @@ def search_gate(ctx: ToolCallContext) -> None:
 
 @harness_hook("pre_think", priority=20, name="budget_router", kind="observer")
 def budget_router(ctx: HookContext) -> None:
-    """Pick the model tier from the fraction of money left; at the last tier
-    answer with the fallback text without calling any model."""
+    """Pick the model tier from the fraction of the budget left: the least
+    left of money (``cap_usd`` plus approved extensions, the daily quota)
+    and run-wide tokens (``max_input_tokens``, ``max_output_tokens``,
+    sub-agents included). At the last tier answer with the fallback text
+    without calling any model, or (``on_exhausted="ask"``, the run's own cap
+    spent) ask the user to extend it. Then tell the model what is left when
+    that changed (``disclose_budget``)."""
     cost = ctx.config.cost
-    if cost is None:
-        return
     root = ctx.run.root
-    if root.store_error is not None:
-        ctx.stop("dependency_down", text=_fallback(cost, "dependency_down"), code="dependency_down")
-        return
-    asks = cost.on_exhausted == "ask" and ctx.run is root
-    if asks:
-        _continue_parked_budget(ctx)
-    run_cap = None if cost.cap_usd is None else cost.cap_usd + root.usd_extra
-    cap, daily = run_cap, root.daily_left_usd
-    if daily is not None:
-        cap = daily if cap is None else min(cap, daily)
-    if cap is None:
-        return
-    spent = root.facts.spent_usd + root.usd_carried
-    left = cap - spent
-    fraction = left / cap if cap > 0 else 0.0
-    lite, minimal, fallback = cost.tiers
-    if fraction <= fallback:
-        # an extension raises the run's cap, never the principal's daily quota
-        if asks and run_cap is not None and cap == run_cap:
-            ctx.services.approvals.budget_parked(ctx.agent, spent)
-            ctx.stop(
-                f"the budget of this task (${run_cap:.4f}) is used up; approve an extension to continue",
-                state=TerminalState.WAITING_INPUT,
-                text=f"This task has used its budget (${spent:.4f} of ${run_cap:.4f}). "
-                     "Shall I continue? Continuing needs your approval of a larger budget.",
-                code="quota_exhausted",
-            )
-            return
-        ctx.stop("budget", text=_fallback(cost, "budget"), code="quota_exhausted")
-        return
-    tier = "minimal" if fraction <= minimal else "lite" if fraction <= lite else "full"
     facts = root.facts
-    if tier != facts.tier:
-        ctx.decide(
-            "swap_model", detail=f"{facts.tier} -> {tier} ({fraction:.0%} of ${cap:.4f} left)",
-        )
-        facts.tier = tier
+    if cost is not None:
+        if root.store_error is not None:
+            ctx.stop("dependency_down", text=_fallback(cost, "dependency_down"), code="dependency_down")
+            return
+        asks = cost.on_exhausted == "ask" and ctx.run is root
+        if asks:
+            _continue_parked_budget(ctx)
+        least = min(_budget_left(cost, root), default=None)
+        if least is not None:
+            fraction, what, kind = least
+            lite, minimal, fallback = cost.tiers
+            if fraction <= fallback:
+                if asks and kind == "run_usd":
+                    _ask_for_more(ctx, cost, root)
+                else:
+                    ctx.stop("budget", text=_fallback(cost, "budget"), code="quota_exhausted")
+                return
+            tier = "minimal" if fraction <= minimal else "lite" if fraction <= lite else "full"
+            if tier != facts.tier:
+                ctx.decide("swap_model", detail=f"{facts.tier} -> {tier} ({what})")
+                facts.tier = tier
+    _disclose(ctx)
 
 
 def _fallback(cost: CostPolicy, reason: str) -> str:
     return cost.fallback_text.format(reason=REASONS.get(reason, reason))
+
+
+def _ask_for_more(ctx: HookContext, cost: CostPolicy, root: RunState) -> None:
+    """The run's own cap is spent and the policy asks: the reply ends
+    ``waiting_input`` with the question (an extension raises the run's cap,
+    never the principal's daily quota)."""
+    run_cap = (cost.cap_usd or 0.0) + root.usd_extra
+    spent = root.facts.spent_usd + root.usd_carried
+    ctx.services.approvals.budget_parked(ctx.agent, spent)
+    ctx.stop(
+        f"the budget of this task (${run_cap:.4f}) is used up; approve an extension to continue",
+        state=TerminalState.WAITING_INPUT,
+        text=f"This task has used its budget (${spent:.4f} of ${run_cap:.4f}). "
+             "Shall I continue? Continuing needs your approval of a larger budget.",
+        code="quota_exhausted",
+    )
 
 
 def _continue_parked_budget(ctx: HookContext) -> None:
@@ -184,6 +194,92 @@ def _continue_parked_budget(ctx: HookContext) -> None:
         root.extensions.append({"what": "usd", "by": pending.usd, "approved_by": pending.approved_by})
         ctx.decide("extend", code="quota_exhausted",
                    detail=f"usd +{pending.usd} approved by {pending.approved_by}")
+
+
+def _budget_left(cost: CostPolicy, root: RunState) -> list[tuple[float, str, str]]:
+    """``(fraction left, what, kind)`` of each budget the run has; kind is
+    ``run_usd`` (the run's own cap, extensible), ``daily_usd`` or ``tokens``."""
+    out: list[tuple[float, str, str]] = []
+    run_cap = None if cost.cap_usd is None else cost.cap_usd + root.usd_extra
+    cap, daily, kind = run_cap, root.daily_left_usd, "run_usd"
+    if daily is not None and (cap is None or daily < cap):
+        cap, kind = daily, "daily_usd"
+    if cap is not None:
+        left = cap - root.facts.spent_usd - root.usd_carried
+        out.append((left / cap if cap > 0 else 0.0, f"{_usd(left)} of {_usd(cap)} left", kind))
+    for limit, used, name in (
+        (cost.max_input_tokens, root.input_tokens, "input"),
+        (cost.max_output_tokens, root.output_tokens, "output"),
+    ):
+        if limit is not None:
+            left_tokens = max(limit - used, 0)
+            out.append((left_tokens / limit, f"{left_tokens} of {limit} {name} tokens left", "tokens"))
+    return out
+
+
+def _usd(value: float) -> str:
+    value = max(value, 0.0)
+    return f"${value:.2f}" if value >= 0.1 or value == 0 else f"${value:.4f}"
+
+
+def status_line(ctx: HookContext) -> str | None:
+    """What is left of the run's budget, in one line (``None``: no limits)."""
+    run, config = ctx.run, ctx.config
+    root = run.root
+    parts: list[str] = []
+    if run.deadline is not None:
+        parts.append(f"{max(run.deadline - time.monotonic(), 0):.0f}s left")
+    if config.cost is not None:
+        parts += [what for _, what, _ in _budget_left(config.cost, root)]
+    if config.max_model_calls is not None:
+        parts.append(f"{max(config.max_model_calls - root.model_calls, 0)} model calls left")
+    if config.max_tool_calls is not None:
+        parts.append(f"{max(config.max_tool_calls - root.tool_calls_total, 0)} tool calls left")
+    used = root.facts.ledger_used
+    for name, ledger in config.ledgers.items():
+        parts.append(f"{name} {max(ledger.cap - used.get(name, 0), 0)}/{ledger.cap} left")
+    if not parts:
+        return None
+    tier = root.facts.tier
+    if tier != "full":
+        parts.append(f"now on the {tier} model")
+    return "[harness:budget] " + " \u00b7 ".join(parts)
+
+
+def _budget_marks(ctx: HookContext) -> set[str]:
+    """The meaningful budget events reached so far: a tier, a ledger's soft
+    limit (or cap), the wrap-up window."""
+    root, config = ctx.run.root, ctx.config
+    marks = {f"budget:tier:{root.facts.tier}"} if root.facts.tier != "full" else set()
+    used = root.facts.ledger_used
+    for name, ledger in config.ledgers.items():
+        soft = ledger.cap if ledger.soft_at is None else ledger.soft_at
+        if used.get(name, 0) >= soft:
+            marks.add(f"budget:soft:{name}")
+    wrap_up, deadline = config.effective_wrap_up_s(), ctx.run.deadline
+    if wrap_up is not None and deadline is not None and deadline - time.monotonic() <= wrap_up:
+        marks.add("budget:wrap_up")
+    return marks
+
+
+def _disclose(ctx: HookContext) -> None:
+    """The status line as a hint (written before the call: prefix-safe), on
+    a meaningful change (``"changes"``), before every call (``"every_call"``)
+    or never (``"off"``). The audit strips it should the answer quote it."""
+    mode = ctx.config.disclose_budget
+    if mode == "off":
+        return
+    facts = ctx.facts  # each agent of a nesting is told once
+    if mode == "changes":
+        new = _budget_marks(ctx) - facts.nudged
+        if not new:
+            return
+        facts.nudged |= new
+    line = status_line(ctx)
+    if line is None:
+        return
+    ctx.run.remember_sentinel("budget", line)
+    ctx.hint(line, key=f"budget_status:{ctx.run.root.model_calls}")
 
 
 @harness_hook("post_tool_call", priority=20, name="result_nudges", kind="observer")

@@ -1,0 +1,242 @@
+"""A candidate policy judged in shadow beside the live one, on the same calls.
+
+``Harness(config, candidate=other_config)`` runs the candidate's gates at
+``pre_tool_call`` and its ``pre_think`` hooks (the budget and termination
+decisions) right after the live ones, on the same call. Every call where the
+two decide differently becomes a ``candidate_differs`` decision and an entry
+of ``RunReport.candidate_differences``.
+
+The candidate enforces nothing and changes nothing the model sees: its
+hints, refusals and stops are compared, then dropped. It judges each call
+against what really happened in the run (what ran, what succeeded, what was
+spent), mirrored from the live facts before each judgement, and keeps its own
+gate state: its ledgers (charged, uncapped, with the calls that really ran,
+by the candidate's own units), its escape latches, its model tier. It never
+charges the live ledgers and never claims a breaker's half-open probe (its
+admissions are not run).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import weakref
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .context import HookContext
+from .facts import GuardState
+from .redaction import Redactor
+from .report import Decision
+from .run_state import RunState, RunTable
+from .runner import HookRunner, Refusal
+from .services import Services
+
+if TYPE_CHECKING:
+    from .config import HarnessConfig
+    from .registry import HookSpec
+
+_OWN = (
+    "ledger_used", "gate_reject_counts", "latched", "reject_batches",
+    "batch_key", "batch_seen", "tier", "nudged", "last_hint", "wrap_up_hinted",
+)
+"""Facts the candidate's own decisions make; every other fact is mirrored
+from the live run before each judgement."""
+
+_CONTAINERS = tuple(
+    f.name for f in dataclasses.fields(GuardState)
+    if f.default_factory is not dataclasses.MISSING and f.name not in _OWN
+)
+"""Mirrored facts that are containers: copied, so a candidate hook that
+writes to one never reaches the live run."""
+
+
+class _QuietServices(Services):
+    """The candidate's services: decisions stay on its shadow run (no log
+    line, no span event: they are not the live policy's)."""
+
+    def record(
+        self, run: RunState, hook: str, point: str, action: str, *,
+        code: str | None = None, tool: str | None = None, detail: str = "",
+    ) -> Any:
+        """Keep the decision on the shadow run only (dropped after the call)."""
+        decision = Decision(hook=hook, point=point, action=action, code=code, tool=tool,
+                            detail=detail, enforced=False)
+        run.record(decision)
+        return decision
+
+
+@dataclass(eq=False)
+class _Shadow:
+    """The candidate's side of one live run: a run whose facts are the
+    candidate's own between judgements, mirrored ones during them."""
+
+    run: RunState
+    own: GuardState
+    parent: _Shadow | None
+    pending: dict[str, str] = field(default_factory=dict)
+    """Candidate verdicts of calls whose live admission is still to come."""
+
+
+class Candidate:
+    """The candidate policy of a Harness."""
+
+    def __init__(self, config: HarnessConfig, hooks: tuple[HookSpec, ...], services: Services) -> None:
+        self.config = config
+        self.runner = HookRunner(
+            tuple(s for s in hooks if s.name not in config.disabled_hooks),
+            escape_after_rejects=config.escape_after_rejects,
+            hook_timeout_s=config.hook_timeout_s,
+            shadow=False,
+        )
+        quiet = _QuietServices.of(config, Redactor(config.redact_patterns, config.redact_window),
+                                  services.store)
+        quiet.shadow = False  # it decides as if enforcing; nothing it decides is applied
+        quiet.breakers = services.breakers  # read the live breaker state
+        self.services = quiet
+        self.table = RunTable(loop_window=config.loop_window)
+        self._shadows: weakref.WeakKeyDictionary[RunState, _Shadow] = weakref.WeakKeyDictionary()
+
+    # ------------------------------------------------------------ judging
+
+    async def judge(self, point: str, live: HookContext, refusal: Refusal | None) -> None:
+        """Judge ``live``'s call (or model call) with the candidate; compare
+        now, or at admission when the live gates let the call through."""
+        shadow = self._shadow(live.run)
+        if point == "pre_tool_call":
+            verdict = await self._judge_call(shadow, live)
+            if refusal is not None:
+                self._compare(live, f"refuse:{refusal.code}", verdict)
+            elif live.ask_reason is not None and not live.services.shadow and not live.tool.resumed:  # type: ignore[union-attr]
+                self._compare(live, "ask", verdict)
+            else:
+                shadow.pending[live.tool.id] = verdict  # type: ignore[union-attr]
+            return
+        ctx = HookContext(point, shadow.run, self.services, live.agent)
+        _mirror(shadow, live.run)
+        try:
+            await self.runner.run(point, ctx)
+            verdict = _think_verdict(ctx)
+        finally:
+            _keep_own(shadow)
+        self._compare(live, _think_verdict(live), verdict)
+
+    def admitted(self, live: HookContext, refusal: Refusal | None) -> None:
+        """The live admission of a call the live gates let through: compare,
+        and count a call that runs on the candidate's ledgers."""
+        view = live.tool
+        assert view is not None
+        shadow = self._shadows.get(live.run)
+        verdict = shadow.pending.pop(view.id, None) if shadow is not None else None
+        if shadow is None or verdict is None:
+            return
+        self._compare(live, "allow" if refusal is None else f"refuse:{refusal.code}", verdict)
+        if refusal is None:
+            _count_ran(shadow.run, self.config.tools.get(view.name))
+
+    async def _judge_call(self, shadow: _Shadow, live: HookContext) -> str:
+        view = live.tool
+        assert view is not None
+        mine = dataclasses.replace(view, policy=self.config.tools.get(view.name))
+        ctx = HookContext("pre_tool_call", shadow.run, self.services, live.agent, tool=mine)
+        _mirror(shadow, live.run)
+        try:
+            refusal = await self.runner.run("pre_tool_call", ctx)
+        finally:
+            _keep_own(shadow)
+        if refusal is not None:
+            return f"refuse:{refusal.code}"
+        return "ask" if ctx.ask_reason is not None else "allow"
+
+    def _compare(self, live: HookContext, mine: str, theirs: str) -> None:
+        if mine == theirs:
+            return
+        tool = live.tool.name if live.tool is not None else None
+        code = _code(theirs) or _code(mine)
+        live.run.candidate_differences.append(
+            {"point": live.point, "tool": tool, "live": mine, "candidate": theirs, "code": code},
+        )
+        live.services.record(
+            live.run, "candidate", live.point, "candidate_differs", code=code, tool=tool,
+            detail=f"live: {mine}; candidate: {theirs}",
+        )
+
+    # ------------------------------------------------------------ state
+
+    def _shadow(self, live: RunState) -> _Shadow:
+        shadow = self._shadows.get(live)
+        if shadow is None:
+            parent = self._shadow(live.parent) if live.parent is not None else None
+            run = self.table.open(
+                live.run_id, live.agent_name, live.session_id, live.principal,
+                live.deadline, parent.run if parent is not None else None, "enforce",
+            )
+            self.table.drop(run.run_id)  # held here, for as long as the live run lives
+            shadow = self._shadows[live] = _Shadow(run, run.facts, parent)
+        return shadow
+
+
+def _mirror(shadow: _Shadow | None, live: RunState | None) -> None:
+    """What really happened in the live run (and its ancestors), copied
+    onto the shadow runs around the candidate's own gate state."""
+    while shadow is not None and live is not None:
+        facts = copy.copy(live.facts)
+        for name in _CONTAINERS:
+            setattr(facts, name, copy.copy(getattr(live.facts, name)))
+        for name in _OWN:
+            setattr(facts, name, getattr(shadow.own, name))
+        mine = shadow.run
+        mine.facts = facts
+        for name in _MIRRORED_RUN:
+            setattr(mine, name, getattr(live, name))
+        shadow, live = shadow.parent, live.parent
+
+
+def _keep_own(shadow: _Shadow | None) -> None:
+    """Keep what the candidate's decisions changed of its own facts; drop
+    everything else it wrote."""
+    while shadow is not None:
+        mine = shadow.run
+        for name in _OWN:
+            setattr(shadow.own, name, getattr(mine.facts, name))
+        mine.facts = shadow.own
+        mine.decisions.clear()
+        mine.unflushed.clear()
+        mine.issued.clear()
+        shadow = shadow.parent
+
+
+_MIRRORED_RUN = (
+    "model_calls", "input_tokens", "output_tokens", "daily_left_usd", "store_error",
+    "deadline", "principal",
+)
+"""Run counters read by gates, mirrored from the live run (the shadow keeps
+its own ``tool_calls_total``)."""
+
+
+def _count_ran(run: RunState, policy: Any) -> None:
+    """A call that really ran, on the candidate's ledgers and call count."""
+    run.add_tool_call(1)
+    if policy is None or not policy.units:
+        return
+    used = run.facts.ledger_used
+    for name in policy.ledgers:
+        used[name] = used.get(name, 0) + policy.units
+
+
+def _think_verdict(ctx: HookContext) -> str:
+    """What ``pre_think`` decided: no model call (and why), or the tier."""
+    if ctx.fallback_answer is not None:
+        terminal = ctx.run.facts.terminal
+        return f"fallback:{terminal.reason if terminal is not None else 'stop'}"
+    return f"model:{ctx.run.root.facts.tier}"
+
+
+def _code(verdict: str) -> str | None:
+    kind, _, code = verdict.partition(":")
+    if kind in ("refuse", "fallback"):
+        return code
+    return "ask" if kind == "ask" else None
+
+
+__all__ = ["Candidate"]

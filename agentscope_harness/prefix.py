@@ -1,0 +1,204 @@
+"""What a model call is about to send, seen in ``on_model_call``: a
+tokenizer-free size estimate (checked against ``max_request_input_tokens``
+before the call) and whether it extends the run's previous call byte for
+byte. A provider serves a prompt from its cache only up to the first changed
+byte, so a call that rewrites anything already sent pays full price again for
+everything after that point: a *prefix break*.
+
+The payload is read as chunks, in the order a provider receives it: the tool
+schemas, then each message's header and each of its blocks, serialised from
+what a formatter sends (text, thinking, hint, tool-call arguments, tool-result
+output; never block ids, timestamps, states or metadata). A run keeps only
+the previous call's ``(hash, characters, message)`` per chunk, never a copy
+of the payload: the next call is hashed once and compared chunk by chunk.
+
+Estimate rule (stated in the README): input tokens of a request = characters
+of those chunks / 4 (``CHARS_PER_TOKEN``).
+
+Each break is recorded as ``Decision(action="prefix_break")`` whose detail
+starts with its cause: ``compression`` (AgentScope replaced the context since
+the last call), ``pruning`` (the harness's pruner rewrote results since the
+last call) or ``unknown`` (another middleware or the application changed what
+was already sent), followed by the estimated cost of the miss.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agentscope.message import (
+    DataBlock,
+    HintBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+
+from .context import CHARS_PER_TOKEN, REASONS
+from .report import TerminalState
+
+if TYPE_CHECKING:
+    from .run_state import RunState
+    from .services import Services
+
+try:  # opentelemetry-api ships with AgentScope; without an SDK this is a no-op
+    from opentelemetry import trace as _otel_trace
+except ImportError:  # pragma: no cover
+    _otel_trace = None  # type: ignore[assignment]
+
+CAUSES = ("compression", "pruning", "unknown")
+"""What broke a prefix, in the order they are checked."""
+
+_Chunk = tuple[int, int, int]
+"""``(hash, characters, message index)`` of one chunk; index -1: the tools."""
+
+
+@dataclass
+class PrefixTrack:
+    """A run's memory of its previous payload, and its breaks."""
+
+    chunks: list[_Chunk] = field(default_factory=list)
+    decisions_seen: int = 0
+    """How many of the run's decisions the previous call had seen: the
+    pruner's rewrites since then are the newer ones."""
+    compressed: bool = False
+    """AgentScope's compression replaced the context since the previous call."""
+    breaks: int = 0
+
+
+def note_compression(run: RunState) -> None:
+    """Compression replaced the run's context: the next break is its doing."""
+    track(run).compressed = True
+
+
+def track(run: RunState) -> PrefixTrack:
+    """The run's prefix track (created at its first model call)."""
+    if run.prefix is None:
+        run.prefix = PrefixTrack()
+    return run.prefix
+
+
+def observe(services: Services, run: RunState, messages: list[Any], tools: Any, model: Any) -> int:
+    """Record this call's payload; a prefix break against the previous call
+    becomes a decision. Returns the payload's estimated input tokens."""
+    chunks = list(_chunk_keys(messages, tools))
+    state = track(run)
+    previous, state.chunks = state.chunks, chunks
+    if previous:
+        at = _divergence(previous, chunks)
+        if at is not None:
+            _record_break(services, run, state, previous, at, model)
+    state.compressed = False
+    state.decisions_seen = len(run.decisions)
+    return sum(c[1] for c in chunks) // CHARS_PER_TOKEN
+
+
+def over_request_cap(services: Services, run: RunState, tokens: int) -> str | None:
+    """A request estimated over ``max_request_input_tokens`` is not sent: the
+    run stops with the fallback text (returned; ``None`` when within the cap
+    or in shadow mode). A cheaper tier would receive the very same payload,
+    so the ladder has no lower rung for it."""
+    cost = services.config.cost
+    cap = cost.max_request_input_tokens if cost is not None else None
+    if cost is None or cap is None or tokens <= cap:
+        return None
+    services.record(
+        run, "budget_router", "on_model_call", "fallback", code="quota_exhausted",
+        detail=f"request of ~{tokens} input tokens over max_request_input_tokens ({cap})",
+    )
+    if services.shadow:
+        return None
+    text = cost.fallback_text.format(reason=REASONS["budget"])
+    run.facts.conclude(TerminalState.INCOMPLETE, "budget")
+    run.facts.stop_text = text
+    return text
+
+
+# ---------------------------------------------------------------- chunks
+
+
+def _chunk_keys(messages: list[Any], tools: Any) -> Any:
+    if tools:
+        text = json.dumps(tools, sort_keys=True, ensure_ascii=False, default=str)
+        yield hash(text), len(text), -1
+    for index, msg in enumerate(messages):
+        head = f"\x00{msg.role}\x1f{msg.name}"
+        yield hash(head), len(head), index
+        content = msg.content
+        if isinstance(content, str):
+            yield hash(content), len(content), index
+            continue
+        for block in content:
+            text = _block_text(block)
+            yield hash(text), len(text), index
+
+
+def _block_text(block: Any) -> str:
+    """What a formatter sends of one block, tagged by its kind."""
+    cls = type(block)
+    if cls is TextBlock:
+        return "t" + block.text
+    if cls is ToolResultBlock:
+        return f"r{block.id}\x1f{block.name}\x1f{_parts(block.output)}"
+    if cls is ToolCallBlock:
+        return f"c{block.id}\x1f{block.name}\x1f{block.input}"
+    if cls is HintBlock:
+        return "h" + _parts(block.hint)
+    if cls is ThinkingBlock:
+        return "k" + block.thinking
+    if cls is DataBlock:
+        return "d" + block.source.model_dump_json()
+    return "?" + block.model_dump_json(
+        exclude={"id", "created_at", "finished_at", "metadata", "state"},
+    )
+
+
+def _parts(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return "\x1e".join(_block_text(b) for b in value)
+
+
+def _divergence(previous: list[_Chunk], current: list[_Chunk]) -> int | None:
+    """Index of the first chunk of ``previous`` that ``current`` does not
+    repeat, or ``None`` when ``current`` extends it."""
+    for i, (old, new) in enumerate(zip(previous, current, strict=False)):
+        if old[0] != new[0] or old[1] != new[1]:
+            return i
+    return None if len(current) >= len(previous) else len(current)
+
+
+def _cause(run: RunState, state: PrefixTrack) -> str:
+    if state.compressed:
+        return "compression"
+    for d in run.decisions[state.decisions_seen:]:
+        if d.action == "rewrite" and d.detail.startswith("pruned"):
+            return "pruning"
+    return "unknown"
+
+
+def _record_break(
+    services: Services, run: RunState, state: PrefixTrack,
+    previous: list[_Chunk], at: int, model: Any,
+) -> None:
+    cause = _cause(run, state)
+    lost = sum(c[1] for c in previous[at:]) // CHARS_PER_TOKEN
+    where = "the tool schemas" if previous[at][2] < 0 else f"message {previous[at][2]}"
+    detail = f"{cause}: {where} changed; ~{lost} tokens already sent are no longer a cached prefix"
+    cost = services.config.cost
+    price = cost.price_of(getattr(model, "model", "")) if cost is not None else None
+    if price is not None and price.cached_input_per_mtok is not None:
+        miss = lost * (price.input_per_mtok - price.cached_input_per_mtok) / 1_000_000
+        detail += f" (est. ${miss:.6f} more than cached)"
+    state.breaks += 1
+    services.record(run, "prefix_observer", "on_model_call", "prefix_break", code=cause, detail=detail)
+    if _otel_trace is not None:
+        span = _otel_trace.get_current_span()
+        if span.is_recording():
+            span.set_attribute("harness.prefix_breaks", state.breaks)
+
+
+__all__ = ["CAUSES", "PrefixTrack", "note_compression", "observe", "over_request_cap"]

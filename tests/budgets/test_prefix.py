@@ -1,0 +1,185 @@
+"""Cache-bust detection: a model call whose messages or tools do not extend
+the previous call of the run is a ``prefix_break``, attributed to the
+harness's pruning, AgentScope's compression, or an unknown change (another
+middleware, the application), with the estimated cost of the miss."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from agentscope.agent import ContextConfig
+from agentscope.message import Msg, TextBlock, UserMsg
+from agentscope.middleware import MiddlewareBase
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scripted import ScriptedModel, Turn, calls, make_agent, run, search, text
+
+from agentscope_harness import CostPolicy, Harness, HarnessConfig
+from agentscope_harness.prefix import observe
+
+
+def breaks(report: Any) -> list[str]:
+    return [d.detail for d in report.decisions if d.action == "prefix_break"]
+
+
+class EditsHistory(MiddlewareBase):
+    """A foreign middleware: before the 3rd round it rewrites the user's
+    message in place (or, ``append_only``, adds a note at the end)."""
+
+    def __init__(self, append_only: bool = False) -> None:
+        self.append_only = append_only
+
+    async def on_reasoning(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        if agent.state.cur_iter == 2:
+            if self.append_only:
+                agent.state.append_context(agent.name, [TextBlock(text="(note)")])
+            else:
+                agent.state.context[0].content[0].text = "hi, and also something else"
+        async for item in next_handler(**input_kwargs):
+            yield item
+
+
+def three_rounds() -> ScriptedModel:
+    return ScriptedModel([calls(("search", {"q": "a"})), calls(("search", {"q": "b"})), text("done")])
+
+
+@pytest.mark.parametrize("outer", [True, False])
+async def test_a_foreign_middleware_editing_an_old_message_is_an_unknown_break(outer: bool):
+    h = Harness(HarnessConfig(), load_entry_points=False)
+    foreign = EditsHistory()
+    mws = [foreign, *h.middlewares()] if outer else [*h.middlewares(), foreign]
+    model = three_rounds()
+    agent = make_agent(model, [search], mws)
+    await run(agent)
+    report = h.last_report(agent)
+    assert report.prefix_breaks == 1
+    [detail] = breaks(report)
+    assert detail.startswith("unknown: message 1 changed")
+    assert "something else" in json.dumps(model.calls[2].formatted)
+
+
+async def test_appending_at_the_end_is_no_break():
+    h = Harness(HarnessConfig(), load_entry_points=False)
+    model = three_rounds()
+    agent = make_agent(model, [search], [EditsHistory(append_only=True), *h.middlewares()])
+    await run(agent)
+    assert h.last_report(agent).prefix_breaks == 0
+    assert "(note)" in json.dumps(model.calls[2].formatted)
+
+
+async def test_pruning_is_attributed_to_the_harness():
+    async def fetch(url: str) -> str:
+        """Fetch.
+
+        Args:
+            url (str): The page.
+        """
+        return url * 400
+
+    h = Harness(HarnessConfig(prune_over_tokens=500, keep_last=1), load_entry_points=False)
+    model = ScriptedModel([calls(("fetch", {"url": f"u{i}"})) for i in range(3)] + [text("done")])
+    agent = make_agent(model, [fetch], h.middlewares())
+    await run(agent)
+    report = h.last_report(agent)
+    assert report.prefix_breaks >= 1
+    assert all(d.startswith("pruning: message") for d in breaks(report))
+    assert "[pruned:" in json.dumps(model.calls[-1].formatted)
+
+
+def summarising(turn: Turn) -> Any:
+    """Answers AgentScope's compression request with a summary, and
+    otherwise fetches pages."""
+    names = [t["function"]["name"] for t in turn.tools or []]
+    if "generate_structured_output" in names:
+        fields = ("task_overview", "current_state", "important_discoveries", "next_steps",
+                  "context_to_preserve")
+        return calls(("generate_structured_output", dict.fromkeys(fields, "summary")))
+    if turn.rounds >= 4:
+        return text("done")
+    return calls(("fetch", {"url": f"u{turn.rounds}"}))
+
+
+async def test_compression_is_attributed_to_agentscope():
+    async def fetch(url: str) -> str:
+        """Fetch.
+
+        Args:
+            url (str): The page.
+        """
+        return "page " * 300
+
+    h = Harness(HarnessConfig(), load_entry_points=False)
+    model = ScriptedModel(summarising)
+    model.context_size = 2500
+    agent = make_agent(model, [fetch], h.middlewares(),
+                       context_config=ContextConfig(trigger_ratio=0.6, reserve_ratio=0.1))
+    await run(agent)
+    report = h.last_report(agent)
+    assert agent.state.summary  # AgentScope compressed the context
+    assert report.prefix_breaks >= 1
+    assert all(d.startswith("compression: message") for d in breaks(report))
+
+
+async def test_the_cost_of_a_miss_uses_the_cached_price():
+    h = Harness(HarnessConfig(cost=CostPolicy(prices={"scripted": (2.0, 8.0, 0.5)})),
+                load_entry_points=False)
+    agent = make_agent(three_rounds(), [search], [EditsHistory(), *h.middlewares()])
+    await run(agent)
+    [detail] = breaks(h.last_report(agent))
+    lost = int(detail.split("~")[1].split()[0])
+    assert lost > 0
+    assert f"(est. ${lost * 1.5 / 1_000_000:.6f} more than cached)" in detail
+
+
+async def test_the_break_count_is_a_span_attribute():
+    sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = sdk_trace.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    h = Harness(HarnessConfig(), load_entry_points=False)
+    agent = make_agent(three_rounds(), [search], [EditsHistory(), *h.middlewares()])
+    with provider.get_tracer("app").start_as_current_span("chat"):
+        await run(agent)
+    [span] = exporter.get_finished_spans()
+    assert span.attributes["harness.prefix_breaks"] == 1
+    [event] = [e for e in span.events if e.attributes.get("harness.action") == "prefix_break"]
+    assert event.attributes["harness.code"] == "unknown"
+
+
+# ------------------------------------------------------------ the rule itself
+
+Edit = tuple[str, int, str]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(
+    st.tuples(st.sampled_from(["append_msg", "append_block", "edit", "noop"]),
+              st.integers(0, 50), st.text(max_size=8)),
+    min_size=1, max_size=12,
+))
+def test_only_a_change_to_what_was_sent_is_a_break(steps: list[Edit]):
+    """Appending messages or blocks never breaks; rewriting any block
+    already sent always does (unless it writes the same text)."""
+    h = Harness(HarnessConfig(), load_entry_points=False)
+    run_ = h.table.open("r", "a", None, None, None, None, "enforce")
+    messages: list[Msg] = [UserMsg("user", [TextBlock(text="start")])]
+    expected = 0
+    observe(h.services, run_, messages, [], None)
+    for kind, at, value in steps:
+        blocks = [b for m in messages for b in m.content]
+        if kind == "append_msg":
+            messages.append(Msg(name="a", content=[TextBlock(text=value)], role="assistant"))
+        elif kind == "append_block":
+            messages[-1].content.append(TextBlock(text=value))
+        elif kind == "edit":
+            block = blocks[at % len(blocks)]
+            if block.text != value:
+                expected += 1
+            block.text = value
+        observe(h.services, run_, messages, [], None)
+    assert run_.prefix is not None and run_.prefix.breaks == expected
