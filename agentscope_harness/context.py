@@ -278,6 +278,17 @@ class HookContext:
         )
 
 
+STRUCTURED_OUTPUT_TOOL = "GenerateStructuredOutput"
+"""AgentScope's tool for a reply that owes a structured output: the only way
+such a reply can end."""
+
+
+def structured_output_owed(agent: Any) -> bool:
+    """The reply owes a structured output it has not produced yet."""
+    reply = getattr(getattr(agent, "state", None), "reply_context", None)
+    return reply is not None and reply.structured_schema is not None and reply.structured_output is None
+
+
 def found_so_far(run: RunState) -> str:
     """What the run's successful calls found, for the answer of a stopped
     run (bounded and redacted); empty when nothing was found."""

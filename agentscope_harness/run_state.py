@@ -86,6 +86,8 @@ class RunState:
     hands over instead of a bare apology."""
     unpriced_seen: set[str] = field(default_factory=set)
     """Model names without a price already reported in this run."""
+    structured_rounds: int = 0
+    """Model rounds a stopped run was given to produce its structured output."""
     longest_model_call_s: float = 0.0
     """The slowest model call so far: the wrap-up window is at least that."""
     park_reason: str | None = None

@@ -33,7 +33,15 @@ from agentscope.middleware import MiddlewareBase
 from agentscope.tool import ToolChoice
 from agentscope.types import ReplyFinishedReason
 
-from ..context import REASONS, ContextResult, HookContext, ModelOutputView, estimate_tokens
+from ..context import (
+    REASONS,
+    STRUCTURED_OUTPUT_TOOL,
+    ContextResult,
+    HookContext,
+    ModelOutputView,
+    estimate_tokens,
+    structured_output_owed,
+)
 from ..lifecycle import ReplyLifecycle, flush
 from ..prefix import note_compression
 from ..report import TerminalState
@@ -43,6 +51,7 @@ if TYPE_CHECKING:
     from ..harness import Harness
 
 HINT_SOURCE = "harness"
+STRUCTURED_ROUNDS = 2
 
 
 def run_of(harness: Harness, agent: Any) -> RunState | None:
@@ -109,13 +118,19 @@ class HarnessAgentAdapter(MiddlewareBase):
         for event in pre.events:
             yield event
         if pre.answer is not None:
+            narrowed = self._structured_conclusion(agent, run, input_kwargs)
+            if narrowed is not None:
+                pre.answer = None
+                for event in narrowed:
+                    yield event
+        if pre.answer is not None:
             async for item in _answer_without_model(agent, pre.answer):
                 if isinstance(item, Msg):
                     run.candidate = item
                 yield item
             return
         if run.facts.force_conclude and input_kwargs.get("tool_choice") is None and not self.harness.shadow:
-            input_kwargs["tool_choice"] = self._conclude_choice(run)
+            input_kwargs["tool_choice"] = self._conclude_choice(agent, run)
         before = _tail_of_reply(agent)
         held: Msg | None = None
         try:
@@ -204,6 +219,20 @@ class HarnessAgentAdapter(MiddlewareBase):
                 run.hold_reply_end = True
         return events + flush(run)
 
+    def _structured_conclusion(self, agent: Any, run: RunState, input_kwargs: dict) -> list[Any] | None:
+        """A reply that owes a structured output cannot end with a text
+        answer (AgentScope would loop to its iteration cap): a stopped run
+        gets up to two model rounds narrowed to the structured-output tool.
+        The hint's events, or ``None`` when the text answer stands."""
+        if not structured_output_owed(agent) or run.structured_rounds >= STRUCTURED_ROUNDS:
+            return None
+        run.structured_rounds += 1
+        input_kwargs["tool_choice"] = ToolChoice(mode=STRUCTURED_OUTPUT_TOOL)
+        self.harness.services.record(run, "liveness_watchdog", "pre_think", "constrain",
+                                     detail=f"stopped: one round narrowed to {STRUCTURED_OUTPUT_TOOL}")
+        hint = f"Conclude now: call {STRUCTURED_OUTPUT_TOOL} with your final answer, from what you have."
+        return [*_add_hints(agent, [("structured", hint)]), *flush(run)]
+
     def _model_failed(self, run: RunState) -> str | None:
         """The provider failed for good (after AgentScope's retries): the run
         ends ``failed`` (``model_error``). The user gets ``model_error_text``
@@ -214,8 +243,11 @@ class HarnessAgentAdapter(MiddlewareBase):
         text = self.harness.config.model_error_text
         return None if text is None else text.format(reason=REASONS["model_error"])
 
-    def _conclude_choice(self, run: RunState) -> ToolChoice:
-        """Narrow to the finishing tool (by ``mode``, never ``tools=``)."""
+    def _conclude_choice(self, agent: Any, run: RunState) -> ToolChoice:
+        """Narrow to the finishing tool (by ``mode``, never ``tools=``): the
+        structured-output tool when the reply owes one."""
+        if structured_output_owed(agent):
+            return ToolChoice(mode=STRUCTURED_OUTPUT_TOOL)
         finish = sorted(self.harness.finish_tools)
         if run.facts.terminal is not None or not finish:
             return ToolChoice(mode="none")

@@ -6,7 +6,7 @@ import inspect
 import time
 from typing import Any
 
-from ..context import HookContext, ReflectContext, ToolCallContext, ToolResultContext
+from ..context import HookContext, structured_output_owed, ReflectContext, ToolCallContext, ToolResultContext
 from ..registry import HookRejectSignal, harness_hook
 from ..report import TerminalState
 from ..sentinels import format_sentinel
@@ -26,7 +26,7 @@ def liveness_watchdog(ctx: HookContext) -> None:
         return
     if (
         terminal is not None and terminal.state == TerminalState.COMPLETED.value
-        and facts.finish_answer is not None and not _structured_output_owed(ctx.agent)
+        and facts.finish_answer is not None and not structured_output_owed(ctx.agent)
     ):
         ctx.stop(terminal.reason, TerminalState.COMPLETED, text=facts.finish_answer)
         return
@@ -49,12 +49,6 @@ def liveness_watchdog(ctx: HookContext) -> None:
             key="conclude",
         )
         ctx.constrain(f"wrap-up: {left:.1f}s left")
-
-
-def _structured_output_owed(agent: Any) -> bool:
-    """The reply owes a structured output it has not produced yet."""
-    reply = getattr(getattr(agent, "state", None), "reply_context", None)
-    return reply is not None and reply.structured_schema is not None and reply.structured_output is None
 
 
 @harness_hook("pre_tool_call", priority=5, name="terminal_reached_gate", kind="safety")

@@ -21,6 +21,7 @@ from agentscope.message import ToolResultBlock, ToolResultState, UserMsg
 from agentscope.permission import PermissionBehavior, PermissionContext, PermissionDecision
 from agentscope.tool import ToolBase
 from hypothesis import HealthCheck, given, settings
+from pydantic import BaseModel
 from hypothesis import strategies as st
 from relkit import assert_context_well_formed
 from scripted import ScriptedModel, calls, make_agent, run, text, tool_messages
@@ -346,3 +347,33 @@ async def test_a_store_that_never_answers_fails_the_budget_closed_within_the_dea
     assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "dependency_down")
     assert model.calls == []
     assert final.get_text_content().startswith(harness.config.cost.fallback_text)
+
+
+# ------------------------------------------------ structured output survives a stop
+
+
+class Verdict(BaseModel):
+    """The structured answer the caller asked for."""
+
+    answer: str
+
+
+@pytest.mark.parametrize("how", ["wrap_up", "max_model_calls"])
+async def test_a_stopped_run_still_delivers_its_structured_output(how: str) -> None:
+    limits: dict[str, Any] = {"deadline_s": 30, "wrap_up_s": 30} if how == "wrap_up" else {"max_model_calls": 1}
+
+    def model_turn(record: Any) -> Any:
+        # a model that obeys tool_choice: searches unless told otherwise
+        choice = record["tool_choice"]
+        if choice is not None and choice.mode == "GenerateStructuredOutput":
+            return calls(("GenerateStructuredOutput", {"answer": "the red mug"}))
+        return calls(("search", {"q": f"mug {len(model.calls)}"}))
+
+    harness = Harness(HarnessConfig(**limits))
+    model = ScriptedModel([model_turn], repeat=True)
+    agent = make_agent(model, [orders], harness.middlewares())
+    final = await agent.reply(UserMsg("user", "which mug?"), structured_schema=Verdict)
+    assert final.structured_output == {"answer": "the red mug"}
+    assert len(model.calls) <= 3  # not an iteration-cap loop of fallbacks
+    assert any(c["tool_choice"] is not None and c["tool_choice"].mode == "GenerateStructuredOutput"
+               for c in model.calls)
