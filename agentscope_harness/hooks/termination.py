@@ -6,7 +6,7 @@ import inspect
 import time
 from typing import Any
 
-from ..context import HookContext, structured_output_owed, ReflectContext, ToolCallContext, ToolResultContext
+from ..context import HookContext, ReflectContext, ToolCallContext, ToolResultContext, structured_output_owed
 from ..registry import HookRejectSignal, harness_hook
 from ..report import TerminalState
 from ..sentinels import format_sentinel

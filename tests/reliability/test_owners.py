@@ -21,8 +21,8 @@ from agentscope.message import ToolResultBlock, ToolResultState, UserMsg
 from agentscope.permission import PermissionBehavior, PermissionContext, PermissionDecision
 from agentscope.tool import ToolBase
 from hypothesis import HealthCheck, given, settings
-from pydantic import BaseModel
 from hypothesis import strategies as st
+from pydantic import BaseModel
 from relkit import assert_context_well_formed
 from scripted import ScriptedModel, calls, make_agent, run, text, tool_messages
 
