@@ -31,3 +31,21 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert len(commands) == 2
     test_command = next(c for c in commands if "pytest" in c)
     assert test_command in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_readme_example_runs_as_written(tmp_path: pathlib.Path) -> None:
+    """The "Use it" example is complete code: extracted and run as a script."""
+    import subprocess
+    import sys
+
+    section = README.split("## Use it", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert code is not None
+    script = tmp_path / "example.py"
+    script.write_text(code.group(1))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    # what the example promises: someone else's order refused, the user's own cancelled after its lookup
+    assert proc.stdout.strip().endswith(
+        "Cancelled A-1. | completed {'lookup_order': 1, 'cancel_order': 1} {'permission_denied': 1}",
+    )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import re
-import shutil
 import subprocess
 import sys
 
@@ -182,11 +182,16 @@ def test_check_config_file_errors(tmp_path, capsys):
     assert "must be a mapping" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(shutil.which("agentscope-harness") is None, reason="console script not installed")
+# the console script sits next to the interpreter running the tests (the
+# README's command runs .venv/bin/python, whose bin is not on PATH)
+SCRIPT = pathlib.Path(sys.executable).with_name("agentscope-harness")
+
+
 def test_console_script_check_config(tmp_path):
+    assert SCRIPT.exists(), f"console script not installed next to {sys.executable}"
     bad = tmp_path / "bad.json"
     bad.write_text('{"deadline_s": 0}')
-    proc = subprocess.run(["agentscope-harness", "check-config", str(bad)],
+    proc = subprocess.run([str(SCRIPT), "check-config", str(bad)],
                           capture_output=True, text=True, env=clean_env(), timeout=60)
     assert proc.returncode == 2
     assert "deadline_s" in proc.stderr
