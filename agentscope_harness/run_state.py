@@ -28,9 +28,18 @@ from .report import Decision, RunReport
 if TYPE_CHECKING:
     from .harness import Principal
 
-CURRENT_RUN: ContextVar[RunState | None] = ContextVar("harness_run", default=None)
-"""Handle of the run whose reply is executing (inherited by tools and by
-sub-agents, which become nested runs)."""
+RUN_HANDLE: ContextVar[weakref.ref[RunState] | None] = ContextVar("harness_run", default=None)
+"""Weak handle of the run whose reply is executing (inherited by tools and
+by sub-agents, which become nested runs). Weak, because asyncio keeps copies
+of a context alive after the run (a cancelled timer armed by a tool stays
+queued, with its context, until it is due): they must not keep the run's
+state alive. Read it with :func:`current_run`."""
+
+
+def current_run() -> RunState | None:
+    """The run whose reply is executing, if any (and still alive)."""
+    handle = RUN_HANDLE.get()
+    return handle() if handle is not None else None
 
 
 @dataclass(eq=False)
@@ -82,6 +91,11 @@ class RunState:
     """Why a hook parked a call for a human (``ctx.ask``)."""
     resumed_by: Any = None
     """The principal bound when a parked run was resumed."""
+    handle: weakref.ref[RunState] = field(init=False, repr=False)
+    """This run's weak handle (what ``RUN_HANDLE`` carries)."""
+
+    def __post_init__(self) -> None:
+        self.handle = weakref.ref(self)
 
     @property
     def root(self) -> RunState:

@@ -36,7 +36,7 @@ from agentscope.types import ReplyFinishedReason
 
 from ..context import ContextResult, HookContext, ModelOutputView, estimate_tokens
 from ..lifecycle import ReplyLifecycle, flush
-from ..run_state import CURRENT_RUN, ResultAccount, RunState
+from ..run_state import ResultAccount, RunState, current_run
 
 if TYPE_CHECKING:
     from ..harness import Harness
@@ -46,7 +46,7 @@ HINT_SOURCE = "harness"
 
 def run_of(harness: Harness, agent: Any) -> RunState | None:
     """The live run of ``agent``'s current reply in ``harness``'s table."""
-    run = CURRENT_RUN.get()
+    run = current_run()
     reply_id = agent.state.reply_id
     if run is not None and run.run_id == reply_id and run.table is harness.table:
         return run
