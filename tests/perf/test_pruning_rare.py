@@ -120,3 +120,4 @@ async def test_any_result_size_breaks_at_most_once_per_8_rounds(tokens, keep_las
     assert max(live_tokens(c) for c in model.calls) <= bound
     if rounds * s > bound:
         assert found, "over the bound without pruning"
+
