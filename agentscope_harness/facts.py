@@ -126,6 +126,8 @@ class GuardState:
     success_index: set[tuple[str, tuple[str, ...], tuple[str, ...]]] = field(default_factory=set)
     """``(tool, same_args names, exact values)`` of successful calls, for
     the prerequisite names the config declares: an O(1) check per call."""
+    success_counts: Counter = field(default_factory=Counter)
+    """Distinct successful calls by tool (``successes_of`` without a scan)."""
     finish_answer: str | None = None
     """The finishing tool's own answer, delivered if the model's last word is
     withheld or never comes."""
@@ -158,6 +160,8 @@ class GuardState:
         exact values of each ``index_keys`` name tuple) or one more failure in
         the streak of this exact call."""
         if ok:
+            if digest not in self.succeeded:
+                self.success_counts[tool] += 1
             self.succeeded[digest] = Success(tool, args, ref)
             self.failures.pop(digest, None)
             for names in index_keys:
@@ -223,4 +227,5 @@ class GuardState:
 
     def successes_of(self, tools: set[str]) -> int:
         """How many successful calls of these tools the run made."""
-        return sum(1 for s in self.succeeded.values() if s.tool in tools)
+        counts = self.success_counts
+        return sum(counts[tool] for tool in tools)

@@ -32,7 +32,7 @@ from .deadline import _DEADLINE, tighter
 from .errors import DependencyDown
 from .outcome import WITHHELD_ANSWER, build_report, corrected_answer, terminal_state
 from .report import RunReport, TerminalState
-from .run_state import CURRENT_RUN, RunState
+from .run_state import RUN_HANDLE, RunState, current_run
 from .stores import bounded, daily_left, store_timeout
 
 if TYPE_CHECKING:
@@ -74,13 +74,13 @@ class ReplyLifecycle:
         run = self.run
         if run is None:
             return await it.__anext__()
-        run_token = CURRENT_RUN.set(run)
+        run_token = RUN_HANDLE.set(run.handle)
         deadline_token = _DEADLINE.set(run.deadline)
         try:
             return await it.__anext__()
         finally:
             _DEADLINE.reset(deadline_token)
-            CURRENT_RUN.reset(run_token)
+            RUN_HANDLE.reset(run_token)
 
     async def on_item(self, item: Any) -> list[Any]:
         """What the consumer receives for ``item`` (nothing, when an end is
@@ -291,7 +291,7 @@ def flush(run: RunState) -> list[CustomEvent]:
 def _live_parent(reply_id: str) -> RunState | None:
     """The run whose step is executing this reply (a sub-agent called from
     one of its tools), if it is still live."""
-    parent = CURRENT_RUN.get()
+    parent = current_run()
     if parent is None or parent.run_id == reply_id or parent.report is not None:
         return None
     return parent

@@ -21,6 +21,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .context import ContextResult
 from .facts import GuardState
 from .report import Decision, RunReport
 
@@ -31,9 +32,18 @@ if TYPE_CHECKING:
 FINDINGS_KEPT = 5
 FINDING_CHARS = 300
 
-CURRENT_RUN: ContextVar[RunState | None] = ContextVar("harness_run", default=None)
-"""Handle of the run whose reply is executing (inherited by tools and by
-sub-agents, which become nested runs)."""
+RUN_HANDLE: ContextVar[weakref.ref[RunState] | None] = ContextVar("harness_run", default=None)
+"""Weak handle of the run whose reply is executing (inherited by tools and
+by sub-agents, which become nested runs). Weak, because asyncio keeps copies
+of a context alive after the run (a cancelled timer armed by a tool stays
+queued, with its context, until it is due): they must not keep the run's
+state alive. Read it with :func:`current_run`."""
+
+
+def current_run() -> RunState | None:
+    """The run whose reply is executing, if any (and still alive)."""
+    handle = RUN_HANDLE.get()
+    return handle() if handle is not None else None
 
 
 @dataclass(eq=False)
@@ -65,8 +75,8 @@ class RunState:
     in_flight: dict[str, str] = field(default_factory=dict)
     children: list[RunReport] = field(default_factory=list)
     hold_reply_end: bool = False
-    result_sizes: dict[str, Any] = field(default_factory=dict)
-    """The pruner's view of each tool result in context, by result id."""
+    results: ResultAccount = field(default_factory=lambda: ResultAccount())
+    """The running account of the tool results in the agent's context."""
     deferred_hints: list[tuple[str, str]] = field(default_factory=list)
     """post_reflect hints of a round that called tools, given at the next pre_think."""
     mode: str = "enforce"
@@ -110,6 +120,11 @@ class RunState:
     """The previous model call's payload, as the prefix observer keeps it."""
     candidate_differences: list[dict[str, Any]] = field(default_factory=list)
     """Calls where the candidate policy decided otherwise than the live one."""
+    handle: weakref.ref[RunState] = field(init=False, repr=False)
+    """This run's weak handle (what ``RUN_HANDLE`` carries)."""
+
+    def __post_init__(self) -> None:
+        self.handle = weakref.ref(self)
 
     @property
     def root(self) -> RunState:
@@ -166,6 +181,72 @@ class RunState:
         """Sentinels the audit may strip from the final answer."""
         self.issued.add(text)
         self.issued.add(f"[harness:{code}]")
+
+
+class ResultAccount:
+    """The tool results in the agent's context that are not pruned, oldest
+    first, with their token total: kept up to date from the blocks appended
+    since the last round (``scanned_to``), so a round costs what it added,
+    not what the run holds. ``rounds`` counts the run's ``pre_think`` rounds;
+    ``pruned_round`` is the round of the last prune (prunes are spaced)."""
+
+    __slots__ = ("blocks", "content", "context", "live", "msg_index", "pruned_round", "rounds", "tokens")
+
+    def __init__(self) -> None:
+        self.live: dict[str, tuple[ContextResult, Any]] = {}
+        """``(result, block)`` by result id, oldest first."""
+        self.tokens = 0
+        self.rounds = 0
+        self.pruned_round: int | None = None
+        self.context: list[Any] | None = None
+        self.msg_index = 0
+        self.content: Any = None
+        self.blocks = 0
+
+    def scanned_to(self, context: list[Any]) -> tuple[int, int] | None:
+        """Where the scan of ``context`` resumes (message index, block
+        index); ``None`` when the context was replaced or rewritten since
+        (compression, a cleared history): the account is then rebuilt."""
+        i = self.msg_index
+        if self.context is None or context is not self.context or i >= len(context):
+            return None
+        content = context[i].content
+        if content is not self.content or (isinstance(content, list) and len(content) < self.blocks):
+            return None
+        return i, self.blocks
+
+    def mark(self, context: list[Any]) -> None:
+        """The scan reached the end of ``context``."""
+        self.context = context
+        self.msg_index = max(len(context) - 1, 0)
+        last = context[-1].content if context else None
+        self.content = last
+        self.blocks = len(last) if isinstance(last, list) else 0
+
+    def reset(self) -> None:
+        """Forget every result (the context is scanned again from the start)."""
+        self.live.clear()
+        self.tokens = 0
+        self.context = None
+
+    def add(self, result: ContextResult, block: Any) -> None:
+        """A result entered the context (a pruned placeholder is not live)."""
+        if result.pruned or result.id in self.live:
+            return
+        self.live[result.id] = (result, block)
+        self.tokens += result.tokens
+
+    def take(self, result_id: str) -> Any:
+        """Remove a live result (it is being pruned); its block, or ``None``."""
+        entry = self.live.pop(result_id, None)
+        if entry is None:
+            return None
+        self.tokens -= entry[0].tokens
+        return entry[1]
+
+    def snapshot(self) -> list[ContextResult]:
+        """The live results, oldest first."""
+        return [result for result, _ in self.live.values()]
 
 
 @dataclass

@@ -110,9 +110,39 @@ def test_the_command_runs(capsys):
     assert MODULES == (
         "overhead", "tokens", "prefix", "termination", "scale", "redaction", "fleet", "injection_eval",
         "budgets",
+        "large_results", "long_run", "concurrency",
     )
     with pytest.raises(SystemExit):
         main(["--only", "nope"])
     assert main(["--quick", "--only", "termination", "--no-write"]) == 0
     out = capsys.readouterr().out
     assert "stubborn model: model calls until stopped" in out and "goal <= 8 calls   met" in out
+
+
+async def test_large_results_time_the_harness_and_the_loop_block():
+    from benchmarks import large_results
+
+    section = await large_results.run("quick")
+    assert len(section.figures) == 2 * len(large_results.SIZES["quick"]) * len(large_results.KINDS)
+    blocks = [f for f in section.figures if f.name.endswith("longest loop block")]
+    assert all(f.harnessed > 0 and f.bare > 0 for f in blocks)
+
+
+async def test_long_run_measures_the_start_and_the_end():
+    from benchmarks import long_run
+
+    section = await long_run.run("quick")
+    numbers(section)
+    start, end = section.data["alone"]
+    assert start > 0 and end > 0
+    assert section.data["rounds"] >= long_run.SIZES["quick"]["window"] * 2
+
+
+async def test_concurrency_measures_cpu_gc_and_rss_in_child_processes():
+    from benchmarks import concurrency
+
+    section = await concurrency.run("quick")
+    numbers(section)
+    for bare, harnessed in section.data["rows"].values():
+        for sample in (bare, harnessed):
+            assert sample["cpu"] > 0 and sample["rss_kb"] > 0 and sample["rounds"] > 0

@@ -32,7 +32,7 @@ from agentscope_harness import (
     harness_hook,
 )
 from agentscope_harness.facts import GuardState
-from agentscope_harness.run_state import CURRENT_RUN
+from agentscope_harness.run_state import current_run
 
 RAN: list[str] = []
 
@@ -277,7 +277,7 @@ async def test_parallel_calls_share_one_slot_and_the_slot_is_dropped() -> None:
     _, _ = await run(agent)
     assert harness.last_report(agent).tool_calls == {"search": 6}
     assert len(harness.table) == 0
-    assert CURRENT_RUN.get() is None
+    assert current_run() is None
 
 
 async def test_two_replies_of_one_agent_start_fresh() -> None:

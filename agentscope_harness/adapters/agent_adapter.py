@@ -45,7 +45,7 @@ from ..context import (
 from ..lifecycle import ReplyLifecycle, flush
 from ..prefix import note_compression
 from ..report import TerminalState
-from ..run_state import CURRENT_RUN, RunState
+from ..run_state import ResultAccount, RunState, current_run
 
 if TYPE_CHECKING:
     from ..harness import Harness
@@ -56,7 +56,7 @@ STRUCTURED_ROUNDS = 2
 
 def run_of(harness: Harness, agent: Any) -> RunState | None:
     """The live run of ``agent``'s current reply in ``harness``'s table."""
-    run = CURRENT_RUN.get()
+    run = current_run()
     reply_id = agent.state.reply_id
     if run is not None and run.run_id == reply_id and run.table is harness.table:
         return run
@@ -157,15 +157,15 @@ class HarnessAgentAdapter(MiddlewareBase):
         """Run ``pre_think``; apply pruning and hints; the fallback answer."""
         harness = self.harness
         events: list[Any] = flush(run)
+        account = _results_in_context(agent, run.results)
         ctx = HookContext(
-            "pre_think", run, harness.services, agent,
-            results_in_context=lambda: _results_in_context(agent, run.result_sizes),
+            "pre_think", run, harness.services, agent, results_in_context=account.snapshot,
         )
         await harness.runner.run("pre_think", ctx)
         if harness.shadow:
             return _PreThink(events + flush(run), None)
         if ctx.prune:
-            _prune_results(agent, run, set(ctx.prune))
+            _prune_results(run, ctx.prune)
         # post_reflect hints of a round that called tools come first
         hints, run.deferred_hints = run.deferred_hints + ctx.hints, []
         events += _add_hints(agent, hints)
@@ -343,21 +343,28 @@ def _context_result(block: ToolResultBlock) -> ContextResult:
     )
 
 
-def _results_in_context(agent: Any, sizes: dict[str, ContextResult]) -> list[ContextResult]:
-    """The tool results in the agent's context, oldest first. ``sizes`` (the
-    run's cache by result id) spares re-reading a result's text every round;
-    pruning, the only rewrite of a stored result, refreshes its entry."""
-    out: list[ContextResult] = []
-    for msg in agent.state.context:
-        if isinstance(msg.content, str):
+def _results_in_context(agent: Any, account: ResultAccount) -> ResultAccount:
+    """Bring the run's account up to date with the tool results appended to
+    the agent's context since the last round (one more round counted): only
+    new blocks are read. A context replaced or rewritten since (compression,
+    a cleared history) is read again from the start."""
+    account.rounds += 1
+    context = agent.state.context
+    resume = account.scanned_to(context)
+    if resume is None:
+        account.reset()
+        resume = (0, 0)
+    first, skip = resume
+    for i in range(first, len(context)):
+        content = context[i].content
+        if isinstance(content, str):
             continue
-        for block in msg.content:
+        for j in range(skip if i == first else 0, len(content)):
+            block = content[j]
             if isinstance(block, ToolResultBlock):
-                entry = sizes.get(block.id)
-                if entry is None:
-                    entry = sizes[block.id] = _context_result(block)
-                out.append(entry)
-    return out
+                account.add(_context_result(block), block)
+    account.mark(context)
+    return account
 
 
 def _new_tool_calls(agent: Any, before: tuple[Any, int]) -> list[tuple[str, str]]:
@@ -386,17 +393,13 @@ def _tail_of_reply(agent: Any) -> tuple[Any, int]:
     return None, 0
 
 
-def _prune_results(agent: Any, run: RunState, ids: set[str]) -> None:
-    """Replace the chosen results with a placeholder; the full text stays in
-    the run's artifacts under its ref."""
-    for msg in agent.state.context:
-        if isinstance(msg.content, str):
+def _prune_results(run: RunState, ids: list[str]) -> None:
+    """Replace the chosen live results with a placeholder; the full text
+    stays in the run's artifacts under its ref."""
+    for result_id in ids:
+        block = run.results.take(result_id)
+        if block is None:  # already pruned, or no longer in context
             continue
-        for block in msg.content:
-            if isinstance(block, ToolResultBlock) and block.id in ids:
-                text = _result_text(block)
-                run.artifacts.setdefault(block.id, text)
-                block.output = PRUNED.format(
-                    name=block.name, tokens=estimate_tokens(text), ref=block.id,
-                )
-                run.result_sizes[block.id] = _context_result(block)
+        text = _result_text(block)
+        run.artifacts.setdefault(block.id, text)
+        block.output = PRUNED.format(name=block.name, tokens=estimate_tokens(text), ref=block.id)

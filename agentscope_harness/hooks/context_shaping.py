@@ -13,6 +13,10 @@ LOW_WATER = 0.5
 """Prune down to this fraction of ``prune_over_tokens``: far enough below
 the threshold that the next prune is many rounds away."""
 
+PRUNE_SPACING = 8
+"""Rounds between two prunes, at least: each breaks the provider's cached
+prefix once, whatever the size of the results."""
+
 _ERROR_LINE = re.compile(r"^.*(error|exception|traceback|failed).*$", re.IGNORECASE | re.MULTILINE)
 
 
@@ -71,23 +75,31 @@ def truncate_result(ctx: ToolResultContext) -> None:
 def tool_result_pruner(ctx: HookContext) -> None:
     """Over ``prune_over_tokens`` of tool results in context: replace the
     oldest (never the last ``keep_last``) with a placeholder carrying their
-    ref, down to the low-water mark."""
+    ref, down to the low-water mark, in steps that are big and rare.
+
+    A prune is made at most once per ``PRUNE_SPACING`` rounds, and only when
+    it removes at least ``limit - low-water`` tokens: when the results that
+    must be kept are alone near or over the limit, it waits until enough
+    new results arrived to make a step that size. Reads the run's running
+    account (O(1) a round until it prunes)."""
     limit = ctx.config.prune_over_tokens
-    if limit is None or ctx.results_in_context is None:
+    account = ctx.run.results
+    total = account.tokens
+    if limit is None or total <= limit:
         return
-    live = [r for r in ctx.results_in_context() if not r.pruned]
-    total = sum(r.tokens for r in live)
-    if total <= limit:
+    last = account.pruned_round
+    if last is not None and account.rounds - last < PRUNE_SPACING:
         return
-    keep = ctx.config.keep_last
-    prunable = live[: len(live) - keep] if keep else live
     target = int(limit * LOW_WATER)
-    chosen = []
-    for entry in prunable:
-        if total <= target:
+    prunable = len(account.live) - ctx.config.keep_last
+    chosen: list[str] = []
+    for result, _ in account.live.values():
+        if total <= target or len(chosen) >= prunable:
             break
-        chosen.append(entry.id)
-        total -= entry.tokens
-    if chosen:
-        ctx.prune.extend(chosen)
-        ctx.decide("rewrite", detail=f"pruned {len(chosen)} old results, {total} tokens left")
+        chosen.append(result.id)
+        total -= result.tokens
+    if account.tokens - total < limit - target:
+        return  # a small step would break the prefix for little: wait
+    account.pruned_round = account.rounds
+    ctx.prune.extend(chosen)
+    ctx.decide("rewrite", detail=f"pruned {len(chosen)} old results, {total} tokens left")

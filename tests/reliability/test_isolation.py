@@ -18,7 +18,7 @@ from agentscope_harness import (
     TerminalState,
     ToolPolicy,
 )
-from agentscope_harness.run_state import CURRENT_RUN
+from agentscope_harness.run_state import current_run
 
 N_AGENTS = 100
 CAP = 7  # the largest per-run number of calls: a leaked count would be refused
@@ -63,7 +63,7 @@ def tools(ran: list[tuple[str, str, str | None]], harness: Harness):
             q (str): The query.
         """
         await asyncio.sleep(random.random() * 0.004)
-        run = CURRENT_RUN.get()
+        run = current_run()
         who = harness.current_principal()
         ran.append((q, run.run_id if run else "?", who.user_id if who else None))
         return f"found {q}"
@@ -75,7 +75,7 @@ def tools(ran: list[tuple[str, str, str | None]], harness: Harness):
             q (str): The key.
         """
         await asyncio.sleep(random.random() * 0.004)
-        run = CURRENT_RUN.get()
+        run = current_run()
         who = harness.current_principal()
         ran.append((q, run.run_id if run else "?", who.user_id if who else None))
         return f"value of {q}"
@@ -210,7 +210,7 @@ async def test_concurrent_principals_see_only_their_own_identity() -> None:
         """
         await asyncio.sleep(random.random() * 0.005)
         who = harness.current_principal().user_id
-        assert CURRENT_RUN.get().principal.user_id == who
+        assert current_run().principal.user_id == who
         seen.setdefault(who, []).append(user_id)
         return f"orders of {user_id}"
 

@@ -37,7 +37,7 @@ from agentscope_harness import (
     ToolPolicy,
 )
 from agentscope_harness.deadline import current_deadline
-from agentscope_harness.run_state import CURRENT_RUN
+from agentscope_harness.run_state import current_run
 
 ALICE = Principal(user_id="alice")
 
@@ -257,9 +257,9 @@ async def test_an_abandoned_stream_leaks_no_run_principal_or_deadline() -> None:
             if isinstance(event, TextBlockDeltaEvent):
                 break  # the consumer walks away mid-answer
         # nothing of the run is bound in the consumer's context
-        assert CURRENT_RUN.get() is None and current_deadline() is None
+        assert current_run() is None and current_deadline() is None
         await stream.aclose()
-    assert CURRENT_RUN.get() is None and current_deadline() is None
+    assert current_run() is None and current_deadline() is None
     # a later reply with nobody signed in does not act as alice
     model.script = [calls(("orders", {"user_id": "alice", "order_id": "A-1"})), text("done")]
     await run(agent)
@@ -290,7 +290,7 @@ async def test_a_stream_dropped_without_aclose_is_settled_by_the_collector() -> 
         await asyncio.sleep(0)
     assert len(harness.table) == 0
     assert harness.last_report(agent).terminal_state == TerminalState.CANCELLED
-    assert CURRENT_RUN.get() is None
+    assert current_run() is None
 
 
 class SlowStore:
