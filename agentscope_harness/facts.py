@@ -8,6 +8,7 @@ to keep in sync; every decision is derived from these.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +51,70 @@ def normalize_args(args: Any) -> str:
 def call_digest(tool: str, args: Any) -> str:
     """Identity of a call for duplicate and failure tracking."""
     return f"{tool}:{normalize_args(args)}"
+
+
+_WORD = re.compile(r"\w+")
+
+SHINGLE_WORDS = 4
+"""Words per shingle: one changed word touches at most this many."""
+NOVEL_SHARE = 0.2
+"""A result brings new information when at least this share of its distinct
+shingles is new to the run."""
+NOVELTY_CAP = 50_000
+"""The most shingle hashes a run keeps (the oldest half is dropped first)."""
+
+
+def _echo_words(value: Any, out: set[str]) -> set[str]:
+    """The words of every string or number in a call's arguments."""
+    if isinstance(value, dict):
+        for v in value.values():
+            _echo_words(v, out)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _echo_words(v, out)
+    elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        out.update(_WORD.findall(str(value).lower()))
+    return out
+
+
+class Novelty:
+    """What the run's results have said so far, as hashed word shingles, to
+    tell new information from new arguments. Bounded: two generations of at
+    most ``cap // 2`` hashes; the older one is dropped when the newer fills.
+    O(result size) per result."""
+
+    __slots__ = ("cap", "newer", "older")
+
+    def __init__(self, cap: int = NOVELTY_CAP) -> None:
+        self.cap = cap
+        self.older: set[int] = set()
+        self.newer: set[int] = set()
+
+    def __len__(self) -> int:
+        return len(self.older) + len(self.newer)
+
+    def add(self, text: str, echo: Any = None) -> bool:
+        """Record ``text``; whether it brings new information: at least
+        ``NOVEL_SHARE`` of its distinct shingles unseen in this run. The words
+        of ``echo`` (the call's arguments) are left out first: a result that
+        repeats its query back says nothing new."""
+        words = _WORD.findall(text.lower())
+        if echo:
+            drop = _echo_words(echo, set())
+            if drop:
+                words = [w for w in words if w not in drop]
+        if not words:
+            return False
+        k = min(SHINGLE_WORDS, len(words))
+        shingles = {hash(tuple(words[i:i + k])) for i in range(len(words) - k + 1)}
+        older, newer = self.older, self.newer
+        fresh = [s for s in shingles if s not in newer and s not in older]
+        for s in fresh:
+            if len(newer) >= self.cap // 2:
+                self.older, older = newer, newer
+                self.newer = newer = set()
+            newer.add(s)
+        return len(fresh) >= NOVEL_SHARE * len(shingles)
 
 
 @dataclass
@@ -129,6 +194,21 @@ class GuardState:
     finish_answer: str | None = None
     """The finishing tool's own answer, delivered if the model's last word is
     withheld or never comes."""
+    novelty: Novelty = field(default_factory=Novelty)
+    """What the run's results have said: progress is new information."""
+    refused: list[tuple[str, str, str | None]] = field(default_factory=list)
+    """``(hook, code, tool)`` of each exact refusal (not an escapable
+    presumption) since the last model call; the refusal ladder reads and
+    empties it."""
+    refusals_met: set[tuple[str, str]] = field(default_factory=set)
+    """``("hook", name)`` and ``("code", code)`` of refusals met in earlier
+    rounds since the last progress: meeting one again escalates."""
+    cycle_hinted: bool = False
+    """The model was told it goes round in circles (reset by progress)."""
+    stuck: str | None = None
+    """Why the ladder made the run conclude (``stalled``, ``cycling``,
+    ``refused:<code>``): the run ends ``incomplete`` with it, whatever the
+    model answers then."""
 
     def mark(self, fact: str) -> bool:
         """Record a reached fact; True when it is new (a progress edge)."""
@@ -176,7 +256,9 @@ class GuardState:
 
         Tools report ``{"candidates": n, "picks": n, "facts": [...]}`` in
         ``metadata["harness"]``; else ``count_results`` counts; else a
-        non-empty retrieval result is one candidate.
+        non-empty retrieval result is one candidate. Declared candidates and
+        picks are progress; a candidate presumed from text is not (whether
+        the text is new is the drift tracker's to judge).
         """
         if not ok:
             return []
@@ -185,11 +267,13 @@ class GuardState:
         if role == "retrieval":
             if n is None:
                 n = reported.get("candidates")
+            declared = n is not None
             if n is None:
                 n = 1 if text.strip() else 0
             if n > 0:
                 self.candidates += int(n)
-                self.new_fact_this_round = True
+                if declared:
+                    self.new_fact_this_round = True
                 if self.mark("retrieved"):
                     edges.append("retrieved")
         elif role == "selection":

@@ -10,12 +10,14 @@ from ..context import HookContext, ReflectContext, ToolCallContext, ToolResultCo
 from ..registry import HookRejectSignal, harness_hook
 from ..report import TerminalState
 from ..sentinels import format_sentinel
+from .repetition import escalate_refusals
 
 
 @harness_hook("pre_think", priority=5, name="liveness_watchdog", kind="observer")
 def liveness_watchdog(ctx: HookContext) -> None:
     """Stop a run that is out of time, out of model calls, or already
-    concluded; near the deadline, constrain it to conclude. A run whose
+    concluded; near the deadline, constrain it to conclude; a refusal met
+    again climbs the ladder (``escalate_refusals``). A run whose
     finishing tool completed ends with that tool's answer at once: the
     extra model round AgentScope would make is neither paid for nor able
     to turn a finished task into an apology."""
@@ -33,6 +35,9 @@ def liveness_watchdog(ctx: HookContext) -> None:
     limit = ctx.config.max_model_calls
     if limit is not None and ctx.run.root.model_calls >= limit:
         ctx.stop("max_model_calls")
+        return
+    escalate_refusals(ctx)
+    if facts.terminal is not None:
         return
     deadline = ctx.run.deadline
     if deadline is None:
@@ -147,7 +152,8 @@ def terminal_enforcer(ctx: ReflectContext) -> None:
         and any(name not in finish for name, _ in out.tool_calls)
     ):
         facts.conclude(
-            TerminalState.INCOMPLETE, "dependency_down" if facts.dependency_down else "stalled",
+            TerminalState.INCOMPLETE,
+            "dependency_down" if facts.dependency_down else facts.stuck or "stalled",
         )
         ctx.decide("terminal", code="incomplete", detail="kept calling tools after being told to conclude")
         return
