@@ -64,17 +64,36 @@ NOVELTY_CAP = 50_000
 """The most shingle hashes a run keeps (the oldest half is dropped first)."""
 
 
-def _echo_words(value: Any, out: set[str]) -> set[str]:
-    """The words of every string or number in a call's arguments."""
+def _echo(value: Any, out: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """The words of every string or number in a call's arguments, one
+    phrase per value."""
     if isinstance(value, dict):
         for v in value.values():
-            _echo_words(v, out)
+            _echo(v, out)
     elif isinstance(value, (list, tuple)):
         for v in value:
-            _echo_words(v, out)
+            _echo(v, out)
     elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
-        out.update(_WORD.findall(str(value).lower()))
+        phrase = tuple(_WORD.findall(str(value).lower()))
+        if phrase:
+            out.append(phrase)
     return out
+
+
+def _without(words: list[str], phrases: list[tuple[str, ...]]) -> list[str]:
+    """``words`` less every occurrence of each phrase."""
+    keep = [True] * len(words)
+    for phrase in phrases:
+        m, first = len(phrase), phrase[0]
+        for i, word in enumerate(words):
+            if word == first and tuple(words[i:i + m]) == phrase:
+                keep[i:i + m] = [False] * m
+    return [w for w, k in zip(words, keep, strict=True) if k]
+
+
+def _shingles(words: list[str]) -> set[int]:
+    k = min(SHINGLE_WORDS, len(words))
+    return {hash(tuple(words[i:i + k])) for i in range(len(words) - k + 1)} if words else set()
 
 
 class Novelty:
@@ -95,26 +114,30 @@ class Novelty:
 
     def add(self, text: str, echo: Any = None) -> bool:
         """Record ``text``; whether it brings new information: at least
-        ``NOVEL_SHARE`` of its distinct shingles unseen in this run. The words
-        of ``echo`` (the call's arguments) are left out first: a result that
-        repeats its query back says nothing new."""
+        ``NOVEL_SHARE`` of its distinct shingles unseen in this run. What
+        the call's arguments (``echo``) say is left out of the count: a
+        result that repeats its query back says nothing new (the text is
+        recorded as it is too, so an argument that happens to occur in it
+        does not make the next result look new)."""
         words = _WORD.findall(text.lower())
-        if echo:
-            drop = _echo_words(echo, set())
-            if drop:
-                words = [w for w in words if w not in drop]
-        if not words:
-            return False
-        k = min(SHINGLE_WORDS, len(words))
-        shingles = {hash(tuple(words[i:i + k])) for i in range(len(words) - k + 1)}
-        older, newer = self.older, self.newer
-        fresh = [s for s in shingles if s not in newer and s not in older]
-        for s in fresh:
-            if len(newer) >= self.cap // 2:
-                self.older, older = newer, newer
-                self.newer = newer = set()
-            newer.add(s)
-        return len(fresh) >= NOVEL_SHARE * len(shingles)
+        phrases = _echo(echo, []) if echo else []
+        kept = _without(words, phrases) if phrases else words
+        counted = self._record(_shingles(kept))
+        if kept is not words and len(kept) < len(words):
+            self._record(_shingles(words))
+        return counted[1] > 0 and counted[0] >= NOVEL_SHARE * counted[1]
+
+    def _record(self, shingles: set[int]) -> tuple[int, int]:
+        """Remember ``shingles``; (how many were new, how many there were)."""
+        new = 0
+        for s in shingles:
+            if s in self.newer or s in self.older:
+                continue
+            if len(self.newer) >= self.cap // 2:
+                self.older, self.newer = self.newer, set()
+            self.newer.add(s)
+            new += 1
+        return new, len(shingles)
 
 
 @dataclass
@@ -206,9 +229,13 @@ class GuardState:
     cycle_hinted: bool = False
     """The model was told it goes round in circles (reset by progress)."""
     stuck: str | None = None
-    """Why the ladder made the run conclude (``stalled``, ``cycling``,
-    ``refused:<code>``): the run ends ``incomplete`` with it, whatever the
-    model answers then."""
+    """The ladder made the run conclude because it made no progress
+    (``stalled``, ``cycling``): it ends ``incomplete`` with this reason,
+    whatever the model answers then."""
+    refused_again: str | None = None
+    """The refusal code whose second meeting made the run conclude: a model
+    that ignores that is stopped with reason ``refused:<code>``; one that
+    concludes ends as its conclusion earns."""
 
     def mark(self, fact: str) -> bool:
         """Record a reached fact; True when it is new (a progress edge)."""

@@ -9,10 +9,12 @@
   not invoke the tool again in the run.
 - stuck patterns, with a model that obeys ``tool_choice`` as a compliant
   provider does (otherwise it plays its script): a spent ledger of N and
-  new queries (goal: N + 3 model calls), an ignored ``permission_denied``
-  with new order ids (goal: 4), two retrieval tools alternated with fresh
-  arguments whose results bring nothing new (goal: 16, ``incomplete``), the
-  same call forever (goal: 8).
+  new queries (goal: N + 3 model calls; made to conclude, it delivers with
+  the finishing tool), an ignored ``permission_denied`` with new order ids
+  (goal: 4; the finishing tool waits for a fact never reached, so it is
+  stopped ``refused:permission_denied``), two retrieval tools alternated
+  with fresh arguments whose results bring nothing new (goal: 16,
+  ``incomplete``), the same call forever (goal: 8).
 - productive: every round brings new content, then the finishing tool
   (goal: never stopped, ``completed``, no ``tool_choice`` narrowed).
 
@@ -193,9 +195,9 @@ async def run(size: str = "full") -> Section:
     cases: list[tuple[str, str, dict[str, Any], int | None, Callable[[dict[str, Any]], bool]]] = [
         ("spent_ledger", f"ledger of {n_ledger} spent, new queries: model calls",
          {"steps": [_search], "tools": FreshTools(), "config": ledger}, n_ledger + 3,
-         lambda r: r["state"] == "incomplete"),
+         lambda r: r["state"] == "completed" and r["answer"] == FORCED_ANSWER),
         ("permission_denied", "permission_denied ignored, new ids: model calls",
-         {"steps": [_lookup]}, GOAL_DENIED, lambda r: r["state"] == "incomplete"),
+         {"steps": [_lookup]}, GOAL_DENIED, lambda r: r["reason"] == "refused:permission_denied"),
         ("wander", "two-tool wander, nothing new: model calls",
          {"steps": [_search, _fetch], "tools": Tools(result_chars=600)}, GOAL_WANDER,
          lambda r: r["state"] == "incomplete"),

@@ -38,7 +38,8 @@ def drift_detector(ctx: ReflectContext) -> None:
     approach; twice that: conclude (``force_conclude``, the run will end
     ``incomplete``: ``stalled``). Tools called in a repeating pattern (A, B,
     A, B or A, B, C, A, B, C) over rounds that brought nothing new climb
-    faster: a hint, then, if the pattern goes on, conclude (``cycling``).
+    faster: a hint from ``stall_rounds - 1`` such rounds (at least 2), then,
+    if the pattern goes on past ``stall_rounds``, conclude (``cycling``).
     Once the run must conclude this hook says nothing more."""
     facts, stall = ctx.facts, ctx.config.stall_rounds
     facts.rounds += 1
@@ -53,8 +54,8 @@ def drift_detector(ctx: ReflectContext) -> None:
     if facts.force_conclude or facts.terminal is not None:
         return  # the top of the ladder: terminal_enforcer stops a model ignoring it
     idle = facts.rounds_without_progress
-    cycle = repeating_pattern(facts.recent_tools) if idle >= 2 else None
-    if idle >= 2 * stall or (cycle is not None and facts.cycle_hinted):
+    cycle = repeating_pattern(facts.recent_tools) if idle >= max(2, stall - 1) else None
+    if idle >= 2 * stall or (cycle is not None and facts.cycle_hinted and idle > stall):
         ctx.hint(
             f"Nothing new has come from the last {idle} rounds. Conclude now with "
             "what you have.",

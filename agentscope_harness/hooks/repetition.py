@@ -81,15 +81,22 @@ def _watch_loop(ctx: ToolCallContext, digest: str) -> None:
         facts.stuck = facts.stuck or "stalled"
 
 
+_OWN_LADDER = frozenset({"dependency_down", "run_concluded"})
+"""Refusal codes the refusal ladder leaves alone: a dependency down already
+constrains on the first retry (``tool_breaker_gate``); a concluded run is
+stopped before its next model call."""
+
+
 def escalate_refusals(ctx: HookContext) -> None:
     """The ladder for refusals, run before each model call: a model that
     meets the same refusal again (same gate or same code, any arguments; a
     round that brought new information forgets earlier ones) is
-    constrained to conclude, and the run will end ``incomplete`` with
-    reason ``refused:<code>``. Met again once constrained: stopped now,
-    without another model call. Escapable presumptions (efficiency gates)
+    constrained to conclude; if it keeps calling other tools, the run ends
+    ``incomplete`` with reason ``refused:<code>`` (``terminal_enforcer``).
+    Met again once constrained: stopped now, without another model call. Escapable presumptions (efficiency gates)
     never count: they latch open instead. Nor, until the run must conclude,
-    does a refused finishing tool: narrowing the choice to it cannot help."""
+    does a refused finishing tool: narrowing the choice to it cannot help.
+    Nor do refusals with a ladder of their own (``_OWN_LADDER``)."""
     facts = ctx.facts
     met_now, facts.refused = facts.refused, []
     if facts.new_fact_this_round:
@@ -97,7 +104,7 @@ def escalate_refusals(ctx: HookContext) -> None:
     finish, earlier = ctx.services.finish_tools, set(facts.refusals_met)
     again = None
     for hook, code, tool in met_now:  # a parallel batch meets a refusal once
-        if tool in finish and not facts.force_conclude:
+        if code in _OWN_LADDER or (tool in finish and not facts.force_conclude):
             continue
         seen = (("hook", hook), ("code", code))
         if again is None and not earlier.isdisjoint(seen):
@@ -106,9 +113,9 @@ def escalate_refusals(ctx: HookContext) -> None:
     if again is None or facts.terminal is not None:
         return
     if facts.force_conclude:
-        ctx.stop(facts.stuck or f"refused:{again}", code=again)
+        ctx.stop(f"refused:{facts.refused_again or again}", code=again)
         return
-    facts.stuck = f"refused:{again}"
+    facts.refused_again = again
     ctx.hint(
         f"That was refused again ({again}). Do not try it another way: conclude now "
         "with what you have, and tell the user what could not be done.",

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from ..context import HookContext, ReflectContext, ToolCallContext, ToolResultContext
+from ..facts import GuardState
 from ..registry import HookRejectSignal, harness_hook
 from ..report import TerminalState
 from ..sentinels import format_sentinel
@@ -54,6 +55,15 @@ def liveness_watchdog(ctx: HookContext) -> None:
             key="conclude",
         )
         ctx.constrain(f"wrap-up: {left:.1f}s left")
+
+
+def _ignored(facts: GuardState) -> str:
+    """The reason a run that ignored being told to conclude is stopped with."""
+    if facts.dependency_down:
+        return "dependency_down"
+    if facts.stuck is not None:
+        return facts.stuck
+    return f"refused:{facts.refused_again}" if facts.refused_again else "stalled"
 
 
 def _structured_output_owed(agent: Any) -> bool:
@@ -151,10 +161,7 @@ def terminal_enforcer(ctx: ReflectContext) -> None:
         and ctx.run.root.model_calls > facts.forced_at
         and any(name not in finish for name, _ in out.tool_calls)
     ):
-        facts.conclude(
-            TerminalState.INCOMPLETE,
-            "dependency_down" if facts.dependency_down else facts.stuck or "stalled",
-        )
+        facts.conclude(TerminalState.INCOMPLETE, _ignored(facts))
         ctx.decide("terminal", code="incomplete", detail="kept calling tools after being told to conclude")
         return
     if not out.is_final or facts.terminal is not None or not ctx.config.finish_required():

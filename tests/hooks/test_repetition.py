@@ -4,7 +4,7 @@ detector); and a stubborn model stopped end to end."""
 from __future__ import annotations
 
 from agentscope.tool import FunctionTool, Toolkit
-from hookkit import Ran, drive, harnessed, results, shop_tools
+from hookkit import Ran, drive, harnessed, hint_texts, results, shop_tools
 from scripted import ALLOW, calls, text
 
 from agentscope_harness import DependencyDown, HarnessConfig, ToolPolicy
@@ -96,10 +96,11 @@ async def test_same_failure_max_identical_failures_times_is_refused_for_good():
     assert [a["card"] for a in ran.of("charge")] == ["4111"] * 3 + ["5500"]
     assert report.refusals == {"repeated_failure": 3}
     assert not any(d.action == "allow_escape" for d in report.decisions)
-    # met again with nothing new in between: the ladder makes the run conclude
+    # met again with nothing new in between: the ladder makes the run
+    # conclude, and this model does
     assert [c["tool_choice"].mode if c["tool_choice"] else None for c in model.calls] == [None] * 7 + ["none"]
-    assert report.terminal_state.value == "incomplete"
-    assert report.reason == "refused:repeated_failure"
+    assert any("refused again (repeated_failure)" in h for h in hint_texts(model.calls[7]))
+    assert report.terminal_state.value == "completed"
 
 
 async def test_loop_hint_at_the_fourth_call_of_one_tool_once():
