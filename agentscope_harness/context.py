@@ -41,11 +41,19 @@ REASONS = {
     "budget": "its budget is used up",
     "max_model_calls": "it took too many steps",
     "stalled": "no progress was being made",
+    "cycling": "it was going round in circles",
+    "refused": "a step it needed was refused",
     "dependency_down": "a service it needs is unavailable",
     "unpriced_model": "its model has no price, so its budget cannot be kept",
     "model_error": "the language model could not be reached",
 }
-"""Plain words for the reasons a run is stopped, used in fallback answers."""
+"""Plain words for the reasons a run is stopped, used in fallback answers
+(``refused:<code>`` reads as ``refused``)."""
+
+
+def reason_words(reason: str) -> str:
+    """The plain words for ``reason`` (itself when it has none)."""
+    return REASONS.get(reason) or REASONS.get(reason.partition(":")[0], reason)
 
 
 @dataclass
@@ -231,7 +239,7 @@ class HookContext:
         text) without another model call; elsewhere every further tool call
         is refused and the next round answers that way."""
         if text is None:
-            text = self.config.fallback_text.format(reason=REASONS.get(reason, reason))
+            text = self.config.fallback_text.format(reason=reason_words(reason))
         found = found_so_far(self.run) if state != TerminalState.COMPLETED else ""
         if found not in text:
             text += found
@@ -298,7 +306,7 @@ def found_so_far(run: RunState) -> str:
     return f"\n\nWhat I found before stopping:\n{lines}"
 
 
-EXPLORING_HINTS = frozenset({"drift", "reopen_retrieval", "widen_search"})
+EXPLORING_HINTS = frozenset({"drift", "cycle", "reopen_retrieval", "widen_search"})
 """Hints that invite the model to search on: never given once it must conclude."""
 
 

@@ -8,6 +8,7 @@ to keep in sync; every decision is derived from these.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +51,93 @@ def normalize_args(args: Any) -> str:
 def call_digest(tool: str, args: Any) -> str:
     """Identity of a call for duplicate and failure tracking."""
     return f"{tool}:{normalize_args(args)}"
+
+
+_WORD = re.compile(r"\w+")
+
+SHINGLE_WORDS = 4
+"""Words per shingle: one changed word touches at most this many."""
+NOVEL_SHARE = 0.2
+"""A result brings new information when at least this share of its distinct
+shingles is new to the run."""
+NOVELTY_CAP = 50_000
+"""The most shingle hashes a run keeps (the oldest half is dropped first)."""
+
+
+def _echo(value: Any, out: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """The words of every string or number in a call's arguments, one
+    phrase per value."""
+    if isinstance(value, dict):
+        for v in value.values():
+            _echo(v, out)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _echo(v, out)
+    elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        phrase = tuple(_WORD.findall(str(value).lower()))
+        if phrase:
+            out.append(phrase)
+    return out
+
+
+def _without(words: list[str], phrases: list[tuple[str, ...]]) -> list[str]:
+    """``words`` less every occurrence of each phrase."""
+    keep = [True] * len(words)
+    for phrase in phrases:
+        m, first = len(phrase), phrase[0]
+        for i, word in enumerate(words):
+            if word == first and tuple(words[i:i + m]) == phrase:
+                keep[i:i + m] = [False] * m
+    return [w for w, k in zip(words, keep, strict=True) if k]
+
+
+def _shingles(words: list[str]) -> set[int]:
+    k = min(SHINGLE_WORDS, len(words))
+    return {hash(tuple(words[i:i + k])) for i in range(len(words) - k + 1)} if words else set()
+
+
+class Novelty:
+    """What the run's results have said so far, as hashed word shingles, to
+    tell new information from new arguments. Bounded: two generations of at
+    most ``cap // 2`` hashes; the older one is dropped when the newer fills.
+    O(result size) per result."""
+
+    __slots__ = ("cap", "newer", "older")
+
+    def __init__(self, cap: int = NOVELTY_CAP) -> None:
+        self.cap = cap
+        self.older: set[int] = set()
+        self.newer: set[int] = set()
+
+    def __len__(self) -> int:
+        return len(self.older) + len(self.newer)
+
+    def add(self, text: str, echo: Any = None) -> bool:
+        """Record ``text``; whether it brings new information: at least
+        ``NOVEL_SHARE`` of its distinct shingles unseen in this run. What
+        the call's arguments (``echo``) say is left out of the count: a
+        result that repeats its query back says nothing new (the text is
+        recorded as it is too, so an argument that happens to occur in it
+        does not make the next result look new)."""
+        words = _WORD.findall(text.lower())
+        phrases = _echo(echo, []) if echo else []
+        kept = _without(words, phrases) if phrases else words
+        counted = self._record(_shingles(kept))
+        if kept is not words and len(kept) < len(words):
+            self._record(_shingles(words))
+        return counted[1] > 0 and counted[0] >= NOVEL_SHARE * counted[1]
+
+    def _record(self, shingles: set[int]) -> tuple[int, int]:
+        """Remember ``shingles``; (how many were new, how many there were)."""
+        new = 0
+        for s in shingles:
+            if s in self.newer or s in self.older:
+                continue
+            if len(self.newer) >= self.cap // 2:
+                self.older, self.newer = self.newer, set()
+            self.newer.add(s)
+            new += 1
+        return new, len(shingles)
 
 
 @dataclass
@@ -131,6 +219,25 @@ class GuardState:
     finish_answer: str | None = None
     """The finishing tool's own answer, delivered if the model's last word is
     withheld or never comes."""
+    novelty: Novelty = field(default_factory=Novelty)
+    """What the run's results have said: progress is new information."""
+    refused: list[tuple[str, str, str | None]] = field(default_factory=list)
+    """``(hook, code, tool)`` of each exact refusal (not an escapable
+    presumption) since the last model call; the refusal ladder reads and
+    empties it."""
+    refusals_met: set[tuple[str, str]] = field(default_factory=set)
+    """``("hook", name)`` and ``("code", code)`` of refusals met in earlier
+    rounds since the last progress: meeting one again escalates."""
+    cycle_hinted: bool = False
+    """The model was told it goes round in circles (reset by progress)."""
+    stuck: str | None = None
+    """The ladder made the run conclude because it made no progress
+    (``stalled``, ``cycling``): it ends ``incomplete`` with this reason,
+    whatever the model answers then."""
+    refused_again: str | None = None
+    """The refusal code whose second meeting made the run conclude: a model
+    that ignores that is stopped with reason ``refused:<code>``; one that
+    concludes ends as its conclusion earns."""
 
     def mark(self, fact: str) -> bool:
         """Record a reached fact; True when it is new (a progress edge)."""
@@ -180,7 +287,9 @@ class GuardState:
 
         Tools report ``{"candidates": n, "picks": n, "facts": [...]}`` in
         ``metadata["harness"]``; else ``count_results`` counts; else a
-        non-empty retrieval result is one candidate.
+        non-empty retrieval result is one candidate. Declared candidates and
+        picks are progress; a candidate presumed from text is not (whether
+        the text is new is the drift tracker's to judge).
         """
         if not ok:
             return []
@@ -189,11 +298,13 @@ class GuardState:
         if role == "retrieval":
             if n is None:
                 n = reported.get("candidates")
+            declared = n is not None
             if n is None:
                 n = 1 if text.strip() else 0
             if n > 0:
                 self.candidates += int(n)
-                self.new_fact_this_round = True
+                if declared:
+                    self.new_fact_this_round = True
                 if self.mark("retrieved"):
                     edges.append("retrieved")
         elif role == "selection":

@@ -19,7 +19,7 @@ from agentscope.message import TextBlock
 from agentscope.model import ChatResponse
 from agentscope.model._model_response import FinishedReason
 
-from .context import REASONS
+from .context import reason_words
 from .prefix import observe, over_request_cap
 from .report import TerminalState
 
@@ -79,7 +79,7 @@ class ModelGuard:
         facts = run.facts
         facts.conclude(TerminalState.INCOMPLETE, reason)
         if facts.stop_text is None:
-            facts.stop_text = self.harness.config.fallback_text.format(reason=REASONS.get(reason, reason))
+            facts.stop_text = self.harness.config.fallback_text.format(reason=reason_words(reason))
         return facts.stop_text
 
     async def _bounded(self, run: RunState, awaitable: Any) -> Any:

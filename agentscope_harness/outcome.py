@@ -39,6 +39,9 @@ def terminal_state(
         return TerminalState.CANCELLED, "interrupted"
     if facts.terminal is not None and facts.terminal.state != TerminalState.COMPLETED.value:
         return TerminalState(facts.terminal.state), facts.terminal.reason
+    if facts.stuck is not None:
+        # made to conclude because it made no progress: whatever it answered then
+        return TerminalState.INCOMPLETE, facts.stuck
     if facts.unsupported_claims:
         return TerminalState.INCOMPLETE, "unsupported_claim"
     if facts.terminal is not None:

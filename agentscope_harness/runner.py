@@ -204,6 +204,8 @@ class HookRunner:
         )
         if self.shadow:
             return None
+        if key is None or signal.hard:  # a presumption latches open instead
+            facts.refused.append((spec.name, signal.code, tool))
         return Refusal(hook=spec.name, code=signal.code, text=text)
 
     def _failed(self, spec: HookSpec, exc: Exception, ctx: HookContext) -> Refusal | None:

@@ -3,6 +3,7 @@ built the same way, and what the model was sent (tokens, prefix breaks)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,14 +36,17 @@ CHARS_PER_TOKEN = 4
 
 class Tools:
     """Trivial async tools; ``result_chars`` sets the size of a search
-    result, ``log`` records every invocation (name, args)."""
+    result, ``log`` records every invocation (name, args). ``novel``: each
+    result brings new content (a productive run); otherwise a result only
+    echoes its query (a model wandering for nothing)."""
 
-    def __init__(self, result_chars: int = 40) -> None:
+    def __init__(self, result_chars: int = 40, novel: bool = True) -> None:
         self.result_chars = result_chars
+        self.novel = novel
         self.log: list[tuple[str, dict[str, Any]]] = []
 
     def functions(self) -> list[Any]:
-        log, size = self.log, self.result_chars
+        log, size, novel = self.log, self.result_chars, self.novel
 
         async def search(q: str) -> str:
             """Search the catalogue.
@@ -51,7 +55,7 @@ class Tools:
                 q (str): The query.
             """
             log.append(("search", {"q": q}))
-            return _document(q, size)
+            return _document(q, size, novel)
 
         async def fetch(url: str) -> str:
             """Fetch a page found by search.
@@ -60,7 +64,7 @@ class Tools:
                 url (str): The page address.
             """
             log.append(("fetch", {"url": url}))
-            return _document(url, size)
+            return _document(url, size, novel)
 
         async def lookup_order(order_id: str, user_id: str) -> str:
             """Look up an order of the signed-in user.
@@ -109,9 +113,14 @@ class Tools:
         return sum(1 for n, _ in self.log if n == name)
 
 
-def _document(key: str, size: int) -> str:
-    """A deterministic result of about ``size`` characters."""
-    line = f"Result for {key}: product sheet, price, stock, reviews and specifications. "
+def _document(key: str, size: int, novel: bool = True) -> str:
+    """A deterministic result of about ``size`` characters; ``novel``: with
+    content new for each key, else the same sheet with only the key echoed."""
+    facts = (
+        " ".join(hashlib.sha1(f"{key}/{i}".encode()).hexdigest()[:8] for i in range(12))
+        if novel else "price, stock, reviews and specifications"
+    )
+    line = f"Result for {key}: product sheet {facts}. "
     return (line * (size // len(line) + 1))[:size]
 
 

@@ -71,6 +71,10 @@ async def test_termination_goals_hold():
     assert stubborn["model_calls"] <= termination.GOAL_CALLS
     assert section.data["stubborn_bare"]["model_calls"] > termination.GOAL_CALLS
     assert section.data["dependency_after_first"] == 0
+    # every stuck pattern stopped within its goal, the productive run never
+    assert all(f.met for f in section.figures), [f.name for f in section.figures if not f.met]
+    assert section.data["productive"]["state"] == "completed"
+    assert not section.data["productive"]["narrowed"]
 
 
 async def test_scale_reports_the_curve():

@@ -262,7 +262,11 @@ async def test_safety_gate_never_escapes() -> None:
     agent = make_agent(model, [refund], harness.middlewares())
     await run(agent)
     assert RAN == []
-    assert harness.last_report(agent).refusals == {"permission_denied": 5}
+    report = harness.last_report(agent)
+    # refused twice: the run must conclude; insisting once more stops it
+    assert report.refusals == {"permission_denied": 2, "run_concluded": 1}
+    assert not any(d.action == "allow_escape" for d in report.decisions)
+    assert report.reason == "refused:permission_denied"
 
 
 # 6. One run, one slot, one reset --------------------------------------------

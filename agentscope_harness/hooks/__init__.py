@@ -8,7 +8,8 @@ on_system_prompt
     50  system_prompt_append      context_shaping  rules from the config only
 
 pre_think (before each model call)
-     5  liveness_watchdog         termination      stop first: deadline, call cap, stalled
+     5  liveness_watchdog         termination      stop first: deadline, call cap, stalled;
+                                                   a refusal met again: constrain, then stop
     10  tool_result_pruner        context_shaping  shrink context before routing by cost
     20  budget_router             budget           tier or fallback from money left
 
@@ -33,10 +34,10 @@ post_tool_call (raw result first, model-facing text last)
     19  transition_notice         progress         notices go outside the fence
     20  result_nudges             budget
     30  mark_terminal             termination      verify sees the raw text
-    50  drift_result_tracker      drift            new fact or not
+    50  drift_result_tracker      drift            new information or not
 
 post_reflect (after each model call)
-    20  drift_detector            drift            hint, then constrain
+    20  drift_detector            drift            hint, then constrain (stalls, cycles)
     40  phase_step                progress
     60  terminal_enforcer         termination      last: sees every other decision
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..context import REASONS, HookContext, ToolCallContext, ToolResultContext
+from ..context import HookContext, ToolCallContext, ToolResultContext, reason_words
 from ..outcome import terminal_state
 from ..registry import HookRejectSignal, harness_hook
 from ..report import TerminalState
@@ -160,7 +160,7 @@ def budget_router(ctx: HookContext) -> None:
 
 
 def _fallback(cost: CostPolicy, reason: str) -> str:
-    return cost.fallback_text.format(reason=REASONS.get(reason, reason))
+    return cost.fallback_text.format(reason=reason_words(reason))
 
 
 def _ask_for_more(ctx: HookContext, cost: CostPolicy, root: RunState) -> None:

@@ -1,45 +1,97 @@
 """Drift: rounds that bring nothing new. The ladder climbs hint, then
-constrain (``force_conclude``), then stop; never the same hint twice."""
+constrain (``force_conclude``), then stop; never the same hint twice, never
+a step back down.
+
+Progress is new information, not new arguments: a result counts when most
+of it is new to the run (``Novelty``), when it reaches a fact, when a tool
+declares candidates or picks, or when it changes the world (a successful
+``mutation`` or ``finish``)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from ..context import ReflectContext, ToolResultContext
 from ..registry import harness_hook
 
+_ACTING_ROLES = frozenset({"mutation", "finish"})
+_PERIODS = (2, 3)
+
 
 @harness_hook("post_tool_call", priority=50, name="drift_result_tracker", kind="observer")
 def drift_result_tracker(ctx: ToolResultContext) -> None:
-    """A successful call never made before brings a new fact; a repeat does
-    not. Edge-triggered: only a new fact resets the stall counter."""
+    """A successful result that brings new information makes the round a
+    progress round (edge-triggered: only progress resets the stall counter).
+    Every successful result is recorded, so a later repeat of it is not new."""
     result = ctx.result
-    if result.ok and ctx.tool.digest not in ctx.facts.succeeded:
-        ctx.facts.new_fact_this_round = True
+    if not result.ok:
+        return
+    facts = ctx.facts
+    novel = facts.novelty.add(result.raw_text, echo=ctx.tool.args)
+    if novel or ctx.tool.role in _ACTING_ROLES:
+        facts.new_fact_this_round = True
 
 
 @harness_hook("post_reflect", priority=20, name="drift_detector", kind="observer")
 def drift_detector(ctx: ReflectContext) -> None:
-    """``stall_rounds`` rounds without a new fact: hint to change approach;
-    twice that: ``force_conclude``."""
+    """``stall_rounds`` rounds without new information: hint to change
+    approach; twice that: conclude (``force_conclude``, the run will end
+    ``incomplete``: ``stalled``). Tools called in a repeating pattern (A, B,
+    A, B or A, B, C, A, B, C) over rounds that brought nothing new climb
+    faster: a hint from ``stall_rounds - 1`` such rounds (at least 2), then,
+    if the pattern goes on past ``stall_rounds``, conclude (``cycling``).
+    Once the run must conclude this hook says nothing more."""
     facts, stall = ctx.facts, ctx.config.stall_rounds
     facts.rounds += 1
     if facts.rounds == 1:
         return  # nothing has run yet
     if facts.new_fact_this_round:
         facts.rounds_without_progress = 0
+        facts.cycle_hinted = False
     else:
         facts.rounds_without_progress += 1
     facts.new_fact_this_round = False
+    if facts.force_conclude or facts.terminal is not None:
+        return  # the top of the ladder: terminal_enforcer stops a model ignoring it
     idle = facts.rounds_without_progress
-    if idle >= 2 * stall and not facts.force_conclude:
+    cycle = repeating_pattern(facts.recent_tools) if idle >= max(2, stall - 1) else None
+    if idle >= 2 * stall or (cycle is not None and facts.cycle_hinted and idle > stall):
         ctx.hint(
             f"Nothing new has come from the last {idle} rounds. Conclude now with "
             "what you have.",
             key="conclude",
         )
-        ctx.constrain(f"{idle} rounds without progress")
+        facts.stuck = "cycling" if cycle is not None else "stalled"
+        ctx.constrain(f"{idle} rounds without new information" + (
+            f", calling {', '.join(cycle)} in a cycle" if cycle is not None else ""
+        ))
+    elif cycle is not None:
+        facts.cycle_hinted = True
+        ctx.hint(
+            f"You are going round in circles: {', '.join(cycle)}, again and again, and "
+            f"the last {idle} rounds brought nothing new. Try something different, or "
+            "conclude with what you have.",
+            key="cycle",
+        )
     elif idle >= stall:
         ctx.hint(
             f"The last {idle} rounds brought nothing new. Change approach: different "
             "tool, different arguments, or conclude.",
             key="drift",
         )
+
+
+def repeating_pattern(names: Sequence[str]) -> tuple[str, ...] | None:
+    """The cycle of at least two distinct tools that the latest calls
+    repeat, twice or more in a row (``A, B, A, B`` gives ``(A, B)``); one
+    tool repeated is the loop detector's."""
+    recent = list(names)
+    for period in _PERIODS:
+        span = 2 * period
+        if len(recent) < span:
+            continue
+        tail = recent[-span:]
+        cycle = tuple(tail[:period])
+        if len(set(cycle)) > 1 and all(tail[i] == tail[i - period] for i in range(period, span)):
+            return cycle
+    return None

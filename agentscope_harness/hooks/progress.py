@@ -55,8 +55,11 @@ def transition_notice(ctx: ToolResultContext) -> None:
 @harness_hook("post_reflect", priority=40, name="phase_step", kind="observer")
 def phase_step(ctx: ReflectContext) -> None:
     """(1) the selection rejected every candidate: re-open retrieval;
-    (2) two empty selections in a row: widen the search."""
+    (2) two empty selections in a row: widen the search. Never once the run
+    must conclude: the ladder does not step back down to exploring."""
     facts = ctx.facts
+    if facts.force_conclude:
+        return
     if facts.pool_emptied:
         facts.pool_emptied = False
         facts.latched.discard("search_gate")

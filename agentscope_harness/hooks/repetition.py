@@ -1,9 +1,9 @@
 """Repetition: the same call again, the same failure again, the same tool
-over and over."""
+over and over, the same refusal again."""
 
 from __future__ import annotations
 
-from ..context import ToolCallContext
+from ..context import HookContext, ToolCallContext
 from ..registry import HookRejectSignal, harness_hook
 
 
@@ -67,7 +67,7 @@ def _watch_loop(ctx: ToolCallContext, digest: str) -> None:
         return
     if name in facts.dependency_down:
         return  # the dependency-down sentinel already says "do not retry"
-    if name not in facts.loop_hinted:
+    if name not in facts.loop_hinted and not facts.force_conclude:
         facts.loop_hinted.add(name)
         ctx.notice(
             f"Note: you have called {name} {count} times in your last "
@@ -76,5 +76,49 @@ def _watch_loop(ctx: ToolCallContext, digest: str) -> None:
         )
         return
     same = facts.recent_digests.count(digest)
-    if same >= config.loop_threshold:
+    if same >= config.loop_threshold and not facts.force_conclude:
         ctx.constrain(f"the same {name} call keeps repeating after a loop hint")
+        facts.stuck = facts.stuck or "stalled"
+
+
+_OWN_LADDER = frozenset({"dependency_down", "run_concluded"})
+"""Refusal codes the refusal ladder leaves alone: a dependency down already
+constrains on the first retry (``tool_breaker_gate``); a concluded run is
+stopped before its next model call."""
+
+
+def escalate_refusals(ctx: HookContext) -> None:
+    """The ladder for refusals, run before each model call: a model that
+    meets the same refusal again (same gate or same code, any arguments; a
+    round that brought new information forgets earlier ones) is
+    constrained to conclude; if it keeps calling other tools, the run ends
+    ``incomplete`` with reason ``refused:<code>`` (``terminal_enforcer``).
+    Met again once constrained: stopped now, without another model call. Escapable presumptions (efficiency gates)
+    never count: they latch open instead. Nor, until the run must conclude,
+    does a refused finishing tool: narrowing the choice to it cannot help.
+    Nor do refusals with a ladder of their own (``_OWN_LADDER``)."""
+    facts = ctx.facts
+    met_now, facts.refused = facts.refused, []
+    if facts.new_fact_this_round:
+        facts.refusals_met.clear()
+    finish, earlier = ctx.services.finish_tools, set(facts.refusals_met)
+    again = None
+    for hook, code, tool in met_now:  # a parallel batch meets a refusal once
+        if code in _OWN_LADDER or (tool in finish and not facts.force_conclude):
+            continue
+        seen = (("hook", hook), ("code", code))
+        if again is None and not earlier.isdisjoint(seen):
+            again = code
+        facts.refusals_met.update(seen)
+    if again is None or facts.terminal is not None:
+        return
+    if facts.force_conclude:
+        ctx.stop(f"refused:{facts.refused_again or again}", code=again)
+        return
+    facts.refused_again = again
+    ctx.hint(
+        f"That was refused again ({again}). Do not try it another way: conclude now "
+        "with what you have, and tell the user what could not be done.",
+        key="refused_again",
+    )
+    ctx.constrain(f"{again} refused again")

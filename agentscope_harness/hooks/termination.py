@@ -7,15 +7,18 @@ import time
 from typing import Any
 
 from ..context import HookContext, ReflectContext, ToolCallContext, ToolResultContext, structured_output_owed
+from ..facts import GuardState
 from ..registry import HookRejectSignal, harness_hook
 from ..report import TerminalState
 from ..sentinels import format_sentinel
+from .repetition import escalate_refusals
 
 
 @harness_hook("pre_think", priority=5, name="liveness_watchdog", kind="observer")
 def liveness_watchdog(ctx: HookContext) -> None:
     """Stop a run that is out of time, out of model calls, or already
-    concluded; near the deadline, constrain it to conclude. A run whose
+    concluded; near the deadline, constrain it to conclude; a refusal met
+    again climbs the ladder (``escalate_refusals``). A run whose
     finishing tool completed ends with that tool's answer at once: the
     extra model round AgentScope would make is neither paid for nor able
     to turn a finished task into an apology."""
@@ -34,6 +37,9 @@ def liveness_watchdog(ctx: HookContext) -> None:
     if limit is not None and ctx.run.root.model_calls >= limit:
         ctx.stop("max_model_calls")
         return
+    escalate_refusals(ctx)
+    if facts.terminal is not None:
+        return
     deadline = ctx.run.deadline
     if deadline is None:
         return
@@ -49,6 +55,15 @@ def liveness_watchdog(ctx: HookContext) -> None:
             key="conclude",
         )
         ctx.constrain(f"wrap-up: {left:.1f}s left")
+
+
+def _ignored(facts: GuardState) -> str:
+    """The reason a run that ignored being told to conclude is stopped with."""
+    if facts.dependency_down:
+        return "dependency_down"
+    if facts.stuck is not None:
+        return facts.stuck
+    return f"refused:{facts.refused_again}" if facts.refused_again else "stalled"
 
 
 @harness_hook("pre_tool_call", priority=5, name="terminal_reached_gate", kind="safety")
@@ -140,9 +155,7 @@ def terminal_enforcer(ctx: ReflectContext) -> None:
         and ctx.run.root.model_calls > facts.forced_at
         and any(name not in finish for name, _ in out.tool_calls)
     ):
-        facts.conclude(
-            TerminalState.INCOMPLETE, "dependency_down" if facts.dependency_down else "stalled",
-        )
+        facts.conclude(TerminalState.INCOMPLETE, _ignored(facts))
         ctx.decide("terminal", code="incomplete", detail="kept calling tools after being told to conclude")
         return
     if not out.is_final or facts.terminal is not None or not ctx.config.finish_required():

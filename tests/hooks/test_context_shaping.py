@@ -152,7 +152,7 @@ async def test_pruner_prunes_oldest_to_low_water_in_few_steps_never_the_last():
         return body
 
     h, model, agent = harnessed(
-        HarnessConfig(prune_over_tokens=300, keep_last=2, loop_window=12, loop_threshold=12),
+        HarnessConfig(prune_over_tokens=300, keep_last=2, loop_window=12, loop_threshold=12, stall_rounds=10),
         [calls(("fetch", {"page": i})) for i in range(10)] + [text("done")], [fetch],
     )
     _, _, report = await drive(h, agent)

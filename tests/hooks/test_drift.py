@@ -72,18 +72,49 @@ async def test_hints_sit_after_the_tool_results_they_follow():
                 assert roles[i + 1] == "tool", roles
 
 
-async def test_new_facts_every_round_never_trigger_drift():
+def reader(ran: Ran):
+    async def read(page: int) -> str:
+        """Read a page of the manual.
+
+        Args:
+            page (int): The page.
+        """
+        ran.append(("read", {"page": page}))
+        return f"Page {page}: " + " ".join(f"w{page}x{j}" for j in range(12))
+
+    return read
+
+
+async def test_new_information_every_round_never_triggers_drift():
     ran = Ran()
-    t = shop_tools(ran)
     h, model, agent = harnessed(
         HarnessConfig(stall_rounds=1, loop_window=10, loop_threshold=10),
-        [calls(("select", {"pick": str(i)})) for i in range(6)] + [text("done")],
-        [t["select"]],
+        [calls(("read", {"page": i})) for i in range(6)] + [text("done")],
+        [reader(ran)],
     )
     _, _, report = await drive(h, agent)
     assert all(hint_texts(c) == [] for c in model.calls)
     assert not any(d.hook == "drift_detector" for d in report.decisions)
     assert report.terminal_state.value == "completed"
+
+
+async def test_new_arguments_alone_are_not_progress():
+    # the result only says the query back: nothing new, however the query varies
+    ran = Ran()
+    t = shop_tools(ran)
+    h, model, agent = harnessed(
+        HarnessConfig(stall_rounds=2, loop_window=10, loop_threshold=10),
+        [calls(("select", {"pick": f"p{i}"})) for i in range(8)] + [text("done")],
+        [t["select"]],
+    )
+    _, _, report = await drive(h, agent)
+    # round 1 was new; rounds 2 and 3 said the same: the hint before call 5
+    assert [counts(c, DRIFT) for c in model.calls] == [0, 0, 0, 0, 1, 1, 1]
+    assert [counts(c, CONCLUDE) for c in model.calls] == [0] * 6 + [1]
+    assert model.calls[6]["tool_choice"].mode == "none"
+    assert len(model.calls) == 7  # the model ignores it: stopped
+    assert report.terminal_state.value == "incomplete"
+    assert report.reason == "stalled"
 
 
 async def test_progress_resets_the_counter_edge_triggered():

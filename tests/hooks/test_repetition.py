@@ -4,7 +4,7 @@ detector); and a stubborn model stopped end to end."""
 from __future__ import annotations
 
 from agentscope.tool import FunctionTool, Toolkit
-from hookkit import Ran, drive, harnessed, results, shop_tools
+from hookkit import Ran, drive, harnessed, hint_texts, results, shop_tools
 from scripted import ALLOW, calls, text
 
 from agentscope_harness import DependencyDown, HarnessConfig, ToolPolicy
@@ -80,21 +80,27 @@ async def test_same_failure_max_identical_failures_times_is_refused_for_good():
             raise RuntimeError("card processor rejected the request")
         return f"charged {card}"
 
+    bad, good = calls(("charge", {"card": "4111"})), calls(("charge", {"card": "5500"}))
     h, model, agent = harnessed(
         HarnessConfig(breaker_failures=100, loop_window=10, loop_threshold=10),
-        [calls(("charge", {"card": "4111"}))] * 6 + [calls(("charge", {"card": "5500"})), text("ok")],
+        [bad, bad, bad, bad, good, bad, bad, text("ok")],
         [charge],
     )
     _, _, report = await drive(h, agent)
     msgs = results(model)
     assert all("card processor rejected" in m for m in msgs[:3])
-    for m in msgs[3:6]:  # hard: never escapes, however often it is tried
+    for m in (msgs[3], msgs[5], msgs[6]):  # hard: never escapes, however often it is tried
         assert m.startswith("[harness:repeated_failure]")
         assert "failed 3 times in a row (tool_error)" in m
-    assert "charged 5500" in msgs[6]  # other arguments are a different call
+    assert "charged 5500" in msgs[4]  # other arguments are a different call
     assert [a["card"] for a in ran.of("charge")] == ["4111"] * 3 + ["5500"]
     assert report.refusals == {"repeated_failure": 3}
     assert not any(d.action == "allow_escape" for d in report.decisions)
+    # met again with nothing new in between: the ladder makes the run
+    # conclude, and this model does
+    assert [c["tool_choice"].mode if c["tool_choice"] else None for c in model.calls] == [None] * 7 + ["none"]
+    assert any("refused again (repeated_failure)" in h for h in hint_texts(model.calls[7]))
+    assert report.terminal_state.value == "completed"
 
 
 async def test_loop_hint_at_the_fourth_call_of_one_tool_once():

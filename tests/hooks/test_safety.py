@@ -57,23 +57,46 @@ async def test_model_cannot_act_for_another_user():
     h, model, agent = harnessed(
         shop_config(),
         [calls(("lookup_order", {"order_id": "o1", "user_id": "u-99"})),
-         calls(("lookup_order", {"order_id": "o1", "user_id": "admin"})),
-         calls(("lookup_order", {"order_id": "o1", "user_id": "u-99"})),
          calls(("lookup_order", {"order_id": "o1", "user_id": "u-42"})),
+         calls(("lookup_order", {"order_id": "o1", "user_id": "admin"})),
+         calls(("lookup_order", {"order_id": "o2", "user_id": "u-42"})),
+         calls(("lookup_order", {"order_id": "o1", "user_id": "u-99"})),
          text("done")],
         [t["lookup_order"]],
     )
     _, _, report = await drive(h, agent, U42)
     msgs = results(model)
     # a safety gate never latches open, however often the model insists
-    assert [m.split("]")[0] for m in msgs[:3]] == ["[harness:permission_denied"] * 3
+    assert [m.split("]")[0] for m in (msgs[0], msgs[2], msgs[4])] == ["[harness:permission_denied"] * 3
     assert "'u-42'" in msgs[0]
-    assert "order o1 of u-42" in msgs[3]
-    assert ran == [("lookup_order", {"order_id": "o1", "user_id": "u-42"})]
+    assert "order o1 of u-42" in msgs[1] and "order o2 of u-42" in msgs[3]
+    assert ran == [
+        ("lookup_order", {"order_id": "o1", "user_id": "u-42"}),
+        ("lookup_order", {"order_id": "o2", "user_id": "u-42"}),
+    ]
     assert report.refusals == {"permission_denied": 3}
-    assert report.tool_calls == {"lookup_order": 1}
+    assert report.tool_calls == {"lookup_order": 2}
     assert report.principal["user_id"] == "u-42"
     assert not any(d.action == "allow_escape" for d in report.decisions)
+
+
+async def test_a_model_ignoring_permission_denied_is_stopped():
+    ran = Ran()
+    t = shop_tools(ran)
+    h, model, agent = harnessed(
+        shop_config(),
+        [lambda turn: calls(("lookup_order", {"order_id": f"o{len(turn.tool_results)}", "user_id": "u-99"}))],
+        [t["lookup_order"]], repeat=True,
+    )
+    _, final, report = await drive(h, agent, U42)
+    assert ran == []
+    # met twice: constrained; a third try ends the run, without a 4th model call
+    assert len(model.calls) == 3
+    assert model.calls[2]["tool_choice"].mode == "none"
+    assert report.refusals == {"permission_denied": 2, "run_concluded": 1}
+    assert report.terminal_state.value == "incomplete"
+    assert report.reason == "refused:permission_denied"
+    assert "a step it needed was refused" in final.get_text_content()
 
 
 async def test_other_tenant_refused():

@@ -41,10 +41,13 @@ async def test_cancel_without_lookup_is_refused_and_never_escapes():
     )
     _, _, report = await drive(h, agent, U42)
     msgs = results(model)
-    assert all(m.startswith("[harness:prerequisite_missing]") for m in msgs)
+    assert all(m.startswith("[harness:prerequisite_missing]") for m in msgs[:2])
     assert "Call lookup_order for order_id='o1' first" in msgs[0]
     assert ran == []
-    assert report.refusals == {"prerequisite_missing": 3}
+    # refused again: constrained; trying a third time ends the run
+    assert len(model.calls) == 3 and model.calls[2]["tool_choice"].mode == "submit"
+    assert report.refusals == {"prerequisite_missing": 2, "run_concluded": 1}
+    assert report.reason == "refused:prerequisite_missing"
     assert report.tool_calls == {}
 
 

@@ -54,7 +54,9 @@ def check_results(agent, model, admitted: int, ran: list[str]) -> None:
     results = results_by_id(agent)
     ids = call_ids(agent)
     texts = [result_text(results[i][0]) for i in ids]
-    refused = [t for t in texts if t.startswith("[harness:quota_exhausted]")]
+    # a model meeting the refusal again is made to conclude: its calls after
+    # that are refused as concluded
+    refused = [t for t in texts if t.startswith(("[harness:quota_exhausted]", "[harness:run_concluded]"))]
     served = [t for t in texts if "found " in t]
     assert len(served) == admitted == len(ran)
     assert len(refused) == len(ids) - admitted
@@ -76,7 +78,7 @@ async def test_ledger_admits_exactly_what_is_left(cap: int, n: int, units: int, 
     admitted = min(turns * n, cap // units)
     report = harness.last_report(agent)
     assert report.tool_calls.get("search", 0) == admitted
-    refused_count = report.refusals.get("quota_exhausted", 0)
+    refused_count = report.refusals.get("quota_exhausted", 0) + report.refusals.get("run_concluded", 0)
     check_results(agent, model, admitted, ran)
     assert refused_count == len(call_ids(agent)) - admitted
     assert len(harness.table) == 0

@@ -35,6 +35,7 @@ def config() -> HarnessConfig:
         ledgers={"r": Ledger(cap=CAP)},
         max_tool_calls=CAP,
         cost=CostPolicy(cap_usd=1.0, prices={"scripted": PRICE}),
+        stall_rounds=10,  # the results only echo their query: not what is tested here
     )
 
 

@@ -133,7 +133,7 @@ async def test_the_prerequisite_compares_exact_values() -> None:
     variants = [" A 1", "A  1", "A\u20031", "a 1"]
     model = ScriptedModel([
         calls(("orders", {"user_id": "alice", "order_id": looked_up})),
-        *[calls(("cancel", {"order_id": v})) for v in variants],
+        calls(*[("cancel", {"order_id": v}) for v in variants]),  # one batch: one refusal met
         calls(("cancel", {"order_id": looked_up})),
         text("done"),
     ])

@@ -60,7 +60,10 @@ def identity_tools(ran: list[tuple]):
             q (str): The query.
         """
         ran.append(("search", q))
-        return f"found {q}"
+        # new content every time: a productive model that also keeps trying
+        # forged identities (a refusal met again with nothing new climbs the
+        # ladder instead: tests/stopping)
+        return f"found {q}: " + " ".join(f"doc{len(ran)}x{j}" for j in range(8))
 
     async def admin(action: str) -> str:
         """Administer.
