@@ -67,10 +67,12 @@ class CallFlow:
             return Verdict(refusal=self._refuse(ctx, mismatch), ctx=ctx)
         refusal = await self.runner.run("pre_tool_call", ctx)
         if refusal is not None:
+            self.services.fleet.release_call(run, view.id)
             run.remember_sentinel(refusal.code, refusal.text)
             return Verdict(refusal=refusal, ctx=ctx)
         if ctx.ask_reason is not None and not self.services.shadow and not view.resumed:
             ctx.admissions.clear()
+            self.services.fleet.release_call(run, view.id)
             run.approvals[view.id] = view.digest
             run.park_reason = ctx.ask_reason
             return Verdict(ask=ctx.ask_reason, ctx=ctx)
@@ -105,6 +107,7 @@ class CallFlow:
         assert ctx is not None and ctx.tool is not None
         refusal = self.runner.admit(ctx)
         if refusal is not None:
+            self.services.fleet.release_call(ctx.run, ctx.tool.id)
             ctx.run.remember_sentinel(refusal.code, refusal.text)
             return refusal
         run, view = ctx.run, ctx.tool
@@ -124,6 +127,7 @@ class CallFlow:
         ctx.result = result
         if result.state != "interrupted":
             run.in_flight.pop(view.id, None)
+            self.services.fleet.release_call(run, view.id)
         if result.error_class != ErrorClass.DEPENDENCY_DOWN:
             self._attach_pending_notices(ctx)
         if result.ok and view.digest not in run.facts.succeeded:

@@ -126,6 +126,7 @@ class ReplyLifecycle:
             mode=harness.config.mode,
         )
         await self._read_quota(run)
+        await harness.services.fleet.open_run(run)
         return run
 
     def _deadline(self, parent: RunState | None) -> float | None:
@@ -253,7 +254,10 @@ class ReplyLifecycle:
                 )
                 await self.settle(run, state, reason)
         finally:
-            self.harness.table.drop(run.run_id)
+            try:
+                await self.harness.services.fleet.close_run(run)
+            finally:
+                self.harness.table.drop(run.run_id)
 
     def closing_events(self, run: RunState) -> list[CustomEvent]:
         """The last decisions and the report, emitted once the run settled."""

@@ -214,17 +214,35 @@ class HarnessAgentAdapter(MiddlewareBase):
         if swap is not None:
             input_kwargs["current_model"] = swap
         model = input_kwargs.get("current_model") or agent.model
+        fleet = harness.services.fleet
+        admission = await fleet.before_model_call(
+            run, model, input_kwargs.get("messages") or [], input_kwargs.get("tools") or [],
+        )
+        if admission.answer is not None:  # the run stopped: its fallback answer, no model call
+            return ChatResponse(content=[TextBlock(text=admission.answer)], is_last=True)
+        held = admission.reservation
         run.add_model_call()
-        result = await next_handler(**input_kwargs)
+        try:
+            result = await next_handler(**input_kwargs)
+        except BaseException:
+            if held is not None:
+                await fleet.settle(run, held, 0.0)
+            raise
         if isinstance(result, ChatResponse):
-            await harness.charge_usage(run, model, result.usage)
+            await harness.charge_usage(run, model, result.usage, held)
             return result
 
         async def counted() -> AsyncGenerator:
-            async for chunk in result:
-                if chunk.is_last:
-                    await harness.charge_usage(run, model, chunk.usage)
-                yield chunk
+            pending = held  # settled by the last chunk, else (failed, abandoned) with 0
+            try:
+                async for chunk in result:
+                    if chunk.is_last:
+                        reservation, pending = pending, None
+                        await harness.charge_usage(run, model, chunk.usage, reservation)
+                    yield chunk
+            finally:
+                if pending is not None:
+                    await fleet.settle(run, pending, 0.0)
 
         return counted()
 
