@@ -161,7 +161,7 @@ async def test_sqlite_store_carries_the_daily_quota_across_harnesses(tmp_path):
     principal = Principal(user_id="u-42", tenant="acme")
 
     # process 1: a run that spends, charged to the file
-    h1 = Harness(quota_config(SQLiteStore(path), quota=0.001), load_entry_points=False)
+    h1 = Harness(quota_config(SQLiteStore(path), quota=0.01), load_entry_points=False)
     model = ScriptedModel([text("Hello.", inp=300, out=10)])
     agent = make_agent(model, [search], h1.middlewares())
     with h1.acting_for(principal):
