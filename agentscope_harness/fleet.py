@@ -31,7 +31,7 @@ from .context import REASONS
 from .errors import DependencyDown
 from .registry import HookRejectSignal
 from .report import TerminalState
-from .stores import LedgerStore, bounded, daily_left, store_timeout
+from .stores import LedgerStore, MemoryStore, bounded, daily_left, store_timeout
 
 if TYPE_CHECKING:
     from .config import ConcurrencyLimit, HarnessConfig, RateLimit
@@ -95,6 +95,7 @@ class Fleet:
     def __init__(self, config: HarnessConfig, store: Any, record: Callable[..., Any]) -> None:
         self.config, self.store, self.record = config, store, record
         self.ledger = isinstance(store, LedgerStore)
+        self.in_process = isinstance(store, MemoryStore)
         self.timeout_s = store_timeout(store)
         self.breakers: dict[str, Breaker] = {}
         self._store_retry_at = 0.0
@@ -119,7 +120,11 @@ class Fleet:
                 self.tool_leases.setdefault(limit.tool, []).append(limit)
 
     async def _call(self, awaitable: Awaitable[T], what: str, deadline: float | None) -> T:
-        """One store call, bounded; any failure is ``DependencyDown``."""
+        """One store call, bounded; any failure is ``DependencyDown``. A
+        ``MemoryStore`` call never waits: awaited as is, it costs no task and
+        never yields to the loop (parallel calls are judged in their order)."""
+        if self.in_process:
+            return await awaitable
         try:
             return await bounded(awaitable, what, self.timeout_s, deadline)
         except DependencyDown:
