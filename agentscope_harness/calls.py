@@ -72,6 +72,7 @@ class CallFlow:
             return Verdict(refusal=self._refuse(ctx, mismatch), ctx=ctx)
         refusal = await self.runner.run("pre_tool_call", ctx)
         if refusal is not None:
+            self.services.fleet.release_call(run, view.id)
             run.remember_sentinel(refusal.code, refusal.text)
             return Verdict(refusal=refusal, ctx=ctx)
         reason = ctx.ask_reason or await self._ask_when(ctx)
@@ -86,6 +87,7 @@ class CallFlow:
         if self.services.shadow:
             return Verdict(ctx=ctx)
         ctx.admissions.clear()
+        self.services.fleet.release_call(run, view.id)
         self.shown(run, view)
         run.park_reason = reason if run.park_reason is None else f"{run.park_reason}; {reason}"
         return Verdict(ask=reason, ctx=ctx)
@@ -147,6 +149,7 @@ class CallFlow:
         assert ctx is not None and ctx.tool is not None
         refusal = self.runner.admit(ctx)
         if refusal is not None:
+            self.services.fleet.release_call(ctx.run, ctx.tool.id)
             ctx.run.remember_sentinel(refusal.code, refusal.text)
             return refusal
         run, view = ctx.run, ctx.tool
@@ -166,6 +169,7 @@ class CallFlow:
         ctx.result = result
         if result.state != "interrupted":
             run.in_flight.pop(view.id, None)
+            self.services.fleet.release_call(run, view.id)
         if result.error_class != ErrorClass.DEPENDENCY_DOWN:
             self._attach_pending_notices(ctx)
         if result.ok and view.digest not in run.facts.succeeded:

@@ -31,6 +31,7 @@ from .report import Decision
 from .run_state import RunState, RunTable
 from .runner import HookRunner, Refusal
 from .services import Services
+from .stores import MemoryStore
 
 if TYPE_CHECKING:
     from .config import HarnessConfig
@@ -89,10 +90,11 @@ class Candidate:
             hook_timeout_s=config.hook_timeout_s,
             shadow=False,
         )
+        # a private store: the candidate's gates must never take a probe, a rate
+        # slot or a lease from the live fleet (its limits count its own verdicts)
         quiet = _QuietServices.of(config, Redactor(config.redact_patterns, config.redact_window),
-                                  services.store)
+                                  MemoryStore())
         quiet.shadow = False  # it decides as if enforcing; nothing it decides is applied
-        quiet.breakers = services.breakers  # read the live breaker state
         self.services = quiet
         self.table = RunTable(loop_window=config.loop_window)
         self._shadows: weakref.WeakKeyDictionary[RunState, _Shadow] = weakref.WeakKeyDictionary()

@@ -46,6 +46,8 @@ REASONS = {
     "dependency_down": "a service it needs is unavailable",
     "unpriced_model": "its model has no price, so its budget cannot be kept",
     "model_error": "the language model could not be reached",
+    "rate_limited": "too many requests were made in the last minute",
+    "concurrency_limited": "too many requests are already running",
 }
 """Plain words for the reasons a run is stopped, used in fallback answers
 (``refused:<code>`` reads as ``refused``)."""

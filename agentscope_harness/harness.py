@@ -129,7 +129,10 @@ class Harness:
 
     @property
     def breakers(self) -> dict[str, Breaker]:
-        """The per-tool circuit breakers shared by this Harness's runs."""
+        """This process's view of each tool's circuit breaker (what its runs'
+        calls saw). With a store that holds breakers (every built-in store)
+        the store decides, fleet-wide; this view decides while the store
+        cannot answer."""
         return self.services.breakers
 
     @property
@@ -252,14 +255,14 @@ class Harness:
             return None
         return cost.tier_models.get(tier) or cost.tier_models.get("lite")
 
-    async def charge_usage(self, run: RunState, model: Any, usage: Any) -> None:
+    async def charge_usage(self, run: RunState, model: Any, usage: Any,
+                           reservation: str | None = None) -> None:
         """Count a model response's tokens and their price on the run, and
-        charge the price to the principal's daily spend at once: concurrent
-        runs of one principal then see each other's spend at their next
-        model call, so together they overshoot the quota by at most one call
-        each."""
-        if usage is None:
-            return
+        charge the price to the principal's daily spend at once: by settling
+        the call's reservation (made before the call, so concurrent runs of
+        one principal never spend past the quota), or, with a store that
+        keeps the daily spend alone, by adding it (concurrent runs then
+        overshoot the quota by at most one call each)."""
         input_tokens = int(getattr(usage, "input_tokens", 0) or 0)
         output_tokens = int(getattr(usage, "output_tokens", 0) or 0)
         usd = 0.0
@@ -268,9 +271,13 @@ class Harness:
             price = cost.price_of(str(getattr(model, "model", "") or ""))
             if price is not None:
                 usd = price.usd(input_tokens, output_tokens)
-        run.add_usage(input_tokens, output_tokens, usd)
+        if usage is not None:
+            run.add_usage(input_tokens, output_tokens, usd)
+        if reservation is not None:
+            await self.services.fleet.settle(run, reservation, usd)
+            return
         root = run.root
-        if cost is None or cost.daily_quota_usd is None:
+        if usage is None or cost is None or cost.daily_quota_usd is None:
             return
         if usd <= 0 or root.daily_left_usd is None or root.principal is None:
             return

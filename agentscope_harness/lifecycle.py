@@ -128,6 +128,7 @@ class ReplyLifecycle:
         )
         harness.table.bind(agent, run)
         await self._read_quota(run)
+        await harness.services.fleet.open_run(run)
         return run
 
     async def _settle_abandoned(self) -> None:
@@ -267,8 +268,11 @@ class ReplyLifecycle:
                 )
                 await self.settle(run, state, reason)
         finally:
-            self.harness.table.drop(run.run_id)
-            self.harness.table.unbind(self.agent, run)
+            try:
+                await self.harness.services.fleet.close_run(run)
+            finally:
+                self.harness.table.drop(run.run_id)
+                self.harness.table.unbind(self.agent, run)
 
     def closing_events(self, run: RunState) -> list[CustomEvent]:
         """The last decisions and the report, emitted once the run settled."""

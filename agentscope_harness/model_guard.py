@@ -45,14 +45,26 @@ class ModelGuard:
         refusal = over_request_cap(services, run, tokens) or self._unpriced(run, model)
         if refusal is not None:  # not sent: the run answers with its stop text
             return _final(refusal)
+        fleet = services.fleet
+        admission = await fleet.before_model_call(
+            run, model, input_kwargs.get("messages") or [], input_kwargs.get("tools") or [],
+        )
+        if admission.answer is not None:  # rate limit or quota: no model call
+            return _final(admission.answer)
+        held = admission.reservation
         run.add_model_call()
         started = time.monotonic()
-        result = await self._bounded(run, next_handler(**input_kwargs))
+        try:
+            result = await self._bounded(run, next_handler(**input_kwargs))
+        except BaseException:
+            if held is not None:  # the call failed: nothing was spent
+                await fleet.settle(run, held, 0.0)
+            raise
         if isinstance(result, ChatResponse):
             run.note_model_call_s(time.monotonic() - started)
-            await self.harness.charge_usage(run, model, result.usage)
+            await self.harness.charge_usage(run, model, result.usage, held)
             return result
-        return self._counted(run, model, result, started)
+        return self._counted(run, model, result, started, held)
 
     def _unpriced(self, run: RunState, model: Any) -> str | None:
         """The stop text when ``model`` has no price on a capped budget (an
@@ -105,28 +117,36 @@ class ModelGuard:
         )
         return self._stop(run, "deadline")
 
-    async def _counted(self, run: RunState, model: Any, stream: AsyncGenerator, started: float) -> AsyncGenerator:
-        """The streamed response, each chunk awaited within the time left."""
+    async def _counted(
+        self, run: RunState, model: Any, stream: AsyncGenerator, started: float, held: str | None,
+    ) -> AsyncGenerator:
+        """The streamed response, each chunk awaited within the time left;
+        the call's reservation settled by its last chunk, else (failed, cut,
+        abandoned) with nothing spent."""
         iterator = stream.__aiter__()
-        while True:
-            left = _time_left(run)
-            try:
-                if left is None:
-                    chunk = await iterator.__anext__()
-                else:
-                    async with asyncio.timeout(max(left, 0.0)):
+        try:
+            while True:
+                left = _time_left(run)
+                try:
+                    if left is None:
                         chunk = await iterator.__anext__()
-            except StopAsyncIteration:
-                return
-            except TimeoutError:
-                await _close(stream)
-                yield _final(self._deadline_passed(run))
-                return
-            if chunk.is_last:
-                run.note_model_call_s(time.monotonic() - started)
-                await self.harness.charge_usage(run, model, chunk.usage)
-            yield chunk
-
+                    else:
+                        async with asyncio.timeout(max(left, 0.0)):
+                            chunk = await iterator.__anext__()
+                except StopAsyncIteration:
+                    return
+                except TimeoutError:
+                    await _close(stream)
+                    yield _final(self._deadline_passed(run))
+                    return
+                if chunk.is_last:
+                    run.note_model_call_s(time.monotonic() - started)
+                    reservation, held = held, None
+                    await self.harness.charge_usage(run, model, chunk.usage, reservation)
+                yield chunk
+        finally:
+            if held is not None:
+                await self.harness.services.fleet.settle(run, held, 0.0)
 
 def _time_left(run: RunState) -> float | None:
     if run.deadline is None:

@@ -26,6 +26,8 @@ CODES = frozenset(
         "verification_failed",
         "policy_refused",
         "policy_error",
+        "rate_limited",
+        "concurrency_limited",
     },
 )
 

@@ -1,5 +1,6 @@
 """What hooks may use besides the run: the config, the decision log, the
-shared breakers, the store and the redactor. Hooks get this, never the
+fleet (shared breakers and limits, through the store), the store and the
+redactor. Hooks get this, never the
 ``Harness`` itself, so a hook cannot open, settle or drop a run."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .approvals import ApprovalBook
+from .fleet import Breaker, Fleet
 from .report import Decision
 
 if TYPE_CHECKING:
@@ -25,15 +27,6 @@ except ImportError:  # pragma: no cover
 
 
 @dataclass
-class Breaker:
-    """Circuit breaker of one tool, shared by all runs of a Harness."""
-
-    failures: int = 0
-    opened_at: float | None = None
-    half_open_probe: bool = False
-
-
-@dataclass
 class Services:
     """The shared, run-independent parts of a Harness that hooks use."""
 
@@ -42,9 +35,11 @@ class Services:
     store: Any
     shadow: bool = False
     finish_tools: frozenset[str] = frozenset()
-    breakers: dict[str, Breaker] = field(default_factory=dict)
     approvals: ApprovalBook = field(default_factory=ApprovalBook)
     """Remembered approvals and pending budget extensions."""
+    fleet: Fleet = field(init=False)
+    """Breakers, rate and concurrency limits and spend reservations shared
+    through ``store`` (set in ``__post_init__``)."""
     index_keys: dict[str, tuple[tuple[str, ...], ...]] = field(default_factory=dict)
     """Per tool, the argument-name tuples its successes are indexed by (the
     ``same_args`` of every prerequisite naming it, plus ``()``)."""
@@ -64,6 +59,15 @@ class Services:
             finish_tools=frozenset(config.finish_tools()),
             index_keys={tool: ((), *sorted(names - {()})) for tool, names in keys.items()},
         )
+
+    def __post_init__(self) -> None:
+        self.fleet = Fleet(self.config, self.store, self.record)
+
+    @property
+    def breakers(self) -> dict[str, Breaker]:
+        """This process's view of each tool's breaker (what its own calls
+        saw); the fleet-wide state is in the store."""
+        return self.fleet.breakers
 
     def keys_of(self, tool: str) -> tuple[tuple[str, ...], ...]:
         """The index keys of ``tool``'s successes."""
@@ -111,3 +115,5 @@ class Services:
 
 
 _NO_NAMES: tuple[tuple[str, ...], ...] = ((),)
+
+__all__ = ["Breaker", "Services"]

@@ -8,6 +8,13 @@
 - throughput: reserve + settle pairs per second with 1, 2 and 4 processes
   hammering one principal's quota (the worst case: one hot key).
 - memory: bytes per entry that ``MemoryStore`` holds (``tracemalloc``).
+- harness: whole runs of a real Agent (scripted model) under a Harness that
+  uses every shared feature (daily quota with reservations, a tool rate
+  limit, a tool concurrency limit, runs in flight per principal, shared
+  breakers): run latency p50/p99 with MemoryStore and RedisStore, the
+  latency Redis adds per model call and per tool call (a one-call run, and
+  a run with one tool call more: differences of medians), and runs per
+  second with 1, 2 and 4 processes on one Redis.
 
 Redis comes from ``HARNESS_BENCH_REDIS_URL``, else ``HARNESS_TEST_REDIS_URL``,
 else ``redis://127.0.0.1:6379/0``; without one the Redis rows are skipped,
@@ -174,6 +181,136 @@ async def cleanup(url: str, prefix: str) -> None:
     await client.aclose()
 
 
+HARNESS_RUNS = {"full": 400, "quick": 20}
+
+
+def fleet_harness(store: Any) -> Any:
+    """A Harness using every feature shared through ``store``."""
+    from agentscope_harness import ConcurrencyLimit, CostPolicy, Harness, HarnessConfig, RateLimit
+
+    return Harness(HarnessConfig(
+        store=store,
+        cost=CostPolicy(prices={"scripted": (2.0, 8.0)}, daily_quota_usd=1e9, max_output_tokens=100),
+        rate_limits=[RateLimit(scope="tool", tool="search", calls_per_min=10**8),
+                     RateLimit(scope="principal", calls_per_min=10**8)],
+        concurrency_limits=[ConcurrencyLimit(scope="tool", tool="search", max_in_flight=10**6),
+                            ConcurrencyLimit(scope="principal", max_in_flight=10**6)],
+    ), load_entry_points=False)
+
+
+async def one_run(harness: Any, with_tool: bool, i: int) -> float:
+    """Seconds of one reply: one model call, or a tool call and two."""
+    from agentscope.agent import Agent, InjectionConfig
+    from agentscope.message import UserMsg
+    from agentscope.permission import PermissionBehavior, PermissionDecision
+    from agentscope.tool import FunctionTool, Toolkit
+
+    from agentscope_harness import Principal
+    from agentscope_harness.testing import ScriptedModel, calls, text
+
+    async def search(q: str) -> str:
+        """Search.
+
+        Args:
+            q (str): The query.
+        """
+        return f"found {q}"
+
+    script = ([calls(("search", {"q": f"q{i}"}))] if with_tool else []) + [text("ok")]
+    allow = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="allowed")
+    agent = Agent(name="shop", system_prompt="You are a shop assistant.", model=ScriptedModel(script),
+                  toolkit=Toolkit(tools=[FunctionTool(search, permission=allow)]),
+                  middlewares=harness.middlewares(), injection_config=InjectionConfig(enabled=False))
+    t0 = time.perf_counter()
+    with harness.acting_for(Principal(user_id=f"u-{i % 16}", tenant="acme")):
+        async for _ in agent.reply_stream(UserMsg("user", "go")):
+            pass
+    return time.perf_counter() - t0
+
+
+async def run_latencies(store: Any, runs: int) -> dict[str, tuple[float, float]]:
+    """(p50, p99) ms of a one-model-call run and of a tool-call run."""
+    harness = fleet_harness(store)
+    out = {}
+    for with_tool in (False, True):
+        for i in range(max(3, runs // 20)):
+            await one_run(harness, with_tool, i)
+        samples = [await one_run(harness, with_tool, i) * 1e3 for i in range(runs)]
+        out["tool" if with_tool else "model"] = (statistics.median(samples), pct(samples, 0.99))
+    return out
+
+
+def run_hammer(target: str, prefix: str, seconds: float, barrier: Any, out: Any) -> None:
+    """One process: harnessed tool-call runs, 8 side by side, for ``seconds``."""
+
+    async def go() -> int:
+        store = RedisStore(target, prefix=prefix)
+        harness = fleet_harness(store)
+        await one_run(harness, True, 0)
+        barrier.wait(timeout=60)
+        end, done = time.perf_counter() + seconds, 0
+
+        async def lane(k: int) -> int:
+            n = 0
+            while time.perf_counter() < end:
+                await one_run(harness, True, k * 100_000 + n)
+                n += 1
+            return n
+
+        done = sum(await asyncio.gather(*(lane(k) for k in range(8))))
+        await store.aclose()
+        return done
+
+    out.put(asyncio.run(go()))
+
+
+def run_throughput(target: str, prefix: str, procs: int, seconds: float) -> float:
+    """Harnessed runs per second, all processes on one Redis together."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier, out = ctx.Barrier(procs), ctx.Queue()
+    workers = [ctx.Process(target=run_hammer, args=(target, prefix, seconds, barrier, out))
+               for _ in range(procs)]
+    for w in workers:
+        w.start()
+    total = sum(out.get(timeout=180) for _ in workers)
+    for w in workers:
+        w.join(timeout=30)
+    return total / seconds
+
+
+async def harness_rows(section: Section, size: str, url: str | None, prefix: str) -> dict[str, Any]:
+    """What the harness adds per call with each store, and runs/s on Redis."""
+    runs, cfg = HARNESS_RUNS[size], SIZES[size]
+    stores: dict[str, Any] = {"memory": MemoryStore()}
+    if url:
+        stores["redis"] = RedisStore(url, prefix=f"{prefix}:h")
+    lat = {name: await run_latencies(store, runs) for name, store in stores.items()}
+    for name, by in lat.items():
+        section.details.append(
+            f"  harnessed run, {name}: one model call p50 {by['model'][0]:.2f} ms / p99 "
+            f"{by['model'][1]:.2f} ms; one tool call + two model calls p50 {by['tool'][0]:.2f} ms "
+            f"/ p99 {by['tool'][1]:.2f} ms")
+    data: dict[str, Any] = {"latency_ms": lat}
+    if "redis" in lat:
+        per_model = lat["redis"]["model"][0] - lat["memory"]["model"][0]
+        per_tool = (lat["redis"]["tool"][0] - lat["memory"]["tool"][0]) - per_model
+        section.figures.append(Figure("fleet", "Redis vs memory: added per model call, p50",
+                                      per_model * 1e3, None, unit="us", show_ratio=False))
+        section.figures.append(Figure("fleet", "Redis vs memory: added per tool call, p50",
+                                      per_tool * 1e3, None, unit="us", show_ratio=False))
+        rates = {n: run_throughput(url, f"{prefix}:t", n, cfg.seconds) for n in cfg.procs}
+        section.figures.append(Figure(
+            "fleet", f"redis: harnessed runs per second, {max(cfg.procs)} processes",
+            rates[max(cfg.procs)], None, show_ratio=False,
+            note=", ".join(f"{n} proc: {r:,.0f}/s" for n, r in rates.items())))
+        section.details.append("  harnessed tool-call runs per second on one Redis: " + ", ".join(
+            f"{n} proc {r:,.0f}/s" for n, r in rates.items()))
+        data |= {"added_per_model_call_us": per_model * 1e3, "added_per_tool_call_us": per_tool * 1e3,
+                 "runs_per_s": rates}
+        await stores["redis"].aclose()
+    return data
+
+
 async def run(size: str = "full") -> Section:
     cfg = SIZES[size]
     section = Section("Fleet: shared stores (latency per operation, throughput, memory)")
@@ -208,6 +345,7 @@ async def run(size: str = "full") -> Section:
         for store in stores.values():
             if isinstance(store, RedisStore):
                 await store.aclose()
+    harness = await harness_rows(section, size, url, prefix)
     if url:
         await cleanup(url, prefix)
     memory = await memory_bytes(cfg.entries)
@@ -218,5 +356,6 @@ async def run(size: str = "full") -> Section:
         for kind, by in rates.items()))
     section.details.append("  MemoryStore bytes per entry: " + ", ".join(
         f"{name} {b:,.0f}" for name, b in memory.items()))
-    section.data = {"latency": measured, "throughput": rates, "memory": memory, "redis": bool(url)}
+    section.data = {"latency": measured, "throughput": rates, "memory": memory, "redis": bool(url),
+                    "harness": harness}
     return section

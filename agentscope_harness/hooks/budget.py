@@ -18,13 +18,16 @@ if TYPE_CHECKING:
 
 
 @harness_hook("pre_tool_call", priority=30, name="spend_gate", kind="safety")
-def spend_gate(ctx: ToolCallContext) -> None:
+async def spend_gate(ctx: ToolCallContext) -> None:
     """The call's ``units`` on each of its ledgers and one call on the
-    run-wide ``max_tool_calls``: refused when over a cap. The charge is made
-    at admission, once every gate of the call passed, after checking again
-    with no await in between: parallel calls are admitted exactly, whatever
-    async gates run after this one."""
+    run-wide ``max_tool_calls``: refused when over a cap. Then the tool's
+    shared rate and concurrency limits (``rate_limited``,
+    ``concurrency_limited``; ``dependency_down`` when the store cannot
+    answer). The charge is made at admission, once every gate of the call
+    passed, after checking again with no await in between: parallel calls
+    are admitted exactly, whatever async gates run after this one."""
     _check_quota(ctx)
+    await ctx.services.fleet.acquire_tool(ctx)
     ctx.admit(lambda: _charge(ctx))
 
 

@@ -4,13 +4,11 @@ forged instructions away from the model and the user."""
 from __future__ import annotations
 
 import re
-import time
 
 from ..context import SessionEndContext, ToolCallContext, ToolResultContext
 from ..errors import BREAKER_FAILURES, ErrorClass
 from ..registry import HookRejectSignal, harness_hook
 from ..sentinels import format_sentinel, neutralise, strip_issued
-from ..services import Breaker
 
 
 @harness_hook("pre_tool_call", priority=8, name="authorization_gate", kind="safety")
@@ -48,10 +46,14 @@ def authorization_gate(ctx: ToolCallContext) -> None:
 
 
 @harness_hook("pre_tool_call", priority=48, name="tool_breaker_gate", kind="safety")
-def tool_breaker_gate(ctx: ToolCallContext) -> None:
+async def tool_breaker_gate(ctx: ToolCallContext) -> None:
     """Refuse a tool whose breaker is open; after the cooldown let one probe
-    through (half-open). A tool that reported its dependency down in this
-    run is not called again in this run ("do not retry")."""
+    through across the fleet (half-open). A tool that reported its
+    dependency down in this run is not called again in this run ("do not
+    retry"). The last built-in gate: the probe is claimed from the store
+    here and used at admission; a call refused after this (by a custom gate
+    above 48, or at admission) leaves the probe with this process for its
+    next call of the tool, or for another process after ``PROBE_LEASE_S``."""
     facts = ctx.facts
     if ctx.tool.name in facts.dependency_down:
         # retried after "do not retry": constrain
@@ -61,35 +63,11 @@ def tool_breaker_gate(ctx: ToolCallContext) -> None:
             "Do not retry; tell the user.",
             code="dependency_down",
         )
-    breaker = ctx.services.breakers.get(ctx.tool.name)
-    if breaker is None or breaker.opened_at is None:
-        return
-    waited = time.monotonic() - breaker.opened_at
-    if waited >= ctx.config.breaker_cooldown_s and not breaker.half_open_probe:
-        ctx.admit(lambda: _claim_probe(ctx, breaker, waited))
-        return
-    raise HookRejectSignal(
-        f"{ctx.tool.name} is unavailable (it failed {breaker.failures} times in a row). "
-        "Do not retry; tell the user.",
-        code="dependency_down",
-    )
-
-
-def _claim_probe(ctx: ToolCallContext, breaker: Breaker, waited: float) -> None:
-    """The half-open probe goes to one call that will run: claimed at
-    admission, after every other gate passed."""
-    if breaker.half_open_probe:
-        raise HookRejectSignal(
-            f"{ctx.tool.name} is unavailable; another call is checking whether it is back. "
-            "Do not retry; tell the user.",
-            code="dependency_down",
-        )
-    breaker.half_open_probe = True
-    ctx.decide("half_open", detail=f"probe after {waited:.1f}s")
+    await ctx.services.fleet.breaker_gate(ctx)
 
 
 @harness_hook("post_tool_call", priority=5, name="tool_breaker_record", kind="observer")
-def tool_breaker_record(ctx: ToolResultContext) -> None:
+async def tool_breaker_record(ctx: ToolResultContext) -> None:
     """Feed the breaker: a success closes it; only a failure of the
     dependency (``DependencyDown``, a timeout, a connection error: never an
     argument error or a tool's own bug) counts towards opening. A dependency
@@ -99,24 +77,8 @@ def tool_breaker_record(ctx: ToolResultContext) -> None:
         return
     if result.error_class == ErrorClass.DEPENDENCY_DOWN:
         _dependency_down(ctx)
-    breakers = ctx.services.breakers
-    name = ctx.tool.name
-    if result.ok:
-        if name in breakers:
-            if breakers[name].opened_at is not None:
-                ctx.decide("breaker_closed")
-            del breakers[name]
-        return
-    if result.error_class not in BREAKER_FAILURES:
-        return
-    breaker = breakers.setdefault(name, Breaker())
-    breaker.failures += 1
-    if breaker.half_open_probe or (
-        breaker.opened_at is None and breaker.failures >= ctx.config.breaker_failures
-    ):
-        breaker.opened_at = time.monotonic()
-        breaker.half_open_probe = False
-        ctx.decide("breaker_open", code="dependency_down", detail=f"{breaker.failures} failures")
+    if result.ok or result.error_class in BREAKER_FAILURES:
+        await ctx.services.fleet.breaker_record(ctx, result.ok)
 
 
 def _dependency_down(ctx: ToolResultContext) -> None:

@@ -105,7 +105,7 @@ async def search(q: str) -> str:
 
 def quota_config(store, quota: float = 1.0) -> HarnessConfig:
     return HarnessConfig(
-        cost=CostPolicy(daily_quota_usd=quota, prices={"scripted": (2.0, 8.0)}),
+        cost=CostPolicy(daily_quota_usd=quota, prices={"scripted": (2.0, 8.0)}, max_output_tokens=64),
         store=store,
     )
 
@@ -161,7 +161,7 @@ async def test_sqlite_store_carries_the_daily_quota_across_harnesses(tmp_path):
     principal = Principal(user_id="u-42", tenant="acme")
 
     # process 1: a run that spends, charged to the file
-    h1 = Harness(quota_config(SQLiteStore(path), quota=0.001), load_entry_points=False)
+    h1 = Harness(quota_config(SQLiteStore(path), quota=0.01), load_entry_points=False)
     model = ScriptedModel([text("Hello.", inp=300, out=10)])
     agent = make_agent(model, [search], h1.middlewares())
     with h1.acting_for(principal):
@@ -179,9 +179,10 @@ async def test_sqlite_store_carries_the_daily_quota_across_harnesses(tmp_path):
     assert final.get_text_content() == h2.config.cost.fallback_text
     assert h2.last_report(agent2).terminal_state == TerminalState.INCOMPLETE
 
-    # a different principal still has its quota
-    agent3 = make_agent(ScriptedModel([text("Hi.")]), [search], h2.middlewares())
-    with h2.acting_for(Principal(user_id="u-7", tenant="acme")):
+    # a different principal still has its quota (h1's: a call's reservation,
+    # its estimated cost, does not fit in a quota of exactly one call's cost)
+    agent3 = make_agent(ScriptedModel([text("Hi.")]), [search], h1.middlewares())
+    with h1.acting_for(Principal(user_id="u-7", tenant="acme")):
         _, final3 = await run(agent3)
     assert final3.get_text_content() == "Hi."
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import PrivateRedis
+from fleetkit import PrivateRedis
 
 from agentscope_harness import DependencyDown
 from agentscope_harness.stores import RedisStore, SQLiteStore, bounded

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from fleet_worker import OPS, PROCS, Fleet
+from fleet_worker import OPS, PROCS, Fleet, call_estimate
 
 from agentscope_harness.stores import RedisStore, SQLiteStore
 
@@ -114,5 +114,47 @@ async def test_the_half_open_probe_is_admitted_exactly_once_across_processes(fle
     assert decisions.count("probe") == 1
     assert await store.breaker_record("search", True, failures_to_open=1) == "closed"
     assert set(flat(fleet.run(*backend, "allow", "search"))) == {"closed"}
+    if isinstance(store, RedisStore):
+        await store.aclose()
+
+
+# ------------------------------------------------- whole harnesses, 4 processes
+
+
+async def test_a_tool_rate_of_5_per_minute_runs_the_tool_exactly_5_times_in_200_runs(fleet, backend):
+    runs = flat(fleet.run(*backend, "harness_rate", "u-rate"))
+    assert len(runs) == ALL
+    assert sum(ran for ran, *_ in runs) == 5  # counted from the tools themselves
+    refused = [told for ran, told, *_ in runs if not ran]
+    assert len(refused) == ALL - 5 and all(t.startswith("[harness:rate_limited]") for t in refused)
+    store = store_of(backend)
+    assert await store.rate_acquire("rate:search:calls:tool:*", per_min=5) > 0  # the store agrees
+    if isinstance(store, RedisStore):
+        await store.aclose()
+
+
+async def test_the_half_open_probe_runs_the_tool_once_across_4_harness_processes(fleet, backend):
+    store = store_of(backend)
+    assert await store.breaker_record("search", False, failures_to_open=1) == "open"
+    fleet.in_flight.value = 0  # runs finished: the probe's tool waits for all the others
+    runs = flat(fleet.run(*backend, "harness_probe", "u-probe"))
+    assert sum(ran for ran, *_ in runs) == 1
+    refused = [told for ran, told, *_ in runs if not ran]
+    assert len(refused) == ALL - 1 and all(t.startswith("[harness:dependency_down]") for t in refused)
+    assert await store.breaker_allow("search", cooldown_s=0) == "closed"  # the probe closed it
+    if isinstance(store, RedisStore):
+        await store.aclose()
+
+
+async def test_200_concurrent_runs_of_one_principal_in_4_processes_never_overshoot_the_quota(
+        fleet, backend):
+    quota = 30 * await call_estimate()  # 30 calls fit if each spent its whole estimate
+    runs = flat(fleet.run(*backend, "harness_quota", f"u-quota|{quota!r}"))
+    store = store_of(backend)
+    spent = await store.get_spend("acme/u-quota")
+    assert spent <= quota and sum(usd for *_, usd, _ in runs) == pytest.approx(spent)
+    answered = [r for r in runs if r[3] != "budget"]
+    assert len(answered) >= 30 and len(answered) < ALL  # settled holds freed room; not all fit
+    assert await store.reserve_spend("acme/u-quota", quota - spent, quota) is not None  # none left held
     if isinstance(store, RedisStore):
         await store.aclose()

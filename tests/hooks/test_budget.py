@@ -296,8 +296,22 @@ async def test_result_nudge_when_force_conclude_is_set():
 # -------------------------------------------------------- strategy_feedback
 
 
+class SpendOnly:
+    """A store of the daily spend alone (no reservations): each model call
+    is charged as it is spent (reservations: tests/fleet/test_harness_fleet.py)."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryStore()
+
+    async def get_spend(self, key, day=None, *, deadline=None):
+        return await self.inner.get_spend(key, day)
+
+    async def add_spend(self, key, usd, day=None, *, deadline=None):
+        return await self.inner.add_spend(key, usd, day)
+
+
 async def test_daily_spend_is_charged_and_the_next_run_sees_less_quota():
-    store = MemoryStore()
+    store = SpendOnly()
     lite = ScriptedModel([text("lite answer")], model="lite")
     cost = priced(cap_usd=None, per_call=0.3, daily_quota_usd=1.0, tier_models={"lite": lite})
     h = Harness(HarnessConfig(cost=cost, store=store), load_entry_points=False)

@@ -162,10 +162,26 @@ async def test_cost_cap_admits_exactly_the_model_calls_that_fit(k: int, n: int) 
     assert_context_well_formed(agent)
 
 
+class SpendOnly:
+    """A store of the daily spend alone: calls are charged as spent, with no
+    reservation (whose estimate would not fit this test's prices; the
+    reservations are tested in tests/fleet/test_harness_fleet.py)."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryStore()
+
+    async def get_spend(self, key, day=None, *, deadline=None):
+        return await self.inner.get_spend(key, day)
+
+    async def add_spend(self, key, usd, day=None, *, deadline=None):
+        return await self.inner.add_spend(key, usd, day)
+
+
 async def test_daily_quota_admits_exactly_what_is_left_across_runs() -> None:
     """The principal's daily quota spans runs: each model call costs 0.1 of
     a 1.0 quota; runs go on until it is spent, then answer without a model."""
     harness = Harness(HarnessConfig(
+        store=SpendOnly(),
         cost=CostPolicy(daily_quota_usd=1.0, prices={"scripted": (1000.0, 0.0)}),
     ))
     model = ScriptedModel([text("ok")], repeat=True)

@@ -1,0 +1,523 @@
+"""The harness's side of the shared store: what makes N processes behind
+one store behave as one harness.
+
+- Circuit breakers live in the store (``breaker_allow``/``breaker_record``);
+  exactly one call across the fleet gets the half-open probe. When the store
+  cannot answer, the process-local breaker decides (a ``breaker_fallback``
+  decision names it) and the store is asked again a second later: recovery
+  needs no restart.
+- Rate limits (GCRA in the store) and concurrency leases (TTL slots) for tool
+  calls are taken at the tool's gate and released when its result is shaped,
+  when the call is refused after all, or when its run closes.
+- Runs in flight per principal/tenant hold a lease from open to close.
+- Before each model call its cost is reserved against the principal's daily
+  quota and settled with the actual cost after: concurrent runs never spend
+  past the quota (as long as a call costs no more than its estimate).
+
+Budgets and limits fail closed (``dependency_down``) when the store is down
+or slow; breakers fail over to local state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .context import reason_words
+from .errors import DependencyDown
+from .registry import HookRejectSignal
+from .report import TerminalState
+from .stores import LedgerStore, MemoryStore, bounded, daily_left, store_timeout
+
+if TYPE_CHECKING:
+    from .config import ConcurrencyLimit, HarnessConfig, RateLimit
+    from .context import ToolCallContext, ToolResultContext
+    from .run_state import RunState
+
+T = TypeVar("T")
+
+CHARS_PER_TOKEN = 4
+DEFAULT_MAX_OUTPUT_TOKENS = 4096
+"""A model call's output bound when neither the model's ``parameters.max_tokens``
+nor ``CostPolicy.max_output_tokens`` gives one."""
+PROBE_LEASE_S = 60.0
+"""How long a claimed half-open probe is held before another may be claimed
+(a process that dies holding it delays recovery this long at most)."""
+STORE_RETRY_S = 1.0
+"""After a breaker store failure, how long the local breaker decides before
+the store is asked again."""
+RESERVATION_MIN_TTL_S = 600.0
+
+
+@dataclass
+class Breaker:
+    """This process's view of one tool's breaker: what the calls it ran saw.
+    It decides alone when the store does not hold breakers or cannot answer."""
+
+    failures: int = 0
+    opened_at: float | None = None
+    half_open_probe: bool = False
+
+
+@dataclass
+class _Limited(Exception):
+    """A limit refused: the sentinel code and what the model or user is told."""
+
+    code: str
+    text: str
+
+
+@dataclass
+class ModelAdmission:
+    """The outcome of the checks before one model call: go (holding a spend
+    reservation, maybe), or the fallback answer to give instead."""
+
+    reservation: str | None = None
+    answer: str | None = None
+
+
+@dataclass
+class _Holds:
+    """Leases one run holds: its own (runs in flight) and its calls'."""
+
+    run: list[tuple[str, str]] = field(default_factory=list)
+    calls: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+
+
+class Fleet:
+    """Shared breakers, rate and concurrency limits and spend reservations
+    of one Harness, through its store."""
+
+    def __init__(self, config: HarnessConfig, store: Any, record: Callable[..., Any]) -> None:
+        self.config, self.store, self.record = config, store, record
+        self.ledger = isinstance(store, LedgerStore)
+        self.in_process = isinstance(store, MemoryStore)
+        self.timeout_s = store_timeout(store)
+        self.breakers: dict[str, Breaker] = {}
+        self._store_retry_at = 0.0
+        self._spare_probes: dict[str, float] = {}
+        self._seen_open: set[str] = set()
+        self._probes: set[tuple[str, str]] = set()
+        self._holds: dict[str, _Holds] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.tool_rates: dict[str, list[RateLimit]] = {}
+        self.model_rates: list[RateLimit] = []
+        self.tool_leases: dict[str, list[ConcurrencyLimit]] = {}
+        self.run_leases: list[ConcurrencyLimit] = []
+        for rate in config.rate_limits:
+            if rate.tool is None:
+                self.model_rates.append(rate)
+            else:
+                self.tool_rates.setdefault(rate.tool, []).append(rate)
+        for limit in config.concurrency_limits:
+            if limit.tool is None:
+                self.run_leases.append(limit)
+            else:
+                self.tool_leases.setdefault(limit.tool, []).append(limit)
+
+    async def _call(self, awaitable: Awaitable[T], what: str, deadline: float | None) -> T:
+        """One store call, bounded; any failure is ``DependencyDown``. A
+        ``MemoryStore`` call never waits: awaited as is, it costs no task and
+        never yields to the loop (parallel calls are judged in their order)."""
+        if self.in_process:
+            return await awaitable
+        try:
+            return await bounded(awaitable, what, self.timeout_s, deadline)
+        except DependencyDown:
+            raise
+        except Exception as exc:
+            raise DependencyDown(what, exc) from exc
+
+    # ------------------------------------------------------------ breakers
+
+    async def breaker_gate(self, ctx: ToolCallContext) -> None:
+        """Refuse a call whose breaker is open; the half-open probe is
+        claimed from the store here (an await) but used at admission, so a
+        probe whose call a later gate refuses stays with this process for its
+        next call of the tool instead of being lost."""
+        tool, now = ctx.tool.name, time.monotonic()
+        if self._spare_probes.get(tool, 0.0) > now:
+            ctx.admit(lambda: self._use_probe(ctx))
+            return
+        if self.ledger and now >= self._store_retry_at:
+            try:
+                decision = await self._call(
+                    self.store.breaker_allow(tool, ctx.config.breaker_cooldown_s,
+                                             probe_lease_s=PROBE_LEASE_S, deadline=ctx.run.deadline),
+                    "breaker store", ctx.run.deadline,
+                )
+            except DependencyDown as exc:
+                self._store_retry_at = now + STORE_RETRY_S
+                ctx.decide("breaker_fallback", code="dependency_down",
+                           detail=f"{exc}; this process's breaker decides")
+            else:
+                if decision == "open":
+                    raise _unavailable(tool, "it is failing")
+                if decision == "probe":
+                    self._spare_probes[tool] = now + PROBE_LEASE_S
+                    ctx.admit(lambda: self._use_probe(ctx))
+                return
+        self._local_gate(ctx)
+
+    def _use_probe(self, ctx: ToolCallContext) -> None:
+        """At admission: this call is the fleet's half-open probe."""
+        tool = ctx.tool.name
+        until = self._spare_probes.pop(tool, 0.0)
+        if until <= time.monotonic():
+            raise _unavailable(tool, "another call is checking whether it is back")
+        self._probes.add((ctx.run.run_id, ctx.tool.id))
+        ctx.decide("half_open", detail="probe (shared breaker)")
+
+    def _local_gate(self, ctx: ToolCallContext) -> None:
+        breaker = self.breakers.get(ctx.tool.name)
+        if breaker is None or breaker.opened_at is None:
+            return
+        waited = time.monotonic() - breaker.opened_at
+        if waited >= ctx.config.breaker_cooldown_s and not breaker.half_open_probe:
+            ctx.admit(lambda: _claim_local_probe(ctx, breaker, waited))
+            return
+        raise _unavailable(ctx.tool.name, f"it failed {breaker.failures} times in a row")
+
+    async def breaker_record(self, ctx: ToolResultContext, ok: bool) -> None:
+        """Feed this process's breaker and the shared one with a call's
+        outcome (successes, and dependency-class failures only)."""
+        tool = ctx.tool.name
+        probe = (ctx.run.run_id, ctx.tool.id) in self._probes
+        self._probes.discard((ctx.run.run_id, ctx.tool.id))
+        local = self._record_local(tool, ok)
+        shared: str | None = None
+        if self.ledger and time.monotonic() >= self._store_retry_at:
+            try:
+                shared = await self._call(
+                    self.store.breaker_record(tool, ok, ctx.config.breaker_failures,
+                                              deadline=ctx.run.deadline),
+                    "breaker store", ctx.run.deadline,
+                )
+            except DependencyDown as exc:
+                self._store_retry_at = time.monotonic() + STORE_RETRY_S
+                ctx.decide("breaker_fallback", code="dependency_down",
+                           detail=f"{exc}; outcome kept in this process's breaker only")
+        if shared is None:
+            if local is not None:
+                ctx.decide(*local)
+            return
+        if shared == "closed" and (probe or tool in self._seen_open):
+            self._seen_open.discard(tool)
+            ctx.decide("breaker_closed")
+        elif shared == "open" and not ok and (probe or tool not in self._seen_open):
+            self._seen_open.add(tool)
+            ctx.decide("breaker_open", code="dependency_down",
+                       detail="probe failed" if probe else "failures reached the limit")
+
+    def _record_local(self, tool: str, ok: bool) -> tuple[str, ...] | None:
+        """Update the local breaker; the decision its transition calls for."""
+        breakers = self.breakers
+        if ok:
+            breaker = breakers.pop(tool, None)
+            if breaker is not None and breaker.opened_at is not None:
+                return ("breaker_closed",)
+            return None
+        breaker = breakers.setdefault(tool, Breaker())
+        breaker.failures += 1
+        if breaker.half_open_probe or (
+            breaker.opened_at is None and breaker.failures >= self.config.breaker_failures
+        ):
+            breaker.opened_at = time.monotonic()
+            breaker.half_open_probe = False
+            return ("breaker_open", "dependency_down", f"{breaker.failures} failures")
+        return None
+
+    # ------------------------------------------------------------ tool limits
+
+    async def acquire_tool(self, ctx: ToolCallContext) -> None:
+        """The tool's rate limits (wait up to ``wait_s``, within the deadline
+        and the hook timeout) and concurrency slots; refuse with
+        ``rate_limited``, ``concurrency_limited`` or ``dependency_down``."""
+        tool = ctx.tool.name
+        rates, limits = self.tool_rates.get(tool, ()), self.tool_leases.get(tool, ())
+        if not rates and not limits:
+            return
+        run = ctx.run
+        deadline = run.deadline
+        hook_s = self.config.hook_timeout_s
+        wait_until = None if hook_s is None else time.monotonic() + 0.8 * hook_s
+        held: list[tuple[str, str]] = []
+        try:
+            for rate in rates:
+                assert rate.calls_per_min is not None  # a tool limit counts calls
+                await self._rate(rate, _rate_key(rate, run, "calls"), rate.calls_per_min, 1,
+                                 deadline, wait_until, tool)
+            for limit in limits:
+                key = _lease_key(limit, run)
+                lease = await self._call(
+                    self.store.lease_acquire(key, limit.max_in_flight, limit.lease_s, deadline=deadline),
+                    "limits store", deadline,
+                )
+                if lease is None:
+                    raise _Limited("concurrency_limited", (
+                        f"{tool} is busy: {limit.max_in_flight} calls of it are already running "
+                        f"({_whose(limit.scope)}). Try again shortly, or answer with what you have."
+                    ))
+                held.append((key, lease))
+        except (DependencyDown, _Limited) as exc:
+            self._release_later(held)
+            if isinstance(exc, _Limited):
+                raise HookRejectSignal(exc.text, code=exc.code, hard=True) from None
+            raise HookRejectSignal(
+                f"{tool} cannot be checked against its limits: {exc}. Do not retry; tell the user.",
+                code="dependency_down", hard=True,
+            ) from None
+        if held:
+            self._holds.setdefault(run.run_id, _Holds()).calls[ctx.tool.id] = held
+
+    async def _rate(self, rate: RateLimit, key: str, per_min: int, cost: int,
+                    deadline: float | None, wait_until: float | None, what: str) -> None:
+        """Take ``cost`` from a rate limit, waiting while the wait fits in
+        ``wait_s``, the deadline and ``wait_until``; else ``_Limited``."""
+        waited = 0.0
+        while True:
+            wait = await self._call(
+                self.store.rate_acquire(key, per_min, cost, deadline=deadline), "limits store", deadline,
+            )
+            if wait <= 0:
+                return
+            end = time.monotonic() + wait
+            if (math.isinf(wait) or waited + wait > rate.wait_s
+                    or (deadline is not None and end >= deadline)
+                    or (wait_until is not None and end >= wait_until)):
+                when = "never: the call is larger than the limit" if math.isinf(wait) else (
+                    f"in {math.ceil(wait)} s")
+                raise _Limited("rate_limited", (
+                    f"{what} is rate limited ({per_min} per minute, {_whose(rate.scope)}); "
+                    f"it can run again {when}. Do not retry before then; tell the user if it cannot wait."
+                ))
+            await asyncio.sleep(wait)
+            waited += wait
+
+    def release_call(self, run: RunState, call_id: str) -> None:
+        """A call's slots go back: its result was shaped, or it was refused
+        or parked after taking them (freed in the background: never awaited)."""
+        holds = self._holds.get(run.run_id)
+        if holds is None:
+            return
+        held = holds.calls.pop(call_id, None)
+        if held:
+            self._release_later(held)
+
+    def _release_later(self, held: list[tuple[str, str]]) -> None:
+        if not held:
+            return
+        task = asyncio.get_running_loop().create_task(self._release(held))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _release(self, held: list[tuple[str, str]]) -> None:
+        """Free leases; one the store cannot free lapses at its TTL."""
+        for key, lease in held:
+            try:
+                await self._call(self.store.lease_release(key, lease), "limits store", None)
+            except DependencyDown:
+                pass
+
+    # ------------------------------------------------------------ runs
+
+    async def open_run(self, run: RunState) -> None:
+        """A root run takes one slot of each run concurrency limit; over a
+        limit (or with the store down) it ends at once, incomplete, with the
+        fallback answer at its first step."""
+        if run.parent is not None or not self.run_leases:
+            return
+        holds = self._holds.setdefault(run.run_id, _Holds())
+        for limit in self.run_leases:
+            key = _lease_key(limit, run)
+            try:
+                lease = await self._call(
+                    self.store.lease_acquire(key, limit.max_in_flight, limit.lease_s, deadline=run.deadline),
+                    "limits store", run.deadline,
+                )
+            except DependencyDown as exc:
+                self.stop(run, "dependency_down", "dependency_down", str(exc))
+                return
+            if lease is None:
+                self.stop(run, "concurrency_limited", "concurrency_limited",
+                          f"{limit.max_in_flight} runs already in flight ({_whose(limit.scope)})")
+                return
+            holds.run.append((key, lease))
+
+    async def close_run(self, run: RunState) -> None:
+        """Free every slot the run still holds (its own, and calls never
+        shaped: cancelled, abandoned, cut short)."""
+        holds = self._holds.pop(run.run_id, None)
+        if holds is None:
+            return
+        held = holds.run + [lease for leases in holds.calls.values() for lease in leases]
+        await self._release(held)
+
+    def stop(self, run: RunState, reason: str, code: str, detail: str) -> None:
+        """End a run from outside a hook, as ``ctx.stop`` would: incomplete,
+        with the fallback answer at its next step."""
+        if self.config.mode != "shadow":
+            run.facts.conclude(TerminalState.INCOMPLETE, reason)
+            run.facts.stop_text = self.fallback_text(reason)
+        self.record(run, "fleet", "pre_think", "stop", code=code, detail=f"{reason}: {detail}")
+
+    def fallback_text(self, reason: str) -> str:
+        """The answer a run stopped for ``reason`` gives."""
+        cost = self.config.cost
+        text = cost.fallback_text if reason == "budget" and cost is not None else self.config.fallback_text
+        return text.format(reason=reason_words(reason))
+
+    # ------------------------------------------------------------ model calls
+
+    async def before_model_call(self, run: RunState, model: Any, messages: list[Any],
+                                tools: list[Any]) -> ModelAdmission:
+        """Model-call and token rate limits, then the call's reservation
+        against the daily quota. A refusal stops the run (``rate_limited``,
+        ``budget`` or ``dependency_down``) and gives its fallback answer."""
+        root = run.root
+        reserve = self._reservable(root, model)
+        if not self.model_rates and reserve is None:
+            return ModelAdmission()
+        input_tokens = estimate_input_tokens(messages, tools)
+        output_tokens = max_output_tokens(model, self.config)
+        try:
+            for rate in self.model_rates:
+                if rate.calls_per_min is not None:
+                    await self._rate(rate, _rate_key(rate, root, "calls"), rate.calls_per_min, 1,
+                                     root.deadline, None, "The model")
+                if rate.tokens_per_min is not None:
+                    await self._rate(rate, _rate_key(rate, root, "tokens"), rate.tokens_per_min,
+                                     input_tokens + output_tokens, root.deadline, None, "The model")
+            if reserve is None:
+                return ModelAdmission()
+            quota, price = reserve
+            usd = price.usd(input_tokens, output_tokens)
+            assert root.principal is not None
+            rid = await self._call(
+                self.store.reserve_spend(root.principal.key, usd, quota, ttl_s=self._hold_ttl(),
+                                         deadline=root.deadline),
+                "spend store", root.deadline,
+            )
+        except _Limited as exc:
+            return self._refuse(run, "rate_limited", "rate_limited", exc.text)
+        except DependencyDown as exc:
+            root.store_error = str(exc)
+            return self._refuse(run, "dependency_down", "dependency_down", str(exc))
+        if rid is None:
+            return self._refuse(run, "budget", "quota_exhausted",
+                                f"a call estimated at ${usd:.6f} does not fit in the daily quota")
+        return ModelAdmission(reservation=rid)
+
+    def _refuse(self, run: RunState, reason: str, code: str, detail: str) -> ModelAdmission:
+        self.stop(run, reason, code, detail)
+        if self.config.mode == "shadow":
+            return ModelAdmission()
+        return ModelAdmission(answer=run.facts.stop_text)
+
+    def _reservable(self, root: RunState, model: Any) -> tuple[float, Any] | None:
+        """``(quota, price)`` when this call's cost must be reserved first."""
+        cost = self.config.cost
+        if cost is None or cost.daily_quota_usd is None or root.principal is None:
+            return None
+        if not self.ledger or root.daily_left_usd is None:
+            return None
+        price = cost.price_of(str(getattr(model, "model", "")))
+        return None if price is None else (cost.daily_quota_usd, price)
+
+    def _hold_ttl(self) -> float:
+        deadline_s = self.config.deadline_s or 0.0
+        return max(RESERVATION_MIN_TTL_S, deadline_s + 60.0)
+
+    async def settle(self, run: RunState, reservation: str, usd: float) -> None:
+        """Replace a call's reservation by what it cost (0 for a call that
+        failed or was cancelled). Bounded by the store timeout only, not the
+        deadline: money spent is charged even after the deadline."""
+        root, cost = run.root, self.config.cost
+        assert root.principal is not None and cost is not None and cost.daily_quota_usd is not None
+        try:
+            total = await self._call(
+                self.store.settle_spend(root.principal.key, reservation, usd), "spend store", None,
+            )
+        except DependencyDown as exc:
+            root.store_error = str(exc)
+            self.record(run, "budget_router", "on_model_call", "error", code="dependency_down",
+                        detail=f"reservation not settled (it lapses at its TTL): {exc}")
+            return
+        root.daily_left_usd = daily_left(cost.daily_quota_usd, total) + root.facts.spent_usd
+
+
+def estimate_input_tokens(messages: list[Any], tools: list[Any]) -> int:
+    """Characters of the messages (role, name, content as JSON) and of the
+    tools' JSON schemas, over 4: the reservation's input-token estimate."""
+    import json
+
+    chars = 0
+    for msg in messages:
+        dump = getattr(msg, "model_dump_json", None)
+        chars += len(dump(include={"role", "name", "content"}) if dump is not None else str(msg))
+    chars += len(json.dumps(tools, default=str)) if tools else 0
+    return chars // CHARS_PER_TOKEN + 1
+
+
+def max_output_tokens(model: Any, config: HarnessConfig) -> int:
+    """The output bound of one call: the model's ``parameters.max_tokens``,
+    else ``CostPolicy.max_output_tokens`` (a run's output cap bounds each of
+    its calls), capped at, or else, ``DEFAULT_MAX_OUTPUT_TOKENS``."""
+    bound = getattr(getattr(model, "parameters", None), "max_tokens", None)
+    if isinstance(bound, int) and bound > 0:
+        return bound
+    cost = config.cost
+    if cost is not None and cost.max_output_tokens is not None:
+        return min(cost.max_output_tokens, DEFAULT_MAX_OUTPUT_TOKENS)
+    return DEFAULT_MAX_OUTPUT_TOKENS
+
+
+def _who(scope: str, run: RunState) -> str:
+    principal = run.root.principal
+    if scope == "principal":
+        return principal.key if principal is not None else "-/-"
+    if scope == "tenant":
+        return (principal.tenant if principal is not None else None) or "-"
+    return "*"
+
+
+def _rate_key(rate: RateLimit, run: RunState, unit: str) -> str:
+    return f"rate:{rate.tool or 'model'}:{unit}:{rate.scope}:{_who(rate.scope, run)}"
+
+
+def _lease_key(limit: ConcurrencyLimit, run: RunState) -> str:
+    what = f"calls:{limit.tool}" if limit.tool is not None else "runs"
+    return f"{what}:{limit.scope}:{_who(limit.scope, run)}"
+
+
+def _whose(scope: str) -> str:
+    return {"principal": "for this user", "tenant": "for this organisation"}.get(scope, "for everyone")
+
+
+def _unavailable(tool: str, why: str) -> HookRejectSignal:
+    return HookRejectSignal(
+        f"{tool} is unavailable ({why}). Do not retry; tell the user.", code="dependency_down",
+    )
+
+
+def _claim_local_probe(ctx: ToolCallContext, breaker: Breaker, waited: float) -> None:
+    """The local half-open probe goes to one call that will run: claimed at
+    admission, after every other gate passed."""
+    if breaker.half_open_probe:
+        raise _unavailable(ctx.tool.name, "another call is checking whether it is back")
+    breaker.half_open_probe = True
+    ctx.decide("half_open", detail=f"probe after {waited:.1f}s")
+
+
+__all__ = [
+    "DEFAULT_MAX_OUTPUT_TOKENS",
+    "Breaker",
+    "Fleet",
+    "ModelAdmission",
+    "estimate_input_tokens",
+    "max_output_tokens",
+]
