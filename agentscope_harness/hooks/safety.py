@@ -9,7 +9,7 @@ import time
 from ..context import SessionEndContext, ToolCallContext, ToolResultContext
 from ..errors import BREAKER_FAILURES, ErrorClass
 from ..injection import HeuristicDetector
-from ..outputs import answer_filter, filter_result, pii_salt
+from ..outputs import answer_filter, filter_result, pii_modes, pii_salt
 from ..registry import HookRejectSignal, harness_hook
 from ..sentinels import format_sentinel, neutralise_markers, strip_issued, strip_markers
 from ..services import Breaker
@@ -141,7 +141,7 @@ async def content_filter(ctx: ToolResultContext) -> None:
     if not result.text:
         return
     policy = ctx.tool.policy
-    modes = policy.pii if policy is not None else {}
+    modes = pii_modes(policy.pii) if policy is not None else {}
     text, redacted, found = await filter_result(
         ctx.services.redactor, result.text, modes, pii_salt(ctx.run),
     )
