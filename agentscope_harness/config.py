@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from .errors import HarnessConfigError
+from .injection import InjectionDetector
 from .stores import LedgerStore, SpendStore
 
 Role = Literal[
@@ -444,11 +445,21 @@ class HarnessConfig(_Strict):
     record_raw: bool = False
     """Reports, decisions and traces carry raw tool arguments and results
     only when this is set (and then redacted): they may hold personal data."""
+    injection_detector: Any = None
+    """What scores tool results for injected instructions (an
+    ``InjectionDetector``); ``None``: the built-in ``HeuristicDetector``."""
 
     @field_validator("redact_patterns")
     @classmethod
     def _patterns_compile(cls, value: list[str]) -> list[str]:
         return _regexes(value)
+
+    @field_validator("injection_detector")
+    @classmethod
+    def _detector_protocol(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, InjectionDetector):
+            raise ValueError("injection_detector must have a score(text) -> InjectionVerdict method")
+        return value
 
     @field_validator("fallback_text", "model_error_text")
     @classmethod

@@ -103,7 +103,10 @@ class Harness:
         )
         self.table = RunTable(loop_window=self.config.loop_window)
         self.store: LedgerStore = self.config.store or MemoryStore()
-        self.redactor = Redactor(self.config.redact_patterns, self.config.redact_window)
+        self.redactor = Redactor(
+            self.config.redact_patterns, self.config.redact_window,
+            self.config.resolved_secret_values(),
+        )
         self.services = Services.of(self.config, self.redactor, self.store)
         self.flow = CallFlow(self.services, self.runner)
         self.model_guard = ModelGuard(self)

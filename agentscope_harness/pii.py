@@ -360,10 +360,16 @@ def apply_pii(text: str, modes: Mapping[str, str], salt: bytes) -> PiiOutcome:
     ``block`` kind are redacted as well as reported, so the text is safe
     even if the caller forgets to refuse it."""
     modes = validate_pii_modes(modes)
-    findings = find_pii(text, modes) if text else []
+    return rewrite_pii(text, find_pii(text, modes) if text else [], modes, salt)
+
+
+def rewrite_pii(
+    text: str, findings: Iterable[Finding], modes: Mapping[str, str], salt: bytes,
+) -> PiiOutcome:
+    """Rewrite ``findings`` (in order, not overlapping, positions in ``text``)
+    as ``modes`` (validated) say: ``apply_pii`` for findings already made,
+    e.g. by a stream that found them in a longer window."""
     outcome = PiiOutcome(text)
-    if not findings:
-        return outcome
     parts: list[str] = []
     last = 0
     for f in findings:
@@ -379,6 +385,8 @@ def apply_pii(text: str, modes: Mapping[str, str], salt: bytes) -> PiiOutcome:
                 outcome.blocked_kinds.append(f.kind)
         outcome.counts[f.kind] = outcome.counts.get(f.kind, 0) + 1
         last = f.end
+    if not parts:
+        return outcome
     parts.append(text[last:])
     outcome.text = "".join(parts)
     return outcome

@@ -153,6 +153,39 @@ def _key_blocks(text: str, pos: int, end: int) -> list[tuple[int, int, str]]:
         pos = close
 
 
+def _self_overlapping(shape: _Shape) -> tuple[re.Pattern[str], re.Pattern[str]] | None:
+    """For a shape whose anchor is made of its first run's characters and
+    that needs more after that run (a JWT: ``eyJ`` is token text), the
+    anchor regex and the first run: a failed attempt there fails again at
+    every anchor inside the same run, and scanning each would be quadratic."""
+    cls, _, hi = shape.items[0]
+    if hi is not None or len(shape.items) < 2:
+        return None
+    if not all(re.fullmatch(cls, ch) for a in shape.anchors for ch in a):
+        return None
+    return re.compile(shape.opening()), re.compile(f"{cls}*")
+
+
+def _skipping(
+    regex: re.Pattern[str], skip: tuple[re.Pattern[str], re.Pattern[str]],
+    text: str, pos: int, end: int,
+) -> list[tuple[int, int]]:
+    """``regex.finditer`` for a self-overlapping shape, in linear time: after
+    a failed attempt, anchors inside the same first run are skipped (each
+    would reach the same end of that run, and fail the same way)."""
+    anchor, run = skip
+    out: list[tuple[int, int]] = []
+    while (a := anchor.search(text, pos, end)) is not None:
+        m = regex.match(text, a.start(), end)
+        if m is not None:
+            out.append((m.start(), m.end()))
+            pos = m.end() if m.end() > a.start() else a.start() + 1
+            continue
+        stop = run.match(text, a.end(), end)
+        pos = max(a.start() + 1, stop.end() if stop is not None else a.end())
+    return out
+
+
 def _merge(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
     """Overlapping spans joined; the first (longest) one names the result."""
     spans.sort(key=lambda s: (s[0], -s[1]))
@@ -189,6 +222,7 @@ class Redactor:
         self._shapes = [(re.compile(s.pattern()), s) for s in SHAPES]
         self._anchors = [re.compile(s.opening()) for s in SHAPES]
         self._extra = [re.compile(p) for p in extra_patterns]
+        self._skips = [_self_overlapping(s) for s in SHAPES]
         values = set()
         for value in secret_values:
             if not value or not value.strip():
@@ -205,13 +239,17 @@ class Redactor:
     def _find(self, text: str, pos: int, end: int, folded: str | None = None) -> list[tuple[int, int, str]]:
         """Every secret in ``text[pos:end]`` (``text`` before ``pos`` is context)."""
         found = _key_blocks(text, pos, end)
-        for regex, shape in self._shapes:
+        for (regex, shape), skip in zip(self._shapes, self._skips, strict=True):
             source = text
             if shape.folded:
                 if folded is None:
                     folded = _fold(text)
                 source = folded
-            found += [(m.start(), m.end(), f"[redacted:{shape.label}]") for m in regex.finditer(source, pos, end)]
+            label = f"[redacted:{shape.label}]"
+            if skip is None:
+                found += [(m.start(), m.end(), label) for m in regex.finditer(source, pos, end)]
+            else:
+                found += [(s, e, label) for s, e in _skipping(regex, skip, source, pos, end)]
         if self._values_re is not None:
             found += [(m.start(), m.end(), "[redacted:secret_value]") for m in self._values_re.finditer(text, pos, end)]
         for pattern in self._extra:
@@ -407,11 +445,20 @@ class StreamRedactor:
         hold = end - self._r.window
         live: list[_Candidate] = []
         covered = -1  # a key block covers the text up to here: the blocks in it are not blocks
+        # shapes (self-overlapping, see _self_overlapping) with a live
+        # candidate still in its first run: a later anchor inside that run
+        # can only end where it ends, or fail; stepping it too would cost
+        # quadratic time on "eyJeyJeyJ…"
+        in_run: set[int] = set()
         for cand in self._live:
             if cand.kind == _BLOCK and cand.start < covered:
                 continue
+            if cand.kind in in_run:
+                continue
             state = self._step(cand, end)
             if state is True:
+                if cand.kind >= 0 and self._r._skips[cand.kind] is not None and all(i == 0 for i, _ in cand.states):
+                    in_run.add(cand.kind)
                 live.append(cand)
                 hold = min(hold, cand.start)
                 if cand.kind == _BLOCK and not cand.states:

@@ -28,6 +28,8 @@ CODES = frozenset(
         "policy_error",
         "rate_limited",
         "concurrency_limited",
+        "pii_blocked",
+        "injection_blocked",
     },
 )
 
@@ -95,6 +97,76 @@ def neutralise_markers(text: str, fences: bool = True) -> str:
         return text
     out.append(text[done:])
     return "".join(out)
+
+
+_ECHOED = re.compile(r"\[harness:[a-z0-9_]{0,40}\]|</?tool-output(?![\w-])[^<>\n]{0,300}>", re.IGNORECASE)
+"""A sentinel code or a fence marker, as the model may echo them."""
+_CODE_CHARS = re.compile(r"[a-z0-9_]{0,40}", re.IGNORECASE)
+_TAG_REST = re.compile(r"[^<>\n]{0,300}")
+_WORDS = ("[harness:", "<tool-output", "</tool-output")
+
+
+def strip_markers(text: str) -> str:
+    """``text`` without any ``[harness:<code>]`` or fence marker, issued or
+    not, and with disguised ones (see ``neutralise_markers``) defanged:
+    what the user may be shown of text the model wrote."""
+    if "[" not in text and "<" not in text and text.isascii():
+        return text
+    return neutralise_markers(_ECHOED.sub("", text))
+
+
+def marker_open(text: str, pos: int) -> bool:
+    """Whether ``text[pos:]`` may still become a marker ``strip_markers``
+    acts on once more text is appended (a stream must hold it back)."""
+    if text[pos] not in "[\uff3b\ufe47<\uff1c\ufe64":
+        return False
+    read, at, end = "", pos, min(len(text), pos + _REACH)
+    while at < end:  # the disguised reading, as neutralise_markers reads it
+        read += _reads(text[at])
+        at += 1
+        if read in _WORDS:
+            break
+        if not any(w.startswith(read) for w in _WORDS):
+            return False
+    else:
+        return at == len(text)  # a prefix of a marker, cut off by the end
+    literal = text[pos:at].lower()
+    if literal not in _WORDS:
+        return False  # disguised: neutralised whatever follows
+    rest = _CODE_CHARS if literal[0] == "[" else _TAG_REST
+    if literal[0] == "<" and at < len(text) and (text[at].isalnum() or text[at] in "_-"):
+        return False
+    tail = rest.match(text, at)
+    return tail is not None and tail.end() == len(text) and tail.end() - at < (40 if literal[0] == "[" else 300)
+
+
+class MarkerStream:
+    """``strip_markers`` over a text that arrives in pieces: holds back from
+    the first bracket that may still become a marker, sends the rest."""
+
+    def __init__(self) -> None:
+        self._buf = ""
+
+    def feed(self, delta: str) -> str:
+        """Add a delta; the stripped text that is now safe to send."""
+        if not delta:
+            return ""
+        buf = self._buf + delta
+        cut = len(buf)
+        for m in _BRACKET.finditer(buf):
+            if marker_open(buf, m.start()):
+                cut = m.start()
+                break
+        self._buf = buf[cut:]
+        return strip_markers(buf[:cut]) if cut else ""
+
+    def flush(self) -> str:
+        """The rest (at the end of the stream)."""
+        rest, self._buf = self._buf, ""
+        return strip_markers(rest)
+
+
+_BRACKET = re.compile("[\\[\uff3b\ufe47<\uff1c\ufe64]")
 
 
 def format_sentinel(code: str, text: str, ref: str | None = None) -> str:

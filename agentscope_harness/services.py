@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .approvals import ApprovalBook
 from .fleet import Breaker, Fleet
+from .pii import DETECTORS, apply_pii
 from .report import Decision
 
 if TYPE_CHECKING:
@@ -84,7 +85,14 @@ class Services:
         tool: str | None = None,
         detail: str = "",
     ) -> Decision:
-        """Record a decision: the run's report, a log line, an OTel event."""
+        """Record a decision: the run's report, a log line, an OTel event.
+        ``detail`` may quote what a call carried (a refusal's message, an
+        exception): its secrets are always redacted (exact values too), and
+        its personal data too unless ``config.record_raw``."""
+        if detail:
+            detail = self.redactor.redact(detail)
+            if not self.config.record_raw:
+                detail = apply_pii(detail, _ALL_PII, b"").text
         decision = Decision(
             hook=hook, point=point, action=action, code=code, tool=tool,
             detail=detail, enforced=not self.shadow,
@@ -113,6 +121,9 @@ class Services:
                 )
         return decision
 
+
+_ALL_PII = dict.fromkeys(DETECTORS, "redact")
+"""Every personal-data detector, replacing what it finds with ``[pii:<kind>]``."""
 
 _NO_NAMES: tuple[tuple[str, ...], ...] = ((),)
 

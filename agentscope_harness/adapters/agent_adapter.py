@@ -20,12 +20,18 @@ from agentscope.event import (
     TextBlockDeltaEvent,
     TextBlockEndEvent,
     TextBlockStartEvent,
+    ThinkingBlockDeltaEvent,
+    ThinkingBlockEndEvent,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
 )
 from agentscope.message import (
     AssistantMsg,
     HintBlock,
     Msg,
     TextBlock,
+    ThinkingBlock,
     ToolCallBlock,
     ToolResultBlock,
 )
@@ -43,6 +49,7 @@ from ..context import (
     structured_output_owed,
 )
 from ..lifecycle import ReplyLifecycle, flush
+from ..outputs import OutputFilter, OutputStream, answer_filter
 from ..prefix import note_compression
 from ..report import TerminalState
 from ..run_state import ResultAccount, RunState, current_run
@@ -134,7 +141,7 @@ class HarnessAgentAdapter(MiddlewareBase):
         before = _tail_of_reply(agent)
         held: Msg | None = None
         try:
-            async for item in self._model_stream(next_handler(**input_kwargs)):
+            async for item in self._model_stream(next_handler(**input_kwargs), run):
                 if isinstance(item, Msg):  # the candidate final answer, held for post_reflect
                     held = run.candidate = item
                     continue
@@ -171,29 +178,44 @@ class HarnessAgentAdapter(MiddlewareBase):
         events += _add_hints(agent, hints)
         return _PreThink(events + flush(run), ctx.fallback_answer)
 
-    async def _model_stream(self, stream: AsyncGenerator) -> AsyncGenerator:
-        """The model's events, streamed text held back by the redactor only
-        as long as it could still become a secret."""
-        redact = self.harness.redactor.stream if self.harness.stream_redaction else None
-        if redact is None:
+    async def _model_stream(self, stream: AsyncGenerator, run: RunState) -> AsyncGenerator:
+        """The model's events, through the output filter the final answer
+        goes through (one output path): text and thinking deltas (markers
+        stripped, secrets redacted, ``HarnessConfig.pii`` applied), every tool
+        call's argument deltas (secrets redacted; a finishing tool's, its
+        answer, also ``pii``). Each block is held back only as long as what
+        it ends with could still change; the rest is sent at its end event."""
+        harness = self.harness
+        if not harness.stream_redaction:
             async for item in stream:
                 yield item
             return
-        streams: dict[str, Any] = {}
+        answer = answer_filter(harness.services, run)
+        finish = OutputFilter(harness.redactor, answer.pii, answer.salt, markers=False)
+        args = OutputFilter(harness.redactor, markers=False)
+        streams: dict[str, OutputStream] = {}
         async for item in stream:
             cls = type(item)
-            if cls is TextBlockDeltaEvent:
-                redactor = streams.get(item.block_id)
-                if redactor is None:
-                    redactor = streams[item.block_id] = redact()
-                safe = redactor.feed(item.delta)
+            if cls in _DELTAS:
+                key = item.tool_call_id if cls is ToolCallDeltaEvent else item.block_id
+                filtered = streams.get(key)
+                if filtered is None:
+                    filtered = streams[key] = (args if cls is ToolCallDeltaEvent else answer).stream()
+                safe = filtered.feed(item.delta)
                 if safe:
                     yield item.model_copy(update={"delta": safe})
                 continue
-            if cls is TextBlockEndEvent and item.block_id in streams:
-                rest = streams.pop(item.block_id).flush()
+            if cls is ToolCallStartEvent:
+                chosen = finish if item.tool_call_name in harness.finish_tools else args
+                streams[item.tool_call_id] = chosen.stream()
+            elif cls in _ENDS:
+                key = item.tool_call_id if cls is ToolCallEndEvent else item.block_id
+                filtered = streams.pop(key, None)
+                rest = filtered.flush() if filtered is not None else ""
                 if rest:
-                    yield TextBlockDeltaEvent(reply_id=item.reply_id, block_id=item.block_id, delta=rest)
+                    yield _delta_for(item, rest)
+            elif isinstance(item, Msg):  # the final message: its thinking is shown too
+                _filter_thinking(item, answer)
             yield item
 
     async def _post_reflect(
@@ -277,6 +299,28 @@ class HarnessAgentAdapter(MiddlewareBase):
         if run is None:
             return await next_handler(**input_kwargs)
         return await self.harness.model_guard.call(run, agent, input_kwargs, next_handler)
+
+
+_DELTAS = (TextBlockDeltaEvent, ThinkingBlockDeltaEvent, ToolCallDeltaEvent)
+_ENDS = (TextBlockEndEvent, ThinkingBlockEndEvent, ToolCallEndEvent)
+
+
+def _delta_for(end: Any, rest: str) -> Any:
+    """The delta event carrying a block's held-back rest, before its end."""
+    if isinstance(end, ToolCallEndEvent):
+        return ToolCallDeltaEvent(reply_id=end.reply_id, tool_call_id=end.tool_call_id, delta=rest)
+    cls = ThinkingBlockDeltaEvent if isinstance(end, ThinkingBlockEndEvent) else TextBlockDeltaEvent
+    return cls(reply_id=end.reply_id, block_id=end.block_id, delta=rest)
+
+
+def _filter_thinking(msg: Msg, answer: OutputFilter) -> None:
+    """Filter the thinking of the final message in place (its blocks are
+    the stored context's); its text is the answer audit's."""
+    if isinstance(msg.content, str):
+        return
+    for block in msg.content:
+        if isinstance(block, ThinkingBlock) and block.thinking:
+            block.thinking = answer.apply(block.thinking)[0]
 
 
 class _PreThink:

@@ -561,10 +561,6 @@ def echo_last_tool_message(body: dict[str, Any]) -> str:
     return f"Found: {body['messages'][-1]['content']} [harness:budget_low] See above."
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 11 item 8: echoed fence markers and [harness: codes the run did not issue reach "
-    "the stream"
-))
 async def test_echoed_markers_never_reach_the_stream(
     server: FakeOpenAI, make_model: Any, real_agent: Any,
 ) -> None:
@@ -577,10 +573,6 @@ async def test_echoed_markers_never_reach_the_stream(
     assert "tool-output" not in shown and "[harness:" not in shown
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 11 item 8: a [harness: code the run did not issue, echoed by the model, stays in "
-    "the final answer"
-))
 async def test_echoed_markers_never_reach_the_final_answer(
     server: FakeOpenAI, make_model: Any, real_agent: Any,
 ) -> None:

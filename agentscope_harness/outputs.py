@@ -1,0 +1,217 @@
+"""What the user is shown of text the model wrote: one filter for answers,
+thinking and the finish tool's arguments, streamed and final (DESIGN §4.1).
+
+In order: harness markers are stripped (sentinel codes, issued or not, and
+fence markers the model echoes; disguised ones are defanged), then secrets
+are redacted (built-in shapes, configured patterns, exact secret values),
+then personal data is rewritten as ``HarnessConfig.pii`` says. Stripping
+first means a marker cannot split a secret the redactor would then miss.
+
+The stream side of each step holds back only what could still change:
+a marker's prefix, a secret's prefix, and (when ``pii`` is configured) the
+last ``PII_HOLD`` characters, since personal data is recognised only once
+it is whole. Every step costs what the text costs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from .pii import PiiOutcome, apply_pii, find_pii, rewrite_pii
+from .redaction import Redactor
+from .sentinels import MarkerStream, strip_markers
+
+PII_HOLD = 320
+"""Characters a PII stream holds back: longer than any value a detector
+recognises (an address is at most 254 characters), so a value is whole
+before any part of it is sent."""
+
+
+REDACT_CHUNK = 8192
+"""Secrets are redacted this many characters at a time between yields: a
+few milliseconds even of the worst input known (a megabyte of ``eyJ``)."""
+PII_CHUNK = 2048
+"""Personal data is scanned this many characters at a time between yields
+to the event loop: about 2 ms of prose, 10 ms of the worst input known (a
+megabyte of card-like digit groups, every group a candidate)."""
+
+
+class _Stage(Protocol):
+    def feed(self, delta: str) -> str: ...
+
+    def flush(self) -> str: ...
+
+
+@dataclass
+class PiiStream:
+    """``apply_pii`` over a text that arrives in pieces. Findings are made on
+    a window reaching ``PII_HOLD`` characters past what is sent, so each is
+    decided on all the text it depends on; the window is scanned only when
+    it has doubled (each character is scanned about twice)."""
+
+    modes: Mapping[str, str]
+    salt: bytes
+    counts: dict[str, int] = field(default_factory=dict)
+    blocked_kinds: list[str] = field(default_factory=list)
+    _buf: str = ""
+    _before: str = ""  # the last character sent: the detectors' left context
+
+    def feed(self, delta: str) -> str:
+        """Add a delta; the rewritten text that is now safe to send."""
+        self._buf += delta
+        if len(self._buf) < 2 * PII_HOLD:
+            return ""
+        return self._send(len(self._buf) - PII_HOLD)
+
+    def flush(self) -> str:
+        """The rest, rewritten (at the end of the stream)."""
+        return self._send(len(self._buf)) if self._buf else ""
+
+    def _send(self, cut: int) -> str:
+        k = len(self._before)
+        text = self._before + self._buf
+        cut += k
+        found = [f for f in find_pii(text, self.modes) if f.start >= k]
+        for f in found:
+            if f.start < cut < f.end:  # never send part of a value
+                cut = f.start
+                break
+        kept = [replace(f, start=f.start - k, end=f.end - k) for f in found if f.end <= cut]
+        out = rewrite_pii(text[k:cut], kept, self.modes, self.salt)
+        self._note(out)
+        self._before, self._buf = text[cut - 1 : cut] if cut > k else self._before, text[cut:]
+        return out.text
+
+    def _note(self, out: PiiOutcome) -> None:
+        for kind, n in out.counts.items():
+            self.counts[kind] = self.counts.get(kind, 0) + n
+        self.blocked_kinds += [k for k in out.blocked_kinds if k not in self.blocked_kinds]
+
+
+class OutputStream:
+    """One stream of text (a text or thinking block, a tool call's
+    arguments) through the output filter's steps."""
+
+    def __init__(self, stages: list[_Stage]) -> None:
+        self._stages = stages
+
+    def feed(self, delta: str) -> str:
+        """Add a delta; what is now safe to show."""
+        for stage in self._stages:
+            if not delta:
+                return ""
+            delta = stage.feed(delta)
+        return delta
+
+    def flush(self) -> str:
+        """The rest (at the end of the block)."""
+        out = ""
+        for stage in self._stages:
+            out = (stage.feed(out) if out else "") + stage.flush()
+        return out
+
+
+@dataclass(frozen=True)
+class OutputFilter:
+    """The steps text the model wrote goes through before the user sees it.
+    ``markers``: strip harness markers (answers and thinking; not a tool
+    call's JSON arguments); ``pii``: detector → mode, hashed with ``salt``
+    (per run, so hash tags match within a run only)."""
+
+    redactor: Redactor
+    pii: Mapping[str, str] = field(default_factory=dict)
+    salt: bytes = b""
+    markers: bool = True
+
+    def apply(self, text: str) -> tuple[str, PiiOutcome]:
+        """``text`` filtered, and what the PII step found (for ``block``)."""
+        if self.markers:
+            text = strip_markers(text)
+        text = self.redactor.redact(text)
+        if not self.pii:
+            return text, PiiOutcome(text)
+        outcome = apply_pii(text, self.pii, self.salt)
+        return outcome.text, outcome
+
+    def stream(self) -> OutputStream:
+        """A stream of deltas filtered as ``apply`` filters the whole."""
+        stages: list[_Stage] = [MarkerStream()] if self.markers else []
+        stages.append(self.redactor.stream())
+        if self.pii:
+            stages.append(PiiStream(self.pii, self.salt))
+        return OutputStream(stages)
+
+
+async def filter_result(
+    redactor: Redactor, text: str, pii: Mapping[str, str], salt: bytes,
+) -> tuple[str, bool, PiiOutcome]:
+    """A tool result redacted (and whether that changed it), then its
+    personal data rewritten. Large texts are done in chunks (``REDACT_CHUNK``
+    for redaction, ``PII_CHUNK`` for personal data), yielding to the event
+    loop in between, so no result blocks the loop for more than a few
+    milliseconds."""
+    redacted = await redactor.redact_async(text, REDACT_CHUNK)
+    changed, text = redacted != text, redacted
+    if not pii:
+        return text, changed, PiiOutcome(text)
+    if len(text) <= PII_CHUNK:
+        outcome = apply_pii(text, pii, salt)
+        return outcome.text, changed, outcome
+    stream, out = PiiStream(pii, salt), []
+    for start in range(0, len(text), PII_CHUNK):
+        out.append(stream.feed(text[start : start + PII_CHUNK]))
+        await asyncio.sleep(0)
+    out.append(stream.flush())
+    whole = PiiOutcome("".join(out), stream.blocked_kinds, stream.counts)
+    return whole.text, changed, whole
+
+
+_RUN_KEY = secrets.token_bytes(32)
+"""The key run salts are derived with: per process, never shown to anyone."""
+
+
+def pii_salt(run: Any) -> bytes:
+    """The salt of ``run``'s ``hash`` tags: the same value gets the same tag
+    everywhere in the run (results, stream, answer), a different one in
+    another run; not derivable from anything the model sees (the fence
+    nonce is shown to it)."""
+    return hmac.new(_RUN_KEY, f"{run.run_id}:{run.nonce}".encode(), hashlib.sha256).digest()
+
+
+_DETECTOR_OF = {"card": "payment_card"}
+"""Config names (``PII_DETECTORS``) that differ from ``pii.DETECTORS`` kinds."""
+
+
+def pii_modes(modes: Mapping[str, str]) -> dict[str, str]:
+    """A config ``pii`` mapping in the detectors' own names."""
+    return {_DETECTOR_OF.get(kind, kind): mode for kind, mode in modes.items()}
+
+
+def answer_filter(services: Any, run: Any) -> OutputFilter:
+    """The filter of what the model says to the user in ``run``."""
+    return OutputFilter(services.redactor, pii_modes(services.config.pii), pii_salt(run))
+
+
+def redact_args(value: Any, redactor: Redactor) -> Any:
+    """A tool call's parsed arguments with every string redacted (keys
+    included): what a finishing tool may receive. Redacting the parsed value,
+    not its JSON, keeps the JSON valid whatever a secret spans."""
+    if isinstance(value, str):
+        return redactor.redact(value)
+    if isinstance(value, dict):
+        return {redact_args(k, redactor): redact_args(v, redactor) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_args(v, redactor) for v in value]
+    return value
+
+
+__all__ = [
+    "PII_CHUNK", "PII_HOLD", "OutputFilter", "OutputStream", "PiiStream", "answer_filter", "filter_result",
+    "pii_modes", "pii_salt", "redact_args",
+]
