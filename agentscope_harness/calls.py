@@ -96,6 +96,7 @@ class CallFlow:
         """A call parked for a human (by the harness or by AgentScope's own
         permission engine): what they are shown is what a resume must match."""
         run.approvals[view.id] = approval_digest(view.name, view.args)
+        run.asked_here = True
 
     async def _ask_when(self, ctx: HookContext) -> str | None:
         """The policy's ``ask_when`` on the call's arguments (sync or async);
@@ -123,6 +124,12 @@ class CallFlow:
         who parked it and its arguments are exactly those the human was
         shown (an edit the human made goes through ``Harness.approve_edit``)."""
         if not view.resumed:
+            return None
+        if not run.asked_here:
+            # parked in another process (state restored from storage): nothing
+            # here to compare with; every gate still judges the call
+            self.services.record(run, "resume_check", "pre_tool_call", "resume_unverified", tool=view.name,
+                                 detail="the park was not seen by this process")
             return None
         if run.resumed_by != run.principal:
             return ("permission_denied", "This call was approved for another user. Do not retry.")

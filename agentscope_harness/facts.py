@@ -208,7 +208,8 @@ class GuardState:
     tier: str = "full"
     recent_digests: deque = field(default_factory=lambda: deque(maxlen=6))
     batch_key: tuple[str, int] | None = None
-    batch_seen: set[str] = field(default_factory=set)
+    batch_seen: dict[str, str] = field(default_factory=dict)
+    """Digest → id of the call of the current batch that owns it."""
     stop_text: str | None = None
     """What the user is told when a hook stopped the run."""
     success_index: set[tuple[str, tuple[str, ...], tuple[str, ...]]] = field(default_factory=set)

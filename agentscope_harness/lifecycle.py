@@ -176,13 +176,24 @@ class ReplyLifecycle:
         the permission point)."""
         if not isinstance(inputs, _RESUME_EVENTS):
             return None
-        run = self.harness.table.get(self.agent.state.reply_id)
-        if run is None:
-            return None
+        run = self.harness.table.get(self.agent.state.reply_id) or self._restored()
         run.report = None  # the park's provisional report is superseded
         run.park_reason = None  # a later park states its own reason
         run.resumed_by = self.harness.current_principal()
         self.run = run
+        return run
+
+    def _restored(self) -> RunState:
+        """A reply parked in another process (its state restored from
+        storage) resumes here: a run of its own, so it is judged, bounded
+        and reported like any other."""
+        harness, agent = self.harness, self.agent
+        run = harness.table.open(
+            run_id=agent.state.reply_id, agent_name=getattr(agent, "name", "agent"),
+            session_id=agent.state.session_id, principal=harness.current_principal(),
+            deadline=self._deadline(None), parent=None, mode=harness.config.mode,
+        )
+        harness.table.bind(agent, run)
         return run
 
     async def shape_external_results(self, inputs: Any) -> None:

@@ -100,6 +100,9 @@ class RunState:
     """Model rounds a stopped run was given to produce its structured output."""
     longest_model_call_s: float = 0.0
     """The slowest model call so far: the wrap-up window is at least that."""
+    asked_here: bool = False
+    """This process parked a call of the run for a human (so a resume must
+    match what was shown); false for a run restored in another process."""
     park_reason: str | None = None
     """Why a hook parked a call for a human (``ctx.ask``)."""
     resumed_by: Any = None

@@ -27,13 +27,7 @@ def repeat_call_gate(ctx: ToolCallContext) -> None:
             code="repeated_failure",
             hard=True,
         )
-    if facts.batch_key != call.batch:
-        facts.batch_key, facts.batch_seen = call.batch, set()
-    if digest in facts.batch_seen:
-        raise HookRejectSignal(
-            "The same call appears twice in this turn; use the result of the first one.",
-            code="duplicate_call",
-        )
+    _refuse_twin_in_batch(ctx, digest)
     ctx.admit(lambda: _claim_in_batch(ctx, digest))
     earlier = facts.succeeded.get(digest)
     if earlier is not None:
@@ -44,18 +38,25 @@ def repeat_call_gate(ctx: ToolCallContext) -> None:
         )
 
 
-def _claim_in_batch(ctx: ToolCallContext, digest: str) -> None:
-    """The first admitted call of a batch owns its digest (claimed once the
-    call will run, so a call refused later does not block its twin)."""
+def _refuse_twin_in_batch(ctx: ToolCallContext, digest: str) -> None:
+    """Another call of this batch with the same digest was admitted (the
+    same call judged again, e.g. after a confirmation, is not its own twin)."""
     facts = ctx.facts
     if facts.batch_key != ctx.tool.batch:
-        facts.batch_key, facts.batch_seen = ctx.tool.batch, set()
-    if digest in facts.batch_seen:
+        facts.batch_key, facts.batch_seen = ctx.tool.batch, {}
+    owner = facts.batch_seen.get(digest)
+    if owner is not None and owner != ctx.tool.id:
         raise HookRejectSignal(
             "The same call appears twice in this turn; use the result of the first one.",
             code="duplicate_call",
         )
-    facts.batch_seen.add(digest)
+
+
+def _claim_in_batch(ctx: ToolCallContext, digest: str) -> None:
+    """The first admitted call of a batch owns its digest (claimed once the
+    call will run, so a call refused later does not block its twin)."""
+    _refuse_twin_in_batch(ctx, digest)
+    ctx.facts.batch_seen[digest] = ctx.tool.id
 
 
 def _watch_loop(ctx: ToolCallContext, digest: str) -> None:
