@@ -14,6 +14,7 @@ the harness's call flow (``calls.py``).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ from agentscope.tool import ToolChunk, ToolMiddlewareBase, ToolResponse
 from ..calls import result_view
 from ..context import HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception
+from ..outputs import redact_args
 from ..sentinels import format_sentinel
 from .agent_adapter import run_of
 
@@ -105,12 +107,25 @@ class HarnessToolAdapter(MiddlewareBase):
             response = _sentinel_response(call.id, "policy_error",
                                           f"The call to {call.name} was not judged; it did not run.")
         else:
-            original = await _consume(call, input_kwargs, next_handler)
+            original = await _consume(call, self._delivered(ctx, input_kwargs), next_handler)
             response = await self._shaped(ctx, original)
         text_blocks: list[TextBlock | DataBlock] = [b for b in response.content if isinstance(b, TextBlock)]
         if text_blocks:  # the response's id: no fresh id to generate per call
             yield ToolChunk(content=text_blocks, state=ToolResultState.RUNNING, id=response.id)
         yield response
+
+    def _delivered(self, ctx: HookContext, input_kwargs: dict) -> dict:
+        """What the tool is called with: a finishing tool delivers to the
+        user, so it receives its arguments redacted (the stored call keeps
+        what the model wrote; the stream already showed it redacted)."""
+        view = ctx.tool
+        if view is None or view.role != "finish":
+            return input_kwargs
+        redacted = redact_args(view.args, self.harness.redactor)
+        if redacted == view.args:
+            return input_kwargs
+        call = input_kwargs["tool_call"]
+        return {**input_kwargs, "tool_call": call.model_copy(update={"input": json.dumps(redacted)})}
 
     async def _shaped(self, ctx: HookContext, original: ToolResponse) -> ToolResponse:
         try:

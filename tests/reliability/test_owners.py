@@ -377,3 +377,25 @@ async def test_a_stopped_run_still_delivers_its_structured_output(how: str) -> N
     assert len(model.calls) <= 3  # not an iteration-cap loop of fallbacks
     assert any(c["tool_choice"] is not None and c["tool_choice"].mode == "GenerateStructuredOutput"
                for c in model.calls)
+
+
+async def test_a_finishing_tool_receives_its_arguments_redacted() -> None:
+    delivered: list[str] = []
+
+    async def submit(answer: str) -> str:
+        """Deliver the answer.
+
+        Args:
+            answer (str): The answer.
+        """
+        delivered.append(answer)
+        return "delivered"
+
+    secret = "sk-proj-" + "B" * 40
+    harness = Harness(HarnessConfig(tools={"submit": ToolPolicy(role="finish")}))
+    model = ScriptedModel([calls(("submit", {"answer": f"your key is {secret}"})), text("done")])
+    agent = make_agent(model, [submit], harness.middlewares())
+    _, final = await run(agent)
+    assert delivered and secret not in delivered[0] and "[redacted:" in delivered[0]
+    assert secret not in final.get_text_content()
+    assert harness.last_report(agent).terminal_state == TerminalState.COMPLETED
