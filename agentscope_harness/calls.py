@@ -64,7 +64,10 @@ class CallFlow:
         A resumed call is re-judged by every gate and must be the very call
         the human was shown, resumed by the caller who parked it."""
         ctx = HookContext("pre_tool_call", run, self.services, agent, tool=view)
-        run.facts.recent_tools.append(view.name)
+        view.rejudged = view.id in run.judged_calls
+        if not view.rejudged:  # a call judged again (after a park) is still one call
+            run.judged_calls.add(view.id)
+            run.facts.recent_tools.append(view.name)
         if view.name in UNGATED_TOOLS:
             return Verdict(ctx=ctx)
         mismatch = self._resume_mismatch(run, view)

@@ -70,6 +70,9 @@ class ToolCallView:
     batch: tuple[str, int]
     resumed: bool = False
     """The call was confirmed by a human and is being judged again."""
+    rejudged: bool = False
+    """This run judged this very call before (a park, then its resume or a
+    re-evaluation): windows that count calls count it once."""
     _digest: str | None = None
 
     @property

@@ -100,6 +100,8 @@ class RunState:
     """Model rounds a stopped run was given to produce its structured output."""
     longest_model_call_s: float = 0.0
     """The slowest model call so far: the wrap-up window is at least that."""
+    judged_calls: set[str] = field(default_factory=set)
+    """Ids of the calls judged in this run (a re-judged call counts once)."""
     asked_here: bool = False
     """This process parked a call of the run for a human (so a resume must
     match what was shown); false for a run restored in another process."""

@@ -61,6 +61,8 @@ def _claim_in_batch(ctx: ToolCallContext, digest: str) -> None:
 
 def _watch_loop(ctx: ToolCallContext, digest: str) -> None:
     facts, config, name = ctx.facts, ctx.config, ctx.tool.name
+    if ctx.tool.rejudged:
+        return
     facts.recent_digests.append(digest)
     count = facts.recent_tools.count(name)
     if count < config.loop_threshold:

@@ -399,3 +399,32 @@ async def test_a_finishing_tool_receives_its_arguments_redacted() -> None:
     assert delivered and secret not in delivered[0] and "[redacted:" in delivered[0]
     assert secret not in final.get_text_content()
     assert harness.last_report(agent).terminal_state == TerminalState.COMPLETED
+
+
+async def test_a_call_judged_again_after_a_park_counts_once_in_the_loop_window() -> None:
+    """AgentScope asks (a tool without permission=) and the call is judged
+    again on resume: one call, never a loop hint of its own."""
+    from agentscope.event import ConfirmResult, RequireUserConfirmEvent, UserConfirmResultEvent
+    from agentscope.tool import FunctionTool
+
+    async def ship(order: str) -> str:
+        """Ship an order.
+
+        Args:
+            order (str): The order.
+        """
+        return f"shipped {order}"
+
+    harness = Harness()
+    model = ScriptedModel([calls(*[("ship", {"order": f"o-{i}"}) for i in range(2)]), text("done")])
+    agent = make_agent(model, [FunctionTool(ship, is_concurrency_safe=False)], harness.middlewares())
+    inputs: Any = UserMsg("user", "ship both")
+    for _ in range(6):  # confirm each call as AgentScope asks for it
+        events = await drain(agent, inputs)
+        asked = [c for e in events if isinstance(e, RequireUserConfirmEvent) for c in e.tool_calls]
+        if not asked:
+            break
+        inputs = UserConfirmResultEvent(reply_id=agent.state.reply_id, confirm_results=[
+            ConfirmResult(confirmed=True, tool_call=c) for c in asked])
+    assert all("you have called" not in m for m in tool_messages(model.calls[-1]))
+    assert harness.last_report(agent).tool_calls == {"ship": 2}
