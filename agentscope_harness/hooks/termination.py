@@ -47,7 +47,7 @@ def liveness_watchdog(ctx: HookContext) -> None:
     if left <= 0:
         ctx.stop("deadline")
         return
-    wrap_up = ctx.config.effective_wrap_up_s()
+    wrap_up = _wrap_up_s(ctx)
     if wrap_up is not None and left <= wrap_up and not facts.wrap_up_hinted:
         facts.wrap_up_hinted = True
         ctx.hint(
@@ -64,6 +64,21 @@ def _ignored(facts: GuardState) -> str:
     if facts.stuck is not None:
         return facts.stuck
     return f"refused:{facts.refused_again}" if facts.refused_again else "stalled"
+
+
+WRAP_UP_CALLS = 1.5
+"""The default wrap-up window is at least this many of the run's slowest
+model calls: a window shorter than one call cannot be concluded in."""
+
+
+def _wrap_up_s(ctx: HookContext) -> float | None:
+    """The wrap-up window: the configured one, or the default widened to the
+    model calls this run has actually seen (never past the deadline)."""
+    config = ctx.config
+    window = config.effective_wrap_up_s()
+    if window is None or config.wrap_up_s is not None or config.deadline_s is None:
+        return window
+    return min(max(window, WRAP_UP_CALLS * ctx.run.root.longest_model_call_s), config.deadline_s)
 
 
 @harness_hook("pre_tool_call", priority=5, name="terminal_reached_gate", kind="safety")

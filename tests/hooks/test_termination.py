@@ -238,3 +238,23 @@ async def test_max_model_calls_ends_with_fallback():
     assert final.get_text_content().startswith(HarnessConfig().fallback_text.format(
         reason="it took too many steps",
     ) + "\n\nWhat I found before stopping:\n- search: 3 products for q")
+
+
+async def test_the_default_wrap_up_window_grows_with_slow_model_calls():
+    """A deadline of 4 s has a default window of 0.6 s, shorter than one of
+    this model's 2 s calls: the window widens to 1.5 calls (3 s), so the
+    model is told to conclude while it still has time to."""
+    import time as _time
+
+    def slow_turn(turn):
+        _time.sleep(2.0)  # a slow provider (blocking is fine: nothing else runs here)
+        return calls(("search", {"q": "mug"}))
+
+    ran = Ran()
+    t = shop_tools(ran)
+    h, model, agent = harnessed(HarnessConfig(deadline_s=4), [slow_turn, text("A red mug.")], [t["search"]])
+    _, final, report = await drive(h, agent)
+    assert HarnessConfig(deadline_s=4).effective_wrap_up_s() == 0.6
+    assert any(d.action == "constrain" and "wrap-up" in d.detail for d in report.decisions)
+    assert model.calls[1]["tool_choice"].mode == "none"
+    assert final.get_text_content() == "A red mug."
