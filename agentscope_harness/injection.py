@@ -25,6 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from .sentinels import CONFUSABLES
+
 DEFAULT_THRESHOLD = 0.5
 
 
@@ -62,10 +64,7 @@ _BIDI_OVERRIDE = re.compile("[\u202a-\u202e\u2066-\u2069]")
 _TAG_FLAG = re.compile("\U0001f3f4[\U000e0061-\U000e007a]{2,7}\U000e007f")
 _TAG = re.compile("[\U000e0000-\U000e007f]")
 
-_CONFUSABLES = str.maketrans(
-    "аеорсухіјԁһӏѕԛԝАВЕКМНОРСТХІЈЅοαντιρκΑΒΕΗΙΚΜΝΟΡΤΧΥΖ",
-    "aeopcyxijdhlsqwABEKMHOPCTXIJSoavtipkABEHIKMNOPTXYZ",
-)
+_CONFUSABLES = CONFUSABLES
 _MIXED_WORD = re.compile(
     r"[A-Za-z][\u0370-\u03ff\u0400-\u04ff]|[\u0370-\u03ff\u0400-\u04ff][A-Za-z]",
 )

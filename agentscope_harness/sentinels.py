@@ -35,13 +35,22 @@ CODES = frozenset(
 
 _FORGED = "[harness(unverified):"
 _ESCAPED_LT = "&lt;"
-_REACH = 64
-"""How far past an opening bracket a disguised marker is looked for."""
+_REACH = 4096
+"""How far past an opening bracket a disguised marker is looked for: any
+number of invisible characters up to this, then the marker's few letters
+(each bracket's scan ends at its first letter that cannot continue one)."""
+
+CONFUSABLES = str.maketrans(
+    "аеорсухіјԁһӏѕԛԝАВЕКМНОРСТХІЈЅοαντιρκΑΒΕΗΙΚΜΝΟΡΤΧΥΖ‹›",
+    "aeopcyxijdhlsqwABEKMHOPCTXIJSoavtipkABEHIKMNOPTXYZ<>",
+)
+"""Cyrillic and Greek letters drawn like Latin ones (and angle quotes drawn
+like brackets): a marker spelled with them reads as the marker."""
 
 # An opening bracket (or a compatibility form of one: fullwidth, small)
 # followed by what may begin a marker: its first letter or a slash, or any
 # non-ASCII character (a disguise). Everything else is skipped in C.
-_SUSPECT = re.compile(r"[\[\uff3b\ufe47<\uff1c\ufe64](?=\s*[hHtT/]|\s*[^\x00-\x7f])")
+_SUSPECT = re.compile(r"[\[\uff3b\ufe47<\uff1c\ufe64\u2039](?=\s*[hHtT/]|\s*[^\x00-\x7f])")
 
 
 _MINUS_LIKE = "\u2212\u2043\u02d7\u2796"  # minus signs and bullets drawn as a hyphen
@@ -51,11 +60,12 @@ _MINUS_LIKE = "\u2212\u2043\u02d7\u2796"  # minus signs and bullets drawn as a h
 def _reads(char: str) -> str:
     """What ``char`` reads as in a marker: NFKC, casefolded, format
     characters and spaces dropped, every dash a hyphen."""
-    if unicodedata.category(char) == "Cf" or char.isspace():
+    category = unicodedata.category(char)
+    if category in ("Cf", "Mn", "Me") or char.isspace():  # invisible, or a mark on a letter
         return ""
-    if unicodedata.category(char) == "Pd" or char in _MINUS_LIKE:
+    if category == "Pd" or char in _MINUS_LIKE:
         return "-"
-    return unicodedata.normalize("NFKC", char).casefold()
+    return unicodedata.normalize("NFKC", char).translate(CONFUSABLES).casefold()
 
 
 def _reads_as(text: str, pos: int, words: tuple[str, ...]) -> int:
@@ -118,7 +128,7 @@ def strip_markers(text: str) -> str:
 def marker_open(text: str, pos: int) -> bool:
     """Whether ``text[pos:]`` may still become a marker ``strip_markers``
     acts on once more text is appended (a stream must hold it back)."""
-    if text[pos] not in "[\uff3b\ufe47<\uff1c\ufe64":
+    if text[pos] not in "[\uff3b\ufe47<\uff1c\ufe64\u2039":
         return False
     read, at, end = "", pos, min(len(text), pos + _REACH)
     while at < end:  # the disguised reading, as neutralise_markers reads it
