@@ -1,0 +1,6 @@
+"""Red-team tests: ``tests/hooks`` helpers importable."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "hooks"))
