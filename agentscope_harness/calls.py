@@ -79,6 +79,15 @@ class CallFlow:
             run.remember_sentinel(refusal.code, refusal.text)
             return Verdict(refusal=refusal, ctx=ctx)
         reason = ctx.ask_reason or await self._ask_when(ctx)
+        if reason is not None and view.resumed and not run.asked_here:
+            # the human's approval was given elsewhere and cannot be compared
+            # with this call: a call that needs approval is not run on it
+            self.services.fleet.release_call(run, view.id)
+            return Verdict(refusal=self._refuse(ctx, (
+                "approval_mismatch",
+                "This approval cannot be checked against the call the user saw. Do not run it; "
+                "ask the user again.",
+            )), ctx=ctx)
         if reason is None or view.resumed:  # resumed: approved, checked above
             return Verdict(ctx=ctx)
         if view.id not in run.offers and await self.services.approvals.covers(
@@ -193,7 +202,7 @@ class CallFlow:
             result.text, result.notices, result.state = refusal.text, [], "error"
             result.withheld = True
         if result.ok and not result.withheld and view.role not in ("finish", "ask"):
-            run.findings.append((view.name, self._finding(result.raw_text)))
+            run.findings.append((view.name, _finding(result.text)))
         error = result.error_class or ErrorClass.TOOL_ERROR
         run.facts.record_outcome(
             view.name, view.digest, view.args, view.id, result.ok,
@@ -201,12 +210,6 @@ class CallFlow:
             self.services.keys_of(view.name),
         )
         return result
-
-    def _finding(self, text: str) -> str:
-        """A short, redacted line of a result (redacted before it is cut, so
-        a cut never reveals the start of a secret)."""
-        line = " ".join(self.services.redactor.redact(text[: FINDING_CHARS * 8]).split())
-        return line[:FINDING_CHARS] + ("…" if len(line) > FINDING_CHARS else "")
 
     def _attach_pending_notices(self, ctx: HookContext) -> None:
         assert ctx.result is not None and ctx.tool is not None
@@ -223,6 +226,17 @@ class CallFlow:
         view = ToolCallView(id=call_id, name=name, args={}, policy=self.services.config.tools.get(name),
                             batch=(run.run_id, -1))
         return HookContext("post_tool_call", run, self.services, agent, tool=view)
+
+
+def _finding(shaped: str) -> str:
+    """A short line of a result as the model read it: already redacted and
+    PII-filtered whole by ``content_filter``, so the cut never reveals part
+    of a secret; the fence lines are left out."""
+    if shaped.startswith("<tool-output nonce="):
+        body = shaped.partition("\n")[2]
+        shaped = body.rpartition("\n</tool-output nonce=")[0] or body
+    line = " ".join(shaped.split())
+    return line[:FINDING_CHARS] + ("…" if len(line) > FINDING_CHARS else "")
 
 
 def result_view(text: str, state: str, metadata: dict[str, Any], has_data: bool = False) -> ToolResultView:

@@ -16,7 +16,7 @@ from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
 from agentscope.message import TextBlock
-from agentscope.model import ChatResponse
+from agentscope.model import ChatResponse, ChatUsage
 from agentscope.model._model_response import FinishedReason
 
 from .context import reason_words
@@ -62,9 +62,9 @@ class ModelGuard:
             raise
         if isinstance(result, ChatResponse):
             run.note_model_call_s(time.monotonic() - started)
-            await self.harness.charge_usage(run, model, result.usage, held)
+            await self.harness.charge_usage(run, model, self._usage(run, result, tokens), held)
             return result
-        return self._counted(run, model, result, started, held)
+        return self._counted(run, model, result, started, held, tokens)
 
     def _unpriced(self, run: RunState, model: Any) -> str | None:
         """The stop text when ``model`` has no price on a capped budget (an
@@ -117,8 +117,23 @@ class ModelGuard:
         )
         return self._stop(run, "deadline")
 
+    def _usage(self, run: RunState, response: ChatResponse, input_tokens: int) -> Any:
+        """The response's usage; a provider that reports none is charged an
+        estimate (the request's, and 4 characters a token of the answer), so
+        a capped budget is never spent at $0."""
+        if response.usage is not None or self.harness.config.cost is None:
+            return response.usage
+        output = sum(len(getattr(b, "text", "") or getattr(b, "thinking", "") or getattr(b, "input", "") or "")
+                     for b in response.content)
+        if not run.root.usage_estimated:
+            run.root.usage_estimated = True
+            self.harness.services.record(run, "budget_router", "on_model_call", "usage_estimated",
+                                         detail="the provider reported no usage: charged an estimate")
+        return ChatUsage(input_tokens=input_tokens, output_tokens=output // 4, time=0.0)
+
     async def _counted(
         self, run: RunState, model: Any, stream: AsyncGenerator, started: float, held: str | None,
+        input_tokens: int,
     ) -> AsyncGenerator:
         """The streamed response, each chunk awaited within the time left;
         the call's reservation settled by its last chunk, else (failed, cut,
@@ -142,7 +157,7 @@ class ModelGuard:
                 if chunk.is_last:
                     run.note_model_call_s(time.monotonic() - started)
                     reservation, held = held, None
-                    await self.harness.charge_usage(run, model, chunk.usage, reservation)
+                    await self.harness.charge_usage(run, model, self._usage(run, chunk, input_tokens), reservation)
                 yield chunk
         finally:
             if held is not None:

@@ -98,6 +98,8 @@ class RunState:
     """Model names without a price already reported in this run."""
     structured_rounds: int = 0
     """Model rounds a stopped run was given to produce its structured output."""
+    usage_estimated: bool = False
+    """A model call reported no usage and was charged an estimate (said once)."""
     longest_model_call_s: float = 0.0
     """The slowest model call so far: the wrap-up window is at least that."""
     judged_calls: set[str] = field(default_factory=set)

@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .context import HookContext
+from .deadline import MIN_TIMEOUT_S
 from .registry import HOOK_POINTS, TOOL_POINTS, HookRejectSignal, HookSpec
 from .sentinels import format_sentinel
 
@@ -109,7 +111,7 @@ class HookRunner:
             try:
                 result = spec.fn(ctx)
                 if result is not None and inspect.isawaitable(result):
-                    await self._settle(result)
+                    await self._settle(result, ctx.run.deadline)
             except HookRejectSignal as signal:
                 refusal = self._rejected(spec, signal, ctx)
             except asyncio.CancelledError:
@@ -162,17 +164,21 @@ class HookRunner:
             self.candidate.admitted(ctx, refusal)
         return refusal
 
-    async def _settle(self, awaitable: Any) -> None:
-        """Await an async hook within ``hook_timeout_s``: in this task (no
-        extra task per call, as ``wait_for`` would create) where asyncio has
-        ``timeout`` (3.11+)."""
-        if self.hook_timeout_s is None:
+    async def _settle(self, awaitable: Any, deadline: float | None) -> None:
+        """Await an async hook within ``hook_timeout_s`` and the run's
+        deadline: in this task (no extra task per call, as ``wait_for`` would
+        create) where asyncio has ``timeout`` (3.11+)."""
+        limit = self.hook_timeout_s
+        if deadline is not None:
+            left = max(deadline - time.monotonic(), MIN_TIMEOUT_S)
+            limit = left if limit is None else min(limit, left)
+        if limit is None:
             await awaitable
         elif _timeout is not None:
-            async with _timeout(self.hook_timeout_s):
+            async with _timeout(limit):
                 await awaitable
         else:  # pragma: no cover - Python 3.10
-            await asyncio.wait_for(awaitable, self.hook_timeout_s)
+            await asyncio.wait_for(awaitable, limit)
 
     def _rejected(
         self, spec: HookSpec, signal: HookRejectSignal, ctx: HookContext,

@@ -131,7 +131,7 @@ class HarnessAgentAdapter(MiddlewareBase):
                 for event in narrowed:
                     yield event
         if pre.answer is not None:
-            async for item in _answer_without_model(agent, pre.answer):
+            async for item in _answer_without_model(agent, self._said(run, pre.answer)):
                 if isinstance(item, Msg):
                     run.candidate = item
                 yield item
@@ -150,7 +150,7 @@ class HarnessAgentAdapter(MiddlewareBase):
             answer = self._model_failed(run)
             if answer is None:
                 raise
-            async for item in _answer_without_model(agent, answer):
+            async for item in _answer_without_model(agent, self._said(run, answer)):
                 if isinstance(item, Msg):
                     run.candidate = item
                 yield item
@@ -254,6 +254,12 @@ class HarnessAgentAdapter(MiddlewareBase):
                                      detail=f"stopped: one round narrowed to {STRUCTURED_OUTPUT_TOOL}")
         hint = f"Conclude now: call {STRUCTURED_OUTPUT_TOOL} with your final answer, from what you have."
         return [*_add_hints(agent, [("structured", hint)]), *flush(run)]
+
+    def _said(self, run: RunState, text: str) -> str:
+        """An answer the harness gives in the model's place (a fallback, the
+        finishing tool's answer) takes the one output path the model's own
+        answers take: it is streamed, so it is filtered before it is."""
+        return answer_filter(self.harness.services, run).apply(text)[0]
 
     def _model_failed(self, run: RunState) -> str | None:
         """The provider failed for good (after AgentScope's retries): the run

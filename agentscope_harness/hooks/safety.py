@@ -85,7 +85,10 @@ async def tool_breaker_record(ctx: ToolResultContext) -> None:
 
 def _dependency_down(ctx: ToolResultContext) -> None:
     result = ctx.result
-    dependency = result.harness_meta.get("dependency") or ctx.tool.name
+    # the name is the tool's text (a URL may carry credentials or forged
+    # markers): it goes into a trusted line only redacted, defanged and short
+    named = str(result.harness_meta.get("dependency") or ctx.tool.name)
+    dependency = " ".join(neutralise_markers(ctx.services.redactor.redact(named)).split())[:80]
     line = format_sentinel("dependency_down", f"{dependency} is unavailable. Do not retry; tell the user.")
     ctx.run.remember_sentinel("dependency_down", line)
     ctx.facts.dependency_down.add(ctx.tool.name)
