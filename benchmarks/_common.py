@@ -120,7 +120,9 @@ def _document(key: str, size: int, novel: bool = True) -> str:
         " ".join(hashlib.sha1(f"{key}/{i}".encode()).hexdigest()[:8] for i in range(12))
         if novel else "price, stock, reviews and specifications"
     )
-    line = f"Result for {key}: product sheet {facts}. "
+    # the new content first: a short result (the overhead's 40 characters)
+    # is cut after it, so it stays new however long the key grows
+    line = f"Product sheet {facts} for {key}. "
     return (line * (size // len(line) + 1))[:size]
 
 
