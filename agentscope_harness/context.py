@@ -31,6 +31,16 @@ if TYPE_CHECKING:
 CHARS_PER_TOKEN = 4
 
 
+def kept_ends(text: str, max_tokens: int) -> tuple[str, str] | None:
+    """The head and tail a result over ``max_tokens`` keeps when it is
+    truncated (two thirds head, one third tail); ``None`` when it fits."""
+    budget = max_tokens * CHARS_PER_TOKEN
+    if len(text) <= budget:
+        return None
+    head_len = budget * 2 // 3
+    return text[:head_len], text[len(text) - (budget - head_len):]
+
+
 def estimate_tokens(text: str) -> int:
     """A cheap token estimate (4 characters a token)."""
     return len(text) // CHARS_PER_TOKEN

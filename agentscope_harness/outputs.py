@@ -15,7 +15,6 @@ it is whole. Every step costs what the text costs.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import secrets
@@ -24,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from .pii import PiiOutcome, apply_pii, find_pii, rewrite_pii
-from .redaction import Redactor
+from .redaction import Redactor, off_loop
 from .sentinels import MarkerStream, strip_markers
 
 PII_HOLD = 320
@@ -33,13 +32,9 @@ recognises (an address is at most 254 characters), so a value is whole
 before any part of it is sent."""
 
 
-REDACT_CHUNK = 8192
-"""Secrets are redacted this many characters at a time between yields: a
-few milliseconds even of the worst input known (a megabyte of ``eyJ``)."""
-PII_CHUNK = 2048
-"""Personal data is scanned this many characters at a time between yields
-to the event loop: about 2 ms of prose, 10 ms of the worst input known (a
-megabyte of card-like digit groups, every group a candidate)."""
+PII_INLINE = 4096
+"""Personal data in a result up to this size is rewritten on the event loop
+(about 1 ms of prose); a larger result in a worker thread (``off_loop``)."""
 
 
 class _Stage(Protocol):
@@ -152,24 +147,17 @@ async def filter_result(
     redactor: Redactor, text: str, pii: Mapping[str, str], salt: bytes,
 ) -> tuple[str, bool, PiiOutcome]:
     """A tool result redacted (and whether that changed it), then its
-    personal data rewritten. Large texts are done in chunks (``REDACT_CHUNK``
-    for redaction, ``PII_CHUNK`` for personal data), yielding to the event
-    loop in between, so no result blocks the loop for more than a few
-    milliseconds."""
-    redacted = await redactor.redact_async(text, REDACT_CHUNK)
+    personal data rewritten. Large texts are done off the event loop, so no
+    result blocks it for more than a few milliseconds."""
+    redacted = await redactor.redact_async(text)
     changed, text = redacted != text, redacted
     if not pii:
         return text, changed, PiiOutcome(text)
-    if len(text) <= PII_CHUNK:
+    if len(text) <= PII_INLINE:
         outcome = apply_pii(text, pii, salt)
-        return outcome.text, changed, outcome
-    stream, out = PiiStream(pii, salt), []
-    for start in range(0, len(text), PII_CHUNK):
-        out.append(stream.feed(text[start : start + PII_CHUNK]))
-        await asyncio.sleep(0)
-    out.append(stream.flush())
-    whole = PiiOutcome("".join(out), stream.blocked_kinds, stream.counts)
-    return whole.text, changed, whole
+    else:
+        outcome = await off_loop(apply_pii, text, pii, salt)
+    return outcome.text, changed, outcome
 
 
 _RUN_KEY = secrets.token_bytes(32)
@@ -195,7 +183,8 @@ def pii_modes(modes: Mapping[str, str]) -> dict[str, str]:
 
 def answer_filter(services: Any, run: Any) -> OutputFilter:
     """The filter of what the model says to the user in ``run``."""
-    return OutputFilter(services.redactor, pii_modes(services.config.pii), pii_salt(run))
+    modes = pii_modes(services.config.pii)
+    return OutputFilter(services.redactor, modes, pii_salt(run) if modes else b"")
 
 
 def redact_args(value: Any, redactor: Redactor) -> Any:
@@ -212,6 +201,6 @@ def redact_args(value: Any, redactor: Redactor) -> Any:
 
 
 __all__ = [
-    "PII_CHUNK", "PII_HOLD", "OutputFilter", "OutputStream", "PiiStream", "answer_filter", "filter_result",
+    "PII_HOLD", "PII_INLINE", "OutputFilter", "OutputStream", "PiiStream", "answer_filter", "filter_result",
     "pii_modes", "pii_salt", "redact_args",
 ]

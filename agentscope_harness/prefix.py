@@ -66,6 +66,9 @@ class PrefixTrack:
     pruner's rewrites since then are the newer ones."""
     compressed: bool = False
     """AgentScope's compression replaced the context since the previous call."""
+    tools: Any = None
+    """The previous call's tool schemas, and ``tools_key`` their (hash, length)."""
+    tools_key: tuple[int, int] = (0, 0)
     breaks: int = 0
 
 
@@ -84,8 +87,8 @@ def track(run: RunState) -> PrefixTrack:
 def observe(services: Services, run: RunState, messages: list[Any], tools: Any, model: Any) -> int:
     """Record this call's payload; a prefix break against the previous call
     becomes a decision. Returns the payload's estimated input tokens."""
-    chunks = list(_chunk_keys(messages, tools))
     state = track(run)
+    chunks = _chunk_keys(state, messages, tools)
     previous, state.chunks = state.chunks, chunks
     if previous:
         at = _divergence(previous, chunks)
@@ -120,51 +123,71 @@ def over_request_cap(services: Services, run: RunState, tokens: int) -> str | No
 # ---------------------------------------------------------------- chunks
 
 
-def _chunk_keys(messages: list[Any], tools: Any) -> Any:
+def _chunk_keys(state: PrefixTrack, messages: list[Any], tools: Any) -> list[_Chunk]:
+    """Each chunk as ``(hash, characters, message index)``. Hashed as tuples
+    of the payload's own strings, never copies of them: Python caches a
+    string's hash, so a block already sent costs O(1) to hash again."""
+    chunks: list[_Chunk] = []
+    add = chunks.append
     if tools:
-        text = json.dumps(tools, sort_keys=True, ensure_ascii=False, default=str)
-        yield hash(text), len(text), -1
+        if tools != state.tools:  # a fresh list each call; equal: same text
+            text = json.dumps(tools, sort_keys=True, ensure_ascii=False, default=str)
+            state.tools, state.tools_key = tools, (hash(text), len(text))
+        add((*state.tools_key, -1))
     for index, msg in enumerate(messages):
-        head = f"\x00{msg.role}\x1f{msg.name}"
-        yield hash(head), len(head), index
+        add((hash(("\x00", msg.role, msg.name)), 2 + len(msg.role) + len(msg.name or ""), index))
         content = msg.content
         if isinstance(content, str):
-            yield hash(content), len(content), index
+            add((hash(content), len(content), index))
             continue
         for block in content:
-            text = _block_text(block)
-            yield hash(text), len(text), index
+            if type(block) is TextBlock:  # the common case, inline
+                text = block.text
+                add((hash(("t", text)), 1 + len(text), index))
+            else:
+                key, size = _block_key(block)
+                add((hash(key), size, index))
+    return chunks
 
 
-def _block_text(block: Any) -> str:
-    """What a formatter sends of one block, tagged by its kind."""
+def _block_key(block: Any) -> tuple[tuple[Any, ...], int]:
+    """What a formatter sends of one block, tagged by its kind, and its
+    length in characters."""
     cls = type(block)
     if cls is TextBlock:
-        return "t" + block.text
+        return ("t", block.text), 1 + len(block.text)
     if cls is ToolResultBlock:
-        return f"r{block.id}\x1f{block.name}\x1f{_parts(block.output)}"
+        output, size = _parts(block.output)
+        return ("r", block.id, block.name, output), 3 + len(block.id) + len(block.name) + size
     if cls is ToolCallBlock:
-        return f"c{block.id}\x1f{block.name}\x1f{block.input}"
+        return ("c", block.id, block.name, block.input), 3 + len(block.id) + len(block.name) + len(block.input)
     if cls is HintBlock:
-        return "h" + _parts(block.hint)
+        hint, size = _parts(block.hint)
+        return ("h", hint), 1 + size
     if cls is ThinkingBlock:
-        return "k" + block.thinking
-    if cls is DataBlock:
-        return "d" + block.source.model_dump_json()
-    return "?" + block.model_dump_json(
-        exclude={"id", "created_at", "finished_at", "metadata", "state"},
+        return ("k", block.thinking), 1 + len(block.thinking)
+    text = (
+        block.source.model_dump_json() if cls is DataBlock
+        else block.model_dump_json(exclude={"id", "created_at", "finished_at", "metadata", "state"})
     )
+    return ("d" if cls is DataBlock else "?", text), 1 + len(text)
 
 
-def _parts(value: Any) -> str:
+def _parts(value: Any) -> tuple[Any, int]:
     if isinstance(value, str):
-        return value
-    return "\x1e".join(_block_text(b) for b in value)
+        return value, len(value)
+    if len(value) == 1 and type(value[0]) is TextBlock:  # the common result
+        return value[0].text, 1 + len(value[0].text)
+    keys = [_block_key(b) for b in value]
+    return tuple(k for k, _ in keys), sum(n for _, n in keys) + max(len(keys) - 1, 0)
 
 
 def _divergence(previous: list[_Chunk], current: list[_Chunk]) -> int | None:
     """Index of the first chunk of ``previous`` that ``current`` does not
-    repeat, or ``None`` when ``current`` extends it."""
+    repeat, or ``None`` when ``current`` extends it (compared in C first:
+    the common case, an extension, costs no Python loop)."""
+    if current[: len(previous)] == previous:
+        return None
     for i, (old, new) in enumerate(zip(previous, current, strict=False)):
         if old[0] != new[0] or old[1] != new[1]:
             return i

@@ -56,6 +56,36 @@ def _applies(spec: HookSpec, policy: Any, config: Any) -> bool:
         return True
 
 
+class _Resumed:
+    """The rest of a coroutine whose first step has run and is waiting on
+    ``pending``: awaiting this drives it on, in the awaiting task, passing
+    the event loop's wake-ups and cancellations through."""
+
+    __slots__ = ("coro", "pending")
+
+    def __init__(self, coro: Any, pending: Any) -> None:
+        self.coro, self.pending = coro, pending
+
+    def __await__(self) -> Any:
+        coro, pending = self.coro, self.pending
+        while True:
+            try:
+                sent = yield pending
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # a cancellation (the timeout's): the coroutine handles it
+                try:
+                    pending = coro.throw(exc)
+                except StopIteration as done:
+                    return done.value
+                continue
+            try:
+                pending = coro.send(sent)
+            except StopIteration as done:
+                return done.value
+
+
 class HookRunner:
     """Per-point hook lists, sorted once at construction."""
 
@@ -174,6 +204,15 @@ class HookRunner:
             limit = left if limit is None else min(limit, left)
         if limit is None:
             await awaitable
+        elif _timeout is not None and inspect.iscoroutine(awaitable):
+            # most async hooks finish without waiting (a memory store, a small
+            # result): their first step runs unarmed, a timer only for one that waits
+            try:
+                pending = awaitable.send(None)
+            except StopIteration:
+                return
+            async with _timeout(limit):
+                await _Resumed(awaitable, pending)
         elif _timeout is not None:
             async with _timeout(limit):
                 await awaitable

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 from agentscope.event import ConfirmResult, RequireUserConfirmEvent, UserConfirmResultEvent
@@ -88,6 +89,36 @@ async def test_a_hanging_safety_gate_times_out_and_fails_closed() -> None:
     assert time.monotonic() - started < 2
     assert RAN == []
     assert "timed out" in harness.last_report(agent).decisions[0].detail
+
+
+async def test_a_hook_that_waits_then_hangs_times_out_and_one_that_waits_briefly_finishes() -> None:
+    """The timer is armed only once a hook waits: a hook that waits a few
+    times and finishes is not cut, one that waits and then hangs is."""
+    from agentscope_harness.runner import HookRunner
+
+    steps: list[str] = []
+
+    async def brief(ctx: Any) -> None:
+        for _ in range(3):
+            await asyncio.sleep(0)
+        await asyncio.sleep(0.01)
+        steps.append("brief done")
+
+    async def hangs_later(ctx: Any) -> None:
+        await asyncio.sleep(0)
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            steps.append("cancelled")
+            raise
+
+    runner = HookRunner([], escape_after_rejects=3, hook_timeout_s=0.05, shadow=False)
+    await runner._settle(brief(None), None)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        await runner._settle(hangs_later(None), None)
+    assert time.monotonic() - started < 1
+    assert steps == ["brief done", "cancelled"]
 
 
 # ------------------------------------------------------------- shadow, kill

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from ..context import CHARS_PER_TOKEN, HookContext, ToolResultContext
+from ..context import CHARS_PER_TOKEN, HookContext, ToolResultContext, kept_ends
 from ..registry import harness_hook
 
 LOW_WATER = 0.5
@@ -50,15 +50,15 @@ def truncate_result(ctx: ToolResultContext) -> None:
     replaced by a marker with a ref to the full text (kept in the run's
     artifacts); for errors the first error line is always kept."""
     result = ctx.result
-    budget = ctx.config.result_max_tokens * CHARS_PER_TOKEN
     text = result.text
-    if len(text) <= budget:
+    ends = kept_ends(text, ctx.config.result_max_tokens)
+    if ends is None:
         return
+    budget = ctx.config.result_max_tokens * CHARS_PER_TOKEN
     ref = ctx.tool.id
     ctx.run.artifacts[ref] = text
-    head_len = budget * 2 // 3
-    tail_len = budget - head_len
-    head, tail = text[:head_len], text[len(text) - tail_len:]
+    head, tail = ends
+    head_len, tail_len = len(head), len(tail)
     omitted = len(text) - head_len - tail_len
     if ctx.services.shadow:  # shaping, not data protection: only recorded
         ctx.decide("rewrite", detail=f"would truncate {len(text)} to {budget} characters")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..context import ReflectContext, ToolResultContext
+from ..context import ReflectContext, ToolResultContext, kept_ends
 from ..registry import harness_hook
 
 _ACTING_ROLES = frozenset({"mutation", "finish"})
@@ -27,7 +27,12 @@ def drift_result_tracker(ctx: ToolResultContext) -> None:
     if not result.ok:
         return
     facts = ctx.facts
-    novel = facts.novelty.add(result.raw_text, echo=ctx.tool.args)
+    # judged on what the model reads of it (a truncated result's two ends):
+    # the rest is not information it was given, and a 1 MB result would
+    # cost its shingles on the event loop
+    ends = kept_ends(result.raw_text, ctx.config.result_max_tokens)
+    read = result.raw_text if ends is None else "\n".join(ends)
+    novel = facts.novelty.add(read, echo=ctx.tool.args)
     if novel or ctx.tool.role in _ACTING_ROLES:
         facts.new_fact_this_round = True
 

@@ -108,7 +108,7 @@ async def content_filter(ctx: ToolResultContext) -> None:
     policy = ctx.tool.policy
     modes = pii_modes(policy.pii) if policy is not None else {}
     text, redacted, found = await filter_result(
-        ctx.services.redactor, result.text, modes, pii_salt(ctx.run),
+        ctx.services.redactor, result.text, modes, pii_salt(ctx.run) if modes else b"",
     )
     if text == result.text:
         return

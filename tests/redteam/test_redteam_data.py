@@ -111,9 +111,7 @@ async def test_tool_result_secret_never_reaches_model(secret: str) -> None:
     assert body not in str(model.calls[-1].formatted)
 
 
-@pytest.mark.xfail(strict=True, reason="README hook 14 redacts AWS keys — the secret of an AWS console "
-                   "credentials CSV ('Secret access key' column) reaches the model")
-async def test_aws_credentials_csv_secret_reaches_model() -> None:
+async def test_aws_credentials_csv_secret_redacted() -> None:
     secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 
     async def fetch(q: str) -> str:
@@ -128,7 +126,7 @@ async def test_aws_credentials_csv_secret_reaches_model() -> None:
     await drive(h, agent)
     seen = str(model.calls[-1].formatted)
     assert "AKIAIOSFODNN7EXAMPLE" not in seen  # the key id is caught
-    assert secret not in seen  # its secret is not
+    assert secret not in seen  # and so is its unlabelled secret beside it
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))

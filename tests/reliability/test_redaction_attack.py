@@ -8,6 +8,7 @@ import asyncio
 import itertools
 import random
 import string
+import threading
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -29,6 +30,9 @@ KEYS = {
     "aws_secret_key": "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
     "aws_secret_env": "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
     "aws_secret_json": '"SecretAccessKey": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"',
+    "aws_key_pair_csv": "AKIAIOSFODNN7EXAMPLE,wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "aws_key_pair_tab": "ASIAIOSFODNN7EXAMPLE\twJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "aws_key_pair_quoted": 'AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY',
     "github_token": "ghp_1234567890abcdefghijABCDEFGHIJ123456",
     "google_api_key": "AIzaSyA-1234567890abcdefghijklmnopqrstu",
     "slack_token": "xoxb-123456789012-abcdefghijkl",
@@ -129,7 +133,24 @@ def test_stream_equals_batch_on_anchor_soup(text: str, seed: int) -> None:
 def test_redact_async_equals_redact_on_large_texts() -> None:
     filler = "order shipped, price and stock. " * 3000
     text = filler + KEYS["jwt"] + filler + KEYS["pem_open"][:40] + filler + KEYS["aws_access_key"]
-    assert asyncio.run(REDACTOR.redact_async(text, chunk=4096)) == REDACTOR.redact(text)
+    assert asyncio.run(REDACTOR.redact_async(text, inline=4096)) == REDACTOR.redact(text)
+
+
+def test_a_large_text_is_redacted_off_the_event_loop() -> None:
+    """The loop thread never runs the scan of a large result (a 1 MB
+    crafted result must not block it); a small one is done in place."""
+    threads: list[str] = []
+
+    class Watched(Redactor):
+        def redact(self, text: str) -> str:
+            threads.append(threading.current_thread().name)
+            return super().redact(text)
+
+    watched = Watched()
+    big = ("eyJ" * 400_000) + " " + KEYS["openai_key"]
+    assert asyncio.run(watched.redact_async(big)).endswith("[redacted:openai_key]")
+    asyncio.run(watched.redact_async("small " + KEYS["openai_key"]))
+    assert threads[0].startswith("harness-scan") and threads[1] == threading.main_thread().name
 
 
 def test_adversarial_inputs_complete_and_are_right() -> None:
@@ -178,3 +199,18 @@ def test_disguised_markers_are_neutralised(sentinel: str, fence: str, pre: str) 
 def test_ordinary_brackets_are_untouched() -> None:
     text = "<table><tr>[1, 2] <tool> [hardness: 3] </toolbox>"
     assert neutralise_markers(text) == text
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(alphabet="sk_live_test_rpAKISA0123456789XYZ =:passwordapi_keysecret\"'", max_size=300))
+def test_scattered_anchor_search_finds_what_finditer_finds(text: str) -> None:
+    """Shapes found anchor by anchor with ``str.find`` give exactly the
+    matches of the shape's own ``finditer`` (overlaps skipped alike)."""
+    from agentscope_harness.redaction import _at_anchors, _fold
+
+    for (regex, shape), anchors in zip(REDACTOR._shapes, REDACTOR._scattered, strict=True):
+        if anchors is None:
+            continue
+        source = _fold(text) if shape.folded else text
+        want = [(m.start(), m.end()) for m in regex.finditer(source)]
+        assert _at_anchors(regex, anchors, source, 0, len(source)) == want, shape.label
