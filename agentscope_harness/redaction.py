@@ -36,6 +36,11 @@ _ASSIGN: tuple[tuple[str, int, int | None], ...] = (
 MIN_SECRET_VALUE = 8
 """Exact secret values shorter than this are ignored: a short value ("dev",
 "1234") would be redacted inside ordinary words and numbers."""
+SMALL_TEXT = 4096
+"""A text up to this size is first searched for any anchor at all (in one
+pass over its lowercased form); the shapes run only when one is there. A
+larger text always runs every shape, so a trigger word costs a large text
+nothing extra (no cliff); a small one costs microseconds either way."""
 ASYNC_INLINE = 16 * 1024
 """``redact_async`` redacts texts up to this size on the event loop (under
 half a millisecond); larger ones in a worker thread."""
@@ -278,6 +283,10 @@ class Redactor:
         self._extra = [re.compile(p) for p in extra_patterns]
         self._skips = [_self_overlapping(s) for s in SHAPES]
         self._scattered = [_scattered(s) for s in SHAPES]
+        self._shaped = list(zip(self._shapes, self._skips, self._scattered, strict=True))
+        self._any_anchor = re.compile("|".join(
+            re.escape(a) for a in sorted({a.lower() for s in SHAPES for a in s.anchors}, key=len, reverse=True)
+        ))
         values = set()
         for value in secret_values:
             if not value or not value.strip():
@@ -300,7 +309,12 @@ class Redactor:
     def _find(self, text: str, pos: int, end: int, folded: str | None = None) -> list[tuple[int, int, str]]:
         """Every secret in ``text[pos:end]`` (``text`` before ``pos`` is context)."""
         found = _key_blocks(text, pos, end)
-        for (regex, shape), skip, scattered in zip(self._shapes, self._skips, self._scattered, strict=True):
+        if end - pos <= SMALL_TEXT:
+            folded = _fold(text) if folded is None else folded
+            shapes = self._shaped if self._any_anchor.search(folded, pos, end) else ()
+        else:
+            shapes = self._shaped
+        for (regex, shape), skip, scattered in shapes:
             source = text
             if shape.folded:
                 if folded is None:
@@ -430,7 +444,10 @@ class StreamRedactor:
         off, seen = self._off, self._seen
         lo, stop = max(seen - self._longest + 1, self._sent, off) - off, end - off
         found: list[_Candidate] = []
+        anchored = self._r._any_anchor.search(self._low, lo, stop) is not None
         for kind, (regex, shape) in enumerate(zip(self._r._anchors, SHAPES, strict=False)):
+            if not anchored:
+                break
             text = self._low if shape.folded else self._buf
             found += [
                 _Candidate(m.start() + off, kind, m.end() + off)

@@ -162,6 +162,9 @@ async def test_usage_free_responses_bypass_usd_cap() -> None:
     _, _, report = await drive(h, agent)
     # with usage reported, the first call (100 tokens at $1000/M) already spends the cap: one call
     assert report.model_calls <= 2, (report.model_calls, report.spent_usd, report.reason)
+    assert report.spent_usd > 0
+    estimated = [d for d in report.decisions if d.action == "usage_estimated"]
+    assert len(estimated) == 1 and "no usage" in estimated[0].detail
 
 
 async def test_finish_refused_never_completed() -> None:
