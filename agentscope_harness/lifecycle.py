@@ -21,12 +21,14 @@ from agentscope.event import (
     ExternalExecutionResultEvent,
     ReplyEndEvent,
     ReplyStartEvent,
+    ToolResultEndEvent,
     UserConfirmResultEvent,
     UserInterruptEvent,
 )
 from agentscope.message import Msg, TextBlock, ToolCallState, ToolResultBlock, ToolResultState
 from agentscope.types import ReplyFinishedReason
 
+from .arguments import guide_invalid_arguments
 from .calls import result_view
 from .deadline import _DEADLINE, tighter
 from .errors import DependencyDown
@@ -42,9 +44,9 @@ _RESUME_EVENTS = (UserConfirmResultEvent, ExternalExecutionResultEvent, UserInte
 
 # What the lifecycle does with a streamed item, cached by type: ``isinstance``
 # on pydantic models goes through ABCMeta, and every event passes here.
-_CLASSES: tuple[type, ...] = (ReplyStartEvent, ReplyEndEvent, Msg)
+_CLASSES: tuple[type, ...] = (ReplyStartEvent, ReplyEndEvent, Msg, ToolResultEndEvent)
 _KINDS: dict[type, int] = {}
-_OTHER, _START, _END, _MSG = 0, 1, 2, 3
+_OTHER, _START, _END, _MSG, _TOOL_END = 0, 1, 2, 3, 4
 
 
 def _kind(item: Any) -> int:
@@ -94,6 +96,10 @@ class ReplyLifecycle:
             return [item]
         run = self.run
         if run is None:
+            return [item]
+        if kind == _TOOL_END:
+            if item.state == ToolResultState.ERROR:  # refused arguments: say what to send
+                await guide_invalid_arguments(self.harness, self.agent, run, item.tool_call_id)
             return [item]
         if kind == _END:
             if self._hold(run, item):

@@ -30,6 +30,8 @@ CODES = frozenset(
         "concurrency_limited",
         "pii_blocked",
         "injection_blocked",
+        "approval_mismatch",
+        "invalid_arguments",
     },
 )
 

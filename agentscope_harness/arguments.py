@@ -1,0 +1,129 @@
+"""Arguments the model got wrong: AgentScope answers a call whose arguments
+do not parse or do not match the tool's schema with its raw parser or
+``jsonschema`` message, before any permission point or middleware sees the
+call. The model often repeats the mistake on that text. The harness turns
+that result, in the context and before the model reads it, into a sentinel
+that says what to send: every problem, then the argument list with types,
+and for an identity argument the bound principal's own value.
+
+The call is judged again with AgentScope's own parser and validator (the
+ones that refused it), so the sentinel describes exactly what was refused.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import jsonschema
+from agentscope._utils._common import _json_loads_with_repair
+from agentscope.exception import AgentOrientedException
+from agentscope.message import ToolCallBlock, ToolResultBlock, ToolResultState
+
+from .sentinels import format_sentinel, neutralise_markers
+
+if TYPE_CHECKING:
+    from .harness import Harness
+    from .run_state import RunState
+
+MAX_PROBLEMS = 4
+"""Problems listed in one sentinel (the rest are counted)."""
+_PROBLEM_CHARS = 160
+"""A problem is cut to this length: it may quote what the model sent."""
+
+
+async def guide_invalid_arguments(harness: Harness, agent: Any, run: RunState, call_id: str) -> None:
+    """Rewrite the ERROR result of call ``call_id`` when its arguments were
+    refused by AgentScope's parser or schema check; leave any other error."""
+    result, call = _blocks(agent, call_id)
+    if result is None or call is None or result.state != ToolResultState.ERROR:
+        return
+    tool = await agent.toolkit.get_tool(call.name)
+    schema = getattr(tool, "input_schema", None)
+    if not isinstance(schema, dict):
+        return
+    problems = _problems(call.input, schema)
+    if not problems:
+        return
+    policy = harness.config.tools.get(call.name)
+    identity = policy.identity_args if policy is not None else {}
+    text = _sentinel(call.name, problems, schema, identity, run)
+    if not harness.services.shadow:
+        result.output = text
+        run.remember_sentinel("invalid_arguments", text)
+    harness.services.record(
+        run, "argument_guide", "post_tool_call", "rewrite", code="invalid_arguments", tool=call.name,
+        detail="; ".join(problems),
+    )
+
+
+def _blocks(agent: Any, call_id: str) -> tuple[ToolResultBlock | None, ToolCallBlock | None]:
+    """The call's result and the call itself, newest first in the context."""
+    result = call = None
+    for msg in reversed(agent.state.context):
+        if isinstance(msg.content, str):
+            continue
+        for block in reversed(msg.content):  # a call and its result share a message
+            if block.type == "tool_result" and block.id == call_id and result is None:
+                result = block
+            elif block.type == "tool_call" and block.id == call_id:
+                return result, block
+    return result, call
+
+
+def _problems(raw: str, schema: dict[str, Any]) -> list[str]:
+    """What AgentScope refused in ``raw``: a parse failure, or every schema
+    error (most specific first); empty when the arguments are valid."""
+    try:
+        parsed = _json_loads_with_repair(raw, schema)
+    except AgentOrientedException:
+        return ["the arguments are not a JSON object"]
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    errors = sorted(validator.iter_errors(parsed), key=lambda e: (len(e.path), e.message))
+    return [_problem(e) for e in errors]
+
+
+def _problem(error: jsonschema.ValidationError) -> str:
+    where = ".".join(str(p) for p in error.path)
+    text = f"{where}: {error.message}" if where else error.message
+    text = " ".join(neutralise_markers(text).split())
+    return text[:_PROBLEM_CHARS] + ("…" if len(text) > _PROBLEM_CHARS else "")
+
+
+def _sentinel(
+    tool: str, problems: list[str], schema: dict[str, Any], identity: dict[str, str], run: RunState,
+) -> str:
+    shown = problems[:MAX_PROBLEMS]
+    more = len(problems) - len(shown)
+    said = "; ".join(shown) + (f" (and {more} more)" if more else "")
+    return format_sentinel(
+        "invalid_arguments",
+        f"{tool} was not run: {said}. Call it again with {_template(schema, identity, run)}.",
+    )
+
+
+def _template(schema: dict[str, Any], identity: dict[str, str], run: RunState) -> str:
+    """The arguments to send: required ones first, each with its type; an
+    identity argument with the bound principal's value."""
+    properties = schema.get("properties") or {}
+    required = set(schema.get("required") or ())
+    parts = []
+    for name in sorted(properties, key=lambda n: (n not in required, n)):
+        spec = properties[name] if isinstance(properties[name], dict) else {}
+        value = _bound_value(name, identity, run)
+        if value is not None:
+            parts.append(f"{json.dumps(name)}: {json.dumps(value)}")
+            continue
+        kind = spec.get("type") or ("one of " + ", ".join(map(json.dumps, spec["enum"])) if "enum" in spec else "any")
+        parts.append(f"{json.dumps(name)}: <{kind}{'' if name in required else ', optional'}>")
+    return "{" + ", ".join(parts) + "}"
+
+
+def _bound_value(name: str, identity: dict[str, str], run: RunState) -> Any:
+    attribute = identity.get(name)
+    if attribute is None or run.principal is None:
+        return None
+    return run.principal.attr(attribute)
+
+
+__all__ = ["MAX_PROBLEMS", "guide_invalid_arguments"]
