@@ -8,6 +8,8 @@ and for an identity argument the bound principal's own value.
 
 The call is judged again with AgentScope's own parser and validator (the
 ones that refused it), so the sentinel describes exactly what was refused.
+AgentScope's own tools (``GenerateStructuredOutput``, ``CompressContext``)
+keep AgentScope's text: their retry loop is written against it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from agentscope._utils._common import _json_loads_with_repair
 from agentscope.exception import AgentOrientedException
 from agentscope.message import ToolCallBlock, ToolResultBlock, ToolResultState
 
+from .calls import UNGATED_TOOLS
 from .sentinels import format_sentinel, neutralise_markers
 
 if TYPE_CHECKING:
@@ -37,6 +40,8 @@ async def guide_invalid_arguments(harness: Harness, agent: Any, run: RunState, c
     refused by AgentScope's parser or schema check; leave any other error."""
     result, call = _blocks(agent, call_id)
     if result is None or call is None or result.state != ToolResultState.ERROR:
+        return
+    if call.name in UNGATED_TOOLS:  # AgentScope's own tools: their retry text is its contract
         return
     tool = await agent.toolkit.get_tool(call.name)
     schema = getattr(tool, "input_schema", None)
