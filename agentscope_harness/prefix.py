@@ -52,15 +52,28 @@ except ImportError:  # pragma: no cover
 CAUSES = ("compression", "pruning", "unknown")
 """What broke a prefix, in the order they are checked."""
 
-_Chunk = tuple[int, int, int]
-"""``(hash, characters, message index)`` of one chunk; index -1: the tools."""
+
+@dataclass(slots=True)
+class Chunks:
+    """A payload as three parallel lists of plain ints (not GC-tracked: a
+    long run keeps thousands): each chunk's hash, its characters, and the
+    index of its message (-1: the tool schemas)."""
+
+    keys: list[int] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    owners: list[int] = field(default_factory=list)
+
+    def add(self, key: int, size: int, owner: int) -> None:
+        self.keys.append(key)
+        self.sizes.append(size)
+        self.owners.append(owner)
 
 
 @dataclass
 class PrefixTrack:
     """A run's memory of its previous payload, and its breaks."""
 
-    chunks: list[_Chunk] = field(default_factory=list)
+    chunks: Chunks | None = None
     decisions_seen: int = 0
     """How many of the run's decisions the previous call had seen: the
     pruner's rewrites since then are the newer ones."""
@@ -90,13 +103,13 @@ def observe(services: Services, run: RunState, messages: list[Any], tools: Any, 
     state = track(run)
     chunks = _chunk_keys(state, messages, tools)
     previous, state.chunks = state.chunks, chunks
-    if previous:
-        at = _divergence(previous, chunks)
+    if previous is not None and previous.keys:
+        at = _divergence(previous.keys, chunks.keys)
         if at is not None:
             _record_break(services, run, state, previous, at, model)
     state.compressed = False
     state.decisions_seen = len(run.decisions)
-    return sum(c[1] for c in chunks) // CHARS_PER_TOKEN
+    return sum(chunks.sizes) // CHARS_PER_TOKEN
 
 
 def over_request_cap(services: Services, run: RunState, tokens: int) -> str | None:
@@ -123,30 +136,37 @@ def over_request_cap(services: Services, run: RunState, tokens: int) -> str | No
 # ---------------------------------------------------------------- chunks
 
 
-def _chunk_keys(state: PrefixTrack, messages: list[Any], tools: Any) -> list[_Chunk]:
+def _chunk_keys(state: PrefixTrack, messages: list[Any], tools: Any) -> Chunks:
     """Each chunk as ``(hash, characters, message index)``. Hashed as tuples
     of the payload's own strings, never copies of them: Python caches a
     string's hash, so a block already sent costs O(1) to hash again."""
-    chunks: list[_Chunk] = []
-    add = chunks.append
+    chunks = Chunks()
+    keys, sizes, owners = chunks.keys, chunks.sizes, chunks.owners
     if tools:
         if tools != state.tools:  # a fresh list each call; equal: same text
             text = json.dumps(tools, sort_keys=True, ensure_ascii=False, default=str)
             state.tools, state.tools_key = tools, (hash(text), len(text))
-        add((*state.tools_key, -1))
+        chunks.add(*state.tools_key, -1)
     for index, msg in enumerate(messages):
-        add((hash(("\x00", msg.role, msg.name)), 2 + len(msg.role) + len(msg.name or ""), index))
+        keys.append(hash(("\x00", msg.role, msg.name)))
+        sizes.append(2 + len(msg.role) + len(msg.name or ""))
         content = msg.content
         if isinstance(content, str):
-            add((hash(content), len(content), index))
+            keys.append(hash(content))
+            sizes.append(len(content))
+            owners += (index, index)
             continue
+        owners.append(index)
         for block in content:
             if type(block) is TextBlock:  # the common case, inline
                 text = block.text
-                add((hash(("t", text)), 1 + len(text), index))
+                keys.append(hash(("t", text)))
+                sizes.append(1 + len(text))
             else:
                 key, size = _block_key(block)
-                add((hash(key), size, index))
+                keys.append(hash(key))
+                sizes.append(size)
+            owners.append(index)
     return chunks
 
 
@@ -182,16 +202,16 @@ def _parts(value: Any) -> tuple[Any, int]:
     return tuple(k for k, _ in keys), sum(n for _, n in keys) + max(len(keys) - 1, 0)
 
 
-def _divergence(previous: list[_Chunk], current: list[_Chunk]) -> int | None:
-    """Index of the first chunk of ``previous`` that ``current`` does not
-    repeat, or ``None`` when ``current`` extends it (compared in C first:
-    the common case, an extension, costs no Python loop)."""
+def _divergence(previous: list[int], current: list[int]) -> int | None:
+    """Index of the first chunk key of ``previous`` that ``current`` does
+    not repeat, or ``None`` when ``current`` extends it (compared in C
+    first: the common case, an extension, costs no Python loop)."""
     if current[: len(previous)] == previous:
         return None
     for i, (old, new) in enumerate(zip(previous, current, strict=False)):
-        if old[0] != new[0] or old[1] != new[1]:
+        if old != new:
             return i
-    return None if len(current) >= len(previous) else len(current)
+    return len(current)
 
 
 def _cause(run: RunState, state: PrefixTrack) -> str:
@@ -205,11 +225,11 @@ def _cause(run: RunState, state: PrefixTrack) -> str:
 
 def _record_break(
     services: Services, run: RunState, state: PrefixTrack,
-    previous: list[_Chunk], at: int, model: Any,
+    previous: Chunks, at: int, model: Any,
 ) -> None:
     cause = _cause(run, state)
-    lost = sum(c[1] for c in previous[at:]) // CHARS_PER_TOKEN
-    where = "the tool schemas" if previous[at][2] < 0 else f"message {previous[at][2]}"
+    lost = sum(previous.sizes[at:]) // CHARS_PER_TOKEN
+    where = "the tool schemas" if previous.owners[at] < 0 else f"message {previous.owners[at]}"
     detail = f"{cause}: {where} changed; ~{lost} tokens already sent are no longer a cached prefix"
     cost = services.config.cost
     price = cost.price_of(getattr(model, "model", "")) if cost is not None else None
