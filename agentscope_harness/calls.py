@@ -20,7 +20,7 @@ from .errors import ErrorClass, error_class_of
 from .facts import call_digest
 from .run_state import FINDING_CHARS
 from .runner import Refusal
-from .sentinels import format_sentinel
+from .sentinels import format_sentinel, unfenced
 
 if TYPE_CHECKING:
     from .run_state import RunState
@@ -232,10 +232,7 @@ def _finding(shaped: str) -> str:
     """A short line of a result as the model read it: already redacted and
     PII-filtered whole by ``content_filter``, so the cut never reveals part
     of a secret; the fence lines are left out."""
-    if shaped.startswith("<tool-output nonce="):
-        body = shaped.partition("\n")[2]
-        shaped = body.rpartition("\n</tool-output nonce=")[0] or body
-    line = " ".join(shaped.split())
+    line = " ".join(unfenced(shaped).split())
     return line[:FINDING_CHARS] + ("…" if len(line) > FINDING_CHARS else "")
 
 

@@ -79,9 +79,6 @@ class PrefixTrack:
     pruner's rewrites since then are the newer ones."""
     compressed: bool = False
     """AgentScope's compression replaced the context since the previous call."""
-    tools: Any = None
-    """The previous call's tool schemas, and ``tools_key`` their (hash, length)."""
-    tools_key: tuple[int, int] = (0, 0)
     breaks: int = 0
 
 
@@ -101,7 +98,7 @@ def observe(services: Services, run: RunState, messages: list[Any], tools: Any, 
     """Record this call's payload; a prefix break against the previous call
     becomes a decision. Returns the payload's estimated input tokens."""
     state = track(run)
-    chunks = _chunk_keys(state, messages, tools)
+    chunks = _chunk_keys(messages, tools)
     previous, state.chunks = state.chunks, chunks
     if previous is not None and previous.keys:
         at = _divergence(previous.keys, chunks.keys)
@@ -136,17 +133,17 @@ def over_request_cap(services: Services, run: RunState, tokens: int) -> str | No
 # ---------------------------------------------------------------- chunks
 
 
-def _chunk_keys(state: PrefixTrack, messages: list[Any], tools: Any) -> Chunks:
+def _chunk_keys(messages: list[Any], tools: Any) -> Chunks:
     """Each chunk as ``(hash, characters, message index)``. Hashed as tuples
     of the payload's own strings, never copies of them: Python caches a
     string's hash, so a block already sent costs O(1) to hash again."""
     chunks = Chunks()
     keys, sizes, owners = chunks.keys, chunks.sizes, chunks.owners
     if tools:
-        if tools != state.tools:  # a fresh list each call; equal: same text
-            text = json.dumps(tools, sort_keys=True, ensure_ascii=False, default=str)
-            state.tools, state.tools_key = tools, (hash(text), len(text))
-        chunks.add(*state.tools_key, -1)
+        # serialised every call: a cached copy would share the dicts a
+        # middleware may edit in place, and miss exactly that change
+        text = json.dumps(tools, sort_keys=True, ensure_ascii=False, default=str)
+        chunks.add(hash(text), len(text), -1)
     for index, msg in enumerate(messages):
         keys.append(hash(("\x00", msg.role, msg.name)))
         sizes.append(2 + len(msg.role) + len(msg.name or ""))

@@ -258,6 +258,21 @@ def _merge(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
     return merged
 
 
+def _joined(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping spans as one: a chain of overlapping secrets ("AKIAAKIA…")
+    is one span to hold back from, not one per link, so each delta of a
+    stream costs what it adds."""
+    if len(spans) < 2:
+        return spans
+    out: list[tuple[int, int]] = []
+    for start, stop in sorted(spans):
+        if out and start < out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], stop))
+        else:
+            out.append((start, stop))
+    return out
+
+
 def _apply(text: str, pos: int, end: int, spans: list[tuple[int, int, str]]) -> str:
     out: list[str] = []
     for start, stop, label in spans:
@@ -540,6 +555,7 @@ class StreamRedactor:
                 if cand.kind == _BLOCK:
                     covered = max(covered, state[1])
         self._live = live
+        self._settled = _joined(self._settled)
         return self._send(hold)
 
     def _send(self, cut: int) -> str:

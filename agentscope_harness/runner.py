@@ -207,10 +207,15 @@ class HookRunner:
         elif _timeout is not None and inspect.iscoroutine(awaitable):
             # most async hooks finish without waiting (a memory store, a small
             # result): their first step runs unarmed, a timer only for one that waits
+            started = time.monotonic()
             try:
                 pending = awaitable.send(None)
             except StopIteration:
                 return
+            limit -= time.monotonic() - started  # its first step counts too
+            if limit <= 0:
+                awaitable.close()
+                raise TimeoutError
             async with _timeout(limit):
                 await _Resumed(awaitable, pending)
         elif _timeout is not None:

@@ -181,6 +181,19 @@ class MarkerStream:
 _BRACKET = re.compile("[\\[\uff3b\ufe47<\uff1c\ufe64]")
 
 
+_FENCE_OPEN = "<tool-output nonce="
+_FENCE_CLOSE = "\n</tool-output nonce="
+
+
+def unfenced(text: str) -> str:
+    """The body of a fenced tool result (its fence lines left out); any
+    other text as it is."""
+    if not text.startswith(_FENCE_OPEN):
+        return text
+    body = text.partition("\n")[2]
+    return body.rpartition(_FENCE_CLOSE)[0] or body
+
+
 def format_sentinel(code: str, text: str, ref: str | None = None) -> str:
     """``[harness:<code>] <text>`` with an optional ``(ref: …)`` tail."""
     line = f"[harness:{code}] {text}"

@@ -121,6 +121,22 @@ async def test_a_hook_that_waits_then_hangs_times_out_and_one_that_waits_briefly
     assert steps == ["brief done", "cancelled"]
 
 
+async def test_a_hooks_synchronous_first_step_counts_against_its_timeout() -> None:
+    """Red team: the timer is armed after the first step, so that step's
+    time is taken off the limit; a hook that used it all fails at once."""
+    from agentscope_harness.runner import HookRunner
+
+    async def slow_setup_then_hangs(ctx: Any) -> None:
+        time.sleep(0.3)  # synchronous work: cannot be interrupted
+        await asyncio.sleep(30)
+
+    runner = HookRunner([], escape_after_rejects=3, hook_timeout_s=0.2, shadow=False)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        await runner._settle(slow_setup_then_hangs(None), None)
+    assert time.monotonic() - started < 0.5
+
+
 # ------------------------------------------------------------- shadow, kill
 
 async def test_shadow_mode_records_but_enforces_nothing() -> None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from ..context import ReflectContext, ToolResultContext, kept_ends
 from ..registry import harness_hook
+from ..sentinels import unfenced
 
 _ACTING_ROLES = frozenset({"mutation", "finish"})
 _PERIODS = (2, 3)
@@ -27,12 +28,13 @@ def drift_result_tracker(ctx: ToolResultContext) -> None:
     if not result.ok:
         return
     facts = ctx.facts
-    # judged on what the model reads of it (a truncated result's two ends):
+    # judged on what the model reads (redacted, truncated, inside the fence):
     # the rest is not information it was given, and a 1 MB result would
-    # cost its shingles on the event loop
-    ends = kept_ends(result.raw_text, ctx.config.result_max_tokens)
-    read = result.raw_text if ends is None else "\n".join(ends)
-    novel = facts.novelty.add(read, echo=ctx.tool.args)
+    # cost its shingles on the event loop (in shadow mode, where nothing is
+    # truncated, on the two ends truncation would keep)
+    read = unfenced(result.text)
+    ends = kept_ends(read, ctx.config.result_max_tokens)
+    novel = facts.novelty.add(read if ends is None else "\n".join(ends), echo=ctx.tool.args)
     if novel or ctx.tool.role in _ACTING_ROLES:
         facts.new_fact_this_round = True
 

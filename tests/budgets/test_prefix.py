@@ -183,3 +183,18 @@ def test_only_a_change_to_what_was_sent_is_a_break(steps: list[Edit]):
             block.text = value
         observe(h.services, run_, messages, [], None)
     assert run_.prefix is not None and run_.prefix.breaks == expected
+
+
+def test_a_tool_schema_edited_in_place_is_a_break() -> None:
+    """Red team: a middleware that keeps its schema dict and edits it in
+    place (a fresh list each call) changes what the provider receives."""
+    schema = {"type": "function", "function": {"name": "search", "description": "Search. 8 calls left.",
+              "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}
+    h = Harness(HarnessConfig(), load_entry_points=False)
+    r = h.table.open("r", "a", None, None, None, None, "enforce")
+    msgs = [UserMsg("user", [TextBlock(text="start")])]
+    observe(h.services, r, msgs, [schema], None)
+    schema["function"]["description"] = "Search. 7 calls left."
+    observe(h.services, r, msgs, [schema], None)
+    assert r.prefix is not None and r.prefix.breaks == 1
+    assert "the tool schemas changed" in r.decisions[-1].detail

@@ -196,3 +196,28 @@ def test_findings_are_exact_substrings_in_order(text):
     out = apply_pii(text, {"all": "redact"}, b"s")
     assert sum(out.counts.values()) == len(found)
     assert out.text.count("[pii:") == len(found) + text.count("[pii:")
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_a_large_result_scanned_in_pieces_equals_one_scan(seed: int) -> None:
+    """Results over ``PII_INLINE`` are scanned off the loop in pieces (short
+    regex calls let the event loop in): the outcome equals one whole scan,
+    values across a piece boundary included."""
+    import random
+
+    from agentscope_harness.outputs import PII_INLINE, _pii_in_pieces
+
+    rng = random.Random(seed)
+    values = ["jane.doe@example.com", "4111 1111 1111 1111", "10.20.30.40", "078-05-1120", "+1 415 555 0100"]
+    parts, size = [], 0
+    while size < 3 * PII_INLINE:
+        piece = rng.choice(values) if rng.random() < 0.3 else "x" * rng.randint(1, 300)
+        parts.append(piece)
+        size += len(piece) + 1
+    text = " ".join(parts)
+    modes = {"email": "hash", "payment_card": "mask", "ipv4": "redact", "ssn": "redact", "phone": "redact"}
+    whole = apply_pii(text, modes, b"salt")
+    pieces = _pii_in_pieces(text, modes, b"salt")
+    assert pieces.text == whole.text
+    assert pieces.counts == whole.counts
