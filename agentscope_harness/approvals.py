@@ -13,7 +13,6 @@ and budget extensions they granted.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import time
 import weakref
@@ -21,6 +20,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from .context import awaited
 
 if TYPE_CHECKING:
     from .harness import Principal
@@ -152,9 +153,7 @@ async def _holds(when: Callable[[dict[str, Any]], Any] | None, args: dict[str, A
     if when is None:
         return True
     try:
-        value = when(args)
-        if inspect.isawaitable(value):
-            value = await value
+        value = await awaited(when(args))
     except Exception:
         return False
     return bool(value)

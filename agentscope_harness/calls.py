@@ -9,13 +9,12 @@ No AgentScope objects here: the adapters translate to and from these views.
 
 from __future__ import annotations
 
-import inspect
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .approvals import approval_digest
-from .context import HookContext, ToolCallView, ToolResultView
+from .context import HookContext, ToolCallView, ToolResultView, awaited
 from .errors import ErrorClass, error_class_of
 from .facts import call_digest
 from .run_state import FINDING_CHARS
@@ -119,9 +118,7 @@ class CallFlow:
         if rule is None:
             return None
         try:
-            reason = rule(dict(view.args))
-            if inspect.isawaitable(reason):
-                reason = await reason
+            reason = await awaited(rule(dict(view.args)))
         except Exception as exc:
             log.exception("ask_when of %s failed", view.name)
             reason = f"the approval rule of {view.name} failed ({type(exc).__name__})"
@@ -254,9 +251,7 @@ async def _count_results(view: ToolCallView, text: str) -> int | None:
     if counter is None:
         return None
     try:
-        value = counter(text)
-        if inspect.isawaitable(value):
-            value = await value
+        value = await awaited(counter(text))
         return int(value)
     except Exception:
         log.exception("count_results of %s failed", view.name)

@@ -14,6 +14,7 @@ base class keeps working.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,12 @@ if TYPE_CHECKING:
 
 
 CHARS_PER_TOKEN = 4
+
+
+async def awaited(value: Any) -> Any:
+    """``value``, awaited when a user callable (``ask_when``, ``when``,
+    ``count_results``) returned an awaitable: they may be sync or async."""
+    return await value if inspect.isawaitable(value) else value
 
 
 def kept_ends(text: str, max_tokens: int) -> tuple[str, str] | None:

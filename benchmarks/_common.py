@@ -3,8 +3,11 @@ built the same way, and what the model was sent (tokens, prefix breaks)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -281,3 +284,28 @@ def _common_prefix(a: str, b: str) -> int:
         else:
             hi = mid
     return lo
+
+
+async def timed_on_loop(work: Awaitable[Any]) -> tuple[float, float, Any]:
+    """Await ``work`` beside a ticker task that records the largest gap
+    between its wake-ups: (total ms, longest event-loop block ms, result)."""
+    longest = 0.0
+    done = False
+
+    async def ticker() -> None:
+        nonlocal longest
+        last = time.perf_counter()
+        while not done:
+            await asyncio.sleep(0)
+            now = time.perf_counter()
+            longest = max(longest, now - last)
+            last = now
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    started = time.perf_counter()
+    out = await work
+    total = time.perf_counter() - started
+    done = True
+    await task
+    return total * 1000, longest * 1000, out

@@ -7,12 +7,9 @@ largest gap between its wake-ups)."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 from agentscope.tool import FunctionTool, Toolkit
 
-from ._common import ALLOW, full_policy, harness, make_agent, reply
+from ._common import ALLOW, full_policy, harness, make_agent, reply, timed_on_loop
 from ._model import BenchModel, call, say
 from ._report import Figure, Section
 from .redaction import inputs
@@ -48,25 +45,8 @@ async def measure(text: str, harnessed: bool) -> tuple[float, float]:
     h = harness(full_policy(tools={}, ledgers={})) if harnessed else None
     model = BenchModel([call("fetch", url="https://example.com/big"), say("done")])
     agent = make_agent(model, _BigTools(text), h)  # type: ignore[arg-type]
-    longest, done = 0.0, False
-
-    async def ticker() -> None:
-        nonlocal longest
-        last = time.perf_counter()
-        while not done:
-            await asyncio.sleep(0)
-            now = time.perf_counter()
-            longest = max(longest, now - last)
-            last = now
-
-    task = asyncio.create_task(ticker())
-    await asyncio.sleep(0)
-    started = time.perf_counter()
-    await reply(agent, h)
-    total = time.perf_counter() - started
-    done = True
-    await task
-    return total * 1000, longest * 1000
+    total, longest, _ = await timed_on_loop(reply(agent, h))
+    return total, longest
 
 
 async def run(size: str = "full") -> Section:

@@ -6,14 +6,13 @@ of one literal (the floor of touching every character once)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 
 from agentscope_harness.redaction import Redactor
 from agentscope_harness.sentinels import neutralise_markers
 
-from ._common import _document
+from ._common import _document, timed_on_loop
 from ._report import Figure, Section
 
 SIZES = {"full": (10_000, 1_000_000, 5_000_000), "quick": (10_000, 100_000)}
@@ -40,26 +39,7 @@ def inputs(size: int) -> dict[str, str]:
 
 async def measure(redactor: Redactor, text: str) -> tuple[float, float, str]:
     """Total ms and the longest loop block (ms) of ``redact_async``."""
-    longest = 0.0
-    done = False
-
-    async def ticker() -> None:
-        nonlocal longest
-        last = time.perf_counter()
-        while not done:
-            await asyncio.sleep(0)
-            now = time.perf_counter()
-            longest = max(longest, now - last)
-            last = now
-
-    task = asyncio.create_task(ticker())
-    await asyncio.sleep(0)
-    started = time.perf_counter()
-    out = await redactor.redact_async(text)
-    total = time.perf_counter() - started
-    done = True
-    await task
-    return total * 1000, longest * 1000, out
+    return await timed_on_loop(redactor.redact_async(text))
 
 
 async def run(size: str = "full") -> Section:
