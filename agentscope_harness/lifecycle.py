@@ -13,6 +13,7 @@ when it abandons the stream.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,9 @@ from agentscope.event import (
     ExternalExecutionResultEvent,
     ReplyEndEvent,
     ReplyStartEvent,
+    TextBlockDeltaEvent,
+    TextBlockEndEvent,
+    TextBlockStartEvent,
     ToolResultEndEvent,
     UserConfirmResultEvent,
     UserInterruptEvent,
@@ -67,6 +71,8 @@ class ReplyLifecycle:
         self.run: RunState | None = None
         self.parked = False
         self.end_reason: str | None = None
+        self.corrections: list[Any] = []
+        """Text events that follow a streamed answer the audit corrected."""
 
     # ------------------------------------------------------------ steps
 
@@ -106,7 +112,7 @@ class ReplyLifecycle:
                 return []
             self.end_reason = str(getattr(item.finished_reason, "value", item.finished_reason))
             await self.session_end(run)
-            return [*self.closing_events(run), item]
+            return [*self.corrections, *self.closing_events(run), item]
         if self.end_reason is None and not self.parked:  # a final Msg with no end: parked
             return [*await self.park(run), item]
         return [item]
@@ -246,6 +252,8 @@ class ReplyLifecycle:
             run.facts.conclude(TerminalState.INCOMPLETE, "audit_failed", override=True)
         if msg is not None and final != original:
             _rewrite_text(msg, final)
+            # the stream already showed the original: the correction follows it there
+            self.corrections = _text_block(run.run_id, final)
         state, reason = terminal_state(run, harness.config.finish_required(), self.end_reason)
         await self.settle(run, state, reason)
 
@@ -297,6 +305,17 @@ class ReplyLifecycle:
         if run.report is not None:
             events.append(CustomEvent(name="harness.report", value=run.report.model_dump(mode="json")))
         return events
+
+
+def _text_block(reply_id: str, text: str) -> list[Any]:
+    """One text block of ``text`` as stream events, after what was shown."""
+    block_id = f"harness-{uuid.uuid4().hex[:12]}"
+    shown = f"\n\n{text}"
+    return [
+        TextBlockStartEvent(reply_id=reply_id, block_id=block_id),
+        TextBlockDeltaEvent(reply_id=reply_id, block_id=block_id, delta=shown),
+        TextBlockEndEvent(reply_id=reply_id, block_id=block_id, text=shown),
+    ]
 
 
 def flush(run: RunState) -> list[CustomEvent]:

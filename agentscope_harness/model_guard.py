@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentscope.message import TextBlock
@@ -28,6 +30,41 @@ if TYPE_CHECKING:
     from .run_state import RunState
 
 
+@dataclass
+class _Attempts:
+    """The attempts of one model call so far (the first is counted by the guard)."""
+
+    run: RunState
+    made: int = 0
+
+
+_ATTEMPTS: ContextVar[_Attempts | None] = ContextVar("harness_model_attempts", default=None)
+
+
+def _count_attempts(model: Any) -> None:
+    """AgentScope retries a failed request inside the model's ``__call__``,
+    below every middleware: ``model_calls`` counts attempts because the
+    model instance's ``_call_api`` (called once per attempt) is wrapped,
+    once, to count each retry into the call's run."""
+    if getattr(model, "_harness_counts_attempts", False) or not callable(getattr(model, "_call_api", None)):
+        return
+    inner = model._call_api
+
+    async def attempt(*args: Any, **kwargs: Any) -> Any:
+        counting = _ATTEMPTS.get()
+        if counting is not None:
+            counting.made += 1
+            if counting.made > 1:
+                counting.run.add_model_call()
+        return await inner(*args, **kwargs)
+
+    try:
+        model._call_api = attempt
+        model._harness_counts_attempts = True
+    except (AttributeError, TypeError):  # a frozen model: its retries stay uncounted
+        return
+
+
 class ModelGuard:
     """The harness's side of ``on_model_call`` for one Harness."""
 
@@ -35,7 +72,7 @@ class ModelGuard:
         self.harness = harness
 
     async def call(self, run: RunState, agent: Any, input_kwargs: dict, next_handler: Callable[..., Any]) -> Any:
-        """Serve one model call (an attempt: AgentScope's retries come back here)."""
+        """Serve one model call (its retries inside AgentScope are counted by ``_count_attempts``)."""
         swap = self.harness.tier_model(run)
         if swap is not None:
             input_kwargs["current_model"] = swap
@@ -53,6 +90,8 @@ class ModelGuard:
             return _final(admission.answer)
         held = admission.reservation
         run.add_model_call()
+        _count_attempts(model)
+        attempts = _ATTEMPTS.set(_Attempts(run))
         started = time.monotonic()
         try:
             result = await self._bounded(run, next_handler(**input_kwargs))
@@ -60,6 +99,8 @@ class ModelGuard:
             if held is not None:  # the call failed: nothing was spent
                 await fleet.settle(run, held, 0.0)
             raise
+        finally:
+            _ATTEMPTS.reset(attempts)
         if isinstance(result, ChatResponse):
             run.note_model_call_s(time.monotonic() - started)
             await self.harness.charge_usage(run, model, self._usage(run, result, tokens), held)

@@ -140,10 +140,17 @@ class HarnessAgentAdapter(MiddlewareBase):
             input_kwargs["tool_choice"] = self._conclude_choice(agent, run)
         before = _tail_of_reply(agent)
         held: Msg | None = None
+        # a run that ends with a finishing tool may be asked for another round
+        # after a text answer: that text is shown only once it is known to stand
+        interim = bool(self.harness.finish_tools) and not self.harness.shadow
+        text_events: list[Any] = []
         try:
             async for item in self._model_stream(next_handler(**input_kwargs), run):
                 if isinstance(item, Msg):  # the candidate final answer, held for post_reflect
                     held = run.candidate = item
+                    continue
+                if interim and type(item) in _TEXT_EVENTS:
+                    text_events.append(item)
                     continue
                 yield item
         except Exception:
@@ -155,7 +162,11 @@ class HarnessAgentAdapter(MiddlewareBase):
                     run.candidate = item
                 yield item
             return
-        for event in await self._post_reflect(agent, run, held, _new_tool_calls(agent, before)):
+        events, another_round = await self._post_reflect(agent, run, held, _new_tool_calls(agent, before))
+        if not another_round:  # else the user never sees an answer the run replaced
+            for event in text_events:
+                yield event
+        for event in events:
             yield event
         if held is not None:
             yield held
@@ -220,9 +231,9 @@ class HarnessAgentAdapter(MiddlewareBase):
 
     async def _post_reflect(
         self, agent: Any, run: RunState, held: Msg | None, calls: list[tuple[str, str]],
-    ) -> list[Any]:
-        """Run ``post_reflect`` on what the model produced; its hints and a
-        request for one more round."""
+    ) -> tuple[list[Any], bool]:
+        """Run ``post_reflect`` on what the model produced: its hints'
+        events, and whether a hook asked for one more round."""
         harness = self.harness
         text = (held.get_text_content() or "") if held is not None else ""
         post = HookContext(
@@ -239,7 +250,8 @@ class HarnessAgentAdapter(MiddlewareBase):
                 events += _add_hints(agent, post.hints)
             if post.another_round is not None and held is not None:
                 run.hold_reply_end = True
-        return events + flush(run)
+                return events + flush(run), True
+        return events + flush(run), False
 
     def _structured_conclusion(self, agent: Any, run: RunState, input_kwargs: dict) -> list[Any] | None:
         """A reply that owes a structured output cannot end with a text
@@ -308,6 +320,7 @@ class HarnessAgentAdapter(MiddlewareBase):
 
 
 _DELTAS = (TextBlockDeltaEvent, ThinkingBlockDeltaEvent, ToolCallDeltaEvent)
+_TEXT_EVENTS = (TextBlockStartEvent, TextBlockDeltaEvent, TextBlockEndEvent)
 _ENDS = (TextBlockEndEvent, ThinkingBlockEndEvent, ToolCallEndEvent)
 
 
