@@ -126,50 +126,56 @@ class HarnessAgentAdapter(MiddlewareBase):
             yield event
         if pre.answer is not None:
             narrowed = self._structured_conclusion(agent, run, input_kwargs)
-            if narrowed is not None:
-                pre.answer = None
-                for event in narrowed:
-                    yield event
-        if pre.answer is not None:
-            async for item in _answer_without_model(agent, self._said(run, pre.answer)):
-                if isinstance(item, Msg):
-                    run.candidate = item
-                yield item
-            return
+            if narrowed is None:
+                async for item in self._answer(agent, run, pre.answer):
+                    yield item
+                return
+            for event in narrowed:
+                yield event
+        async for item in self._model_round(agent, run, input_kwargs, next_handler):
+            yield item
+
+    async def _model_round(
+        self, agent: Any, run: RunState, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator],
+    ) -> AsyncGenerator:
+        """The model call and ``post_reflect``. In a run with a finishing
+        tool a text answer may be replaced by another round: its text is
+        shown only once it is known to stand."""
         if run.facts.force_conclude and input_kwargs.get("tool_choice") is None and not self.harness.shadow:
             input_kwargs["tool_choice"] = self._conclude_choice(agent, run)
         before = _tail_of_reply(agent)
         held: Msg | None = None
-        # a run that ends with a finishing tool may be asked for another round
-        # after a text answer: that text is shown only once it is known to stand
         interim = bool(self.harness.finish_tools) and not self.harness.shadow
         text_events: list[Any] = []
         try:
             async for item in self._model_stream(next_handler(**input_kwargs), run):
                 if isinstance(item, Msg):  # the candidate final answer, held for post_reflect
                     held = run.candidate = item
-                    continue
-                if interim and type(item) in _TEXT_EVENTS:
+                elif interim and type(item) in _TEXT_EVENTS:
                     text_events.append(item)
-                    continue
-                yield item
+                else:
+                    yield item
         except Exception:
             answer = self._model_failed(run)
             if answer is None:
                 raise
-            async for item in _answer_without_model(agent, self._said(run, answer)):
-                if isinstance(item, Msg):
-                    run.candidate = item
+            async for item in self._answer(agent, run, answer):
                 yield item
             return
         events, another_round = await self._post_reflect(agent, run, held, _new_tool_calls(agent, before))
         if not another_round:  # else the user never sees an answer the run replaced
-            for event in text_events:
-                yield event
+            events = text_events + events
         for event in events:
             yield event
         if held is not None:
             yield held
+
+    async def _answer(self, agent: Any, run: RunState, text: str) -> AsyncGenerator:
+        """The harness answers in the model's place (filtered like the model's own)."""
+        async for item in _answer_without_model(agent, self._said(run, text)):
+            if isinstance(item, Msg):
+                run.candidate = item
+            yield item
 
     async def _pre_think(self, agent: Any, run: RunState) -> _PreThink:
         """Run ``pre_think``; apply pruning and hints; the fallback answer."""
