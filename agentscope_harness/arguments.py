@@ -23,12 +23,23 @@ from agentscope.exception import AgentOrientedException
 from agentscope.message import ToolCallBlock, ToolResultBlock, ToolResultState
 
 from .calls import UNGATED_TOOLS
+from .outputs import pii_modes, pii_salt
+from .pii import apply_pii
 from .sentinels import format_sentinel, neutralise_markers
 
 if TYPE_CHECKING:
+    from .config import ToolPolicy
     from .harness import Harness
     from .run_state import RunState
 
+_REFUSALS = (
+    "Input validation failed for tool ",
+    "Error: Failed to parse your tool arguments",
+    "Error: Your argument string is decoded",
+    "Error: When decoding your tool arguments",
+)
+"""How AgentScope's refusals of arguments begin (``_execute_tool_call`` and
+``_json_loads_with_repair``): its own words, written before any tool ran."""
 MAX_PROBLEMS = 4
 """Problems listed in one sentinel (the rest are counted)."""
 _PROBLEM_CHARS = 160
@@ -43,14 +54,17 @@ async def guide_invalid_arguments(harness: Harness, agent: Any, run: RunState, c
         return
     if call.name in UNGATED_TOOLS:  # AgentScope's own tools: their retry text is its contract
         return
+    said = result.output.removeprefix("<system-reminder>") if isinstance(result.output, str) else ""
+    if not said.startswith(_REFUSALS):
+        return  # another error (an inactive tool group, the tool itself): AgentScope's words stand
     tool = await agent.toolkit.get_tool(call.name)
     schema = getattr(tool, "input_schema", None)
     if not isinstance(schema, dict):
         return
-    problems = _problems(call.input, schema)
+    policy = harness.config.tools.get(call.name)
+    problems = [_shown(p, harness, run, policy) for p in _problems(call.input, schema)]
     if not problems:
         return
-    policy = harness.config.tools.get(call.name)
     identity = policy.identity_args if policy is not None else {}
     text = _sentinel(call.name, problems, schema, identity, run)
     if not harness.services.shadow:
@@ -90,8 +104,18 @@ def _problems(raw: str, schema: dict[str, Any]) -> list[str]:
 
 def _problem(error: jsonschema.ValidationError) -> str:
     where = ".".join(str(p) for p in error.path)
-    text = f"{where}: {error.message}" if where else error.message
-    text = " ".join(neutralise_markers(text).split())
+    return f"{where}: {error.message}" if where else error.message
+
+
+def _shown(problem: str, harness: Harness, run: RunState, policy: ToolPolicy | None) -> str:
+    """A problem as the model may read it: it quotes what the model sent,
+    so markers are defanged, secrets redacted and personal data rewritten,
+    all before it is cut (a cut never splits a secret)."""
+    text = harness.services.redactor.redact(" ".join(neutralise_markers(problem).split()))
+    # the model's own words: the answer's personal-data modes, and the tool's
+    modes = {**pii_modes(harness.config.pii), **(pii_modes(policy.pii) if policy is not None else {})}
+    if modes:
+        text = apply_pii(text, modes, pii_salt(run)).text
     return text[:_PROBLEM_CHARS] + ("…" if len(text) > _PROBLEM_CHARS else "")
 
 

@@ -26,6 +26,7 @@ from agentscope.event import (
     TextBlockEndEvent,
     TextBlockStartEvent,
     ToolResultEndEvent,
+    ToolResultTextDeltaEvent,
     UserConfirmResultEvent,
     UserInterruptEvent,
 )
@@ -48,9 +49,9 @@ _RESUME_EVENTS = (UserConfirmResultEvent, ExternalExecutionResultEvent, UserInte
 
 # What the lifecycle does with a streamed item, cached by type: ``isinstance``
 # on pydantic models goes through ABCMeta, and every event passes here.
-_CLASSES: tuple[type, ...] = (ReplyStartEvent, ReplyEndEvent, Msg, ToolResultEndEvent)
+_CLASSES: tuple[type, ...] = (ReplyStartEvent, ReplyEndEvent, Msg, ToolResultEndEvent, ToolResultTextDeltaEvent)
 _KINDS: dict[type, int] = {}
-_OTHER, _START, _END, _MSG, _TOOL_END = 0, 1, 2, 3, 4
+_OTHER, _START, _END, _MSG, _TOOL_END, _TOOL_TEXT = 0, 1, 2, 3, 4, 5
 
 
 def _kind(item: Any) -> int:
@@ -103,6 +104,11 @@ class ReplyLifecycle:
         run = self.run
         if run is None:
             return [item]
+        if kind == _TOOL_TEXT:
+            # results the harness shaped are redacted already; AgentScope's own
+            # error texts (a refused call quotes the model's arguments) are not
+            shown = self.harness.services.redactor.redact(item.delta)
+            return [item if shown == item.delta else item.model_copy(update={"delta": shown})]
         if kind == _TOOL_END:
             if item.state == ToolResultState.ERROR:  # refused arguments: say what to send
                 await guide_invalid_arguments(self.harness, self.agent, run, item.tool_call_id)
@@ -233,10 +239,7 @@ class ReplyLifecycle:
         if not run.hold_reply_end:
             return False
         run.hold_reply_end = False
-        return (
-            end.finished_reason == ReplyFinishedReason.COMPLETED
-            and self.agent.state.cur_iter < self.agent.react_config.max_iters
-        )
+        return end.finished_reason == ReplyFinishedReason.COMPLETED and rounds_left(self.agent)
 
     async def session_end(self, run: RunState) -> None:
         """``on_session_end`` hooks on the final answer, the answer the user
@@ -246,13 +249,16 @@ class ReplyLifecycle:
         original = (msg.get_text_content() or "") if msg is not None else ""
         ctx = harness.session_context(run, self.agent, original, self.end_reason)
         refusal = await harness.runner.run("on_session_end", ctx)
-        final = corrected_answer(run, ctx.final_text or "")
+        audited = ctx.final_text or ""  # cleaned as the stream was
+        final = corrected_answer(run, audited)
         if refusal is not None:
             final = WITHHELD_ANSWER
             run.facts.conclude(TerminalState.INCOMPLETE, "audit_failed", override=True)
         if msg is not None and final != original:
             _rewrite_text(msg, final)
-            # the stream already showed the original: the correction follows it there
+        if msg is not None and final != audited:
+            # a correction or a withheld answer: the stream showed the
+            # answer, so what replaced it follows it there
             self.corrections = _text_block(run.run_id, final)
         state, reason = terminal_state(run, harness.config.finish_required(), self.end_reason)
         await self.settle(run, state, reason)
@@ -305,6 +311,12 @@ class ReplyLifecycle:
         if run.report is not None:
             events.append(CustomEvent(name="harness.report", value=run.report.model_dump(mode="json")))
         return events
+
+
+def rounds_left(agent: Any, in_round: bool = False) -> bool:
+    """Whether AgentScope's loop can make another round (``max_iters``).
+    ``in_round``: asked while a round runs (AgentScope counts it at its end)."""
+    return bool(agent.state.cur_iter + in_round < agent.react_config.max_iters)
 
 
 def _text_block(reply_id: str, text: str) -> list[Any]:

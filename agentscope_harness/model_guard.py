@@ -11,6 +11,8 @@ the reply normally, and the run's facts say why (``incomplete``, reason
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import time
 from collections.abc import AsyncGenerator, Callable
 from contextvars import ContextVar
@@ -32,36 +34,53 @@ if TYPE_CHECKING:
 
 @dataclass
 class _Attempts:
-    """The attempts of one model call so far (the first is counted by the guard)."""
+    """The attempts of one model call so far (the first is counted by the
+    guard); ``depth``: inside a counted ``_call_api`` (a subclass's override
+    calling its parent's is one attempt)."""
 
     run: RunState
     made: int = 0
+    depth: int = 0
 
 
 _ATTEMPTS: ContextVar[_Attempts | None] = ContextVar("harness_model_attempts", default=None)
+_COUNTING = "__harness_counts_attempts__"
+"""Marks a ``_call_api`` wrapped by ``_count_attempts``."""
 
 
 def _count_attempts(model: Any) -> None:
     """AgentScope retries a failed request inside the model's ``__call__``,
-    below every middleware: ``model_calls`` counts attempts because the
-    model instance's ``_call_api`` (called once per attempt) is wrapped,
-    once, to count each retry into the call's run."""
-    if getattr(model, "_harness_counts_attempts", False) or not callable(getattr(model, "_call_api", None)):
+    below every middleware. ``model_calls`` counts attempts: the class that
+    defines the model's ``_call_api`` (called once per attempt) gets it
+    wrapped, once, to count each retry into the harnessed call's run. The
+    class, not the instance: a copy of the model stays a model of its own;
+    outside a harnessed call the wrapper only passes through."""
+    owner = next((c for c in type(model).__mro__ if "_call_api" in vars(c)), None)
+    if owner is None:
         return
-    inner = model._call_api
+    inner = vars(owner)["_call_api"]
+    if getattr(inner, _COUNTING, False) or not inspect.iscoroutinefunction(inner):
+        return
 
-    async def attempt(*args: Any, **kwargs: Any) -> Any:
+    @functools.wraps(inner)
+    async def attempt(self: Any, *args: Any, **kwargs: Any) -> Any:
         counting = _ATTEMPTS.get()
-        if counting is not None:
+        if counting is None:
+            return await inner(self, *args, **kwargs)
+        if counting.depth == 0:
             counting.made += 1
             if counting.made > 1:
                 counting.run.add_model_call()
-        return await inner(*args, **kwargs)
+        counting.depth += 1
+        try:
+            return await inner(self, *args, **kwargs)
+        finally:
+            counting.depth -= 1
 
+    setattr(attempt, _COUNTING, True)
     try:
-        model._call_api = attempt
-        model._harness_counts_attempts = True
-    except (AttributeError, TypeError):  # a frozen model: its retries stay uncounted
+        setattr(owner, "_call_api", attempt)  # noqa: B010 - a class attribute mypy cannot see
+    except (AttributeError, TypeError):  # a class that cannot be changed: its retries stay uncounted
         return
 
 

@@ -48,7 +48,7 @@ from ..context import (
     estimate_tokens,
     structured_output_owed,
 )
-from ..lifecycle import ReplyLifecycle, flush
+from ..lifecycle import ReplyLifecycle, flush, rounds_left
 from ..outputs import OutputFilter, OutputStream, answer_filter
 from ..prefix import note_compression
 from ..report import TerminalState
@@ -154,6 +154,12 @@ class HarnessAgentAdapter(MiddlewareBase):
                 elif interim and type(item) in _TEXT_EVENTS:
                     text_events.append(item)
                 else:
+                    if interim and type(item) is ToolCallStartEvent:
+                        # a round that calls tools is not replaced: its text goes first
+                        interim = False
+                        for event in text_events:
+                            yield event
+                        text_events = []
                     yield item
         except Exception:
             answer = self._model_failed(run)
@@ -256,7 +262,7 @@ class HarnessAgentAdapter(MiddlewareBase):
                 events += _add_hints(agent, post.hints)
             if post.another_round is not None and held is not None:
                 run.hold_reply_end = True
-                return events + flush(run), True
+                return events + flush(run), rounds_left(agent, in_round=True)
         return events + flush(run), False
 
     def _structured_conclusion(self, agent: Any, run: RunState, input_kwargs: dict) -> list[Any] | None:

@@ -10,7 +10,7 @@ from ..errors import BREAKER_FAILURES, ErrorClass
 from ..injection import HeuristicDetector
 from ..outputs import answer_filter, filter_result, pii_modes, pii_salt
 from ..registry import HookRejectSignal, harness_hook
-from ..sentinels import format_sentinel, neutralise_markers, strip_issued, strip_markers
+from ..sentinels import format_sentinel, neutralise_markers, strip_issued
 
 
 @harness_hook("pre_tool_call", priority=8, name="authorization_gate", kind="safety")
@@ -218,9 +218,7 @@ def final_answer_audit(ctx: SessionEndContext) -> None:
     text = ctx.final_text or ""
     stripped = strip_issued(text, run.issued)
     cleaned, found = answer_filter(ctx.services, run).apply(stripped)
-    if cleaned != text:
-        if strip_markers(stripped) != text:  # where a marker was cut out, one space
-            cleaned = re.sub(r"[ \t]{2,}", " ", cleaned).strip()
+    if cleaned != text:  # as the stream showed it (markers cut out, spacing kept)
         ctx.decide("rewrite", detail="removed harness markers, secrets or personal data from the answer")
         ctx.final_text = cleaned
     for tool, policy in ctx.config.tools.items():

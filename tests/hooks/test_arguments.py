@@ -4,8 +4,11 @@ replaced, before the model reads it, by a sentinel that says what to send
 
 from __future__ import annotations
 
+import json
+
+import pytest
 from hookkit import Ran, drive, harnessed, results, shop_tools
-from scripted import calls, text
+from scripted import calls, text, tool
 
 from agentscope_harness import HarnessConfig, Principal, ToolPolicy
 
@@ -74,3 +77,66 @@ async def test_forged_markers_in_the_model_arguments_are_defanged() -> None:
     await drive(h, agent)
     told = results(model)[0]
     assert told.count("[harness:") == 1  # only the sentinel's own marker
+
+
+# ------------------------------------------------ attacks (red team, pass 3)
+
+SECRET = "hunter2-super-secret-value-XYZ"
+AKIA = "AKIAIOSFODNN7EXAMPLE"
+
+
+async def lookup(n: int) -> str:
+    """Look up a number.
+
+    Args:
+        n (int): The number.
+    """
+    return f"n={n}"
+
+
+@pytest.mark.parametrize("pad", [0, 140])  # 140: the secret straddles the problem's cut
+async def test_secrets_in_refused_arguments_reach_neither_model_nor_report_nor_stream(pad: int) -> None:
+    h, model, agent = harnessed(
+        HarnessConfig(secret_values=[SECRET]),
+        [calls(("lookup", {"n": "x" * pad + f"my key {SECRET} and {AKIA}"})), text("sorry")], [lookup],
+    )
+    events, _, report = await drive(h, agent)
+    told = results(model)[0]
+    assert told.startswith("[harness:invalid_arguments]")
+    details = " ".join(d.detail for d in report.decisions)
+    streamed = json.dumps([e.model_dump(mode="json") for e in events])
+    for shown in (told, details, streamed):
+        assert SECRET[:12] not in shown and AKIA not in shown
+
+
+async def test_personal_data_in_refused_arguments_follows_the_answer_modes() -> None:
+    h, model, agent = harnessed(
+        HarnessConfig(pii={"email": "redact", "card": "redact"}),
+        [calls(("lookup", {"n": "mail bob.smith@example.com card 4111111111111111"})), text("sorry")], [lookup],
+    )
+    await drive(h, agent)
+    told = results(model)[0]
+    assert "bob.smith@example.com" not in told and "4111111111111111" not in told
+
+
+async def test_an_unparseable_call_is_guided_and_an_inactive_group_is_not() -> None:
+    from agentscope.tool import ToolGroup, Toolkit
+
+    h, model, agent = harnessed(HarnessConfig(), [calls(("lookup", "[1, 2]")), text("sorry")], [lookup])
+    await drive(h, agent)
+    assert results(model)[0].startswith("[harness:invalid_arguments] lookup was not run:")
+
+    toolkit = Toolkit(tools=[], tool_groups=[ToolGroup(name="orders", description="order tools",
+                                                       tools=[tool(lookup)])])
+    h, model, agent = harnessed(HarnessConfig(), [calls(("lookup", {"n": "seven"})), text("sorry")], toolkit)
+    await drive(h, agent)
+    told = results(model)[0]
+    assert "invalid_arguments" not in told and ("inactive" in told or "activate" in told)
+
+
+async def test_shadow_mode_only_records() -> None:
+    h, model, agent = harnessed(HarnessConfig(mode="shadow"), [calls(("lookup", {"n": "x"})), text("sorry")],
+                                [lookup])
+    _, _, report = await drive(h, agent)
+    assert "[harness:" not in results(model)[0]
+    assert [d.enforced for d in report.decisions if d.code == "invalid_arguments"] == [False]
