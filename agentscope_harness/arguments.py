@@ -44,6 +44,9 @@ MAX_PROBLEMS = 4
 """Problems listed in one sentinel (the rest are counted)."""
 _PROBLEM_CHARS = 160
 """A problem is cut to this length: it may quote what the model sent."""
+_READ_CHARS = 4096
+"""Of a problem, this much is filtered before the cut (far past it, so a
+secret that starts before the cut is whole when it is redacted)."""
 
 
 async def guide_invalid_arguments(harness: Harness, agent: Any, run: RunState, call_id: str) -> None:
@@ -111,7 +114,8 @@ def _shown(problem: str, harness: Harness, run: RunState, policy: ToolPolicy | N
     """A problem as the model may read it: it quotes what the model sent,
     so markers are defanged, secrets redacted and personal data rewritten,
     all before it is cut (a cut never splits a secret)."""
-    text = harness.services.redactor.redact(" ".join(neutralise_markers(problem).split()))
+    # a huge argument is quoted whole by jsonschema: only its start is read
+    text = harness.services.redactor.redact(" ".join(neutralise_markers(problem[:_READ_CHARS]).split()))
     # the model's own words: the answer's personal-data modes, and the tool's
     modes = {**pii_modes(harness.config.pii), **(pii_modes(policy.pii) if policy is not None else {})}
     if modes:
