@@ -138,13 +138,18 @@ def hammer(kind: str, target: str, prefix: str, seconds: float, barrier: Any, ou
 
 def throughput(kind: str, target: str, prefix: str, procs: int, seconds: float) -> float:
     """Reserve + settle pairs per second, all processes together."""
+    return _per_second(hammer, (kind, target, prefix, seconds), procs, seconds, wait_s=120)
+
+
+def _per_second(worker: Any, args: tuple[Any, ...], procs: int, seconds: float, wait_s: float) -> float:
+    """``procs`` spawned processes run ``worker(*args, barrier, out)`` at
+    once (a barrier starts them together); their counts, per second."""
     ctx = multiprocessing.get_context("spawn")
     barrier, out = ctx.Barrier(procs), ctx.Queue()
-    workers = [ctx.Process(target=hammer, args=(kind, target, prefix, seconds, barrier, out))
-               for _ in range(procs)]
+    workers = [ctx.Process(target=worker, args=(*args, barrier, out)) for _ in range(procs)]
     for w in workers:
         w.start()
-    total = sum(out.get(timeout=120) for _ in workers)
+    total = sum(out.get(timeout=wait_s) for _ in workers)
     for w in workers:
         w.join(timeout=30)
     return total / seconds
@@ -266,16 +271,7 @@ def run_hammer(target: str, prefix: str, seconds: float, barrier: Any, out: Any)
 
 def run_throughput(target: str, prefix: str, procs: int, seconds: float) -> float:
     """Harnessed runs per second, all processes on one Redis together."""
-    ctx = multiprocessing.get_context("spawn")
-    barrier, out = ctx.Barrier(procs), ctx.Queue()
-    workers = [ctx.Process(target=run_hammer, args=(target, prefix, seconds, barrier, out))
-               for _ in range(procs)]
-    for w in workers:
-        w.start()
-    total = sum(out.get(timeout=180) for _ in workers)
-    for w in workers:
-        w.join(timeout=30)
-    return total / seconds
+    return _per_second(run_hammer, (target, prefix, seconds), procs, seconds, wait_s=180)
 
 
 async def harness_rows(section: Section, size: str, url: str | None, prefix: str) -> dict[str, Any]:
