@@ -40,6 +40,7 @@ from .errors import DependencyDown
 from .outcome import WITHHELD_ANSWER, build_report, corrected_answer, terminal_state
 from .report import RunReport, TerminalState
 from .run_state import RUN_HANDLE, RunState, current_run
+from .sentinels import fenced_by
 from .stores import bounded, daily_left, store_timeout
 
 if TYPE_CHECKING:
@@ -105,8 +106,10 @@ class ReplyLifecycle:
         if run is None:
             return [item]
         if kind == _TOOL_TEXT:
-            # results the harness shaped are redacted already; AgentScope's own
-            # error texts (a refused call quotes the model's arguments) are not
+            # results the harness shaped (fenced) are redacted already; AgentScope's
+            # own error texts (a refused call quotes the model's arguments) are not
+            if fenced_by(item.delta, run.nonce):
+                return [item]
             shown = self.harness.services.redactor.redact(item.delta)
             return [item if shown == item.delta else item.model_copy(update={"delta": shown})]
         if kind == _TOOL_END:
@@ -259,7 +262,7 @@ class ReplyLifecycle:
         if msg is not None and final != audited:
             # a correction or a withheld answer: the stream showed the
             # answer, so what replaced it follows it there
-            self.corrections = _text_block(run.run_id, final)
+            self.corrections = text_block_events(run.run_id, f"harness-{uuid.uuid4().hex[:12]}", f"\n\n{final}")
         state, reason = terminal_state(run, harness.config.finish_required(), self.end_reason)
         await self.settle(run, state, reason)
 
@@ -319,14 +322,13 @@ def rounds_left(agent: Any, in_round: bool = False) -> bool:
     return bool(agent.state.cur_iter + in_round < agent.react_config.max_iters)
 
 
-def _text_block(reply_id: str, text: str) -> list[Any]:
-    """One text block of ``text`` as stream events, after what was shown."""
-    block_id = f"harness-{uuid.uuid4().hex[:12]}"
-    shown = f"\n\n{text}"
+def text_block_events(reply_id: str, block_id: str, text: str) -> list[Any]:
+    """A text block the harness says, as the stream events AgentScope emits
+    for one (its end carries no ``text``: the delta is the whole block)."""
     return [
         TextBlockStartEvent(reply_id=reply_id, block_id=block_id),
-        TextBlockDeltaEvent(reply_id=reply_id, block_id=block_id, delta=shown),
-        TextBlockEndEvent(reply_id=reply_id, block_id=block_id, text=shown),
+        TextBlockDeltaEvent(reply_id=reply_id, block_id=block_id, delta=text),
+        TextBlockEndEvent(reply_id=reply_id, block_id=block_id),
     ]
 
 

@@ -185,6 +185,22 @@ _FENCE_OPEN = "<tool-output nonce="
 _FENCE_CLOSE = "\n</tool-output nonce="
 
 
+def fence_open(nonce: str, tool: str) -> str:
+    """The opening fence line of a tool result in a run with this nonce."""
+    return f'{_FENCE_OPEN}"{nonce}" tool="{tool}">'
+
+
+def fence_close(nonce: str) -> str:
+    """The closing fence line of a tool result in a run with this nonce."""
+    return f'</tool-output nonce="{nonce}">'
+
+
+def fenced_by(text: str, nonce: str) -> bool:
+    """Whether ``text`` is a result the harness fenced in the run with
+    ``nonce`` (shaped, so already redacted)."""
+    return text.startswith(f'{_FENCE_OPEN}"{nonce}" ')
+
+
 def unfenced(text: str) -> str:
     """The body of a fenced tool result (its fence lines left out); any
     other text as it is."""

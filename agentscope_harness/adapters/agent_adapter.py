@@ -48,7 +48,7 @@ from ..context import (
     estimate_tokens,
     structured_output_owed,
 )
-from ..lifecycle import ReplyLifecycle, flush, rounds_left
+from ..lifecycle import ReplyLifecycle, flush, rounds_left, text_block_events
 from ..outputs import OutputFilter, OutputStream, answer_filter
 from ..prefix import note_compression
 from ..report import TerminalState
@@ -386,9 +386,8 @@ async def _answer_without_model(agent: Any, answer: str) -> AsyncGenerator:
     block = TextBlock(text=answer)
     reply_id = agent.state.reply_id
     agent.state.append_context(agent.name, [block])
-    yield TextBlockStartEvent(reply_id=reply_id, block_id=block.id)
-    yield TextBlockDeltaEvent(reply_id=reply_id, block_id=block.id, delta=answer)
-    yield TextBlockEndEvent(reply_id=reply_id, block_id=block.id)
+    for event in text_block_events(reply_id, block.id, answer):
+        yield event
     yield AssistantMsg(
         id=reply_id,
         name=agent.name,

@@ -10,7 +10,7 @@ from ..errors import BREAKER_FAILURES, ErrorClass
 from ..injection import HeuristicDetector
 from ..outputs import answer_filter, filter_result, pii_modes, pii_salt
 from ..registry import HookRejectSignal, harness_hook
-from ..sentinels import format_sentinel, neutralise_markers, strip_issued
+from ..sentinels import fence_close, fence_open, format_sentinel, neutralise_markers, strip_issued
 
 
 @harness_hook("pre_tool_call", priority=8, name="authorization_gate", kind="safety")
@@ -124,16 +124,6 @@ async def content_filter(ctx: ToolResultContext) -> None:
             "tell the user it cannot be shown.",
             code="pii_blocked",
         )
-
-
-def fence_open(nonce: str, tool: str) -> str:
-    """The opening fence line of a tool result in this run."""
-    return f'<tool-output nonce="{nonce}" tool="{tool}">'
-
-
-def fence_close(nonce: str) -> str:
-    """The closing fence line of a tool result in this run."""
-    return f'</tool-output nonce="{nonce}">'
 
 
 INJECTION_NOTE = (
