@@ -40,7 +40,6 @@ from .errors import DependencyDown
 from .outcome import WITHHELD_ANSWER, build_report, corrected_answer, terminal_state
 from .report import RunReport, TerminalState
 from .run_state import RUN_HANDLE, RunState, current_run
-from .sentinels import fenced_by
 from .stores import bounded, daily_left, store_timeout
 
 if TYPE_CHECKING:
@@ -106,10 +105,10 @@ class ReplyLifecycle:
         if run is None:
             return [item]
         if kind == _TOOL_TEXT:
-            # results the harness shaped (fenced) are redacted already; AgentScope's
-            # own error texts (a refused call quotes the model's arguments) are not
-            if fenced_by(item.delta, run.nonce):
-                return [item]
+            # every result delta, shaped or not: AgentScope's own error texts (a
+            # refused call quotes the model's arguments) are never shaped, and a
+            # fenced result is not proof of redaction (the filter may be disabled,
+            # fail open in shadow mode, or a notice may follow the fence)
             shown = self.harness.services.redactor.redact(item.delta)
             return [item if shown == item.delta else item.model_copy(update={"delta": shown})]
         if kind == _TOOL_END:

@@ -195,12 +195,6 @@ def fence_close(nonce: str) -> str:
     return f'</tool-output nonce="{nonce}">'
 
 
-def fenced_by(text: str, nonce: str) -> bool:
-    """Whether ``text`` is a result the harness fenced in the run with
-    ``nonce`` (shaped, so already redacted)."""
-    return text.startswith(f'{_FENCE_OPEN}"{nonce}" ')
-
-
 def unfenced(text: str) -> str:
     """The body of a fenced tool result (its fence lines left out); any
     other text as it is."""

@@ -93,3 +93,23 @@ async def test_a_copy_of_a_counted_model_is_a_model_of_its_own() -> None:
     clone.script = [text("clone answer")]
     _, final = await run(make_agent(clone, []), "hi")
     assert final.get_text_content() == "clone answer"
+
+
+async def test_tool_result_deltas_are_redacted_even_when_fenced_unfiltered() -> None:
+    """Red team (review pass): a fenced result is not proof of redaction;
+    with ``content_filter`` disabled the stream still never shows a secret."""
+
+    async def leak(q: str) -> str:
+        """Look something up.
+
+        Args:
+            q (str): The query.
+        """
+        return f"config: aws=AKIAIOSFODNN7EXAMPLE pw={SECRET}"
+
+    cfg = HarnessConfig(secret_values=[SECRET], disabled_hooks={"content_filter"})
+    h, _, agent = harnessed(cfg, [calls(("leak", {"q": "x"})), text("done")], [leak])
+    events, _, _ = await drive(h, agent)
+    shown = json.dumps([e.model_dump(mode="json") for e in events])
+    assert "tool-output" in shown  # the result was fenced
+    assert SECRET not in shown and "AKIAIOSFODNN7EXAMPLE" not in shown
