@@ -18,12 +18,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from .pii import PiiOutcome, apply_pii, find_pii, rewrite_pii
-from .redaction import Redactor, off_loop
+from .redaction import Redactor, sliced
 from .sentinels import MarkerStream, strip_markers
 
 PII_HOLD = 320
@@ -33,8 +33,9 @@ before any part of it is sent."""
 
 
 PII_INLINE = 4096
-"""Personal data in a result up to this size is rewritten on the event loop
-(about 1 ms of prose); a larger result in a worker thread (``off_loop``)."""
+"""Personal data in a result up to this size is rewritten in one step (about
+1 ms of prose); a larger result this many characters at a step, the event
+loop given a turn between (``sliced``)."""
 
 
 class _Stage(Protocol):
@@ -147,8 +148,8 @@ async def filter_result(
     redactor: Redactor, text: str, pii: Mapping[str, str], salt: bytes,
 ) -> tuple[str, bool, PiiOutcome]:
     """A tool result redacted (and whether that changed it), then its
-    personal data rewritten. Large texts are done off the event loop, so no
-    result blocks it for more than a few milliseconds."""
+    personal data rewritten. Large texts are done a step at a time, the
+    event loop given turns between, so no result holds it for long."""
     redacted = await redactor.redact_async(text)
     changed, text = redacted != text, redacted
     if not pii:
@@ -156,20 +157,18 @@ async def filter_result(
     if len(text) <= PII_INLINE:
         outcome = apply_pii(text, pii, salt)
     else:
-        outcome = await off_loop(_pii_in_pieces, text, pii, salt)
+        stream = PiiStream(pii, salt)
+        out = await sliced(_pii_in_pieces(stream, text))
+        outcome = PiiOutcome("".join(out), stream.blocked_kinds, stream.counts)
     return outcome.text, changed, outcome
 
 
-def _pii_in_pieces(text: str, pii: Mapping[str, str], salt: bytes) -> PiiOutcome:
-    """``apply_pii`` of a large text, ``PII_INLINE`` characters at a time
-    (a stream: the same result): one regex call over a whole megabyte
-    holds the interpreter lock, and with it the event loop, for tens of
-    milliseconds; short calls let the loop thread in between."""
-    stream, out = PiiStream(pii, salt), []
+def _pii_in_pieces(stream: PiiStream, text: str) -> Iterator[str]:
+    """``apply_pii`` of a large text through ``stream``, ``PII_INLINE``
+    characters at a step (a stream: the same result as the whole)."""
     for start in range(0, len(text), PII_INLINE):
-        out.append(stream.feed(text[start : start + PII_INLINE]))
-    out.append(stream.flush())
-    return PiiOutcome("".join(out), stream.blocked_kinds, stream.counts)
+        yield stream.feed(text[start : start + PII_INLINE])
+    yield stream.flush()
 
 
 _RUN_KEY = secrets.token_bytes(32)

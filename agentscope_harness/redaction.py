@@ -6,8 +6,11 @@ makes each shape deterministic: a regex attempt never backtracks into an
 earlier run, so matching costs what it reads, and every pattern starts with a
 literal, which ``re`` finds with its fast prefix search. Batch redaction runs
 every shape over the whole text, always (no prefilter, so a trigger word
-changes nothing); a shape whose anchors share no opening is found anchor by
-anchor with ``str.find``. A large text is redacted off the event loop. Private-key blocks are found by hand: the header, then the
+changes nothing), in about a millisecond per megabyte a shape: anchors
+without a shared opening are searched by their shared tail (``_at_leads``),
+and a shape wholly within another is found in its pass. A large text is
+redacted pass by pass, giving the event loop a turn between (``sliced``).
+Private-key blocks are found by hand: the header, then the
 first END line with ``str.find``; a block with no END line runs to the end.
 
 Streamed text cannot be unsent: the stream redactor tracks every anchor it has
@@ -22,10 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 _T = TypeVar("_T")
 
@@ -42,17 +45,38 @@ pass over its lowercased form); the shapes run only when one is there. A
 larger text always runs every shape, so a trigger word costs a large text
 nothing extra (no cliff); a small one costs microseconds either way."""
 ASYNC_INLINE = 16 * 1024
-"""``redact_async`` redacts texts up to this size on the event loop (under
-half a millisecond); larger ones in a worker thread."""
-_WORKERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="harness-scan")
+"""``redact_async`` redacts texts up to this size in one step (under half
+a millisecond); larger ones pass by pass (``sliced``)."""
+SLICE_S = 0.001
+"""``sliced`` gives the event loop a turn whenever it has worked this long:
+the work stays on the loop's own thread (a worker thread would hold the
+interpreter lock for up to its 5 ms switch interval at a time), in steps
+of a millisecond or so."""
 
 
-async def off_loop(fn: Callable[..., _T], *args: Any) -> _T:
-    """``fn(*args)`` in the harness's own worker threads (two: the work is
-    CPU-bound, and a busy application pool must not delay it). The event
-    loop keeps running meanwhile; the interpreter hands it the GIL at least
-    every switch interval (5 ms), and each regex scan inside is short."""
-    return await asyncio.get_running_loop().run_in_executor(_WORKERS, fn, *args)
+async def sliced(steps: Iterable[_T]) -> list[_T]:
+    """Every item of ``steps`` (a generator doing work between its items),
+    the event loop given a turn whenever the work has held it ``SLICE_S``."""
+    out: list[_T] = []
+    mark = time.perf_counter()
+    for step in steps:
+        out.append(step)
+        if time.perf_counter() - mark >= SLICE_S:
+            await asyncio.sleep(0)
+            mark = time.perf_counter()
+    return out
+
+
+def _opening_of(words: Iterable[str]) -> str:
+    """The longest opening every one of ``words`` starts with."""
+    first, *rest = sorted(words)
+    last = rest[-1] if rest else first
+    n = 0
+    while n < min(len(first), len(last)) and first[n] == last[n]:
+        n += 1
+    return first[:n]
+
+
 _FOLD_FIX = "\u0130"  # the one character whose lowercase is two characters
 
 
@@ -75,11 +99,19 @@ class _Shape:
     anchors: tuple[str, ...]
     items: tuple[tuple[str, int, int | None], ...]
     folded: bool = False
+    within: str = ""
+    """The label of a shape each match of this one also matches, with the
+    same span: a batch search finds that shape only and names a match by
+    this one where it also matches (one pass instead of two)."""
 
     def opening(self) -> str:
-        """The anchors as a regex (literals: ``re`` finds them with its fast search)."""
-        ordered = sorted(self.anchors, key=len, reverse=True)
-        return "(?:" + "|".join(re.escape(a) for a in ordered) + ")"
+        """The anchors as a regex, their shared opening written once: ``re``
+        finds a literal opening with its fast search (an alternation of
+        literals with none would be tried at every position)."""
+        common = _opening_of(self.anchors)
+        rests = sorted((a[len(common):] for a in self.anchors), key=len, reverse=True)
+        alternation = "|".join(re.escape(r) for r in rests)
+        return re.escape(common) + (f"(?:{alternation})" if any(rests) else "")
 
     def pattern(self) -> str:
         body = "".join(f"{cls}{{{lo},{'' if hi is None else hi}}}" for cls, lo, hi in self.items)
@@ -87,7 +119,7 @@ class _Shape:
 
 
 SHAPES: tuple[_Shape, ...] = (
-    _Shape("anthropic_key", ("sk-ant-",), ((_TOKEN, 20, None),)),
+    _Shape("anthropic_key", ("sk-ant-",), ((_TOKEN, 20, None),), within="openai_key"),
     _Shape("openai_key", ("sk-",), ((_TOKEN, 20, None),)),
     _Shape(
         "stripe_key",
@@ -121,10 +153,15 @@ SHAPES: tuple[_Shape, ...] = (
         "aws_secret_key", ("secret_access_key", "secret-access-key", "secretaccesskey"),
         (*_ASSIGN, ("[a-z0-9/+]", 40, 40)), folded=True,
     ),
-    _Shape(
-        "api_key_assignment",
-        (*tuple(f"{word}{sep}{tail}" for word, tails in (("api", ("key",)), ("access", ("token",)), ("auth", ("token",))) for tail in tails for sep in ("_", "-", "")), "secret", "password", "passwd"),
-        (*_ASSIGN, (r"[a-z0-9_\-./+]", 12, None)), folded=True,
+    # one shape per opening, each found with a literal search; a value may
+    # hold another label ("api_key=…secret=…"): each is redacted
+    *(
+        _Shape("api_key_assignment", anchors, (*_ASSIGN, (r"[a-z0-9_\-./+]", 12, None)), folded=True)
+        for anchors in (
+            tuple(f"{word}{sep}{tail}" for word, tail in (("api", "key"), ("access", "token"), ("auth", "token")) for sep in ("_", "-", "")),
+            ("secret",),
+            ("password", "passwd"),
+        )
     ),
 )
 """The built-in secrets (private-key blocks are found separately)."""
@@ -177,69 +214,71 @@ def _key_blocks(text: str, pos: int, end: int) -> list[tuple[int, int, str]]:
         pos = close
 
 
-def _self_overlapping(shape: _Shape) -> tuple[re.Pattern[str], re.Pattern[str]] | None:
+def _self_overlapping(shape: _Shape) -> tuple[str, re.Pattern[str]] | None:
     """For a shape whose anchor is made of its first run's characters and
     that needs more after that run (a JWT: ``eyJ`` is token text), the
-    anchor regex and the first run: a failed attempt there fails again at
-    every anchor inside the same run, and scanning each would be quadratic."""
+    anchor and the first run: a failed attempt there fails again at every
+    anchor inside the same run, and scanning each would be quadratic."""
     cls, _, hi = shape.items[0]
     if hi is not None or len(shape.items) < 2:
         return None
     if not all(re.fullmatch(cls, ch) for a in shape.anchors for ch in a):
         return None
-    return re.compile(shape.opening()), re.compile(f"{cls}*")
+    if len(shape.anchors) != 1:
+        raise ValueError(f"{shape.label}: a self-overlapping shape has one anchor")
+    return shape.anchors[0], re.compile(f"{cls}*")
 
 
 def _skipping(
-    regex: re.Pattern[str], skip: tuple[re.Pattern[str], re.Pattern[str]],
+    regex: re.Pattern[str], skip: tuple[str, re.Pattern[str]],
     text: str, pos: int, end: int,
 ) -> list[tuple[int, int]]:
     """``regex.finditer`` for a self-overlapping shape, in linear time: after
     a failed attempt, anchors inside the same first run are skipped (each
-    would reach the same end of that run, and fail the same way)."""
+    would reach the same end of that run, and fail the same way). The anchor
+    is found with ``str.find``, which skips on its last character (``re``
+    stops at every ``e`` of English for ``eyJ``)."""
     anchor, run = skip
     out: list[tuple[int, int]] = []
-    while (a := anchor.search(text, pos, end)) is not None:
-        m = regex.match(text, a.start(), end)
+    while (at := text.find(anchor, pos, end)) >= 0:
+        m = regex.match(text, at, end)
         if m is not None:
-            out.append((m.start(), m.end()))
-            pos = m.end() if m.end() > a.start() else a.start() + 1
+            out.append((at, m.end()))
+            pos = m.end() if m.end() > at else at + 1
             continue
-        stop = run.match(text, a.end(), end)
-        pos = max(a.start() + 1, stop.end() if stop is not None else a.end())
+        stop = run.match(text, at + len(anchor), end)
+        pos = max(at + 1, stop.end() if stop is not None else at + len(anchor))
     return out
 
 
-def _scattered(shape: _Shape) -> tuple[str, ...] | None:
-    """The anchors of a shape whose anchors share no opening (``sk_live_``,
-    ``rk_test_``...; ``password``, ``api_key``...): ``re`` cannot search an
-    alternation of them as one literal and tries the shape at every
-    position, ten times slower than finding each literal with ``str.find``."""
-    opening = min(shape.anchors)[:2]
-    if len(shape.anchors) < 2 or all(a.startswith(opening) for a in shape.anchors):
+def _led(shape: _Shape) -> tuple[frozenset[str], re.Pattern[str]] | None:
+    """For a shape whose anchors share no opening but are every one of a few
+    first characters followed by every one of a few tails (``sk_live_``,
+    ``rk_test_``...): the first characters and the tails as a regex, which
+    ``re`` finds with its fast literal search (an alternation of the whole
+    anchors would be tried at every position)."""
+    if _opening_of(shape.anchors):
         return None
-    return shape.anchors
+    leads = frozenset(a[0] for a in shape.anchors)
+    tails = {a[1:] for a in shape.anchors}
+    if {lead + tail for lead in leads for tail in tails} != set(shape.anchors):
+        raise ValueError(f"{shape.label}: its anchors need a shared opening or a shared tail")
+    return leads, re.compile(_Shape(shape.label, tuple(tails), ()).opening())
 
 
-def _at_anchors(
-    regex: re.Pattern[str], anchors: tuple[str, ...], text: str, pos: int, end: int,
+def _at_leads(
+    regex: re.Pattern[str], led: tuple[frozenset[str], re.Pattern[str]],
+    text: str, pos: int, end: int,
 ) -> list[tuple[int, int]]:
-    """``regex.finditer`` for a scattered shape: its anchors found with
-    ``str.find``, the shape tried at each place in order, and places inside
-    a match skipped, as ``finditer`` would."""
-    places: set[int] = set()
-    for anchor in anchors:
-        at = text.find(anchor, pos, end)
-        while at >= 0:
-            places.add(at)
-            at = text.find(anchor, at + 1, end)
+    """``regex.finditer`` for a led shape: its tails found by a literal
+    search, the shape tried one character before each. Equal as long as no
+    match can start inside another (a stripe key's value has no ``_``)."""
+    leads, tails = led
     out: list[tuple[int, int]] = []
     done = pos
-    for at in sorted(places):
-        if at < done:
-            continue
-        m = regex.match(text, at, end)
-        if m is not None:
+    for t in tails.finditer(text, pos + 1, end):
+        at = t.start() - 1
+        if at >= done and text[at] in leads and (m := regex.match(text, at, end)) is not None:
             out.append((at, m.end()))
             done = m.end()
     return out
@@ -282,6 +321,93 @@ def _apply(text: str, pos: int, end: int, spans: list[tuple[int, int, str]]) -> 
     return "".join(out)
 
 
+WINDOW = 256 * 1024
+"""A pass over a larger text searches it this many characters at a call
+(about a quarter of a millisecond), so the event loop's turns come often."""
+
+
+def _reach(shape: _Shape) -> int | None:
+    """How far past its start an attempt of ``shape`` reads before its
+    outcome is decided (a final run's length aside); None when a run of no
+    bound is followed by something required (a JWT's ``.``)."""
+    reach = max(len(a) for a in shape.anchors)
+    for i, (_, lo, hi) in enumerate(shape.items):
+        if hi is None and any(later_lo > 0 for _, later_lo, _ in shape.items[i + 1:]):
+            return None
+        reach += lo if hi is None else hi
+    return reach
+
+
+def _windowed(
+    regex: re.Pattern[str], reach: int, source: str, pos: int, end: int, window: int = WINDOW,
+) -> Iterator[list[tuple[int, int]]]:
+    """``regex.finditer`` over ``source[pos:end]`` one window at a time,
+    with the same matches: an attempt that starts ``reach`` or more before
+    a window's end is decided inside it; one cut by the window's end is
+    matched again on the whole text; the rest is searched again with the
+    next window (``window`` must exceed ``reach``)."""
+    if window <= reach:
+        raise ValueError("a window must be longer than the reach of the shape")
+    while pos < end:
+        stop = min(end, pos + window)
+        settled = stop if stop == end else stop - reach
+        found: list[tuple[int, int]] = []
+        for m in regex.finditer(source, pos, stop):
+            if m.start() >= settled:
+                break
+            if m.end() == stop < end:  # its last run may go on past the window
+                m = regex.match(source, m.start(), end)  # type: ignore[assignment]
+                assert m is not None
+            found.append(m.span())
+            if m.end() >= stop:
+                break
+        yield found
+        pos = max(found[-1][1] if found else pos, settled)
+
+
+class _Pass:
+    """One shape's batch search: exactly ``finditer``'s matches, found the
+    fastest way the shape allows (a literal opening: ``re``'s own search, a
+    window at a time on a large text; a shared tail: ``_at_leads``;
+    self-overlapping: ``_skipping``), named by the shapes found within it."""
+
+    def __init__(self, shape: _Shape, within: list[_Shape]) -> None:
+        self.folded = shape.folded
+        self.regex = re.compile(shape.pattern())
+        self.label = f"[redacted:{shape.label}]"
+        self.skip = _self_overlapping(shape)
+        self.led = _led(shape)
+        self.reach = _reach(shape)
+        self.inner = [(re.compile(s.pattern()), f"[redacted:{s.label}]") for s in within]
+
+    def steps(self, source: str, pos: int, end: int) -> Iterator[list[tuple[int, int, str]]]:
+        """The matches in ``source[pos:end]``, a window (or the pass) at a step."""
+        if self.skip is not None:
+            yield self._named(source, _skipping(self.regex, self.skip, source, pos, end), end)
+        elif self.led is not None:
+            yield self._named(source, _at_leads(self.regex, self.led, source, pos, end), end)
+        elif end - pos <= WINDOW or self.reach is None:
+            if not self.inner:
+                yield [(m.start(), m.end(), self.label) for m in self.regex.finditer(source, pos, end)]
+            else:
+                yield self._named(source, [m.span() for m in self.regex.finditer(source, pos, end)], end)
+        else:
+            for found in _windowed(self.regex, self.reach, source, pos, end):
+                yield self._named(source, found, end)
+
+    def _named(self, source: str, found: list[tuple[int, int]], end: int) -> list[tuple[int, int, str]]:
+        if not self.inner:
+            return [(s, e, self.label) for s, e in found]
+        return [(s, e, self._name(source, s, e, end)) for s, e in found]
+
+    def _name(self, source: str, start: int, stop: int, end: int) -> str:
+        for regex, label in self.inner:
+            m = regex.match(source, start, end)
+            if m is not None and m.end() == stop:
+                return label
+        return self.label
+
+
 class Redactor:
     """Finds and replaces secrets: the built-in shapes, private-key blocks,
     exact secret values and the configured patterns. Compiled once per
@@ -297,8 +423,9 @@ class Redactor:
         self._anchors = [re.compile(s.opening()) for s in SHAPES]
         self._extra = [re.compile(p) for p in extra_patterns]
         self._skips = [_self_overlapping(s) for s in SHAPES]
-        self._scattered = [_scattered(s) for s in SHAPES]
-        self._shaped = list(zip(self._shapes, self._skips, self._scattered, strict=True))
+        self._passes = [
+            _Pass(s, [inner for inner in SHAPES if inner.within == s.label]) for s in SHAPES if not s.within
+        ]
         self._any_anchor = re.compile("|".join(
             re.escape(a) for a in sorted({a.lower() for s in SHAPES for a in s.anchors}, key=len, reverse=True)
         ))
@@ -321,32 +448,29 @@ class Redactor:
         )
         self._longest_anchor = max(longest, len(_BEGIN), MIN_SECRET_VALUE)
 
-    def _find(self, text: str, pos: int, end: int, folded: str | None = None) -> list[tuple[int, int, str]]:
-        """Every secret in ``text[pos:end]`` (``text`` before ``pos`` is context)."""
-        found = _key_blocks(text, pos, end)
+    def _steps(
+        self, text: str, pos: int, end: int, folded: str | None = None,
+    ) -> Iterator[list[tuple[int, int, str]]]:
+        """The secrets in ``text[pos:end]`` (``text`` before ``pos`` is
+        context), one pass over the text at a time."""
+        yield _key_blocks(text, pos, end)
+        passes = self._passes
         if end - pos <= SMALL_TEXT:
             folded = _fold(text) if folded is None else folded
-            shapes = self._shaped if self._any_anchor.search(folded, pos, end) else ()
-        else:
-            shapes = self._shaped
-        for (regex, shape), skip, scattered in shapes:
-            source = text
-            if shape.folded:
-                if folded is None:
-                    folded = _fold(text)
-                source = folded
-            label = f"[redacted:{shape.label}]"
-            if skip is not None:
-                found += [(s, e, label) for s, e in _skipping(regex, skip, source, pos, end)]
-            elif scattered is not None:
-                found += [(s, e, label) for s, e in _at_anchors(regex, scattered, source, pos, end)]
-            else:
-                found += [(m.start(), m.end(), label) for m in regex.finditer(source, pos, end)]
+            if self._any_anchor.search(folded, pos, end) is None:
+                passes = []
+        for one in passes:
+            if one.folded and folded is None:
+                folded = _fold(text)
+            yield from one.steps(folded if one.folded and folded is not None else text, pos, end)
         if self._values_re is not None:
-            found += [(m.start(), m.end(), "[redacted:secret_value]") for m in self._values_re.finditer(text, pos, end)]
+            yield [(m.start(), m.end(), "[redacted:secret_value]") for m in self._values_re.finditer(text, pos, end)]
         for pattern in self._extra:
-            found += [(m.start(), m.end(), "[redacted:pattern]") for m in pattern.finditer(text, pos, end) if m.end() > m.start()]
-        return _merge(found)
+            yield [(m.start(), m.end(), "[redacted:pattern]") for m in pattern.finditer(text, pos, end) if m.end() > m.start()]
+
+    def _find(self, text: str, pos: int, end: int, folded: str | None = None) -> list[tuple[int, int, str]]:
+        """Every secret in ``text[pos:end]`` (``text`` before ``pos`` is context)."""
+        return _merge([span for step in self._steps(text, pos, end, folded) for span in step])
 
     def redact(self, text: str) -> str:
         """``text`` with every secret replaced by ``[redacted:<kind>]``."""
@@ -355,11 +479,14 @@ class Redactor:
 
     async def redact_async(self, text: str, inline: int = ASYNC_INLINE) -> str:
         """``redact(text)``; a text longer than ``inline`` characters is
-        redacted off the event loop (``off_loop``), so even a large or
-        adversarial result never holds the loop for long."""
+        redacted one pass at a time, the event loop given a turn whenever
+        the work has held it for ``SLICE_S`` (``sliced``), so even a large
+        or adversarial result never holds the loop for long."""
         if len(text) <= inline:
             return self.redact(text)
-        return await off_loop(self.redact, text)
+        steps = await sliced(self._steps(text, 0, len(text)))
+        spans = _merge([span for step in steps for span in step])
+        return _apply(text, 0, len(text), spans) if spans else text
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """Where the secrets in ``text`` are (overlapping ones joined)."""

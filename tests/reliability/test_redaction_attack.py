@@ -8,7 +8,6 @@ import asyncio
 import itertools
 import random
 import string
-import threading
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -136,21 +135,34 @@ def test_redact_async_equals_redact_on_large_texts() -> None:
     assert asyncio.run(REDACTOR.redact_async(text, inline=4096)) == REDACTOR.redact(text)
 
 
-def test_a_large_text_is_redacted_off_the_event_loop() -> None:
-    """The loop thread never runs the scan of a large result (a 1 MB
-    crafted result must not block it); a small one is done in place."""
-    threads: list[str] = []
+def test_a_large_text_is_redacted_in_steps_that_let_the_event_loop_run() -> None:
+    """A 1 MB crafted result is redacted pass by pass and window by window:
+    another task on the loop gets turns while it is done (no turn at all
+    would mean one block the length of the whole scan), and the result is
+    the same as ``redact``'s."""
 
-    class Watched(Redactor):
-        def redact(self, text: str) -> str:
-            threads.append(threading.current_thread().name)
-            return super().redact(text)
+    async def main() -> tuple[str, int]:
+        turns = 0
+        done = asyncio.Event()
 
-    watched = Watched()
-    big = ("eyJ" * 400_000) + " " + KEYS["openai_key"]
-    assert asyncio.run(watched.redact_async(big)).endswith("[redacted:openai_key]")
-    asyncio.run(watched.redact_async("small " + KEYS["openai_key"]))
-    assert threads[0].startswith("harness-scan") and threads[1] == threading.main_thread().name
+        async def other_task() -> None:
+            nonlocal turns
+            while not done.is_set():
+                turns += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(other_task())
+        await asyncio.sleep(0)
+        before = turns
+        out = await REDACTOR.redact_async(big)
+        done.set()
+        await task
+        return out, turns - before
+
+    big = ("eyJ" * 300_000) + " " + ("password=" + "a" * 40 + " ") * 2_000 + KEYS["openai_key"]
+    out, turns = asyncio.run(main())
+    assert out == REDACTOR.redact(big) and out.endswith("[redacted:openai_key]")
+    assert turns >= 3
 
 
 def test_adversarial_inputs_complete_and_are_right() -> None:
@@ -201,16 +213,55 @@ def test_ordinary_brackets_are_untouched() -> None:
     assert neutralise_markers(text) == text
 
 
-@settings(max_examples=200, deadline=None)
-@given(text=st.text(alphabet="sk_live_test_rpAKISA0123456789XYZ =:passwordapi_keysecret\"'", max_size=300))
-def test_scattered_anchor_search_finds_what_finditer_finds(text: str) -> None:
-    """Shapes found anchor by anchor with ``str.find`` give exactly the
-    matches of the shape's own ``finditer`` (overlaps skipped alike)."""
-    from agentscope_harness.redaction import _at_anchors, _fold
+def _reference_redact(text: str) -> str:
+    """Every built-in shape's own ``finditer`` over the whole text, merged:
+    what the batch search's faster passes must equal."""
+    import re as _re
 
-    for (regex, shape), anchors in zip(REDACTOR._shapes, REDACTOR._scattered, strict=True):
-        if anchors is None:
+    from agentscope_harness.redaction import SHAPES, _apply, _fold, _key_blocks, _merge
+
+    folded = _fold(text)
+    found = _key_blocks(text, 0, len(text))
+    for shape in SHAPES:
+        source = folded if shape.folded else text
+        found += [(m.start(), m.end(), f"[redacted:{shape.label}]")
+                  for m in _re.compile(shape.pattern()).finditer(source)]
+    return _apply(text, 0, len(text), _merge(found))
+
+
+_PIECES = st.one_of(
+    st.sampled_from(["sk-", "sk-ant-", "sk_live_", "rk_test_", "pk_live_", "AKIA", "ASIA", "password",
+                     "api_key", "Secret", "=", ": ", " ", "'", "eyJ", ".", "Bearer ", "-", "_", "ghp_"]),
+    st.text(alphabet="aB3Z/+", min_size=1, max_size=30),
+)
+_SECRETISH = st.lists(_PIECES, max_size=40).map("".join)
+"""Texts made of anchors, separators and value runs of every length: most
+hold secrets, many cut by a window's end."""
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_SECRETISH)
+def test_the_batch_passes_find_what_each_shapes_finditer_finds(text: str) -> None:
+    """Shapes found by their tails (``_at_leads``), within another shape's
+    pass (``sk-ant-`` in ``sk-``) or with ``str.find`` redact exactly as
+    every shape's own ``finditer`` would."""
+    assert REDACTOR.redact(text) == _reference_redact(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_SECRETISH, extra=st.integers(1, 60))
+def test_a_pass_searched_in_windows_finds_what_finditer_finds(text: str, extra: int) -> None:
+    """A large text is searched a window at a time: matches cut by a
+    window's end, attempts near it and matches spanning several windows
+    come out as one ``finditer`` over the whole text."""
+    from agentscope_harness.redaction import _fold, _windowed
+
+    text = text * 3
+    for one in REDACTOR._passes:
+        if one.reach is None or one.led is not None or one.skip is not None:
             continue
-        source = _fold(text) if shape.folded else text
-        want = [(m.start(), m.end()) for m in regex.finditer(source)]
-        assert _at_anchors(regex, anchors, source, 0, len(source)) == want, shape.label
+        source = _fold(text) if one.folded else text
+        want = [m.span() for m in one.regex.finditer(source)]
+        got = [span for step in _windowed(one.regex, one.reach, source, 0, len(source), one.reach + extra)
+               for span in step]
+        assert got == want, one.label
