@@ -28,6 +28,7 @@ import re
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TypeVar
 
 _T = TypeVar("_T")
@@ -195,60 +196,101 @@ def _footer(text: str, start: int, end: int) -> tuple[int, int]:
         pos = at + 1
 
 
-def _key_blocks(text: str, pos: int, end: int) -> list[tuple[int, int, str]]:
-    """Private-key blocks: header to END line, or to ``end`` when none."""
+STEP_HITS = 512
+"""A per-anchor loop hands over its work this many anchors at a step (well
+under a millisecond), so text dense with anchors is not one long step."""
+_FOOTER_PIECE = 16 * 1024
+"""An open key block's END line is searched for this much text at a step."""
+
+
+def _key_blocks(text: str, pos: int, end: int) -> Iterator[list[tuple[int, int, str]]]:
+    """Private-key blocks: header to END line, or to ``end`` when none; a
+    step per ``STEP_HITS`` headers and per ``_FOOTER_PIECE`` searched."""
     found: list[tuple[int, int, str]] = []
-    while True:
-        at = text.find(_BEGIN, pos, end)
-        if at < 0:
-            return found
+    hits = 0
+    while (at := text.find(_BEGIN, pos, end)) >= 0:
+        hits += 1
+        if hits % STEP_HITS == 0:
+            yield found
+            found = []
         header = _HEADER.match(text, at, end)
         if header is None:
             pos = at + 1
             continue
-        close, _ = _footer(text, header.end(), end)
+        close, look = -1, header.end()
+        while close < 0 and look < end:
+            piece = min(end, look + _FOOTER_PIECE)
+            close, look = _footer(text, look, piece)
+            if close < 0 and piece < end:
+                yield found
+                found = []
+            elif close < 0:
+                break
         if close < 0:
             found.append((at, end, _PRIVATE_KEY))
-            return found
+            break
         found.append((at, close, _PRIVATE_KEY))
         pos = close
+    yield found
 
 
-def _self_overlapping(shape: _Shape) -> tuple[str, re.Pattern[str]] | None:
+def _self_overlapping(shape: _Shape) -> tuple[str, re.Pattern[str], re.Pattern[str]] | None:
     """For a shape whose anchor is made of its first run's characters and
     that needs more after that run (a JWT: ``eyJ`` is token text), the
-    anchor and the first run: a failed attempt there fails again at every
-    anchor inside the same run, and scanning each would be quadratic."""
+    anchor, the first run and the second item: a failed attempt there fails
+    again at every anchor inside the same run, and scanning each would be
+    quadratic."""
     cls, _, hi = shape.items[0]
     if hi is not None or len(shape.items) < 2:
         return None
     if not all(re.fullmatch(cls, ch) for a in shape.anchors for ch in a):
         return None
-    if len(shape.anchors) != 1:
-        raise ValueError(f"{shape.label}: a self-overlapping shape has one anchor")
-    return shape.anchors[0], re.compile(f"{cls}*")
+    if len(shape.anchors) != 1 or shape.items[1][1] < 1:
+        raise ValueError(f"{shape.label}: a self-overlapping shape has one anchor and a required second item")
+    return shape.anchors[0], re.compile(f"{cls}*"), re.compile(shape.items[1][0])
+
+
+def _run_end(run: re.Pattern[str], text: str, pos: int, end: int) -> int:
+    """Where the run of ``run``'s class starting at ``pos`` ends, read a
+    ``WINDOW`` at a call (a crafted megabyte of one run is not one call)."""
+    while pos < end:
+        stop = min(end, pos + WINDOW)
+        m = run.match(text, pos, stop)
+        if m is None or m.end() < stop:
+            return pos if m is None else m.end()
+        pos = stop
+    return pos
 
 
 def _skipping(
-    regex: re.Pattern[str], skip: tuple[str, re.Pattern[str]],
+    regex: re.Pattern[str], skip: tuple[str, re.Pattern[str], re.Pattern[str]],
     text: str, pos: int, end: int,
-) -> list[tuple[int, int]]:
+) -> Iterator[list[tuple[int, int]]]:
     """``regex.finditer`` for a self-overlapping shape, in linear time: after
     a failed attempt, anchors inside the same first run are skipped (each
     would reach the same end of that run, and fail the same way). The anchor
     is found with ``str.find``, which skips on its last character (``re``
-    stops at every ``e`` of English for ``eyJ``)."""
-    anchor, run = skip
+    stops at every ``e`` of English for ``eyJ``). The matches come a step
+    per ``WINDOW`` of text read or ``STEP_HITS`` anchors, so crafted text
+    is not one long step."""
+    anchor, run, second = skip
     out: list[tuple[int, int]] = []
+    mark, hits = pos, 0
     while (at := text.find(anchor, pos, end)) >= 0:
-        m = regex.match(text, at, end)
+        hits += 1
+        # the classes are disjoint: an attempt's first run ends where the
+        # run ends, so it can only match when the second item follows there
+        stop = _run_end(run, text, at + len(anchor), end)
+        m = regex.match(text, at, end) if second.match(text, stop, end) else None
         if m is not None:
             out.append((at, m.end()))
             pos = m.end() if m.end() > at else at + 1
-            continue
-        stop = run.match(text, at + len(anchor), end)
-        pos = max(at + 1, stop.end() if stop is not None else at + len(anchor))
-    return out
+        else:
+            pos = max(at + 1, stop)
+        if pos - mark >= WINDOW or hits % STEP_HITS == 0:
+            yield out
+            out, mark = [], pos
+    yield out
 
 
 def _led(shape: _Shape) -> tuple[frozenset[str], re.Pattern[str]] | None:
@@ -269,32 +311,46 @@ def _led(shape: _Shape) -> tuple[frozenset[str], re.Pattern[str]] | None:
 def _at_leads(
     regex: re.Pattern[str], led: tuple[frozenset[str], re.Pattern[str]],
     text: str, pos: int, end: int,
-) -> list[tuple[int, int]]:
+) -> Iterator[list[tuple[int, int]]]:
     """``regex.finditer`` for a led shape: its tails found by a literal
-    search, the shape tried one character before each. Equal as long as no
-    match can start inside another (a stripe key's value has no ``_``)."""
+    search, the shape tried one character before each, ``STEP_HITS`` tails
+    at a step. Equal as long as no match can start inside another (a stripe
+    key's value has no ``_``)."""
     leads, tails = led
     out: list[tuple[int, int]] = []
     done = pos
-    for t in tails.finditer(text, pos + 1, end):
+    for hits, t in enumerate(tails.finditer(text, pos + 1, end), 1):
         at = t.start() - 1
         if at >= done and text[at] in leads and (m := regex.match(text, at, end)) is not None:
             out.append((at, m.end()))
             done = m.end()
-    return out
+        if hits % STEP_HITS == 0:
+            yield out
+            out = []
+    yield out
+
+
+def _merging(spans: list[tuple[int, int, str]], step: int = 4096) -> Iterator[list[tuple[int, int, str]]]:
+    """Overlapping spans joined, the first (longest) one naming the result;
+    ``step`` spans read at a step."""
+    spans.sort(key=itemgetter(1), reverse=True)
+    spans.sort(key=itemgetter(0))  # stable: by start, the longest first
+    merged: list[tuple[int, int, str]] = []
+    for n, (start, end, label) in enumerate(spans, 1):
+        if merged and start < merged[-1][1]:
+            if end > merged[-1][1]:
+                merged[-1] = (merged[-1][0], end, merged[-1][2])
+        else:
+            merged.append((start, end, label))
+        if n % step == 0 and len(merged) > 1:
+            yield merged[:-1]  # the last may still grow
+            merged = merged[-1:]
+    yield merged
 
 
 def _merge(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
     """Overlapping spans joined; the first (longest) one names the result."""
-    spans.sort(key=lambda s: (s[0], -s[1]))
-    merged: list[tuple[int, int, str]] = []
-    for start, end, label in spans:
-        if merged and start < merged[-1][1]:
-            if end > merged[-1][1]:
-                merged[-1] = (merged[-1][0], end, merged[-1][2])
-            continue
-        merged.append((start, end, label))
-    return merged
+    return [span for step in _merging(spans) for span in step]
 
 
 def _joined(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -312,13 +368,22 @@ def _joined(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
+def _applying(
+    text: str, pos: int, end: int, spans: list[tuple[int, int, str]], step: int = 4096,
+) -> Iterator[str]:
+    """``text[pos:end]`` with ``spans`` replaced by their labels, in pieces
+    of ``step`` spans."""
+    for first in range(0, len(spans), step):
+        out: list[str] = []
+        for start, stop, label in spans[first:first + step]:
+            out += [text[pos:start], label]
+            pos = stop
+        yield "".join(out)
+    yield text[pos:end]
+
+
 def _apply(text: str, pos: int, end: int, spans: list[tuple[int, int, str]]) -> str:
-    out: list[str] = []
-    for start, stop, label in spans:
-        out += [text[pos:start], label]
-        pos = stop
-    out.append(text[pos:end])
-    return "".join(out)
+    return "".join(_applying(text, pos, end, spans))
 
 
 WINDOW = 256 * 1024
@@ -383,9 +448,11 @@ class _Pass:
     def steps(self, source: str, pos: int, end: int) -> Iterator[list[tuple[int, int, str]]]:
         """The matches in ``source[pos:end]``, a window (or the pass) at a step."""
         if self.skip is not None:
-            yield self._named(source, _skipping(self.regex, self.skip, source, pos, end), end)
+            for found in _skipping(self.regex, self.skip, source, pos, end):
+                yield self._named(source, found, end)
         elif self.led is not None:
-            yield self._named(source, _at_leads(self.regex, self.led, source, pos, end), end)
+            for found in _at_leads(self.regex, self.led, source, pos, end):
+                yield self._named(source, found, end)
         elif end - pos <= WINDOW or self.reach is None:
             if not self.inner:
                 yield [(m.start(), m.end(), self.label) for m in self.regex.finditer(source, pos, end)]
@@ -453,7 +520,7 @@ class Redactor:
     ) -> Iterator[list[tuple[int, int, str]]]:
         """The secrets in ``text[pos:end]`` (``text`` before ``pos`` is
         context), one pass over the text at a time."""
-        yield _key_blocks(text, pos, end)
+        yield from _key_blocks(text, pos, end)
         passes = self._passes
         if end - pos <= SMALL_TEXT:
             folded = _fold(text) if folded is None else folded
@@ -485,8 +552,9 @@ class Redactor:
         if len(text) <= inline:
             return self.redact(text)
         steps = await sliced(self._steps(text, 0, len(text)))
-        spans = _merge([span for step in steps for span in step])
-        return _apply(text, 0, len(text), spans) if spans else text
+        merged = await sliced(_merging([span for step in steps for span in step]))
+        spans = [span for step in merged for span in step]
+        return "".join(await sliced(_applying(text, 0, len(text), spans))) if spans else text
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """Where the secrets in ``text`` are (overlapping ones joined)."""
@@ -591,10 +659,11 @@ class StreamRedactor:
             if not anchored:
                 break
             text = self._low if shape.folded else self._buf
-            found += [
-                _Candidate(m.start() + off, kind, m.end() + off)
-                for m in regex.finditer(text, lo, stop) if m.end() + off > seen
-            ]
+            at = lo
+            while (m := regex.search(text, at, stop)) is not None:  # overlapping ones too: AKIASIA…
+                if m.end() + off > seen:
+                    found.append(_Candidate(m.start() + off, kind, m.end() + off))
+                at = m.start() + 1
         at = lo
         while (at := self._buf.find(_BEGIN, at, stop)) >= 0:
             if at + len(_BEGIN) + off > seen:

@@ -9,10 +9,11 @@ import itertools
 import random
 import string
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentscope_harness.redaction import Redactor
+from agentscope_harness.redaction import STEP_HITS, Redactor
 from agentscope_harness.sentinels import neutralise, neutralise_markers
 
 JWT = (
@@ -135,7 +136,15 @@ def test_redact_async_equals_redact_on_large_texts() -> None:
     assert asyncio.run(REDACTOR.redact_async(text, inline=4096)) == REDACTOR.redact(text)
 
 
-def test_a_large_text_is_redacted_in_steps_that_let_the_event_loop_run() -> None:
+@pytest.mark.parametrize(("crafted", "min_steps"), [
+    (("eyJ" * 300_000) + " " + ("password=" + "a" * 40 + " ") * 2_000, 3),
+    ("eyJa." * 200_000, 200_000 // STEP_HITS),  # a JWT attempt at every anchor
+    ("sk_live_" * 125_000, 125_000 // STEP_HITS),  # a stripe tail at every eighth character
+    ("-----BEGIN " * 90_000, 90_000 // STEP_HITS),  # a key header candidate at every eleventh
+    ("-----BEGIN RSA PRIVATE KEY-----" + "-----END " * 110_000, 990_000 // (16 * 1024)),  # END line candidates
+    (("AKIA" + "B" * 16 + " ") * 47_000, 14),  # 47,000 secrets to merge and replace
+], ids=["jwt-run", "jwt-anchors", "stripe-tails", "key-headers", "key-footers", "many-secrets"])
+def test_a_large_text_is_redacted_in_steps_that_let_the_event_loop_run(crafted: str, min_steps: int) -> None:
     """A 1 MB crafted result is redacted pass by pass and window by window:
     another task on the loop gets turns while it is done (no turn at all
     would mean one block the length of the whole scan), and the result is
@@ -159,9 +168,11 @@ def test_a_large_text_is_redacted_in_steps_that_let_the_event_loop_run() -> None
         await task
         return out, turns - before
 
-    big = ("eyJ" * 300_000) + " " + ("password=" + "a" * 40 + " ") * 2_000 + KEYS["openai_key"]
+    big = crafted + " " + KEYS["openai_key"]
+    # the work comes in steps of a bounded number of anchors or characters
+    assert len(list(REDACTOR._steps(big, 0, len(big)))) >= min_steps
     out, turns = asyncio.run(main())
-    assert out == REDACTOR.redact(big) and out.endswith("[redacted:openai_key]")
+    assert out == REDACTOR.redact(big) and KEYS["openai_key"] not in out
     assert turns >= 3
 
 
@@ -218,15 +229,30 @@ def _reference_redact(text: str) -> str:
     what the batch search's faster passes must equal."""
     import re as _re
 
-    from agentscope_harness.redaction import SHAPES, _apply, _fold, _key_blocks, _merge
+    from agentscope_harness.redaction import _FOOTER, _HEADER, SHAPES, _fold
 
     folded = _fold(text)
-    found = _key_blocks(text, 0, len(text))
+    found, pos = [], 0
+    while (header := _HEADER.search(text, pos)) is not None:
+        footer = _FOOTER.search(text, header.end())
+        found.append((header.start(), footer.end() if footer else len(text), "[redacted:private_key]"))
+        pos = footer.end() if footer else len(text)
     for shape in SHAPES:
         source = folded if shape.folded else text
         found += [(m.start(), m.end(), f"[redacted:{shape.label}]")
                   for m in _re.compile(shape.pattern()).finditer(source)]
-    return _apply(text, 0, len(text), _merge(found))
+    found.sort(key=lambda s: (s[0], -s[1]))
+    merged: list[tuple[int, int, str]] = []
+    for start, end, label in found:
+        if merged and start < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]), merged[-1][2])
+        else:
+            merged.append((start, end, label))
+    out, pos = [], 0
+    for start, end, label in merged:
+        out += [text[pos:start], label]
+        pos = end
+    return "".join(out) + text[pos:]
 
 
 _PIECES = st.one_of(
@@ -246,6 +272,32 @@ def test_the_batch_passes_find_what_each_shapes_finditer_finds(text: str) -> Non
     pass (``sk-ant-`` in ``sk-``) or with ``str.find`` redact exactly as
     every shape's own ``finditer`` would."""
     assert REDACTOR.redact(text) == _reference_redact(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_SECRETISH, seed=st.integers(0, 1000))
+def test_stream_equals_batch_on_secret_like_texts(text: str, seed: int) -> None:
+    """Anchors inside anchors (``AKIASIA…``, ``sk-ant-`` in ``sk-``), values
+    of every length, any split: the stream sends what ``redact`` returns."""
+    rng = random.Random(seed)
+    parts, i = [], 0
+    while i < len(text):
+        n = rng.randint(1, 12)
+        parts.append(text[i:i + n])
+        i += n
+    assert streamed(REDACTOR, parts) == REDACTOR.redact(text)
+
+
+def test_an_anchor_inside_another_is_followed_in_a_stream() -> None:
+    """The helper's red-team case: ``ASIA`` starting inside ``AKIA`` opens
+    the AWS key id + secret pair; a stream fed in pieces missed it and sent
+    the 40-character secret."""
+    text = "x" * 10 + "AKIASIA" + "B" * 16 + " " + "c" * 40 + "y" * 300
+    want = REDACTOR.redact(text)
+    assert "c" * 40 not in want
+    for size in (1, 7, 50):
+        parts = [text[i:i + size] for i in range(0, len(text), size)]
+        assert streamed(REDACTOR, parts) == want
 
 
 @settings(max_examples=300, deadline=None)
