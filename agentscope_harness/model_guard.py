@@ -97,7 +97,9 @@ class ModelGuard:
             input_kwargs["current_model"] = swap
         model = input_kwargs.get("current_model") or agent.model
         services = self.harness.services
-        tokens = observe(services, run, input_kwargs.get("messages") or [], input_kwargs.get("tools"), model)
+        tokens = observe(
+            services, run, input_kwargs.get("messages") or [], input_kwargs.get("tools"), model, agent.state,
+        )
         refusal = over_request_cap(services, run, tokens) or self._unpriced(run, model)
         if refusal is not None:  # not sent: the run answers with its stop text
             return _final(refusal)

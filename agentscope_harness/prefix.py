@@ -77,14 +77,16 @@ class PrefixTrack:
     decisions_seen: int = 0
     """How many of the run's decisions the previous call had seen: the
     pruner's rewrites since then are the newer ones."""
-    compressed: bool = False
-    """AgentScope's compression replaced the context since the previous call."""
+    context: Any = None
+    """The agent's context list at the previous call, and its summary: within
+    a run only AgentScope's compression replaces them (it sets both), so a
+    change is seen here, with no middleware chain of its own per round."""
+    summary: Any = None
     breaks: int = 0
 
-
-def note_compression(run: RunState) -> None:
-    """Compression replaced the run's context: the next break is its doing."""
-    track(run).compressed = True
+    def compressed(self, state: Any) -> bool:
+        """Whether AgentScope compressed ``state`` since the previous call."""
+        return self.context is not None and (state.context is not self.context or state.summary != self.summary)
 
 
 def track(run: RunState) -> PrefixTrack:
@@ -94,17 +96,22 @@ def track(run: RunState) -> PrefixTrack:
     return run.prefix
 
 
-def observe(services: Services, run: RunState, messages: list[Any], tools: Any, model: Any) -> int:
+def observe(
+    services: Services, run: RunState, messages: list[Any], tools: Any, model: Any, agent_state: Any = None,
+) -> int:
     """Record this call's payload; a prefix break against the previous call
-    becomes a decision. Returns the payload's estimated input tokens."""
+    becomes a decision (``agent_state``: the agent's, to tell compression).
+    Returns the payload's estimated input tokens."""
     state = track(run)
     chunks = _chunk_keys(messages, tools)
     previous, state.chunks = state.chunks, chunks
     if previous is not None and previous.keys:
         at = _divergence(previous.keys, chunks.keys)
         if at is not None:
-            _record_break(services, run, state, previous, at, model)
-    state.compressed = False
+            compressed = agent_state is not None and state.compressed(agent_state)
+            _record_break(services, run, state, previous, at, model, compressed)
+    if agent_state is not None:
+        state.context, state.summary = agent_state.context, agent_state.summary
     state.decisions_seen = len(run.decisions)
     return sum(chunks.sizes) // CHARS_PER_TOKEN
 
@@ -211,8 +218,8 @@ def _divergence(previous: list[int], current: list[int]) -> int | None:
     return len(current)
 
 
-def _cause(run: RunState, state: PrefixTrack) -> str:
-    if state.compressed:
+def _cause(run: RunState, state: PrefixTrack, compressed: bool) -> str:
+    if compressed:
         return "compression"
     for d in run.decisions[state.decisions_seen:]:
         if d.action == "rewrite" and d.detail.startswith("pruned"):
@@ -222,9 +229,9 @@ def _cause(run: RunState, state: PrefixTrack) -> str:
 
 def _record_break(
     services: Services, run: RunState, state: PrefixTrack,
-    previous: Chunks, at: int, model: Any,
+    previous: Chunks, at: int, model: Any, compressed: bool,
 ) -> None:
-    cause = _cause(run, state)
+    cause = _cause(run, state, compressed)
     lost = sum(previous.sizes[at:]) // CHARS_PER_TOKEN
     where = "the tool schemas" if previous.owners[at] < 0 else f"message {previous.owners[at]}"
     detail = f"{cause}: {where} changed; ~{lost} tokens already sent are no longer a cached prefix"
@@ -241,4 +248,4 @@ def _record_break(
             span.set_attribute("harness.prefix_breaks", state.breaks)
 
 
-__all__ = ["CAUSES", "PrefixTrack", "note_compression", "observe", "over_request_cap"]
+__all__ = ["CAUSES", "PrefixTrack", "observe", "over_request_cap"]

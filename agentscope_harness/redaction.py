@@ -431,14 +431,16 @@ def _windowed(
 
 
 class _Pass:
-    """One shape's batch search: exactly ``finditer``'s matches, found the
-    fastest way the shape allows (a literal opening: ``re``'s own search, a
-    window at a time on a large text; a shared tail: ``_at_leads``;
-    self-overlapping: ``_skipping``), named by the shapes found within it."""
+    """One shape's batch search: ``finditer``'s matches, found the fastest
+    way the shape allows (a literal opening: ``re``'s own search, a window at
+    a time on a large text; a shared tail: ``_at_leads``; self-overlapping:
+    ``_skipping``), plus the glued ones ``finditer`` skips (``_glued``),
+    named by the shapes found within it."""
 
     def __init__(self, shape: _Shape, within: list[_Shape]) -> None:
         self.folded = shape.folded
         self.regex = re.compile(shape.pattern())
+        self.anchor = re.compile(shape.opening())
         self.label = f"[redacted:{shape.label}]"
         self.skip = _self_overlapping(shape)
         self.led = _led(shape)
@@ -446,25 +448,41 @@ class _Pass:
         self.inner = [(re.compile(s.pattern()), f"[redacted:{s.label}]") for s in within]
 
     def steps(self, source: str, pos: int, end: int) -> Iterator[list[tuple[int, int, str]]]:
-        """The matches in ``source[pos:end]``, a window (or the pass) at a step."""
+        """The secrets in ``source[pos:end]``, a window (or the pass) at a step."""
         if self.skip is not None:
-            for found in _skipping(self.regex, self.skip, source, pos, end):
-                yield self._named(source, found, end)
+            found = _skipping(self.regex, self.skip, source, pos, end)
         elif self.led is not None:
-            for found in _at_leads(self.regex, self.led, source, pos, end):
-                yield self._named(source, found, end)
+            found = _at_leads(self.regex, self.led, source, pos, end)
         elif end - pos <= WINDOW or self.reach is None:
-            if not self.inner:
-                yield [(m.start(), m.end(), self.label) for m in self.regex.finditer(source, pos, end)]
-            else:
-                yield self._named(source, [m.span() for m in self.regex.finditer(source, pos, end)], end)
+            found = iter([[m.span() for m in self.regex.finditer(source, pos, end)]])
         else:
-            for found in _windowed(self.regex, self.reach, source, pos, end):
-                yield self._named(source, found, end)
+            found = _windowed(self.regex, self.reach, source, pos, end)
+        for spans in found:
+            yield self._named(source, self._glued(source, spans, end), end)
+
+    def _glued(self, source: str, found: list[tuple[int, int]], end: int) -> list[tuple[int, int]]:
+        """``found`` and the secrets starting inside one of them that reach
+        past its end (``secret=…secret=…``, ``sk_live_…sk_live_…``): a match
+        skips the anchors inside it. Only the last ``reach`` characters of a
+        match can hold one (earlier, its last run would end where the
+        match's does), so this costs a few attempts a match."""
+        if self.reach is None or not found:
+            return found
+        glued = list(found)
+        for start, stop in found:
+            at = max(start + 1, stop - self.reach)
+            # an anchor starting inside may end past the match (``sk`` + ``_live_``)
+            while (a := self.anchor.search(source, at, min(end, stop + self.reach))) is not None and a.start() < stop:
+                m = self.regex.match(source, a.start(), end)
+                if m is not None and m.end() > stop:
+                    glued.append((a.start(), m.end()))
+                at = a.start() + 1
+        return glued
 
     def _named(self, source: str, found: list[tuple[int, int]], end: int) -> list[tuple[int, int, str]]:
         if not self.inner:
-            return [(s, e, self.label) for s, e in found]
+            label = self.label
+            return [(s, e, label) for s, e in found]
         return [(s, e, self._name(source, s, e, end)) for s, e in found]
 
     def _name(self, source: str, start: int, stop: int, end: int) -> str:

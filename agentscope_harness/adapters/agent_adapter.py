@@ -50,7 +50,6 @@ from ..context import (
 )
 from ..lifecycle import ReplyLifecycle, flush, rounds_left, text_block_events
 from ..outputs import OutputFilter, OutputStream, answer_filter
-from ..prefix import note_compression
 from ..report import TerminalState
 from ..run_state import ResultAccount, RunState, current_run
 
@@ -304,19 +303,6 @@ class HarnessAgentAdapter(MiddlewareBase):
         if run.facts.terminal is not None or not finish:
             return ToolChoice(mode="none")
         return ToolChoice(mode=finish[0] if len(finish) == 1 else "required")
-
-    async def on_compress_context(
-        self, agent: Any, input_kwargs: dict, next_handler: Callable[..., Any],
-    ) -> None:
-        """Pass-through; a compression that replaced the context is noted,
-        so the prefix break it causes at the next call is attributed to it."""
-        state = agent.state
-        context, summary = state.context, state.summary
-        await next_handler(**input_kwargs)
-        if state.context is not context or state.summary != summary:
-            run = run_of(self.harness, agent)
-            if run is not None:
-                note_compression(run)
 
     # ------------------------------------------------------------ model call
 
