@@ -180,11 +180,13 @@ def make_agent(
     *,
     max_iters: int | None = 100,
     runtime_state: bool = False,
+    extra: tuple[Any, ...] = (),
 ) -> Agent:
-    """The same Agent, with (``h``) or without the harness. Runtime-state
-    injection is off by default (its clock hints differ between runs)."""
+    """The same Agent, with (``h``) or without the harness, and ``extra``
+    middlewares. Runtime-state injection is off by default (its clock hints
+    differ between runs)."""
     toolkit = tools.toolkit()
-    middlewares: list[Any] = []
+    middlewares: list[Any] = list(extra)
     if h is not None:
         h.instrument(toolkit)
         middlewares = h.middlewares()

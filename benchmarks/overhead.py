@@ -56,7 +56,9 @@ def overhead_script(rounds: int) -> list[Any]:
     return steps
 
 
-class _PassAgent(MiddlewareBase):
+class PassAgent(MiddlewareBase):
+    """A pass-through on the agent hooks the harness implements."""
+
     async def on_reply(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
         async for item in next_handler(**input_kwargs):
             yield item
@@ -72,7 +74,9 @@ class _PassAgent(MiddlewareBase):
         return current_prompt
 
 
-class _PassTool(MiddlewareBase):
+class PassTool(MiddlewareBase):
+    """A pass-through on ``on_acting``."""
+
     async def on_acting(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
         async for item in next_handler(**input_kwargs):
             yield item
@@ -91,7 +95,7 @@ def variant(h: Any = None, *, instrument: bool = True, null: bool = False) -> Ti
             base = make_agent(model, tools, None)
             agent = Agent(
                 name=base.name, system_prompt=base._system_prompt, model=model,
-                toolkit=tools.toolkit(), middlewares=[_PassAgent(), _PassTool()],
+                toolkit=tools.toolkit(), middlewares=[PassAgent(), PassTool()],
                 react_config=base.react_config, injection_config=base.injection_config,
             )
         elif h is not None and not instrument:
