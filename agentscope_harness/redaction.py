@@ -208,7 +208,12 @@ def _key_blocks(text: str, pos: int, end: int) -> Iterator[list[tuple[int, int, 
     step per ``STEP_HITS`` headers and per ``_FOOTER_PIECE`` searched."""
     found: list[tuple[int, int, str]] = []
     hits = 0
-    while (at := text.find(_BEGIN, pos, end)) >= 0:
+    while pos < end:
+        at, pos = _window_find(text, _BEGIN, pos, end)
+        if at < 0:
+            yield found
+            found = []
+            continue
         hits += 1
         if hits % STEP_HITS == 0:
             yield found
@@ -250,16 +255,15 @@ def _self_overlapping(shape: _Shape) -> tuple[str, re.Pattern[str], re.Pattern[s
     return shape.anchors[0], re.compile(f"{cls}*"), re.compile(shape.items[1][0])
 
 
-def _run_end(run: re.Pattern[str], text: str, pos: int, end: int) -> int:
-    """Where the run of ``run``'s class starting at ``pos`` ends, read a
-    ``WINDOW`` at a call (a crafted megabyte of one run is not one call)."""
-    while pos < end:
-        stop = min(end, pos + WINDOW)
-        m = run.match(text, pos, stop)
-        if m is None or m.end() < stop:
-            return pos if m is None else m.end()
-        pos = stop
-    return pos
+def _window_find(text: str, literal: str, pos: int, end: int) -> tuple[int, int]:
+    """``text.find(literal, pos, end)`` reading at most ``WINDOW`` characters:
+    ``(at, pos)`` when found; ``(-1, resume)`` when not in this window
+    (``resume`` ``end``: not at all)."""
+    stop = min(end, pos + WINDOW)
+    at = text.find(literal, pos, min(end, stop + len(literal) - 1))
+    if at >= 0:
+        return at, pos
+    return -1, (end if stop >= end else stop)
 
 
 def _skipping(
@@ -276,11 +280,22 @@ def _skipping(
     anchor, run, second = skip
     out: list[tuple[int, int]] = []
     mark, hits = pos, 0
-    while (at := text.find(anchor, pos, end)) >= 0:
+    while pos < end:
+        at, pos = _window_find(text, anchor, pos, end)
+        if at < 0:
+            yield out
+            out, mark = [], pos
+            continue
         hits += 1
         # the classes are disjoint: an attempt's first run ends where the
         # run ends, so it can only match when the second item follows there
-        stop = _run_end(run, text, at + len(anchor), end)
+        stop = at + len(anchor)
+        while (piece := min(end, stop + WINDOW)) > stop:
+            stop = run.match(text, stop, piece).end()  # type: ignore[union-attr]  # ``cls*`` always matches
+            if stop < piece:
+                break
+            yield out  # a crafted run: a step per window of it
+            out, mark = [], stop
         m = regex.match(text, at, end) if second.match(text, stop, end) else None
         if m is not None:
             out.append((at, m.end()))
@@ -318,15 +333,22 @@ def _at_leads(
     key's value has no ``_``)."""
     leads, tails = led
     out: list[tuple[int, int]] = []
-    done = pos
-    for hits, t in enumerate(tails.finditer(text, pos + 1, end), 1):
-        at = t.start() - 1
-        if at >= done and text[at] in leads and (m := regex.match(text, at, end)) is not None:
-            out.append((at, m.end()))
-            done = m.end()
-        if hits % STEP_HITS == 0:
-            yield out
-            out = []
+    done, hits, longest = pos, 0, len(tails.pattern)
+    for window in range(pos + 1, max(end, pos + 1), WINDOW):  # a tail starting in each window
+        stop = min(end, window + WINDOW)
+        for t in tails.finditer(text, window, min(end, stop + longest)):
+            if t.start() >= stop:
+                break
+            hits += 1
+            at = t.start() - 1
+            if at >= done and text[at] in leads and (m := regex.match(text, at, end)) is not None:
+                out.append((at, m.end()))
+                done = m.end()
+            if hits % STEP_HITS == 0:
+                yield out
+                out = []
+        yield out
+        out = []
     yield out
 
 
@@ -386,9 +408,11 @@ def _apply(text: str, pos: int, end: int, spans: list[tuple[int, int, str]]) -> 
     return "".join(_applying(text, pos, end, spans))
 
 
-WINDOW = 256 * 1024
+WINDOW = 64 * 1024
 """A pass over a larger text searches it this many characters at a call
-(about a quarter of a millisecond), so the event loop's turns come often."""
+(a tenth of a millisecond of prose, a millisecond and a half of crafted
+text that starts an attempt at every character), so the event loop's turns
+come often."""
 
 
 def _reach(shape: _Shape) -> int | None:
@@ -404,13 +428,14 @@ def _reach(shape: _Shape) -> int | None:
 
 
 def _windowed(
-    regex: re.Pattern[str], reach: int, source: str, pos: int, end: int, window: int = WINDOW,
+    regex: re.Pattern[str], reach: int, source: str, pos: int, end: int, window: int | None = None,
 ) -> Iterator[list[tuple[int, int]]]:
     """``regex.finditer`` over ``source[pos:end]`` one window at a time,
     with the same matches: an attempt that starts ``reach`` or more before
     a window's end is decided inside it; one cut by the window's end is
     matched again on the whole text; the rest is searched again with the
     next window (``window`` must exceed ``reach``)."""
+    window = WINDOW if window is None else window
     if window <= reach:
         raise ValueError("a window must be longer than the reach of the shape")
     while pos < end:
@@ -458,7 +483,10 @@ class _Pass:
         else:
             found = _windowed(self.regex, self.reach, source, pos, end)
         for spans in found:
-            yield self._named(source, self._glued(source, spans, end), end)
+            for first in range(0, len(spans), STEP_HITS):  # text dense with secrets: a step per few hundred
+                yield self._named(source, self._glued(source, spans[first:first + STEP_HITS], end), end)
+            if not spans:
+                yield []
 
     def _glued(self, source: str, found: list[tuple[int, int]], end: int) -> list[tuple[int, int]]:
         """``found`` and the secrets starting inside one of them that reach
@@ -546,7 +574,11 @@ class Redactor:
                 passes = []
         for one in passes:
             if one.folded and folded is None:
-                folded = _fold(text)
+                pieces = []
+                for at in range(0, len(text), WINDOW):  # lowercasing is per character
+                    pieces.append(_fold(text[at:at + WINDOW]))
+                    yield []
+                folded = "".join(pieces)
             yield from one.steps(folded if one.folded and folded is not None else text, pos, end)
         if self._values_re is not None:
             yield [(m.start(), m.end(), "[redacted:secret_value]") for m in self._values_re.finditer(text, pos, end)]
