@@ -77,16 +77,17 @@ class PrefixTrack:
     decisions_seen: int = 0
     """How many of the run's decisions the previous call had seen: the
     pruner's rewrites since then are the newer ones."""
-    context: Any = None
-    """The agent's context list at the previous call, and its summary: within
-    a run only AgentScope's compression replaces them (it sets both), so a
-    change is seen here, with no middleware chain of its own per round."""
     summary: Any = None
+    """The agent's summary at the previous call. AgentScope's compression,
+    and nothing else within a reply, writes a new summary object (a context
+    the application replaces leaves it: that break stays ``unknown``); seen
+    here, with no middleware chain of its own per round."""
+    seen: bool = False
     breaks: int = 0
 
     def compressed(self, state: Any) -> bool:
         """Whether AgentScope compressed ``state`` since the previous call."""
-        return self.context is not None and (state.context is not self.context or state.summary != self.summary)
+        return self.seen and state.summary is not self.summary
 
 
 def track(run: RunState) -> PrefixTrack:
@@ -111,7 +112,7 @@ def observe(
             compressed = agent_state is not None and state.compressed(agent_state)
             _record_break(services, run, state, previous, at, model, compressed)
     if agent_state is not None:
-        state.context, state.summary = agent_state.context, agent_state.summary
+        state.summary, state.seen = agent_state.summary, True
     state.decisions_seen = len(run.decisions)
     return sum(chunks.sizes) // CHARS_PER_TOKEN
 

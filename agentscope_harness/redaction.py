@@ -24,6 +24,7 @@ as long as a match is shorter than ``window``).
 from __future__ import annotations
 
 import asyncio
+import heapq
 import re
 import time
 from collections.abc import Iterable, Iterator
@@ -191,14 +192,35 @@ def _footer(text: str, start: int, end: int) -> tuple[int, int]:
         line = _FOOTER.match(text, at, end)
         if line is not None:
             return line.end(), line.end()
-        if end - at < _LINE_MAX:  # may still become an END line
+        if _may_become_footer(text, at, end):
             return -1, at
         pos = at + 1
+
+
+_KEY_WORDS = re.compile(r"[A-Z0-9 ]*")
+
+
+def _may_become_footer(text: str, at: int, end: int) -> bool:
+    """Whether ``text[at:end]``, an END line's opening cut by ``end``, can
+    still become a whole END line with more text (``-----END -----END RSA…``
+    cannot: the first one is not an END line, and the second is searched)."""
+    if end - at >= _LINE_MAX:
+        return False
+    words = _KEY_WORDS.match(text, at + len(_END), end)
+    stop = words.end() if words is not None else at + len(_END)
+    if stop == end:
+        return True  # the key type may still be written
+    dashes = end - stop  # the closing dashes begun: fewer than five, nothing else
+    named = text[at + len(_END):stop].endswith(("PRIVATE KEY", "PRIVATE KEY BLOCK"))
+    return named and dashes < 5 and text.count("-", stop, end) == dashes
 
 
 STEP_HITS = 512
 """A per-anchor loop hands over its work this many anchors at a step (well
 under a millisecond), so text dense with anchors is not one long step."""
+_GLUE_STEP = 128
+"""A pass's matches are checked for glued secrets (up to a few attempts
+each) this many at a step."""
 _FOOTER_PIECE = 16 * 1024
 """An open key block's END line is searched for this much text at a step."""
 
@@ -352,19 +374,35 @@ def _at_leads(
     yield out
 
 
-def _merging(spans: list[tuple[int, int, str]], step: int = 4096) -> Iterator[list[tuple[int, int, str]]]:
-    """Overlapping spans joined, the first (longest) one naming the result;
-    ``step`` spans read at a step."""
+def _by_start(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """``spans`` by start, the longest first (two stable sorts in C)."""
     spans.sort(key=itemgetter(1), reverse=True)
-    spans.sort(key=itemgetter(0))  # stable: by start, the longest first
+    spans.sort(key=itemgetter(0))
+    return spans
+
+
+def _merging(steps: list[list[tuple[int, int, str]]], step: int = 1024) -> Iterator[list[tuple[int, int, str]]]:
+    """The spans of ``steps`` with overlapping ones joined, the first
+    (longest) one naming the result; ``step`` spans read at a step. Each
+    step's spans are sorted on their own (a few hundred at most) and then
+    merged lazily, so tens of thousands of secrets are never one sort."""
+    runs, sorted_since = [], 0
+    for spans in steps:
+        if spans:
+            runs.append(_by_start(spans))
+            sorted_since += len(spans)
+            if sorted_since >= step:
+                yield []
+                sorted_since = 0
+    ordered = runs[0] if len(runs) == 1 else heapq.merge(*runs, key=lambda s: (s[0], -s[1]))
     merged: list[tuple[int, int, str]] = []
-    for n, (start, end, label) in enumerate(spans, 1):
+    for n, (start, end, label) in enumerate(ordered, 1):
         if merged and start < merged[-1][1]:
             if end > merged[-1][1]:
                 merged[-1] = (merged[-1][0], end, merged[-1][2])
         else:
             merged.append((start, end, label))
-        if n % step == 0 and len(merged) > 1:
+        if n % step == 0:
             yield merged[:-1]  # the last may still grow
             merged = merged[-1:]
     yield merged
@@ -372,7 +410,7 @@ def _merging(spans: list[tuple[int, int, str]], step: int = 4096) -> Iterator[li
 
 def _merge(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
     """Overlapping spans joined; the first (longest) one names the result."""
-    return [span for step in _merging(spans) for span in step]
+    return [span for step in _merging([spans]) for span in step]
 
 
 def _joined(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -391,13 +429,13 @@ def _joined(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def _applying(
-    text: str, pos: int, end: int, spans: list[tuple[int, int, str]], step: int = 4096,
+    text: str, pos: int, end: int, steps: list[list[tuple[int, int, str]]],
 ) -> Iterator[str]:
-    """``text[pos:end]`` with ``spans`` replaced by their labels, in pieces
-    of ``step`` spans."""
-    for first in range(0, len(spans), step):
+    """``text[pos:end]`` with the spans of ``steps`` (merged, in order)
+    replaced by their labels, a step's worth at a time."""
+    for spans in steps:
         out: list[str] = []
-        for start, stop, label in spans[first:first + step]:
+        for start, stop, label in spans:
             out += [text[pos:start], label]
             pos = stop
         yield "".join(out)
@@ -405,7 +443,7 @@ def _applying(
 
 
 def _apply(text: str, pos: int, end: int, spans: list[tuple[int, int, str]]) -> str:
-    return "".join(_applying(text, pos, end, spans))
+    return "".join(_applying(text, pos, end, [spans]))
 
 
 WINDOW = 64 * 1024
@@ -483,8 +521,8 @@ class _Pass:
         else:
             found = _windowed(self.regex, self.reach, source, pos, end)
         for spans in found:
-            for first in range(0, len(spans), STEP_HITS):  # text dense with secrets: a step per few hundred
-                yield self._named(source, self._glued(source, spans[first:first + STEP_HITS], end), end)
+            for first in range(0, len(spans), _GLUE_STEP):  # text dense with secrets: a step per hundred
+                yield self._named(source, self._glued(source, spans[first:first + _GLUE_STEP], end), end)
             if not spans:
                 yield []
 
@@ -602,9 +640,10 @@ class Redactor:
         if len(text) <= inline:
             return self.redact(text)
         steps = await sliced(self._steps(text, 0, len(text)))
-        merged = await sliced(_merging([span for step in steps for span in step]))
-        spans = [span for step in merged for span in step]
-        return "".join(await sliced(_applying(text, 0, len(text), spans))) if spans else text
+        merged = await sliced(_merging(steps))
+        if not any(merged):
+            return text
+        return "".join(await sliced(_applying(text, 0, len(text), merged)))
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """Where the secrets in ``text`` are (overlapping ones joined)."""

@@ -26,15 +26,21 @@ def breaks(report: Any) -> list[str]:
 
 class EditsHistory(MiddlewareBase):
     """A foreign middleware: before the 3rd round it rewrites the user's
-    message in place (or, ``append_only``, adds a note at the end)."""
+    message in place (or, ``append_only``, adds a note at the end; or,
+    ``replace``, puts a new context list with an edited copy in place)."""
 
-    def __init__(self, append_only: bool = False) -> None:
+    def __init__(self, append_only: bool = False, replace: bool = False) -> None:
         self.append_only = append_only
+        self.replace = replace
 
     async def on_reasoning(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
         if agent.state.cur_iter == 2:
             if self.append_only:
                 agent.state.append_context(agent.name, [TextBlock(text="(note)")])
+            elif self.replace:
+                first = agent.state.context[0].model_copy(deep=True)
+                first.content[0].text = "hi, and also something else"
+                agent.state.context = [first, *agent.state.context[1:]]
             else:
                 agent.state.context[0].content[0].text = "hi, and also something else"
         async for item in next_handler(**input_kwargs):
@@ -45,10 +51,12 @@ def three_rounds() -> ScriptedModel:
     return ScriptedModel([calls(("search", {"q": "a"})), calls(("search", {"q": "b"})), text("done")])
 
 
-@pytest.mark.parametrize("outer", [True, False])
-async def test_a_foreign_middleware_editing_an_old_message_is_an_unknown_break(outer: bool):
+@pytest.mark.parametrize(("outer", "replace"), [(True, False), (False, False), (False, True)])
+async def test_a_foreign_middleware_editing_an_old_message_is_an_unknown_break(outer: bool, replace: bool):
+    """Edited in place or in a new context list: not AgentScope's compression
+    (which the harness tells by the new summary it writes)."""
     h = Harness(HarnessConfig(), load_entry_points=False)
-    foreign = EditsHistory()
+    foreign = EditsHistory(replace=replace)
     mws = [foreign, *h.middlewares()] if outer else [*h.middlewares(), foreign]
     model = three_rounds()
     agent = make_agent(model, [search], mws)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentscope_harness.redaction import STEP_HITS, Redactor
+from agentscope_harness.redaction import STEP_HITS, Redactor, _merging
 from agentscope_harness.sentinels import neutralise, neutralise_markers
 
 JWT = (
@@ -143,7 +143,8 @@ def test_redact_async_equals_redact_on_large_texts() -> None:
     ("-----BEGIN " * 90_000, 90_000 // STEP_HITS),  # a key header candidate at every eleventh
     ("-----BEGIN RSA PRIVATE KEY-----" + "-----END " * 110_000, 990_000 // (16 * 1024)),  # END line candidates
     (("AKIA" + "B" * 16 + " ") * 47_000, 14),  # 47,000 secrets to merge and replace
-], ids=["jwt-run", "jwt-anchors", "stripe-tails", "key-headers", "key-footers", "many-secrets"])
+    ("AKIA" * 250_000, 50_000 // STEP_HITS),  # every anchor a key glued to the one before
+], ids=["jwt-run", "jwt-anchors", "stripe-tails", "key-headers", "key-footers", "many-secrets", "glued-keys"])
 def test_a_large_text_is_redacted_in_steps_that_let_the_event_loop_run(crafted: str, min_steps: int) -> None:
     """A 1 MB crafted result is redacted pass by pass and window by window:
     another task on the loop gets turns while it is done (no turn at all
@@ -169,8 +170,13 @@ def test_a_large_text_is_redacted_in_steps_that_let_the_event_loop_run(crafted: 
         return out, turns - before
 
     big = crafted + " " + KEYS["openai_key"]
-    # the work comes in steps of a bounded number of anchors or characters
-    assert len(list(REDACTOR._steps(big, 0, len(big)))) >= min_steps
+    # the work comes in steps of a bounded number of anchors or characters,
+    # and the spans are merged a bounded number at a step
+    steps = list(REDACTOR._steps(big, 0, len(big)))
+    assert len(steps) >= min_steps
+    spans = sum(len(step) for step in steps)
+    assert max(len(step) for step in steps) <= 8 * STEP_HITS  # a match and the keys glued into it
+    assert len(list(_merging(steps))) >= min(spans, 50_000) // 1024
     out, turns = asyncio.run(main())
     assert out == REDACTOR.redact(big) and KEYS["openai_key"] not in out
     assert turns >= 3
@@ -325,6 +331,20 @@ def test_a_secret_glued_to_the_one_before_is_redacted(glued: str) -> None:
     out = REDACTOR.redact(text)
     assert "ZZZZ" not in out and "BBBB" not in out and "qqqq" not in out, out
     assert streamed(REDACTOR, [text[i:i + 3] for i in range(0, len(text), 3)]) == out
+
+
+def test_a_stray_end_marker_before_the_end_line_does_not_stretch_the_block() -> None:
+    """The red team's case: a ``-----END `` that cannot become an END line
+    (``-----`` follows it) near the end of the searched text made the block
+    run to the end: over-redaction in batch, a lost character in a stream."""
+    assert REDACTOR.redact("-----BEGIN PRIVATE KEY-----x-----END -----END PRIVATE KEY-----hello") == (
+        "[redacted:private_key]hello"
+    )
+    text = "-----BEGIN PRIVATE KEY----------END -----END PRIVATE KEY-----" + "hello world " * 20
+    want = REDACTOR.redact(text)
+    assert want == "[redacted:private_key]" + "hello world " * 20
+    for size in range(1, 14):
+        assert streamed(REDACTOR, [text[i:i + size] for i in range(0, len(text), size)]) == want
 
 
 def test_an_anchor_inside_another_is_followed_in_a_stream() -> None:
