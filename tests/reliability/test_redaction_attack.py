@@ -121,13 +121,18 @@ def test_stream_equals_batch_for_any_chunking(pre: str, post: str, name: str, cu
 @given(text=st.text(alphabet="eyJaAKI-_.sk BEGIN PRIVATEKY\n=:passwordbr", max_size=300),
        seed=st.integers(0, 1000))
 def test_stream_equals_batch_on_anchor_soup(text: str, seed: int) -> None:
+    assert streamed(REDACTOR, random_split(text, seed, 9)) == REDACTOR.redact(text)
+
+
+def random_split(text: str, seed: int, longest: int) -> list[str]:
+    """``text`` cut into deltas of 1 to ``longest`` characters."""
     rng = random.Random(seed)
     parts, i = [], 0
     while i < len(text):
-        n = rng.randint(1, 9)
+        n = rng.randint(1, longest)
         parts.append(text[i:i + n])
         i += n
-    assert streamed(REDACTOR, parts) == REDACTOR.redact(text)
+    return parts
 
 
 def test_redact_async_equals_redact_on_large_texts() -> None:
@@ -310,13 +315,7 @@ def test_every_window_and_step_boundary_keeps_the_same_secrets(text: str, window
 def test_stream_equals_batch_on_secret_like_texts(text: str, seed: int) -> None:
     """Anchors inside anchors (``AKIASIA…``, ``sk-ant-`` in ``sk-``), values
     of every length, any split: the stream sends what ``redact`` returns."""
-    rng = random.Random(seed)
-    parts, i = [], 0
-    while i < len(text):
-        n = rng.randint(1, 12)
-        parts.append(text[i:i + n])
-        i += n
-    assert streamed(REDACTOR, parts) == REDACTOR.redact(text)
+    assert streamed(REDACTOR, random_split(text, seed, 12)) == REDACTOR.redact(text)
 
 
 @pytest.mark.parametrize("glued", [
