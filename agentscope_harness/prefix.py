@@ -16,8 +16,8 @@ Estimate rule (stated in the README): input tokens of a request = characters
 of those chunks / 4 (``CHARS_PER_TOKEN``).
 
 Each break is recorded as ``Decision(action="prefix_break")`` whose detail
-starts with its cause: ``compression`` (AgentScope replaced the context since
-the last call), ``pruning`` (the harness's pruner rewrote results since the
+starts with its cause: ``compression`` (AgentScope compressed the context
+since the last call: it wrote a new summary), ``pruning`` (the harness's pruner rewrote results since the
 last call) or ``unknown`` (another middleware or the application changed what
 was already sent), followed by the estimated cost of the miss.
 """
@@ -82,12 +82,7 @@ class PrefixTrack:
     and nothing else within a reply, writes a new summary object (a context
     the application replaces leaves it: that break stays ``unknown``); seen
     here, with no middleware chain of its own per round."""
-    seen: bool = False
     breaks: int = 0
-
-    def compressed(self, state: Any) -> bool:
-        """Whether AgentScope compressed ``state`` since the previous call."""
-        return self.seen and state.summary is not self.summary
 
 
 def track(run: RunState) -> PrefixTrack:
@@ -98,21 +93,20 @@ def track(run: RunState) -> PrefixTrack:
 
 
 def observe(
-    services: Services, run: RunState, messages: list[Any], tools: Any, model: Any, agent_state: Any = None,
+    services: Services, run: RunState, messages: list[Any], tools: Any, model: Any, agent_state: Any,
 ) -> int:
     """Record this call's payload; a prefix break against the previous call
-    becomes a decision (``agent_state``: the agent's, to tell compression).
-    Returns the payload's estimated input tokens."""
+    becomes a decision (``agent_state``: the agent's, whose summary tells
+    compression). Returns the payload's estimated input tokens."""
     state = track(run)
     chunks = _chunk_keys(messages, tools)
     previous, state.chunks = state.chunks, chunks
     if previous is not None and previous.keys:
         at = _divergence(previous.keys, chunks.keys)
         if at is not None:
-            compressed = agent_state is not None and state.compressed(agent_state)
+            compressed = agent_state.summary is not state.summary
             _record_break(services, run, state, previous, at, model, compressed)
-    if agent_state is not None:
-        state.summary, state.seen = agent_state.summary, True
+    state.summary = agent_state.summary
     state.decisions_seen = len(run.decisions)
     return sum(chunks.sizes) // CHARS_PER_TOKEN
 

@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from agentscope.message import Msg, TextBlock, UserMsg
+from agentscope.state import AgentState
 
 from agentscope_harness import Harness, HarnessConfig, Ledger, ToolPolicy
 from agentscope_harness.prefix import observe
@@ -68,13 +69,14 @@ def _observer_cost(n: int) -> float:
     """Microseconds per ``observe`` over a run growing to ``n`` messages."""
     h = Harness(HarnessConfig(), environ={}, load_entry_points=False)
     run = h.table.open("bench", "a", None, None, None, None, "enforce")
+    state = AgentState()  # never compressed
     tools = [{"type": "function", "function": {"name": f"t{i}", "parameters": {}}} for i in range(8)]
     messages: list[Msg] = [UserMsg("user", [TextBlock(text="find a kettle " * 20)])]
     spent = 0.0
     for i in range(n):
         messages.append(Msg(name="a", content=[TextBlock(text=f"result {i} " * 100)], role="assistant"))
         t0 = time.perf_counter()
-        observe(h.services, run, messages, tools, None)
+        observe(h.services, run, messages, tools, None, state)
         spent += time.perf_counter() - t0
     assert run.prefix is not None and run.prefix.breaks == 0
     return spent / n * 1e6

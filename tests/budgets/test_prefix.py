@@ -12,6 +12,7 @@ import pytest
 from agentscope.agent import ContextConfig
 from agentscope.message import Msg, TextBlock, UserMsg
 from agentscope.middleware import MiddlewareBase
+from agentscope.state import AgentState
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scripted import ScriptedModel, Turn, calls, make_agent, run, search, text
@@ -175,9 +176,10 @@ def test_only_a_change_to_what_was_sent_is_a_break(steps: list[Edit]):
     already sent always does (unless it writes the same text)."""
     h = Harness(HarnessConfig(), load_entry_points=False)
     run_ = h.table.open("r", "a", None, None, None, None, "enforce")
+    state = AgentState()  # never compressed
     messages: list[Msg] = [UserMsg("user", [TextBlock(text="start")])]
     expected = 0
-    observe(h.services, run_, messages, [], None)
+    observe(h.services, run_, messages, [], None, state)
     for kind, at, value in steps:
         blocks = [b for m in messages for b in m.content]
         if kind == "append_msg":
@@ -189,7 +191,7 @@ def test_only_a_change_to_what_was_sent_is_a_break(steps: list[Edit]):
             if block.text != value:
                 expected += 1
             block.text = value
-        observe(h.services, run_, messages, [], None)
+        observe(h.services, run_, messages, [], None, state)
     assert run_.prefix is not None and run_.prefix.breaks == expected
 
 
@@ -200,9 +202,10 @@ def test_a_tool_schema_edited_in_place_is_a_break() -> None:
               "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}
     h = Harness(HarnessConfig(), load_entry_points=False)
     r = h.table.open("r", "a", None, None, None, None, "enforce")
+    state = AgentState()  # never compressed
     msgs = [UserMsg("user", [TextBlock(text="start")])]
-    observe(h.services, r, msgs, [schema], None)
+    observe(h.services, r, msgs, [schema], None, state)
     schema["function"]["description"] = "Search. 7 calls left."
-    observe(h.services, r, msgs, [schema], None)
+    observe(h.services, r, msgs, [schema], None, state)
     assert r.prefix is not None and r.prefix.breaks == 1
     assert "the tool schemas changed" in r.decisions[-1].detail
