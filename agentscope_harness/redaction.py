@@ -330,32 +330,32 @@ def _skipping(
     yield out
 
 
-def _led(shape: _Shape) -> tuple[frozenset[str], re.Pattern[str]] | None:
+def _led(shape: _Shape) -> tuple[frozenset[str], re.Pattern[str], int] | None:
     """For a shape whose anchors share no opening but are every one of a few
     first characters followed by every one of a few tails (``sk_live_``,
     ``rk_test_``...): the first characters and the tails as a regex, which
     ``re`` finds with its fast literal search (an alternation of the whole
-    anchors would be tried at every position)."""
+    anchors would be tried at every position), and the longest tail."""
     if _opening_of(shape.anchors):
         return None
     leads = frozenset(a[0] for a in shape.anchors)
     tails = {a[1:] for a in shape.anchors}
     if {lead + tail for lead in leads for tail in tails} != set(shape.anchors):
         raise ValueError(f"{shape.label}: its anchors need a shared opening or a shared tail")
-    return leads, re.compile(_Shape(shape.label, tuple(tails), ()).opening())
+    return leads, re.compile(_Shape(shape.label, tuple(tails), ()).opening()), max(map(len, tails))
 
 
 def _at_leads(
-    regex: re.Pattern[str], led: tuple[frozenset[str], re.Pattern[str]],
+    regex: re.Pattern[str], led: tuple[frozenset[str], re.Pattern[str], int],
     text: str, pos: int, end: int,
 ) -> Iterator[list[tuple[int, int]]]:
     """``regex.finditer`` for a led shape: its tails found by a literal
     search, the shape tried one character before each, ``STEP_HITS`` tails
     at a step. Equal as long as no match can start inside another (a stripe
     key's value has no ``_``)."""
-    leads, tails = led
+    leads, tails, longest = led
     out: list[tuple[int, int]] = []
-    done, hits, longest = pos, 0, len(tails.pattern)
+    done, hits = pos, 0
     for window in range(pos + 1, max(end, pos + 1), WINDOW):  # a tail starting in each window
         stop = min(end, window + WINDOW)
         for t in tails.finditer(text, window, min(end, stop + longest)):
