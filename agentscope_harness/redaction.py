@@ -394,7 +394,10 @@ def _merging(steps: list[list[tuple[int, int, str]]], step: int = 1024) -> Itera
             if sorted_since >= step:
                 yield []
                 sorted_since = 0
-    ordered = runs[0] if len(runs) == 1 else heapq.merge(*runs, key=lambda s: (s[0], -s[1]))
+    if len(runs) < 2:  # the common case: no heap
+        ordered: Iterable[tuple[int, int, str]] = runs[0] if runs else ()
+    else:
+        ordered = heapq.merge(*runs, key=lambda s: (s[0], -s[1]))
     merged: list[tuple[int, int, str]] = []
     for n, (start, end, label) in enumerate(ordered, 1):
         if merged and start < merged[-1][1]:
@@ -625,7 +628,8 @@ class Redactor:
 
     def _find(self, text: str, pos: int, end: int, folded: str | None = None) -> list[tuple[int, int, str]]:
         """Every secret in ``text[pos:end]`` (``text`` before ``pos`` is context)."""
-        return _merge([span for step in self._steps(text, pos, end, folded) for span in step])
+        spans = [span for step in self._steps(text, pos, end, folded) for span in step]
+        return _merge(spans) if spans else spans
 
     def redact(self, text: str) -> str:
         """``text`` with every secret replaced by ``[redacted:<kind>]``."""
