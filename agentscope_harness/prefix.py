@@ -81,7 +81,8 @@ class PrefixTrack:
     """The agent's summary at the previous call. AgentScope's compression,
     and nothing else within a reply, writes a new summary object (a context
     the application replaces leaves it: that break stays ``unknown``); seen
-    here, with no middleware chain of its own per round."""
+    here, with no middleware chain of its own per round. A compression whose
+    summary model returned nothing keeps an earlier summary object: ``unknown``."""
     breaks: int = 0
 
 
