@@ -30,6 +30,7 @@ from ..errors import METADATA_KEY, classify_exception
 from ..outputs import redact_args
 from ..sentinels import format_sentinel
 from .agent_adapter import run_of
+from .chain import release_chain
 
 if TYPE_CHECKING:
     from ..harness import Harness
@@ -66,6 +67,14 @@ class HarnessToolAdapter(MiddlewareBase):
     ) -> PermissionDecision:
         """Judge the call on the arguments the tool will receive; admit it
         only once AgentScope's own permission engine allows it too."""
+        try:
+            return await self._judged(agent, input_kwargs, next_handler)
+        finally:
+            release_chain(next_handler)
+
+    async def _judged(
+        self, agent: Any, input_kwargs: dict, next_handler: Callable[..., Any],
+    ) -> PermissionDecision:
         flow = self.harness.flow
         run = await self._run(agent)
         call = input_kwargs["tool_call"]
@@ -100,19 +109,26 @@ class HarnessToolAdapter(MiddlewareBase):
         self, agent: Any, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator],
     ) -> AsyncGenerator:
         """Run the admitted call and shape its result; exactly one response."""
-        call = input_kwargs["tool_call"]
-        run = await self._run(agent)
-        ctx = run.admitted.pop(call.id, None)
-        if ctx is None:  # not admitted at the permission point: never runs
-            response = _sentinel_response(call.id, "policy_error",
-                                          f"The call to {call.name} was not judged; it did not run.")
-        else:
-            original = await _consume(call, self._delivered(ctx, input_kwargs), next_handler)
-            response = await self._shaped(ctx, original)
+        try:
+            response = await self._response(agent, input_kwargs, next_handler)
+        finally:
+            release_chain(next_handler)
         text_blocks: list[TextBlock | DataBlock] = [b for b in response.content if isinstance(b, TextBlock)]
         if text_blocks:  # the response's id: no fresh id to generate per call
             yield ToolChunk(content=text_blocks, state=ToolResultState.RUNNING, id=response.id)
         yield response
+
+    async def _response(
+        self, agent: Any, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator],
+    ) -> ToolResponse:
+        call = input_kwargs["tool_call"]
+        run = await self._run(agent)
+        ctx = run.admitted.pop(call.id, None)
+        if ctx is None:  # not admitted at the permission point: never runs
+            return _sentinel_response(call.id, "policy_error",
+                                      f"The call to {call.name} was not judged; it did not run.")
+        original = await _consume(call, self._delivered(ctx, input_kwargs), next_handler)
+        return await self._shaped(ctx, original)
 
     def _delivered(self, ctx: HookContext, input_kwargs: dict) -> dict:
         """What the tool is called with: a finishing tool delivers to the
@@ -246,6 +262,8 @@ class ErrorClassMiddleware(ToolMiddlewareBase):
                 state=ToolResultState.ERROR,
                 metadata={METADATA_KEY: meta},
             )
+        finally:
+            release_chain(next_handler)
 
 
 def instrument_toolkit(toolkit: Any, middleware: ToolMiddlewareBase) -> None:
