@@ -200,26 +200,56 @@ _TOOL_TAG = r"</?(?:tool_call|function_call|tool_use|function_calls|tool_code|in
 _FENCE = r"<\s*/?\s*tool-output|&lt;\s*/?\s*tool-output|\[harness(?:\(unverified\))?:|</?(?:tool_result|tool_response|function_results)>"
 _DECODE_HINT = r"\b(?:decode|decrypt|base64|rot13)\b[^\n]{0,60}?\b(?:follow|execute|obey|carry out|do what|act on|comply)"
 
-# (signal, pattern, weight, discounted when quoted or reported)
-_RULES: list[tuple[str, re.Pattern[str], float, bool]] = [
+# What each rule cannot match without: every alternative of its pattern
+# contains one of these literal pieces (of the lower-cased view). A piece is
+# found with ``in`` at a hundredth of the pattern's cost, and most results
+# contain none, so the pattern runs only where it could match.
+# ``tests/reliability/test_injection.py`` generates matches of every pattern
+# and checks each contains a piece of its rule. ``None``: always run.
+_OVERRIDE_NEEDS = (
+    "ignor", "disregard", "forget", "override", "bypass", "discard", "abandon", "instructions", "rules",
+    "guidelines", "directions", "prompt", "oublie", "ne tiens pas compte de", "olvid", "descarta", "esque",
+    "vergiss", "vergessen", "missachte", "忽略", "无视", "忘记", "忘掉", "不要理会", "忽视", "無視", "忘れ",
+    "игнорируй", "забудь", "무시",
+)
+_ROLE_NEEDS = (
+    "you are now", "from now on", "act as", "behave as", "pretend ", "your ", "instruction", "enter",
+    "restrictions", "rules", "limits", "filters", "content polic", "do anything now", "你现在是", "从现在开始",
+    "tu es maintenant", "ahora eres", "du bist ", "a partir de ahora", "partir de maintenant",
+)
+_SYSTEM_PROMPT_NEEDS = (
+    "prompt", "instructions", "secret", "api key", "credentials", "password", "configuration",
+    "instrucciones", "anweisungen", "系统提示", "提示词", "指令",
+)
+_SECRECY_NEEDS = ("user", "human", "customer", "operator", "utilisateur", "usuario", "nutzer", "告诉用户")
+_EXFIL_NEEDS = ("http://", "https://", "www.", "@")
+_DECODE_NEEDS = ("decode", "decrypt", "base64", "rot13")
+_ADDRESSED_AI_NEEDS = ("ai", "a.i.", "llm", "language model", "chatbot", "gpt", "claude", "if you are a", " this")
+_MD_IMAGE_NEEDS = ("![", "image", "link", "url")
+_TOOL_DIRECTIVE_NEEDS = ("tool", "function", "call", "invoke", "execute", "run")
+_ROLE_MARKER_NEEDS = ("<|", "inst]", "sys>>", "##")
+_FENCE_NEEDS = ("tool-output", "[harness", "tool_result>", "tool_response>", "function_results>")
+
+# (signal, pattern, weight, discounted when quoted or reported, needs)
+_RULES: list[tuple[str, re.Pattern[str], float, bool, tuple[str, ...] | None]] = [
     # the patterns are lower-case and read a lower-cased view: IGNORECASE is several times slower
-    (name, re.compile(pattern, re.MULTILINE), weight, reported)
-    for name, pattern, weight, reported in (
-        ("override", _OVERRIDE, 0.75, True),
-        ("role_reassignment", _ROLE, 0.55, True),
-        ("prompt_extraction", _SYSTEM_PROMPT, 0.5, True),
-        ("secrecy", _SECRECY, 0.5, True),
-        ("addressed_to_ai", _ADDRESSED_AI, 0.55, True),
-        ("addressed_to_assistant", _ADDRESSED, 0.35, True),
-        ("tool_directive", _TOOL_DIRECTIVE, 0.3, False),
-        ("exfiltration", _EXFIL, 0.55, True),
-        ("markdown_exfiltration", _MD_IMAGE_EXFIL, 0.55, False),
-        ("role_marker", _ROLE_MARKER, 0.45, False),
-        ("role_line", _ROLE_LINE, 0.25, False),
-        ("tool_call_json", _TOOL_JSON, 0.35, False),
-        ("tool_call_tag", _TOOL_TAG, 0.45, False),
-        ("fence_forgery", _FENCE, 0.8, False),
-        ("decode_and_follow", _DECODE_HINT, 0.45, False),
+    (name, re.compile(pattern, re.MULTILINE), weight, reported, needs)
+    for name, pattern, weight, reported, needs in (
+        ("override", _OVERRIDE, 0.75, True, _OVERRIDE_NEEDS),
+        ("role_reassignment", _ROLE, 0.55, True, _ROLE_NEEDS),
+        ("prompt_extraction", _SYSTEM_PROMPT, 0.5, True, _SYSTEM_PROMPT_NEEDS),
+        ("secrecy", _SECRECY, 0.5, True, _SECRECY_NEEDS),
+        ("addressed_to_ai", _ADDRESSED_AI, 0.55, True, _ADDRESSED_AI_NEEDS),
+        ("addressed_to_assistant", _ADDRESSED, 0.35, True, ("assistant", "model", "bot", "agent")),
+        ("tool_directive", _TOOL_DIRECTIVE, 0.3, False, _TOOL_DIRECTIVE_NEEDS),
+        ("exfiltration", _EXFIL, 0.55, True, _EXFIL_NEEDS),
+        ("markdown_exfiltration", _MD_IMAGE_EXFIL, 0.55, False, _MD_IMAGE_NEEDS),
+        ("role_marker", _ROLE_MARKER, 0.45, False, _ROLE_MARKER_NEEDS),
+        ("role_line", _ROLE_LINE, 0.25, False, ("system", "assistant", "developer")),
+        ("tool_call_json", _TOOL_JSON, 0.35, False, ("{", "<parameter name=")),
+        ("tool_call_tag", _TOOL_TAG, 0.45, False, None),
+        ("fence_forgery", _FENCE, 0.8, False, _FENCE_NEEDS),
+        ("decode_and_follow", _DECODE_HINT, 0.45, False, _DECODE_NEEDS),
     )
 ]
 
@@ -273,7 +303,9 @@ class HeuristicDetector:
     def _signals(self, text: str, decode: bool) -> list[tuple[str, float]]:
         normal, found = _normalise(text)
         view = normal.lower()
-        for name, pattern, weight, reported in _RULES:
+        for name, pattern, weight, reported, needs in _RULES:
+            if needs is not None and not any(piece in view for piece in needs):
+                continue
             best = 0.0
             for match in pattern.finditer(view):
                 w = weight

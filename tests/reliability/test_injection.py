@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentscope_harness import injection
 from agentscope_harness.injection import (
     HeuristicDetector,
     InjectionDetector,
@@ -158,3 +159,31 @@ M = 1 << 20
 ])
 def test_adversarial_megabyte_completes(text):
     assert 0.0 <= DETECTOR.score(text).score <= 1.0
+
+
+# ------------------------------------------------- the literal prefilter
+
+RULES_WITH_NEEDS = [rule for rule in injection._RULES if rule[4] is not None]
+
+
+@pytest.mark.parametrize("rule", RULES_WITH_NEEDS, ids=[rule[0] for rule in RULES_WITH_NEEDS])
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_every_match_of_a_prefiltered_rule_contains_one_of_its_pieces(rule, data):
+    """The prefilter skips a rule only where it cannot match: any text its
+    pattern matches (generated from the pattern itself) holds a piece."""
+    name, pattern, _, _, needs = rule
+    text = data.draw(st.from_regex(pattern))
+    match = pattern.search(text)
+    assert match is not None
+    assert any(piece in match.group() for piece in needs), (name, match.group())
+
+
+def test_the_prefilter_keeps_every_verdict_of_the_labelled_set():
+    """Scored with every pattern run (no prefilter) and with it: equal."""
+    unfiltered = [(n, p, w, r, None) for n, p, w, r, _ in injection._RULES]
+    rows = load("train") + load("test")
+    filtered = [DETECTOR.score(r["text"]) for r in rows]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(injection, "_RULES", unfiltered)
+        assert [DETECTOR.score(r["text"]) for r in rows] == filtered
