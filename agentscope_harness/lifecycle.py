@@ -26,6 +26,7 @@ from agentscope.event import (
     TextBlockEndEvent,
     TextBlockStartEvent,
     ToolResultEndEvent,
+    ToolResultStartEvent,
     ToolResultTextDeltaEvent,
     UserConfirmResultEvent,
     UserInterruptEvent,
@@ -38,6 +39,7 @@ from .calls import result_view
 from .deadline import _DEADLINE, tighter
 from .errors import DependencyDown
 from .outcome import WITHHELD_ANSWER, build_report, corrected_answer, terminal_state
+from .outputs import shown_name
 from .report import RunReport, TerminalState
 from .run_state import RUN_HANDLE, RunState, current_run
 from .stores import bounded, daily_left, store_timeout
@@ -49,9 +51,11 @@ _RESUME_EVENTS = (UserConfirmResultEvent, ExternalExecutionResultEvent, UserInte
 
 # What the lifecycle does with a streamed item, cached by type: ``isinstance``
 # on pydantic models goes through ABCMeta, and every event passes here.
-_CLASSES: tuple[type, ...] = (ReplyStartEvent, ReplyEndEvent, Msg, ToolResultEndEvent, ToolResultTextDeltaEvent)
+_CLASSES: tuple[type, ...] = (
+    ReplyStartEvent, ReplyEndEvent, Msg, ToolResultEndEvent, ToolResultTextDeltaEvent, ToolResultStartEvent,
+)
 _KINDS: dict[type, int] = {}
-_OTHER, _START, _END, _MSG, _TOOL_END, _TOOL_TEXT = 0, 1, 2, 3, 4, 5
+_OTHER, _START, _END, _MSG, _TOOL_END, _TOOL_TEXT, _TOOL_START = 0, 1, 2, 3, 4, 5, 6
 
 
 def _kind(item: Any) -> int:
@@ -111,6 +115,8 @@ class ReplyLifecycle:
             # fail open in shadow mode, or a notice may follow the fence)
             shown = self.harness.services.redactor.redact(item.delta)
             return [item if shown == item.delta else item.model_copy(update={"delta": shown})]
+        if kind == _TOOL_START:  # a name the model invented is shown as the model wrote it
+            return [shown_name(self.harness.services.redactor, item)]
         if kind == _TOOL_END:
             if item.state == ToolResultState.ERROR:  # refused arguments: say what to send
                 await guide_invalid_arguments(self.harness, self.agent, run, item.tool_call_id)

@@ -211,7 +211,15 @@ def redact_args(value: Any, redactor: Redactor) -> Any:
     return value
 
 
+def shown_name(redactor: Redactor, event: Any) -> Any:
+    """A tool call or result event as the user is shown it: the tool's
+    name is the model's to write (an invented one can carry a secret), so
+    it is redacted like the call's arguments."""
+    name = redactor.redact(event.tool_call_name)
+    return event if name == event.tool_call_name else event.model_copy(update={"tool_call_name": name})
+
+
 __all__ = [
     "PII_HOLD", "PII_INLINE", "OutputFilter", "OutputStream", "PiiStream", "answer_filter", "filter_result",
-    "pii_modes", "pii_salt", "redact_args",
+    "pii_modes", "pii_salt", "redact_args", "shown_name",
 ]

@@ -49,7 +49,7 @@ from ..context import (
     structured_output_owed,
 )
 from ..lifecycle import ReplyLifecycle, flush, rounds_left, text_block_events
-from ..outputs import OutputFilter, OutputStream, answer_filter
+from ..outputs import OutputFilter, OutputStream, answer_filter, shown_name
 from ..report import TerminalState
 from ..run_state import ResultAccount, RunState, current_run
 from .chain import release_chain
@@ -235,6 +235,7 @@ class HarnessAgentAdapter(MiddlewareBase):
             if cls is ToolCallStartEvent:
                 chosen = finish if item.tool_call_name in harness.finish_tools else args
                 streams[item.tool_call_id] = chosen.stream()
+                item = shown_name(harness.redactor, item)
             elif cls in _ENDS:
                 key = item.tool_call_id if cls is ToolCallEndEvent else item.block_id
                 filtered = streams.pop(key, None)

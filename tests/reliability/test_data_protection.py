@@ -28,6 +28,8 @@ from agentscope.event import (
     TextBlockDeltaEvent,
     ThinkingBlockDeltaEvent,
     ToolCallDeltaEvent,
+    ToolCallStartEvent,
+    ToolResultStartEvent,
 )
 from agentscope.message import TextBlock, ThinkingBlock, ToolCallBlock
 from agentscope.model import ChatResponse
@@ -373,6 +375,23 @@ async def test_a_secret_in_the_finish_tools_streamed_arguments_never_streams() -
     events, _, _ = await drive(h, agent)
     streamed = "".join(e.delta for e in events if isinstance(e, ToolCallDeltaEvent))
     assert json.loads(streamed)["answer"] == "Use [redacted:secret_value] and mail [pii:email]"
+
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_secret_in_a_tool_name_the_model_invented_never_streams(stream: bool) -> None:
+    """The model writes the tool's name too: an invented one carrying a
+    secret is redacted in the call's and the result's start events (the
+    model is told, as AgentScope tells it, that the tool does not exist)."""
+    h = Harness(HarnessConfig(secret_values=[SECRET]), load_entry_points=False)
+    invented = f"send_{SECRET}"
+    model = ChunkingModel([calls((invented, {"q": "x"})), text("done")], stream=stream, chunk=5)
+    agent = make_agent(model, [], middlewares=h.middlewares())
+    events, final, _ = await drive(h, agent)
+    names = [e.tool_call_name for e in events if isinstance(e, ToolCallStartEvent | ToolResultStartEvent)]
+    assert names == ["send_[redacted:secret_value]"] * 2
+    assert all(SECRET not in e.model_dump_json() for e in events)
+    assert final.get_text_content() == "done"
 
 
 # ------------------------------------------------------------ injection
