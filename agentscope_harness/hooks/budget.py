@@ -147,7 +147,7 @@ def budget_router(ctx: HookContext) -> None:
             _continue_parked_budget(ctx)
         least = min(_budget_left(cost, root), default=None)
         if least is not None:
-            fraction, what, kind = least
+            fraction, kind, left, cap, unit = least
             lite, minimal, fallback = cost.tiers
             if fraction <= fallback:
                 if asks and kind == "run_usd":
@@ -157,7 +157,7 @@ def budget_router(ctx: HookContext) -> None:
                 return
             tier = "minimal" if fraction <= minimal else "lite" if fraction <= lite else "full"
             if tier != facts.tier:
-                ctx.decide("swap_model", detail=f"{facts.tier} -> {tier} ({what})")
+                ctx.decide("swap_model", detail=f"{facts.tier} -> {tier} ({_what_left(left, cap, unit)})")
                 facts.tier = tier
     _disclose(ctx)
 
@@ -199,25 +199,33 @@ def _continue_parked_budget(ctx: HookContext) -> None:
                    detail=f"usd +{pending.usd} approved by {pending.approved_by}")
 
 
-def _budget_left(cost: CostPolicy, root: RunState) -> list[tuple[float, str, str]]:
-    """``(fraction left, what, kind)`` of each budget the run has; kind is
-    ``run_usd`` (the run's own cap, extensible), ``daily_usd`` or ``tokens``."""
-    out: list[tuple[float, str, str]] = []
+def _budget_left(cost: CostPolicy, root: RunState) -> list[tuple[float, str, float, float, str]]:
+    """``(fraction left, kind, left, cap, unit)`` of each budget the run has;
+    kind is ``run_usd`` (the run's own cap, extensible), ``daily_usd`` or
+    ``tokens`` (unit ``input`` or ``output``). Numbers only: this runs before
+    every model call, and is put in words only when the tier changes."""
+    out: list[tuple[float, str, float, float, str]] = []
     run_cap = None if cost.cap_usd is None else cost.cap_usd + root.usd_extra
     cap, daily, kind = run_cap, root.daily_left_usd, "run_usd"
     if daily is not None and (cap is None or daily < cap):
         cap, kind = daily, "daily_usd"
     if cap is not None:
         left = cap - root.facts.spent_usd - root.usd_carried
-        out.append((left / cap if cap > 0 else 0.0, f"{_usd(left)} of {_usd(cap)} left", kind))
+        out.append((left / cap if cap > 0 else 0.0, kind, left, cap, "usd"))
     for limit, used, name in (
         (cost.max_input_tokens, root.input_tokens, "input"),
         (cost.max_output_tokens, root.output_tokens, "output"),
     ):
         if limit is not None:
             left_tokens = max(limit - used, 0)
-            out.append((left_tokens / limit, f"{left_tokens} of {limit} {name} tokens left", "tokens"))
+            out.append((left_tokens / limit, "tokens", left_tokens, limit, name))
     return out
+
+
+def _what_left(left: float, cap: float, unit: str) -> str:
+    if unit == "usd":
+        return f"{_usd(left)} of {_usd(cap)} left"
+    return f"{left:.0f} of {cap:.0f} {unit} tokens left"
 
 
 def _usd(value: float) -> str:
@@ -233,7 +241,7 @@ def status_line(ctx: HookContext) -> str | None:
     if run.deadline is not None:
         parts.append(f"{max(run.deadline - time.monotonic(), 0):.0f}s left")
     if config.cost is not None:
-        parts += [what for _, what, _ in _budget_left(config.cost, root)]
+        parts += [_what_left(left, cap, unit) for _, _, left, cap, unit in _budget_left(config.cost, root)]
     if config.max_model_calls is not None:
         parts.append(f"{max(config.max_model_calls - root.model_calls, 0)} model calls left")
     if config.max_tool_calls is not None:

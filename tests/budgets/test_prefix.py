@@ -209,3 +209,43 @@ def test_a_tool_schema_edited_in_place_is_a_break() -> None:
     observe(h.services, r, msgs, [schema], None, state)
     assert r.prefix is not None and r.prefix.breaks == 1
     assert "the tool schemas changed" in r.decisions[-1].detail
+
+
+class Label(str):
+    """A str subclass in a schema: ``marshal`` cannot write it, JSON can."""
+
+
+def _schema(description: Any) -> dict:
+    return {"type": "function", "function": {"name": "search", "description": description,
+            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}
+
+
+@pytest.mark.parametrize("value", ["Search.", Label("Search."), 3.5, ["a", 1, None, True]])
+def test_tool_schemas_are_counted_by_their_json_and_broken_by_any_change(value: Any) -> None:
+    """Schemas are hashed by value (``marshal``, or their JSON for what it
+    cannot write): the same schemas rebuilt each call are no break, a
+    change is, and their size is their JSON's whatever the hashing."""
+    h = Harness(HarnessConfig(), load_entry_points=False)
+    r = h.table.open("r", "a", None, None, None, None, "enforce")
+    state = AgentState()
+    msgs: list[Msg] = []
+    chars = len(json.dumps([_schema(value)], ensure_ascii=False, default=str))
+    for _ in range(3):  # rebuilt each call, as AgentScope does
+        assert observe(h.services, r, msgs, [_schema(value)], None, state) == chars // 4
+    assert r.prefix is not None and r.prefix.breaks == 0
+    changed = [_schema(value), _schema("More.")]
+    tokens = observe(h.services, r, msgs, changed, None, state)
+    assert tokens == len(json.dumps(changed, ensure_ascii=False, default=str)) // 4
+    assert r.prefix.breaks == 1
+
+
+def test_the_same_schema_in_another_key_order_is_a_break() -> None:
+    """A provider receives the schemas in the order of their keys: a
+    reordered schema is other bytes, a cache miss."""
+    h = Harness(HarnessConfig(), load_entry_points=False)
+    r = h.table.open("r", "a", None, None, None, None, "enforce")
+    state = AgentState()
+    schema = _schema("Search.")
+    observe(h.services, r, [], [schema], None, state)
+    observe(h.services, r, [], [dict(reversed(list(schema.items())))], None, state)
+    assert r.prefix is not None and r.prefix.breaks == 1
