@@ -52,7 +52,6 @@ from ..lifecycle import ReplyLifecycle, flush, rounds_left, text_block_events
 from ..outputs import OutputFilter, OutputStream, answer_filter, shown_name
 from ..report import TerminalState
 from ..run_state import ResultAccount, RunState, current_run
-from .chain import release_chain
 
 if TYPE_CHECKING:
     from ..harness import Harness
@@ -107,7 +106,8 @@ class HarnessAgentAdapter(MiddlewareBase):
             failure = exc
             raise
         finally:
-            release_chain(next_handler)
+            if life.run is not None:  # every chain of the reply's rounds has finished
+                life.run.chains.sweep()
             await life.close(failure)
 
     # ------------------------------------------------------------- reasoning
@@ -116,28 +116,27 @@ class HarnessAgentAdapter(MiddlewareBase):
         self, agent: Any, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator],
     ) -> AsyncGenerator:
         """``pre_think`` before the model call, ``post_reflect`` after it."""
-        try:
-            run = run_of(self.harness, agent)
-            if run is None:
-                async for item in next_handler(**input_kwargs):
+        run = run_of(self.harness, agent)
+        if run is None:
+            async for item in next_handler(**input_kwargs):
+                yield item
+            return
+        run.chains.sweep()  # the previous round's chains have finished
+        run.chains.note(next_handler)
+        run.candidate = None
+        pre = await self._pre_think(agent, run)
+        for event in pre.events:
+            yield event
+        if pre.answer is not None:
+            narrowed = self._structured_conclusion(agent, run, input_kwargs)
+            if narrowed is None:
+                async for item in self._answer(agent, run, pre.answer):
                     yield item
                 return
-            run.candidate = None
-            pre = await self._pre_think(agent, run)
-            for event in pre.events:
+            for event in narrowed:
                 yield event
-            if pre.answer is not None:
-                narrowed = self._structured_conclusion(agent, run, input_kwargs)
-                if narrowed is None:
-                    async for item in self._answer(agent, run, pre.answer):
-                        yield item
-                    return
-                for event in narrowed:
-                    yield event
-            async for item in self._model_round(agent, run, input_kwargs, next_handler):
-                yield item
-        finally:
-            release_chain(next_handler)
+        async for item in self._model_round(agent, run, input_kwargs, next_handler):
+            yield item
 
     async def _model_round(
         self, agent: Any, run: RunState, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator],
@@ -317,13 +316,11 @@ class HarnessAgentAdapter(MiddlewareBase):
     ) -> Any:
         """Serve the call with the tier's model, priced, within the deadline;
         count calls, tokens and USD (``model_guard.ModelGuard``)."""
-        try:
-            run = run_of(self.harness, agent)
-            if run is None:
-                return await next_handler(**input_kwargs)
-            return await self.harness.model_guard.call(run, agent, input_kwargs, next_handler)
-        finally:
-            release_chain(next_handler)
+        run = run_of(self.harness, agent)
+        if run is None:
+            return await next_handler(**input_kwargs)
+        run.chains.note(next_handler)
+        return await self.harness.model_guard.call(run, agent, input_kwargs, next_handler)
 
 
 _DELTAS = (TextBlockDeltaEvent, ThinkingBlockDeltaEvent, ToolCallDeltaEvent)

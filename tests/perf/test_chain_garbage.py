@@ -1,25 +1,31 @@
 """AgentScope's middleware chains leave no garbage cycles behind a harnessed
-reply (issue 16 item 3). Each chain call is a closure referring to itself,
-holding the call's arguments until a full collection; the harness, as the
-outermost layer, breaks that cycle once the chain is done
-(``adapters.chain.release_chain``). With the collector off, a reply's
-cyclic garbage is counted exactly: ``gc.collect`` under ``DEBUG_SAVEALL``
-keeps every object it would have freed."""
+reply's rounds (issue 16 item 3). Each chain call is a closure referring to
+itself, holding the call's arguments until a full collection; the harness
+breaks the cycle of each chain it took part in once nothing can call it any
+more (``chains.Chains``): never sooner, since an inner middleware may call
+the chain after the harness's layer returned (a lazy or retried stream, a
+tool run by a background task, an adapter subclass retrying through
+``super()``: the red team's cases, each below). With the collector off, a
+reply's cyclic garbage is counted exactly: ``gc.collect`` under
+``DEBUG_SAVEALL`` keeps every object it would have freed."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 from collections.abc import Iterator
 from typing import Any
 
-from agentscope.message import UserMsg
+import pytest
+from agentscope.message import TextBlock, UserMsg
 from agentscope.middleware import MiddlewareBase
-from agentscope.tool import FunctionTool, Toolkit
-from scripted import ALLOW, ScriptedModel, calls, make_agent, search, text
+from agentscope.tool import FunctionTool, Toolkit, ToolResponse
+from scripted import ALLOW, RAN, ScriptedModel, calls, make_agent, search, text
 
 from agentscope_harness import DependencyDown, Harness, HarnessConfig, Principal, ToolPolicy
-from agentscope_harness.adapters.chain import release_chain
+from agentscope_harness.adapters import HarnessAgentAdapter
+from agentscope_harness.chains import Chains
 
 USER = Principal(user_id="u-1", tenant="acme")
 
@@ -112,12 +118,17 @@ async def reply(agent: Any, h: Harness | None) -> Any:
         return await agent.reply(UserMsg("user", "Find me a kettle and my order o-1."))
 
 
-async def test_a_harnessed_reply_leaves_no_cyclic_garbage():
+async def test_a_harnessed_reply_leaves_one_chain_whatever_its_rounds():
+    """Only the reply's own chain is left to the collector (it outlives the
+    reply's last harness step): the same garbage for five rounds as for one."""
     h = harness()
     tools = toolkit()
     h.instrument(tools)
     agent = make_agent(ScriptedModel(script()), tools, middlewares=h.middlewares())
     await reply(agent, h)  # warm: first-use caches are not the reply's garbage
+    short = make_agent(ScriptedModel([text("The Acme K2 kettle.")]), tools, middlewares=h.middlewares())
+    with cyclic_garbage() as one_round:
+        await reply(short, h)
     agent = make_agent(ScriptedModel(script()), tools, middlewares=h.middlewares())
     with cyclic_garbage() as garbage:
         final = await reply(agent, h)
@@ -127,11 +138,12 @@ async def test_a_harnessed_reply_leaves_no_cyclic_garbage():
     assert report.refusals == {"permission_denied": 1}
     assert report.tool_calls == {"search": 1, "lookup_order": 1, "inventory": 1}
     assert "kettle" in final.get_text_content()
-    assert garbage == [], sorted({type(o).__name__ for o in garbage})
+    assert chain_functions(garbage) == ["Agent._reply.<locals>.execute_chain"]
+    assert len(garbage) == len(one_round), sorted(type(o).__name__ for o in garbage)
 
 
 async def test_the_same_reply_through_a_plain_middleware_leaves_its_chains_behind():
-    """The measurement can fail: a middleware that does not release its
+    """The measurement can fail: a middleware that does not free its
     chains leaves one ``execute_chain`` per chain call."""
     agent = make_agent(ScriptedModel(script()), toolkit(), middlewares=[PassThrough()])
     await reply(agent, None)
@@ -141,42 +153,104 @@ async def test_the_same_reply_through_a_plain_middleware_leaves_its_chains_behin
     assert len(chain_functions(garbage)) == 2 * 5  # reasoning and model call, five rounds
 
 
-async def test_a_middleware_outside_the_harness_may_call_the_chain_again():
-    """Only the outermost layer releases: a retrying application middleware
-    around the harness calls the rest of the chain twice and both calls are
-    served (the harness is not outermost, so it leaves the chain alone)."""
+@pytest.mark.parametrize("outside", [True, False])
+async def test_a_middleware_may_call_the_chain_again(outside: bool):
+    """A retrying application middleware, outside the harness or inside it,
+    calls the rest of the chain twice: both calls are served."""
     h = harness()
-    outer = PassThrough(calls=2)
+    other = PassThrough(calls=2)
     model = ScriptedModel([text("first"), text("second")])
-    agent = make_agent(model, toolkit(), middlewares=[outer, *h.middlewares()])
+    layers = [other, *h.middlewares()] if outside else [*h.middlewares(), other]
+    agent = make_agent(model, toolkit(), middlewares=layers)
     final = await reply(agent, h)
-    assert outer.model_calls == 2 and len(model.calls) == 2
-    assert final.get_text_content() == "second"
-
-
-async def test_a_middleware_inside_the_harness_may_call_the_chain_again():
-    h = harness()
-    inner = PassThrough(calls=2)
-    model = ScriptedModel([text("first"), text("second")])
-    agent = make_agent(model, toolkit(), middlewares=[*h.middlewares(), inner])
-    final = await reply(agent, h)
-    assert inner.model_calls == 2 and len(model.calls) == 2
+    assert other.model_calls == 2 and len(model.calls) == 2
     assert final.get_text_content() == "second"
     assert h.last_report(agent).terminal_state.value == "completed"
 
 
-def test_a_handler_of_another_shape_is_left_alone():
+class LazyStream(MiddlewareBase):
+    """Serves every model call as a stream that calls the rest of the chain
+    only when it is first read: after the harness's layer has returned."""
+
+    async def on_model_call(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        async def stream() -> Any:
+            response = await next_handler(**input_kwargs)
+            yield response
+
+        return stream()
+
+
+class Background(MiddlewareBase):
+    """Runs the tool in a task and answers at once; the task reaches the
+    tool later (a rate limiter's wait), after the harness's layer returned."""
+
+    def __init__(self) -> None:
+        self.tasks: list[asyncio.Task] = []
+
+    async def on_acting(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        async def later() -> list[Any]:
+            await asyncio.sleep(0.05)
+            return [item async for item in next_handler(**input_kwargs)]
+
+        self.tasks.append(asyncio.create_task(later()))
+        call = input_kwargs["tool_call"]
+        yield ToolResponse(id=call.id, content=[TextBlock(text="running in the background")])
+
+
+class RetryingAdapter(HarnessAgentAdapter):
+    """An application's adapter subclass retrying a failed model call
+    through ``super()``, with the same ``next_handler``."""
+
+    async def on_model_call(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        try:
+            return await super().on_model_call(agent, input_kwargs, next_handler)
+        except ConnectionError:
+            return await super().on_model_call(agent, input_kwargs, next_handler)
+
+
+async def test_a_stream_read_after_the_harness_returned_is_served():
+    h = harness()
+    model = ScriptedModel([calls(("search", {"q": "kettle"})), text("The K2.")])
+    agent = make_agent(model, toolkit(), middlewares=[*h.middlewares(), LazyStream()])
+    final = await reply(agent, h)
+    assert final.get_text_content() == "The K2." and len(model.calls) == 2
+    assert h.last_report(agent).tool_calls == {"search": 1}
+
+
+async def test_a_tool_run_by_a_background_task_still_runs():
+    h = harness()
+    background = Background()
+    model = ScriptedModel([calls(("search", {"q": "kettle"})), text("Started.")])
+    agent = make_agent(model, toolkit(), middlewares=[*h.middlewares(), background])
+    await reply(agent, h)
+    [task] = background.tasks
+    items = await task
+    assert RAN == ["kettle"]
+    assert items[-1].content[0].text.endswith("found kettle")
+
+
+async def test_an_adapter_subclass_may_retry_through_super():
+    h = harness()
+    _, tool_side = h.middlewares()
+    model = ScriptedModel([ConnectionError("reset"), text("answer")])
+    agent = make_agent(model, toolkit(), middlewares=[RetryingAdapter(h), tool_side])
+    final = await reply(agent, h)
+    assert final.get_text_content() == "answer" and len(model.calls) == 2
+
+
+def test_a_handler_of_another_shape_is_ignored():
     async def handler(**kwargs: Any) -> None:
         return None
 
     def outer() -> Any:
-        index = 0
+        execute_chain = len
 
         async def next_handler(**kwargs: Any) -> Any:
-            return index  # a closure, but no chain of AgentScope's
+            return execute_chain  # a cell of that name, not a chain referring to itself
 
         return next_handler
 
+    chains = Chains()
     for candidate in (handler, outer(), len, None, lambda: None):
-        release_chain(candidate)  # no error, nothing changed
-    assert outer().__closure__[0].cell_contents == 0
+        chains.note(candidate)
+    assert chains._pending == []
