@@ -13,10 +13,10 @@ background task), so no layer can tell when the chain is done. Reference
 counts can: once the function is referenced by its own cell alone and the
 cell by the function alone, no frame, handler or task can reach the chain
 any more, and it is garbage the collector would free. The harness notes the
-chains of a run it takes part in and, at the start of each round and at the
-reply's end, breaks the cycle of those that have become such garbage, so
-reference counting frees them at once. (The reply's own chain outlives the
-reply's last harness step and is left to the collector: one per reply.)
+chains of a run it takes part in and, at each of the run's harness steps and
+at the reply's end, breaks the cycle of those that have become such garbage,
+so reference counting frees them at once. (The reply's own chain outlives
+the reply's last harness step and is left to the collector: one per reply.)
 """
 
 from __future__ import annotations
@@ -46,13 +46,21 @@ class Chains:
         self._pending: list[weakref.ref[Any]] = []
 
     def note(self, next_handler: Any) -> None:
-        """Remember the chain ``next_handler`` belongs to (any other shape
+        """Free the chains that have become garbage since the run's last
+        harness step (the sooner, the less a collection has to traverse),
+        and remember the chain ``next_handler`` belongs to (any other shape
         of handler is ignored)."""
         if not _COUNTED:
             return
+        self.sweep()
         cell = _cell(next_handler)
         chain = cell.cell_contents if cell is not None else None
         if chain is not None and _cell(chain) is cell:  # refers to itself: AgentScope's chain
+            # Its defaults are the first call's arguments, already bound: every
+            # later call (a ``next_handler``) passes them all. Dropped now, they
+            # are freed with the call's frames, not with the cycle.
+            chain.__defaults__ = None
+            chain.__annotations__ = {}
             self._pending.append(weakref.ref(chain))
 
     def sweep(self) -> None:

@@ -121,7 +121,6 @@ class HarnessAgentAdapter(MiddlewareBase):
             async for item in next_handler(**input_kwargs):
                 yield item
             return
-        run.chains.sweep()  # the previous round's chains have finished
         run.chains.note(next_handler)
         run.candidate = None
         pre = await self._pre_think(agent, run)
