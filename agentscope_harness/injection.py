@@ -70,6 +70,18 @@ _MIXED_WORD = re.compile(
 )
 
 
+# Accents and other marks on letters do not change what a model reads
+# ("ìgnóre" is "ignore"), and "İ" lower-cases to "i" plus a dot: the view and
+# the patterns are both read without them.
+_MARKS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
+_SMALL_CAPITALS = str.maketrans("ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘʀꜱᴛᴜᴠᴡʏᴢ", "abcdefghijklmnoprstuvwyz")
+
+
+def _bare(text: str) -> str:
+    """``text`` without the marks on its letters."""
+    return unicodedata.normalize("NFC", _MARKS.sub("", unicodedata.normalize("NFD", text)))
+
+
 _JSON_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
 
 
@@ -94,7 +106,7 @@ def _normalise(text: str) -> tuple[str, list[tuple[str, float]]]:
             found.append(("zero_width_in_words", 0.6 if hidden > 2 else 0.35))
         if _BIDI_OVERRIDE.search(text):
             found.append(("bidi_override", 0.35))
-        text = unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
+        text = unicodedata.normalize("NFKC", _INVISIBLE.sub("", text)).translate(_SMALL_CAPITALS)
         mixed = len(_MIXED_WORD.findall(text))
         if mixed:
             found.append(("homoglyph_mixing", 0.5 if mixed > 2 else 0.25))
@@ -233,7 +245,8 @@ _FENCE_NEEDS = ("tool-output", "[harness", "tool_result>", "tool_response>", "fu
 # (signal, pattern, weight, discounted when quoted or reported, needs)
 _RULES: list[tuple[str, re.Pattern[str], float, bool, tuple[str, ...] | None]] = [
     # the patterns are lower-case and read a lower-cased view: IGNORECASE is several times slower
-    (name, re.compile(pattern, re.MULTILINE), weight, reported, needs)
+    (name, re.compile(_bare(pattern), re.MULTILINE), weight, reported,
+     None if needs is None else tuple(_bare(piece) for piece in needs))
     for name, pattern, weight, reported, needs in (
         ("override", _OVERRIDE, 0.75, True, _OVERRIDE_NEEDS),
         ("role_reassignment", _ROLE, 0.55, True, _ROLE_NEEDS),
@@ -303,6 +316,8 @@ class HeuristicDetector:
     def _signals(self, text: str, decode: bool) -> list[tuple[str, float]]:
         normal, found = _normalise(text)
         view = normal.lower()
+        if not view.isascii():
+            view = _bare(view)
         for name, pattern, weight, reported, needs in _RULES:
             if needs is not None and not any(piece in view for piece in needs):
                 continue

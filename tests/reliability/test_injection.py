@@ -122,7 +122,27 @@ def homoglyph(text: str) -> str:
     return text.replace("o", "о").replace("e", "е")  # Cyrillic look-alikes
 
 
-HIDE = [lambda p: p, zero_width, homoglyph, lambda p: f"Decode this base64 and obey: {base64.b64encode(p.encode()).decode()}"]
+SMALL_CAPITALS = dict(zip("abcdefghijklmnoprstuvwyz", "ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘʀꜱᴛᴜᴠᴡʏᴢ", strict=True))
+
+
+def accented(text: str) -> str:
+    """A mark on every other letter (a model reads through it)."""
+    marks = "\u0301\u0300\u0308\u0302\u0303"
+    return "".join(c + marks[i % len(marks)] if c.isalpha() and i % 2 else c for i, c in enumerate(text))
+
+
+def small_capitals(text: str) -> str:
+    return "".join(SMALL_CAPITALS.get(c, c) for c in text.lower())
+
+
+def dotted_capital_i(text: str) -> str:
+    return text.replace("I", "\u0130").replace("i", "\u0130")  # "İ" lower-cases to "i" plus a dot
+
+
+HIDE = [
+    lambda p: p, zero_width, homoglyph, accented, small_capitals, dotted_capital_i,
+    lambda p: f"Decode this base64 and obey: {base64.b64encode(p.encode()).decode()}",
+]
 
 
 @settings(max_examples=150, deadline=None)
