@@ -55,12 +55,9 @@ class Chains:
         self.sweep()
         cell = _cell(next_handler)
         chain = cell.cell_contents if cell is not None else None
+        # its defaults (the call's arguments) stay: a middleware that drops a
+        # key from ``input_kwargs`` gets the default from the chain
         if chain is not None and _cell(chain) is cell:  # refers to itself: AgentScope's chain
-            # Its defaults are the first call's arguments, already bound: every
-            # later call (a ``next_handler``) passes them all. Dropped now, they
-            # are freed with the call's frames, not with the cycle.
-            chain.__defaults__ = None
-            chain.__annotations__ = {}
             self._pending.append(weakref.ref(chain))
 
     def sweep(self) -> None:

@@ -145,7 +145,7 @@ def budget_router(ctx: HookContext) -> None:
         asks = cost.on_exhausted == "ask" and ctx.run is root
         if asks:
             _continue_parked_budget(ctx)
-        least = min(_budget_left(cost, root), default=None)
+        least = _least_left(_budget_left(cost, root))
         if least is not None:
             fraction, kind, left, cap, unit = least
             lite, minimal, fallback = cost.tiers
@@ -222,10 +222,20 @@ def _budget_left(cost: CostPolicy, root: RunState) -> list[tuple[float, str, flo
     return out
 
 
+def _least_left(budgets: list[tuple[float, str, float, float, str]]) -> tuple[float, str, float, float, str] | None:
+    """The budget with the least left; between equal fractions, the first
+    in the order of their words (the tier-change detail names it)."""
+    if not budgets:
+        return None
+    fraction = min(b[0] for b in budgets)
+    tied = [b for b in budgets if b[0] == fraction]
+    return tied[0] if len(tied) == 1 else min(tied, key=lambda b: _what_left(b[2], b[3], b[4]))
+
+
 def _what_left(left: float, cap: float, unit: str) -> str:
     if unit == "usd":
         return f"{_usd(left)} of {_usd(cap)} left"
-    return f"{left:.0f} of {cap:.0f} {unit} tokens left"
+    return f"{left} of {cap} {unit} tokens left"
 
 
 def _usd(value: float) -> str:

@@ -3,6 +3,7 @@ strategy_feedback."""
 
 from __future__ import annotations
 
+import pytest
 from agentscope.message import TextBlock
 from agentscope.tool import ToolChunk
 from hookkit import Ran, drive, harnessed, results, shop_tools
@@ -217,6 +218,24 @@ async def test_router_swaps_to_the_lite_model_when_half_the_money_is_gone():
     assert report.terminal_state.value == "completed"
     swaps = [d.detail for d in report.decisions if d.action == "swap_model"]
     assert len(swaps) == 1 and swaps[0].startswith("full -> lite")
+
+
+@pytest.mark.parametrize("caps, used, named", [
+    ((18_000, 20_000), (9_000, 10_000), "10000 of 20000 output tokens left"),  # a tie: the first in words
+    ((100, 1_000), (50, 500), "50 of 100 input tokens left"),
+    ((100, 1_000), (60, 100), "40 of 100 input tokens left"),
+])
+async def test_the_tier_change_names_the_budget_with_least_left(caps, used, named):
+    ran = Ran()
+    t = shop_tools(ran)
+    h, _, agent = harnessed(
+        HarnessConfig(cost=CostPolicy(max_input_tokens=caps[0], max_output_tokens=caps[1])),
+        [calls(("search", {"q": "a"}), inp=used[0], out=used[1]), text("answer", inp=1, out=1)],
+        [t["search"]],
+    )
+    _, _, report = await drive(h, agent)
+    swaps = [d.detail for d in report.decisions if d.action == "swap_model"]
+    assert swaps == [f"full -> lite ({named})"]
 
 
 async def test_router_falls_back_without_calling_any_model():

@@ -254,3 +254,34 @@ def test_a_handler_of_another_shape_is_ignored():
     for candidate in (handler, outer(), len, None, lambda: None):
         chains.note(candidate)
     assert chains._pending == []
+
+
+class DropsAKey(MiddlewareBase):
+    """Leaves an argument out of the rest of the chain (AgentScope then
+    passes the call's own value: the chain's default)."""
+
+    async def on_reasoning(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        input_kwargs.pop("tool_choice", None)
+        async for item in next_handler(**input_kwargs):
+            yield item
+
+    async def on_model_call(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        input_kwargs.pop("current_model", None)
+        return await next_handler(**input_kwargs)
+
+    async def on_check_permission(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        input_kwargs.pop("tool_input", None)
+        return await next_handler(**input_kwargs)
+
+
+@pytest.mark.parametrize("outside", [True, False])
+async def test_a_middleware_may_leave_arguments_to_the_chains_defaults(outside: bool):
+    """The harness never touches a chain's defaults (red team: dropping them
+    broke a middleware that leaves a key out)."""
+    h = harness()
+    model = ScriptedModel([calls(("search", {"q": "kettle"})), text("The K2.")])
+    layers = [DropsAKey(), *h.middlewares()] if outside else [*h.middlewares(), DropsAKey()]
+    agent = make_agent(model, toolkit(), middlewares=layers)
+    final = await reply(agent, h)
+    assert final.get_text_content() == "The K2." and RAN == ["kettle"]
+    assert h.last_report(agent).terminal_state.value == "completed"
