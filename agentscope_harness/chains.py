@@ -1,69 +1,72 @@
-"""Freeing AgentScope's middleware chains as soon as nothing can call them.
+"""AgentScope's middleware chains, freed by reference counting.
 
 AgentScope builds each middleware chain call as a local ``execute_chain``
-closure that refers to itself through its own cell: a reference cycle. Its
-defaults hold the call's arguments (the messages of a model call, the copied
-tool input of a permission check), so they outlive the call until the
-garbage collector finds them; under hundreds of concurrent replies those
-collections were most of what AgentScope charges for any middleware.
+closure that refers to itself through its own cell: a reference cycle. It
+holds the call's arguments (its defaults: the messages of a model call, the
+copied tool input of a permission check) until the garbage collector finds
+it; under hundreds of concurrent replies those collections were most of what
+AgentScope charges for any middleware.
 
-A chain may be called after the layer that saw it has returned (an inner
-middleware reading a stream lazily, retrying it, or running the tool in a
-background task), so no layer can tell when the chain is done. Reference
-counts can: once the function is referenced by its own cell alone and the
-cell by the function alone, no frame, handler or task can reach the chain
-any more, and it is garbage the collector would free. The harness notes the
-chains of a run it takes part in and, at each of the run's harness steps and
-at the reply's end, breaks the cycle of those that have become such garbage,
-so reference counting frees them at once. (The reply's own chain outlives
-the reply's last harness step and is left to the collector: one per reply.)
+When a harness layer has finished with a chain, ``release`` puts in the
+chain's own cell, in place of the closure, a ``_Rebuilt``: an object that
+runs the same code with the same arguments and cells, but holds no
+reference to that cell. The closure is then referenced only by the frames
+still running it, and everything is freed when they end. The chain stays
+callable: an inner middleware may still call it after the harness's layer
+returned (a lazily read or retried stream, a tool run by a background task,
+an adapter subclass retrying through ``super()``); such a call runs the
+rebuilt function, whose own cycle is then left to the collector.
 """
 
 from __future__ import annotations
 
-import sys
-import weakref
-from types import CodeType
+from types import CellType, CodeType, FunctionType
 from typing import Any
-
-_COUNTED = sys.implementation.name == "cpython"
-"""Only CPython's reference counts say that nothing else holds the chain."""
-
-_UNREACHABLE = 3
-"""``sys.getrefcount`` of a chain function or its cell inside ``_free`` when
-only the other holds it: that one reference, ``_free``'s local, the argument."""
 
 _SELF_CELL: dict[CodeType, int | None] = {}
 """Per code object: the position of its ``execute_chain`` cell, if any."""
 
 
-class Chains:
-    """The middleware chains of one run, until each is freed."""
+class _Rebuilt:
+    """A chain closure's code, arguments and cells, but for the cell that
+    refers to the chain, which the function built at the first call gets
+    afresh, holding this object."""
 
-    __slots__ = ("_pending",)
+    __slots__ = ("_at", "_cells", "_code", "_defaults", "_function", "_globals", "_kwdefaults", "_qualname")
 
-    def __init__(self) -> None:
-        self._pending: list[weakref.ref[Any]] = []
+    def __init__(self, chain: FunctionType, at: int) -> None:
+        self._code, self._globals = chain.__code__, chain.__globals__
+        self._defaults, self._kwdefaults = chain.__defaults__, chain.__kwdefaults__
+        self._qualname = chain.__qualname__
+        self._cells = tuple(None if i == at else cell for i, cell in enumerate(chain.__closure__ or ()))
+        self._at = at
+        self._function: FunctionType | None = None
 
-    def note(self, next_handler: Any) -> None:
-        """Free the chains that have become garbage since the run's last
-        harness step (the sooner, the less a collection has to traverse),
-        and remember the chain ``next_handler`` belongs to (any other shape
-        of handler is ignored)."""
-        if not _COUNTED:
-            return
-        self.sweep()
-        cell = _cell(next_handler)
-        chain = cell.cell_contents if cell is not None else None
-        # its defaults (the call's arguments) stay: a middleware that drops a
-        # key from ``input_kwargs`` gets the default from the chain
-        if chain is not None and _cell(chain) is cell:  # refers to itself: AgentScope's chain
-            self._pending.append(weakref.ref(chain))
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        function = self._function
+        if function is None:
+            cells = tuple(CellType(self) if i == self._at else cell for i, cell in enumerate(self._cells))
+            function = self._function = FunctionType(
+                self._code, self._globals, self._code.co_name, self._defaults, cells,  # type: ignore[arg-type]
+            )
+            function.__kwdefaults__ = self._kwdefaults
+            function.__qualname__ = self._qualname
+        return function(*args, **kwargs)
 
-    def sweep(self) -> None:
-        """Free the noted chains that nothing can call any more."""
-        if self._pending:
-            self._pending = [ref for ref in self._pending if not _free(ref)]
+
+def release(next_handler: Any) -> None:
+    """Put a ``_Rebuilt`` in place of the chain ``next_handler`` calls,
+    once this layer has finished with it (any other shape of handler, or a
+    chain already released, is left as it is)."""
+    cell = _cell(next_handler)
+    if cell is None:
+        return
+    try:
+        chain = cell.cell_contents
+    except ValueError:  # an empty cell
+        return
+    if isinstance(chain, FunctionType) and _cell(chain) is cell:  # refers to itself: AgentScope's chain
+        cell.cell_contents = _Rebuilt(chain, _SELF_CELL[chain.__code__])  # type: ignore[arg-type]
 
 
 def _cell(function: Any) -> Any:
@@ -78,16 +81,3 @@ def _cell(function: Any) -> Any:
         names = code.co_freevars
         at = _SELF_CELL[code] = names.index("execute_chain") if "execute_chain" in names else None
     return None if at is None else closure[at]
-
-
-def _free(ref: weakref.ref[Any]) -> bool:
-    """Whether the chain is gone: already freed, or unreachable but for its
-    own cycle, which is then broken."""
-    chain = ref()
-    if chain is None:
-        return True
-    cell = _cell(chain)
-    if sys.getrefcount(chain) != _UNREACHABLE or sys.getrefcount(cell) != _UNREACHABLE:
-        return False
-    cell.cell_contents = None
-    return True

@@ -21,7 +21,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .chains import Chains
 from .context import ContextResult
 from .facts import GuardState
 from .report import Decision, RunReport
@@ -112,8 +111,6 @@ class RunState:
     """Why a hook parked a call for a human (``ctx.ask``)."""
     resumed_by: Any = None
     """The principal bound when a parked run was resumed."""
-    chains: Chains = field(default_factory=Chains)
-    """AgentScope's middleware chains of the run, freed once unreachable."""
     offers: dict[str, dict[str, int]] = field(default_factory=dict)
     """Calls parked on an exhausted ledger, by call id: the extensions the
     human was offered (``{"ledger:<name>": units}``)."""

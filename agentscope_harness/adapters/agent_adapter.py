@@ -39,6 +39,7 @@ from agentscope.middleware import MiddlewareBase
 from agentscope.tool import ToolChoice
 from agentscope.types import ReplyFinishedReason
 
+from ..chains import release
 from ..context import (
     REASONS,
     STRUCTURED_OUTPUT_TOOL,
@@ -106,8 +107,7 @@ class HarnessAgentAdapter(MiddlewareBase):
             failure = exc
             raise
         finally:
-            if life.run is not None:  # every chain of the reply's rounds has finished
-                life.run.chains.sweep()
+            release(next_handler)
             await life.close(failure)
 
     # ------------------------------------------------------------- reasoning
@@ -116,26 +116,28 @@ class HarnessAgentAdapter(MiddlewareBase):
         self, agent: Any, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator],
     ) -> AsyncGenerator:
         """``pre_think`` before the model call, ``post_reflect`` after it."""
-        run = run_of(self.harness, agent)
-        if run is None:
-            async for item in next_handler(**input_kwargs):
-                yield item
-            return
-        run.chains.note(next_handler)
-        run.candidate = None
-        pre = await self._pre_think(agent, run)
-        for event in pre.events:
-            yield event
-        if pre.answer is not None:
-            narrowed = self._structured_conclusion(agent, run, input_kwargs)
-            if narrowed is None:
-                async for item in self._answer(agent, run, pre.answer):
+        try:
+            run = run_of(self.harness, agent)
+            if run is None:
+                async for item in next_handler(**input_kwargs):
                     yield item
                 return
-            for event in narrowed:
+            run.candidate = None
+            pre = await self._pre_think(agent, run)
+            for event in pre.events:
                 yield event
-        async for item in self._model_round(agent, run, input_kwargs, next_handler):
-            yield item
+            if pre.answer is not None:
+                narrowed = self._structured_conclusion(agent, run, input_kwargs)
+                if narrowed is None:
+                    async for item in self._answer(agent, run, pre.answer):
+                        yield item
+                    return
+                for event in narrowed:
+                    yield event
+            async for item in self._model_round(agent, run, input_kwargs, next_handler):
+                yield item
+        finally:
+            release(next_handler)
 
     async def _model_round(
         self, agent: Any, run: RunState, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator],
@@ -315,11 +317,13 @@ class HarnessAgentAdapter(MiddlewareBase):
     ) -> Any:
         """Serve the call with the tier's model, priced, within the deadline;
         count calls, tokens and USD (``model_guard.ModelGuard``)."""
-        run = run_of(self.harness, agent)
-        if run is None:
-            return await next_handler(**input_kwargs)
-        run.chains.note(next_handler)
-        return await self.harness.model_guard.call(run, agent, input_kwargs, next_handler)
+        try:
+            run = run_of(self.harness, agent)
+            if run is None:
+                return await next_handler(**input_kwargs)
+            return await self.harness.model_guard.call(run, agent, input_kwargs, next_handler)
+        finally:
+            release(next_handler)
 
 
 _DELTAS = (TextBlockDeltaEvent, ThinkingBlockDeltaEvent, ToolCallDeltaEvent)

@@ -25,10 +25,10 @@ from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import ToolChunk, ToolMiddlewareBase, ToolResponse
 
 from ..calls import result_view
+from ..chains import release
 from ..context import HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception
 from ..outputs import redact_args
-from ..run_state import current_run
 from ..sentinels import format_sentinel
 from .agent_adapter import run_of
 
@@ -67,9 +67,16 @@ class HarnessToolAdapter(MiddlewareBase):
     ) -> PermissionDecision:
         """Judge the call on the arguments the tool will receive; admit it
         only once AgentScope's own permission engine allows it too."""
+        try:
+            return await self._judged(agent, input_kwargs, next_handler)
+        finally:
+            release(next_handler)
+
+    async def _judged(
+        self, agent: Any, input_kwargs: dict, next_handler: Callable[..., Any],
+    ) -> PermissionDecision:
         flow = self.harness.flow
         run = await self._run(agent)
-        run.chains.note(next_handler)
         call = input_kwargs["tool_call"]
         view = ToolCallView(
             id=call.id,
@@ -102,7 +109,10 @@ class HarnessToolAdapter(MiddlewareBase):
         self, agent: Any, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator],
     ) -> AsyncGenerator:
         """Run the admitted call and shape its result; exactly one response."""
-        response = await self._response(agent, input_kwargs, next_handler)
+        try:
+            response = await self._response(agent, input_kwargs, next_handler)
+        finally:
+            release(next_handler)
         text_blocks: list[TextBlock | DataBlock] = [b for b in response.content if isinstance(b, TextBlock)]
         if text_blocks:  # the response's id: no fresh id to generate per call
             yield ToolChunk(content=text_blocks, state=ToolResultState.RUNNING, id=response.id)
@@ -113,7 +123,6 @@ class HarnessToolAdapter(MiddlewareBase):
     ) -> ToolResponse:
         call = input_kwargs["tool_call"]
         run = await self._run(agent)
-        run.chains.note(next_handler)
         ctx = run.admitted.pop(call.id, None)
         if ctx is None:  # not admitted at the permission point: never runs
             return _sentinel_response(call.id, "policy_error",
@@ -237,9 +246,6 @@ class ErrorClassMiddleware(ToolMiddlewareBase):
         self, tool: Any, input_kwargs: dict[str, Any], next_handler: Callable[..., AsyncGenerator],
     ) -> AsyncGenerator:
         """Re-yield the tool's chunks; turn an exception into a classified error."""
-        run = current_run()
-        if run is not None:
-            run.chains.note(next_handler)
         try:
             async for chunk in next_handler(**input_kwargs):
                 yield chunk
@@ -256,6 +262,8 @@ class ErrorClassMiddleware(ToolMiddlewareBase):
                 state=ToolResultState.ERROR,
                 metadata={METADATA_KEY: meta},
             )
+        finally:
+            release(next_handler)
 
 
 def instrument_toolkit(toolkit: Any, middleware: ToolMiddlewareBase) -> None:

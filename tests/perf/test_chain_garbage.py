@@ -1,13 +1,14 @@
 """AgentScope's middleware chains leave no garbage cycles behind a harnessed
-reply's rounds (issue 16 item 3). Each chain call is a closure referring to
-itself, holding the call's arguments until a full collection; the harness
-breaks the cycle of each chain it took part in once nothing can call it any
-more (``chains.Chains``): never sooner, since an inner middleware may call
-the chain after the harness's layer returned (a lazy or retried stream, a
-tool run by a background task, an adapter subclass retrying through
-``super()``: the red team's cases, each below). With the collector off, a
-reply's cyclic garbage is counted exactly: ``gc.collect`` under
-``DEBUG_SAVEALL`` keeps every object it would have freed."""
+reply (issue 16 item 3). Each chain call is a closure referring to itself,
+holding the call's arguments until a full collection; when a harness layer
+has finished with a chain it puts a rebuilt, acyclic equivalent in the
+closure's own cell (``chains.release``), so reference counting frees the
+closure. The chain must stay callable and unchanged: an inner middleware may
+call it after the harness's layer returned (a lazy or retried stream, a tool
+run by a background task, an adapter subclass retrying through ``super()``)
+or leave an argument to its default (the red team's cases, each below).
+With the collector off, a reply's cyclic garbage is counted exactly:
+``gc.collect`` under ``DEBUG_SAVEALL`` keeps every object it would have freed."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from scripted import ALLOW, RAN, ScriptedModel, calls, make_agent, search, text
 
 from agentscope_harness import DependencyDown, Harness, HarnessConfig, Principal, ToolPolicy
 from agentscope_harness.adapters import HarnessAgentAdapter
-from agentscope_harness.chains import Chains
+from agentscope_harness.chains import release
 
 USER = Principal(user_id="u-1", tenant="acme")
 
@@ -118,17 +119,12 @@ async def reply(agent: Any, h: Harness | None) -> Any:
         return await agent.reply(UserMsg("user", "Find me a kettle and my order o-1."))
 
 
-async def test_a_harnessed_reply_leaves_one_chain_whatever_its_rounds():
-    """Only the reply's own chain is left to the collector (it outlives the
-    reply's last harness step): the same garbage for five rounds as for one."""
+async def test_a_harnessed_reply_leaves_no_cyclic_garbage():
     h = harness()
     tools = toolkit()
     h.instrument(tools)
     agent = make_agent(ScriptedModel(script()), tools, middlewares=h.middlewares())
     await reply(agent, h)  # warm: first-use caches are not the reply's garbage
-    short = make_agent(ScriptedModel([text("The Acme K2 kettle.")]), tools, middlewares=h.middlewares())
-    with cyclic_garbage() as one_round:
-        await reply(short, h)
     agent = make_agent(ScriptedModel(script()), tools, middlewares=h.middlewares())
     with cyclic_garbage() as garbage:
         final = await reply(agent, h)
@@ -138,8 +134,7 @@ async def test_a_harnessed_reply_leaves_one_chain_whatever_its_rounds():
     assert report.refusals == {"permission_denied": 1}
     assert report.tool_calls == {"search": 1, "lookup_order": 1, "inventory": 1}
     assert "kettle" in final.get_text_content()
-    assert chain_functions(garbage) == ["Agent._reply.<locals>.execute_chain"]
-    assert len(garbage) == len(one_round), sorted(type(o).__name__ for o in garbage)
+    assert garbage == [], sorted(type(o).__name__ for o in garbage)
 
 
 async def test_the_same_reply_through_a_plain_middleware_leaves_its_chains_behind():
@@ -238,7 +233,7 @@ async def test_an_adapter_subclass_may_retry_through_super():
     assert final.get_text_content() == "answer" and len(model.calls) == 2
 
 
-def test_a_handler_of_another_shape_is_ignored():
+def test_a_handler_of_another_shape_is_left_alone():
     async def handler(**kwargs: Any) -> None:
         return None
 
@@ -250,10 +245,38 @@ def test_a_handler_of_another_shape_is_ignored():
 
         return next_handler
 
-    chains = Chains()
-    for candidate in (handler, outer(), len, None, lambda: None):
-        chains.note(candidate)
-    assert chains._pending == []
+    shaped = outer()
+    for candidate in (handler, shaped, len, None, lambda: None):
+        release(candidate)  # no error, nothing changed
+    assert shaped.__closure__[0].cell_contents is len
+
+
+async def test_a_released_chain_runs_the_same_code_with_the_same_arguments():
+    """Called after its release (twice: the rebuilt function is made once),
+    a chain recurses through itself and keeps its defaults."""
+    seen: list[tuple[int, str]] = []
+    handlers: list[Any] = []
+
+    def chain_of(word: str) -> Any:  # AgentScope's shape
+        async def execute_chain(index: int = 0, word: str = word) -> int:
+            seen.append((index, word))
+            if index >= 2:
+                return index
+
+            async def next_handler(**kwargs: Any) -> int:
+                return await execute_chain(index + 1, **kwargs)
+
+            handlers.append(next_handler)
+            return await next_handler()
+
+        return execute_chain
+
+    assert await chain_of("w")() == 2
+    handler = handlers[0]
+    release(handler)
+    assert type(handler.__closure__[0].cell_contents).__name__ == "_Rebuilt"
+    assert await handler() == 2 and await handler(word="x") == 2
+    assert seen == [(0, "w"), (1, "w"), (2, "w"), (1, "w"), (2, "w"), (1, "x"), (2, "w")]  # defaults kept
 
 
 class DropsAKey(MiddlewareBase):
@@ -276,8 +299,8 @@ class DropsAKey(MiddlewareBase):
 
 @pytest.mark.parametrize("outside", [True, False])
 async def test_a_middleware_may_leave_arguments_to_the_chains_defaults(outside: bool):
-    """The harness never touches a chain's defaults (red team: dropping them
-    broke a middleware that leaves a key out)."""
+    """A released chain keeps its defaults (red team: dropping them broke a
+    middleware that leaves a key out)."""
     h = harness()
     model = ScriptedModel([calls(("search", {"q": "kettle"})), text("The K2.")])
     layers = [DropsAKey(), *h.middlewares()] if outside else [*h.middlewares(), DropsAKey()]
