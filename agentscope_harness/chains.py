@@ -14,8 +14,11 @@ reference to that cell. The closure is then referenced only by the frames
 still running it, and everything is freed when they end. The chain stays
 callable: an inner middleware may still call it after the harness's layer
 returned (a lazily read or retried stream, a tool run by a background task,
-an adapter subclass retrying through ``super()``); such a call runs the
-rebuilt function, whose own cycle is then left to the collector.
+an adapter subclass retrying through ``super()``); such a call runs the same
+code, rebuilt for the call. One difference remains, for a handler made by
+such a late call: it runs the released chain, not one AgentScope's model-call
+loop defined later for a retry or a fallback (it differs only for a
+middleware that leaves ``current_model`` to the chain's default).
 """
 
 from __future__ import annotations
@@ -29,10 +32,11 @@ _SELF_CELL: dict[CodeType, int | None] = {}
 
 class _Rebuilt:
     """A chain closure's code, arguments and cells, but for the cell that
-    refers to the chain, which the function built at the first call gets
-    afresh, holding this object."""
+    refers to the chain: each call runs a function built afresh, whose own
+    cell holds this object. Nothing here holds the function, so it is freed
+    with its frames (no cycle, even when the chain is called again)."""
 
-    __slots__ = ("_at", "_cells", "_code", "_defaults", "_function", "_globals", "_kwdefaults", "_qualname")
+    __slots__ = ("_at", "_cells", "_code", "_defaults", "_globals", "_kwdefaults", "_qualname")
 
     def __init__(self, chain: FunctionType, at: int) -> None:
         self._code, self._globals = chain.__code__, chain.__globals__
@@ -40,17 +44,14 @@ class _Rebuilt:
         self._qualname = chain.__qualname__
         self._cells = tuple(None if i == at else cell for i, cell in enumerate(chain.__closure__ or ()))
         self._at = at
-        self._function: FunctionType | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        function = self._function
-        if function is None:
-            cells = tuple(CellType(self) if i == self._at else cell for i, cell in enumerate(self._cells))
-            function = self._function = FunctionType(
-                self._code, self._globals, self._code.co_name, self._defaults, cells,  # type: ignore[arg-type]
-            )
-            function.__kwdefaults__ = self._kwdefaults
-            function.__qualname__ = self._qualname
+        cells = tuple(CellType(self) if i == self._at else cell for i, cell in enumerate(self._cells))
+        function = FunctionType(
+            self._code, self._globals, self._code.co_name, self._defaults, cells,  # type: ignore[arg-type]
+        )
+        function.__kwdefaults__ = self._kwdefaults
+        function.__qualname__ = self._qualname
         return function(*args, **kwargs)
 
 
@@ -65,8 +66,11 @@ def release(next_handler: Any) -> None:
         chain = cell.cell_contents
     except ValueError:  # an empty cell
         return
-    if isinstance(chain, FunctionType) and _cell(chain) is cell:  # refers to itself: AgentScope's chain
-        cell.cell_contents = _Rebuilt(chain, _SELF_CELL[chain.__code__])  # type: ignore[arg-type]
+    if not isinstance(chain, FunctionType) or _cell(chain) is not cell:  # not a closure referring to itself
+        return
+    at = _SELF_CELL[chain.__code__]
+    if at is not None:
+        cell.cell_contents = _Rebuilt(chain, at)
 
 
 def _cell(function: Any) -> Any:

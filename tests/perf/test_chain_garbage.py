@@ -157,7 +157,10 @@ async def test_a_middleware_may_call_the_chain_again(outside: bool):
     model = ScriptedModel([text("first"), text("second")])
     layers = [other, *h.middlewares()] if outside else [*h.middlewares(), other]
     agent = make_agent(model, toolkit(), middlewares=layers)
-    final = await reply(agent, h)
+    with cyclic_garbage() as garbage:  # a released chain called again: rebuilt, no cycle
+        final = await reply(agent, h)
+    assert chain_functions(garbage) == []
+    assert not [o for o in garbage if type(o).__name__ == "_Rebuilt"]
     assert other.model_calls == 2 and len(model.calls) == 2
     assert final.get_text_content() == "second"
     assert h.last_report(agent).terminal_state.value == "completed"
