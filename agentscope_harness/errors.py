@@ -8,6 +8,8 @@ import asyncio
 from enum import Enum
 from typing import Any
 
+import pydantic
+
 METADATA_KEY = "harness"
 """Key under ``ToolResponse.metadata`` where the harness reads and writes its
 facts (``error_class``, ``candidates``, ``picks``, ``facts``, ``code``...)."""
@@ -72,6 +74,20 @@ class Conflict(HarnessError):
     already shipped): retrying the same call will not help."""
 
     error_class = ErrorClass.CONFLICT
+
+
+def error_text(exc: BaseException) -> str:
+    """What the model is told of a tool's exception: its message; for a
+    pydantic validation error, its problems without their input values
+    (pydantic shortens a long value in the middle, and a secret in it would
+    survive as a fragment redaction cannot recognise)."""
+    if isinstance(exc, pydantic.ValidationError):
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc']) or 'value'}: {error['msg']}"
+            for error in exc.errors(include_input=False, include_url=False)
+        )
+        return f"{exc.error_count()} validation error(s) for {exc.title}: {problems}"
+    return str(exc) or type(exc).__name__
 
 
 def classify_exception(exc: BaseException) -> ErrorClass:

@@ -27,7 +27,7 @@ from agentscope.tool import ToolChunk, ToolMiddlewareBase, ToolResponse
 from ..calls import result_view
 from ..chains import release
 from ..context import HookContext, ToolCallView, ToolResultView
-from ..errors import METADATA_KEY, classify_exception
+from ..errors import METADATA_KEY, classify_exception, error_text
 from ..outputs import redact_args
 from ..sentinels import format_sentinel
 from .agent_adapter import run_of
@@ -258,7 +258,7 @@ class ErrorClassMiddleware(ToolMiddlewareBase):
             if dependency:
                 meta["dependency"] = dependency
             yield ToolChunk(
-                content=[TextBlock(text=str(exc) or type(exc).__name__)],
+                content=[TextBlock(text=error_text(exc))],
                 state=ToolResultState.ERROR,
                 metadata={METADATA_KEY: meta},
             )

@@ -33,10 +33,11 @@ from agentscope.event import (
 )
 from agentscope.message import TextBlock, ThinkingBlock, ToolCallBlock
 from agentscope.model import ChatResponse
+from agentscope.tool import FunctionTool, ToolChunk, Toolkit
 from hooks.hookkit import drive, harnessed, results
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scripted import ScriptedModel, calls, make_agent, text
+from scripted import ALLOW, ScriptedModel, calls, make_agent, text, tool_messages
 
 from agentscope_harness import Harness, HarnessConfig, ToolPolicy
 from agentscope_harness.outputs import PII_HOLD, OutputFilter, PiiStream, filter_result, pii_modes
@@ -392,6 +393,32 @@ async def test_a_secret_in_a_tool_name_the_model_invented_never_streams(stream: 
     assert names == ["send_[redacted:secret_value]"] * 2
     assert all(SECRET not in e.model_dump_json() for e in events)
     assert final.get_text_content() == "done"
+
+
+
+async def test_a_tools_malformed_chunk_never_shows_a_fragment_of_a_secret() -> None:
+    """pydantic's error message shortens a long input in the middle, so a
+    secret in it survives as fragments no redaction recognises: an
+    instrumented tool's validation error is told without input values."""
+
+    async def export(q: str) -> ToolChunk:
+        """Export a record.
+
+        Args:
+            q (str): The record.
+        """
+        return ToolChunk(content=[TextBlock(text="ok")], metadata="x" * 14 + SECRET + "y" * 30)  # type: ignore[arg-type]
+
+    h = Harness(HarnessConfig(secret_values=[SECRET]), load_entry_points=False)
+    toolkit = Toolkit(tools=[FunctionTool(export, permission=ALLOW)])
+    h.instrument(toolkit)
+    model = ScriptedModel([calls(("export", {"q": "r-1"})), text("done")])
+    agent = make_agent(model, toolkit, middlewares=h.middlewares())
+    events, _, _ = await drive(h, agent)
+    told = tool_messages(model.calls[-1])[-1]
+    assert "validation error(s) for ToolChunk" in told and "metadata: Input should be a valid dictionary" in told
+    shown = told + "".join(e.model_dump_json() for e in events)
+    assert "pr0d-Db" not in shown and "7f3a9c" not in shown
 
 
 # ------------------------------------------------------------ injection
