@@ -115,7 +115,7 @@ class ReplyLifecycle:
             # fail open in shadow mode, or a notice may follow the fence)
             shown = self.harness.services.redactor.redact(item.delta)
             return [item if shown == item.delta else item.model_copy(update={"delta": shown})]
-        if kind == _TOOL_START:  # a name the model invented is shown as the model wrote it
+        if kind == _TOOL_START:  # the tool name is the model's to write: shown redacted
             return [shown_name(self.harness.services.redactor, item)]
         if kind == _TOOL_END:
             if item.state == ToolResultState.ERROR:  # refused arguments: say what to send
