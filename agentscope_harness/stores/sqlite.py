@@ -52,7 +52,10 @@ class SQLiteStore:
     serialised across processes. Blocking calls run in a thread
     (``asyncio.to_thread``) bounded by ``timeout_s`` and the caller's
     ``deadline``; SQLite's own lock wait is ``timeout_s`` too, so a thread
-    left behind by a timed-out call ends soon after. The clock is the host's
+    left behind by a timed-out call ends soon after. Such a thread may still
+    get the lock before its own wait ends and complete the write the caller
+    was told failed: a spend is then recorded (it was spent) and a
+    reservation holds until its TTL, both on the safe side. The clock is the host's
     wall clock (``time.time``), the same for every process on the host.
     Stale rows (rate entries, closed breakers) are at most one per key."""
 

@@ -170,6 +170,10 @@ async def test_sqlite_waits_off_the_loop_and_a_locked_file_is_dependency_down(tm
     try:
         with pytest.raises(DependencyDown):
             await asyncio.wait_for(store.add_spend("k", 1.0), HANG_GUARD_S)
+        # the timed-out call's thread waits for the lock up to timeout_s from its own
+        # start: freed before that, the lock would let that write land after all
+        # (the store says so); the lock is held past it, so this one never lands
+        await asyncio.sleep(store.timeout_s * 3)
     finally:
         task.cancel()
         locker.execute("ROLLBACK")
