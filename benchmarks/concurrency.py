@@ -155,7 +155,7 @@ async def run(size: str = "full") -> Section:
                    note=f"GC share {f['gc'] / f['cpu']:.1%}; harnessed {ratio / (f['cpu'] / b['cpu']):.3f}x the floor"),
             Figure("concurrency", f"{n} concurrent replies: GC share above the floor (points)",
                    (share_h - f["gc"] / f["cpu"]) * 100, None, show_ratio=False,
-                   note="what the harness adds to AgentScope's own middleware cost"),
+                   note="harnessed minus the floor (below 0: the harness frees the chains the floor leaves)"),
             Figure("concurrency", f"{n} concurrent replies: peak RSS", h["rss_kb"] / 1024, b["rss_kb"] / 1024,
                    unit="MB"),
             Figure("concurrency", f"{n} concurrent replies: GC-tracked allocations per round",

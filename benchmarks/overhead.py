@@ -18,7 +18,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agentscope.agent import Agent
 from agentscope.middleware import MiddlewareBase
 
 from ._common import Tools, full_policy, harness, make_agent, reply
@@ -92,19 +91,9 @@ def variant(h: Any = None, *, instrument: bool = True, null: bool = False) -> Ti
         model = BenchModel(overhead_script(rounds))
         tools = Tools()
         if null:
-            base = make_agent(model, tools, None)
-            agent = Agent(
-                name=base.name, system_prompt=base._system_prompt, model=model,
-                toolkit=tools.toolkit(), middlewares=[PassAgent(), PassTool()],
-                react_config=base.react_config, injection_config=base.injection_config,
-            )
-        elif h is not None and not instrument:
-            base = make_agent(model, tools, None)
-            agent = Agent(
-                name=base.name, system_prompt=base._system_prompt, model=model,
-                toolkit=tools.toolkit(), middlewares=h.middlewares(),
-                react_config=base.react_config, injection_config=base.injection_config,
-            )
+            agent = make_agent(model, tools, None, extra=(PassAgent(), PassTool()))
+        elif h is not None and not instrument:  # the harness's middlewares, its toolkit not instrumented
+            agent = make_agent(model, tools, None, extra=tuple(h.middlewares()))
         else:
             agent = make_agent(model, tools, h)
         gc.collect()
