@@ -55,8 +55,8 @@ class DependencyDown(HarnessError):
         self.dependency = dependency
         self.cause = cause
         text = f"{dependency} is unavailable."
-        if cause is not None:
-            text += f" ({cause})"
+        if cause is not None:  # told like a tool's own exception (``error_text``)
+            text += f" ({cause if isinstance(cause, str) else error_text(cause)})"
         super().__init__(text)
 
 

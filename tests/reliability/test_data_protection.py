@@ -39,7 +39,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scripted import ALLOW, ScriptedModel, calls, make_agent, text, tool_messages
 
-from agentscope_harness import Harness, HarnessConfig, ToolPolicy
+from agentscope_harness import DependencyDown, Harness, HarnessConfig, ToolPolicy
 from agentscope_harness.outputs import PII_HOLD, OutputFilter, PiiStream, filter_result, pii_modes
 from agentscope_harness.pii import DETECTORS, MODES, apply_pii
 from agentscope_harness.redaction import Redactor
@@ -419,6 +419,18 @@ async def test_a_tools_malformed_chunk_never_shows_a_fragment_of_a_secret() -> N
     assert "validation error(s) for ToolChunk" in told and "metadata: Input should be a valid dictionary" in told
     shown = told + "".join(e.model_dump_json() for e in events)
     assert "pr0d-Db" not in shown and "7f3a9c" not in shown
+
+
+def test_a_dependency_down_caused_by_a_validation_error_shows_no_input_value() -> None:
+    """The harness's own ``DependencyDown`` tells its cause as a tool's
+    exception is told (red team: it quoted pydantic's shortened input)."""
+    try:
+        ToolChunk(content=[TextBlock(text="ok")], metadata="x" * 14 + SECRET + "y" * 30)  # type: ignore[arg-type]
+    except ValueError as exc:
+        down = DependencyDown("orders-api", exc)
+    assert str(down).startswith("orders-api is unavailable. (1 validation error(s) for ToolChunk: metadata:")
+    assert "pr0d-Db" not in str(down) and "7f3a9c" not in str(down)
+    assert str(DependencyDown("orders-api", "connection refused")) == "orders-api is unavailable. (connection refused)"
 
 
 # ------------------------------------------------------------ injection
