@@ -97,7 +97,6 @@ class CallFlow:
             return Verdict(ctx=ctx)
         if self.services.shadow:
             return Verdict(ctx=ctx)
-        ctx.admissions.clear()
         self.services.fleet.release_call(run, view.id)
         self.shown(run, view)
         run.park_reason = reason if run.park_reason is None else f"{run.park_reason}; {reason}"

@@ -89,19 +89,26 @@ class HarnessToolAdapter(MiddlewareBase):
         if view.resumed:  # judged against the caller bound at resume
             run.resumed_by = self.harness.current_principal()
         verdict = await flow.judge(run, agent, view)
-        if verdict.refusal is not None:
-            return _deny(verdict.refusal.text)
-        if verdict.ask is not None:
-            return PermissionDecision(
-                behavior=PermissionBehavior.ASK, message=verdict.ask, decision_reason=verdict.ask,
-            )
-        decision = await next_handler(**input_kwargs)
-        if decision.behavior in (PermissionBehavior.ASK, PermissionBehavior.PASSTHROUGH):
-            flow.shown(run, view)  # parked for a human: judged again on resume
-        if decision.behavior != PermissionBehavior.ALLOW:
-            return decision
-        refusal = flow.admit(verdict)
-        return _deny(refusal.text) if refusal is not None else decision
+        try:
+            if verdict.refusal is not None:
+                return _deny(verdict.refusal.text)
+            if verdict.ask is not None:
+                return PermissionDecision(
+                    behavior=PermissionBehavior.ASK, message=verdict.ask, decision_reason=verdict.ask,
+                )
+            decision = await next_handler(**input_kwargs)
+            if decision.behavior in (PermissionBehavior.ASK, PermissionBehavior.PASSTHROUGH):
+                flow.shown(run, view)  # parked for a human: judged again on resume
+            if decision.behavior != PermissionBehavior.ALLOW:
+                return decision
+            refusal = flow.admit(verdict)
+            return _deny(refusal.text) if refusal is not None else decision
+        finally:
+            # a call not admitted (refused, asked, cancelled while AgentScope
+            # decided) drops the charges its gates asked for: each refers to
+            # the call's context, a cycle holding the run until a collection
+            if verdict.ctx is not None:
+                verdict.ctx.admissions.clear()
 
     # ------------------------------------------------------------ shaping
 

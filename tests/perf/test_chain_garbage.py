@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from agentscope.message import TextBlock, UserMsg
 from agentscope.middleware import MiddlewareBase
+from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import FunctionTool, Toolkit, ToolResponse
 from scripted import ALLOW, RAN, ScriptedModel, calls, make_agent, search, text
 
@@ -311,3 +312,26 @@ async def test_a_middleware_may_leave_arguments_to_the_chains_defaults(outside: 
     final = await reply(agent, h)
     assert final.get_text_content() == "The K2." and RAN == ["kettle"]
     assert h.last_report(agent).terminal_state.value == "completed"
+
+
+@pytest.mark.parametrize("behavior", [PermissionBehavior.ASK, PermissionBehavior.DENY])
+async def test_a_call_agentscope_does_not_allow_leaves_no_cyclic_garbage(behavior: PermissionBehavior):
+    """Every gate passed, then AgentScope's own permission engine asks a
+    human (or denies): the charges the gates asked for are never made, and
+    nothing of the judged call (its context, the gates' admission closures
+    that refer to it) waits for the collector."""
+    h = harness()
+    decision = PermissionDecision(behavior=behavior, message="the application's own rule")
+    tools = Toolkit(tools=[FunctionTool(search, permission=decision)])
+    model = ScriptedModel([calls(("search", {"q": "kettle"})), text("I could not search.")])
+    agent = make_agent(ScriptedModel([text("warm")]), tools, middlewares=h.middlewares())
+    await reply(agent, h)
+    agent = make_agent(model, tools, middlewares=h.middlewares())
+    with cyclic_garbage() as garbage:
+        await reply(agent, h)
+    assert RAN == []  # neither asked nor denied calls run
+    report = h.last_report(agent)
+    assert report.tool_calls.get("search", 0) == 0
+    expected = "waiting_input" if behavior == PermissionBehavior.ASK else "completed"
+    assert report.terminal_state.value == expected
+    assert garbage == [], sorted(type(o).__name__ for o in garbage)
