@@ -496,6 +496,21 @@ def _windowed(
         pos = max(found[-1][1] if found else pos, settled)
 
 
+class _Compiled:
+    """One shape compiled once per ``Redactor``, for both searches: its
+    pattern and opening, its self-overlap (``_self_overlapping``) and the
+    automaton a stream steps it with."""
+
+    __slots__ = ("automaton", "opening", "regex", "shape", "skip")
+
+    def __init__(self, shape: _Shape) -> None:
+        self.shape = shape
+        self.regex = re.compile(shape.pattern())
+        self.opening = re.compile(shape.opening())
+        self.skip = _self_overlapping(shape)
+        self.automaton = _Automaton(shape)
+
+
 class _Pass:
     """One shape's batch search: ``finditer``'s matches, found the fastest
     way the shape allows (a literal opening: ``re``'s own search, a window at
@@ -503,15 +518,14 @@ class _Pass:
     ``_skipping``), plus the glued ones ``finditer`` skips (``_glued``),
     named by the shapes found within it."""
 
-    def __init__(self, shape: _Shape, within: list[_Shape]) -> None:
+    def __init__(self, compiled: _Compiled, within: list[_Compiled]) -> None:
+        shape = compiled.shape
         self.folded = shape.folded
-        self.regex = re.compile(shape.pattern())
-        self.anchor = re.compile(shape.opening())
+        self.regex, self.anchor, self.skip = compiled.regex, compiled.opening, compiled.skip
         self.label = f"[redacted:{shape.label}]"
-        self.skip = _self_overlapping(shape)
         self.led = _led(shape)
         self.reach = _reach(shape)
-        self.inner = [(re.compile(s.pattern()), f"[redacted:{s.label}]") for s in within]
+        self.inner = [(c.regex, f"[redacted:{c.shape.label}]") for c in within]
 
     def steps(self, source: str, pos: int, end: int) -> Iterator[list[tuple[int, int, str]]]:
         """The secrets in ``source[pos:end]``, a window (or the pass) at a step."""
@@ -573,12 +587,11 @@ class Redactor:
         window: int = 128,
         secret_values: Iterable[str] = (),
     ) -> None:
-        self._shapes = [(re.compile(s.pattern()), s) for s in SHAPES]
-        self._anchors = [re.compile(s.opening()) for s in SHAPES]
+        self._compiled = [_Compiled(s) for s in SHAPES]  # indexed as SHAPES (a stream's kinds)
         self._extra = [re.compile(p) for p in extra_patterns]
-        self._skips = [_self_overlapping(s) for s in SHAPES]
         self._passes = [
-            _Pass(s, [inner for inner in SHAPES if inner.within == s.label]) for s in SHAPES if not s.within
+            _Pass(c, [inner for inner in self._compiled if inner.shape.within == c.shape.label])
+            for c in self._compiled if not c.shape.within
         ]
         self._any_anchor = re.compile("|".join(
             re.escape(a) for a in sorted({a.lower() for s in SHAPES for a in s.anchors}, key=len, reverse=True)
@@ -595,7 +608,6 @@ class Redactor:
         )
         longest = max(len(a) for s in SHAPES for a in s.anchors)
         self.window = max(window, longest, MIN_SECRET_VALUE, len(_BEGIN))
-        self._automata = [_Automaton(s) for s in SHAPES]
         self._heads = (
             re.compile("|".join(sorted({re.escape(v[:MIN_SECRET_VALUE]) for v in self._values})))
             if self._values else None
@@ -738,7 +750,7 @@ class StreamRedactor:
         self._live: list[_Candidate] = []
         self._settled: list[tuple[int, int]] = []
         # compiled once per Redactor: a stream is opened for every model call
-        self._automata = redactor._automata
+        self._compiled = redactor._compiled
         self._heads = redactor._heads
         self._longest = redactor._longest_anchor
 
@@ -748,12 +760,12 @@ class StreamRedactor:
         lo, stop = max(seen - self._longest + 1, self._sent, off) - off, end - off
         found: list[_Candidate] = []
         anchored = self._r._any_anchor.search(self._low, lo, stop) is not None
-        for kind, (regex, shape) in enumerate(zip(self._r._anchors, SHAPES, strict=False)):
+        for kind, compiled in enumerate(self._compiled):
             if not anchored:
                 break
-            text = self._low if shape.folded else self._buf
+            text = self._low if compiled.shape.folded else self._buf
             at = lo
-            while (m := regex.search(text, at, stop)) is not None:  # overlapping ones too: AKIASIA…
+            while (m := compiled.opening.search(text, at, stop)) is not None:  # overlapping ones too: AKIASIA…
                 if m.end() + off > seen:
                     found.append(_Candidate(m.start() + off, kind, m.end() + off))
                 at = m.start() + 1
@@ -784,13 +796,13 @@ class StreamRedactor:
             regex = self._r._values_re
             m = regex.match(self._buf, rel, stop) if regex is not None else None
             return (cand.start, m.end() + self._off) if m else None
-        shape = SHAPES[cand.kind]
-        text = self._low if shape.folded else self._buf
-        cand.states = self._automata[cand.kind].advance(cand.states, text, cand.pos - self._off, stop)
+        compiled = self._compiled[cand.kind]
+        text = self._low if compiled.shape.folded else self._buf
+        cand.states = compiled.automaton.advance(cand.states, text, cand.pos - self._off, stop)
         cand.pos = end
         if cand.states:
             return True
-        m = self._r._shapes[cand.kind][0].match(text, rel, stop)
+        m = compiled.regex.match(text, rel, stop)
         return (cand.start, m.end() + self._off) if m else None
 
     def _step_block(self, cand: _Candidate, rel: int, stop: int) -> tuple[int, int] | bool | None:
@@ -833,7 +845,7 @@ class StreamRedactor:
                 continue
             state = self._step(cand, end)
             if state is True:
-                if cand.kind >= 0 and self._r._skips[cand.kind] is not None and all(i == 0 for i, _ in cand.states):
+                if cand.kind >= 0 and self._compiled[cand.kind].skip is not None and all(i == 0 for i, _ in cand.states):
                     in_run.add(cand.kind)
                 live.append(cand)
                 hold = min(hold, cand.start)
