@@ -413,3 +413,23 @@ async def test_extend_needs_a_run_waiting_on_its_budget() -> None:
     with pytest.raises(ValueError):
         h.extend(agent, usd=1.0)
     await agent.reply(UserMsg("user", "hi"))
+
+
+async def test_a_confirmation_prompt_carries_the_real_arguments_and_the_app_redacts_what_it_shows() -> None:
+    """README (Secrets): the confirmation event is AgentScope's control
+    channel: it carries the arguments the call will run with, echoing it back
+    runs exactly those, and ``harness.redactor`` is what the application
+    renders for the user."""
+    key = "sk-" + "A1b2C3d4" * 5
+    h = shop()
+    model = ScriptedModel([
+        calls(("refund", {"user_id": "alice", "order_id": key, "amount": 80.0})),
+        text("done"),
+    ])
+    agent = make_agent(model, [refund, search], h.middlewares())
+    ask = asked(await reply(h, agent, ALICE))
+    assert ask is not None and RAN == []
+    shown = h.redactor.redact(ask.tool_calls[0].input)
+    assert key not in shown and "[redacted:openai_key]" in shown
+    await reply(h, agent, ALICE, confirm(ask))
+    assert RAN == [f"refund:alice:{key}:80.0"]  # the real arguments ran, not the redacted ones
