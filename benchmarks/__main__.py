@@ -81,7 +81,9 @@ NOTES = """
   built-in hook on; nothing is refused: the run is checked). Wall time per round, median
   of interleaved repetitions. *null middlewares* is AgentScope's own cost of two
   pass-through middlewares on the same hooks the harness implements: the floor any
-  middleware-based harness pays.
+  middleware-based harness pays. *machinery only (no hooks)* is the same harness with
+  every hook disabled: its adapters, run lifecycle, model guard, prefix observer, output
+  filters and reports, apart from what the hooks decide.
 - **tokens**: input tokens are counted from the payload the model receives (formatted
   messages plus tool schemas, `len(json) / 4`); the run uses `result_max_tokens=1000`,
   `prune_over_tokens=16000`, `keep_last=2`.

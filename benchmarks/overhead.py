@@ -3,11 +3,12 @@ hook on, nothing refused), a zero-latency scripted model and trivial tools.
 Wall time per round, median of interleaved repetitions (the order of the
 variants rotates every repetition, so none always runs first).
 
-Two reference variants are measured in the same loop to show where the
+Three reference variants are measured in the same loop to show where the
 time goes: ``null middlewares`` (two pass-through AgentScope middlewares on
-the same hooks the harness uses: AgentScope's own cost of any middleware)
-and the harness without ``harness.instrument(toolkit)`` (its tool-level
-error-class middleware is an extra AgentScope chain per tool call).
+the same hooks the harness uses: AgentScope's own cost of any middleware),
+the harness without ``harness.instrument(toolkit)`` (its tool-level
+error-class middleware is an extra AgentScope chain per tool call) and the
+harness with every hook disabled (its own machinery, without its hooks).
 """
 
 from __future__ import annotations
@@ -142,6 +143,13 @@ def _median(xs: list[tuple[float, float]], i: int) -> float:
     return statistics.median(x[i] for x in xs)
 
 
+def without_hooks(h: Any) -> Any:
+    """``h``'s policy with every hook disabled: what the harness's own
+    machinery costs (adapters, run lifecycle, model guard, prefix observer,
+    output filters, reports), apart from what its hooks decide."""
+    return harness(full_policy(disabled_hooks={s.name for s in h.all_hooks}))
+
+
 async def run(size: str = "full") -> Section:
     p = SIZES[size]
     h = harness(full_policy())
@@ -150,6 +158,7 @@ async def run(size: str = "full") -> Section:
             "bare": variant(),
             "harnessed": variant(h),
             "harnessed, no instrument()": variant(h, instrument=False),
+            "machinery only (no hooks)": variant(without_hooks(h)),
             "null middlewares": variant(null=True),
         },
         p["rounds"], p["reps"], p["warmup"],
