@@ -61,8 +61,17 @@ class CallFlow:
         it: a hook's ``ctx.ask`` or the policy's ``ask_when``, asked only
         about a call no gate refused, skipped by a live remembered approval.
         A resumed call is re-judged by every gate and must be the very call
-        the human was shown, resumed by the caller who parked it."""
+        the human was shown, resumed by the caller who parked it. The
+        caller owns the verdict's slots and charges (gives back what a call
+        not admitted took); a judging cut short drops its charges here."""
         ctx = HookContext("pre_tool_call", run, self.services, agent, tool=view)
+        try:
+            return await self._judge(ctx, run, view)
+        except BaseException:  # cancelled mid-gate: each charge refers to ctx, a cycle
+            ctx.admissions.clear()
+            raise
+
+    async def _judge(self, ctx: HookContext, run: RunState, view: ToolCallView) -> Verdict:
         view.rejudged = view.id in run.judged_calls
         if not view.rejudged:  # a call judged again (after a park) is still one call
             run.judged_calls.add(view.id)
@@ -74,14 +83,12 @@ class CallFlow:
             return Verdict(refusal=self._refuse(ctx, mismatch), ctx=ctx)
         refusal = await self.runner.run("pre_tool_call", ctx)
         if refusal is not None:
-            self.services.fleet.release_call(run, view.id)
             run.remember_sentinel(refusal.code, refusal.text)
             return Verdict(refusal=refusal, ctx=ctx)
         reason = ctx.ask_reason or await self._ask_when(ctx)
         if reason is not None and view.resumed and not run.asked_here:
             # the human's approval was given elsewhere and cannot be compared
             # with this call: a call that needs approval is not run on it
-            self.services.fleet.release_call(run, view.id)
             return Verdict(refusal=self._refuse(ctx, (
                 "approval_mismatch",
                 "This approval cannot be checked against the call the user saw. Do not run it; "
@@ -97,8 +104,8 @@ class CallFlow:
             return Verdict(ctx=ctx)
         if self.services.shadow:
             return Verdict(ctx=ctx)
-        self.services.fleet.release_call(run, view.id)
         self.shown(run, view)
+        reason = self.services.scrubbed(reason)  # the report states it: a reason may quote the call
         run.park_reason = reason if run.park_reason is None else f"{run.park_reason}; {reason}"
         return Verdict(ask=reason, ctx=ctx)
 
@@ -164,7 +171,6 @@ class CallFlow:
         assert ctx is not None and ctx.tool is not None
         refusal = self.runner.admit(ctx)
         if refusal is not None:
-            self.services.fleet.release_call(ctx.run, ctx.tool.id)
             ctx.run.remember_sentinel(refusal.code, refusal.text)
             return refusal
         run, view = ctx.run, ctx.tool

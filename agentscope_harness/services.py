@@ -74,6 +74,15 @@ class Services:
         """The index keys of ``tool``'s successes."""
         return self.index_keys.get(tool, _NO_NAMES)
 
+    def scrubbed(self, text: str) -> str:
+        """``text`` as the run's records state it: it may quote what a call
+        carried, so its secrets are redacted (exact values too), and its
+        personal data too unless ``config.record_raw``."""
+        if not text:
+            return text
+        text = self.redactor.redact(text)
+        return text if self.config.record_raw else apply_pii(text, _ALL_PII, b"").text
+
     def record(
         self,
         run: RunState,
@@ -87,15 +96,10 @@ class Services:
     ) -> Decision:
         """Record a decision: the run's report, a log line, an OTel event.
         ``detail`` may quote what a call carried (a refusal's message, an
-        exception): its secrets are always redacted (exact values too), and
-        its personal data too unless ``config.record_raw``."""
-        if detail:
-            detail = self.redactor.redact(detail)
-            if not self.config.record_raw:
-                detail = apply_pii(detail, _ALL_PII, b"").text
+        exception): it is ``scrubbed``."""
         decision = Decision(
             hook=hook, point=point, action=action, code=code, tool=tool,
-            detail=detail, enforced=not self.shadow,
+            detail=self.scrubbed(detail), enforced=not self.shadow,
         )
         run.record(decision)
         log.info(

@@ -89,6 +89,7 @@ class HarnessToolAdapter(MiddlewareBase):
         if view.resumed:  # judged against the caller bound at resume
             run.resumed_by = self.harness.current_principal()
         verdict = await flow.judge(run, agent, view)
+        admitted = False
         try:
             if verdict.refusal is not None:
                 return _deny(verdict.refusal.text)
@@ -102,11 +103,15 @@ class HarnessToolAdapter(MiddlewareBase):
             if decision.behavior != PermissionBehavior.ALLOW:
                 return decision
             refusal = flow.admit(verdict)
+            admitted = refusal is None
             return _deny(refusal.text) if refusal is not None else decision
         finally:
-            # a call not admitted (refused, asked, cancelled while AgentScope
-            # decided) drops the charges its gates asked for: each refers to
-            # the call's context, a cycle holding the run until a collection
+            # a call not admitted (refused, asked or denied by AgentScope's own
+            # engine, cancelled while it decided) gives back the slots its gates
+            # took (a resume is judged afresh) and drops the charges they asked
+            # for: each refers to the call's context, a cycle holding the run
+            if not admitted:
+                self.harness.services.fleet.release_call(run, view.id)
             if verdict.ctx is not None:
                 verdict.ctx.admissions.clear()
 

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from scripted import RAN, ScriptedModel, calls, make_agent, run, search, text, tool, tool_messages
 
 from agentscope_harness import (
+    ConcurrencyLimit,
     CostPolicy,
     Harness,
     HarnessConfig,
@@ -433,3 +434,49 @@ async def test_a_confirmation_prompt_carries_the_real_arguments_and_the_app_reda
     assert key not in shown and "[redacted:openai_key]" in shown
     await reply(h, agent, ALICE, confirm(ask))
     assert RAN == [f"refund:alice:{key}:80.0"]  # the real arguments ran, not the redacted ones
+
+
+@pytest.mark.parametrize("confirmed", [True, False])
+async def test_a_call_agentscope_asks_about_gives_back_its_slot(confirmed: bool) -> None:
+    """AgentScope's own permission engine asks about a call every gate
+    passed: the call's concurrency slot is given back while it waits (a
+    resume is judged afresh), so the confirmed call runs, and a refused one
+    leaves the slot free for the next call of that tool."""
+    h = Harness(HarnessConfig(
+        tools={"search": ToolPolicy(role="retrieval")},
+        concurrency_limits=[ConcurrencyLimit(scope="tool", tool="search", max_in_flight=1)],
+    ), load_entry_points=False)
+    agent = make_agent(ScriptedModel([calls(("search", {"q": "a"})), calls(("search", {"q": "b"})), text("done")]),
+                       [FunctionTool(search), tool(refund)], h.middlewares())  # AgentScope asks by default
+    ask = asked(await reply(h, agent, ALICE))
+    assert ask is not None and RAN == []
+    events = await reply(h, agent, ALICE, confirm(ask, confirmed=confirmed))
+    report = h.last_report(agent)
+    assert "concurrency_limited" not in report.refusals
+    if confirmed:
+        assert RAN == ["a"]
+    else:  # the model's next call is asked about in turn, not refused for a slot
+        assert RAN == [] and asked(events) is not None
+
+
+async def test_a_reason_that_quotes_the_call_is_reported_redacted() -> None:
+    """An ``ask_when`` reason quoting the arguments: the run's report (its
+    reason, the ``harness.report`` event, ``last_report``) states it with
+    secrets and personal data redacted, as decision details are."""
+    key = "sk-" + "A1b2C3d4" * 5
+
+    def quoting(args: dict[str, Any]) -> str:
+        return f"refund of {args['order_id']} for {args['user_id']} needs a human"
+
+    h = Harness(HarnessConfig(tools={
+        "refund": ToolPolicy(role="mutation", identity_args={"user_id": "user_id"}, ask_when=quoting),
+    }), load_entry_points=False)
+    model = ScriptedModel([calls(("refund", {"user_id": "alice", "order_id": key, "amount": 80.0})), text("done")])
+    agent = make_agent(model, [refund], h.middlewares())
+    events = await reply(h, agent, ALICE)
+    assert asked(events) is not None
+    report = h.last_report(agent)
+    assert report.terminal_state == TerminalState.WAITING_INPUT
+    assert report.reason == "refund of [redacted:openai_key] for alice needs a human"
+    told = [e for e in events if not isinstance(e, RequireUserConfirmEvent)]  # the control channel carries it
+    assert key not in json.dumps([e.model_dump(mode="json") for e in told], default=str)

@@ -335,3 +335,44 @@ async def test_a_call_agentscope_does_not_allow_leaves_no_cyclic_garbage(behavio
     expected = "waiting_input" if behavior == PermissionBehavior.ASK else "completed"
     assert report.terminal_state.value == expected
     assert garbage == [], sorted(type(o).__name__ for o in garbage)
+
+
+@pytest.mark.parametrize("where", ["harness gate", "agentscope permission"])
+async def test_a_call_cancelled_while_it_is_judged_leaves_no_cyclic_garbage(where: str):
+    """The consumer cancels the reply while a call is judged: in the
+    harness's own gates (an async ``ask_when`` that waits) or in
+    AgentScope's permission engine. The charges the gates asked for are
+    dropped and the call's slots given back: nothing waits for the collector."""
+    reached = asyncio.Event()
+
+    async def waits(args: dict[str, Any]) -> None:
+        reached.set()
+        await asyncio.sleep(30)
+
+    class SlowPermission(FunctionTool):
+        async def check_permissions(self, tool_input: Any, context: Any) -> Any:
+            reached.set()
+            await asyncio.sleep(30)
+            return ALLOW
+
+    policy = ToolPolicy(role="retrieval", ask_when=waits) if where == "harness gate" else ToolPolicy(role="retrieval")
+    h = Harness(HarnessConfig(tools={"search": policy}), load_entry_points=False)
+    tools = [FunctionTool(search, permission=ALLOW)] if where == "harness gate" else [SlowPermission(search)]
+    warm = make_agent(ScriptedModel([text("warm")]), tools, middlewares=h.middlewares())
+    await reply(warm, h)
+    agent = make_agent(ScriptedModel([calls(("search", {"q": "a"})), text("done")]), tools, middlewares=h.middlewares())
+
+    async def consume() -> None:
+        with h.acting_for(USER):
+            async for _ in agent.reply_stream(UserMsg("user", "hi")):
+                pass
+
+    with cyclic_garbage() as garbage:
+        task = asyncio.create_task(consume())
+        await reached.wait()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        del task
+    assert RAN == []
+    assert garbage == [], sorted(type(o).__name__ for o in garbage)
