@@ -175,13 +175,13 @@ def _tools_chunk(tools: Any, previous: Chunks | None) -> tuple[int, int]:
     in the order they are sent), a third of the cost of JSON; their JSON is
     written, for its length, only when the previous call's schemas differ."""
     try:
-        key = hash(marshal.dumps(tools, 2))
-    except ValueError:  # a value only JSON can write (through ``str``)
-        text = json.dumps(tools, ensure_ascii=False, default=str)
-        return hash(text), len(text)
-    if previous is not None and previous.owners[:1] == [-1] and previous.keys[0] == key:
+        key: int | None = hash(marshal.dumps(tools, 2))
+    except ValueError:  # a value only JSON can write (through ``str``): hashed as JSON
+        key = None
+    if key is not None and previous is not None and previous.owners[:1] == [-1] and previous.keys[0] == key:
         return key, previous.sizes[0]
-    return key, len(json.dumps(tools, ensure_ascii=False, default=str))
+    text = json.dumps(tools, ensure_ascii=False, default=str)
+    return hash(text) if key is None else key, len(text)
 
 
 def _block_key(block: Any) -> tuple[tuple[Any, ...], int]:

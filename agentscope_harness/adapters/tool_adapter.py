@@ -24,7 +24,7 @@ from agentscope.middleware import MiddlewareBase
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import ToolChunk, ToolMiddlewareBase, ToolResponse
 
-from ..calls import result_view
+from ..calls import Verdict, result_view
 from ..chains import release
 from ..context import HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception, error_text
@@ -88,9 +88,10 @@ class HarnessToolAdapter(MiddlewareBase):
         )
         if view.resumed:  # judged against the caller bound at resume
             run.resumed_by = self.harness.current_principal()
-        verdict = await flow.judge(run, agent, view)
+        verdict: Verdict | None = None
         admitted = False
         try:
+            verdict = await flow.judge(run, agent, view)
             if verdict.refusal is not None:
                 return _deny(verdict.refusal.text)
             if verdict.ask is not None:
@@ -107,12 +108,13 @@ class HarnessToolAdapter(MiddlewareBase):
             return _deny(refusal.text) if refusal is not None else decision
         finally:
             # a call not admitted (refused, asked or denied by AgentScope's own
-            # engine, cancelled while it decided) gives back the slots its gates
-            # took (a resume is judged afresh) and drops the charges they asked
-            # for: each refers to the call's context, a cycle holding the run
+            # engine, cancelled while judged or while it decided) gives back the
+            # slots its gates took (a resume is judged afresh) and drops the
+            # charges they asked for: each refers to the call's context, a cycle
+            # holding the run (a judging cut short drops its own)
             if not admitted:
                 self.harness.services.fleet.release_call(run, view.id)
-            if verdict.ctx is not None:
+            if verdict is not None and verdict.ctx is not None:
                 verdict.ctx.admissions.clear()
 
     # ------------------------------------------------------------ shaping
