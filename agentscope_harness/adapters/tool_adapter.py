@@ -7,15 +7,18 @@ the harness's call flow (``calls.py``).
   ``tool_input``, the exact value the tool receives. A refusal is a ``DENY``
   carrying the sentinel: AgentScope writes a ``DENIED`` result and the tool
   never runs.
-- ``on_acting`` shapes the result of an admitted call. It keeps AgentScope's
-  contract (AGENTSCOPE2 §10): never raises, consumes ``next_handler`` to the
-  end, yields exactly one ``ToolResponse``.
+- ``on_acting`` runs an admitted call within the run's deadline and shapes
+  its result. It keeps AgentScope's contract (AGENTSCOPE2 §10): never
+  raises, consumes ``next_handler`` to the end, yields exactly one
+  ``ToolResponse``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +40,16 @@ if TYPE_CHECKING:
     from ..run_state import RunState
 
 log = logging.getLogger("agentscope_harness")
+
+TOOL_GRACE_S = 0.1
+"""A tool still running this long after the run's deadline is cancelled. A
+tool that bounds its waits with ``clamp_timeout`` has timed out by then and
+reports its own error; the cut is for one that does not."""
+
+DEADLINE_CUT = (
+    "The call to {name} was stopped at the run's deadline before it finished; "
+    "whether it took effect is unknown. Do not retry it; tell the user."
+)
 
 _STATES = {s.value: s for s in ToolResultState}
 
@@ -141,7 +154,9 @@ class HarnessToolAdapter(MiddlewareBase):
         if ctx is None:  # not admitted at the permission point: never runs
             return _sentinel_response(call.id, "policy_error",
                                       f"The call to {call.name} was not judged; it did not run.")
-        original = await _consume(call, self._delivered(ctx, input_kwargs), next_handler)
+        original = await _within_deadline(ctx.run, call, self._delivered(ctx, input_kwargs), next_handler)
+        if original is None:
+            return self._cut(ctx, call)
         return await self._shaped(ctx, original)
 
     def _delivered(self, ctx: HookContext, input_kwargs: dict) -> dict:
@@ -167,18 +182,50 @@ class HarnessToolAdapter(MiddlewareBase):
             result.notices = []
         return to_response(ctx, result, original)
 
+    def _cut(self, ctx: HookContext, call: Any) -> ToolResponse:
+        """A call the run's deadline stopped: the model reads a sentinel
+        saying its effect is unknown, and the report keeps it in flight.
+        An error, not AgentScope's interrupted result (which ends a reply
+        as a user's interruption): ``liveness_watchdog`` ends the run at its
+        next round, ``incomplete`` (``deadline``), without a model call."""
+        run = ctx.run
+        self.harness.services.record(
+            run, "liveness_watchdog", "on_acting", "stop", code="deadline", tool=call.name,
+            detail=f"deadline: the call to {call.name} was cut short",
+        )
+        self.harness.services.fleet.release_call(run, call.id)
+        return _told(run, call.id, "run_concluded", DEADLINE_CUT.format(name=call.name))
+
     def _failed(self, ctx: HookContext, original: ToolResponse, exc: Exception) -> ToolResponse:
         name = ctx.tool.name if ctx.tool else "tool"
         self.harness.services.record(
             ctx.run, "tool_adapter", "post_tool_call", "error", code="policy_error",
             tool=name, detail=f"{type(exc).__name__}: {exc}",
         )
-        response = _sentinel_response(
-            original.id, "policy_error",
+        return _told(
+            ctx.run, original.id, "policy_error",
             f"The call to {name} could not be completed safely. Do not retry it; tell the user.",
         )
-        ctx.run.remember_sentinel("policy_error", response.content[0].text)  # type: ignore[union-attr]
-        return response
+
+
+async def _within_deadline(
+    run: RunState, call: Any, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator],
+) -> ToolResponse | None:
+    """The tool's response, or ``None`` when it was still running
+    ``TOOL_GRACE_S`` after the run's deadline and was cancelled (AgentScope's
+    toolkit turns the cancellation into an interrupted result; a tool
+    called outside it lets it through)."""
+    if run.deadline is None:
+        return await _consume(call, input_kwargs, next_handler)
+    bound = asyncio.timeout(max(run.deadline + TOOL_GRACE_S - time.monotonic(), 0.0))
+    try:
+        async with bound:
+            response = await _consume(call, input_kwargs, next_handler)
+    except TimeoutError:
+        if not bound.expired():  # the tool's own, not the deadline's
+            raise
+        return None
+    return None if bound.expired() else response
 
 
 async def _consume(call: Any, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator]) -> ToolResponse:
@@ -240,6 +287,14 @@ def _sentinel_response(call_id: str, code: str, text: str) -> ToolResponse:
         id=call_id, content=[TextBlock(text=format_sentinel(code, text))],
         state=ToolResultState.ERROR, metadata={METADATA_KEY: {"code": code}},
     )
+
+
+def _told(run: RunState, call_id: str, code: str, text: str) -> ToolResponse:
+    """A sentinel the model reads in place of a result, remembered so the
+    final-answer audit strips exactly it."""
+    response = _sentinel_response(call_id, code, text)
+    run.remember_sentinel(code, response.content[0].text)  # type: ignore[union-attr]
+    return response
 
 
 def _text_block(text: str, original: ToolResponse) -> TextBlock:

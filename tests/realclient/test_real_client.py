@@ -9,6 +9,7 @@ and fail today; they start passing (visibly: strict) once the item is fixed.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import time
@@ -306,6 +307,36 @@ async def test_tool_calls_arriving_after_the_deadline_never_run(
     _, _, report = await drive(h, agent, U42)
     assert ran == []
     assert report.terminal_state == TerminalState.INCOMPLETE
+
+
+async def test_deadline_bounds_a_tool_that_ignores_it(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    """A streamed call to a tool that hangs: cut at the deadline, the run
+    ends ``incomplete`` (``deadline``) with no second request."""
+    stopped: list[str] = []
+
+    async def hang(order_id: str) -> str:
+        """Wait for an order's warehouse, forever.
+
+        Args:
+            order_id (str): The order.
+        """
+        try:
+            await asyncio.sleep(30)
+        finally:
+            stopped.append(order_id)
+        return "never"
+
+    server.plan(Reply(tool_calls=[("hang", {"order_id": "A-1"})]), Reply(text="never said"))
+    h, agent = real_agent(HarnessConfig(deadline_s=1.0), make_model(server), [hang])
+    started = time.monotonic()
+    _, final, report = await drive(h, agent)
+    elapsed = time.monotonic() - started
+    assert elapsed < 2.0, f"reply took {elapsed:.1f}s under a 1 s deadline"
+    assert stopped == ["A-1"] and len(server.requests) == 1
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "deadline")
+    assert "never said" not in (final.get_text_content() or "")
 
 
 async def test_deadline_bounds_stacked_retries(
