@@ -10,6 +10,10 @@ one store behave as one harness.
   calls are taken at the tool's gate and released when its result is shaped,
   when the call is refused after all, or when its run closes.
 - Runs in flight per principal/tenant hold a lease from open to close.
+- Every lease held is renewed each third of its ``lease_s``, so a slot lasts
+  as long as its run or call does, however long that is; a crashed process's
+  slots lapse within ``lease_s``. A parked run's lease is not renewed: a run
+  waiting for a human is not in flight.
 - Before each model call its cost is reserved against the principal's daily
   quota and settled with the actual cost after: concurrent runs never spend
   past the quota (as long as a call costs no more than its estimate).
@@ -21,8 +25,10 @@ or slow; breakers fail over to local state.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -39,6 +45,8 @@ if TYPE_CHECKING:
     from .run_state import RunState
 
 T = TypeVar("T")
+
+log = logging.getLogger("agentscope_harness")
 
 CHARS_PER_TOKEN = 4
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
@@ -80,12 +88,39 @@ class ModelAdmission:
     answer: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _Lease:
+    """One slot held in the store, and how long each renewal holds it."""
+
+    key: str
+    id: str
+    seconds: float
+
+
 @dataclass
 class _Holds:
     """Leases one run holds: its own (runs in flight) and its calls'."""
 
-    run: list[tuple[str, str]] = field(default_factory=list)
-    calls: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    owner: weakref.ref[RunState]
+    run: list[_Lease] = field(default_factory=list)
+    calls: dict[str, list[_Lease]] = field(default_factory=dict)
+
+    def renewable(self) -> list[_Lease]:
+        """Every lease of a live run not parked for a human (a parked run's
+        report is set until it resumes)."""
+        owner = self.owner()
+        if owner is None or owner.report is not None:
+            return []
+        return self.run + [lease for leases in self.calls.values() for lease in leases]
+
+    def drop(self, lease: _Lease) -> bool:
+        """Forget a lease that lapsed; False when it was no longer held
+        (released while its renewal was on its way)."""
+        for leases in (self.run, *self.calls.values()):
+            if lease in leases:
+                leases.remove(lease)
+                return True
+        return False
 
 
 class Fleet:
@@ -104,6 +139,9 @@ class Fleet:
         self._probes: set[tuple[str, str]] = set()
         self._holds: dict[str, _Holds] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._renewer: asyncio.Task[None] | None = None
+        self.renew_every_s = min((limit.lease_s for limit in config.concurrency_limits), default=0.0) / 3
+        """How often held leases are renewed: a third of the shortest lease."""
         self.tool_rates: dict[str, list[RateLimit]] = {}
         self.model_rates: list[RateLimit] = []
         self.tool_leases: dict[str, list[ConcurrencyLimit]] = {}
@@ -245,7 +283,7 @@ class Fleet:
         deadline = run.deadline
         hook_s = self.config.hook_timeout_s
         wait_until = None if hook_s is None else time.monotonic() + 0.8 * hook_s
-        held: list[tuple[str, str]] = []
+        held: list[_Lease] = []
         try:
             for rate in rates:
                 assert rate.calls_per_min is not None  # a tool limit counts calls
@@ -262,7 +300,7 @@ class Fleet:
                         f"{tool} is busy: {limit.max_in_flight} calls of it are already running "
                         f"({_whose(limit.scope)}). Try again shortly, or answer with what you have."
                     ))
-                held.append((key, lease))
+                held.append(_Lease(key, lease, limit.lease_s))
         except (DependencyDown, _Limited) as exc:
             self._release_later(held)
             if isinstance(exc, _Limited):
@@ -272,7 +310,8 @@ class Fleet:
                 code="dependency_down", hard=True,
             ) from None
         if held:
-            self._holds.setdefault(run.run_id, _Holds()).calls[ctx.tool.id] = held
+            self._holds_of(run).calls[ctx.tool.id] = held
+            self._keep_renewing()
 
     async def _rate(self, rate: RateLimit, key: str, per_min: int, cost: int,
                     deadline: float | None, wait_until: float | None, what: str) -> None:
@@ -308,20 +347,56 @@ class Fleet:
         if held:
             self._release_later(held)
 
-    def _release_later(self, held: list[tuple[str, str]]) -> None:
+    def _release_later(self, held: list[_Lease]) -> None:
         if not held:
             return
         task = asyncio.get_running_loop().create_task(self._release(held))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _release(self, held: list[tuple[str, str]]) -> None:
+    async def _release(self, held: list[_Lease]) -> None:
         """Free leases; one the store cannot free lapses at its TTL."""
-        for key, lease in held:
+        for lease in held:
             try:
-                await self._call(self.store.lease_release(key, lease), "limits store", None)
+                await self._call(self.store.lease_release(lease.key, lease.id), "limits store", None)
             except DependencyDown:
                 pass
+
+    def _holds_of(self, run: RunState) -> _Holds:
+        holds = self._holds.get(run.run_id)
+        if holds is None:
+            holds = self._holds[run.run_id] = _Holds(run.handle)
+        return holds
+
+    def _keep_renewing(self) -> None:
+        """Start the renewer on this loop unless it runs already."""
+        renewer = self._renewer
+        if renewer is not None and not renewer.done() and renewer.get_loop() is asyncio.get_running_loop():
+            return
+        self._renewer = asyncio.get_running_loop().create_task(self._renew_held())
+
+    async def _renew_held(self) -> None:
+        """Renew every renewable lease each ``renew_every_s`` while any run
+        holds one. A lease that lapsed anyway (a store down past its TTL, a
+        loop blocked for longer) is not taken again: the slot may be someone
+        else's by now; that is logged."""
+        while self._holds:
+            await asyncio.sleep(self.renew_every_s)
+            for holds in list(self._holds.values()):
+                for lease in holds.renewable():
+                    if not await self._renewed(lease) and holds.drop(lease):
+                        log.warning("harness lease %s of %s lapsed before it was renewed", lease.id, lease.key)
+
+    async def _renewed(self, lease: _Lease) -> bool:
+        """Renew one lease; False once it has lapsed (a store that cannot
+        answer is asked again next time)."""
+        try:
+            return bool(await self._call(
+                self.store.lease_renew(lease.key, lease.id, lease.seconds), "limits store", None,
+            ))
+        except DependencyDown as exc:
+            log.warning("harness could not renew lease %s of %s: %s", lease.id, lease.key, exc)
+            return True
 
     # ------------------------------------------------------------ runs
 
@@ -331,7 +406,7 @@ class Fleet:
         fallback answer at its first step."""
         if run.parent is not None or not self.run_leases:
             return
-        holds = self._holds.setdefault(run.run_id, _Holds())
+        holds = self._holds_of(run)
         for limit in self.run_leases:
             key = _lease_key(limit, run)
             try:
@@ -346,12 +421,18 @@ class Fleet:
                 self.stop(run, "concurrency_limited", "concurrency_limited",
                           f"{limit.max_in_flight} runs already in flight ({_whose(limit.scope)})")
                 return
-            holds.run.append((key, lease))
+            holds.run.append(_Lease(key, lease, limit.lease_s))
+            self._keep_renewing()
 
     async def close_run(self, run: RunState) -> None:
         """Free every slot the run still holds (its own, and calls never
         shaped: cancelled, abandoned, cut short)."""
         holds = self._holds.pop(run.run_id, None)
+        renewer = self._renewer
+        if not self._holds and renewer is not None:  # nothing left to renew
+            if renewer.get_loop() is asyncio.get_running_loop():
+                renewer.cancel()
+            self._renewer = None
         if holds is None:
             return
         held = holds.run + [lease for leases in holds.calls.values() for lease in leases]

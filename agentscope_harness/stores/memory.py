@@ -148,6 +148,15 @@ class MemoryStore:
         leases[lid] = now + lease_s
         return lid
 
+    async def lease_renew(self, key: str, lease_id: str, lease_s: float, *,
+                          deadline: float | None = None) -> bool:
+        now = self._clock()
+        leases = self._leases.get(key)
+        if leases is None or leases.get(lease_id, now) <= now:
+            return False
+        leases[lease_id] = now + lease_s
+        return True
+
     async def lease_release(self, key: str, lease_id: str, *,
                             deadline: float | None = None) -> None:
         leases = self._leases.get(key)

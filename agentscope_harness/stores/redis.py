@@ -129,6 +129,16 @@ redis.call('PEXPIRE', KEYS[1], math.floor((tonumber(last[2]) - now) / 1000) + 1)
 return 1
 """
 
+# KEYS: leases. ARGV: id, lease_us. A lapsed lease is not taken again.
+RENEW = _NOW + """
+local expiry = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not expiry or tonumber(expiry) <= now then return false end
+redis.call('ZADD', KEYS[1], 'XX', num(now + tonumber(ARGV[2])), ARGV[1])
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+redis.call('PEXPIRE', KEYS[1], math.floor((tonumber(last[2]) - now) / 1000) + 1)
+return 1
+"""
+
 
 def _us(seconds: float) -> str:
     return f"{seconds * 1e6:.0f}"
@@ -176,7 +186,7 @@ class RedisStore:
         register = self._client.register_script
         self._reserve, self._settle = register(RESERVE), register(SETTLE)
         self._allow, self._record = register(BREAKER_ALLOW), register(BREAKER_RECORD)
-        self._rate, self._lease = register(RATE), register(LEASE)
+        self._rate, self._lease, self._renew = register(RATE), register(LEASE), register(RENEW)
 
     def _key(self, kind: str, *parts: str) -> str:
         return ":".join((self.prefix, kind, *parts))
@@ -266,6 +276,11 @@ class RedisStore:
         got = await self._script(self._lease, [self._key("lease", key)],
                                  [lid, max_in_flight, _us(lease_s)], deadline)
         return lid if got else None
+
+    async def lease_renew(self, key: str, lease_id: str, lease_s: float, *,
+                          deadline: float | None = None) -> bool:
+        renewed = await self._script(self._renew, [self._key("lease", key)], [lease_id, _us(lease_s)], deadline)
+        return bool(renewed)
 
     async def lease_release(self, key: str, lease_id: str, *,
                             deadline: float | None = None) -> None:

@@ -211,6 +211,14 @@ class SQLiteStore:
 
         return await self._run(lambda: self._write(acquire), deadline)
 
+    async def lease_renew(self, key: str, lease_id: str, lease_s: float, *,
+                          deadline: float | None = None) -> bool:
+        def renew(conn: sqlite3.Connection, now: float) -> bool:
+            return conn.execute("UPDATE harness_leases SET until=? WHERE id=? AND key=? AND until>?",
+                                (now + lease_s, lease_id, key, now)).rowcount == 1
+
+        return await self._run(lambda: self._write(renew), deadline)
+
     async def lease_release(self, key: str, lease_id: str, *,
                             deadline: float | None = None) -> None:
         def release(conn: sqlite3.Connection, _: float) -> None:

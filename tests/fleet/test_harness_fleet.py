@@ -343,3 +343,68 @@ async def test_a_redis_restart_fails_closed_then_recovers_without_a_restart(priv
         assert await store.get_spend(U42.key) == pytest.approx(report3.spent_usd)
     finally:
         await store.aclose()
+
+
+# ------------------------------------------------------------ leases outlive lease_s
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "redis"])
+async def test_a_slot_is_held_as_long_as_its_call_runs_past_lease_s(backend, tmp_path, request):
+    """Two harnesses (two processes' worth) share one store; a call of the
+    limited tool runs three times ``lease_s``: the other harness's call is
+    refused the whole time (the lease is renewed), then admitted once the
+    first is done (it is released, not left to lapse)."""
+    from agentscope_harness.stores import RedisStore, SQLiteStore
+
+    if backend == "memory":
+        store: Any = MemoryStore()
+    elif backend == "sqlite":
+        store = SQLiteStore(str(tmp_path / "fleet.db"))
+    else:
+        store = RedisStore(request.getfixturevalue("redis_url"), prefix=request.getfixturevalue("prefix"))
+    limit = ConcurrencyLimit(scope="tool", tool="search", max_in_flight=1, lease_s=0.3)
+    config = HarnessConfig(concurrency_limits=[limit], store=store)
+    first, second = (Harness(config, load_entry_points=False) for _ in range(2))
+    executed: list[str] = []
+    long_model = ScriptedModel([calls(("search", {"q": "long"})), text("done")])
+    long_run = asyncio.create_task(
+        reply(first, make_agent(long_model, shop(executed, delay=0.9), first.middlewares()), U42),
+    )
+    while "long" not in executed:
+        await asyncio.sleep(0.01)
+    busy: list[str] = []
+    for i in range(3):  # at about 0.25, 0.5 and 0.75 s: past lease_s, the call still runs
+        await asyncio.sleep(0.25)
+        model = ScriptedModel([calls(("search", {"q": f"other {i}"})), text("x")])
+        await reply(second, make_agent(model, shop(executed), second.middlewares()), U7)
+        busy += [m for m in _tool_results(model) if m.startswith("[harness:concurrency_limited]")]
+    assert len(busy) == 3 and executed == ["long"]
+    await long_run
+    await asyncio.sleep(0.05)  # the release is sent in the background; well within the lease's 0.2 s left
+    model = ScriptedModel([calls(("search", {"q": "after"})), text("x")])
+    await reply(second, make_agent(model, shop(executed), second.middlewares()), U7)
+    assert executed == ["long", "after"]
+    assert first.services.fleet._renewer is None  # nothing held: the renewer stopped
+    if backend == "redis":
+        await store.aclose()
+
+
+async def test_a_run_parked_for_a_human_does_not_keep_its_slot_past_lease_s():
+    """A parked run is not in flight: its lease is not renewed, so another
+    run of the same principal gets the slot once ``lease_s`` has passed."""
+    from agentscope_harness import ToolPolicy
+
+    limit = ConcurrencyLimit(scope="principal", max_in_flight=1, lease_s=0.3)
+    config = HarnessConfig(concurrency_limits=[limit], store=MemoryStore(),
+                           tools={"search": ToolPolicy(ask_when=lambda args: "a human looks first")})
+    h = Harness(config, load_entry_points=False)
+    executed: list[str] = []
+    parked = make_agent(ScriptedModel([calls(("search", {"q": "p"})), text("x")]), shop(executed), h.middlewares())
+    _, report = await reply(h, parked, U42)
+    assert report.terminal_state == TerminalState.WAITING_INPUT
+    model = ScriptedModel([text("hello")])
+    _, report = await reply(h, make_agent(model, shop(executed), h.middlewares()), U42)
+    assert report.reason == "concurrency_limited"  # within lease_s the parked run holds it
+    await asyncio.sleep(0.45)
+    _, report = await reply(h, make_agent(model, shop(executed), h.middlewares()), U42)
+    assert report.terminal_state == TerminalState.COMPLETED

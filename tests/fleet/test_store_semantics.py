@@ -137,6 +137,23 @@ async def test_leases_cap_in_flight_and_release_frees_a_slot(store: LedgerStore)
     assert await store.lease_acquire("tool:search", 3, lease_s=60) is None
 
 
+async def test_a_renewed_lease_outlives_lease_s_and_a_lapsed_one_is_not_taken_again(store: LedgerStore) -> None:
+    held = await store.lease_acquire("run:acme", 1, lease_s=0.3)
+    assert held is not None
+    for _ in range(4):  # 0.4 s in all: past lease_s, held throughout
+        await asyncio.sleep(0.1)
+        assert await store.lease_renew("run:acme", held, 0.3) is True
+        assert await store.lease_acquire("run:acme", 1, lease_s=60) is None
+    assert await store.lease_renew("run:acme", "no-such-lease", 60) is False
+    await store.lease_release("run:acme", held)
+    assert await store.lease_renew("run:acme", held, 60) is False  # released: not taken again
+    short = await store.lease_acquire("run:acme", 1, lease_s=0.05)
+    assert short is not None
+    await asyncio.sleep(0.1)
+    assert await store.lease_renew("run:acme", short, 60) is False  # lapsed: not taken again
+    assert await store.lease_acquire("run:acme", 1, lease_s=60) is not None
+
+
 async def test_a_crashed_holder_frees_its_lease_after_lease_s(store: LedgerStore) -> None:
     assert await store.lease_acquire("run:acme", 1, lease_s=0.05) is not None
     assert await store.lease_acquire("run:acme", 1, lease_s=60) is None
