@@ -141,6 +141,14 @@ class RunState:
             run = run.parent
         return run
 
+    @property
+    def depth(self) -> int:
+        """How many runs this one is nested in (0: a root)."""
+        depth, run = 0, self
+        while run.parent is not None:
+            depth, run = depth + 1, run.parent
+        return depth
+
     def note_model_call_s(self, seconds: float) -> None:
         """How long a model call took (the root keeps the longest)."""
         root = self.root

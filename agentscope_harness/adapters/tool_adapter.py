@@ -32,6 +32,7 @@ from ..chains import release
 from ..context import HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception, error_text
 from ..outputs import redact_args
+from ..report import TerminalState
 from ..sentinels import format_sentinel
 from .agent_adapter import run_of
 
@@ -44,11 +45,17 @@ log = logging.getLogger("agentscope_harness")
 TOOL_GRACE_S = 0.1
 """A tool still running this long after the run's deadline is cancelled. A
 tool that bounds its waits with ``clamp_timeout`` has timed out by then and
-reports its own error; the cut is for one that does not."""
+reports its own error; the cut is for one that does not. A nested run's
+tools are cut sooner (divided by 1 + its depth), so a sub-agent has ended,
+with its own answer, before the tool that runs it is cut."""
 
 DEADLINE_CUT = (
     "The call to {name} was stopped at the run's deadline before it finished; "
     "whether it took effect is unknown. Do not retry it; tell the user."
+)
+DEADLINE_PASSED = (
+    "The call to {name} was not made: the run's deadline had passed. "
+    "Do not retry it; tell the user."
 )
 
 _STATES = {s.value: s for s in ToolResultState}
@@ -154,9 +161,11 @@ class HarnessToolAdapter(MiddlewareBase):
         if ctx is None:  # not admitted at the permission point: never runs
             return _sentinel_response(call.id, "policy_error",
                                       f"The call to {call.name} was not judged; it did not run.")
-        original = await _within_deadline(ctx.run, call, self._delivered(ctx, input_kwargs), next_handler)
+        if _past_deadline(run):  # judged in time, but its run is out of it now
+            return self._stopped(ctx, call, "not made", DEADLINE_PASSED, ran=False)
+        original = await _within_deadline(run, call, self._delivered(ctx, input_kwargs), next_handler)
         if original is None:
-            return self._cut(ctx, call)
+            return self._stopped(ctx, call, "cut short", DEADLINE_CUT, ran=True)
         return await self._shaped(ctx, original)
 
     def _delivered(self, ctx: HookContext, input_kwargs: dict) -> dict:
@@ -182,19 +191,23 @@ class HarnessToolAdapter(MiddlewareBase):
             result.notices = []
         return to_response(ctx, result, original)
 
-    def _cut(self, ctx: HookContext, call: Any) -> ToolResponse:
-        """A call the run's deadline stopped: the model reads a sentinel
-        saying its effect is unknown, and the report keeps it in flight.
-        An error, not AgentScope's interrupted result (which ends a reply
-        as a user's interruption): ``liveness_watchdog`` ends the run at its
-        next round, ``incomplete`` (``deadline``), without a model call."""
+    def _stopped(self, ctx: HookContext, call: Any, what: str, text: str, ran: bool) -> ToolResponse:
+        """A call the run's deadline stopped: not made (called past it), or
+        cut short (still running ``TOOL_GRACE_S`` after it; the report keeps
+        it in flight: its effect is unknown). The run ends ``incomplete``
+        (``deadline``), so no later call of its batch starts; the model reads
+        a sentinel, as an error, not AgentScope's interrupted result (which
+        ends a reply as a user's interruption)."""
         run = ctx.run
         self.harness.services.record(
             run, "liveness_watchdog", "on_acting", "stop", code="deadline", tool=call.name,
-            detail=f"deadline: the call to {call.name} was cut short",
+            detail=f"deadline: the call to {call.name} was {what}",
         )
+        run.facts.conclude(TerminalState.INCOMPLETE, "deadline")
+        if not ran:
+            run.in_flight.pop(call.id, None)
         self.harness.services.fleet.release_call(run, call.id)
-        return _told(run, call.id, "run_concluded", DEADLINE_CUT.format(name=call.name))
+        return _told(run, call.id, "run_concluded", text.format(name=call.name))
 
     def _failed(self, ctx: HookContext, original: ToolResponse, exc: Exception) -> ToolResponse:
         name = ctx.tool.name if ctx.tool else "tool"
@@ -208,16 +221,22 @@ class HarnessToolAdapter(MiddlewareBase):
         )
 
 
+def _past_deadline(run: RunState) -> bool:
+    return run.deadline is not None and time.monotonic() >= run.deadline
+
+
 async def _within_deadline(
     run: RunState, call: Any, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator],
 ) -> ToolResponse | None:
     """The tool's response, or ``None`` when it was still running
     ``TOOL_GRACE_S`` after the run's deadline and was cancelled (AgentScope's
     toolkit turns the cancellation into an interrupted result; a tool
-    called outside it lets it through)."""
+    called outside it lets it through). A caller's own cancellation that
+    the toolkit turned into a result is the caller's: that result stands."""
     if run.deadline is None:
         return await _consume(call, input_kwargs, next_handler)
-    bound = asyncio.timeout(max(run.deadline + TOOL_GRACE_S - time.monotonic(), 0.0))
+    grace = TOOL_GRACE_S / (1 + run.depth)
+    bound = asyncio.timeout(max(run.deadline + grace - time.monotonic(), 0.0))
     try:
         async with bound:
             response = await _consume(call, input_kwargs, next_handler)
@@ -225,7 +244,9 @@ async def _within_deadline(
         if not bound.expired():  # the tool's own, not the deadline's
             raise
         return None
-    return None if bound.expired() else response
+    task = asyncio.current_task()
+    cancelled_by_caller = task is not None and task.cancelling() > 0
+    return None if bound.expired() and not cancelled_by_caller else response
 
 
 async def _consume(call: Any, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator]) -> ToolResponse:

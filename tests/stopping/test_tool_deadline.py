@@ -14,7 +14,7 @@ from hookkit import Ran, drive, harnessed, shop_tools, stored_results
 from scripted import calls, text
 
 from agentscope_harness import HarnessConfig, clamp_timeout
-from agentscope_harness.adapters.tool_adapter import DEADLINE_CUT, TOOL_GRACE_S
+from agentscope_harness.adapters.tool_adapter import DEADLINE_CUT, DEADLINE_PASSED, TOOL_GRACE_S
 from agentscope_harness.deadline import current_deadline
 from agentscope_harness.run_state import current_run
 from agentscope_harness.sentinels import format_sentinel
@@ -126,3 +126,152 @@ async def test_with_deadlines_switched_off_the_tool_runs_to_its_end(monkeypatch:
     assert log == ["start", "end"]
     assert final.get_text_content() == "done"
     assert report.terminal_state.value == "completed"
+
+
+def charging(charged: list[float]) -> Any:
+    def charge(amount: int) -> str:
+        """Charge the card.
+
+        Args:
+            amount (int): USD.
+        """
+        charged.append(time.monotonic())
+        return f"charged {amount}"
+
+    return charge
+
+
+async def test_no_call_of_a_sequential_batch_starts_after_the_cut() -> None:
+    from agentscope.tool import FunctionTool
+    from scripted import ALLOW
+
+    charged: list[float] = []
+    log: list[str] = []
+    tools = [FunctionTool(sleepy_tool(log), permission=ALLOW, is_concurrency_safe=False),
+             FunctionTool(charging(charged), permission=ALLOW, is_concurrency_safe=False)]
+    h, _, agent = harnessed(
+        HarnessConfig(deadline_s=0.3), [calls(("sleepy", {"seconds": 5}), ("charge", {"amount": 99})), text("x")],
+        tools,
+    )
+    _, final, report = await drive(h, agent)
+    assert charged == [] and log == ["start", "cancelled"]
+    assert (report.terminal_state.value, report.reason) == ("incomplete", "deadline")
+    assert "charge" not in (final.get_text_content() or "")  # nothing it did is reported as found
+
+
+async def test_a_call_judged_past_the_deadline_is_not_made() -> None:
+    from agentscope_harness import ToolPolicy
+
+    charged: list[float] = []
+
+    async def slow_check(args: dict[str, Any]) -> None:
+        await asyncio.sleep(0.5)  # a remote policy check, slower than the run's time
+
+    h, _, agent = harnessed(
+        HarnessConfig(deadline_s=0.2, tools={"charge": ToolPolicy(ask_when=slow_check)}),
+        [calls(("charge", {"amount": 5})), text("never said")], [charging(charged)],
+    )
+    _, final, report = await drive(h, agent)
+    assert charged == []
+    assert stored_results(agent) == [format_sentinel("run_concluded", DEADLINE_PASSED.format(name="charge"))]
+    assert report.in_flight == []  # not made: its effect is known to be none
+    assert (report.terminal_state.value, report.reason) == ("incomplete", "deadline")
+    assert any(d.point == "on_acting" and d.detail == "deadline: the call to charge was not made"
+               for d in report.decisions)
+
+
+async def test_a_callers_cancellation_during_a_cut_is_the_callers() -> None:
+    from agentscope.tool import FunctionTool
+    from scripted import ALLOW, run
+
+    async def slow_cleanup(seconds: float) -> str:
+        """Wait, then clean up slowly.
+
+        Args:
+            seconds (float): How long.
+        """
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            await asyncio.sleep(0.5)  # rolling back a remote transaction
+        return "x"
+
+    h, _, agent = harnessed(
+        HarnessConfig(deadline_s=0.2), [calls(("slow_cleanup", {"seconds": 5})), text("never said")],
+        [FunctionTool(slow_cleanup, permission=ALLOW, is_concurrency_safe=False)],
+    )
+    task = asyncio.create_task(run(agent, "hi"))
+    await asyncio.sleep(0.5)  # cut at 0.3 s; its cleanup runs to 0.8 s; the user presses stop
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    report = h.last_report(agent)
+    assert report.terminal_state.value == "cancelled"  # as without a deadline, not incomplete (deadline)
+    assert not h.table.slots
+
+
+async def test_a_sub_agent_ends_with_its_own_answer_before_its_tool_is_cut() -> None:
+    from agentscope.message import UserMsg
+    from scripted import ScriptedModel, make_agent, run
+
+    from agentscope_harness import Harness
+
+    h = Harness(HarnessConfig(deadline_s=0.3), load_entry_points=False)
+    log: list[str] = []
+    child = make_agent(ScriptedModel([calls(("sleepy", {"seconds": 5})), text("child never")]),
+                       [sleepy_tool(log)], h.middlewares(), name="researcher")
+    answers: list[str] = []
+
+    async def delegate(task: str) -> str:
+        """Ask the researcher.
+
+        Args:
+            task (str): What to find out.
+        """
+        msg = await child.reply(UserMsg("lead", task))
+        answers.append(msg.get_text_content() or "")
+        return answers[-1]
+
+    lead = make_agent(ScriptedModel([calls(("delegate", {"task": "x"})), text("lead never")]),
+                      [delegate], h.middlewares(), name="lead")
+    await run(lead)
+    fallback = HarnessConfig().fallback_text.format(reason="the time allowed for it ran out")
+    assert [a.split("\n")[0] for a in answers] == [fallback]  # the child's own answer reached the lead
+    child_report, lead_report = h.last_report(child), h.last_report(lead)
+    assert (child_report.terminal_state.value, child_report.reason) == ("incomplete", "deadline")
+    assert (lead_report.terminal_state.value, lead_report.reason) == ("incomplete", "deadline")
+    assert lead_report.in_flight == [] and not h.table.slots
+
+
+async def test_a_run_resumed_after_its_deadline_gets_the_time_again() -> None:
+    """The deadline bounds each reply, not a human's wait: a call approved
+    after the first reply's deadline runs, and the run completes."""
+    from agentscope.event import ConfirmResult, RequireUserConfirmEvent, UserConfirmResultEvent
+    from scripted import run
+
+    from agentscope_harness import ToolPolicy
+
+    refunded: list[float] = []
+
+    async def refund(amount: float) -> str:
+        """Refund an amount.
+
+        Args:
+            amount (float): USD.
+        """
+        await asyncio.sleep(0.01)  # the payment provider's answer
+        refunded.append(amount)
+        return f"refunded {amount}"
+
+    policy = ToolPolicy(role="mutation", ask_when=lambda args: "refunds need a human")
+    h, _, agent = harnessed(HarnessConfig(deadline_s=0.3, tools={"refund": policy}),
+                            [calls(("refund", {"amount": 80})), text("Refunded.")], [refund])
+    events, _ = await run(agent, "refund me")
+    asked = next(e for e in events if isinstance(e, RequireUserConfirmEvent))
+    await asyncio.sleep(0.5)  # the human answers after the first reply's deadline
+    confirmed = UserConfirmResultEvent(
+        reply_id=asked.reply_id, confirm_results=[ConfirmResult(confirmed=True, tool_call=c) for c in asked.tool_calls],
+    )
+    _, final = await run(agent, "", confirmed)
+    report = h.last_report(agent)
+    assert refunded == [80] and final.get_text_content() == "Refunded."
+    assert (report.terminal_state.value, report.reason) == ("completed", "answered")
