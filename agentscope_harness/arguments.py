@@ -40,6 +40,9 @@ _REFUSALS = (
 )
 """How AgentScope's refusals of arguments begin (``_execute_tool_call`` and
 ``_json_loads_with_repair``): its own words, written before any tool ran."""
+CODE = "bad_arguments"
+"""The sentinel code of a call refused for its arguments (DESIGN §3.2); the
+error class of such a failure is ``invalid_arguments`` (§6.2)."""
 MAX_PROBLEMS = 4
 """Problems listed in one sentinel (the rest are counted)."""
 _PROBLEM_CHARS = 160
@@ -72,9 +75,9 @@ async def guide_invalid_arguments(harness: Harness, agent: Any, run: RunState, c
     text = _sentinel(call.name, problems, schema, identity, run)
     if not harness.services.shadow:
         result.output = text
-        run.remember_sentinel("invalid_arguments", text)
+        run.remember_sentinel(CODE, text)
     harness.services.record(
-        run, "argument_guide", "post_tool_call", "rewrite", code="invalid_arguments", tool=call.name,
+        run, "argument_guide", "post_tool_call", "rewrite", code=CODE, tool=call.name,
         detail="; ".join(problems),
     )
 
@@ -130,7 +133,7 @@ def _sentinel(
     more = len(problems) - len(shown)
     said = "; ".join(shown) + (f" (and {more} more)" if more else "")
     return format_sentinel(
-        "invalid_arguments",
+        CODE,
         f"{tool} was not run: {said}. Call it again with {_template(schema, identity, run)}.",
     )
 

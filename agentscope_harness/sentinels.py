@@ -31,7 +31,7 @@ CODES = frozenset(
         "pii_blocked",
         "injection_blocked",
         "approval_mismatch",
-        "invalid_arguments",
+        "bad_arguments",
     },
 )
 

@@ -30,12 +30,12 @@ async def test_missing_identity_argument_is_answered_with_the_bound_value() -> N
     )
     _, _, report = await drive(h, agent, ALICE)
     told = results(model)[0]
-    assert told.startswith("[harness:invalid_arguments] lookup_order was not run:")
+    assert told.startswith("[harness:bad_arguments] lookup_order was not run:")
     assert "'user_id' is a required property" in told
     assert '"user_id": "alice"' in told and '"order_id": <string>' in told
     assert "Input validation failed" not in told  # AgentScope's raw text is gone
     assert ran == []  # nothing ran
-    guide = [d for d in report.decisions if d.code == "invalid_arguments"]
+    guide = [d for d in report.decisions if d.code == "bad_arguments"]
     assert len(guide) == 1 and guide[0].tool == "lookup_order"
 
 
@@ -47,7 +47,7 @@ async def test_wrong_type_and_unparseable_arguments_say_what_to_send() -> None:
     )
     await drive(h, agent)
     told = results(model)[0]
-    assert told.startswith("[harness:invalid_arguments] search was not run: q:")
+    assert told.startswith("[harness:bad_arguments] search was not run: q:")
     assert '"q": <string>' in told
     assert ran == []
 
@@ -63,9 +63,9 @@ async def test_an_ordinary_tool_error_is_left_as_it_is() -> None:
 
     h, model, agent = harnessed(HarnessConfig(), [calls(("broken", {"q": "x"})), text("sorry")], [broken])
     _, _, report = await drive(h, agent)
-    assert "invalid_arguments" not in results(model)[0]
+    assert "bad_arguments" not in results(model)[0]
     assert "backend said no" in results(model)[0]
-    assert not [d for d in report.decisions if d.code == "invalid_arguments"]
+    assert not [d for d in report.decisions if d.code == "bad_arguments"]
 
 
 async def test_forged_markers_in_the_model_arguments_are_defanged() -> None:
@@ -102,7 +102,7 @@ async def test_secrets_in_refused_arguments_reach_neither_model_nor_report_nor_s
     )
     events, _, report = await drive(h, agent)
     told = results(model)[0]
-    assert told.startswith("[harness:invalid_arguments]")
+    assert told.startswith("[harness:bad_arguments]")
     details = " ".join(d.detail for d in report.decisions)
     streamed = json.dumps([e.model_dump(mode="json") for e in events])
     for shown in (told, details, streamed):
@@ -124,14 +124,14 @@ async def test_an_unparseable_call_is_guided_and_an_inactive_group_is_not() -> N
 
     h, model, agent = harnessed(HarnessConfig(), [calls(("lookup", "[1, 2]")), text("sorry")], [lookup])
     await drive(h, agent)
-    assert results(model)[0].startswith("[harness:invalid_arguments] lookup was not run:")
+    assert results(model)[0].startswith("[harness:bad_arguments] lookup was not run:")
 
     toolkit = Toolkit(tools=[], tool_groups=[ToolGroup(name="orders", description="order tools",
                                                        tools=[tool(lookup)])])
     h, model, agent = harnessed(HarnessConfig(), [calls(("lookup", {"n": "seven"})), text("sorry")], toolkit)
     await drive(h, agent)
     told = results(model)[0]
-    assert "invalid_arguments" not in told and ("inactive" in told or "activate" in told)
+    assert "bad_arguments" not in told and ("inactive" in told or "activate" in told)
 
 
 async def test_shadow_mode_only_records() -> None:
@@ -139,4 +139,4 @@ async def test_shadow_mode_only_records() -> None:
                                 [lookup])
     _, _, report = await drive(h, agent)
     assert "[harness:" not in results(model)[0]
-    assert [d.enforced for d in report.decisions if d.code == "invalid_arguments"] == [False]
+    assert [d.enforced for d in report.decisions if d.code == "bad_arguments"] == [False]
