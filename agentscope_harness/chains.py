@@ -42,7 +42,8 @@ class _Rebuilt:
         self._code, self._globals = chain.__code__, chain.__globals__
         self._defaults, self._kwdefaults = chain.__defaults__, chain.__kwdefaults__
         self._qualname = chain.__qualname__
-        self._cells = tuple(None if i == at else cell for i, cell in enumerate(chain.__closure__ or ()))
+        cells = chain.__closure__ or ()
+        self._cells = (*cells[:at], None, *cells[at + 1:])
         self._at = at
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -75,6 +75,8 @@ class HarnessAgentAdapter(MiddlewareBase):
 
     def __init__(self, harness: Harness) -> None:
         self.harness = harness
+        self._args_filter = OutputFilter(harness.redactor, markers=False)
+        self._plain_filters: tuple[OutputFilter, OutputFilter, OutputFilter] | None = None
 
     async def get_middleware_key(self) -> str:
         """Distinct from other middlewares' keys in ``middle_context``."""
@@ -217,9 +219,7 @@ class HarnessAgentAdapter(MiddlewareBase):
             async for item in stream:
                 yield item
             return
-        answer = answer_filter(harness.services, run)
-        finish = OutputFilter(harness.redactor, answer.pii, answer.salt, markers=False)
-        args = OutputFilter(harness.redactor, markers=False)
+        answer, finish, args = self._filters(run)
         streams: dict[str, OutputStream] = {}
         async for item in stream:
             cls = type(item)
@@ -230,7 +230,7 @@ class HarnessAgentAdapter(MiddlewareBase):
                     filtered = streams[key] = (args if cls is ToolCallDeltaEvent else answer).stream()
                 safe = filtered.feed(item.delta)
                 if safe:
-                    yield item.model_copy(update={"delta": safe})
+                    yield item if safe == item.delta else item.model_copy(update={"delta": safe})
                 continue
             if cls is ToolCallStartEvent:
                 chosen = finish if item.tool_call_name in harness.finish_tools else args
@@ -245,6 +245,20 @@ class HarnessAgentAdapter(MiddlewareBase):
             elif isinstance(item, Msg):  # the final message: its thinking is shown too
                 _filter_thinking(item, answer)
             yield item
+
+    def _filters(self, run: RunState) -> tuple[OutputFilter, OutputFilter, OutputFilter]:
+        """The filters of the answer, of the finishing tool's arguments and of
+        other calls' arguments. Built once per harness; with ``pii``
+        configured the first two depend on the run (its hash salt) and are
+        built per round."""
+        if self._plain_filters is not None:
+            return self._plain_filters
+        redactor = self.harness.redactor
+        answer = answer_filter(self.harness.services, run)
+        filters = answer, OutputFilter(redactor, answer.pii, answer.salt, markers=False), self._args_filter
+        if not answer.pii:
+            self._plain_filters = filters
+        return filters
 
     async def _post_reflect(
         self, agent: Any, run: RunState, held: Msg | None, calls: list[tuple[str, str]],
