@@ -22,7 +22,7 @@ from pydantic import (
 
 from .errors import HarnessConfigError
 from .injection import InjectionDetector
-from .stores import LedgerStore, SpendStore
+from .stores import LeaseRenewal, LedgerStore, SpendStore
 
 Role = Literal[
     "retrieval",
@@ -514,6 +514,8 @@ class HarnessConfig(_Strict):
     def _references_exist(self) -> HarnessConfig:
         if self.store is not None and (self.rate_limits or self.concurrency_limits):
             missing, _ = _missing_methods(self.store, LedgerStore)
+            if self.concurrency_limits:  # a slot is renewed while its run or call lasts
+                missing += _missing_methods(self.store, LeaseRenewal)[0]
             if missing:
                 raise ValueError(
                     f"store: rate and concurrency limits are shared through the store, and "

@@ -59,6 +59,9 @@ STORE_RETRY_S = 1.0
 """After a breaker store failure, how long the local breaker decides before
 the store is asked again."""
 RESERVATION_MIN_TTL_S = 600.0
+RENEWALS = 4
+"""Renewals per ``lease_s``, on a fixed schedule: a lease survives a store
+(or an event loop) that cannot answer for up to half of its ``lease_s``."""
 
 
 @dataclass
@@ -140,8 +143,8 @@ class Fleet:
         self._holds: dict[str, _Holds] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._renewer: asyncio.Task[None] | None = None
-        self.renew_every_s = min((limit.lease_s for limit in config.concurrency_limits), default=0.0) / 3
-        """How often held leases are renewed: a third of the shortest lease."""
+        self.renew_every_s = min((limit.lease_s for limit in config.concurrency_limits), default=0.0) / RENEWALS
+        """How often held leases are renewed (``RENEWALS`` times per shortest lease)."""
         self.tool_rates: dict[str, list[RateLimit]] = {}
         self.model_rates: list[RateLimit] = []
         self.tool_leases: dict[str, list[ConcurrencyLimit]] = {}
@@ -376,26 +379,36 @@ class Fleet:
         self._renewer = asyncio.get_running_loop().create_task(self._renew_held())
 
     async def _renew_held(self) -> None:
-        """Renew every renewable lease each ``renew_every_s`` while any run
-        holds one. A lease that lapsed anyway (a store down past its TTL, a
-        loop blocked for longer) is not taken again: the slot may be someone
+        """Renew every renewable lease each ``renew_every_s``, on a fixed
+        schedule (the time a round takes does not push the next one back),
+        until none is held; a later acquisition or resume starts it again.
+        A lease that lapsed anyway (a store down, or a loop blocked, for
+        half of its ``lease_s``) is not taken again: the slot may be someone
         else's by now; that is logged."""
-        while self._holds:
-            await asyncio.sleep(self.renew_every_s)
-            for holds in list(self._holds.values()):
-                for lease in holds.renewable():
-                    if not await self._renewed(lease) and holds.drop(lease):
-                        log.warning("harness lease %s of %s lapsed before it was renewed", lease.id, lease.key)
+        loop = asyncio.get_running_loop()
+        due = loop.time()
+        while True:
+            due = max(due + self.renew_every_s, loop.time())
+            await asyncio.sleep(due - loop.time())
+            held = [(holds, lease) for holds in list(self._holds.values()) for lease in holds.renewable()]
+            if not held:
+                return
+            failures: list[DependencyDown] = []
+            for holds, lease in held:
+                if not await self._renewed(lease, failures) and holds.drop(lease):
+                    log.warning("harness lease %s of %s lapsed before it was renewed", lease.id, lease.key)
+            if failures:
+                log.warning("harness could not renew %d of %d leases: %s", len(failures), len(held), failures[-1])
 
-    async def _renewed(self, lease: _Lease) -> bool:
+    async def _renewed(self, lease: _Lease, failures: list[DependencyDown]) -> bool:
         """Renew one lease; False once it has lapsed (a store that cannot
-        answer is asked again next time)."""
+        answer is noted in ``failures`` and asked again next round)."""
         try:
             return bool(await self._call(
                 self.store.lease_renew(lease.key, lease.id, lease.seconds), "limits store", None,
             ))
         except DependencyDown as exc:
-            log.warning("harness could not renew lease %s of %s: %s", lease.id, lease.key, exc)
+            failures.append(exc)
             return True
 
     # ------------------------------------------------------------ runs
@@ -404,11 +417,35 @@ class Fleet:
         """A root run takes one slot of each run concurrency limit; over a
         limit (or with the store down) it ends at once, incomplete, with the
         fallback answer at its first step."""
+        if run.parent is None and self.run_leases:
+            await self._take_run_slots(run)
+
+    async def resume_run(self, run: RunState) -> None:
+        """A run resumed after a park takes its slots again: its leases were
+        not renewed while it waited, so one that lapsed (the slot may be
+        another run's by now) is taken anew, as at open; with none free the
+        run ends at its first step and the call it parked does not run."""
         if run.parent is not None or not self.run_leases:
             return
         holds = self._holds_of(run)
+        failures: list[DependencyDown] = []
+        for lease in list(holds.run):
+            if not await self._renewed(lease, failures):
+                holds.drop(lease)
+        if failures:  # as at open: the limits cannot be checked, so the run does not go on
+            self.stop(run, "dependency_down", "dependency_down", str(failures[-1]))
+            return
+        await self._take_run_slots(run)
+        if holds.run:  # renewed on this loop from now on
+            self._keep_renewing()
+
+    async def _take_run_slots(self, run: RunState) -> None:
+        holds = self._holds_of(run)
+        held = {lease.key for lease in holds.run}
         for limit in self.run_leases:
             key = _lease_key(limit, run)
+            if key in held:
+                continue
             try:
                 lease = await self._call(
                     self.store.lease_acquire(key, limit.max_in_flight, limit.lease_s, deadline=run.deadline),

@@ -196,10 +196,10 @@ class ReplyLifecycle:
 
     # ------------------------------------------------------------ resume
 
-    def resume(self, inputs: Any) -> RunState | None:
+    async def resume(self, inputs: Any) -> RunState | None:
         """A reply resumed with a human's answer continues its parked run;
         the caller bound now is recorded (a different one is refused at
-        the permission point)."""
+        the permission point); the run takes its concurrency slots again."""
         if not isinstance(inputs, _RESUME_EVENTS):
             return None
         run = self.harness.table.get(self.agent.state.reply_id) or self._restored()
@@ -208,6 +208,7 @@ class ReplyLifecycle:
         run.resumed_by = self.harness.current_principal()
         run.deadline = self._deadline(run.parent)  # a human's wait is not the agent's time
         self.run = run
+        await self.harness.services.fleet.resume_run(run)
         return run
 
     def _restored(self) -> RunState:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from agentscope_harness import (
     ConcurrencyLimit,
     CostPolicy,
+    Harness,
     HarnessConfig,
     HarnessConfigError,
     Ledger,
@@ -517,6 +518,25 @@ def test_concurrency_limits_are_validated() -> None:
              "concurrency_limits.0.max_in_flight")
     rejected(lambda: cfg(concurrency_limits=[{"scope": "tenant", "max_in_flight": 1, "lease_s": 0}]),
              "concurrency_limits.0.lease_s")
+
+
+class _StoreWithoutRenewal:
+    """A store written against ``LedgerStore`` alone (no ``lease_renew``)."""
+
+    def __init__(self) -> None:
+        from agentscope_harness.stores import MemoryStore
+
+        inner = MemoryStore()
+        for name in ("get_spend", "add_spend", "reserve_spend", "settle_spend", "breaker_allow",
+                     "breaker_record", "rate_acquire", "lease_acquire", "lease_release"):
+            setattr(self, name, getattr(inner, name))
+
+
+def test_concurrency_limits_need_a_store_that_renews_leases_and_nothing_else_does() -> None:
+    rejected(lambda: cfg(store=_StoreWithoutRenewal(), concurrency_limits=[{"scope": "principal", "max_in_flight": 1}]),
+             "lease_renew")
+    config = cfg(store=_StoreWithoutRenewal(), rate_limits=[{"scope": "principal", "calls_per_min": 60}])
+    assert Harness(config, load_entry_points=False).services.fleet.ledger  # still shared through the store
 
 
 # ------------------------------------------------------ round trip and CLI

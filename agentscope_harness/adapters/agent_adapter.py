@@ -95,7 +95,7 @@ class HarnessAgentAdapter(MiddlewareBase):
         life = ReplyLifecycle(self.harness, agent)
         failure: BaseException | None = None
         try:
-            if life.resume(input_kwargs.get("inputs")) is not None:
+            if await life.resume(input_kwargs.get("inputs")) is not None:
                 await life.shape_external_results(input_kwargs.get("inputs"))
             it = next_handler(**input_kwargs).__aiter__()
             while True:

@@ -1,7 +1,8 @@
 """Where everything the harness shares between runs lives: daily spend and
 its reservations, circuit breakers, rate limits and concurrency leases.
 
-One protocol (``LedgerStore``), three stores: ``MemoryStore`` (one process,
+One protocol (``LedgerStore``, plus ``LeaseRenewal`` for concurrency
+limits), three stores: ``MemoryStore`` (one process,
 the default), ``SQLiteStore`` (one host, many processes) and ``RedisStore``
 (many hosts). A store that cannot answer within its ``timeout_s`` or the
 caller's ``deadline`` raises ``DependencyDown``: budgets and limits then fail
@@ -11,6 +12,7 @@ from ._base import (
     DEFAULT_TIMEOUT_S,
     BreakerDecision,
     BreakerState,
+    LeaseRenewal,
     LedgerStore,
     SpendStore,
     bounded,
@@ -26,6 +28,7 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "BreakerDecision",
     "BreakerState",
+    "LeaseRenewal",
     "LedgerStore",
     "MemoryStore",
     "RedisStore",

@@ -210,14 +210,21 @@ class LedgerStore(SpendStore, Protocol):
         or None when all are taken."""
         ...
 
+    async def lease_release(self, key: str, lease_id: str, *,
+                            deadline: float | None = None) -> None:
+        """Free a slot (a lapsed or unknown lease is a no-op)."""
+        ...
+
+
+@runtime_checkable
+class LeaseRenewal(Protocol):
+    """A store whose leases can be held past ``lease_s``: what
+    ``concurrency_limits`` need besides ``LedgerStore`` (a slot is renewed
+    while its run or call lasts)."""
+
     async def lease_renew(self, key: str, lease_id: str, lease_s: float, *,
                           deadline: float | None = None) -> bool:
         """Hold a slot ``lease_s`` seconds more from now; False when the lease
         has lapsed or is unknown (it is not taken again: the slot may be
         someone else's by now)."""
-        ...
-
-    async def lease_release(self, key: str, lease_id: str, *,
-                            deadline: float | None = None) -> None:
-        """Free a slot (a lapsed or unknown lease is a no-op)."""
         ...

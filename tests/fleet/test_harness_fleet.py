@@ -408,3 +408,141 @@ async def test_a_run_parked_for_a_human_does_not_keep_its_slot_past_lease_s():
     await asyncio.sleep(0.45)
     _, report = await reply(h, make_agent(model, shop(executed), h.middlewares()), U42)
     assert report.terminal_state == TerminalState.COMPLETED
+
+
+async def test_a_resumed_run_takes_its_slot_again_or_does_not_run():
+    """A parked run's lease lapsed and another run took the slot: the
+    approved call does not run beside it (max_in_flight stays 1), the
+    resumed run ends ``concurrency_limited``. Resumed within ``lease_s``,
+    a run keeps its own slot."""
+    from agentscope.event import ConfirmResult, RequireUserConfirmEvent, UserConfirmResultEvent
+
+    from agentscope_harness import ToolPolicy
+
+    limit = ConcurrencyLimit(scope="principal", max_in_flight=1, lease_s=0.3)
+    config = HarnessConfig(concurrency_limits=[limit], store=MemoryStore(),
+                           tools={"search": ToolPolicy(ask_when=lambda a: "a human first" if a["q"] == "p" else None)})
+    h = Harness(config, load_entry_points=False)
+
+    async def park(executed: list[str]) -> tuple[Any, UserConfirmResultEvent]:
+        agent = make_agent(ScriptedModel([calls(("search", {"q": "p"})), text("parked done")]), shop(executed),
+                           h.middlewares())
+        with h.acting_for(U42):
+            events, _ = await run(agent, "go")
+        asked = next(e for e in events if isinstance(e, RequireUserConfirmEvent))
+        return agent, UserConfirmResultEvent(
+            reply_id=asked.reply_id, confirm_results=[ConfirmResult(confirmed=True, tool_call=c) for c in asked.tool_calls],
+        )
+
+    async def resume(agent: Any, confirmed: UserConfirmResultEvent) -> Any:
+        with h.acting_for(U42):
+            await run(agent, "", confirmed)
+        return h.last_report(agent)
+
+    executed: list[str] = []
+    agent, confirmed = await park(executed)
+    await asyncio.sleep(0.45)  # parked past lease_s: the slot lapsed
+    gate = asyncio.Event()
+    other = asyncio.create_task(reply(h, make_agent(
+        ScriptedModel([calls(("search", {"q": "other"})), text("x")]), shop(executed, gate), h.middlewares()), U42))
+    while "other" not in executed:
+        await asyncio.sleep(0.005)
+    report = await resume(agent, confirmed)
+    gate.set()
+    await other
+    assert executed == ["other"]  # the approved call never ran beside it
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "concurrency_limited")
+
+    executed = []
+    agent, confirmed = await park(executed)
+    await asyncio.sleep(0.1)  # within lease_s
+    report = await resume(agent, confirmed)
+    assert executed == ["p"] and report.terminal_state == TerminalState.COMPLETED
+
+
+def _parked_then_resumed_on_another_loop(lease_s: float) -> tuple[list[str], Any]:
+    """A run parks in one ``asyncio.run`` and resumes at once in another
+    (another request of a server): its call runs three times ``lease_s``
+    while a second harness on the same store tries the principal's slot."""
+    from agentscope.event import ConfirmResult, RequireUserConfirmEvent, UserConfirmResultEvent
+
+    from agentscope_harness import ToolPolicy
+
+    store = MemoryStore()
+    config = HarnessConfig(
+        concurrency_limits=[ConcurrencyLimit(scope="principal", max_in_flight=1, lease_s=lease_s)], store=store,
+        tools={"search": ToolPolicy(ask_when=lambda a: "a human first" if a["q"] == "p" else None)},
+    )
+    h, other = Harness(config, load_entry_points=False), Harness(config, load_entry_points=False)
+    executed: list[str] = []
+    agent = make_agent(ScriptedModel([calls(("search", {"q": "p"})), text("done")]), shop(executed, delay=3 * lease_s),
+                       h.middlewares())
+
+    async def park() -> UserConfirmResultEvent:
+        with h.acting_for(U42):
+            events, _ = await run(agent, "go")
+        asked = next(e for e in events if isinstance(e, RequireUserConfirmEvent))
+        return UserConfirmResultEvent(
+            reply_id=asked.reply_id, confirm_results=[ConfirmResult(confirmed=True, tool_call=c) for c in asked.tool_calls],
+        )
+
+    async def resume_while_another_tries(confirmed: UserConfirmResultEvent) -> Any:
+        async def resumed() -> None:
+            with h.acting_for(U42):
+                await run(agent, "", confirmed)
+
+        task = asyncio.create_task(resumed())
+        await asyncio.sleep(2 * lease_s)  # past lease_s: the call still runs
+        _, report = await reply(other, make_agent(ScriptedModel([text("hi")]), shop(executed), other.middlewares()), U42)
+        await task
+        return report
+
+    confirmed = asyncio.run(park())
+    return executed, asyncio.run(resume_while_another_tries(confirmed))
+
+
+def test_a_run_resumed_on_another_event_loop_keeps_its_slot_renewed():
+    executed, report = _parked_then_resumed_on_another_loop(lease_s=0.3)
+    assert executed == ["p"]
+    assert report.reason == "concurrency_limited"
+
+
+class _Flaky:
+    """A store whose lease renewals fail (as a store that cannot answer)
+    while ``down`` is set; everything else goes to a ``MemoryStore``."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryStore()
+        self.down = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def lease_renew(self, *args: Any, **kwargs: Any) -> bool:
+        if self.down:
+            raise ConnectionError("the store is restarting")
+        return await self.inner.lease_renew(*args, **kwargs)
+
+
+async def test_a_store_outage_shorter_than_half_of_lease_s_keeps_the_slot(caplog):
+    store = _Flaky()
+    limit = ConcurrencyLimit(scope="tool", tool="search", max_in_flight=1, lease_s=0.4)
+    first, second = (Harness(HarnessConfig(concurrency_limits=[limit], store=store), load_entry_points=False)
+                     for _ in range(2))
+    executed: list[str] = []
+    long_run = asyncio.create_task(reply(first, make_agent(
+        ScriptedModel([calls(("search", {"q": "long"})), text("done")]), shop(executed, delay=1.0),
+        first.middlewares()), U42))
+    while "long" not in executed:
+        await asyncio.sleep(0.005)
+    await asyncio.sleep(0.05)
+    store.down = True  # for 0.18 s: renewals fail
+    await asyncio.sleep(0.18)
+    store.down = False
+    await asyncio.sleep(0.3)  # past the lease the last renewal before the outage gave
+    model = ScriptedModel([calls(("search", {"q": "other"})), text("x")])
+    await reply(second, make_agent(model, shop(executed), second.middlewares()), U7)
+    await long_run
+    assert executed == ["long"]
+    assert _tool_results(model)[0].startswith("[harness:concurrency_limited]")
+    assert "could not renew" in caplog.text
