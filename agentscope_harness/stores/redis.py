@@ -158,10 +158,13 @@ class RedisStore:
     ``DependencyDown``. The connection pool reconnects by itself: when the
     server is back, so is the store. A command that fails on a dropped
     connection is sent once more; should the first one have run, that over-
-    counts (a charge twice, a slot held until its TTL), never under-counts."""
+    counts (a charge twice, a slot held until its TTL), never under-counts.
+    At most ``max_connections`` connections are open; more concurrent calls
+    wait for one (within ``timeout_s``), they do not fail."""
 
     def __init__(self, url: str, prefix: str = "harness", ttl_days: int = 2, *,
-                 timeout_s: float = DEFAULT_TIMEOUT_S, state_ttl_s: int = 86400) -> None:
+                 timeout_s: float = DEFAULT_TIMEOUT_S, state_ttl_s: int = 86400,
+                 max_connections: int = 50) -> None:
         try:
             import redis.asyncio as redis_asyncio
             from redis.asyncio.retry import Retry
@@ -179,10 +182,14 @@ class RedisStore:
         self.timeout_s = timeout_s
         self._what = f"Redis store {url}"
         self._errors: tuple[type[BaseException], ...] = (RedisError, OSError)
-        self._client = redis_asyncio.Redis.from_url(
-            url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
+        # a blocking pool: a call beyond max_connections waits its turn (within
+        # timeout_s and the caller's deadline) instead of failing at once
+        pool = redis_asyncio.BlockingConnectionPool.from_url(
+            url, max_connections=max_connections, timeout=timeout_s,
+            socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
             retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
         )
+        self._client = redis_asyncio.Redis.from_pool(pool)
         register = self._client.register_script
         self._reserve, self._settle = register(RESERVE), register(SETTLE)
         self._allow, self._record = register(BREAKER_ALLOW), register(BREAKER_RECORD)

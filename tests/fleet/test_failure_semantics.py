@@ -153,6 +153,20 @@ async def test_every_redis_key_has_a_ttl(redis_url, prefix):
     await store.aclose()
 
 
+async def test_more_concurrent_calls_than_connections_wait_their_turn(redis_url, prefix):
+    """300 runs checking their budget at once on a pool of 50 connections:
+    every call answers (redis-py's own pool refused the 101st at once, and a
+    busy server failed closed with ``dependency_down``)."""
+    store = RedisStore(redis_url, prefix=prefix)
+    try:
+        results = await asyncio.gather(*(store.add_spend(f"p{i % 7}", 0.01) for i in range(300)),
+                                       return_exceptions=True)
+        assert [r for r in results if isinstance(r, BaseException)] == []
+        assert sum(await asyncio.gather(*(store.get_spend(f"p{i}") for i in range(7)))) == pytest.approx(3.0)
+    finally:
+        await store.aclose()
+
+
 async def test_sqlite_waits_off_the_loop_and_a_locked_file_is_dependency_down(tmp_path):
     path = str(tmp_path / "s.db")
     store = SQLiteStore(path, timeout_s=0.3)
