@@ -10,10 +10,10 @@ one store behave as one harness.
   calls are taken at the tool's gate and released when its result is shaped,
   when the call is refused after all, or when its run closes.
 - Runs in flight per principal/tenant hold a lease from open to close.
-- Every lease held is renewed each third of its ``lease_s``, so a slot lasts
+- Every lease held is renewed four times per ``lease_s``, so a slot lasts
   as long as its run or call does, however long that is; a crashed process's
-  slots lapse within ``lease_s``. A parked run's lease is not renewed: a run
-  waiting for a human is not in flight.
+  slots lapse within ``lease_s``. A parked run's lease is not renewed (a run
+  waiting for a human is not in flight); it takes its slot again on resume.
 - Before each model call its cost is reserved against the principal's daily
   quota and settled with the actual cost after: concurrent runs never spend
   past the quota (as long as a call costs no more than its estimate).
