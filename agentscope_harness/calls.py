@@ -102,6 +102,8 @@ class CallFlow:
             self.services.record(run, "remembered_approval", "pre_tool_call", "allow_remembered",
                                  tool=view.name, detail=reason)
             return Verdict(ctx=ctx)
+        if ctx.ask_reason is None:  # a hook's ctx.ask records its own decision
+            self.services.record(run, "ask_when", "pre_tool_call", "ask", tool=view.name, detail=reason)
         if self.services.shadow:
             return Verdict(ctx=ctx)
         self.shown(run, view)
@@ -130,9 +132,7 @@ class CallFlow:
             reason = f"the approval rule of {view.name} failed ({type(exc).__name__})"
         if reason is None:
             return None
-        reason = str(reason)
-        self.services.record(ctx.run, "ask_when", "pre_tool_call", "ask", tool=view.name, detail=reason)
-        return reason
+        return str(reason)
 
     def _resume_mismatch(self, run: RunState, view: ToolCallView) -> tuple[str, str] | None:
         """A resumed call is refused unless the caller bound now is the one

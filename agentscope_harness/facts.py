@@ -248,6 +248,12 @@ class GuardState:
         self.new_fact_this_round = True
         return True
 
+    def lift_deadline(self) -> None:
+        """A reply resuming the run gets its time again: an end the previous
+        reply's deadline caused no longer holds (any other end does)."""
+        if self.terminal is not None and self.terminal.reason == "deadline":
+            self.terminal, self.stop_text = None, None
+
     def conclude(self, state: Any, reason: str, override: bool = False) -> None:
         """Record that the run reached an end state (the first one wins unless
         ``override``: a later, worse fact may downgrade it)."""

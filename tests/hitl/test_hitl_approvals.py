@@ -114,6 +114,7 @@ async def test_ask_when_parks_the_call_and_the_report_says_why() -> None:
     assert RAN == ["refund:alice:o-1:80.0"]
     assert report.terminal_state == TerminalState.COMPLETED
     assert report.tool_calls == {"refund": 1}
+    assert [d.action for d in report.decisions].count("ask") == 1  # asked once; the resume is the answer
 
 
 async def test_a_call_under_the_threshold_is_not_asked_about() -> None:

@@ -275,3 +275,44 @@ async def test_a_run_resumed_after_its_deadline_gets_the_time_again() -> None:
     report = h.last_report(agent)
     assert refunded == [80] and final.get_text_content() == "Refunded."
     assert (report.terminal_state.value, report.reason) == ("completed", "answered")
+
+
+async def test_a_call_parked_beside_a_cut_one_runs_when_approved() -> None:
+    """One batch: a call cut at the deadline and a call parked for a human.
+    The run parks; the reply resuming it gets its time again, so the
+    approved call runs; the cut one stays in flight (its effect unknown)."""
+    from agentscope.event import ConfirmResult, RequireUserConfirmEvent, UserConfirmResultEvent
+    from scripted import run
+
+    from agentscope_harness import ToolPolicy
+
+    refunded: list[int] = []
+
+    async def refund(amount: int) -> str:
+        """Refund an amount.
+
+        Args:
+            amount (int): USD.
+        """
+        refunded.append(amount)
+        return f"refunded {amount}"
+
+    log: list[str] = []
+    policy = ToolPolicy(role="mutation", ask_when=lambda args: "refunds need a human")
+    h, _, agent = harnessed(
+        HarnessConfig(deadline_s=0.3, tools={"refund": policy}),
+        [calls(("sleepy", {"seconds": 5}), ("refund", {"amount": 80})), text("Refunded; the wait was stopped.")],
+        [sleepy_tool(log), refund],
+    )
+    events, _ = await run(agent, "go")
+    parked = h.last_report(agent)
+    asked = next(e for e in events if isinstance(e, RequireUserConfirmEvent))
+    assert parked.terminal_state.value == "waiting_input" and log == ["start", "cancelled"]
+    confirmed = UserConfirmResultEvent(
+        reply_id=asked.reply_id, confirm_results=[ConfirmResult(confirmed=True, tool_call=c) for c in asked.tool_calls],
+    )
+    _, final = await run(agent, "", confirmed)
+    report = h.last_report(agent)
+    assert refunded == [80] and final.get_text_content() == "Refunded; the wait was stopped."
+    assert report.terminal_state.value == "completed"
+    assert [entry.split(":")[0] for entry in report.in_flight] == ["sleepy"]
