@@ -58,9 +58,10 @@ class _QuietServices(Services):
 
     def record(
         self, run: RunState, hook: str, point: str, action: str, *,
-        code: str | None = None, tool: str | None = None, detail: str = "",
+        code: str | None = None, tool: str | None = None, detail: str = "", enforced: bool | None = None,
     ) -> Any:
-        """Keep the decision on the shadow run only (dropped after the call)."""
+        """Keep the decision on the shadow run only (dropped after the call);
+        a candidate enforces nothing."""
         decision = Decision(hook=hook, point=point, action=action, code=code, tool=tool,
                             detail=detail, enforced=False)
         run.record(decision)

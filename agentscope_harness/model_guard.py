@@ -176,6 +176,7 @@ class ModelGuard:
     def _deadline_passed(self, run: RunState) -> str:
         self.harness.services.record(
             run, "liveness_watchdog", "on_model_call", "stop", detail="deadline: the model call was cut short",
+            enforced=True,  # shadow mode too: time is not a refusal
         )
         return self._stop(run, "deadline")
 

@@ -93,13 +93,15 @@ class Services:
         code: str | None = None,
         tool: str | None = None,
         detail: str = "",
+        enforced: bool | None = None,
     ) -> Decision:
         """Record a decision: the run's report, a log line, an OTel event.
         ``detail`` may quote what a call carried (a refusal's message, an
-        exception): it is ``scrubbed``."""
+        exception): it is ``scrubbed``. ``enforced`` defaults to "not in
+        shadow mode"; what shadow mode does not spare (the deadline) says so."""
         decision = Decision(
             hook=hook, point=point, action=action, code=code, tool=tool,
-            detail=self.scrubbed(detail), enforced=not self.shadow,
+            detail=self.scrubbed(detail), enforced=not self.shadow if enforced is None else enforced,
         )
         run.record(decision)
         log.info(

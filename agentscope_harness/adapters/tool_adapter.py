@@ -201,7 +201,7 @@ class HarnessToolAdapter(MiddlewareBase):
         run = ctx.run
         self.harness.services.record(
             run, "liveness_watchdog", "on_acting", "stop", code="deadline", tool=call.name,
-            detail=f"deadline: the call to {call.name} was {what}",
+            detail=f"deadline: the call to {call.name} was {what}", enforced=True,  # shadow mode too
         )
         run.facts.conclude(TerminalState.INCOMPLETE, "deadline")
         if not ran:

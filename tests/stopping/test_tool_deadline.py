@@ -316,3 +316,19 @@ async def test_a_call_parked_beside_a_cut_one_runs_when_approved() -> None:
     assert refunded == [80] and final.get_text_content() == "Refunded; the wait was stopped."
     assert report.terminal_state.value == "completed"
     assert [entry.split(":")[0] for entry in report.in_flight] == ["sleepy"]
+
+
+async def test_shadow_mode_cuts_at_the_deadline_too_and_says_it_enforced_it() -> None:
+    """Shadow mode refuses nothing, but time is not a refusal: the tool is
+    cut, and the decision says it was enforced."""
+    log: list[str] = []
+    h, _, agent = harnessed(
+        HarnessConfig(deadline_s=0.3, mode="shadow"), [calls(("sleepy", {"seconds": 5})), text("late")],
+        [sleepy_tool(log)],
+    )
+    started = time.monotonic()
+    _, _, report = await drive(h, agent)
+    assert time.monotonic() - started < 1.0 and log == ["start", "cancelled"]
+    (cut_decision,) = [d for d in report.decisions if d.point == "on_acting"]
+    assert cut_decision.enforced is True and cut_decision.code == "deadline"
+    assert report.reason == "deadline"
