@@ -129,6 +129,8 @@ class ReplyLifecycle:
             return [*self.corrections, *self.closing_events(run), item]
         if self.end_reason is None and not self.parked:  # a final Msg with no end: parked
             return [*await self.park(run), item]
+        if run.ended_at_cap and run.candidate is not None and item is not run.candidate:
+            _rewrite_text(item, run.candidate.get_text_content() or "")  # what the stream showed
         return [item]
 
     # ------------------------------------------------------------ open

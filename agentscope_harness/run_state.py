@@ -85,6 +85,10 @@ class RunState:
     report: RunReport | None = None
     candidate: Any = None
     """The model's candidate final ``Msg`` of the latest round."""
+    ended_at_cap: bool = False
+    """The harness answered a stopped structured reply in the model's place
+    and set AgentScope's iteration count at its cap to end it: AgentScope's
+    cap message is replaced by that answer."""
     admitted: dict[str, Any] = field(default_factory=dict)
     """Calls judged and admitted at the permission point, by call id: the
     view (AgentScope's own parse) their result is shaped against."""

@@ -131,6 +131,9 @@ class HarnessAgentAdapter(MiddlewareBase):
             if pre.answer is not None:
                 narrowed = self._structured_conclusion(agent, run, input_kwargs)
                 if narrowed is None:
+                    if structured_output_owed(agent):
+                        _last_iteration(agent)
+                        run.ended_at_cap = True
                     async for item in self._answer(agent, run, pre.answer):
                         yield item
                     return
@@ -361,6 +364,15 @@ def _filter_thinking(msg: Msg, answer: OutputFilter) -> None:
     for block in msg.content:
         if isinstance(block, ThinkingBlock) and block.thinking:
             block.thinking = answer.apply(block.thinking)[0]
+
+
+def _last_iteration(agent: Any) -> None:
+    """A stopped reply that owes a structured output it did not get in its
+    narrowed rounds: AgentScope would ask for it again every round up to
+    its iteration cap (no model call is made, but each round is a round);
+    its iteration count is set at the cap, so its next decision ends the reply."""
+    config = agent.react_config
+    agent.state.cur_iter = max(agent.state.cur_iter, config.max_iters + config.structured_output_grace_iters)
 
 
 class _PreThink:

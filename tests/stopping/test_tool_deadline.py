@@ -332,3 +332,39 @@ async def test_shadow_mode_cuts_at_the_deadline_too_and_says_it_enforced_it() ->
     (cut_decision,) = [d for d in report.decisions if d.point == "on_acting"]
     assert cut_decision.enforced is True and cut_decision.code == "deadline"
     assert report.reason == "deadline"
+
+
+async def test_a_structured_reply_past_its_deadline_ends_with_the_fallback_at_once() -> None:
+    """Its narrowed rounds cannot reach the model past the deadline; the
+    reply then ends at once with the fallback answer, not after AgentScope's
+    iteration cap with its own message."""
+    from agentscope.message import UserMsg
+    from pydantic import BaseModel
+    from scripted import ScriptedModel, make_agent
+
+    from agentscope_harness import Harness
+
+    class Verdict(BaseModel):
+        answer: str
+
+    class Provider(ScriptedModel):  # a real provider awaits its answer
+        async def _call_api(self, *args: Any, **kwargs: Any) -> Any:
+            await asyncio.sleep(0.02)
+            return await super()._call_api(*args, **kwargs)
+
+    def turn(record: dict[str, Any]) -> Any:
+        choice = record["tool_choice"]
+        if choice is not None and choice.mode == "GenerateStructuredOutput":
+            return calls(("GenerateStructuredOutput", {"answer": "the red mug"}))
+        return calls(("sleepy", {"seconds": 5}))
+
+    log: list[str] = []
+    h = Harness(HarnessConfig(deadline_s=0.3), load_entry_points=False)
+    model = Provider([turn], repeat=True)
+    agent = make_agent(model, [sleepy_tool(log)], h.middlewares())
+    final = await agent.reply(UserMsg("user", "which mug?"), structured_schema=Verdict)
+    report = h.last_report(agent)
+    fallback = HarnessConfig().fallback_text.format(reason="the time allowed for it ran out")
+    assert (final.get_text_content() or "").startswith(fallback)
+    assert (report.terminal_state.value, report.reason) == ("incomplete", "deadline")
+    assert len(report.decisions) < 20  # not a round per iteration up to the cap
