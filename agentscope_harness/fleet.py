@@ -108,13 +108,17 @@ class _Holds:
     run: list[_Lease] = field(default_factory=list)
     calls: dict[str, list[_Lease]] = field(default_factory=dict)
 
+    def leases(self) -> list[_Lease]:
+        """Every lease held: the run's own, then its calls'."""
+        return self.run + [lease for leases in self.calls.values() for lease in leases]
+
     def renewable(self) -> list[_Lease]:
         """Every lease of a live run not parked for a human (a parked run's
         report is set until it resumes)."""
         owner = self.owner()
         if owner is None or owner.report is not None:
             return []
-        return self.run + [lease for leases in self.calls.values() for lease in leases]
+        return self.leases()
 
     def drop(self, lease: _Lease) -> bool:
         """Forget a lease that lapsed; False when it was no longer held
@@ -472,8 +476,7 @@ class Fleet:
             self._renewer = None
         if holds is None:
             return
-        held = holds.run + [lease for leases in holds.calls.values() for lease in leases]
-        await self._release(held)
+        await self._release(holds.leases())
 
     def stop(self, run: RunState, reason: str, code: str, detail: str) -> None:
         """End a run from outside a hook, as ``ctx.stop`` would: incomplete,
