@@ -271,7 +271,8 @@ class HookContext:
         self.run.facts.stop_text = text
         if self.point == "pre_think":
             self.fallback_answer = text
-        self.decide("stop" if self.point != "pre_think" else "fallback", code=code, detail=reason)
+        self.decide("stop" if self.point != "pre_think" else "fallback", code=code, detail=reason,
+                    enforced=True if reason == OUT_OF_TIME else None)
 
     def ask(self, reason: str) -> None:
         """At ``pre_tool_call``: park the call for a human (AgentScope's own
@@ -295,6 +296,8 @@ class HookContext:
         code: str | None = None,
         detail: str = "",
         tool: str | None = None,
+        *,
+        enforced: bool | None = None,
     ) -> None:
         """Record a decision of the running hook (observable: event + report)."""
         self.services.record(
@@ -305,7 +308,19 @@ class HookContext:
             code=code,
             tool=tool or (self.tool.name if self.tool else None),
             detail=detail,
+            enforced=enforced,
         )
+
+
+OUT_OF_TIME = "deadline"
+"""The one stop shadow mode enforces too: time is not a refusal (a run past
+its deadline ends, and its decisions say they were enforced)."""
+
+
+def out_of_time(run: Any) -> bool:
+    """Whether ``run`` was stopped by its deadline."""
+    terminal = run.facts.terminal
+    return terminal is not None and terminal.reason == OUT_OF_TIME
 
 
 STRUCTURED_OUTPUT_TOOL = "GenerateStructuredOutput"

@@ -81,14 +81,22 @@ def _echo(value: Any, out: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
 
 
 def _without(words: list[str], phrases: list[tuple[str, ...]]) -> list[str]:
-    """``words`` less every occurrence of each phrase."""
-    keep = [True] * len(words)
+    """``words`` less every occurrence of each phrase (``words`` itself when
+    none occurs). A phrase's first word is found with ``list.index``: the
+    scan runs in C, and only its occurrences are compared."""
+    keep: list[bool] | None = None
     for phrase in phrases:
-        m, first = len(phrase), phrase[0]
-        for i, word in enumerate(words):
-            if word == first and tuple(words[i:i + m]) == phrase:
-                keep[i:i + m] = [False] * m
-    return [w for w, k in zip(words, keep, strict=True) if k]
+        m, first, at = len(phrase), phrase[0], -1
+        while True:
+            try:
+                at = words.index(first, at + 1)
+            except ValueError:
+                break
+            if tuple(words[at:at + m]) == phrase:
+                if keep is None:
+                    keep = [True] * len(words)
+                keep[at:at + m] = [False] * m
+    return words if keep is None else [w for w, k in zip(words, keep, strict=True) if k]
 
 
 def _shingles(words: list[str]) -> set[int]:

@@ -319,8 +319,12 @@ class HeuristicDetector:
         if not view.isascii():
             view = _bare(view)
         for name, pattern, weight, reported, needs in _RULES:
-            if needs is not None and not any(piece in view for piece in needs):
-                continue
+            if needs is not None:  # a loop, not any(): no generator per rule and result
+                for piece in needs:
+                    if piece in view:
+                        break
+                else:
+                    continue
             best = 0.0
             for match in pattern.finditer(view):
                 w = weight

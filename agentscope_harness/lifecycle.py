@@ -95,6 +95,12 @@ class ReplyLifecycle:
             _DEADLINE.reset(deadline_token)
             RUN_HANDLE.reset(run_token)
 
+    @staticmethod
+    def passes(item: Any) -> bool:
+        """Whether ``item`` reaches the consumer as it is, with nothing for
+        the run to do (most streamed events: deltas, block starts and ends)."""
+        return _kind(item) == _OTHER
+
     async def on_item(self, item: Any) -> list[Any]:
         """What the consumer receives for ``item`` (nothing, when an end is
         held back for one more round)."""

@@ -156,10 +156,22 @@ def _chunk_keys(messages: list[Any], tools: Any, previous: Chunks | None = None)
             continue
         owners.append(index)
         for block in content:
-            if type(block) is TextBlock:  # the common case, inline
+            # the common kinds inline, keyed as ``_block_key`` keys them
+            cls = type(block)
+            if cls is TextBlock:
                 text = block.text
                 keys.append(hash(("t", text)))
                 sizes.append(1 + len(text))
+            elif cls is ToolCallBlock:
+                keys.append(hash(("c", block.id, block.name, block.input)))
+                sizes.append(3 + len(block.id) + len(block.name) + len(block.input))
+            elif cls is ToolResultBlock and type(output := block.output) is str:
+                keys.append(hash(("r", block.id, block.name, output)))
+                sizes.append(3 + len(block.id) + len(block.name) + len(output))
+            elif cls is ToolResultBlock and len(output) == 1 and type(output[0]) is TextBlock:
+                text = output[0].text
+                keys.append(hash(("r", block.id, block.name, text)))
+                sizes.append(4 + len(block.id) + len(block.name) + len(text))
             else:
                 key, size = _block_key(block)
                 keys.append(hash(key))

@@ -47,6 +47,7 @@ from ..context import (
     HookContext,
     ModelOutputView,
     estimate_tokens,
+    out_of_time,
     structured_output_owed,
 )
 from ..lifecycle import ReplyLifecycle, flush, rounds_left, text_block_events
@@ -103,6 +104,9 @@ class HarnessAgentAdapter(MiddlewareBase):
                     item = await life.step(it)
                 except StopAsyncIteration:
                     break
+                if life.passes(item):  # no coroutine and no list per delta
+                    yield item
+                    continue
                 for out in await life.on_item(item):
                     yield out
         except BaseException as exc:
@@ -201,8 +205,8 @@ class HarnessAgentAdapter(MiddlewareBase):
             "pre_think", run, harness.services, agent, results_in_context=account.snapshot,
         )
         await harness.runner.run("pre_think", ctx)
-        if harness.shadow:
-            return _PreThink(events + flush(run), None)
+        if harness.shadow:  # enforces nothing but the deadline
+            return _PreThink(events + flush(run), ctx.fallback_answer if out_of_time(run) else None)
         if ctx.prune:
             _prune_results(run, ctx.prune)
         # post_reflect hints of a round that called tools come first
@@ -296,7 +300,7 @@ class HarnessAgentAdapter(MiddlewareBase):
             return None
         run.structured_rounds += 1
         input_kwargs["tool_choice"] = ToolChoice(mode=STRUCTURED_OUTPUT_TOOL)
-        self.harness.services.record(run, "liveness_watchdog", "pre_think", "constrain",
+        self.harness.services.record(run, "liveness_watchdog", "pre_think", "constrain", enforced=True,
                                      detail=f"stopped: one round narrowed to {STRUCTURED_OUTPUT_TOOL}")
         hint = f"Conclude now: call {STRUCTURED_OUTPUT_TOOL} with your final answer, from what you have."
         return [*_add_hints(agent, [("structured", hint)]), *flush(run)]

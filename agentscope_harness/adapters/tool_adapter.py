@@ -159,8 +159,7 @@ class HarnessToolAdapter(MiddlewareBase):
         run = await self._run(agent)
         ctx = run.admitted.pop(call.id, None)
         if ctx is None:  # not admitted at the permission point: never runs
-            return _sentinel_response(call.id, "policy_error",
-                                      f"The call to {call.name} was not judged; it did not run.")
+            return _told(run, call.id, "policy_error", f"The call to {call.name} was not judged; it did not run.")
         if _past_deadline(run):  # judged in time, but its run is out of it now
             return self._stopped(ctx, call, "not made", DEADLINE_PASSED, ran=False)
         original = await _within_deadline(run, call, self._delivered(ctx, input_kwargs), next_handler)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from agentscope.agent import ContextConfig
-from agentscope.message import Msg, TextBlock, UserMsg
+from agentscope.message import HintBlock, Msg, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock, UserMsg
 from agentscope.middleware import MiddlewareBase
 from agentscope.state import AgentState
 from hypothesis import given, settings
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from scripted import ScriptedModel, Turn, calls, make_agent, run, search, text
 
 from agentscope_harness import CostPolicy, Harness, HarnessConfig
-from agentscope_harness.prefix import observe
+from agentscope_harness.prefix import _block_key, _chunk_keys, observe
 
 
 def breaks(report: Any) -> list[str]:
@@ -249,3 +249,37 @@ def test_the_same_schema_in_another_key_order_is_a_break() -> None:
     observe(h.services, r, [], [schema], None, state)
     observe(h.services, r, [], [dict(reversed(list(schema.items())))], None, state)
     assert r.prefix is not None and r.prefix.breaks == 1
+
+
+_TEXTS = st.text(max_size=12)
+
+
+def _blocks() -> st.SearchStrategy[Any]:
+    text = st.builds(TextBlock, text=_TEXTS)
+    result_output = st.one_of(
+        _TEXTS, st.lists(st.builds(TextBlock, text=_TEXTS), min_size=0, max_size=3), _TEXTS.map(_Str),
+    )
+    return st.one_of(
+        text,
+        st.builds(ToolCallBlock, id=_TEXTS, name=_TEXTS, input=_TEXTS),
+        st.builds(ToolResultBlock, id=_TEXTS, name=_TEXTS, output=result_output),
+        st.builds(HintBlock, hint=_TEXTS),
+        st.builds(ThinkingBlock, thinking=_TEXTS),
+    )
+
+
+class _Str(str):
+    """A string subclass: not the inline path's ``str``."""
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_blocks(), max_size=6))
+def test_the_inline_keys_are_each_blocks_own_key(blocks: list[Any]) -> None:
+    """``_chunk_keys`` keys the common kinds inline, for speed: each chunk
+    is still exactly what ``_block_key`` says of its block (the rule the
+    breaks and the size estimate are stated in)."""
+    msg = Msg(name="a", content=blocks, role="assistant")
+    chunks = _chunk_keys([msg], None)
+    assert chunks.keys[1:] == [hash(_block_key(b)[0]) for b in msg.content]
+    assert chunks.sizes[1:] == [_block_key(b)[1] for b in msg.content]
+    assert chunks.owners == [0] * (1 + len(blocks))

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import re
+from typing import Any
 
 from agentscope.event import TextBlockDeltaEvent
+from agentscope.middleware import MiddlewareBase
+from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import FunctionTool, Toolkit
 from hookkit import Ran, drive, harnessed, results, shop_tools
-from scripted import ALLOW, calls, text, tool_messages
+from scripted import ALLOW, ScriptedModel, calls, make_agent, text, tool_messages
 
-from agentscope_harness import HarnessConfig, Principal, ToolPolicy
+from agentscope_harness import Harness, HarnessConfig, Principal, ToolPolicy
 from agentscope_harness.errors import InvalidArguments
 
 U42 = Principal(user_id="u-42", tenant="acme")
@@ -411,6 +414,33 @@ async def test_audit_strips_issued_sentinels_and_fences_from_the_answer():
     stored = [m for m in agent.state.context if m.role == "assistant"][-1].get_text_content()
     assert "[harness:" not in stored
     assert ("final_answer_audit", "rewrite") in [(d.hook, d.action) for d in report.decisions]
+
+
+class AllowsWithoutAsking(MiddlewareBase):
+    """A foreign permission middleware before the harness's that allows
+    every call itself: the harness never judges it."""
+
+    async def on_check_permission(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        return PermissionDecision(behavior=PermissionBehavior.ALLOW, message="mine")
+
+
+async def test_the_sentinel_of_a_call_nobody_judged_is_stripped_from_the_answer():
+    """A call that reaches the tool side unjudged does not run; the model
+    reads why, and a model repeating it does not hand it to the user."""
+    ran = Ran()
+    t = shop_tools(ran)
+
+    def parrot(record):
+        return text("Sorry: " + " ".join(tool_messages(record)))
+
+    h = Harness(shop_config(), load_entry_points=False)
+    model = ScriptedModel([calls(("search", {"q": "mug"})), parrot])
+    agent = make_agent(model, [t["search"]], middlewares=[AllowsWithoutAsking(), *h.middlewares()])
+    _, final, report = await drive(h, agent)
+    assert ran == []  # never judged, never run
+    assert "was not judged" in " ".join(tool_messages(model.calls[-1]))
+    answer = final.get_text_content()
+    assert "was not judged" not in answer and "[harness:" not in answer
 
 
 async def test_audit_strips_markers_the_harness_never_issued():

@@ -10,7 +10,7 @@ import random
 import string
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentscope_harness.redaction import STEP_HITS, Redactor, _merging
@@ -375,3 +375,22 @@ def test_a_pass_searched_in_windows_finds_what_finditer_finds(text: str, extra: 
         got = [span for step in _windowed(one.regex, one.reach, source, 0, len(source), one.reach + extra)
                for span in step]
         assert got == want, one.label
+
+
+_PLAIN = Redactor()
+"""No secret values: small texts take the quick check."""
+_KEY_PIECES = st.sampled_from(["-----BEGIN ", "RSA PRIVATE KEY-----", "PRIVATE KEY-----", "-----END ", "\n", "MIIE", "İ"])
+_KEYISH = st.lists(st.one_of(_PIECES, _KEY_PIECES, _KEY_PIECES), max_size=40).map("".join)
+"""Secret-like texts, and key blocks with no other secret's opening."""
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=_KEYISH)
+@example(text="-----BEGIN RSA PRIVATE KEY-----\nMIIE")
+def test_the_quick_check_of_a_small_text_misses_nothing(text: str) -> None:
+    """A small text with no secret's opening is passed in a few C calls
+    (``Redactor._quiet``): only ever a text every pass finds nothing in,
+    and redaction through it equals every shape tried at every anchor."""
+    if _PLAIN._quiet(text, 0, len(text), None):
+        assert not [span for step in _PLAIN._steps(text, 0, len(text)) for span in step]
+    assert _PLAIN.redact(text) == _reference_redact(text)

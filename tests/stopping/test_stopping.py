@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from scripted import calls, text
 
 from agentscope_harness import HarnessConfig, Ledger, Principal, ToolPolicy
-from agentscope_harness.facts import Novelty
+from agentscope_harness.facts import Novelty, _without
 from agentscope_harness.registry import harness_hook
 
 U1 = Principal(user_id="u-1", tenant="acme")
@@ -333,6 +333,28 @@ def test_novelty_a_small_change_in_a_long_result_is_not_new():
     assert not seen.add(page)
     assert not seen.add(page.replace("word100", "changed"))
     assert seen.add(page + " " + " ".join(f"more{i}" for i in range(60)))
+
+
+def _without_reference(words: list[str], phrases: list[tuple[str, ...]]) -> list[str]:
+    """Every position tried: each occurrence of each phrase (overlapping too) removed."""
+    keep = [True] * len(words)
+    for phrase in phrases:
+        for i in range(len(words)):
+            if tuple(words[i:i + len(phrase)]) == phrase:
+                keep[i:i + len(phrase)] = [False] * len(phrase)
+    return [w for w, k in zip(words, keep, strict=True) if k]
+
+
+_FEW_WORDS = st.sampled_from(["a", "b", "kettle", "1"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_FEW_WORDS, max_size=30), st.lists(st.lists(_FEW_WORDS, min_size=1, max_size=4).map(tuple), max_size=3))
+def test_an_echo_is_removed_wherever_it_occurs(words: list[str], phrases: list[tuple[str, ...]]):
+    """The echo of a call's arguments is found by its first word's
+    occurrences (``list.index``): the same words removed as trying every
+    position, overlapping and repeated occurrences included."""
+    assert _without(words, phrases) == _without_reference(words, phrases)
 
 
 @settings(max_examples=30, deadline=None)

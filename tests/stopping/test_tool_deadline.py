@@ -10,6 +10,7 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
 from hookkit import Ran, drive, harnessed, shop_tools, stored_results
 from scripted import calls, text
 
@@ -334,10 +335,12 @@ async def test_shadow_mode_cuts_at_the_deadline_too_and_says_it_enforced_it() ->
     assert report.reason == "deadline"
 
 
-async def test_a_structured_reply_past_its_deadline_ends_with_the_fallback_at_once() -> None:
+@pytest.mark.parametrize("mode", ["enforce", "shadow"])
+async def test_a_structured_reply_past_its_deadline_ends_with_the_fallback_at_once(mode: str) -> None:
     """Its narrowed rounds cannot reach the model past the deadline; the
     reply then ends at once with the fallback answer, not after AgentScope's
-    iteration cap with its own message."""
+    iteration cap with its own message. Shadow mode too: time is not a
+    refusal."""
     from agentscope.message import UserMsg
     from pydantic import BaseModel
     from scripted import ScriptedModel, make_agent
@@ -359,7 +362,7 @@ async def test_a_structured_reply_past_its_deadline_ends_with_the_fallback_at_on
         return calls(("sleepy", {"seconds": 5}))
 
     log: list[str] = []
-    h = Harness(HarnessConfig(deadline_s=0.3), load_entry_points=False)
+    h = Harness(HarnessConfig(deadline_s=0.3, mode=mode), load_entry_points=False)
     model = Provider([turn], repeat=True)
     agent = make_agent(model, [sleepy_tool(log)], h.middlewares())
     final = await agent.reply(UserMsg("user", "which mug?"), structured_schema=Verdict)
@@ -368,3 +371,5 @@ async def test_a_structured_reply_past_its_deadline_ends_with_the_fallback_at_on
     assert (final.get_text_content() or "").startswith(fallback)
     assert (report.terminal_state.value, report.reason) == ("incomplete", "deadline")
     assert len(report.decisions) < 20  # not a round per iteration up to the cap
+    stops = [d for d in report.decisions if d.action in ("stop", "fallback", "constrain")]
+    assert stops and all(d.enforced for d in stops)  # shadow mode too: time is not a refusal
