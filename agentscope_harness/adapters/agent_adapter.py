@@ -12,6 +12,7 @@ call, and a request for another round holds back one ``ReplyEndEvent``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,7 @@ from agentscope.types import ReplyFinishedReason
 
 from ..chains import release
 from ..context import (
+    OUT_OF_TIME,
     REASONS,
     STRUCTURED_OUTPUT_TOOL,
     ContextResult,
@@ -205,8 +207,8 @@ class HarnessAgentAdapter(MiddlewareBase):
             "pre_think", run, harness.services, agent, results_in_context=account.snapshot,
         )
         await harness.runner.run("pre_think", ctx)
-        if harness.shadow:  # enforces nothing but the deadline
-            return _PreThink(events + flush(run), ctx.fallback_answer if out_of_time(run) else None)
+        if harness.shadow:
+            return _PreThink(events + flush(run), _shadow_deadline(ctx, run))
         if ctx.prune:
             _prune_results(run, ctx.prune)
         # post_reflect hints of a round that called tools come first
@@ -377,6 +379,21 @@ def _last_iteration(agent: Any) -> None:
     its iteration count is set at the cap, so its next decision ends the reply."""
     config = agent.react_config
     agent.state.cur_iter = max(agent.state.cur_iter, config.max_iters + config.structured_output_grace_iters)
+
+
+def _shadow_deadline(ctx: HookContext, run: RunState) -> str | None:
+    """Shadow mode enforces nothing but the deadline (time is not a
+    refusal): past it the run ends with the deadline's fallback answer, as
+    the deadline's, even when a stop shadow mode did not enforce (a call
+    limit, a stall) was recorded first and the watchdog repeats that one."""
+    if out_of_time(run):
+        return ctx.fallback_answer
+    if run.deadline is None or time.monotonic() < run.deadline:
+        return None
+    run.facts.conclude(TerminalState.INCOMPLETE, OUT_OF_TIME, override=True)
+    ctx.hook_name, ctx.fallback_answer = "liveness_watchdog", None
+    ctx.stop(OUT_OF_TIME)
+    return ctx.fallback_answer
 
 
 class _PreThink:

@@ -335,12 +335,15 @@ async def test_shadow_mode_cuts_at_the_deadline_too_and_says_it_enforced_it() ->
     assert report.reason == "deadline"
 
 
-@pytest.mark.parametrize("mode", ["enforce", "shadow"])
-async def test_a_structured_reply_past_its_deadline_ends_with_the_fallback_at_once(mode: str) -> None:
+@pytest.mark.parametrize(("mode", "max_model_calls"), [("enforce", None), ("shadow", None), ("shadow", 1)])
+async def test_a_structured_reply_past_its_deadline_ends_with_the_fallback_at_once(
+    mode: str, max_model_calls: int | None,
+) -> None:
     """Its narrowed rounds cannot reach the model past the deadline; the
     reply then ends at once with the fallback answer, not after AgentScope's
     iteration cap with its own message. Shadow mode too: time is not a
-    refusal."""
+    refusal, even after a stop shadow mode does not enforce (the call limit,
+    found by the red team) was recorded first."""
     from agentscope.message import UserMsg
     from pydantic import BaseModel
     from scripted import ScriptedModel, make_agent
@@ -359,10 +362,12 @@ async def test_a_structured_reply_past_its_deadline_ends_with_the_fallback_at_on
         choice = record["tool_choice"]
         if choice is not None and choice.mode == "GenerateStructuredOutput":
             return calls(("GenerateStructuredOutput", {"answer": "the red mug"}))
-        return calls(("sleepy", {"seconds": 5}))
+        asked.append(1)  # two quick rounds, then a call that outlives the deadline
+        return calls(("sleepy", {"seconds": 0.02 * len(asked) if len(asked) < 3 else 5}))
 
     log: list[str] = []
-    h = Harness(HarnessConfig(deadline_s=0.3, mode=mode), load_entry_points=False)
+    asked: list[int] = []
+    h = Harness(HarnessConfig(deadline_s=0.3, mode=mode, max_model_calls=max_model_calls), load_entry_points=False)
     model = Provider([turn], repeat=True)
     agent = make_agent(model, [sleepy_tool(log)], h.middlewares())
     final = await agent.reply(UserMsg("user", "which mug?"), structured_schema=Verdict)
@@ -371,5 +376,8 @@ async def test_a_structured_reply_past_its_deadline_ends_with_the_fallback_at_on
     assert (final.get_text_content() or "").startswith(fallback)
     assert (report.terminal_state.value, report.reason) == ("incomplete", "deadline")
     assert len(report.decisions) < 20  # not a round per iteration up to the cap
-    stops = [d for d in report.decisions if d.action in ("stop", "fallback", "constrain")]
-    assert stops and all(d.enforced for d in stops)  # shadow mode too: time is not a refusal
+    by_time = [
+        d for d in report.decisions
+        if d.action in ("stop", "fallback", "constrain") and d.detail.startswith(("deadline", "stopped"))
+    ]
+    assert by_time and all(d.enforced for d in by_time)  # shadow mode too: time is not a refusal
