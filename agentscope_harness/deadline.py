@@ -1,15 +1,18 @@
 """The run deadline, for tool authors: ``clamp_timeout`` and ``remaining_time``.
 
-The agent adapter records ``deadline = monotonic() + deadline_s`` in a
-ContextVar when a run starts. Tools and sub-agents inherit it (asyncio tasks
-copy ContextVars), and a nested run keeps the tighter of its own and its
-parent's deadline.
+A run's deadline (``monotonic() + deadline_s``, the tighter of its own and
+its parent's) lives on the run, its one source: tools and sub-agents read it
+through the run handle they inherit (asyncio tasks copy ContextVars), so a
+resumed run's fresh deadline is what they see. Outside any run,
+``_DEADLINE`` bounds the work (and a run opened there).
 """
 
 from __future__ import annotations
 
 import time
 from contextvars import ContextVar
+
+from .run_state import current_run
 
 MIN_TIMEOUT_S = 0.05
 """Never clamp below this: 0 means "wait forever" to httpx and friends."""
@@ -19,7 +22,8 @@ _DEADLINE: ContextVar[float | None] = ContextVar("harness_deadline", default=Non
 
 def current_deadline() -> float | None:
     """The monotonic deadline of the current run, or ``None``."""
-    return _DEADLINE.get()
+    run = current_run()
+    return run.deadline if run is not None else _DEADLINE.get()
 
 
 def remaining_time() -> float | None:
@@ -27,7 +31,7 @@ def remaining_time() -> float | None:
 
     May be negative once the deadline has passed.
     """
-    deadline = _DEADLINE.get()
+    deadline = current_deadline()
     return None if deadline is None else deadline - time.monotonic()
 
 

@@ -3,11 +3,11 @@ goes through here: its normal end, an exception, cancellation at any await
 (store reads during opening included), a consumer that stops reading the
 stream (``aclose`` or garbage collection) and a human-in-the-loop park.
 
-Context variables (the run handle and its deadline) are set around each
-step of AgentScope's reply generator and reset before the step's item is
-handed to the consumer, in the same task and context: tools and sub-agents
-started inside a step inherit them, and nothing leaks to the consumer, even
-when it abandons the stream.
+The run handle (a context variable; the run's deadline is read through it)
+is set around each step of AgentScope's reply generator and reset before the
+step's item is handed to the consumer, in the same task and context: tools
+and sub-agents started inside a step inherit it, and nothing leaks to the
+consumer, even when it abandons the stream.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from agentscope.types import ReplyFinishedReason
 
 from .arguments import guide_invalid_arguments
 from .calls import result_view
-from .deadline import _DEADLINE, tighter
+from .deadline import current_deadline, tighter
 from .errors import DependencyDown
 from .outcome import WITHHELD_ANSWER, build_report, corrected_answer, terminal_state
 from .outputs import shown_name
@@ -83,17 +83,15 @@ class ReplyLifecycle:
 
     async def step(self, it: AsyncIterator[Any]) -> Any:
         """The next item of AgentScope's reply, produced with the run's
-        context variables set (and reset before returning)."""
+        handle bound (and reset before returning)."""
         run = self.run
         if run is None:
             return await it.__anext__()
-        run_token = RUN_HANDLE.set(run.handle)
-        deadline_token = _DEADLINE.set(run.deadline)
+        token = RUN_HANDLE.set(run.handle)  # the deadline is read through it
         try:
             return await it.__anext__()
         finally:
-            _DEADLINE.reset(deadline_token)
-            RUN_HANDLE.reset(run_token)
+            RUN_HANDLE.reset(token)
 
     @staticmethod
     def passes(item: Any) -> bool:
@@ -182,7 +180,7 @@ class ReplyLifecycle:
             return None
         deadline_s = harness.config.deadline_s
         deadline = None if deadline_s is None else time.monotonic() + deadline_s
-        deadline = tighter(deadline, _DEADLINE.get())
+        deadline = tighter(deadline, current_deadline())
         return tighter(deadline, parent.deadline) if parent is not None else deadline
 
     async def _read_quota(self, run: RunState) -> None:

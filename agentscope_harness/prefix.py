@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import marshal
+from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -54,15 +55,25 @@ CAUSES = ("compression", "pruning", "unknown")
 """What broke a prefix, in the order they are checked."""
 
 
+_TOOLS = array("q", [-1])
+"""The owner of the tool schemas' chunk (first, when tools are sent)."""
+
+
+def _ints() -> array[int]:
+    return array("q")
+
+
 @dataclass(slots=True)
 class Chunks:
-    """A payload as three parallel lists of plain ints (not GC-tracked: a
-    long run keeps thousands): each chunk's hash, its characters, and the
-    index of its message (-1: the tool schemas)."""
+    """A payload as three parallel arrays of machine ints: each chunk's
+    hash, its characters, and the index of its message (-1: the tool
+    schemas). Arrays, not lists: the garbage collector has nothing in them
+    to walk (a list of a payload's ints is walked int by int at every
+    collection, hundreds of them under concurrent replies)."""
 
-    keys: list[int] = field(default_factory=list)
-    sizes: list[int] = field(default_factory=list)
-    owners: list[int] = field(default_factory=list)
+    keys: array[int] = field(default_factory=_ints)
+    sizes: array[int] = field(default_factory=_ints)
+    owners: array[int] = field(default_factory=_ints)
 
     def add(self, key: int, size: int, owner: int) -> None:
         self.keys.append(key)
@@ -152,7 +163,7 @@ def _chunk_keys(messages: list[Any], tools: Any, previous: Chunks | None = None)
         if isinstance(content, str):
             keys.append(hash(content))
             sizes.append(len(content))
-            owners += (index, index)
+            owners.extend((index, index))
             continue
         owners.append(index)
         for block in content:
@@ -190,7 +201,7 @@ def _tools_chunk(tools: Any, previous: Chunks | None) -> tuple[int, int]:
         key: int | None = hash(marshal.dumps(tools, 2))
     except ValueError:  # a value only JSON can write (through ``str``): hashed as JSON
         key = None
-    if key is not None and previous is not None and previous.owners[:1] == [-1] and previous.keys[0] == key:
+    if key is not None and previous is not None and previous.owners[:1] == _TOOLS and previous.keys[0] == key:
         return key, previous.sizes[0]
     text = json.dumps(tools, ensure_ascii=False, default=str)
     return hash(text) if key is None else key, len(text)
@@ -228,7 +239,7 @@ def _parts(value: Any) -> tuple[Any, int]:
     return tuple(k for k, _ in keys), sum(n for _, n in keys) + max(len(keys) - 1, 0)
 
 
-def _divergence(previous: list[int], current: list[int]) -> int | None:
+def _divergence(previous: array[int], current: array[int]) -> int | None:
     """Index of the first chunk key of ``previous`` that ``current`` does
     not repeat, or ``None`` when ``current`` extends it (compared in C
     first: the common case, an extension, costs no Python loop)."""

@@ -162,20 +162,22 @@ class HarnessAgentAdapter(MiddlewareBase):
         held: Msg | None = None
         interim = bool(self.harness.finish_tools) and not self.harness.shadow
         text_events: list[Any] = []
+        shown = self._shown(run)
         try:
-            async for item in self._model_stream(next_handler(**input_kwargs), run):
-                if isinstance(item, Msg):  # the candidate final answer, held for post_reflect
-                    held = run.candidate = item
-                elif interim and type(item) in _TEXT_EVENTS:
-                    text_events.append(item)
-                else:
-                    if interim and type(item) is ToolCallStartEvent:
-                        # a round that calls tools is not replaced: its text goes first
-                        interim = False
-                        for event in text_events:
-                            yield event
-                        text_events = []
-                    yield item
+            async for raw in next_handler(**input_kwargs):
+                for item in shown(raw) if shown is not None else (raw,):
+                    if isinstance(item, Msg):  # the candidate final answer, held for post_reflect
+                        held = run.candidate = item
+                    elif interim and type(item) in _TEXT_EVENTS:
+                        text_events.append(item)
+                    else:
+                        if interim and type(item) is ToolCallStartEvent:
+                            # a round that calls tools is not replaced: its text goes first
+                            interim = False
+                            for event in text_events:
+                                yield event
+                            text_events = []
+                        yield item
         except Exception:
             answer = self._model_failed(run)
             if answer is None:
@@ -216,44 +218,12 @@ class HarnessAgentAdapter(MiddlewareBase):
         events += _add_hints(agent, hints)
         return _PreThink(events + flush(run), ctx.fallback_answer)
 
-    async def _model_stream(self, stream: AsyncGenerator, run: RunState) -> AsyncGenerator:
-        """The model's events, through the output filter the final answer
-        goes through (one output path): text and thinking deltas (markers
-        stripped, secrets redacted, ``HarnessConfig.pii`` applied), every tool
-        call's argument deltas (secrets redacted; a finishing tool's, its
-        answer, also ``pii``). Each block is held back only as long as what
-        it ends with could still change; the rest is sent at its end event."""
-        harness = self.harness
-        if not harness.stream_redaction:
-            async for item in stream:
-                yield item
-            return
-        answer, finish, args = self._filters(run)
-        streams: dict[str, OutputStream] = {}
-        async for item in stream:
-            cls = type(item)
-            if cls in _DELTAS:
-                key = item.tool_call_id if cls is ToolCallDeltaEvent else item.block_id
-                filtered = streams.get(key)
-                if filtered is None:
-                    filtered = streams[key] = (args if cls is ToolCallDeltaEvent else answer).stream()
-                safe = filtered.feed(item.delta)
-                if safe:
-                    yield item if safe == item.delta else item.model_copy(update={"delta": safe})
-                continue
-            if cls is ToolCallStartEvent:
-                chosen = finish if item.tool_call_name in harness.finish_tools else args
-                streams[item.tool_call_id] = chosen.stream()
-                item = shown_name(harness.redactor, item)
-            elif cls in _ENDS:
-                key = item.tool_call_id if cls is ToolCallEndEvent else item.block_id
-                filtered = streams.pop(key, None)
-                rest = filtered.flush() if filtered is not None else ""
-                if rest:
-                    yield _delta_for(item, rest)
-            elif isinstance(item, Msg):  # the final message: its thinking is shown too
-                _filter_thinking(item, answer)
-            yield item
+    def _shown(self, run: RunState) -> _Shown | None:
+        """The filter of this round's model events (``None``: no final-answer
+        audit, nothing to filter)."""
+        if not self.harness.stream_redaction:
+            return None
+        return _Shown(self.harness, *self._filters(run))
 
     def _filters(self, run: RunState) -> tuple[OutputFilter, OutputFilter, OutputFilter]:
         """The filters of the answer, of the finishing tool's arguments and of
@@ -352,6 +322,49 @@ class HarnessAgentAdapter(MiddlewareBase):
 _DELTAS = (TextBlockDeltaEvent, ThinkingBlockDeltaEvent, ToolCallDeltaEvent)
 _TEXT_EVENTS = (TextBlockStartEvent, TextBlockDeltaEvent, TextBlockEndEvent)
 _ENDS = (TextBlockEndEvent, ThinkingBlockEndEvent, ToolCallEndEvent)
+
+
+class _Shown:
+    """The model's events as the user may see them, through the output filter
+    the final answer goes through (one output path): text and thinking
+    deltas (markers stripped, secrets redacted, ``HarnessConfig.pii``
+    applied), every tool call's argument deltas (secrets redacted; a
+    finishing tool's, its answer, also ``pii``). Each block is held back
+    only as long as what it ends with could still change; the rest is sent
+    at its end event. A call per event, not a generator layer per round."""
+
+    __slots__ = ("answer", "args", "finish", "finish_tools", "redactor", "streams")
+
+    def __init__(self, harness: Harness, answer: OutputFilter, finish: OutputFilter, args: OutputFilter) -> None:
+        self.answer, self.finish, self.args = answer, finish, args
+        self.finish_tools, self.redactor = harness.finish_tools, harness.redactor
+        self.streams: dict[str, OutputStream] = {}
+
+    def __call__(self, item: Any) -> tuple[Any, ...]:
+        """What the user receives for ``item``: nothing (a delta held
+        back), the item (filtered), or a block's held-back rest before its end."""
+        cls = type(item)
+        if cls in _DELTAS:
+            key = item.tool_call_id if cls is ToolCallDeltaEvent else item.block_id
+            filtered = self.streams.get(key)
+            if filtered is None:
+                filtered = self.streams[key] = (self.args if cls is ToolCallDeltaEvent else self.answer).stream()
+            safe = filtered.feed(item.delta)
+            if not safe:
+                return ()
+            return (item if safe == item.delta else item.model_copy(update={"delta": safe}),)
+        if cls is ToolCallStartEvent:
+            chosen = self.finish if item.tool_call_name in self.finish_tools else self.args
+            self.streams[item.tool_call_id] = chosen.stream()
+            return (shown_name(self.redactor, item),)
+        if cls in _ENDS:
+            key = item.tool_call_id if cls is ToolCallEndEvent else item.block_id
+            filtered = self.streams.pop(key, None)
+            rest = filtered.flush() if filtered is not None else ""
+            return (_delta_for(item, rest), item) if rest else (item,)
+        if isinstance(item, Msg):  # the final message: its thinking is shown too
+            _filter_thinking(item, self.answer)
+        return (item,)
 
 
 def _delta_for(end: Any, rest: str) -> Any:

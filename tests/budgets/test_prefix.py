@@ -280,6 +280,22 @@ def test_the_inline_keys_are_each_blocks_own_key(blocks: list[Any]) -> None:
     breaks and the size estimate are stated in)."""
     msg = Msg(name="a", content=blocks, role="assistant")
     chunks = _chunk_keys([msg], None)
-    assert chunks.keys[1:] == [hash(_block_key(b)[0]) for b in msg.content]
-    assert chunks.sizes[1:] == [_block_key(b)[1] for b in msg.content]
-    assert chunks.owners == [0] * (1 + len(blocks))
+    assert chunks.keys[1:].tolist() == [hash(_block_key(b)[0]) for b in msg.content]
+    assert chunks.sizes[1:].tolist() == [_block_key(b)[1] for b in msg.content]
+    assert chunks.owners.tolist() == [0] * (1 + len(blocks))
+
+
+def test_the_previous_payload_is_kept_where_the_garbage_collector_does_not_walk() -> None:
+    """A run keeps one int per chunk of its last payload; under hundreds of
+    concurrent replies a list of them per run was walked, int by int, at
+    every collection. They are machine-int arrays: nothing in them to walk."""
+    import gc
+
+    h = Harness(HarnessConfig(), load_entry_points=False)
+    run_ = h.table.open("r", "a", None, None, None, None, "enforce")
+    messages = [UserMsg("user", [TextBlock(text=f"part {i}") for i in range(50)])]
+    observe(h.services, run_, messages, [{"type": "function", "function": {"name": "f"}}], None, AgentState())
+    assert run_.prefix is not None and run_.prefix.chunks is not None
+    chunks = run_.prefix.chunks
+    assert len(chunks.keys) == 52  # the tools, the message's header, 50 blocks
+    assert all(len(gc.get_referents(ints)) <= 1 for ints in (chunks.keys, chunks.sizes, chunks.owners))
