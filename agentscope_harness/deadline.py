@@ -1,10 +1,11 @@
 """The run deadline, for tool authors: ``clamp_timeout`` and ``remaining_time``.
 
 A run's deadline (``monotonic() + deadline_s``, the tighter of its own and
-its parent's) lives on the run, its one source: tools and sub-agents read it
-through the run handle they inherit (asyncio tasks copy ContextVars), so a
-resumed run's fresh deadline is what they see. Outside any run,
-``_DEADLINE`` bounds the work (and a run opened there).
+its parent's) lives on the run: tools and sub-agents read it through the
+run handle they inherit (asyncio tasks copy ContextVars), so a resumed run's
+fresh deadline is what they see, and a task that outlives the run keeps the
+run's last one (the handle's). Outside any run, ``_DEADLINE`` bounds the
+work (and a run opened there).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import time
 from contextvars import ContextVar
 
-from .run_state import current_run
+from .run_state import RUN_HANDLE
 
 MIN_TIMEOUT_S = 0.05
 """Never clamp below this: 0 means "wait forever" to httpx and friends."""
@@ -22,8 +23,11 @@ _DEADLINE: ContextVar[float | None] = ContextVar("harness_deadline", default=Non
 
 def current_deadline() -> float | None:
     """The monotonic deadline of the current run, or ``None``."""
-    run = current_run()
-    return run.deadline if run is not None else _DEADLINE.get()
+    handle = RUN_HANDLE.get()
+    if handle is None:
+        return _DEADLINE.get()
+    run = handle()
+    return run.deadline if run is not None else handle.deadline  # a task that outlived its run
 
 
 def remaining_time() -> float | None:

@@ -212,7 +212,7 @@ class ReplyLifecycle:
         run.report = None  # the park's provisional report is superseded
         run.park_reason = None  # a later park states its own reason
         run.resumed_by = self.harness.current_principal()
-        run.deadline = self._deadline(run.parent)  # a human's wait is not the agent's time
+        run.set_deadline(self._deadline(run.parent))  # a human's wait is not the agent's time
         run.facts.lift_deadline()
         self.run = run
         await self.harness.services.fleet.resume_run(run)

@@ -32,7 +32,15 @@ if TYPE_CHECKING:
 FINDINGS_KEPT = 5
 FINDING_CHARS = 300
 
-RUN_HANDLE: ContextVar[weakref.ref[RunState] | None] = ContextVar("harness_run", default=None)
+class RunHandle(weakref.ref["RunState"]):
+    """A run's weak handle, and the deadline a task that outlives the run
+    keeps (the run's last: a tool's background task stays bounded)."""
+
+    __slots__ = ("deadline",)
+    deadline: float | None
+
+
+RUN_HANDLE: ContextVar[RunHandle | None] = ContextVar("harness_run", default=None)
 """Weak handle of the run whose reply is executing (inherited by tools and
 by sub-agents, which become nested runs). Weak, because asyncio keeps copies
 of a context alive after the run (a cancelled timer armed by a tool stays
@@ -131,11 +139,17 @@ class RunState:
     """The previous model call's payload, as the prefix observer keeps it."""
     candidate_differences: list[dict[str, Any]] = field(default_factory=list)
     """Calls where the candidate policy decided otherwise than the live one."""
-    handle: weakref.ref[RunState] = field(init=False, repr=False)
+    handle: RunHandle = field(init=False, repr=False)
     """This run's weak handle (what ``RUN_HANDLE`` carries)."""
 
     def __post_init__(self) -> None:
-        self.handle = weakref.ref(self)
+        self.handle = RunHandle(self)
+        self.handle.deadline = self.deadline
+
+    def set_deadline(self, deadline: float | None) -> None:
+        """A new deadline (a resumed reply's): what the run and every task
+        it started read, through its handle, even after the run is freed."""
+        self.deadline = self.handle.deadline = deadline
 
     @property
     def root(self) -> RunState:

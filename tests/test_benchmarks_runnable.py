@@ -150,3 +150,17 @@ async def test_concurrency_measures_cpu_gc_and_rss_in_child_processes():
     for bare, harnessed in section.data["rows"].values():
         for sample in (bare, harnessed):
             assert sample["cpu"] > 0 and sample["rss_kb"] > 0 and sample["rounds"] > 0
+
+
+def test_the_instruction_count_runs_every_variant_and_reads_callgrind():
+    """``python -m benchmarks.instructions`` (valgrind, minutes: not run
+    here): its child runs each variant's replies inside its own C slot, and
+    a slot's inclusive count is read from ``callgrind_annotate``'s line."""
+    from benchmarks import instructions
+
+    instructions._child(1)  # every variant replies (warm-up and counted) without valgrind
+    line = ("598,565,316 (6.05%)  /tmp/Python-3.11.7/./Modules/_functoolsmodule.c:functools_reduce "
+            "[/usr/lib/libpython3.11.so.1.0]")
+    assert instructions._inclusive(line, "functools_reduce") == 598_565_316
+    with pytest.raises(RuntimeError):
+        instructions._inclusive(line, "map_next")

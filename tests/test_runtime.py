@@ -334,6 +334,43 @@ async def test_a_sub_agent_shares_the_parents_budget_deadline_and_report() -> No
     assert len(harness.table) == 0
 
 
+async def test_a_task_a_tool_starts_keeps_the_run_deadline_after_the_run() -> None:
+    """Red team: a background task a tool starts reads the deadline through
+    the run's handle; once the run is settled and freed the task keeps the
+    run's last deadline (it waited unbounded: ``clamp_timeout(None)`` was
+    ``None``)."""
+    import gc
+
+    go = asyncio.Event()
+    seen: list[float | None] = []
+
+    async def later() -> None:
+        seen.append(remaining_time())
+        await go.wait()
+        seen.append(clamp_timeout(None))
+
+    tasks: list[asyncio.Task[None]] = []
+
+    async def notify(q: str) -> str:
+        """Fire and forget.
+
+        Args:
+            q (str): What.
+        """
+        tasks.append(asyncio.create_task(later()))
+        return "queued"
+
+    harness = Harness(HarnessConfig(deadline_s=5.0), load_entry_points=False)
+    agent = make_agent(ScriptedModel([calls(("notify", {"q": "x"})), text("done")]), [notify], harness.middlewares())
+    await run(agent)
+    gc.collect()
+    assert len(harness.table) == 0
+    go.set()
+    await asyncio.gather(*tasks)
+    during, after = seen
+    assert during is not None and after is not None and 0 < after <= during <= 5.0
+
+
 async def test_clamp_timeout_follows_the_run_deadline() -> None:
     seen: list[tuple[float | None, float | None]] = []
 

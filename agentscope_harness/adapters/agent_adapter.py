@@ -398,11 +398,15 @@ def _shadow_deadline(ctx: HookContext, run: RunState) -> str | None:
     """Shadow mode enforces nothing but the deadline (time is not a
     refusal): past it the run ends with the deadline's fallback answer, as
     the deadline's, even when a stop shadow mode did not enforce (a call
-    limit, a stall) was recorded first and the watchdog repeats that one."""
+    limit, a stall) was recorded first and the watchdog repeats that one.
+    A run its finishing tool completed ends with that tool's answer."""
     if out_of_time(run):
         return ctx.fallback_answer
     if run.deadline is None or time.monotonic() < run.deadline:
         return None
+    terminal = run.facts.terminal
+    if terminal is not None and terminal.state == TerminalState.COMPLETED.value:
+        return ctx.fallback_answer  # finished in time: its answer stands (no model call past the deadline)
     run.facts.conclude(TerminalState.INCOMPLETE, OUT_OF_TIME, override=True)
     ctx.hook_name, ctx.fallback_answer = "liveness_watchdog", None
     ctx.stop(OUT_OF_TIME)

@@ -335,6 +335,31 @@ async def test_shadow_mode_cuts_at_the_deadline_too_and_says_it_enforced_it() ->
     assert report.reason == "deadline"
 
 
+@pytest.mark.parametrize("mode", ["enforce", "shadow"])
+async def test_a_finishing_tool_done_within_the_grace_ends_with_its_answer(mode: str) -> None:
+    """Red team: a finishing tool that completes just past the deadline
+    (within ``TOOL_GRACE_S``) delivered; shadow mode ended the run with the
+    deadline's apology instead, where enforce mode keeps the tool's answer."""
+    from agentscope_harness import ToolPolicy
+
+    async def submit(answer: str) -> str:
+        """Deliver the final answer.
+
+        Args:
+            answer (str): The answer.
+        """
+        await asyncio.sleep(0.35)
+        return "delivered"
+
+    h, model, agent = harnessed(
+        HarnessConfig(mode=mode, deadline_s=0.3, wrap_up_s=0, tools={"submit": ToolPolicy(role="finish")}),
+        [calls(("submit", {"answer": "the red mug"})), text("after")], [submit],
+    )
+    _, final, report = await drive(h, agent)
+    assert final.get_text_content() == "the red mug" and len(model.calls) == 1
+    assert (report.terminal_state.value, report.reason) == ("completed", "finished")
+
+
 @pytest.mark.parametrize(("mode", "max_model_calls"), [("enforce", None), ("shadow", None), ("shadow", 1)])
 async def test_a_structured_reply_past_its_deadline_ends_with_the_fallback_at_once(
     mode: str, max_model_calls: int | None,
