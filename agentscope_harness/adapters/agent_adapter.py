@@ -42,7 +42,6 @@ from agentscope.types import ReplyFinishedReason
 
 from ..chains import release
 from ..context import (
-    OUT_OF_TIME,
     REASONS,
     STRUCTURED_OUTPUT_TOOL,
     ContextResult,
@@ -210,7 +209,7 @@ class HarnessAgentAdapter(MiddlewareBase):
         )
         await harness.runner.run("pre_think", ctx)
         if harness.shadow:
-            return _PreThink(events + flush(run), _shadow_deadline(ctx, run))
+            return _PreThink(events + flush(run), _shadow_answer(ctx, run))
         if ctx.prune:
             _prune_results(run, ctx.prune)
         # post_reflect hints of a round that called tools come first
@@ -394,23 +393,18 @@ def _last_iteration(agent: Any) -> None:
     agent.state.cur_iter = max(agent.state.cur_iter, config.max_iters + config.structured_output_grace_iters)
 
 
-def _shadow_deadline(ctx: HookContext, run: RunState) -> str | None:
+def _shadow_answer(ctx: HookContext, run: RunState) -> str | None:
     """Shadow mode enforces nothing but the deadline (time is not a
-    refusal): past it the run ends with the deadline's fallback answer, as
-    the deadline's, even when a stop shadow mode did not enforce (a call
-    limit, a stall) was recorded first and the watchdog repeats that one.
-    A run its finishing tool completed ends with that tool's answer."""
+    refusal): a run the deadline stopped ends with its fallback answer, and
+    one whose finishing tool completed, past the deadline, with that tool's
+    answer (no model call past the deadline)."""
     if out_of_time(run):
         return ctx.fallback_answer
-    if run.deadline is None or time.monotonic() < run.deadline:
-        return None
     terminal = run.facts.terminal
-    if terminal is not None and terminal.state == TerminalState.COMPLETED.value:
-        return ctx.fallback_answer  # finished in time: its answer stands (no model call past the deadline)
-    run.facts.conclude(TerminalState.INCOMPLETE, OUT_OF_TIME, override=True)
-    ctx.hook_name, ctx.fallback_answer = "liveness_watchdog", None
-    ctx.stop(OUT_OF_TIME)
-    return ctx.fallback_answer
+    finished = terminal is not None and terminal.state == TerminalState.COMPLETED.value
+    if finished and run.deadline is not None and time.monotonic() >= run.deadline:
+        return ctx.fallback_answer
+    return None
 
 
 class _PreThink:

@@ -6,7 +6,14 @@ import inspect
 import time
 from typing import Any
 
-from ..context import HookContext, ReflectContext, ToolCallContext, ToolResultContext, structured_output_owed
+from ..context import (
+    OUT_OF_TIME,
+    HookContext,
+    ReflectContext,
+    ToolCallContext,
+    ToolResultContext,
+    structured_output_owed,
+)
 from ..facts import GuardState
 from ..registry import HookRejectSignal, harness_hook
 from ..report import TerminalState
@@ -25,6 +32,12 @@ def liveness_watchdog(ctx: HookContext) -> None:
     facts = ctx.facts
     terminal = facts.terminal
     if terminal is not None and terminal.state == TerminalState.INCOMPLETE.value:
+        if terminal.reason != OUT_OF_TIME and ctx.services.shadow and _past_deadline(ctx):
+            # shadow mode enforces nothing but time: an end it did not enforce
+            # (a call limit, a stall) gives way to the deadline, which it does
+            facts.conclude(TerminalState.INCOMPLETE, OUT_OF_TIME, override=True)
+            ctx.stop(OUT_OF_TIME)
+            return
         ctx.stop(terminal.reason, text=facts.stop_text)
         return
     if (
@@ -45,7 +58,7 @@ def liveness_watchdog(ctx: HookContext) -> None:
         return
     left = deadline - time.monotonic()
     if left <= 0:
-        ctx.stop("deadline")
+        ctx.stop(OUT_OF_TIME)
         return
     wrap_up = _wrap_up_s(ctx)
     if wrap_up is not None and left <= wrap_up and not facts.wrap_up_hinted:
@@ -55,6 +68,11 @@ def liveness_watchdog(ctx: HookContext) -> None:
             key="conclude",
         )
         ctx.constrain(f"wrap-up: {left:.1f}s left")
+
+
+def _past_deadline(ctx: HookContext) -> bool:
+    deadline = ctx.run.deadline
+    return deadline is not None and time.monotonic() >= deadline
 
 
 def _ignored(facts: GuardState) -> str:
