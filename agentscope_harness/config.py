@@ -567,7 +567,12 @@ class HarnessConfig(_Strict):
             return None
         if self.wrap_up_s is not None:
             return self.wrap_up_s
-        return min(10.0, self.deadline_s * 0.15)
+        return self.default_wrap_up_s(self.deadline_s)
+
+    @staticmethod
+    def default_wrap_up_s(span_s: float) -> float:
+        """The default wrap-up window of a run with ``span_s`` seconds: 15 %, at most 10 s."""
+        return min(10.0, span_s * 0.15)
 
     def resolved_secret_values(
         self,

@@ -371,6 +371,34 @@ async def test_a_task_a_tool_starts_keeps_the_run_deadline_after_the_run() -> No
     assert during is not None and after is not None and 0 < after <= during <= 5.0
 
 
+async def test_a_sub_agent_with_less_time_than_its_own_deadline_is_not_told_to_wrap_up_at_once() -> None:
+    """Red team: a child on its own Harness (``deadline_s=10``) called with
+    1 s of its parent's left: its default wrap-up window (15 % of 10 s)
+    covered all of it, so it was told to conclude before doing anything and
+    ended ``stalled``. The default window is a share of the time the run has."""
+    parent_h = Harness(HarnessConfig(deadline_s=1.0), load_entry_points=False)
+    child_h = Harness(HarnessConfig(deadline_s=10.0), load_entry_points=False)
+    child = make_agent(ScriptedModel([calls(("search", {"q": "c1"})), text("child done")]), [search],
+                       child_h.middlewares(), name="researcher")
+
+    async def delegate(task: str) -> str:
+        """Ask the researcher.
+
+        Args:
+            task (str): What to research.
+        """
+        msg = await child.reply(UserMsg("parent", task))
+        return msg.get_text_content() or ""
+
+    parent = make_agent(ScriptedModel([calls(("delegate", {"task": "find"})), text("parent done")]), [delegate],
+                        parent_h.middlewares(), name="lead")
+    await run(parent)
+    report = child_h.last_report(child)
+    assert RAN == ["c1"]
+    assert (report.terminal_state.value, report.reason) == ("completed", "answered")
+    assert not [d for d in report.decisions if d.action == "constrain"]
+
+
 async def test_clamp_timeout_follows_the_run_deadline() -> None:
     seen: list[tuple[float | None, float | None]] = []
 

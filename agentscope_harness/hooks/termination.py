@@ -90,13 +90,16 @@ model calls: a window shorter than one call cannot be concluded in."""
 
 
 def _wrap_up_s(ctx: HookContext) -> float | None:
-    """The wrap-up window: the configured one, or the default widened to the
+    """The wrap-up window: the configured one, or the default, a share of
+    the time this run has (a nested run inherits less than its own
+    ``deadline_s`` when its parent's deadline is closer), widened to the
     model calls this run has actually seen (never past the deadline)."""
-    config = ctx.config
-    window = config.effective_wrap_up_s()
-    if window is None or config.wrap_up_s is not None or config.deadline_s is None:
-        return window
-    return min(max(window, WRAP_UP_CALLS * ctx.run.root.longest_model_call_s), config.deadline_s)
+    config, run = ctx.config, ctx.run
+    if config.wrap_up_s is not None or config.deadline_s is None:
+        return config.effective_wrap_up_s()
+    span = config.deadline_s if run.deadline is None else min(config.deadline_s, run.deadline - run.started)
+    window = config.default_wrap_up_s(span)
+    return min(max(window, WRAP_UP_CALLS * run.root.longest_model_call_s), span)
 
 
 @harness_hook("pre_tool_call", priority=5, name="terminal_reached_gate", kind="safety")
