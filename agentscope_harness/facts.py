@@ -262,6 +262,16 @@ class GuardState:
         if self.terminal is not None and self.terminal.reason == "deadline":
             self.terminal, self.stop_text = None, None
 
+    def time_is_up(self, shadow: bool) -> None:
+        """The deadline ends the run. In shadow mode an end shadow mode did
+        not enforce (anything but a completed run: a call limit, a stall, a
+        budget) gives way to it: time is the one thing shadow mode enforces."""
+        terminal = self.terminal
+        gives_way = shadow and terminal is not None and terminal.reason != "deadline" and terminal.state != "completed"
+        if gives_way:
+            self.stop_text = None
+        self.conclude("incomplete", "deadline", override=gives_way)
+
     def conclude(self, state: Any, reason: str, override: bool = False) -> None:
         """Record that the run reached an end state (the first one wins unless
         ``override``: a later, worse fact may downgrade it)."""

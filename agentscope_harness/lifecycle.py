@@ -212,7 +212,9 @@ class ReplyLifecycle:
         run.report = None  # the park's provisional report is superseded
         run.park_reason = None  # a later park states its own reason
         run.resumed_by = self.harness.current_principal()
-        run.set_deadline(self._deadline(run.parent))  # a human's wait is not the agent's time
+        # a human's wait is not the agent's time; a parent settled meanwhile bounds nothing
+        parent = run.parent if run.parent is not None and run.parent.report is None else None
+        run.set_deadline(self._deadline(parent))
         run.facts.lift_deadline()
         self.run = run
         await self.harness.services.fleet.resume_run(run)

@@ -178,6 +178,7 @@ class ModelGuard:
             run, "liveness_watchdog", "on_model_call", "stop", detail="deadline: the model call was cut short",
             enforced=True,  # shadow mode too: time is not a refusal
         )
+        run.facts.time_is_up(self.harness.shadow)
         return self._stop(run, "deadline")
 
     def _usage(self, run: RunState, response: ChatResponse, input_tokens: int) -> Any:

@@ -139,17 +139,22 @@ class RunState:
     """The previous model call's payload, as the prefix observer keeps it."""
     candidate_differences: list[dict[str, Any]] = field(default_factory=list)
     """Calls where the candidate policy decided otherwise than the live one."""
+    timed_from: float = field(init=False, repr=False)
+    """When the current deadline was set (the open, or the last resume): the
+    time the run has runs from here."""
     handle: RunHandle = field(init=False, repr=False)
     """This run's weak handle (what ``RUN_HANDLE`` carries)."""
 
     def __post_init__(self) -> None:
         self.handle = RunHandle(self)
         self.handle.deadline = self.deadline
+        self.timed_from = self.started
 
     def set_deadline(self, deadline: float | None) -> None:
         """A new deadline (a resumed reply's): what the run and every task
         it started read, through its handle, even after the run is freed."""
         self.deadline = self.handle.deadline = deadline
+        self.timed_from = time.monotonic()
 
     @property
     def root(self) -> RunState:

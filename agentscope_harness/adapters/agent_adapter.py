@@ -269,6 +269,8 @@ class HarnessAgentAdapter(MiddlewareBase):
         The hint's events, or ``None`` when the text answer stands."""
         if not structured_output_owed(agent) or run.structured_rounds >= STRUCTURED_ROUNDS:
             return None
+        if run.deadline is not None and time.monotonic() >= run.deadline:
+            return None  # a narrowed round cannot reach the model past the deadline
         run.structured_rounds += 1
         input_kwargs["tool_choice"] = ToolChoice(mode=STRUCTURED_OUTPUT_TOOL)
         self.harness.services.record(run, "liveness_watchdog", "pre_think", "constrain", enforced=True,
@@ -397,7 +399,7 @@ def _shadow_answer(ctx: HookContext, run: RunState) -> str | None:
     """Shadow mode enforces nothing but the deadline (time is not a
     refusal): a run the deadline stopped ends with its fallback answer, and
     one whose finishing tool completed, past the deadline, with that tool's
-    answer (no model call past the deadline)."""
+    answer (no model call past the deadline; ``liveness_watchdog`` decides both)."""
     if out_of_time(run):
         return ctx.fallback_answer
     terminal = run.facts.terminal

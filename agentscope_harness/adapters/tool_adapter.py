@@ -32,7 +32,6 @@ from ..chains import release
 from ..context import HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception, error_text
 from ..outputs import redact_args
-from ..report import TerminalState
 from ..sentinels import format_sentinel
 from .agent_adapter import run_of
 
@@ -202,7 +201,7 @@ class HarnessToolAdapter(MiddlewareBase):
             run, "liveness_watchdog", "on_acting", "stop", code="deadline", tool=call.name,
             detail=f"deadline: the call to {call.name} was {what}", enforced=True,  # shadow mode too
         )
-        run.facts.conclude(TerminalState.INCOMPLETE, "deadline")
+        run.facts.time_is_up(self.harness.shadow)
         if not ran:
             run.in_flight.pop(call.id, None)
         self.harness.services.fleet.release_call(run, call.id)

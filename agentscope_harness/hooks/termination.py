@@ -31,18 +31,17 @@ def liveness_watchdog(ctx: HookContext) -> None:
     to turn a finished task into an apology."""
     facts = ctx.facts
     terminal = facts.terminal
+    if ctx.services.shadow and terminal is not None and _past_deadline(ctx):
+        facts.time_is_up(shadow=True)  # an end shadow mode did not enforce gives way
+        terminal = facts.terminal
     if terminal is not None and terminal.state == TerminalState.INCOMPLETE.value:
-        if terminal.reason != OUT_OF_TIME and ctx.services.shadow and _past_deadline(ctx):
-            # shadow mode enforces nothing but time: an end it did not enforce
-            # (a call limit, a stall) gives way to the deadline, which it does
-            facts.conclude(TerminalState.INCOMPLETE, OUT_OF_TIME, override=True)
-            ctx.stop(OUT_OF_TIME)
-            return
         ctx.stop(terminal.reason, text=facts.stop_text)
         return
     if (
         terminal is not None and terminal.state == TerminalState.COMPLETED.value
-        and facts.finish_answer is not None and not structured_output_owed(ctx.agent)
+        and facts.finish_answer is not None
+        # a structured output still owed gets its rounds, unless time is up
+        and (not structured_output_owed(ctx.agent) or _past_deadline(ctx))
     ):
         ctx.stop(terminal.reason, TerminalState.COMPLETED, text=facts.finish_answer)
         return
@@ -97,7 +96,7 @@ def _wrap_up_s(ctx: HookContext) -> float | None:
     config, run = ctx.config, ctx.run
     if config.wrap_up_s is not None or config.deadline_s is None:
         return config.effective_wrap_up_s()
-    span = config.deadline_s if run.deadline is None else min(config.deadline_s, run.deadline - run.started)
+    span = config.deadline_s if run.deadline is None else min(config.deadline_s, run.deadline - run.timed_from)
     window = config.default_wrap_up_s(span)
     return min(max(window, WRAP_UP_CALLS * run.root.longest_model_call_s), span)
 

@@ -1,0 +1,181 @@
+"""The deadline at its edges, found by the red team: shadow mode giving way
+to it wherever time runs out, a structured reply whose finishing tool ended
+past it, and a resumed sub-agent's time (counted from the resume, bounded by
+the run resuming it, not by a parent settled meanwhile)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from agentscope.event import ConfirmResult, RequireUserConfirmEvent, UserConfirmResultEvent
+from agentscope.message import UserMsg
+from pydantic import BaseModel
+from scripted import ScriptedModel, calls, make_agent, run, search, text
+
+from agentscope_harness import CostPolicy, Harness, HarnessConfig, ToolPolicy
+
+FALLBACK_DEADLINE = HarnessConfig().fallback_text.format(reason="the time allowed for it ran out")
+AGENTSCOPE_CAP = "The maximum reasoning-acting iterations are exceeded."
+
+
+class SlowProvider(ScriptedModel):
+    """A provider that takes ``delay`` seconds per call."""
+
+    delay = 0.3
+
+    async def _call_api(self, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(self.delay)
+        return await super()._call_api(*args, **kwargs)
+
+
+async def look(q: str) -> str:
+    """Look something up.
+
+    Args:
+        q (str): What.
+    """
+    await asyncio.sleep(0.05)
+    return f"result {q}"
+
+
+async def test_shadow_mode_cut_in_a_model_call_ends_as_the_deadlines_after_an_unenforced_stop() -> None:
+    """The call limit is recorded (shadow mode does not enforce it); the
+    deadline then passes during a model call: the run ends as the
+    deadline's, not with the call limit's answer."""
+    h = Harness(HarnessConfig(mode="shadow", max_model_calls=1, deadline_s=1.0, wrap_up_s=0), load_entry_points=False)
+    agent = make_agent(SlowProvider([calls(("look", {"q": str(i)})) for i in range(10)]), [look], h.middlewares())
+    _, final = await run(agent)
+    report = h.last_report(agent)
+    assert (report.terminal_state.value, report.reason) == ("incomplete", "deadline")
+    assert (final.get_text_content() or "").startswith(FALLBACK_DEADLINE)
+
+
+async def test_shadow_mode_a_budget_asking_for_more_gives_way_to_the_deadline() -> None:
+    """A budget spent with ``on_exhausted="ask"`` (not enforced in shadow
+    mode) left the watchdog silent: every model call after the deadline was
+    made and cut, up to AgentScope's iteration cap."""
+    cost = CostPolicy(cap_usd=0.0001, prices={"scripted": (1000.0, 0.0)}, on_exhausted="ask")
+    h = Harness(HarnessConfig(mode="shadow", cost=cost, deadline_s=0.5, wrap_up_s=0), load_entry_points=False)
+    asked: list[float] = []
+    started = time.monotonic()
+
+    def turn(record: dict[str, Any]) -> Any:
+        asked.append(time.monotonic() - started)
+        return calls(("look", {"q": f"x{len(asked)}"}))
+
+    agent = make_agent(ScriptedModel([turn], repeat=True), [look], h.middlewares())
+    _, final = await run(agent)
+    report = h.last_report(agent)
+    assert (report.terminal_state.value, report.reason) == ("incomplete", "deadline")
+    assert len([t for t in asked if t > 0.5]) <= 1 and len(asked) < 15
+    assert (final.get_text_content() or "").startswith(FALLBACK_DEADLINE)
+
+
+async def test_a_structured_reply_whose_finishing_tool_ends_past_the_deadline_is_not_asked_again() -> None:
+    """The finishing tool delivered just past the deadline (within the
+    grace); the structured output it still owed cannot be had in time: the
+    reply ended after AgentScope asked for it to its iteration cap, every
+    call cut, with AgentScope's own message."""
+
+    class Verdict(BaseModel):
+        answer: str
+
+    async def submit(answer: str) -> str:
+        """Deliver the final answer.
+
+        Args:
+            answer (str): The answer.
+        """
+        await asyncio.sleep(0.55)
+        return "delivered"
+
+    h = Harness(HarnessConfig(deadline_s=0.5, wrap_up_s=0, tools={"submit": ToolPolicy(role="finish")}),
+                load_entry_points=False)
+    model = ScriptedModel([calls(("submit", {"answer": "the red mug"}))], repeat=True)
+    agent = make_agent(model, [submit], h.middlewares())
+    final = await agent.reply(UserMsg("user", "which mug?"), structured_schema=Verdict)
+    assert (final.get_text_content() or "") != AGENTSCOPE_CAP
+    assert len(model.calls) <= 2
+    assert len(h.last_report(agent).decisions) < 20
+
+
+def _parking_child(deadline_s: float) -> tuple[Harness, Any, list[Any], list[str]]:
+    """A researcher on its own Harness whose refund waits for a human."""
+    refunded: list[str] = []
+
+    async def refund(order_id: str) -> str:
+        """Refund an order.
+
+        Args:
+            order_id (str): The order.
+        """
+        refunded.append(order_id)
+        return "refunded"
+
+    h = Harness(HarnessConfig(deadline_s=deadline_s, tools={"refund": ToolPolicy(role="mutation",
+                                                                               ask_when=lambda a: "a human")}),
+                load_entry_points=False)
+    child = make_agent(ScriptedModel([calls(("refund", {"order_id": "o1"})), calls(("search", {"q": "more"})),
+                                      text("child done")]), [refund, search], h.middlewares(), name="researcher")
+    return h, child, [], refunded
+
+
+async def _lead(h: Harness, tool: Any) -> None:
+    lead = make_agent(ScriptedModel([calls((tool.__name__, {"task": "go"})), text("lead done")]), [tool],
+                      h.middlewares(), name="lead")
+    await run(lead)
+
+
+async def _park_then_resume(child_deadline_s: float, first_lead: HarnessConfig, park_s: float,
+                            second_lead: HarnessConfig) -> tuple[Any, list[str]]:
+    child_h, child, asks, refunded = _parking_child(child_deadline_s)
+
+    async def delegate(task: str) -> str:
+        """Ask the researcher.
+
+        Args:
+            task (str): What.
+        """
+        async for event in child.reply_stream(UserMsg("lead", task)):
+            if isinstance(event, RequireUserConfirmEvent):
+                asks.append(event)
+        return "parked"
+
+    async def resume(task: str) -> str:
+        """Tell the researcher the human approved.
+
+        Args:
+            task (str): What.
+        """
+        ask = asks[0]
+        answers = [ConfirmResult(confirmed=True, tool_call=c) for c in ask.tool_calls]
+        async for _ in child.reply_stream(UserConfirmResultEvent(reply_id=ask.reply_id, confirm_results=answers)):
+            pass
+        return "resumed"
+
+    await _lead(Harness(first_lead, load_entry_points=False), delegate)
+    assert child_h.last_report(child).terminal_state.value == "waiting_input"
+    await asyncio.sleep(park_s)
+    await _lead(Harness(second_lead, load_entry_points=False), resume)
+    return child_h.last_report(child), refunded
+
+
+async def test_a_resumed_sub_agents_wrap_up_window_counts_from_the_resume() -> None:
+    """Its time runs from the resume: the park counted as time it had, so
+    its default window covered all it was left and it ended ``stalled``."""
+    report, refunded = await _park_then_resume(10.0, HarnessConfig(), 2.5, HarnessConfig(deadline_s=0.4))
+    assert refunded == ["o1"]
+    assert (report.terminal_state.value, report.reason) == ("completed", "answered")
+    assert not [d for d in report.decisions if d.action == "constrain"]
+
+
+async def test_a_resumed_sub_agent_is_not_bounded_by_a_parent_settled_meanwhile() -> None:
+    """The lead that started it has ended (its deadline long past); the run
+    resuming it has time: the approved refund runs."""
+    report, refunded = await _park_then_resume(
+        10.0, HarnessConfig(deadline_s=0.5), 0.7, HarnessConfig(deadline_s=30.0),
+    )
+    assert refunded == ["o1"]
+    assert (report.terminal_state.value, report.reason) == ("completed", "answered")
