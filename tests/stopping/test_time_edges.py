@@ -12,7 +12,7 @@ from typing import Any
 from agentscope.event import ConfirmResult, RequireUserConfirmEvent, UserConfirmResultEvent
 from agentscope.message import UserMsg
 from pydantic import BaseModel
-from scripted import ScriptedModel, calls, make_agent, run, search, text
+from scripted import RAN, ScriptedModel, calls, make_agent, run, search, text
 
 from agentscope_harness import CostPolicy, Harness, HarnessConfig, ToolPolicy
 
@@ -101,25 +101,13 @@ async def test_a_structured_reply_whose_finishing_tool_ends_past_the_deadline_is
     assert len(h.last_report(agent).decisions) < 20
 
 
-def _parking_child(deadline_s: float) -> tuple[Harness, Any, list[Any], list[str]]:
-    """A researcher on its own Harness whose refund waits for a human."""
-    refunded: list[str] = []
-
-    async def refund(order_id: str) -> str:
-        """Refund an order.
-
-        Args:
-            order_id (str): The order.
-        """
-        refunded.append(order_id)
-        return "refunded"
-
-    h = Harness(HarnessConfig(deadline_s=deadline_s, tools={"refund": ToolPolicy(role="mutation",
-                                                                               ask_when=lambda a: "a human")}),
-                load_entry_points=False)
-    child = make_agent(ScriptedModel([calls(("refund", {"order_id": "o1"})), calls(("search", {"q": "more"})),
-                                      text("child done")]), [refund, search], h.middlewares(), name="researcher")
-    return h, child, [], refunded
+def _parking_child(deadline_s: float) -> tuple[Harness, Any, list[Any]]:
+    """A researcher on its own Harness whose first search waits for a human."""
+    ask_first = ToolPolicy(role="retrieval", ask_when=lambda args: "a human" if args.get("q") == "o1" else None)
+    h = Harness(HarnessConfig(deadline_s=deadline_s, tools={"search": ask_first}), load_entry_points=False)
+    child = make_agent(ScriptedModel([calls(("search", {"q": "o1"})), calls(("search", {"q": "more"})),
+                                      text("child done")]), [search], h.middlewares(), name="researcher")
+    return h, child, []
 
 
 async def _lead(h: Harness, tool: Any) -> None:
@@ -129,8 +117,8 @@ async def _lead(h: Harness, tool: Any) -> None:
 
 
 async def _park_then_resume(child_deadline_s: float, first_lead: HarnessConfig, park_s: float,
-                            second_lead: HarnessConfig) -> tuple[Any, list[str]]:
-    child_h, child, asks, refunded = _parking_child(child_deadline_s)
+                            second_lead: HarnessConfig) -> Any:
+    child_h, child, asks = _parking_child(child_deadline_s)
 
     async def delegate(task: str) -> str:
         """Ask the researcher.
@@ -159,23 +147,21 @@ async def _park_then_resume(child_deadline_s: float, first_lead: HarnessConfig, 
     assert child_h.last_report(child).terminal_state.value == "waiting_input"
     await asyncio.sleep(park_s)
     await _lead(Harness(second_lead, load_entry_points=False), resume)
-    return child_h.last_report(child), refunded
+    return child_h.last_report(child)
 
 
 async def test_a_resumed_sub_agents_wrap_up_window_counts_from_the_resume() -> None:
     """Its time runs from the resume: the park counted as time it had, so
     its default window covered all it was left and it ended ``stalled``."""
-    report, refunded = await _park_then_resume(10.0, HarnessConfig(), 2.5, HarnessConfig(deadline_s=0.4))
-    assert refunded == ["o1"]
+    report = await _park_then_resume(10.0, HarnessConfig(), 2.5, HarnessConfig(deadline_s=0.4))
+    assert RAN == ["o1", "more"]
     assert (report.terminal_state.value, report.reason) == ("completed", "answered")
     assert not [d for d in report.decisions if d.action == "constrain"]
 
 
 async def test_a_resumed_sub_agent_is_not_bounded_by_a_parent_settled_meanwhile() -> None:
     """The lead that started it has ended (its deadline long past); the run
-    resuming it has time: the approved refund runs."""
-    report, refunded = await _park_then_resume(
-        10.0, HarnessConfig(deadline_s=0.5), 0.7, HarnessConfig(deadline_s=30.0),
-    )
-    assert refunded == ["o1"]
+    resuming it has time: the approved call runs."""
+    report = await _park_then_resume(10.0, HarnessConfig(deadline_s=0.5), 0.7, HarnessConfig(deadline_s=30.0))
+    assert RAN == ["o1", "more"]
     assert (report.terminal_state.value, report.reason) == ("completed", "answered")
