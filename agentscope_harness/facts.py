@@ -264,10 +264,14 @@ class GuardState:
 
     def time_is_up(self, shadow: bool) -> None:
         """The deadline ends the run. In shadow mode an end shadow mode did
-        not enforce (anything but a completed run: a call limit, a stall, a
-        budget) gives way to it: time is the one thing shadow mode enforces."""
+        not enforce (a call limit, a stall, a budget) gives way to it: time is
+        the one thing shadow mode enforces. What the run did (it completed,
+        or its ``ask`` tool asked the user) stands, as in enforce mode."""
         terminal = self.terminal
-        gives_way = shadow and terminal is not None and terminal.reason != "deadline" and terminal.state != "completed"
+        gives_way = (
+            shadow and terminal is not None and terminal.reason not in ("deadline", "asked_user")
+            and terminal.state != "completed"
+        )
         if gives_way:
             self.stop_text = None
         self.conclude("incomplete", "deadline", override=gives_way)

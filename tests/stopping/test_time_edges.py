@@ -165,3 +165,29 @@ async def test_a_resumed_sub_agent_is_not_bounded_by_a_parent_settled_meanwhile(
     report = await _park_then_resume(10.0, HarnessConfig(deadline_s=0.5), 0.7, HarnessConfig(deadline_s=30.0))
     assert RAN == ["o1", "more"]
     assert (report.terminal_state.value, report.reason) == ("completed", "answered")
+
+
+async def test_shadow_mode_reports_an_ask_tool_past_the_deadline_as_enforce_mode_does() -> None:
+    """Red team: the ``ask`` tool asked the user, then time ran out before
+    the model relayed it. Shadow mode let the deadline override that end, so
+    its report no longer said what enforce mode does for the same run."""
+
+    async def ask_user(question: str) -> str:
+        """Ask the user.
+
+        Args:
+            question (str): The question.
+        """
+        await asyncio.sleep(0.55)
+        return "asked"
+
+    ends = []
+    for mode in ("enforce", "shadow"):
+        h = Harness(HarnessConfig(mode=mode, deadline_s=0.5, wrap_up_s=0, tools={"ask_user": ToolPolicy(role="ask")}),
+                    load_entry_points=False)
+        model = ScriptedModel([calls(("ask_user", {"question": "Which colour?"})), text("Which colour?")])
+        agent = make_agent(model, [ask_user], h.middlewares())
+        await run(agent)
+        report = h.last_report(agent)
+        ends.append((report.terminal_state.value, report.reason))
+    assert ends == [("waiting_input", "asked_user")] * 2
