@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .facts import GuardState, call_digest
+from .facts import OUT_OF_TIME, GuardState, call_digest
 from .report import TerminalState
 
 if TYPE_CHECKING:
@@ -310,17 +310,6 @@ class HookContext:
             detail=detail,
             enforced=enforced,
         )
-
-
-OUT_OF_TIME = "deadline"
-"""The one stop shadow mode enforces too: time is not a refusal (a run past
-its deadline ends, and its decisions say they were enforced)."""
-
-
-def out_of_time(run: Any) -> bool:
-    """Whether ``run`` was stopped by its deadline."""
-    terminal = run.facts.terminal
-    return terminal is not None and terminal.reason == OUT_OF_TIME
 
 
 STRUCTURED_OUTPUT_TOOL = "GenerateStructuredOutput"

@@ -60,6 +60,9 @@ SHINGLE_WORDS = 4
 NOVEL_SHARE = 0.2
 """A result brings new information when at least this share of its distinct
 shingles is new to the run."""
+OUT_OF_TIME = "deadline"
+"""The end reason of a run its deadline stopped: the one stop shadow mode
+enforces too (time is not a refusal, and its decisions say they were enforced)."""
 NOVELTY_CAP = 50_000
 """The most shingle hashes a run keeps (the oldest half is dropped first)."""
 
@@ -259,8 +262,12 @@ class GuardState:
     def lift_deadline(self) -> None:
         """A reply resuming the run gets its time again: an end the previous
         reply's deadline caused no longer holds (any other end does)."""
-        if self.terminal is not None and self.terminal.reason == "deadline":
+        if self.out_of_time():
             self.terminal, self.stop_text = None, None
+
+    def out_of_time(self) -> bool:
+        """Whether the run was stopped by its deadline."""
+        return self.terminal is not None and self.terminal.reason == OUT_OF_TIME
 
     def time_is_up(self, shadow: bool) -> None:
         """The deadline ends the run. In shadow mode an end shadow mode did
@@ -269,12 +276,12 @@ class GuardState:
         or its ``ask`` tool asked the user) stands, as in enforce mode."""
         terminal = self.terminal
         gives_way = (
-            shadow and terminal is not None and terminal.reason not in ("deadline", "asked_user")
+            shadow and terminal is not None and terminal.reason not in (OUT_OF_TIME, "asked_user")
             and terminal.state != "completed"
         )
         if gives_way:
             self.stop_text = None
-        self.conclude("incomplete", "deadline", override=gives_way)
+        self.conclude("incomplete", OUT_OF_TIME, override=gives_way)
 
     def conclude(self, state: Any, reason: str, override: bool = False) -> None:
         """Record that the run reached an end state (the first one wins unless

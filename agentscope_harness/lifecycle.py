@@ -100,11 +100,9 @@ class ReplyLifecycle:
         return _kind(item) == _OTHER
 
     async def on_item(self, item: Any) -> list[Any]:
-        """What the consumer receives for ``item`` (nothing, when an end is
-        held back for one more round)."""
+        """What the consumer receives for ``item``, one that does not
+        ``pass`` (nothing, when an end is held back for one more round)."""
         kind = _kind(item)
-        if kind == _OTHER:
-            return [item]
         if kind == _START:
             if self.run is None or self.run.run_id != item.reply_id:
                 await self.open(item)

@@ -158,7 +158,7 @@ class ModelGuard:
 
     async def _bounded(self, run: RunState, awaitable: Any) -> Any:
         """The call, cut at the deadline (the answer then is the stop text)."""
-        left = _time_left(run)
+        left = run.time_left()
         if left is None:
             return await awaitable
         try:
@@ -166,7 +166,7 @@ class ModelGuard:
                 result = await awaitable
         except TimeoutError:
             return _final(self._deadline_passed(run))
-        after = _time_left(run)
+        after = run.time_left()
         cut = after is not None and after <= 0
         if cut and isinstance(result, ChatResponse) and result.finished_reason != FinishedReason.COMPLETED:
             # AgentScope reports a provider call cancelled at the deadline as interrupted
@@ -205,7 +205,7 @@ class ModelGuard:
         iterator = stream.__aiter__()
         try:
             while True:
-                left = _time_left(run)
+                left = run.time_left()
                 try:
                     if left is None:
                         chunk = await iterator.__anext__()
@@ -226,12 +226,6 @@ class ModelGuard:
         finally:
             if held is not None:
                 await self.harness.services.fleet.settle(run, held, 0.0)
-
-def _time_left(run: RunState) -> float | None:
-    if run.deadline is None:
-        return None
-    return run.deadline - time.monotonic()
-
 
 def _final(text: str) -> ChatResponse:
     return ChatResponse(content=[TextBlock(text=text)], is_last=True)

@@ -156,6 +156,14 @@ class RunState:
         self.deadline = self.handle.deadline = deadline
         self.timed_from = time.monotonic()
 
+    def time_left(self) -> float | None:
+        """Seconds before the deadline (negative past it; ``None``: no deadline)."""
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def past_deadline(self) -> bool:
+        """Whether the deadline has passed."""
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
     @property
     def root(self) -> RunState:
         """The outermost run of a nesting (itself when not nested)."""

@@ -12,7 +12,6 @@ call, and a request for another round holds back one ``ReplyEndEvent``.
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +47,6 @@ from ..context import (
     HookContext,
     ModelOutputView,
     estimate_tokens,
-    out_of_time,
     structured_output_owed,
 )
 from ..lifecycle import ReplyLifecycle, flush, rounds_left, text_block_events
@@ -269,7 +267,7 @@ class HarnessAgentAdapter(MiddlewareBase):
         The hint's events, or ``None`` when the text answer stands."""
         if not structured_output_owed(agent) or run.structured_rounds >= STRUCTURED_ROUNDS:
             return None
-        if run.deadline is not None and time.monotonic() >= run.deadline:
+        if run.past_deadline():
             return None  # a narrowed round cannot reach the model past the deadline
         run.structured_rounds += 1
         input_kwargs["tool_choice"] = ToolChoice(mode=STRUCTURED_OUTPUT_TOOL)
@@ -400,11 +398,11 @@ def _shadow_answer(ctx: HookContext, run: RunState) -> str | None:
     refusal): a run the deadline stopped ends with its fallback answer, and
     one whose finishing tool completed, past the deadline, with that tool's
     answer (no model call past the deadline; ``liveness_watchdog`` decides both)."""
-    if out_of_time(run):
+    if run.facts.out_of_time():
         return ctx.fallback_answer
     terminal = run.facts.terminal
     finished = terminal is not None and terminal.state == TerminalState.COMPLETED.value
-    if finished and run.deadline is not None and time.monotonic() >= run.deadline:
+    if finished and run.past_deadline():
         return ctx.fallback_answer
     return None
 

@@ -159,7 +159,7 @@ class HarnessToolAdapter(MiddlewareBase):
         ctx = run.admitted.pop(call.id, None)
         if ctx is None:  # not admitted at the permission point: never runs
             return _told(run, call.id, "policy_error", f"The call to {call.name} was not judged; it did not run.")
-        if _past_deadline(run):  # judged in time, but its run is out of it now
+        if run.past_deadline():  # judged in time, but its run is out of it now
             return self._stopped(ctx, call, "not made", DEADLINE_PASSED, ran=False)
         original = await _within_deadline(run, call, self._delivered(ctx, input_kwargs), next_handler)
         if original is None:
@@ -217,10 +217,6 @@ class HarnessToolAdapter(MiddlewareBase):
             ctx.run, original.id, "policy_error",
             f"The call to {name} could not be completed safely. Do not retry it; tell the user.",
         )
-
-
-def _past_deadline(run: RunState) -> bool:
-    return run.deadline is not None and time.monotonic() >= run.deadline
 
 
 async def _within_deadline(

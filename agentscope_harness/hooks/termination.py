@@ -3,18 +3,10 @@
 from __future__ import annotations
 
 import inspect
-import time
 from typing import Any
 
-from ..context import (
-    OUT_OF_TIME,
-    HookContext,
-    ReflectContext,
-    ToolCallContext,
-    ToolResultContext,
-    structured_output_owed,
-)
-from ..facts import GuardState
+from ..context import HookContext, ReflectContext, ToolCallContext, ToolResultContext, structured_output_owed
+from ..facts import OUT_OF_TIME, GuardState
 from ..registry import HookRejectSignal, harness_hook
 from ..report import TerminalState
 from ..sentinels import format_sentinel
@@ -31,7 +23,7 @@ def liveness_watchdog(ctx: HookContext) -> None:
     to turn a finished task into an apology."""
     facts = ctx.facts
     terminal = facts.terminal
-    if ctx.services.shadow and terminal is not None and _past_deadline(ctx):
+    if ctx.services.shadow and terminal is not None and ctx.run.past_deadline():
         facts.time_is_up(shadow=True)  # an end shadow mode did not enforce gives way
         terminal = facts.terminal
     if terminal is not None and terminal.state == TerminalState.INCOMPLETE.value:
@@ -41,7 +33,7 @@ def liveness_watchdog(ctx: HookContext) -> None:
         terminal is not None and terminal.state == TerminalState.COMPLETED.value
         and facts.finish_answer is not None
         # a structured output still owed gets its rounds, unless time is up
-        and (not structured_output_owed(ctx.agent) or _past_deadline(ctx))
+        and (not structured_output_owed(ctx.agent) or ctx.run.past_deadline())
     ):
         ctx.stop(terminal.reason, TerminalState.COMPLETED, text=facts.finish_answer)
         return
@@ -52,10 +44,9 @@ def liveness_watchdog(ctx: HookContext) -> None:
     escalate_refusals(ctx)
     if facts.terminal is not None:
         return
-    deadline = ctx.run.deadline
-    if deadline is None:
+    left = ctx.run.time_left()
+    if left is None:
         return
-    left = deadline - time.monotonic()
     if left <= 0:
         ctx.stop(OUT_OF_TIME)
         return
@@ -67,11 +58,6 @@ def liveness_watchdog(ctx: HookContext) -> None:
             key="conclude",
         )
         ctx.constrain(f"wrap-up: {left:.1f}s left")
-
-
-def _past_deadline(ctx: HookContext) -> bool:
-    deadline = ctx.run.deadline
-    return deadline is not None and time.monotonic() >= deadline
 
 
 def _ignored(facts: GuardState) -> str:
