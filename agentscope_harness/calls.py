@@ -9,6 +9,7 @@ No AgentScope objects here: the adapters translate to and from these views.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,7 @@ from .context import HookContext, ToolCallView, ToolResultView, awaited
 from .errors import ErrorClass, error_class_of
 from .facts import call_digest
 from .run_state import FINDING_CHARS
-from .runner import Refusal
+from .runner import Refusal, being_cancelled
 from .sentinels import format_sentinel, unfenced
 
 if TYPE_CHECKING:
@@ -127,7 +128,9 @@ class CallFlow:
             return None
         try:
             reason = await awaited(rule(dict(view.args)))
-        except Exception as exc:
+        except (Exception, asyncio.CancelledError) as exc:
+            if isinstance(exc, asyncio.CancelledError) and being_cancelled():
+                raise  # the caller's cancellation, not the rule's failure
             log.exception("ask_when of %s failed", view.name)
             reason = f"the approval rule of {view.name} failed ({type(exc).__name__})"
         if reason is None:

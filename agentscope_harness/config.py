@@ -235,6 +235,16 @@ class ToolPolicy(_Strict):
             )
         return self
 
+    @model_validator(mode="after")
+    def _units_charge_ledgers(self) -> ToolPolicy:
+        # zero units would never charge the ledgers named: their caps silently off
+        if self.ledgers and self.units == 0:
+            raise ValueError(
+                f"units: 0 units never charge the ledger(s) {self.ledgers}; use at least 1, "
+                "or drop the ledgers",
+            )
+        return self
+
     def injection_mode(self) -> str:
         """The injection policy in force: the configured one, else ``flag``
         for retrieval tools (they bring outside text in) and ``off`` for the
@@ -301,6 +311,13 @@ class CostPolicy(_Strict):
         # With a limit on money, a model charged $0 would spend without limit.
         if self.cap_usd is None and self.daily_quota_usd is None:
             return self
+        unpriced = self.unpriced
+        if unpriced != "error" and unpriced.input_per_mtok == 0 and unpriced.output_per_mtok == 0:
+            raise ValueError(
+                "unpriced: a $0 price for every model missing from prices lets a mistyped or "
+                "unexpected model spend without limit under cap_usd/daily_quota_usd; state a "
+                "conservative price, or list the free models in prices",
+            )
         for tier, model in self.tier_models.items():
             name = getattr(model, "model", None)
             if not isinstance(name, str) or not name:

@@ -162,6 +162,11 @@ class ModelOutputView:
         return not self.tool_calls
 
 
+WRAP_UP_CALLS = 1.5
+"""The default wrap-up window is at least this many of the run's slowest
+model calls: a window shorter than one call cannot be concluded in."""
+
+
 @dataclass
 class HookContext:
     """The view one hook receives at one point of one run."""
@@ -202,6 +207,19 @@ class HookContext:
     def harness(self) -> Services:
         """The services hooks may use (kept under its 0.1 name)."""
         return self.services
+
+    def wrap_up_s(self) -> float | None:
+        """This run's wrap-up window (the watchdog's and the budget status
+        line's): the configured one, or the default, a share of the time
+        this run has (a nested run inherits less than its own ``deadline_s``
+        when its parent's deadline is closer), widened to ``WRAP_UP_CALLS``
+        of the slowest model call this run has seen (never past the deadline)."""
+        config, run = self.config, self.run
+        if config.wrap_up_s is not None or config.deadline_s is None:
+            return config.effective_wrap_up_s()
+        span = config.deadline_s if run.deadline is None else min(config.deadline_s, run.deadline - run.timed_from)
+        window = config.default_wrap_up_s(span)
+        return min(max(window, WRAP_UP_CALLS * run.root.longest_model_call_s), span)
 
     @property
     def principal(self) -> Principal | None:
@@ -262,7 +280,7 @@ class HookContext:
         is refused and the next round answers that way."""
         if text is None:
             text = self.config.fallback_text.format(reason=reason_words(reason))
-        found = found_so_far(self.run) if state != TerminalState.COMPLETED else ""
+        found = found_so_far(self.run) if state not in (TerminalState.COMPLETED, TerminalState.WAITING_INPUT) else ""
         if found not in text:
             text += found
         if self.fallback_answer is not None:

@@ -228,9 +228,10 @@ class GuardState:
     the prerequisite names the config declares: an O(1) check per call."""
     success_counts: Counter = field(default_factory=Counter)
     """Distinct successful calls by tool (``successes_of`` without a scan)."""
-    finish_answer: str | None = None
-    """The finishing tool's own answer, delivered if the model's last word is
-    withheld or never comes."""
+    tool_answer: str | None = None
+    """What the tool that ended the run delivered (a finishing tool's
+    answer, an ``ask`` tool's question), given to the user if the model's
+    last word is withheld or never comes."""
     novelty: Novelty = field(default_factory=Novelty)
     """What the run's results have said: progress is new information."""
     refused: list[tuple[str, str, str | None]] = field(default_factory=list)
@@ -282,6 +283,25 @@ class GuardState:
         if gives_way:
             self.stop_text = None
         self.conclude("incomplete", OUT_OF_TIME, override=gives_way)
+
+    def ended_by_tool(self) -> str | None:
+        """The answer of the tool that ended the run (it completed, or its
+        ``ask`` tool asked the user), else ``None``: what the user gets when
+        the model will not say it (a cut or refused call, past the deadline)."""
+        terminal = self.terminal
+        if terminal is None or terminal.state not in ("completed", "waiting_input"):
+            return None
+        return self.tool_answer
+
+    def stop(self, reason: str, fallback: str) -> str:
+        """End the run ``incomplete`` for ``reason`` from outside a hook
+        (unless it has ended already) and return what the user is told: the
+        answer of a tool that ended it, else the first stop text, else
+        ``fallback``."""
+        self.conclude("incomplete", reason)
+        if self.stop_text is None:
+            self.stop_text = self.ended_by_tool() or fallback
+        return self.stop_text
 
     def conclude(self, state: Any, reason: str, override: bool = False) -> None:
         """Record that the run reached an end state (the first one wins unless

@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .context import reason_words
 from .errors import DependencyDown
 from .registry import HookRejectSignal
-from .report import TerminalState
 from .stores import LedgerStore, MemoryStore, bounded, daily_left, store_timeout
 
 if TYPE_CHECKING:
@@ -482,8 +481,7 @@ class Fleet:
         """End a run from outside a hook, as ``ctx.stop`` would: incomplete,
         with the fallback answer at its next step."""
         if self.config.mode != "shadow":
-            run.facts.conclude(TerminalState.INCOMPLETE, reason)
-            run.facts.stop_text = self.fallback_text(reason)
+            run.facts.stop(reason, self.fallback_text(reason))
         self.record(run, "fleet", "pre_think", "stop", code=code, detail=f"{reason}: {detail}")
 
     def fallback_text(self, reason: str) -> str:

@@ -58,8 +58,16 @@ class Principal(BaseModel):
 
     @property
     def key(self) -> str:
-        """Key of this principal's daily spend in the store."""
-        return f"{self.tenant or '-'}/{self.user_id}"
+        """Key of this principal's daily spend, limits and approvals in the
+        store: ``<tenant>/<user_id>``, ``-`` for no tenant. One principal, one
+        key: ``%`` and ``/`` in a part, and a tenant that is ``-`` itself, are
+        escaped (``tenant="a/b", user_id="c"`` is not ``tenant="a", user_id="b/c"``)."""
+        tenant = "-" if self.tenant is None else "%2D" if self.tenant == "-" else _key_part(self.tenant)
+        return f"{tenant}/{_key_part(self.user_id)}"
+
+
+def _key_part(text: str) -> str:
+    return text.replace("%", "%25").replace("/", "%2F") if "%" in text or "/" in text else text
 
 
 class Harness:

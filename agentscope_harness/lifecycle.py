@@ -31,15 +31,16 @@ from agentscope.event import (
     UserConfirmResultEvent,
     UserInterruptEvent,
 )
-from agentscope.message import Msg, TextBlock, ToolCallState, ToolResultBlock, ToolResultState
+from agentscope.message import DataBlock, Msg, TextBlock, ToolCallState, ToolResultBlock, ToolResultState
 from agentscope.types import ReplyFinishedReason
 
 from .arguments import guide_invalid_arguments
 from .calls import result_view
+from .context import reason_words
 from .deadline import current_deadline, tighter
 from .errors import DependencyDown
 from .outcome import WITHHELD_ANSWER, build_report, corrected_answer, terminal_state
-from .outputs import shown_name
+from .outputs import readable_data, shown_name
 from .report import RunReport, TerminalState
 from .run_state import RUN_HANDLE, RunState, current_run
 from .stores import bounded, daily_left, store_timeout
@@ -214,9 +215,24 @@ class ReplyLifecycle:
         parent = run.parent if run.parent is not None and run.parent.report is None else None
         run.set_deadline(self._deadline(parent))
         run.facts.lift_deadline()
+        if run.asked_here and run.resumed_by != run.principal:
+            self._resumed_by_another(run)
         self.run = run
         await self.harness.services.fleet.resume_run(run)
         return run
+
+    def _resumed_by_another(self, run: RunState) -> None:
+        """A reply parked for one caller and resumed by another (or by no
+        one) acts for nobody: every call of it is refused, and it ends at
+        its next step with the fallback answer, without a model call and
+        without what the run found (the resumer may not see it)."""
+        services = self.harness.services
+        services.record(run, "resume_check", "on_reply", "stop", code="permission_denied",
+                        detail="resumed by another caller than the one who parked it", enforced=True)
+        reason = "refused:permission_denied"
+        run.findings.clear()
+        run.facts.conclude(TerminalState.INCOMPLETE, reason, override=True)
+        run.facts.stop_text = self.harness.config.fallback_text.format(reason=reason_words(reason))
 
     def _restored(self) -> RunState:
         """A reply parked in another process (its state restored from
@@ -237,9 +253,11 @@ class ReplyLifecycle:
         run = self.run
         if run is None or not isinstance(inputs, ExternalExecutionResultEvent):
             return
-        flow = self.harness.flow
+        flow, redactor = self.harness.flow, self.harness.redactor
         for block in inputs.execution_results:
             ctx = run.admitted.pop(block.id, None) or flow.unjudged(run, self.agent, block.id, block.name)
+            if not isinstance(block.output, str):
+                block.output = [readable_data(b, redactor) if isinstance(b, DataBlock) else b for b in block.output]
             text = _block_text(block)
             state = str(getattr(block.state, "value", block.state))
             result = await flow.shape(ctx, result_view(text, state, dict(block.metadata or {})))
@@ -267,7 +285,7 @@ class ReplyLifecycle:
         ctx = harness.session_context(run, self.agent, original, self.end_reason)
         refusal = await harness.runner.run("on_session_end", ctx)
         audited = ctx.final_text or ""  # cleaned as the stream was
-        final = corrected_answer(run, audited)
+        final = corrected_answer(run, audited, harness.config.fallback_text)
         if refusal is not None:
             final = WITHHELD_ANSWER
             run.facts.conclude(TerminalState.INCOMPLETE, "audit_failed", override=True)

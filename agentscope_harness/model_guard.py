@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import json
 import time
 from collections.abc import AsyncGenerator, Callable
 from contextvars import ContextVar
@@ -24,8 +25,8 @@ from agentscope.model import ChatResponse, ChatUsage
 from agentscope.model._model_response import FinishedReason
 
 from .context import reason_words
+from .fleet import estimate_input_tokens
 from .prefix import observe, over_request_cap
-from .report import TerminalState
 
 if TYPE_CHECKING:
     from .harness import Harness
@@ -128,6 +129,66 @@ class ModelGuard:
             return result
         return self._counted(run, model, result, started, held, tokens)
 
+    async def compress(self, run: RunState, agent: Any, input_kwargs: dict, next_handler: Callable[..., Any]) -> None:
+        """AgentScope's ``compress_context`` (checked every round; a model
+        call only over its threshold) with its model call guarded."""
+        _guard_compression(agent.model)
+        token = _COMPRESSION.set((self, run))
+        try:
+            await next_handler(**input_kwargs)
+        except CompressionRefused:
+            pass  # AgentScope's truncation fallback is off: the context stays as it is
+        finally:
+            _COMPRESSION.reset(token)
+
+    async def compression_call(self, run: RunState, model: Any, messages: list[Any], call: Callable[[], Any]) -> Any:
+        """A compression request under the limits of any model call: not made
+        past the deadline, for a concluded run, or for a model with no price
+        on a capped budget; otherwise bounded by the time left, counted,
+        and charged (an estimate when the provider reports no usage)."""
+        refusal = self._compression_refusal(run, model)
+        if refusal is not None:
+            self._compression_skipped(run, refusal)
+            raise CompressionRefused(refusal)
+        run.add_model_call()
+        _count_attempts(model)
+        attempts = _ATTEMPTS.set(_Attempts(run))
+        try:
+            left = run.time_left()
+            if left is None:
+                result = await call()
+            else:
+                async with asyncio.timeout(max(left, 0.0)):
+                    result = await call()
+        except TimeoutError:
+            run.facts.time_is_up(self.harness.shadow)
+            self._compression_skipped(run, "deadline: the compression was cut short")
+            raise CompressionRefused("deadline") from None
+        finally:
+            _ATTEMPTS.reset(attempts)
+        usage = getattr(result, "usage", None)
+        if usage is None and self.harness.config.cost is not None:
+            output = len(json.dumps(getattr(result, "content", None), default=str))
+            usage = ChatUsage(input_tokens=estimate_input_tokens(messages, []), output_tokens=output // 4, time=0.0)
+        await self.harness.charge_usage(run, model, usage)
+        return result
+
+    def _compression_refusal(self, run: RunState, model: Any) -> str | None:
+        if run.past_deadline():
+            run.facts.time_is_up(self.harness.shadow)
+            return "deadline: the run is out of time"
+        if run.facts.terminal is not None:
+            return f"the run has concluded ({run.facts.terminal.reason})"
+        cost = self.harness.config.cost
+        capped = cost is not None and (cost.cap_usd is not None or cost.daily_quota_usd is not None)
+        if capped and cost is not None and not cost.priced(str(getattr(model, "model", "") or "")):
+            return f"model {getattr(model, 'model', '')!r} has no price on a capped budget"
+        return None
+
+    def _compression_skipped(self, run: RunState, why: str) -> None:
+        self.harness.services.record(run, "liveness_watchdog", "on_compress_context", "skip",
+                                     detail=f"AgentScope's context compression was not made: {why}", enforced=True)
+
     def _unpriced(self, run: RunState, model: Any) -> str | None:
         """The stop text when ``model`` has no price on a capped budget (an
         alias, a typo, a router's choice: never charged at $0)."""
@@ -150,11 +211,7 @@ class ModelGuard:
         return self._stop(run, "unpriced_model")
 
     def _stop(self, run: RunState, reason: str) -> str:
-        facts = run.facts
-        facts.conclude(TerminalState.INCOMPLETE, reason)
-        if facts.stop_text is None:
-            facts.stop_text = self.harness.config.fallback_text.format(reason=reason_words(reason))
-        return facts.stop_text
+        return run.facts.stop(reason, self.harness.config.fallback_text.format(reason=reason_words(reason)))
 
     async def _bounded(self, run: RunState, awaitable: Any) -> Any:
         """The call, cut at the deadline (the answer then is the stop text)."""
@@ -166,10 +223,7 @@ class ModelGuard:
                 result = await awaitable
         except TimeoutError:
             return _final(self._deadline_passed(run))
-        after = run.time_left()
-        cut = after is not None and after <= 0
-        if cut and isinstance(result, ChatResponse) and result.finished_reason != FinishedReason.COMPLETED:
-            # AgentScope reports a provider call cancelled at the deadline as interrupted
+        if isinstance(result, ChatResponse) and _cut_at_deadline(run, result):
             return _final(self._deadline_passed(run))
         return result
 
@@ -201,8 +255,10 @@ class ModelGuard:
     ) -> AsyncGenerator:
         """The streamed response, each chunk awaited within the time left;
         the call's reservation settled by its last chunk, else (failed, cut,
-        abandoned) with nothing spent."""
+        abandoned) with nothing spent. A cut call's stream ends with the
+        stop text, as its final message does."""
         iterator = stream.__aiter__()
+        streamed = False
         try:
             while True:
                 left = run.time_left()
@@ -216,19 +272,80 @@ class ModelGuard:
                     return
                 except TimeoutError:
                     await _close(stream)
-                    yield _final(self._deadline_passed(run))
+                    for last in _final_stream(self._deadline_passed(run), streamed):
+                        yield last
                     return
                 if chunk.is_last:
                     run.note_model_call_s(time.monotonic() - started)
                     reservation, held = held, None
                     await self.harness.charge_usage(run, model, self._usage(run, chunk, input_tokens), reservation)
+                    if _cut_at_deadline(run, chunk):
+                        for last in _final_stream(self._deadline_passed(run), streamed):
+                            yield last
+                        return
+                streamed = True
                 yield chunk
         finally:
             if held is not None:
                 await self.harness.services.fleet.settle(run, held, 0.0)
 
+def _cut_at_deadline(run: RunState, response: ChatResponse) -> bool:
+    """Whether the deadline cut this response: AgentScope's model wrapper
+    swallows the cancellation of a provider call (streamed or not) and
+    reports it as an unfinished (``interrupted``) response, not as our
+    timeout."""
+    return response.finished_reason != FinishedReason.COMPLETED and run.past_deadline()
+
+
+_COMPRESSION: ContextVar[tuple[ModelGuard, RunState] | None] = ContextVar("harness_compression", default=None)
+_GUARDS_COMPRESSION = "__harness_guards_compression__"
+"""Marks a ``generate_structured_output`` wrapped by ``_guard_compression``."""
+
+
+class CompressionRefused(Exception):
+    """A compression request the run's limits do not allow. AgentScope
+    catches it as a failed summary and truncates the context instead (with
+    its fallback off, the harness keeps the context as it is)."""
+
+
+def _guard_compression(model: Any) -> None:
+    """AgentScope's context compression calls the model's
+    ``generate_structured_output`` itself, below ``on_model_call``. The class
+    that defines it gets it wrapped, once, so a compression inside a
+    harnessed ``compress_context`` goes through ``ModelGuard.compression_call``;
+    any other call passes through."""
+    owner = next((c for c in type(model).__mro__ if "generate_structured_output" in vars(c)), None)
+    if owner is None:
+        return
+    inner = vars(owner)["generate_structured_output"]
+    if getattr(inner, _GUARDS_COMPRESSION, False) or not inspect.iscoroutinefunction(inner):
+        return
+
+    @functools.wraps(inner)
+    async def generate(self: Any, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
+        guarded = _COMPRESSION.get()
+        if guarded is None:
+            return await inner(self, messages, *args, **kwargs)
+        guard, run = guarded
+        return await guard.compression_call(run, self, messages, lambda: inner(self, messages, *args, **kwargs))
+
+    setattr(generate, _GUARDS_COMPRESSION, True)
+    try:
+        setattr(owner, "generate_structured_output", generate)  # noqa: B010 - as _count_attempts
+    except (AttributeError, TypeError):  # pragma: no cover - a class that cannot be changed
+        return
+
+
 def _final(text: str) -> ChatResponse:
     return ChatResponse(content=[TextBlock(text=text)], is_last=True)
+
+
+def _final_stream(text: str, streamed: bool) -> tuple[ChatResponse, ChatResponse]:
+    """A stream's end that answers ``text``: AgentScope streams the chunks
+    before the last one, and keeps the last one as the message; after text
+    already shown, it follows as a paragraph of its own."""
+    shown = f"\n\n{text}" if streamed else text
+    return ChatResponse(content=[TextBlock(text=shown)], is_last=False), _final(text)
 
 
 async def _close(stream: AsyncGenerator) -> None:

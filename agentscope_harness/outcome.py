@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from .context import found_so_far, reason_words
 from .report import RunReport, TerminalState
 from .run_state import RunState, principal_dict
 
@@ -56,11 +57,17 @@ def terminal_state(
     return TerminalState.COMPLETED, "answered"
 
 
-def corrected_answer(run: RunState, text: str) -> str:
+def corrected_answer(run: RunState, text: str, fallback_text: str) -> str:
     """The answer the user may receive: one that asserts an action whose
     tool never succeeded in the run is replaced by a correction saying what
-    did not happen (the report names the claim)."""
-    claims = run.facts.unsupported_claims
+    did not happen (the report names the claim); the model's own answer
+    once it was made to conclude for lack of progress (``stalled``,
+    ``cycling``) by the fallback answer that run ends with (``fallback_text``
+    and what it found), as its report says ``incomplete``."""
+    facts = run.facts
+    if facts.stuck is not None and facts.terminal is None:
+        return fallback_text.format(reason=reason_words(facts.stuck)) + found_so_far(run)
+    claims = facts.unsupported_claims
     if not claims:
         return text
     steps = ", ".join(dict.fromkeys(claims))

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from .pii import PiiOutcome, apply_pii, find_pii, rewrite_pii
 from .redaction import Redactor, sliced
-from .sentinels import MarkerStream, strip_markers
+from .sentinels import MarkerStream, neutralise_markers, strip_markers
 
 PII_HOLD = 320
 """Characters a PII stream holds back: longer than any value a detector
@@ -209,6 +209,24 @@ def redact_args(value: Any, redactor: Redactor) -> Any:
     if isinstance(value, list):
         return [redact_args(v, redactor) for v in value]
     return value
+
+
+def readable_data(block: Any, redactor: Redactor) -> Any:
+    """A tool result's data block as the model may read it. AgentScope's
+    formatter writes a URL source and the block's name into the tool message
+    as text, outside the fence: a secret in them is redacted and a marker
+    defanged (inline base64 data is never written as text)."""
+    source, name = block.source, block.name
+    url = getattr(source, "url", None)
+    url = url if url is None else str(url)
+    safe_url = url if url is None else neutralise_markers(redactor.redact(url))
+    safe_name = name if name is None else neutralise_markers(redactor.redact(name))
+    if safe_url == url and safe_name == name:
+        return block
+    update: dict[str, Any] = {"name": safe_name}
+    if safe_url != url:
+        update["source"] = source.model_copy(update={"url": safe_url})
+    return block.model_copy(update=update)
 
 
 def shown_name(redactor: Redactor, event: Any) -> Any:

@@ -40,7 +40,6 @@ from agentscope.message import (
 )
 
 from .context import CHARS_PER_TOKEN, REASONS
-from .report import TerminalState
 
 if TYPE_CHECKING:
     from .run_state import RunState
@@ -139,10 +138,7 @@ def over_request_cap(services: Services, run: RunState, tokens: int) -> str | No
     )
     if services.shadow:
         return None
-    text = cost.fallback_text.format(reason=REASONS["budget"])
-    run.facts.conclude(TerminalState.INCOMPLETE, "budget")
-    run.facts.stop_text = text
-    return text
+    return run.facts.stop("budget", cost.fallback_text.format(reason=REASONS["budget"]))
 
 
 # ---------------------------------------------------------------- chunks

@@ -56,6 +56,13 @@ def _applies(spec: HookSpec, policy: Any, config: Any) -> bool:
         return True
 
 
+def being_cancelled() -> bool:
+    """Whether this task is being cancelled: a ``CancelledError`` a hook
+    raises otherwise is its own failure, not its caller's cancellation."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
+
+
 class _Resumed:
     """The rest of a coroutine whose first step has run and is waiting on
     ``pending``: awaiting this drives it on, in the awaiting task, passing
@@ -144,8 +151,10 @@ class HookRunner:
                     await self._settle(result, ctx.run.deadline)
             except HookRejectSignal as signal:
                 refusal = self._rejected(spec, signal, ctx)
-            except asyncio.CancelledError:
-                raise
+            except asyncio.CancelledError as exc:
+                if being_cancelled():
+                    raise
+                refusal = self._failed(spec, exc, ctx)  # the hook's own (it awaited a cancelled task)
             except Exception as exc:
                 refusal = self._failed(spec, exc, ctx)
             else:
@@ -216,13 +225,16 @@ class HookRunner:
             if limit <= 0:
                 awaitable.close()
                 raise TimeoutError
-            async with _timeout(limit):
+            async with _timeout(limit) as bound:
                 await _Resumed(awaitable, pending)
         elif _timeout is not None:
-            async with _timeout(limit):
+            async with _timeout(limit) as bound:
                 await awaitable
         else:  # pragma: no cover - Python 3.10
             await asyncio.wait_for(awaitable, limit)
+            return
+        if bound.expired():  # the hook caught the timeout's cancellation and returned: it failed
+            raise TimeoutError
 
     def _rejected(
         self, spec: HookSpec, signal: HookRejectSignal, ctx: HookContext,
@@ -258,7 +270,7 @@ class HookRunner:
             facts.refused.append((spec.name, signal.code, tool))
         return Refusal(hook=spec.name, code=signal.code, text=text)
 
-    def _failed(self, spec: HookSpec, exc: Exception, ctx: HookContext) -> Refusal | None:
+    def _failed(self, spec: HookSpec, exc: BaseException, ctx: HookContext) -> Refusal | None:
         timed_out = isinstance(exc, (asyncio.TimeoutError, TimeoutError))
         what = (
             f"timed out after {self.hook_timeout_s}s" if timed_out

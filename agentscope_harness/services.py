@@ -104,6 +104,7 @@ class Services:
             detail=self.scrubbed(detail), enforced=not self.shadow if enforced is None else enforced,
         )
         run.record(decision)
+        detail = decision.detail  # the log and the span event get what the report keeps
         log.info(
             "harness %s %s %s code=%s tool=%s %s%s",
             run.run_id, hook, action, code, tool, detail,

@@ -70,6 +70,9 @@ class PassAgent(MiddlewareBase):
     async def on_model_call(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
         return await next_handler(**input_kwargs)
 
+    async def on_compress_context(self, agent: Any, input_kwargs: dict, next_handler: Any) -> None:
+        await next_handler(**input_kwargs)
+
     async def on_system_prompt(self, agent: Any, current_prompt: str) -> str:
         return current_prompt
 

@@ -604,3 +604,22 @@ def test_check_config_names_the_bad_field(tmp_path: Any, capsys: pytest.CaptureF
     assert "cost.prices.gpt-x" in err
     assert "fallback_text" in err and "{user}" in err
     assert "rate_limits.0" in err
+
+
+# ------------------------------------------ configs that would silently disable a limit
+
+
+@pytest.mark.parametrize("limit", [{"cap_usd": 0.5}, {"daily_quota_usd": 2.0}])
+def test_a_zero_unpriced_price_under_a_money_limit_is_refused(limit: dict[str, float]) -> None:
+    """Red team: ``unpriced=(0, 0)`` let a mistyped model name spend without
+    limit (900k tokens against a $0.001 cap, charged $0)."""
+    rejected(lambda: cost_policy(prices={"big": (2, 8)}, unpriced=(0, 0), **limit), "unpriced", "$0")
+    assert cost_policy(prices={"big": (2, 8)}, unpriced=(0, 0)).priced("other")  # no limit to keep
+
+
+def test_zero_units_on_a_ledger_tool_is_refused() -> None:
+    """Red team: ``units=0`` on a tool that names a ledger never charged it:
+    the ledger's cap was silently off."""
+    rejected(lambda: cfg(tools={"search": ToolPolicy(ledgers=["q"], units=0)}, ledgers={"q": Ledger(cap=2)}),
+             "units", "ledger")
+    assert cfg(tools={"ping": ToolPolicy(units=0)}).tools["ping"].units == 0  # no ledger: nothing to charge

@@ -378,8 +378,8 @@ async def test_a_sub_agent_with_less_time_than_its_own_deadline_is_not_told_to_w
     ended ``stalled``. The default window is a share of the time the run has."""
     parent_h = Harness(HarnessConfig(deadline_s=1.0), load_entry_points=False)
     child_h = Harness(HarnessConfig(deadline_s=10.0), load_entry_points=False)
-    child = make_agent(ScriptedModel([calls(("search", {"q": "c1"})), text("child done")]), [search],
-                       child_h.middlewares(), name="researcher")
+    child_model = ScriptedModel([calls(("search", {"q": "c1"})), text("child done")])
+    child = make_agent(child_model, [search], child_h.middlewares(), name="researcher")
 
     async def delegate(task: str) -> str:
         """Ask the researcher.
@@ -397,6 +397,8 @@ async def test_a_sub_agent_with_less_time_than_its_own_deadline_is_not_told_to_w
     assert RAN == ["c1"]
     assert (report.terminal_state.value, report.reason) == ("completed", "answered")
     assert not [d for d in report.decisions if d.action == "constrain"]
+    # the budget status line keeps the same window: no "time is short" line either
+    assert not any("[harness:budget]" in str(turn.formatted) for turn in child_model.calls)
 
 
 async def test_clamp_timeout_follows_the_run_deadline() -> None:

@@ -318,6 +318,21 @@ class HarnessAgentAdapter(MiddlewareBase):
             release(next_handler)
 
 
+    async def on_compress_context(
+        self, agent: Any, input_kwargs: dict, next_handler: Callable[..., Any],
+    ) -> None:
+        """AgentScope's context compression makes a model call of its own:
+        the run's deadline and budget hold for it (``ModelGuard.compress``)."""
+        try:
+            run = run_of(self.harness, agent)
+            if run is None:
+                await next_handler(**input_kwargs)
+                return
+            await self.harness.model_guard.compress(run, agent, input_kwargs, next_handler)
+        finally:
+            release(next_handler)
+
+
 _DELTAS = (TextBlockDeltaEvent, ThinkingBlockDeltaEvent, ToolCallDeltaEvent)
 _TEXT_EVENTS = (TextBlockStartEvent, TextBlockDeltaEvent, TextBlockEndEvent)
 _ENDS = (TextBlockEndEvent, ThinkingBlockEndEvent, ToolCallEndEvent)

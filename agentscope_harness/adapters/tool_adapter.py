@@ -29,9 +29,9 @@ from agentscope.tool import ToolChunk, ToolMiddlewareBase, ToolResponse
 
 from ..calls import Verdict, result_view
 from ..chains import release
-from ..context import HookContext, ToolCallView, ToolResultView
+from ..context import STRUCTURED_OUTPUT_TOOL, HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception, error_text
-from ..outputs import redact_args
+from ..outputs import readable_data, redact_args
 from ..sentinels import format_sentinel
 from .agent_adapter import run_of
 
@@ -167,11 +167,13 @@ class HarnessToolAdapter(MiddlewareBase):
         return await self._shaped(ctx, original)
 
     def _delivered(self, ctx: HookContext, input_kwargs: dict) -> dict:
-        """What the tool is called with: a finishing tool delivers to the
-        user, so it receives its arguments redacted (the stored call keeps
-        what the model wrote; the stream already showed it redacted)."""
+        """What the tool is called with: a finishing tool, and AgentScope's
+        structured-output tool (its arguments become ``Msg.structured_output``),
+        deliver to the user, so they receive their arguments redacted (the
+        stored call keeps what the model wrote; the stream already showed it
+        redacted)."""
         view = ctx.tool
-        if view is None or view.role != "finish":
+        if view is None or (view.role != "finish" and view.name != STRUCTURED_OUTPUT_TOOL):
             return input_kwargs
         redacted = redact_args(view.args, self.harness.redactor)
         if redacted == view.args:
@@ -202,8 +204,11 @@ class HarnessToolAdapter(MiddlewareBase):
             detail=f"deadline: the call to {call.name} was {what}", enforced=True,  # shadow mode too
         )
         run.facts.time_is_up(self.harness.shadow)
-        if not ran:
+        if not ran:  # neither running nor counted as made
             run.in_flight.pop(call.id, None)
+            run.facts.called_tools[call.name] -= 1
+            if run.facts.called_tools[call.name] <= 0:
+                del run.facts.called_tools[call.name]
         self.harness.services.fleet.release_call(run, call.id)
         return _told(run, call.id, "run_concluded", text.format(name=call.name))
 
@@ -268,10 +273,13 @@ def _view_of(response: ToolResponse) -> ToolResultView:
 
 def to_response(ctx: HookContext, result: ToolResultView, original: ToolResponse) -> ToolResponse:
     """The response the model reads: the tool's own object when nothing
-    changed, else its shaped text (plus its data blocks)."""
+    changed, else its shaped text (plus its data blocks, made readable)."""
+    sent = [] if result.withheld or not result.has_data else [b for b in original.content if isinstance(b, DataBlock)]
+    data: list[TextBlock | DataBlock] = [readable_data(b, ctx.services.redactor) for b in sent]
     if (
         not result.withheld and not result.notices and not result.error_class
         and result.text == result.raw_text and result.state == _state_name(original.state)
+        and all(a is b for a, b in zip(data, sent, strict=True))
     ):
         return original
     body = "\n".join(p for p in [result.text, *result.notices] if p)
@@ -282,9 +290,6 @@ def to_response(ctx: HookContext, result: ToolResultView, original: ToolResponse
     if own:  # stamp the run only where the harness has something to say
         own["run_id"] = ctx.run.run_id
         meta[METADATA_KEY] = own
-    data: list[TextBlock | DataBlock] = (
-        [] if result.withheld else [b for b in original.content if isinstance(b, DataBlock)]
-    )
     return ToolResponse(
         id=original.id,
         content=[_text_block(body, original), *data] if body or not data else data,

@@ -3,7 +3,6 @@ convergence nudges and settling the run's spend."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -248,8 +247,9 @@ def status_line(ctx: HookContext) -> str | None:
     run, config = ctx.run, ctx.config
     root = run.root
     parts: list[str] = []
-    if run.deadline is not None:
-        parts.append(f"{max(run.deadline - time.monotonic(), 0):.0f}s left")
+    left = run.time_left()
+    if left is not None:
+        parts.append(f"{max(left, 0):.0f}s left")
     if config.cost is not None:
         parts += [_what_left(left, cap, unit) for _, _, left, cap, unit in _budget_left(config.cost, root)]
     if config.max_model_calls is not None:
@@ -277,8 +277,8 @@ def _budget_marks(ctx: HookContext) -> set[str]:
         soft = ledger.cap if ledger.soft_at is None else ledger.soft_at
         if used.get(name, 0) >= soft:
             marks.add(f"budget:soft:{name}")
-    wrap_up, deadline = config.effective_wrap_up_s(), ctx.run.deadline
-    if wrap_up is not None and deadline is not None and deadline - time.monotonic() <= wrap_up:
+    wrap_up, left = ctx.wrap_up_s(), ctx.run.time_left()
+    if wrap_up is not None and left is not None and left <= wrap_up:
         marks.add("budget:wrap_up")
     return marks
 

@@ -20,7 +20,8 @@ def liveness_watchdog(ctx: HookContext) -> None:
     again climbs the ladder (``escalate_refusals``). A run whose
     finishing tool completed ends with that tool's answer at once: the
     extra model round AgentScope would make is neither paid for nor able
-    to turn a finished task into an apology."""
+    to turn a finished task into an apology. Past the deadline, a run whose
+    ``ask`` tool asked the user ends with its question."""
     facts = ctx.facts
     terminal = facts.terminal
     if ctx.services.shadow and terminal is not None and ctx.run.past_deadline():
@@ -29,13 +30,13 @@ def liveness_watchdog(ctx: HookContext) -> None:
     if terminal is not None and terminal.state == TerminalState.INCOMPLETE.value:
         ctx.stop(terminal.reason, text=facts.stop_text)
         return
-    if (
-        terminal is not None and terminal.state == TerminalState.COMPLETED.value
-        and facts.finish_answer is not None
-        # a structured output still owed gets its rounds, unless time is up
-        and (not structured_output_owed(ctx.agent) or ctx.run.past_deadline())
+    answer = facts.ended_by_tool()
+    if answer is not None and terminal is not None and (
+        ctx.run.past_deadline()  # the model has no time to relay it
+        # a completed run's answer stands; a structured output still owed gets its rounds
+        or (terminal.state == TerminalState.COMPLETED.value and not structured_output_owed(ctx.agent))
     ):
-        ctx.stop(terminal.reason, TerminalState.COMPLETED, text=facts.finish_answer)
+        ctx.stop(terminal.reason, TerminalState(terminal.state), text=answer)
         return
     limit = ctx.config.max_model_calls
     if limit is not None and ctx.run.root.model_calls >= limit:
@@ -50,7 +51,7 @@ def liveness_watchdog(ctx: HookContext) -> None:
     if left <= 0:
         ctx.stop(OUT_OF_TIME)
         return
-    wrap_up = _wrap_up_s(ctx)
+    wrap_up = ctx.wrap_up_s()
     if wrap_up is not None and left <= wrap_up and not facts.wrap_up_hinted:
         facts.wrap_up_hinted = True
         ctx.hint(
@@ -67,24 +68,6 @@ def _ignored(facts: GuardState) -> str:
     if facts.stuck is not None:
         return facts.stuck
     return f"refused:{facts.refused_again}" if facts.refused_again else "stalled"
-
-
-WRAP_UP_CALLS = 1.5
-"""The default wrap-up window is at least this many of the run's slowest
-model calls: a window shorter than one call cannot be concluded in."""
-
-
-def _wrap_up_s(ctx: HookContext) -> float | None:
-    """The wrap-up window: the configured one, or the default, a share of
-    the time this run has (a nested run inherits less than its own
-    ``deadline_s`` when its parent's deadline is closer), widened to the
-    model calls this run has actually seen (never past the deadline)."""
-    config, run = ctx.config, ctx.run
-    if config.wrap_up_s is not None or config.deadline_s is None:
-        return config.effective_wrap_up_s()
-    span = config.deadline_s if run.deadline is None else min(config.deadline_s, run.deadline - run.timed_from)
-    window = config.default_wrap_up_s(span)
-    return min(max(window, WRAP_UP_CALLS * run.root.longest_model_call_s), span)
 
 
 @harness_hook("pre_tool_call", priority=5, name="terminal_reached_gate", kind="safety")
@@ -114,6 +97,7 @@ def mark_terminal(ctx: ToolResultContext) -> Any:
     if not result.ok or call.policy is None:
         return None
     if call.role == "ask":
+        ctx.facts.tool_answer = _answer_of(call.args, result.raw_text)
         ctx.facts.conclude(TerminalState.WAITING_INPUT, "asked_user")
         ctx.decide("terminal", code="waiting_input")
         return None
@@ -149,15 +133,22 @@ def _verification_failed(ctx: ToolResultContext, missing: Any) -> None:
 
 
 def _completed(ctx: ToolResultContext) -> None:
-    ctx.facts.finish_answer = _answer_of(ctx.tool.args, ctx.result.raw_text)
-    ctx.facts.mark("finished")
-    ctx.facts.conclude(TerminalState.COMPLETED, "finished")
+    facts = ctx.facts
+    facts.tool_answer = _answer_of(ctx.tool.args, ctx.result.raw_text)
+    facts.mark("finished")
+    if facts.stuck is not None:
+        # made to conclude for lack of progress: what it delivers then does not complete the task
+        facts.conclude(TerminalState.INCOMPLETE, facts.stuck)
+        ctx.decide("terminal", code="incomplete", detail=f"delivered once made to conclude ({facts.stuck})")
+        return
+    facts.conclude(TerminalState.COMPLETED, "finished")
     ctx.decide("terminal", code="completed")
 
 
 def _answer_of(args: dict[str, Any], result_text: str) -> str:
-    """What a finishing tool delivered: its one text argument (e.g.
-    ``submit_answer(answer=...)``), else its result."""
+    """What a finishing or ``ask`` tool delivered: its one text argument
+    (e.g. ``submit_answer(answer=...)``, ``ask_user(question=...)``), else
+    its result."""
     texts = [v for v in args.values() if isinstance(v, str)]
     return texts[0] if len(args) == 1 and len(texts) == 1 else result_text
 

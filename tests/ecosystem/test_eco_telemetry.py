@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from scripted import ScriptedModel, calls, decisions, make_agent, run, text
 
-from agentscope_harness import Harness, HarnessConfig, Principal, ToolPolicy
+from agentscope_harness import Harness, HarnessConfig, Prerequisite, Principal, ToolPolicy
 
 sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -118,3 +118,30 @@ async def test_agentscope_tracing_spans_show_why_a_call_was_refused():
     # judged at AgentScope's permission point, which opens no span of its own:
     # the refusal is on the agent's span of the reply
     assert span_name == "invoke_agent shop", (span_name, [s.name for s in spans])
+
+
+async def test_span_events_and_log_lines_carry_the_scrubbed_detail(caplog: pytest.LogCaptureFixture):
+    """Red team: the report's decision detail was scrubbed, the span event's
+    and the log line's were the raw one: a key and an e-mail address the model
+    put in a refused call's arguments reached the tracing backend and the logs."""
+    ran.clear()
+    key, email = "sk-proj-" + "Ab3dE5gH7jK9mN1pQ3sT5vX7zB9dF1hJ", "jane.doe@example.com"
+    exporter = InMemorySpanExporter()
+    provider = sdk_trace.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("shop-backend")
+    h = Harness(HarnessConfig(tools={
+        "lookup_order": ToolPolicy(role="lookup"),
+        "cancel_order": ToolPolicy(role="mutation", requires=[Prerequisite(tool="lookup_order", same_args=["order_id"])]),
+    }), load_entry_points=False)  # the prerequisite's refusal quotes the argument
+    model = ScriptedModel([calls(("cancel_order", {"order_id": f"{key} {email}", "user_id": "u-42"})), text("no")])
+    agent = make_agent(model, [cancel_order], h.middlewares())
+    with caplog.at_level("INFO", logger="agentscope_harness"), tracer.start_as_current_span("POST /chat"):
+        with h.acting_for(Principal(user_id="u-42")):
+            await run(agent, "cancel it")
+    [span] = exporter.get_finished_spans()
+    details = [str(e.attributes["harness.detail"]) for e in span.events if e.name == "harness.decision"]
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert any("[redacted:" in d for d in details)
+    for leak in (key, email):
+        assert not any(leak in d for d in details) and leak not in logged

@@ -230,15 +230,30 @@ async def test_any_argument_other_than_the_shown_one_is_refused(order: str, amou
         assert RAN == [] and h.last_report(agent).refusals == {"approval_mismatch": 1}
 
 
+@pytest.mark.parametrize("confirmed", [True, False])
 @pytest.mark.parametrize("resumer", [BOB, None, Principal(user_id="alice", tenant="other")])
-async def test_a_resume_by_another_principal_or_none_is_refused(resumer: Principal | None) -> None:
+async def test_a_resume_by_another_principal_or_none_acts_for_nobody(
+    resumer: Principal | None, confirmed: bool,
+) -> None:
+    """The approved call is refused, and so is the rest of the reply (red
+    team: the model's next calls were judged for the user who parked it, and
+    ran, while another was bound). It ends at once, without another model
+    call and without telling the resumer what the run found."""
     h = shop()
-    model, agent, ask = await parked_refund(h)
-    await reply(h, agent, resumer, confirm(ask))
+    model, agent, ask = await parked_refund(h, after=[
+        calls(("refund", {"user_id": "alice", "order_id": "o-2", "amount": 10.0}), ("search", {"q": "alice"})),
+        text("done for alice"),
+    ])
+    events = await reply(h, agent, resumer, confirm(ask, confirmed=confirmed))
     report = h.last_report(agent)
     assert RAN == []
-    assert report.refusals == {"permission_denied": 1}
-    assert "[harness:permission_denied]" in _denied_text(model)
+    assert len(model.calls) == 1
+    assert (report.terminal_state.value, report.reason) == ("incomplete", "refused:permission_denied")
+    final = [e for e in events if type(e).__name__ == "ReplyEndEvent"]
+    answer = agent.state.context[-1].get_text_content() or ""
+    assert final and answer == h.config.fallback_text.format(reason="a step it needed was refused")
+    if confirmed:
+        assert report.refusals == {"permission_denied": 1}
 
 
 async def test_agentscopes_own_ask_is_protected_the_same_way() -> None:
@@ -481,3 +496,25 @@ async def test_a_reason_that_quotes_the_call_is_reported_redacted() -> None:
     assert report.reason == "refund of [redacted:openai_key] for alice needs a human"
     told = [e for e in events if not isinstance(e, RequireUserConfirmEvent)]  # the control channel carries it
     assert key not in json.dumps([e.model_dump(mode="json") for e in told], default=str)
+
+
+@pytest.mark.parametrize("failure", [RuntimeError, "cancelled"])
+async def test_an_approval_rule_that_fails_asks_a_human(failure: Any) -> None:
+    """Fail closed: a rule that raises asks. One that raises a cancellation
+    of its own (it awaited a task someone else cancelled) too (red team: it
+    escaped as the caller's cancellation and AgentScope asked the
+    permission again, forever)."""
+    import asyncio
+
+    async def rule(args: dict[str, Any]) -> str | None:
+        if failure == "cancelled":
+            shared = asyncio.ensure_future(asyncio.sleep(30))
+            shared.cancel()
+            await shared
+        raise failure("backend down")
+
+    h = Harness(HarnessConfig(tools={"refund": ToolPolicy(role="mutation", ask_when=rule)}), load_entry_points=False)
+    agent = make_agent(ScriptedModel([refund_call(), text("done")]), [refund], h.middlewares())
+    events = await asyncio.wait_for(reply(h, agent, ALICE), 10)
+    assert asked(events) is not None and RAN == []
+    assert h.last_report(agent).terminal_state == TerminalState.WAITING_INPUT

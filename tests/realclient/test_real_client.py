@@ -293,6 +293,27 @@ async def test_deadline_bounds_a_slow_model_call(
     assert "late answer" not in (final.get_text_content() or "")
 
 
+async def test_deadline_cutting_a_slow_stream_ends_incomplete_with_the_fallback(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    """Red team: a stream slow mid-answer, cut at the deadline. AgentScope's
+    stream wrapper swallows the cancellation and ends the stream as
+    ``interrupted``: the run was reported ``cancelled`` with AgentScope's
+    interruption message. It is the deadline's: ``incomplete``, the fallback,
+    and the stream ends with what the final message says."""
+    server.plan(Reply(text="The order A-1 has been cancelled and refunded in full. " * 3, chunk_delay_s=0.25))
+    h, agent = real_agent(HarnessConfig(deadline_s=1.0), make_model(server), [])
+    started = time.monotonic()
+    events, final, report = await drive(h, agent)
+    elapsed = time.monotonic() - started
+    assert elapsed < 2.5, f"reply took {elapsed:.1f}s under a 1 s deadline"
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "deadline")
+    text = final.get_text_content() or ""
+    assert text.startswith(FALLBACK_START)
+    streamed = "".join(e.delta for e in events if isinstance(e, TextBlockDeltaEvent))
+    assert streamed.endswith(text)
+
+
 async def test_tool_calls_arriving_after_the_deadline_never_run(
     server: FakeOpenAI, make_model: Any, real_agent: Any,
 ) -> None:
@@ -596,3 +617,72 @@ async def test_echoed_markers_never_reach_the_final_answer(
     text = final.get_text_content() or ""
     assert "red mug" in text
     assert "tool-output" not in text and "[harness:" not in text
+
+
+# ------------------------------------------------------------ AgentScope's own compression call
+
+SUMMARY = {k: "s" for k in ("task_overview", "current_state", "important_discoveries", "next_steps",
+                            "context_to_preserve")}
+LONG_PAGE = ("lorem ipsum dolor sit amet " * 600)[:14000]
+
+
+async def _page(url: str) -> str:
+    """Fetch a page.
+
+    Args:
+        url (str): The page.
+    """
+    return LONG_PAGE
+
+
+async def test_the_deadline_bounds_and_the_budget_charges_agentscopes_compression_call(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    """Red team: AgentScope's context compression calls the model itself
+    (``generate_structured_output``), below ``on_model_call``: under a 2 s
+    deadline it waited 6 s, was not counted, and its tokens were not charged.
+    It is bounded by the time left, counted, and charged."""
+    server.plan(
+        Reply(tool_calls=[("_page", {"url": "http://x"})], usage=(1000, 10)),
+        Reply(tool_calls=[("generate_structured_output", SUMMARY)], delay_s=6.0, usage=(100_000, 5_000)),
+        Reply(text="Here is the page summary.", usage=(1000, 10)),
+    )
+    cost = CostPolicy(cap_usd=1.0, prices={"gpt-test": ModelPrice(input_per_mtok=2.0, output_per_mtok=8.0)})
+    h, agent = real_agent(HarnessConfig(deadline_s=2.0, cost=cost), make_model(server, stream=False,
+                                                                               context_size=4000), [_page])
+    started = time.monotonic()
+    _, final, report = await drive(h, agent)
+    assert time.monotonic() - started < 3.0
+    assert len(server.requests) == 2 and report.model_calls == 2
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "deadline")
+    assert any(d.point == "on_compress_context" and "deadline" in d.detail for d in report.decisions)
+
+    server.script.clear()
+    server.plan(  # in time: the compression is counted and its tokens charged
+        Reply(tool_calls=[("_page", {"url": "http://x"})], usage=(1000, 10)),
+        Reply(tool_calls=[("generate_structured_output", SUMMARY)], usage=(100_000, 5_000)),
+        Reply(text="Here is the page summary.", usage=(1000, 10)),
+    )
+    h, agent = real_agent(HarnessConfig(deadline_s=30.0, cost=cost), make_model(server, stream=False,
+                                                                                context_size=4000), [_page])
+    _, final, report = await drive(h, agent)
+    assert report.model_calls == 3 == len(server.requests) - 2
+    assert report.spent_usd == pytest.approx((102_000 * 2.0 + 5_020 * 8.0) / 1e6)
+
+
+async def test_an_unpriced_model_on_a_capped_budget_never_compresses(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    """The unpriced model is refused before its first call, and AgentScope's
+    compression of the long context (six requests, its strategies and
+    retries) is refused too: it is never called, and the context is left to
+    AgentScope's truncation."""
+    cost = CostPolicy(cap_usd=0.10, prices={"gpt-priced": ModelPrice(input_per_mtok=2.0, output_per_mtok=8.0)})
+    h, agent = real_agent(HarnessConfig(cost=cost), make_model(server, stream=False, model="gpt-unpriced",
+                                                               context_size=4000), [])
+    await drive(h, agent, prompt="Please read: " + "lorem ipsum dolor sit amet " * 600)
+    server.plan(Reply(tool_calls=[("generate_structured_output", SUMMARY)], usage=(200_000, 5_000)))
+    _, _, report = await drive(h, agent, prompt="and?")
+    assert server.requests == []
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "unpriced_model")
+    assert report.spent_usd == 0

@@ -238,3 +238,15 @@ async def test_concurrent_runs_of_one_principal_share_the_daily_quota() -> None:
     assert total == pytest.approx(sum(r.spent_usd for r in reports))
     assert total <= quota + 2 * per_call + 1e-12
     assert all(r.reason == "budget" for r in reports)
+
+
+_PARTS = st.text(alphabet="ab/%-", max_size=4)
+
+
+@given(a=st.tuples(st.none() | _PARTS, _PARTS), b=st.tuples(st.none() | _PARTS, _PARTS))
+def test_two_principals_never_share_a_key(a: tuple[str | None, str], b: tuple[str | None, str]) -> None:
+    """Red team: ``tenant="a/b", user_id="c"`` and ``tenant="a", user_id="b/c"``
+    (and no tenant against ``tenant="-"``) shared one daily quota, rate
+    limit and remembered approval: the key is one-to-one."""
+    first, second = Principal(tenant=a[0], user_id=a[1]), Principal(tenant=b[0], user_id=b[1])
+    assert (first.key == second.key) == (a == b)

@@ -172,11 +172,27 @@ async def test_a_tool_raising_a_base_exception(concurrent: bool) -> None:
 
 # ------------------------------------------------------------------ hooks
 
-def make_raising_hook(point: str, kind: str, hang: bool = False):
-    name = f"broken_{point}_{kind}_{'hang' if hang else 'raise'}"
+def make_raising_hook(point: str, kind: str, hang: bool | str = False):
+    """A hook that raises, hangs, or (``hang="swallow"``) hangs in a bare
+    ``except`` that also catches the timeout's cancellation and returns;
+    ``hang="cancelled"`` raises ``CancelledError`` of its own (it awaited a
+    task someone else cancelled), while its caller's task is not cancelled."""
+    name = f"broken_{point}_{kind}_{hang if isinstance(hang, str) else 'hang' if hang else 'raise'}"
 
     @harness_hook(point, priority=25, name=name, kind=kind)
     async def broken(ctx: HookContext) -> None:
+        if hang == "cancelled":
+            shared = asyncio.ensure_future(asyncio.sleep(30))
+            shared.cancel()
+            try:
+                await shared
+            except asyncio.CancelledError as exc:
+                raise asyncio.CancelledError(f"{name} exploded") from exc
+        if hang == "swallow":
+            try:
+                await asyncio.sleep(30)
+            except BaseException:  # the sloppy backend call this attacks
+                return
         if hang:
             await asyncio.sleep(30)
         raise RuntimeError(f"{name} exploded")
@@ -187,17 +203,18 @@ def make_raising_hook(point: str, kind: str, hang: bool = False):
 POINTS = ["pre_think", "pre_tool_call", "post_tool_call", "post_reflect", "on_session_end"]
 
 
-@pytest.mark.parametrize("hang", [False, True])
+@pytest.mark.parametrize("hang", [False, True, "swallow", "cancelled"])
 @pytest.mark.parametrize("kind", ["observer", "safety"])
 @pytest.mark.parametrize("point", POINTS)
-async def test_a_failing_or_hanging_hook(point: str, kind: str, hang: bool) -> None:
+async def test_a_failing_or_hanging_hook(point: str, kind: str, hang: bool | str) -> None:
     harness = Harness(ledger_config(hook_timeout_s=0.02), hooks=[make_raising_hook(point, kind, hang)])
     model = ScriptedModel([calls(("search", {"q": "a"})), text("the answer")])
     agent = make_agent(model, [search], harness.middlewares())
     _, final = await asyncio.wait_for(run(agent), 10)
     report = harness.last_report(agent)
     errors = [d for d in report.decisions if d.action == "error"]
-    assert errors and all(("timed out" if hang else "exploded") in d.detail for d in errors)
+    timed_out = hang in (True, "swallow")
+    assert errors and all(("timed out" if timed_out else "exploded") in d.detail for d in errors)
     closed = kind == "safety"
     if point in ("pre_think", "post_reflect") and closed:
         # no call to refuse: a safety hook that fails there stops the run

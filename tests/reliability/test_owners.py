@@ -216,6 +216,31 @@ async def test_a_client_executed_result_is_redacted_and_fenced() -> None:
     assert report.terminal_state == TerminalState.COMPLETED and report.tool_calls == {"transfer": 1}
 
 
+async def test_a_client_executed_results_data_block_is_made_readable() -> None:
+    """Red team: a data block in a client-executed result kept a keyed URL,
+    which AgentScope's formatter writes into the tool message as text (a
+    result whose text the harness leaves as it is, here with no fence)."""
+    from agentscope.message import DataBlock, URLSource
+
+    harness = Harness(HarnessConfig(
+        tools={"transfer": ToolPolicy(role="mutation", identity_args={"user_id": "user_id"})},
+        disabled_hooks={"content_fence"},
+    ))
+    model = ScriptedModel([calls(("transfer", {"user_id": "alice", "amount": 5})), text("sent")])
+    agent = make_agent(model, [Transfer()], harness.middlewares())
+    secret = "sk-proj-" + "B" * 40
+    with harness.acting_for(ALICE):
+        events = await drain(agent, UserMsg("user", "send 5"))
+        call = next(e for e in events if isinstance(e, RequireExternalExecutionEvent)).tool_calls[0]
+        receipt = DataBlock(source=URLSource(url=f"https://bank.example/r.mp4?token={secret}",
+                                             media_type="video/mp4"))
+        result = ToolResultBlock(id=call.id, name="transfer", output=[receipt],
+                                 state=ToolResultState.SUCCESS)
+        await drain(agent, ExternalExecutionResultEvent(reply_id=agent.state.reply_id, execution_results=[result]))
+    payload = str(model.calls[1].formatted)
+    assert "bank.example/r.mp4" in payload and secret not in payload
+
+
 async def test_a_client_executed_tool_spends_the_ledger() -> None:
     harness = transfer_harness()
     model = ScriptedModel([

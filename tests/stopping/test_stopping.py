@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from scripted import calls, text
 
 from agentscope_harness import HarnessConfig, Ledger, Principal, ToolPolicy
+from agentscope_harness.context import reason_words
 from agentscope_harness.facts import Novelty, _without
 from agentscope_harness.registry import harness_hook
 
@@ -246,14 +247,36 @@ async def test_a_three_tool_cycle_is_stopped():
     assert_ladder_climbs(model)
 
 
+STALLED = HarnessConfig().fallback_text.format(reason=reason_words("stalled"))
+
+
 async def test_same_tool_new_queries_nothing_new_is_stopped():
     ran = Ran()
     h, model, agent = agent_for(policy(), ran, [search], obedient=True)
-    _, _, report = await drive(h, agent, U1)
+    _, final, report = await drive(h, agent, U1)
     assert len(model.calls) <= 10
     assert report.terminal_state.value == "incomplete"
     assert report.reason == "stalled"
     assert_ladder_climbs(model)
+    # what the user receives says so too (red team: the forced answer arrived as if complete)
+    assert (final.get_text_content() or "").startswith(STALLED)
+    assert "What I found before stopping:" in (final.get_text_content() or "")
+
+
+async def test_a_stalled_run_without_a_finishing_tool_tells_the_user_it_is_incomplete():
+    """Made to conclude for lack of progress, the obedient model answers in
+    text: the report says ``incomplete``/``stalled`` and so does the answer
+    (the fallback with what was found), the model's text followed in the
+    stream by it."""
+    ran = Ran()
+    h, model, agent = agent_for(policy(submit=ToolPolicy()), ran, [search], obedient=True)
+    events, final, report = await drive(h, agent, U1)
+    assert (report.terminal_state.value, report.reason) == ("incomplete", "stalled")
+    assert modes(model)[-1] == "none"
+    text_out = final.get_text_content() or ""
+    assert text_out.startswith(STALLED) and FORCED not in text_out
+    streamed = "".join(getattr(e, "delta", "") or "" for e in events if type(e).__name__ == "TextBlockDeltaEvent")
+    assert streamed.endswith(text_out)
 
 
 # --------------------------------------------------------------- productive

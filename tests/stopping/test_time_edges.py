@@ -187,7 +187,57 @@ async def test_shadow_mode_reports_an_ask_tool_past_the_deadline_as_enforce_mode
                     load_entry_points=False)
         model = ScriptedModel([calls(("ask_user", {"question": "Which colour?"})), text("Which colour?")])
         agent = make_agent(model, [ask_user], h.middlewares())
-        await run(agent)
+        _, final = await run(agent)
         report = h.last_report(agent)
-        ends.append((report.terminal_state.value, report.reason))
-    assert ends == [("waiting_input", "asked_user")] * 2
+        ends.append((report.terminal_state.value, report.reason, final.get_text_content()))
+    assert ends == [("waiting_input", "asked_user", "Which colour?")] * 2
+
+
+async def test_an_ask_tools_question_reaches_the_user_when_time_runs_out_before_the_model_relays_it() -> None:
+    """The ``ask`` tool asked the user within the deadline; the model call
+    that would relay the question was cut by it. The report said
+    ``waiting_input`` while the user received the deadline's apology: the
+    question never reached them. It is the tool's one text argument."""
+
+    async def ask_user(question: str) -> str:
+        """Ask the user.
+
+        Args:
+            question (str): The question.
+        """
+        return "asked"
+
+    h = Harness(HarnessConfig(deadline_s=0.5, wrap_up_s=0, tools={"ask_user": ToolPolicy(role="ask")}),
+                load_entry_points=False)
+    model = SlowProvider([calls(("ask_user", {"question": "Which colour?"})), text("Which colour, please?")])
+    model.delay = 0.3
+    agent = make_agent(model, [ask_user], h.middlewares())
+    _, final = await run(agent)
+    report = h.last_report(agent)
+    assert (report.terminal_state.value, report.reason) == ("waiting_input", "asked_user")
+    assert final.get_text_content() == "Which colour?"
+
+
+async def test_an_ask_tools_question_reaches_the_user_when_the_relaying_call_is_refused() -> None:
+    """The same end when the call that would relay the question is refused
+    (here: over ``max_request_input_tokens``, the question itself is long):
+    the question, not the budget's apology."""
+
+    async def ask_user(question: str) -> str:
+        """Ask the user.
+
+        Args:
+            question (str): The question.
+        """
+        return "asked"
+
+    question = "Which of these colours? " + "teal, " * 3000
+    cost = CostPolicy(max_request_input_tokens=4000)
+    h = Harness(HarnessConfig(cost=cost, tools={"ask_user": ToolPolicy(role="ask")}), load_entry_points=False)
+    model = ScriptedModel([calls(("ask_user", {"question": question})), text("never sent")])
+    agent = make_agent(model, [ask_user], h.middlewares())
+    _, final = await run(agent)
+    report = h.last_report(agent)
+    assert (report.terminal_state.value, report.reason) == ("waiting_input", "asked_user")
+    assert len(model.calls) == 1
+    assert final.get_text_content() == question

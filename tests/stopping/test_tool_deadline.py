@@ -176,6 +176,7 @@ async def test_a_call_judged_past_the_deadline_is_not_made() -> None:
     assert charged == []
     assert stored_results(agent) == [format_sentinel("run_concluded", DEADLINE_PASSED.format(name="charge"))]
     assert report.in_flight == []  # not made: its effect is known to be none
+    assert report.tool_calls == {}  # nor is it counted as made (red team)
     assert (report.terminal_state.value, report.reason) == ("incomplete", "deadline")
     assert any(d.point == "on_acting" and d.detail == "deadline: the call to charge was not made"
                for d in report.decisions)
