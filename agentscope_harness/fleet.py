@@ -33,6 +33,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential, wait_random
+
 from .context import reason_words
 from .errors import DependencyDown
 from .registry import HookRejectSignal
@@ -58,6 +60,8 @@ STORE_RETRY_S = 1.0
 """After a breaker store failure, how long the local breaker decides before
 the store is asked again."""
 RESERVATION_MIN_TTL_S = 600.0
+SETTLE_ATTEMPTS = 3
+"""Tries of one settle before it is kept for the principal's next reservation."""
 RENEWALS = 4
 """Renewals per ``lease_s``, on a fixed schedule: a lease survives a store
 (or an event loop) that cannot answer for up to half of its ``lease_s``."""
@@ -144,6 +148,9 @@ class Fleet:
         self._seen_open: set[str] = set()
         self._probes: set[tuple[str, str]] = set()
         self._holds: dict[str, _Holds] = {}
+        self._unsettled: dict[str, list[tuple[str, float]]] = {}
+        """Settlements the store did not take, by principal key: made before
+        that principal's next reservation (money spent is never dropped)."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._renewer: asyncio.Task[None] | None = None
         self.renew_every_s = min((limit.lease_s for limit in config.concurrency_limits), default=0.0) / RENEWALS
@@ -516,6 +523,8 @@ class Fleet:
             quota, price = reserve
             usd = price.usd(input_tokens, output_tokens)
             assert root.principal is not None
+            if self._unsettled:
+                await self._settle_pending(root.principal.key, root.deadline)
             rid = await self._call(
                 self.store.reserve_spend(root.principal.key, usd, quota, ttl_s=self._hold_ttl(),
                                          deadline=root.deadline),
@@ -557,16 +566,41 @@ class Fleet:
         deadline: money spent is charged even after the deadline."""
         root, cost = run.root, self.config.cost
         assert root.principal is not None and cost is not None and cost.daily_quota_usd is not None
+        key = root.principal.key
         try:
-            total = await self._call(
-                self.store.settle_spend(root.principal.key, reservation, usd), "spend store", None,
-            )
+            total = await self._settled(key, reservation, usd)
         except DependencyDown as exc:
+            self._unsettled.setdefault(key, []).append((reservation, usd))
             root.store_error = str(exc)
             self.record(run, "budget_router", "on_model_call", "error", code="dependency_down",
-                        detail=f"reservation not settled (it lapses at its TTL): {exc}")
+                        detail=f"reservation not settled (settled before this user's next model call): {exc}")
             return
         root.daily_left_usd = daily_left(cost.daily_quota_usd, total) + root.facts.spent_usd
+
+    async def _settled(self, key: str, reservation: str, usd: float) -> float:
+        """The settle, retried over a short blip (``SETTLE_ATTEMPTS``). A
+        retry after a settle whose answer was lost charges again: spend is
+        over-counted, never under-counted."""
+        async for attempt in AsyncRetrying(
+            stop=stop_after_attempt(SETTLE_ATTEMPTS), retry=retry_if_exception_type(DependencyDown),
+            wait=wait_exponential(multiplier=0.05, max=0.5) + wait_random(0, 0.05), reraise=True,
+        ):
+            with attempt:
+                return await self._call(self.store.settle_spend(key, reservation, usd), "spend store", None)
+        raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
+
+    async def _settle_pending(self, key: str, deadline: float | None) -> None:
+        """Settlements that failed earlier, before a new reservation of the
+        same principal (``DependencyDown``: still not taken, kept)."""
+        pending = self._unsettled.pop(key, None)
+        while pending:
+            reservation, usd = pending[0]
+            try:
+                await self._call(self.store.settle_spend(key, reservation, usd), "spend store", deadline)
+            except DependencyDown:
+                self._unsettled.setdefault(key, [])[:0] = pending
+                raise
+            pending.pop(0)
 
 
 def estimate_input_tokens(messages: list[Any], tools: list[Any]) -> int:

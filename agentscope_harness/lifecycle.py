@@ -185,9 +185,14 @@ class ReplyLifecycle:
     async def _read_quota(self, run: RunState) -> None:
         # a nested run spends its root's quota: only a root reads the store
         cost = self.harness.config.cost
-        if run.parent is not None or run.principal is None or cost is None:
+        if run.parent is not None or cost is None or cost.daily_quota_usd is None:
             return
-        if cost.daily_quota_usd is None:
+        if run.principal is None:  # a quota per principal, and nobody to keep it for: fail closed
+            run.daily_left_usd = 0.0
+            self.harness.services.record(
+                run, "budget_router", "on_reply", "refuse", code="quota_exhausted",
+                detail="daily_quota_usd is kept per principal and none is bound (harness.acting_for)",
+            )
             return
         store = self.harness.store
         try:
@@ -328,6 +333,7 @@ class ReplyLifecycle:
         try:
             if failure is not None and not isinstance(failure, GeneratorExit):
                 _close_dangling_tool_calls(self.agent, failure)
+            await self.harness.model_guard.charge_stopped_stream(run)
             if run.report is None:
                 state, reason = terminal_state(
                     run, self.harness.config.finish_required(), self.end_reason, failure,

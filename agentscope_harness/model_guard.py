@@ -44,6 +44,17 @@ class _Attempts:
     depth: int = 0
 
 
+@dataclass
+class _Streaming:
+    """A streamed model call in flight: what charging it needs."""
+
+    model: Any
+    reservation: str | None
+    input_tokens: int
+    chars: int = 0
+    """Characters of the chunks passed on so far."""
+
+
 _ATTEMPTS: ContextVar[_Attempts | None] = ContextVar("harness_model_attempts", default=None)
 _COUNTING = "__harness_counts_attempts__"
 """Marks a ``_call_api`` wrapped by ``_count_attempts``."""
@@ -241,8 +252,7 @@ class ModelGuard:
         a capped budget is never spent at $0."""
         if response.usage is not None or self.harness.config.cost is None:
             return response.usage
-        output = sum(len(getattr(b, "text", "") or getattr(b, "thinking", "") or getattr(b, "input", "") or "")
-                     for b in response.content)
+        output = _chars(response)
         if not run.root.usage_estimated:
             run.root.usage_estimated = True
             self.harness.services.record(run, "budget_router", "on_model_call", "usage_estimated",
@@ -254,11 +264,12 @@ class ModelGuard:
         input_tokens: int,
     ) -> AsyncGenerator:
         """The streamed response, each chunk awaited within the time left;
-        the call's reservation settled by its last chunk, else (failed, cut,
-        abandoned) with nothing spent. A cut call's stream ends with the
-        stop text, as its final message does."""
+        the call charged by its last chunk; one stopped before it (cut at
+        the deadline, cancelled, the stream dropped) is charged its request
+        and what streamed (an estimate); one that failed, nothing. A cut
+        call's stream ends with the stop text, as its final message does."""
         iterator = stream.__aiter__()
-        streamed = False
+        flight = run.streaming = _Streaming(model, held, input_tokens)
         try:
             while True:
                 left = run.time_left()
@@ -272,22 +283,46 @@ class ModelGuard:
                     return
                 except TimeoutError:
                     await _close(stream)
-                    for last in _final_stream(self._deadline_passed(run), streamed):
+                    await self.charge_stopped_stream(run)
+                    for last in _final_stream(self._deadline_passed(run), flight.chars > 0):
                         yield last
                     return
                 if chunk.is_last:
                     run.note_model_call_s(time.monotonic() - started)
-                    reservation, held = held, None
-                    await self.harness.charge_usage(run, model, self._usage(run, chunk, input_tokens), reservation)
+                    run.streaming = None
+                    await self.harness.charge_usage(run, model, self._usage(run, chunk, input_tokens), held)
                     if _cut_at_deadline(run, chunk):
-                        for last in _final_stream(self._deadline_passed(run), streamed):
+                        for last in _final_stream(self._deadline_passed(run), flight.chars > 0):
                             yield last
                         return
-                streamed = True
+                else:
+                    flight.chars += _chars(chunk) or 1
                 yield chunk
+        except (GeneratorExit, asyncio.CancelledError):  # dropped or cancelled: the provider worked
+            await self.charge_stopped_stream(run)
+            raise
         finally:
-            if held is not None:
-                await self.harness.services.fleet.settle(run, held, 0.0)
+            if run.streaming is flight:  # the call failed: nothing was spent
+                run.streaming = None
+                if held is not None:
+                    await self.harness.services.fleet.settle(run, held, 0.0)
+
+    async def charge_stopped_stream(self, run: RunState) -> None:
+        """A streamed call the run left before its last chunk (cut at the
+        deadline, cancelled, the stream dropped: AgentScope does not close a
+        model stream it stops reading, so the run's end charges it): its
+        request, and 4 characters a token of what streamed."""
+        flight, run.streaming = run.streaming, None
+        if flight is None:
+            return
+        usage = ChatUsage(input_tokens=flight.input_tokens, output_tokens=flight.chars // 4, time=0.0)
+        await self.harness.charge_usage(run, flight.model, usage, flight.reservation)
+
+def _chars(response: ChatResponse) -> int:
+    """Characters of a response's text, thinking and tool-call arguments."""
+    return sum(len(getattr(b, "text", "") or getattr(b, "thinking", "") or getattr(b, "input", "") or "")
+               for b in response.content)
+
 
 def _cut_at_deadline(run: RunState, response: ChatResponse) -> bool:
     """Whether the deadline cut this response: AgentScope's model wrapper

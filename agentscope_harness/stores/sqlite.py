@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as _dt
 import sqlite3
 import time
 from collections.abc import Callable
@@ -57,13 +58,23 @@ class SQLiteStore:
     was told failed: a spend is then recorded (it was spent) and a
     reservation holds until its TTL, both on the safe side. The clock is the host's
     wall clock (``time.time``), the same for every process on the host.
-    Stale rows (rate entries, closed breakers) are at most one per key."""
+    It keeps what ``MemoryStore`` keeps: spend days older than
+    ``retention_days`` (today included), lapsed holds and leases, and rate
+    entries whose bucket is full again are deleted by a sweep, due at most
+    every ``sweep_every_s`` seconds in each process and made in a write's
+    own transaction. Closed breakers are at most one row per tool."""
 
     def __init__(self, path: str, timeout_s: float = DEFAULT_TIMEOUT_S, *,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, retention_days: int = 2,
+                 sweep_every_s: float = 60.0) -> None:
+        if retention_days < 1:
+            raise ValueError("retention_days must be at least 1 (today)")
         self.path = path
         self.timeout_s = timeout_s
+        self.retention_days = retention_days
+        self.sweep_every_s = sweep_every_s
         self._clock = clock
+        self._next_sweep = clock() + sweep_every_s
         self._what = f"SQLite store {path}"
         try:
             with self._connect() as conn:
@@ -91,7 +102,11 @@ class SQLiteStore:
         conn = self._connect()
         try:
             conn.execute("BEGIN IMMEDIATE")
-            result = fn(conn, self._clock())
+            now = self._clock()
+            result = fn(conn, now)
+            if now >= self._next_sweep:
+                self._next_sweep = now + self.sweep_every_s
+                self._sweep(conn, now)
             conn.execute("COMMIT")
             return result
         except BaseException:
@@ -100,6 +115,14 @@ class SQLiteStore:
             raise
         finally:
             conn.close()
+
+    def _sweep(self, conn: sqlite3.Connection, now: float) -> None:
+        first_kept = (_dt.datetime.now(_dt.timezone.utc).date()
+                      - _dt.timedelta(days=self.retention_days - 1)).isoformat()
+        conn.execute("DELETE FROM harness_spend WHERE day<?", (first_kept,))
+        conn.execute("DELETE FROM harness_holds WHERE until<=? OR day<?", (now, first_kept))
+        conn.execute("DELETE FROM harness_leases WHERE until<=?", (now,))
+        conn.execute("DELETE FROM harness_rates WHERE tat<=?", (now,))  # full again: as absent
 
     async def _run(self, fn: Callable[[], T], deadline: float | None) -> T:
         async def call() -> T:

@@ -238,6 +238,49 @@ class Failing(MemoryStore):
         return attr
 
 
+async def test_money_spent_is_charged_even_when_its_settle_fails():
+    """Red team: a settle the store did not take was dropped; once the
+    call's hold lapsed (600 s) the quota was whole again and the principal
+    spent past it. A settle is retried, and one that still fails is made
+    again before that principal's next reservation."""
+    now = [1000.0]
+    store = Failing("settle_spend")
+    store._clock = lambda: now[0]
+    cost = CostPolicy(prices={"scripted": (100.0, 100.0)}, daily_quota_usd=0.1, max_output_tokens=100)
+    h = Harness(HarnessConfig(store=store, cost=cost), load_entry_points=False)
+    first = ScriptedModel([text("one", inp=200, out=100)])
+    await reply(h, make_agent(first, [], h.middlewares()), U42)
+    now[0] += 601
+    store.down = False
+    second = ScriptedModel([text("two", inp=200, out=100)])
+    await reply(h, make_agent(second, [], h.middlewares()), U42)
+    assert await store.get_spend(U42.key) == pytest.approx(2 * 300 * 100.0 / 1e6)
+
+
+async def test_a_stream_dropped_mid_answer_is_charged_what_it_used():
+    """Red team: a consumer that dropped ``reply_stream`` after most of the
+    answer had streamed was charged $0 (24 calls, a $0.30 quota never
+    reached). The request and what streamed are charged (an estimate)."""
+    from agentscope.event import TextBlockDeltaEvent
+    from agentscope.message import UserMsg
+
+    store = MemoryStore()
+    cost = CostPolicy(prices={"scripted": (100.0, 100.0)}, daily_quota_usd=5.0, max_output_tokens=600)
+    h = Harness(HarnessConfig(store=store, cost=cost), load_entry_points=False)
+    model = ScriptedModel([text("y" * 2000, inp=200, out=500)], stream=True, chunk=20)
+    agent = make_agent(model, [], h.middlewares())
+    seen = 0
+    with h.acting_for(U42):
+        stream = agent.reply_stream(UserMsg("user", "hi"))
+        async for event in stream:
+            seen += len(event.delta) if isinstance(event, TextBlockDeltaEvent) else 0
+            if seen >= 1700:
+                break
+        await stream.aclose()
+    await asyncio.sleep(0.1)  # AgentScope's own task winds the reply down
+    assert await store.get_spend(U42.key) >= (1 + 1700 // 4) * 100.0 / 1e6
+
+
 async def test_breakers_fall_back_to_local_state_and_recover_when_the_store_returns():
     store = Failing("breaker_allow", "breaker_record")
     h = Harness(HarnessConfig(store=store, breaker_failures=1, breaker_cooldown_s=60),
@@ -339,8 +382,10 @@ async def test_a_redis_restart_fails_closed_then_recovers_without_a_restart(priv
         assert answer3 == "back" and executed == ["a", "c"]
         assert report3.terminal_state == TerminalState.COMPLETED
         assert not any(d.code == "dependency_down" for d in report3.decisions)
-        # the restarted Redis (no persistence) counts from the recovery on
-        assert await store.get_spend(U42.key) == pytest.approx(report3.spent_usd)
+        # the restarted Redis (no persistence) counts from the recovery on, and is
+        # given the spend it could not take while it was down (settled before the
+        # next reservation)
+        assert await store.get_spend(U42.key) == pytest.approx(report2.spent_usd + report3.spent_usd)
     finally:
         await store.aclose()
 
@@ -546,3 +591,18 @@ async def test_a_store_outage_shorter_than_half_of_lease_s_keeps_the_slot(caplog
     assert executed == ["long"]
     assert _tool_results(model)[0].startswith("[harness:concurrency_limited]")
     assert "could not renew" in caplog.text
+
+
+async def test_a_daily_quota_without_a_principal_fails_closed():
+    """Red team: with no principal bound the daily quota was skipped (10
+    calls at $0.03 against a $0.001 quota, all completed). It is kept per
+    principal: with none, no model call is made."""
+    cost = CostPolicy(prices={"scripted": (100.0, 100.0)}, daily_quota_usd=0.001)
+    h = Harness(HarnessConfig(cost=cost), load_entry_points=False)
+    model = ScriptedModel([text("spent", inp=200, out=100)])
+    agent = make_agent(model, [], h.middlewares())
+    _, final = await run(agent, "go")
+    report = h.last_report(agent)
+    assert model.calls == []
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "budget")
+    assert any("none is bound" in d.detail for d in report.decisions)

@@ -138,3 +138,34 @@ def test_leases_never_exceed_the_cap_and_lapse(ops, cap):
             held.remove(live[0])
         else:
             clock.now += 4
+
+
+async def test_sqlite_drops_past_days_lapsed_holds_leases_and_full_buckets(tmp_path):
+    """Red team: a SQLite file kept every day's spend, every lapsed hold of
+    past days and every lapsed lease of keys never used again (30 days,
+    1,500 spend rows after normal use). It keeps what ``MemoryStore`` keeps."""
+    import sqlite3
+
+    from agentscope_harness.stores import SQLiteStore
+
+    clock = Clock()
+    path = str(tmp_path / "h.db")
+    store = SQLiteStore(path, clock=clock, retention_days=2, sweep_every_s=60)
+    for i in range(20):
+        await store.add_spend(f"u-{i}", 1.0, day="2020-01-01")
+        await store.reserve_spend(f"u-{i}", 0.5, quota=5.0, ttl_s=30)
+        await store.lease_acquire(f"u-{i}", 2, lease_s=30)
+        await store.rate_acquire(f"u-{i}", per_min=60)
+    await store.add_spend("u-0", 2.0)  # today: kept
+    await store.reserve_spend("u-0", 1.0, quota=5.0, ttl_s=600)  # live: kept
+    await store.lease_acquire("run:acme", 1, lease_s=600)  # live: kept
+
+    clock.now += 61  # a sweep is due at the next write
+    await store.add_spend("u-1", 0.5)
+    with sqlite3.connect(path) as conn:
+        days = {d for (d,) in conn.execute("SELECT day FROM harness_spend")}
+        holds = conn.execute("SELECT key FROM harness_holds").fetchall()
+        leases = conn.execute("SELECT key FROM harness_leases").fetchall()
+        rates = conn.execute("SELECT count(*) FROM harness_rates").fetchone()[0]
+    assert days == {today()} and holds == [("u-0",)] and leases == [("run:acme",)] and rates == 0
+    assert await store.get_spend("u-0") == 2.0

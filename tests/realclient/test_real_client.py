@@ -621,8 +621,7 @@ async def test_echoed_markers_never_reach_the_final_answer(
 
 # ------------------------------------------------------------ AgentScope's own compression call
 
-SUMMARY = {k: "s" for k in ("task_overview", "current_state", "important_discoveries", "next_steps",
-                            "context_to_preserve")}
+SUMMARY = dict.fromkeys(("task_overview", "current_state", "important_discoveries", "next_steps", "context_to_preserve"), "s")
 LONG_PAGE = ("lorem ipsum dolor sit amet " * 600)[:14000]
 
 
