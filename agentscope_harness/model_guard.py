@@ -56,44 +56,53 @@ class _Streaming:
 
 
 _ATTEMPTS: ContextVar[_Attempts | None] = ContextVar("harness_model_attempts", default=None)
-_COUNTING = "__harness_counts_attempts__"
-"""Marks a ``_call_api`` wrapped by ``_count_attempts``."""
+_WRAPPED = "__harness_wrapped__"
+"""Marks a model method wrapped by ``_wrap_once``."""
+
+
+def _wrap_once(model: Any, name: str, wrap: Callable[[Any], Any]) -> None:
+    """Replace the coroutine method ``name`` on the class of ``model`` that
+    defines it by ``wrap(inner)``, once (a wrapper is marked). The class,
+    not the instance: a copy of the model stays a model of its own; the
+    wrappers pass through outside a harnessed call."""
+    owner = next((c for c in type(model).__mro__ if name in vars(c)), None)
+    if owner is None:
+        return
+    inner = vars(owner)[name]
+    if getattr(inner, _WRAPPED, False) or not inspect.iscoroutinefunction(inner):
+        return
+    wrapper = functools.wraps(inner)(wrap(inner))
+    setattr(wrapper, _WRAPPED, True)
+    try:
+        setattr(owner, name, wrapper)
+    except (AttributeError, TypeError):  # pragma: no cover - a class that cannot be changed
+        return
 
 
 def _count_attempts(model: Any) -> None:
     """AgentScope retries a failed request inside the model's ``__call__``,
-    below every middleware. ``model_calls`` counts attempts: the class that
-    defines the model's ``_call_api`` (called once per attempt) gets it
-    wrapped, once, to count each retry into the harnessed call's run. The
-    class, not the instance: a copy of the model stays a model of its own;
-    outside a harnessed call the wrapper only passes through."""
-    owner = next((c for c in type(model).__mro__ if "_call_api" in vars(c)), None)
-    if owner is None:
-        return
-    inner = vars(owner)["_call_api"]
-    if getattr(inner, _COUNTING, False) or not inspect.iscoroutinefunction(inner):
-        return
+    below every middleware. ``model_calls`` counts attempts: the model's
+    ``_call_api`` (called once per attempt) counts each retry into the
+    harnessed call's run."""
 
-    @functools.wraps(inner)
-    async def attempt(self: Any, *args: Any, **kwargs: Any) -> Any:
-        counting = _ATTEMPTS.get()
-        if counting is None:
-            return await inner(self, *args, **kwargs)
-        if counting.depth == 0:
-            counting.made += 1
-            if counting.made > 1:
-                counting.run.add_model_call()
-        counting.depth += 1
-        try:
-            return await inner(self, *args, **kwargs)
-        finally:
-            counting.depth -= 1
+    def wrap(inner: Any) -> Any:
+        async def attempt(self: Any, *args: Any, **kwargs: Any) -> Any:
+            counting = _ATTEMPTS.get()
+            if counting is None:
+                return await inner(self, *args, **kwargs)
+            if counting.depth == 0:
+                counting.made += 1
+                if counting.made > 1:
+                    counting.run.add_model_call()
+            counting.depth += 1
+            try:
+                return await inner(self, *args, **kwargs)
+            finally:
+                counting.depth -= 1
 
-    setattr(attempt, _COUNTING, True)
-    try:
-        setattr(owner, "_call_api", attempt)  # noqa: B010 - a class attribute mypy cannot see
-    except (AttributeError, TypeError):  # a class that cannot be changed: its retries stay uncounted
-        return
+        return attempt
+
+    _wrap_once(model, "_call_api", wrap)
 
 
 class ModelGuard:
@@ -333,8 +342,6 @@ def _cut_at_deadline(run: RunState, response: ChatResponse) -> bool:
 
 
 _COMPRESSION: ContextVar[tuple[ModelGuard, RunState] | None] = ContextVar("harness_compression", default=None)
-_GUARDS_COMPRESSION = "__harness_guards_compression__"
-"""Marks a ``generate_structured_output`` wrapped by ``_guard_compression``."""
 
 
 class CompressionRefused(Exception):
@@ -345,30 +352,21 @@ class CompressionRefused(Exception):
 
 def _guard_compression(model: Any) -> None:
     """AgentScope's context compression calls the model's
-    ``generate_structured_output`` itself, below ``on_model_call``. The class
-    that defines it gets it wrapped, once, so a compression inside a
-    harnessed ``compress_context`` goes through ``ModelGuard.compression_call``;
-    any other call passes through."""
-    owner = next((c for c in type(model).__mro__ if "generate_structured_output" in vars(c)), None)
-    if owner is None:
-        return
-    inner = vars(owner)["generate_structured_output"]
-    if getattr(inner, _GUARDS_COMPRESSION, False) or not inspect.iscoroutinefunction(inner):
-        return
+    ``generate_structured_output`` itself, below ``on_model_call``: inside a
+    harnessed ``compress_context`` it goes through
+    ``ModelGuard.compression_call``."""
 
-    @functools.wraps(inner)
-    async def generate(self: Any, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
-        guarded = _COMPRESSION.get()
-        if guarded is None:
-            return await inner(self, messages, *args, **kwargs)
-        guard, run = guarded
-        return await guard.compression_call(run, self, messages, lambda: inner(self, messages, *args, **kwargs))
+    def wrap(inner: Any) -> Any:
+        async def generate(self: Any, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
+            guarded = _COMPRESSION.get()
+            if guarded is None:
+                return await inner(self, messages, *args, **kwargs)
+            guard, run = guarded
+            return await guard.compression_call(run, self, messages, lambda: inner(self, messages, *args, **kwargs))
 
-    setattr(generate, _GUARDS_COMPRESSION, True)
-    try:
-        setattr(owner, "generate_structured_output", generate)  # noqa: B010 - as _count_attempts
-    except (AttributeError, TypeError):  # pragma: no cover - a class that cannot be changed
-        return
+        return generate
+
+    _wrap_once(model, "generate_structured_output", wrap)
 
 
 def _final(text: str) -> ChatResponse:

@@ -4,6 +4,7 @@ properties over generated interleavings on a clock the test drives."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,10 +24,10 @@ def run(coro):
     return asyncio.run(coro)
 
 
-async def test_past_days_lapsed_holds_leases_and_full_buckets_are_dropped():
-    clock = Clock()
-    store = MemoryStore(retention_days=2, clock=clock, sweep_every_s=60)
-    for i in range(100):
+async def _past_and_live(store: Any, users: int) -> tuple[str | None, str | None]:
+    """Spend of a past day, short holds, leases and rate steps for ``users``
+    users; then today's spend, a live hold and a live lease (their ids)."""
+    for i in range(users):
         await store.add_spend(f"u-{i}", 1.0, day="2020-01-01")
         await store.reserve_spend(f"u-{i}", 0.5, quota=5.0, ttl_s=30)
         await store.lease_acquire(f"u-{i}", 2, lease_s=30)
@@ -34,6 +35,13 @@ async def test_past_days_lapsed_holds_leases_and_full_buckets_are_dropped():
     await store.add_spend("u-0", 2.0)  # today: kept
     rid = await store.reserve_spend("u-0", 1.0, quota=5.0, ttl_s=600)  # live: kept
     lid = await store.lease_acquire("run:acme", 1, lease_s=600)  # live: kept
+    return rid, lid
+
+
+async def test_past_days_lapsed_holds_leases_and_full_buckets_are_dropped():
+    clock = Clock()
+    store = MemoryStore(retention_days=2, clock=clock, sweep_every_s=60)
+    rid, lid = await _past_and_live(store, 100)
     await store.breaker_record("search", False, failures_to_open=1)  # open: kept
     await store.breaker_record("fetch", False, failures_to_open=5)
     await store.breaker_record("fetch", True, failures_to_open=5)  # closed clean: dropped at once
@@ -151,14 +159,7 @@ async def test_sqlite_drops_past_days_lapsed_holds_leases_and_full_buckets(tmp_p
     clock = Clock()
     path = str(tmp_path / "h.db")
     store = SQLiteStore(path, clock=clock, retention_days=2, sweep_every_s=60)
-    for i in range(20):
-        await store.add_spend(f"u-{i}", 1.0, day="2020-01-01")
-        await store.reserve_spend(f"u-{i}", 0.5, quota=5.0, ttl_s=30)
-        await store.lease_acquire(f"u-{i}", 2, lease_s=30)
-        await store.rate_acquire(f"u-{i}", per_min=60)
-    await store.add_spend("u-0", 2.0)  # today: kept
-    await store.reserve_spend("u-0", 1.0, quota=5.0, ttl_s=600)  # live: kept
-    await store.lease_acquire("run:acme", 1, lease_s=600)  # live: kept
+    await _past_and_live(store, 20)
 
     clock.now += 61  # a sweep is due at the next write
     await store.add_spend("u-1", 0.5)
