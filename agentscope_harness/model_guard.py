@@ -15,6 +15,7 @@ import functools
 import inspect
 import json
 import time
+import weakref
 from collections.abc import AsyncGenerator, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -58,6 +59,8 @@ class _Streaming:
 _ATTEMPTS: ContextVar[_Attempts | None] = ContextVar("harness_model_attempts", default=None)
 _WRAPPED = "__harness_wrapped__"
 """Marks a model method wrapped by ``_wrap_once``."""
+_SEEN: weakref.WeakKeyDictionary[type, set[str]] = weakref.WeakKeyDictionary()
+"""The methods of each model class ``_wrap_once`` has already dealt with."""
 
 
 def _wrap_once(model: Any, name: str, wrap: Callable[[Any], Any]) -> None:
@@ -65,18 +68,22 @@ def _wrap_once(model: Any, name: str, wrap: Callable[[Any], Any]) -> None:
     defines it by ``wrap(inner)``, once (a wrapper is marked). The class,
     not the instance: a copy of the model stays a model of its own; the
     wrappers pass through outside a harnessed call."""
-    owner = next((c for c in type(model).__mro__ if name in vars(c)), None)
-    if owner is None:
+    cls = type(model)
+    done = _SEEN.get(cls)
+    if done is not None and name in done:  # every model call asks: two lookups once the class is done
         return
-    inner = vars(owner)[name]
-    if getattr(inner, _WRAPPED, False) or not inspect.iscoroutinefunction(inner):
+    owner = next((c for c in type(model).__mro__ if name in vars(c)), None)
+    inner = None if owner is None else vars(owner)[name]
+    if inner is None or getattr(inner, _WRAPPED, False) or not inspect.iscoroutinefunction(inner):
+        _SEEN.setdefault(cls, set()).add(name)
         return
     wrapper = functools.wraps(inner)(wrap(inner))
     setattr(wrapper, _WRAPPED, True)
     try:
         setattr(owner, name, wrapper)
     except (AttributeError, TypeError):  # pragma: no cover - a class that cannot be changed
-        return
+        pass
+    _SEEN.setdefault(cls, set()).add(name)
 
 
 def _count_attempts(model: Any) -> None:
