@@ -169,6 +169,7 @@ class ReplyLifecycle:
         previous = self.harness.table.current.get(self.agent)
         if previous is None or previous.report is not None or previous.run_id not in self.harness.table.slots:
             return
+        await self.harness.model_guard.charge_stopped_stream(previous)
         await self.settle(previous, TerminalState.CANCELLED, "abandoned")
         self.harness.table.drop(previous.run_id)
         self.harness.table.unbind(self.agent, previous)
@@ -212,7 +213,8 @@ class ReplyLifecycle:
         the permission point); the run takes its concurrency slots again."""
         if not isinstance(inputs, _RESUME_EVENTS):
             return None
-        run = self.harness.table.get(self.agent.state.reply_id) or self._restored()
+        parked_here = self.harness.table.get(self.agent.state.reply_id)
+        run = parked_here or self._restored()
         run.report = None  # the park's provisional report is superseded
         run.park_reason = None  # a later park states its own reason
         run.resumed_by = self.harness.current_principal()
@@ -220,17 +222,18 @@ class ReplyLifecycle:
         parent = run.parent if run.parent is not None and run.parent.report is None else None
         run.set_deadline(self._deadline(parent))
         run.facts.lift_deadline()
-        if run.asked_here and run.resumed_by != run.principal:
-            self._resumed_by_another(run)
+        if parked_here is not None and run.resumed_by != run.principal:
+            self._resumed_by_another(run)  # a human's approval or a client's result alike
         self.run = run
         await self.harness.services.fleet.resume_run(run)
         return run
 
     def _resumed_by_another(self, run: RunState) -> None:
-        """A reply parked for one caller and resumed by another (or by no
-        one) acts for nobody: every call of it is refused, and it ends at
-        its next step with the fallback answer, without a model call and
-        without what the run found (the resumer may not see it)."""
+        """A reply parked in this process for one caller (on a human's
+        approval or a client-executed call) and resumed by another, or by no
+        one, acts for nobody: every call of it is refused, and it ends at its
+        next step with the fallback answer, without a model call and without
+        what the run found (the resumer may not see it)."""
         services = self.harness.services
         services.record(run, "resume_check", "on_reply", "stop", code="permission_denied",
                         detail="resumed by another caller than the one who parked it", enforced=True)

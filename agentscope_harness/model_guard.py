@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import json
 import time
 import weakref
 from collections.abc import AsyncGenerator, Callable
@@ -43,6 +42,9 @@ class _Attempts:
     run: RunState
     made: int = 0
     depth: int = 0
+    usages: list[Any] | None = None
+    """When kept (a compression, charged here, not by ``on_model_call``):
+    each answered attempt's usage (``None``: the provider reported none)."""
 
 
 @dataclass
@@ -103,9 +105,12 @@ def _count_attempts(model: Any) -> None:
                     counting.run.add_model_call()
             counting.depth += 1
             try:
-                return await inner(self, *args, **kwargs)
+                result = await inner(self, *args, **kwargs)
             finally:
                 counting.depth -= 1
+            if counting.usages is not None and counting.depth == 0:  # each answered attempt was billed
+                counting.usages.append(result.usage if isinstance(result, ChatResponse) else None)
+            return result
 
         return attempt
 
@@ -173,40 +178,56 @@ class ModelGuard:
         past the deadline, for a concluded run, or for a model with no price
         on a capped budget; otherwise bounded by the time left, counted,
         and charged (an estimate when the provider reports no usage)."""
-        refusal = self._compression_refusal(run, model)
+        refusal = self._compression_refusal(run, model, messages)
+        if refusal is None:
+            admission = await self.harness.services.fleet.before_model_call(run, model, messages, [])
+            refusal = None if admission.answer is None else "a rate limit or the daily quota refused it"
         if refusal is not None:
             self._compression_skipped(run, refusal)
             raise CompressionRefused(refusal)
         run.add_model_call()
         _count_attempts(model)
-        attempts = _ATTEMPTS.set(_Attempts(run))
+        attempts = _Attempts(run, usages=[])
+        token = _ATTEMPTS.set(attempts)
         try:
             left = run.time_left()
             if left is None:
-                result = await call()
-            else:
-                async with asyncio.timeout(max(left, 0.0)):
-                    result = await call()
+                return await call()
+            async with asyncio.timeout(max(left, 0.0)):
+                return await call()
         except TimeoutError:
             run.facts.time_is_up(self.harness.shadow)
             self._compression_skipped(run, "deadline: the compression was cut short")
             raise CompressionRefused("deadline") from None
         finally:
-            _ATTEMPTS.reset(attempts)
-        usage = getattr(result, "usage", None)
-        if usage is None and self.harness.config.cost is not None:
-            output = len(json.dumps(getattr(result, "content", None), default=str))
-            usage = ChatUsage(input_tokens=estimate_input_tokens(messages, []), output_tokens=output // 4, time=0.0)
-        await self.harness.charge_usage(run, model, usage)
-        return result
+            _ATTEMPTS.reset(token)
+            # every answered attempt (AgentScope tries several strategies) was billed
+            await self.harness.charge_usage(run, model, self._attempts_usage(attempts, messages),
+                                            admission.reservation)
 
-    def _compression_refusal(self, run: RunState, model: Any) -> str | None:
+    def _attempts_usage(self, attempts: _Attempts, messages: list[Any]) -> ChatUsage | None:
+        """What a compression's attempts used, summed; an attempt whose
+        provider reported no usage is charged its request's estimate."""
+        usages = attempts.usages or []
+        if not usages:
+            return None
+        estimate = estimate_input_tokens(messages, [])
+        return ChatUsage(
+            input_tokens=sum(estimate if u is None else u.input_tokens for u in usages),
+            output_tokens=sum(0 if u is None else u.output_tokens for u in usages),
+            time=0.0,
+        )
+
+    def _compression_refusal(self, run: RunState, model: Any, messages: list[Any]) -> str | None:
         if run.past_deadline():
             run.facts.time_is_up(self.harness.shadow)
             return "deadline: the run is out of time"
         if run.facts.terminal is not None:
             return f"the run has concluded ({run.facts.terminal.reason})"
         cost = self.harness.config.cost
+        cap = cost.max_request_input_tokens if cost is not None else None
+        if cap is not None and (tokens := estimate_input_tokens(messages, [])) > cap:
+            return f"a request of ~{tokens} input tokens is over max_request_input_tokens ({cap})"
         capped = cost is not None and (cost.cap_usd is not None or cost.daily_quota_usd is not None)
         if capped and cost is not None and not cost.priced(str(getattr(model, "model", "") or "")):
             return f"model {getattr(model, 'model', '')!r} has no price on a capped budget"

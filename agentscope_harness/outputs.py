@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -198,16 +198,17 @@ def answer_filter(services: Any, run: Any) -> OutputFilter:
     return OutputFilter(services.redactor, modes, pii_salt(run) if modes else b"")
 
 
-def redact_args(value: Any, redactor: Redactor) -> Any:
-    """A tool call's parsed arguments with every string redacted (keys
-    included): what a finishing tool may receive. Redacting the parsed value,
-    not its JSON, keeps the JSON valid whatever a secret spans."""
+def cleaned_args(value: Any, clean: Callable[[str], str]) -> Any:
+    """A tool call's parsed arguments with every string ``clean``ed (keys
+    included): what a tool that delivers to the user may receive. Cleaning
+    the parsed value, not its JSON, keeps the JSON valid whatever a secret
+    spans."""
     if isinstance(value, str):
-        return redactor.redact(value)
+        return clean(value)
     if isinstance(value, dict):
-        return {redact_args(k, redactor): redact_args(v, redactor) for k, v in value.items()}
+        return {cleaned_args(k, clean): cleaned_args(v, clean) for k, v in value.items()}
     if isinstance(value, list):
-        return [redact_args(v, redactor) for v in value]
+        return [cleaned_args(v, clean) for v in value]
     return value
 
 
@@ -238,6 +239,6 @@ def shown_name(redactor: Redactor, event: Any) -> Any:
 
 
 __all__ = [
-    "PII_HOLD", "PII_INLINE", "OutputFilter", "OutputStream", "PiiStream", "answer_filter", "filter_result",
-    "pii_modes", "pii_salt", "redact_args", "shown_name",
+    "PII_HOLD", "PII_INLINE", "OutputFilter", "OutputStream", "PiiStream", "answer_filter", "cleaned_args",
+    "filter_result", "pii_modes", "pii_salt", "shown_name",
 ]

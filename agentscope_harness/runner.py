@@ -276,6 +276,7 @@ class HookRunner:
             f"timed out after {self.hook_timeout_s}s" if timed_out
             else f"raised {type(exc).__name__}: {exc}"
         )
+        what = ctx.services.scrubbed(what)  # an exception's message may quote what the call carried
         log.warning("harness hook %s at %s %s", spec.name, spec.point, what)
         tool = ctx.tool.name if ctx.tool else None
         ctx.services.record(

@@ -368,7 +368,8 @@ class _Shown:
                 return ()
             return (item if safe == item.delta else item.model_copy(update={"delta": safe}),)
         if cls is ToolCallStartEvent:
-            chosen = self.finish if item.tool_call_name in self.finish_tools else self.args
+            delivers = item.tool_call_name in self.finish_tools or item.tool_call_name == STRUCTURED_OUTPUT_TOOL
+            chosen = self.finish if delivers else self.args
             self.streams[item.tool_call_id] = chosen.stream()
             return (shown_name(self.redactor, item),)
         if cls in _ENDS:

@@ -31,7 +31,7 @@ from ..calls import Verdict, result_view
 from ..chains import release
 from ..context import STRUCTURED_OUTPUT_TOOL, HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception, error_text
-from ..outputs import readable_data, redact_args
+from ..outputs import answer_filter, cleaned_args, readable_data
 from ..sentinels import format_sentinel
 from .agent_adapter import run_of
 
@@ -175,7 +175,11 @@ class HarnessToolAdapter(MiddlewareBase):
         view = ctx.tool
         if view is None or (view.role != "finish" and view.name != STRUCTURED_OUTPUT_TOOL):
             return input_kwargs
-        redacted = redact_args(view.args, self.harness.redactor)
+        if view.name == STRUCTURED_OUTPUT_TOOL:  # it is the answer: the answer's filter, personal data too
+            answer = answer_filter(self.harness.services, ctx.run)
+            redacted = cleaned_args(view.args, lambda text: answer.apply(text)[0])
+        else:
+            redacted = cleaned_args(view.args, self.harness.redactor.redact)
         if redacted == view.args:
             return input_kwargs
         call = input_kwargs["tool_call"]

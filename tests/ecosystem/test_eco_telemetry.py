@@ -145,3 +145,24 @@ async def test_span_events_and_log_lines_carry_the_scrubbed_detail(caplog: pytes
     assert any("[redacted:" in d for d in details)
     for leak in (key, email):
         assert not any(leak in d for d in details) and leak not in logged
+
+
+async def test_a_failing_hooks_log_line_is_scrubbed(caplog: pytest.LogCaptureFixture):
+    """Red team (second pass): a hook's exception message quoting the call
+    went raw into the warning line that the failure logs."""
+    from agentscope_harness import HookContext, harness_hook
+
+    key = "sk-proj-" + "Zx9dE5gH7jK9mN1pQ3sT5vX7zB9dF1hJ"
+
+    @harness_hook("pre_tool_call", priority=25, name="backend_check", kind="safety")
+    def backend_check(ctx: HookContext) -> None:
+        raise RuntimeError(f"backend rejected {ctx.tool.args}")
+
+    ran.clear()
+    h = Harness(HarnessConfig(), hooks=[backend_check], load_entry_points=False)
+    model = ScriptedModel([calls(("cancel_order", {"order_id": key, "user_id": "u-42"})), text("no")])
+    agent = make_agent(model, [cancel_order], h.middlewares())
+    with caplog.at_level("INFO", logger="agentscope_harness"), h.acting_for(Principal(user_id="u-42")):
+        await run(agent, "cancel it")
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert ran == [] and "backend_check" in logged and "[redacted:" in logged and key not in logged

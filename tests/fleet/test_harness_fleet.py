@@ -281,6 +281,33 @@ async def test_a_stream_dropped_mid_answer_is_charged_what_it_used():
     assert await store.get_spend(U42.key) >= (1 + 1700 // 4) * 100.0 / 1e6
 
 
+async def test_a_stream_left_unread_is_charged_before_its_run_is_settled():
+    """Red team (second pass): a consumer that stopped reading without
+    closing the stream; the agent's next reply settles that run
+    ``abandoned``: its report said $0, the stream was charged only when
+    the garbage collector closed it, after the report."""
+    from agentscope.event import TextBlockDeltaEvent
+    from agentscope.message import UserMsg
+
+    store = MemoryStore()
+    cost = CostPolicy(prices={"scripted": (100.0, 100.0)}, daily_quota_usd=5.0, max_output_tokens=600)
+    h = Harness(HarnessConfig(store=store, cost=cost), load_entry_points=False)
+    model = ScriptedModel([text("y" * 2000, inp=200, out=500), text("second", inp=10, out=1)], stream=True, chunk=20)
+    agent = make_agent(model, [], h.middlewares())
+    seen = 0
+    with h.acting_for(U42):
+        stream = agent.reply_stream(UserMsg("user", "hi"))
+        async for event in stream:
+            seen += len(event.delta) if isinstance(event, TextBlockDeltaEvent) else 0
+            if seen >= 1700:
+                break  # and never closed
+        _ = [e async for e in agent.reply_stream(UserMsg("user", "again"))]
+    first = h.reports[0]
+    assert (first.terminal_state, first.reason) == (TerminalState.CANCELLED, "abandoned")
+    assert first.spent_usd >= (1 + 1700 // 4) * 100.0 / 1e6
+    assert await store.get_spend(U42.key) == pytest.approx(first.spent_usd + h.reports[1].spent_usd)
+
+
 async def test_breakers_fall_back_to_local_state_and_recover_when_the_store_returns():
     store = Failing("breaker_allow", "breaker_record")
     h = Harness(HarnessConfig(store=store, breaker_failures=1, breaker_cooldown_s=60),

@@ -676,3 +676,48 @@ async def test_an_unpriced_model_on_a_capped_budget_never_compresses(
     assert server.requests == []
     assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "unpriced_model")
     assert report.spent_usd == 0
+
+
+async def test_every_answered_attempt_of_a_compression_is_charged(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    """Red team (second pass): AgentScope tries several strategies for the
+    summary (forced, auto, none), each a billed answer; only the last one's
+    usage was charged (0.244 of 0.645)."""
+    server.plan(
+        Reply(tool_calls=[("_page", {"url": "http://x"})], usage=(1000, 10)),
+        Reply(text="I will not call the tool", usage=(100_000, 50)),
+        Reply(text="still no tool", usage=(100_000, 50)),
+        Reply(tool_calls=[("generate_structured_output", SUMMARY)], usage=(100_000, 5_000)),
+        Reply(text="Here is the page summary.", usage=(1000, 10)),
+    )
+    cost = CostPolicy(cap_usd=5.0, prices={"gpt-test": ModelPrice(input_per_mtok=2.0, output_per_mtok=8.0)})
+    h, agent = real_agent(HarnessConfig(deadline_s=30.0, cost=cost), make_model(server, stream=False,
+                                                                                context_size=4000), [_page])
+    _, _, report = await drive(h, agent)
+    assert report.model_calls == len(server.requests) == 5
+    billed_in, billed_out = 1000 + 3 * 100_000 + 1000, 10 + 50 + 50 + 5000 + 10
+    assert report.spent_usd == pytest.approx((billed_in * 2.0 + billed_out * 8.0) / 1e6)
+
+
+async def test_a_compression_that_does_not_fit_the_daily_quota_is_not_made(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    """Red team (second pass): the compression was made without the
+    reservation every model call gets: a $0.0025 quota ended at $0.018."""
+    from agentscope_harness import MemoryStore
+
+    server.plan(
+        Reply(tool_calls=[("_page", {"url": "http://x"})], usage=(1000, 10)),
+        Reply(tool_calls=[("generate_structured_output", SUMMARY)], usage=(6000, 500)),
+        Reply(text="Here is the page summary.", usage=(1000, 10)),
+    )
+    store = MemoryStore()
+    cost = CostPolicy(daily_quota_usd=0.0025, prices={"gpt-test": ModelPrice(input_per_mtok=2.0, output_per_mtok=8.0)},
+                      max_output_tokens=50)
+    h, agent = real_agent(HarnessConfig(deadline_s=30.0, cost=cost, store=store),
+                          make_model(server, stream=False, context_size=4000), [_page])
+    _, _, report = await drive(h, agent, U42)
+    assert await store.get_spend(U42.key) <= 0.0025
+    assert len(server.requests) == 1
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "budget")

@@ -78,6 +78,26 @@ async def test_structured_output_is_redacted_like_the_finishing_tools_answer(sec
     assert h.last_report(agent).terminal_state.value == "completed"
 
 
+async def test_structured_output_gets_the_answers_personal_data_policy() -> None:
+    """Red team (second pass): ``HarnessConfig.pii`` applies to the answer;
+    the structured output is the answer, yet it (and its streamed
+    arguments) carried an e-mail address raw."""
+    from agentscope.message import UserMsg
+    from pydantic import BaseModel
+
+    class Answer(BaseModel):
+        answer: str
+
+    email = "jane.doe@example.com"
+    h, _, agent = harnessed(HarnessConfig(pii={"email": "redact"}),
+                            [calls(("GenerateStructuredOutput", {"answer": f"write to {email}"})), text("done")],
+                            [submit], stream=True)
+    out = [e async for e in agent.reply_stream(UserMsg("user", "hi"), structured_schema=Answer, yield_final_msg=True)]
+    final, events = out[-1], out[:-1]
+    assert final.structured_output == {"answer": "write to [pii:email]"}
+    assert email not in deltas(events)
+
+
 async def test_a_data_blocks_url_reaches_the_model_redacted() -> None:
     """Red team: AgentScope's formatter writes a URL source into the tool
     message as text ("can be accessed at the URL: ..."), after the fence:

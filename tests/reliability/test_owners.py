@@ -241,6 +241,35 @@ async def test_a_client_executed_results_data_block_is_made_readable() -> None:
     assert "bank.example/r.mp4" in payload and secret not in payload
 
 
+@pytest.mark.parametrize("resumer", [Principal(user_id="bob", tenant="acme"), None])
+async def test_a_reply_parked_on_a_client_executed_tool_resumed_by_another_acts_for_nobody(
+    resumer: Principal | None,
+) -> None:
+    """Red team: only parks for a human's approval were checked; a reply
+    parked on a client-executed call, resumed by another caller, went on and
+    its next transfer for the first user was sent to the resumer's client."""
+    harness = Harness(HarnessConfig(
+        tools={"transfer": ToolPolicy(role="mutation", identity_args={"user_id": "user_id"})},
+    ))
+    model = ScriptedModel([calls(("transfer", {"user_id": "alice", "amount": 5})),
+                           calls(("transfer", {"user_id": "alice", "amount": 500})), text("done for alice")])
+    agent = make_agent(model, [Transfer()], harness.middlewares())
+    with harness.acting_for(ALICE):
+        events = await drain(agent, UserMsg("user", "send 5"))
+    call = next(e for e in events if isinstance(e, RequireExternalExecutionEvent)).tool_calls[0]
+    result = ToolResultBlock(id=call.id, name="transfer", output="sent", state=ToolResultState.SUCCESS)
+    resume = ExternalExecutionResultEvent(reply_id=agent.state.reply_id, execution_results=[result])
+    if resumer is None:
+        resumed = await drain(agent, resume)
+    else:
+        with harness.acting_for(resumer):
+            resumed = await drain(agent, resume)
+    assert len(model.calls) == 1
+    assert not [e for e in resumed if isinstance(e, RequireExternalExecutionEvent)]
+    report = harness.last_report(agent)
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "refused:permission_denied")
+
+
 async def test_a_client_executed_tool_spends_the_ledger() -> None:
     harness = transfer_harness()
     model = ScriptedModel([
