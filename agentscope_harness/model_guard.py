@@ -74,7 +74,7 @@ def _wrap_once(model: Any, name: str, wrap: Callable[[Any], Any]) -> None:
     done = _SEEN.get(cls)
     if done is not None and name in done:  # every model call asks: two lookups once the class is done
         return
-    owner = next((c for c in type(model).__mro__ if name in vars(c)), None)
+    owner = next((c for c in cls.__mro__ if name in vars(c)), None)
     inner = None if owner is None else vars(owner)[name]
     if inner is None or getattr(inner, _WRAPPED, False) or not inspect.iscoroutinefunction(inner):
         _SEEN.setdefault(cls, set()).add(name)
@@ -175,9 +175,11 @@ class ModelGuard:
 
     async def compression_call(self, run: RunState, model: Any, messages: list[Any], call: Callable[[], Any]) -> Any:
         """A compression request under the limits of any model call: not made
-        past the deadline, for a concluded run, or for a model with no price
-        on a capped budget; otherwise bounded by the time left, counted,
-        and charged (an estimate when the provider reports no usage)."""
+        past the deadline, for a concluded run, over the request cap or for a
+        model with no price on a capped budget; otherwise reserved and rate
+        limited as any call (a refusal stops the run), bounded by the time
+        left, counted, and charged: every answered attempt of AgentScope's
+        strategies (an estimate where the provider reports no usage)."""
         refusal = self._compression_refusal(run, model, messages)
         if refusal is None:
             admission = await self.harness.services.fleet.before_model_call(run, model, messages, [])
@@ -354,6 +356,7 @@ class ModelGuard:
             return
         usage = ChatUsage(input_tokens=flight.input_tokens, output_tokens=flight.chars // 4, time=0.0)
         await self.harness.charge_usage(run, flight.model, usage, flight.reservation)
+
 
 def _chars(response: ChatResponse) -> int:
     """Characters of a response's text, thinking and tool-call arguments."""
