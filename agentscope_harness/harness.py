@@ -29,7 +29,7 @@ from .model_guard import ModelGuard
 from .redaction import Redactor
 from .registry import HookSpec, collect
 from .report import RunReport
-from .run_state import RunState, RunTable
+from .run_state import RunState, RunTable, current_run
 from .runner import HookRunner
 from .services import Breaker, Services
 from .stores import LedgerStore, MemoryStore, bounded, daily_left, store_timeout
@@ -236,6 +236,17 @@ class Harness:
     def current_principal(self) -> Principal | None:
         """The principal bound by ``acting_for`` in this context."""
         return _PRINCIPAL.get()
+
+    def resuming_principal(self, run: RunState) -> Principal | None:
+        """Who resumes ``run`` here: the bound principal, else the principal
+        of the live run in whose context the resume happens (a sub-agent
+        resumed by its lead's tool inherits the lead's, as when it opened)."""
+        principal = _PRINCIPAL.get()
+        if principal is None:
+            live = current_run()
+            if live is not None and live is not run:
+                principal = live.principal
+        return principal
 
     async def system_prompt_addition(self) -> str:
         """What ``on_system_prompt`` hooks append: computed from the config

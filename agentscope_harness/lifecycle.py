@@ -40,7 +40,7 @@ from .context import reason_words
 from .deadline import current_deadline, tighter
 from .errors import DependencyDown
 from .outcome import WITHHELD_ANSWER, build_report, corrected_answer, terminal_state
-from .outputs import readable_data, shown_name
+from .outputs import answer_filter, cleaned_args, readable_data, shown_name
 from .report import RunReport, TerminalState
 from .run_state import RUN_HANDLE, RunState, current_run
 from .stores import bounded, daily_left, store_timeout
@@ -79,6 +79,9 @@ class ReplyLifecycle:
         self.end_reason: str | None = None
         self.corrections: list[Any] = []
         """Text events that follow a streamed answer the audit corrected."""
+        self.structured: tuple[Any] | None = None
+        """The structured output the final message delivers, filtered (in a
+        1-tuple; ``(None,)``: withheld), once the reply has ended."""
 
     # ------------------------------------------------------------ steps
 
@@ -134,6 +137,10 @@ class ReplyLifecycle:
             return [*await self.park(run), item]
         if run.ended_at_cap and run.candidate is not None and item is not run.candidate:
             _rewrite_text(item, run.candidate.get_text_content() or "")  # what the stream showed
+        if self.structured is not None and isinstance(item, Msg) and item.structured_output is not None:
+            item.structured_output = self.structured[0]
+            if self.structured[0] is None:
+                _rewrite_text(item, WITHHELD_ANSWER)
         return [item]
 
     # ------------------------------------------------------------ open
@@ -217,7 +224,7 @@ class ReplyLifecycle:
         run = parked_here or self._restored()
         run.report = None  # the park's provisional report is superseded
         run.park_reason = None  # a later park states its own reason
-        run.resumed_by = self.harness.current_principal()
+        run.resumed_by, run.resumer_recorded = self.harness.resuming_principal(run), True
         # a human's wait is not the agent's time; a parent settled meanwhile bounds nothing
         parent = run.parent if run.parent is not None and run.parent.report is None else None
         run.set_deadline(self._deadline(parent))
@@ -294,9 +301,12 @@ class ReplyLifecycle:
         refusal = await harness.runner.run("on_session_end", ctx)
         audited = ctx.final_text or ""  # cleaned as the stream was
         final = corrected_answer(run, audited, harness.config.fallback_text)
-        if refusal is not None:
+        structured_ok = self._filter_structured(run)
+        if refusal is not None or not structured_ok:
             final = WITHHELD_ANSWER
             run.facts.conclude(TerminalState.INCOMPLETE, "audit_failed", override=True)
+            if self.structured is not None:
+                self.structured = (None,)
         if msg is not None and final != original:
             _rewrite_text(msg, final)
         if msg is not None and final != audited:
@@ -305,6 +315,27 @@ class ReplyLifecycle:
             self.corrections = text_block_events(run.run_id, f"harness-{uuid.uuid4().hex[:12]}", f"\n\n{final}")
         state, reason = terminal_state(run, harness.config.finish_required(), self.end_reason)
         await self.settle(run, state, reason)
+
+    def _filter_structured(self, run: RunState) -> bool:
+        """The reply's structured output (its schema already judged what the
+        model wrote) through the answer's filter: secrets, markers,
+        ``HarnessConfig.pii``, for the final message. ``False`` when a
+        ``block`` kind was found: it is withheld, as a text answer is."""
+        value = getattr(getattr(self.agent.state, "reply_context", None), "structured_output", None)
+        if value is None:
+            return True
+        answer, blocked = answer_filter(self.harness.services, run), set()
+
+        def clean(text: str) -> str:
+            cleaned, found = answer.apply(text)
+            blocked.update(found.blocked_kinds)
+            return cleaned
+
+        self.structured = (cleaned_args(value, clean),)
+        if blocked:
+            self.harness.services.record(run, "final_answer_audit", "on_session_end", "refuse", code="pii_blocked",
+                                         detail=f"the structured output contained {', '.join(sorted(blocked))}")
+        return not blocked
 
     async def park(self, run: RunState) -> list[Any]:
         """The reply stopped for a human (a confirmation or an outside

@@ -109,12 +109,27 @@ def _count_attempts(model: Any) -> None:
             finally:
                 counting.depth -= 1
             if counting.usages is not None and counting.depth == 0:  # each answered attempt was billed
+                if inspect.isasyncgen(result):
+                    return _usage_of_stream(result, counting.usages)
                 counting.usages.append(result.usage if isinstance(result, ChatResponse) else None)
             return result
 
         return attempt
 
     _wrap_once(model, "_call_api", wrap)
+
+
+async def _usage_of_stream(stream: Any, usages: list[Any]) -> AsyncGenerator:
+    """A streamed attempt passed on, its usage recorded in ``usages``: the
+    last one a chunk reports (a raw provider stream never marks its last
+    chunk; usage comes with the final one), ``None`` if none does."""
+    slot = len(usages)
+    usages.append(None)
+    async for chunk in stream:
+        usage = getattr(chunk, "usage", None)
+        if usage is not None:
+            usages[slot] = usage
+        yield chunk
 
 
 class ModelGuard:
@@ -198,6 +213,8 @@ class ModelGuard:
             async with asyncio.timeout(max(left, 0.0)):
                 return await call()
         except TimeoutError:
+            if attempts.usages == []:  # cut before an answer: its request is charged, as any cut call's
+                attempts.usages = [None]
             run.facts.time_is_up(self.harness.shadow)
             self._compression_skipped(run, "deadline: the compression was cut short")
             raise CompressionRefused("deadline") from None
@@ -328,8 +345,9 @@ class ModelGuard:
                     return
                 if chunk.is_last:
                     run.note_model_call_s(time.monotonic() - started)
-                    run.streaming = None
-                    await self.harness.charge_usage(run, model, self._usage(run, chunk, input_tokens), held)
+                    if run.streaming is flight:  # else the run's end charged it when it stopped reading
+                        run.streaming = None
+                        await self.harness.charge_usage(run, model, self._usage(run, chunk, input_tokens), held)
                     if _cut_at_deadline(run, chunk):
                         for last in _final_stream(self._deadline_passed(run), flight.chars > 0):
                             yield last

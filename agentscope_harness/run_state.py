@@ -122,7 +122,10 @@ class RunState:
     park_reason: str | None = None
     """Why a hook parked a call for a human (``ctx.ask``)."""
     resumed_by: Any = None
-    """The principal bound when a parked run was resumed."""
+    """The principal bound when a parked run was resumed (``None``: nobody)."""
+    resumer_recorded: bool = False
+    """The reply lifecycle recorded ``resumed_by`` when the resume began (in
+    the resuming context); without it, the tool adapter records it."""
     offers: dict[str, dict[str, int]] = field(default_factory=dict)
     """Calls parked on an exhausted ledger, by call id: the extensions the
     human was offered (``{"ledger:<name>": units}``)."""

@@ -29,9 +29,9 @@ from agentscope.tool import ToolChunk, ToolMiddlewareBase, ToolResponse
 
 from ..calls import Verdict, result_view
 from ..chains import release
-from ..context import STRUCTURED_OUTPUT_TOOL, HookContext, ToolCallView, ToolResultView
+from ..context import HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception, error_text
-from ..outputs import answer_filter, cleaned_args, readable_data
+from ..outputs import cleaned_args, readable_data
 from ..sentinels import format_sentinel
 from .agent_adapter import run_of
 
@@ -105,8 +105,8 @@ class HarnessToolAdapter(MiddlewareBase):
             batch=(agent.state.reply_id, agent.state.cur_iter),
             resumed=call.state == ToolCallState.ALLOWED,
         )
-        if view.resumed:  # judged against the caller bound at resume
-            run.resumed_by = self.harness.current_principal()
+        if view.resumed and not run.resumer_recorded:  # the tool adapter alone: the caller bound now
+            run.resumed_by = self.harness.resuming_principal(run)
         verdict: Verdict | None = None
         admitted = False
         try:
@@ -167,19 +167,15 @@ class HarnessToolAdapter(MiddlewareBase):
         return await self._shaped(ctx, original)
 
     def _delivered(self, ctx: HookContext, input_kwargs: dict) -> dict:
-        """What the tool is called with: a finishing tool, and AgentScope's
-        structured-output tool (its arguments become ``Msg.structured_output``),
-        deliver to the user, so they receive their arguments redacted (the
-        stored call keeps what the model wrote; the stream already showed it
-        redacted)."""
+        """What the tool is called with: a finishing tool delivers to the
+        user, so it receives its arguments redacted (the stored call keeps
+        what the model wrote; the stream already showed it redacted).
+        AgentScope's structured-output tool is not: its schema judges what
+        the model wrote, and the lifecycle filters what it delivers."""
         view = ctx.tool
-        if view is None or (view.role != "finish" and view.name != STRUCTURED_OUTPUT_TOOL):
+        if view is None or view.role != "finish":
             return input_kwargs
-        if view.name == STRUCTURED_OUTPUT_TOOL:  # it is the answer: the answer's filter, personal data too
-            answer = answer_filter(self.harness.services, ctx.run)
-            redacted = cleaned_args(view.args, lambda text: answer.apply(text)[0])
-        else:
-            redacted = cleaned_args(view.args, self.harness.redactor.redact)
+        redacted = cleaned_args(view.args, self.harness.redactor.redact)
         if redacted == view.args:
             return input_kwargs
         call = input_kwargs["tool_call"]

@@ -302,6 +302,7 @@ async def test_a_stream_left_unread_is_charged_before_its_run_is_settled():
             if seen >= 1700:
                 break  # and never closed
         _ = [e async for e in agent.reply_stream(UserMsg("user", "again"))]
+        _ = [e async for e in stream]  # the first consumer reads on: charged once, not again (red team, third pass)
     first = h.reports[0]
     assert (first.terminal_state, first.reason) == (TerminalState.CANCELLED, "abandoned")
     assert first.spent_usd >= (1 + 1700 // 4) * 100.0 / 1e6

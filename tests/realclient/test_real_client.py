@@ -625,20 +625,23 @@ async def _page(url: str) -> str:
     return LONG_PAGE
 
 
+@pytest.mark.parametrize("stream", [False, True])
 async def test_the_deadline_bounds_and_the_budget_charges_agentscopes_compression_call(
-    server: FakeOpenAI, make_model: Any, real_agent: Any,
+    server: FakeOpenAI, make_model: Any, real_agent: Any, stream: bool,
 ) -> None:
     """Red team: AgentScope's context compression calls the model itself
     (``generate_structured_output``), below ``on_model_call``: under a 2 s
     deadline it waited 6 s, was not counted, and its tokens were not charged.
-    It is bounded by the time left, counted, and charged."""
+    It is bounded by the time left, counted, and charged: cut, its request
+    (third pass: $0); streamed, its provider's usage (third pass: an
+    estimate of the input only)."""
     server.plan(
         Reply(tool_calls=[("_page", {"url": "http://x"})], usage=(1000, 10)),
         Reply(tool_calls=[("generate_structured_output", SUMMARY)], delay_s=6.0, usage=(100_000, 5_000)),
         Reply(text="Here is the page summary.", usage=(1000, 10)),
     )
     cost = CostPolicy(cap_usd=1.0, prices={"gpt-test": ModelPrice(input_per_mtok=2.0, output_per_mtok=8.0)})
-    h, agent = real_agent(HarnessConfig(deadline_s=2.0, cost=cost), make_model(server, stream=False,
+    h, agent = real_agent(HarnessConfig(deadline_s=2.0, cost=cost), make_model(server, stream=stream,
                                                                                context_size=4000), [_page])
     started = time.monotonic()
     _, final, report = await drive(h, agent)
@@ -646,6 +649,7 @@ async def test_the_deadline_bounds_and_the_budget_charges_agentscopes_compressio
     assert len(server.requests) == 2 and report.model_calls == 2
     assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "deadline")
     assert any(d.point == "on_compress_context" and "deadline" in d.detail for d in report.decisions)
+    assert report.spent_usd > (1000 * 2.0 + 10 * 8.0) / 1e6 * 2  # the first call, and the cut request
 
     server.script.clear()
     server.plan(  # in time: the compression is counted and its tokens charged
@@ -653,7 +657,7 @@ async def test_the_deadline_bounds_and_the_budget_charges_agentscopes_compressio
         Reply(tool_calls=[("generate_structured_output", SUMMARY)], usage=(100_000, 5_000)),
         Reply(text="Here is the page summary.", usage=(1000, 10)),
     )
-    h, agent = real_agent(HarnessConfig(deadline_s=30.0, cost=cost), make_model(server, stream=False,
+    h, agent = real_agent(HarnessConfig(deadline_s=30.0, cost=cost), make_model(server, stream=stream,
                                                                                 context_size=4000), [_page])
     _, final, report = await drive(h, agent)
     assert report.model_calls == 3 == len(server.requests) - 2

@@ -98,6 +98,35 @@ async def test_structured_output_gets_the_answers_personal_data_policy() -> None
     assert email not in deltas(events)
 
 
+async def test_a_structured_answer_is_filtered_after_its_schema_accepted_it() -> None:
+    """Red team (third pass): the structured output was rewritten before
+    AgentScope validated it, so a valid answer whose field has a pattern
+    was refused ("should match pattern") over and over; and a ``block``
+    kind did not withhold it. The schema judges what the model wrote; the
+    user receives it filtered, or withheld."""
+    from agentscope.message import UserMsg
+    from pydantic import BaseModel, Field
+
+    class Contact(BaseModel):
+        email: str = Field(pattern=r"^[^@\s]+@[^@\s]+\.[a-z]+$")
+
+    email = "jane.doe@example.com"
+    for mode, expected in (("redact", {"email": "[pii:email]"}), ("block", None)):
+        h, model, agent = harnessed(HarnessConfig(pii={"email": mode}),
+                                    [calls(("GenerateStructuredOutput", {"email": email}))], [submit], repeat=True,
+                                    stream=True)
+        out = [e async for e in agent.reply_stream(UserMsg("user", "hi"), structured_schema=Contact,
+                                                   yield_final_msg=True)]
+        final, report = out[-1], h.last_report(agent)
+        assert len(model.calls) == 1
+        assert final.structured_output == expected and email not in deltas(out[:-1])
+        if mode == "block":
+            assert (report.terminal_state.value, report.reason) == ("incomplete", "audit_failed")
+            assert email not in (final.get_text_content() or "")
+        else:
+            assert report.terminal_state.value == "completed"
+
+
 async def test_a_data_blocks_url_reaches_the_model_redacted() -> None:
     """Red team: AgentScope's formatter writes a URL source into the tool
     message as text ("can be accessed at the URL: ..."), after the fence:
