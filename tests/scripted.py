@@ -119,3 +119,39 @@ def payload_bytes(call: dict[str, Any]) -> str:
 def decisions(events: list[Any]) -> list[dict[str, Any]]:
     """The ``harness.decision`` events of a reply."""
     return [e.value for e in events if getattr(e, "name", None) == "harness.decision"]
+
+
+def parking_tools(child: Agent) -> tuple[Callable[..., Any], Callable[..., Any], list[Any]]:
+    """A lead's two tools around a sub-agent that parks for a human:
+    ``delegate`` runs it (keeping its confirmation requests, the third
+    value), ``resume`` answers the last one approved and returns what the
+    sub-agent then said."""
+    from agentscope.event import ConfirmResult, RequireUserConfirmEvent, UserConfirmResultEvent
+
+    asks: list[Any] = []
+
+    async def delegate(task: str) -> str:
+        """Ask the sub-agent.
+
+        Args:
+            task (str): What.
+        """
+        async for event in child.reply_stream(UserMsg("lead", task)):
+            if isinstance(event, RequireUserConfirmEvent):
+                asks.append(event)
+        return "parked" if asks else "done"
+
+    async def resume(task: str) -> str:
+        """Tell the sub-agent the human approved.
+
+        Args:
+            task (str): What.
+        """
+        ask = asks[-1]
+        answers = [ConfirmResult(confirmed=True, tool_call=c) for c in ask.tool_calls]
+        said = [item.get_text_content() or "" async for item in child.reply_stream(
+            UserConfirmResultEvent(reply_id=ask.reply_id, confirm_results=answers), yield_final_msg=True,
+        ) if isinstance(item, Msg)]
+        return " ".join(said) or "resumed"
+
+    return delegate, resume, asks

@@ -257,17 +257,16 @@ async def test_money_spent_is_charged_even_when_its_settle_fails():
     assert await store.get_spend(U42.key) == pytest.approx(2 * 300 * 100.0 / 1e6)
 
 
-async def test_a_stream_dropped_mid_answer_is_charged_what_it_used():
-    """Red team: a consumer that dropped ``reply_stream`` after most of the
-    answer had streamed was charged $0 (24 calls, a $0.30 quota never
-    reached). The request and what streamed are charged (an estimate)."""
+async def _stream_stopped_reading(*replies: Any) -> tuple[Harness, MemoryStore, Any, Any]:
+    """A principal's streamed reply (2,000 characters) read to 1,700 and no
+    further: the harness, its store, the agent and the open stream."""
     from agentscope.event import TextBlockDeltaEvent
     from agentscope.message import UserMsg
 
     store = MemoryStore()
     cost = CostPolicy(prices={"scripted": (100.0, 100.0)}, daily_quota_usd=5.0, max_output_tokens=600)
     h = Harness(HarnessConfig(store=store, cost=cost), load_entry_points=False)
-    model = ScriptedModel([text("y" * 2000, inp=200, out=500)], stream=True, chunk=20)
+    model = ScriptedModel([text("y" * 2000, inp=200, out=500), *replies], stream=True, chunk=20)
     agent = make_agent(model, [], h.middlewares())
     seen = 0
     with h.acting_for(U42):
@@ -276,7 +275,15 @@ async def test_a_stream_dropped_mid_answer_is_charged_what_it_used():
             seen += len(event.delta) if isinstance(event, TextBlockDeltaEvent) else 0
             if seen >= 1700:
                 break
-        await stream.aclose()
+    return h, store, agent, stream
+
+
+async def test_a_stream_dropped_mid_answer_is_charged_what_it_used():
+    """Red team: a consumer that dropped ``reply_stream`` after most of the
+    answer had streamed was charged $0 (24 calls, a $0.30 quota never
+    reached). The request and what streamed are charged (an estimate)."""
+    _, store, _, stream = await _stream_stopped_reading()
+    await stream.aclose()
     await asyncio.sleep(0.1)  # AgentScope's own task winds the reply down
     assert await store.get_spend(U42.key) >= (1 + 1700 // 4) * 100.0 / 1e6
 
@@ -286,21 +293,10 @@ async def test_a_stream_left_unread_is_charged_before_its_run_is_settled():
     closing the stream; the agent's next reply settles that run
     ``abandoned``: its report said $0, the stream was charged only when
     the garbage collector closed it, after the report."""
-    from agentscope.event import TextBlockDeltaEvent
     from agentscope.message import UserMsg
 
-    store = MemoryStore()
-    cost = CostPolicy(prices={"scripted": (100.0, 100.0)}, daily_quota_usd=5.0, max_output_tokens=600)
-    h = Harness(HarnessConfig(store=store, cost=cost), load_entry_points=False)
-    model = ScriptedModel([text("y" * 2000, inp=200, out=500), text("second", inp=10, out=1)], stream=True, chunk=20)
-    agent = make_agent(model, [], h.middlewares())
-    seen = 0
+    h, store, agent, stream = await _stream_stopped_reading(text("second", inp=10, out=1))
     with h.acting_for(U42):
-        stream = agent.reply_stream(UserMsg("user", "hi"))
-        async for event in stream:
-            seen += len(event.delta) if isinstance(event, TextBlockDeltaEvent) else 0
-            if seen >= 1700:
-                break  # and never closed
         _ = [e async for e in agent.reply_stream(UserMsg("user", "again"))]
         _ = [e async for e in stream]  # the first consumer reads on: charged once, not again (red team, third pass)
     first = h.reports[0]

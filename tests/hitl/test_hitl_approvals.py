@@ -14,7 +14,7 @@ from agentscope.message import UserMsg
 from agentscope.tool import FunctionTool
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from scripted import RAN, ScriptedModel, calls, make_agent, run, search, text, tool, tool_messages
+from scripted import RAN, ScriptedModel, calls, make_agent, parking_tools, run, search, text, tool, tool_messages
 
 from agentscope_harness import (
     ConcurrencyLimit,
@@ -526,35 +526,11 @@ async def test_a_sub_agent_resumed_by_its_leads_run_acts_for_the_principal_it_in
     lead's principal when it opened; resumed by the lead's next tool, it was
     taken for a resume by nobody and acted for nobody. The resumer is found
     as the opener was: the bound principal, else the live run resuming it."""
-    from agentscope.message import Msg
-
     h = shop()
     sub = make_agent(ScriptedModel([refund_call(), text("sub: refunded")]), [refund], h.middlewares(), name="sub")
-    asks: list[Any] = []
-
-    async def delegate(task: str) -> str:
-        """Delegate to the sub-agent.
-
-        Args:
-            task (str): What.
-        """
-        async for event in sub.reply_stream(UserMsg("user", task)):
-            if isinstance(event, RequireUserConfirmEvent):
-                asks.append(event)
-        return "waiting for approval"
-
-    async def approve_sub(ok: bool) -> str:
-        """Approve the sub-agent's pending call.
-
-        Args:
-            ok (bool): Approve.
-        """
-        said = [e.get_text_content() async for e in sub.reply_stream(confirm(asks[-1], confirmed=ok),
-                                                                      yield_final_msg=True) if isinstance(e, Msg)]
-        return " ".join(said)
-
-    lead = make_agent(ScriptedModel([calls(("delegate", {"task": "refund"})), calls(("approve_sub", {"ok": True})),
-                                     text("lead done")]), [delegate, approve_sub], h.middlewares(), name="lead")
+    delegate, resume, _ = parking_tools(sub)
+    lead = make_agent(ScriptedModel([calls(("delegate", {"task": "refund"})), calls(("resume", {"task": "go"})),
+                                     text("lead done")]), [delegate, resume], h.middlewares(), name="lead")
     with h.acting_for(ALICE):
         stream = lead.reply_stream(UserMsg("user", "hi"))
         await stream.__anext__()

@@ -9,10 +9,9 @@ import asyncio
 import time
 from typing import Any
 
-from agentscope.event import ConfirmResult, RequireUserConfirmEvent, UserConfirmResultEvent
 from agentscope.message import UserMsg
 from pydantic import BaseModel
-from scripted import RAN, ScriptedModel, calls, make_agent, run, search, text
+from scripted import RAN, ScriptedModel, calls, make_agent, parking_tools, run, search, text
 
 from agentscope_harness import CostPolicy, Harness, HarnessConfig, ToolPolicy
 
@@ -101,13 +100,13 @@ async def test_a_structured_reply_whose_finishing_tool_ends_past_the_deadline_is
     assert len(h.last_report(agent).decisions) < 20
 
 
-def _parking_child(deadline_s: float) -> tuple[Harness, Any, list[Any]]:
+def _parking_child(deadline_s: float) -> tuple[Harness, Any]:
     """A researcher on its own Harness whose first search waits for a human."""
     ask_first = ToolPolicy(role="retrieval", ask_when=lambda args: "a human" if args.get("q") == "o1" else None)
     h = Harness(HarnessConfig(deadline_s=deadline_s, tools={"search": ask_first}), load_entry_points=False)
     child = make_agent(ScriptedModel([calls(("search", {"q": "o1"})), calls(("search", {"q": "more"})),
                                       text("child done")]), [search], h.middlewares(), name="researcher")
-    return h, child, []
+    return h, child
 
 
 async def _lead(h: Harness, tool: Any) -> None:
@@ -118,30 +117,8 @@ async def _lead(h: Harness, tool: Any) -> None:
 
 async def _park_then_resume(child_deadline_s: float, first_lead: HarnessConfig, park_s: float,
                             second_lead: HarnessConfig) -> Any:
-    child_h, child, asks = _parking_child(child_deadline_s)
-
-    async def delegate(task: str) -> str:
-        """Ask the researcher.
-
-        Args:
-            task (str): What.
-        """
-        async for event in child.reply_stream(UserMsg("lead", task)):
-            if isinstance(event, RequireUserConfirmEvent):
-                asks.append(event)
-        return "parked"
-
-    async def resume(task: str) -> str:
-        """Tell the researcher the human approved.
-
-        Args:
-            task (str): What.
-        """
-        ask = asks[0]
-        answers = [ConfirmResult(confirmed=True, tool_call=c) for c in ask.tool_calls]
-        async for _ in child.reply_stream(UserConfirmResultEvent(reply_id=ask.reply_id, confirm_results=answers)):
-            pass
-        return "resumed"
+    child_h, child = _parking_child(child_deadline_s)
+    delegate, resume, _ = parking_tools(child)
 
     await _lead(Harness(first_lead, load_entry_points=False), delegate)
     assert child_h.last_report(child).terminal_state.value == "waiting_input"
