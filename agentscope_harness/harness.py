@@ -237,10 +237,11 @@ class Harness:
         """The principal bound by ``acting_for`` in this context."""
         return _PRINCIPAL.get()
 
-    def resuming_principal(self, run: RunState) -> Principal | None:
-        """Who resumes ``run`` here: the bound principal, else the principal
-        of the live run in whose context the resume happens (a sub-agent
-        resumed by its lead's tool inherits the lead's, as when it opened)."""
+    def caller_principal(self, run: RunState | None = None) -> Principal | None:
+        """Who calls here, for ``run`` (opening it with the tool adapter
+        alone, or resuming it): the bound principal, else the principal of
+        the live run in whose context this happens (a sub-agent run by its
+        lead's tool inherits the lead's, as when the agent adapter opens it)."""
         principal = _PRINCIPAL.get()
         if principal is None:
             live = current_run()
@@ -354,7 +355,7 @@ class Harness:
             await life.close(None)
         run = slot[0] = self.table.open(
             reply_id, getattr(agent, "name", "agent"), agent.state.session_id,
-            self.current_principal(), None, None, self.config.mode,
+            self.caller_principal(), None, None, self.config.mode,
         )
         return run
 

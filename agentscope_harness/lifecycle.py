@@ -176,7 +176,7 @@ class ReplyLifecycle:
         previous = self.harness.table.current.get(self.agent)
         if previous is None or previous.report is not None or previous.run_id not in self.harness.table.slots:
             return
-        await self.harness.model_guard.charge_stopped_stream(previous)
+        await self.harness.model_guard.charge_stopped_streams(previous)
         await self.settle(previous, TerminalState.CANCELLED, "abandoned")
         self.harness.table.drop(previous.run_id)
         self.harness.table.unbind(self.agent, previous)
@@ -224,7 +224,7 @@ class ReplyLifecycle:
         run = parked_here or self._restored()
         run.report = None  # the park's provisional report is superseded
         run.park_reason = None  # a later park states its own reason
-        run.resumed_by, run.resumer_recorded = self.harness.resuming_principal(run), True
+        run.resumed_by, run.resumer_recorded = self.harness.caller_principal(run), True
         # a human's wait is not the agent's time; a parent settled meanwhile bounds nothing
         parent = run.parent if run.parent is not None and run.parent.report is None else None
         run.set_deadline(self._deadline(parent))
@@ -301,12 +301,14 @@ class ReplyLifecycle:
         refusal = await harness.runner.run("on_session_end", ctx)
         audited = ctx.final_text or ""  # cleaned as the stream was
         final = corrected_answer(run, audited, harness.config.fallback_text)
-        structured_ok = self._filter_structured(run)
+        structured_ok = self._filter_structured(run) or harness.shadow  # shadow mode withholds nothing
         if refusal is not None or not structured_ok:
             final = WITHHELD_ANSWER
             run.facts.conclude(TerminalState.INCOMPLETE, "audit_failed", override=True)
             if self.structured is not None:
                 self.structured = (None,)
+        if self.structured is not None:  # the agent's state keeps what the user receives, no more
+            self.agent.state.reply_context.structured_output = self.structured[0]
         if msg is not None and final != original:
             _rewrite_text(msg, final)
         if msg is not None and final != audited:
@@ -367,7 +369,7 @@ class ReplyLifecycle:
         try:
             if failure is not None and not isinstance(failure, GeneratorExit):
                 _close_dangling_tool_calls(self.agent, failure)
-            await self.harness.model_guard.charge_stopped_stream(run)
+            await self.harness.model_guard.charge_stopped_streams(run)
             if run.report is None:
                 state, reason = terminal_state(
                     run, self.harness.config.finish_required(), self.end_reason, failure,

@@ -56,6 +56,7 @@ class _Streaming:
     input_tokens: int
     chars: int = 0
     """Characters of the chunks passed on so far."""
+    charged: bool = False
 
 
 _ATTEMPTS: ContextVar[_Attempts | None] = ContextVar("harness_model_attempts", default=None)
@@ -213,8 +214,9 @@ class ModelGuard:
             async with asyncio.timeout(max(left, 0.0)):
                 return await call()
         except TimeoutError:
-            if attempts.usages == []:  # cut before an answer: its request is charged, as any cut call's
-                attempts.usages = [None]
+            sent = attempts.usages or []
+            sent += [None] * (attempts.made - len(sent))  # the cut request is charged, as any cut call's
+            attempts.usages = sent
             run.facts.time_is_up(self.harness.shadow)
             self._compression_skipped(run, "deadline: the compression was cut short")
             raise CompressionRefused("deadline") from None
@@ -325,7 +327,8 @@ class ModelGuard:
         and what streamed (an estimate); one that failed, nothing. A cut
         call's stream ends with the stop text, as its final message does."""
         iterator = stream.__aiter__()
-        flight = run.streaming = _Streaming(model, held, input_tokens)
+        flight = _Streaming(model, held, input_tokens)
+        run.streaming.append(flight)
         try:
             while True:
                 left = run.time_left()
@@ -339,14 +342,13 @@ class ModelGuard:
                     return
                 except TimeoutError:
                     await _close(stream)
-                    await self.charge_stopped_stream(run)
+                    await self._charge_stopped(run, flight)
                     for last in _final_stream(self._deadline_passed(run), flight.chars > 0):
                         yield last
                     return
                 if chunk.is_last:
                     run.note_model_call_s(time.monotonic() - started)
-                    if run.streaming is flight:  # else the run's end charged it when it stopped reading
-                        run.streaming = None
+                    if _take(run, flight):  # else the run's end charged it when it stopped reading
                         await self.harness.charge_usage(run, model, self._usage(run, chunk, input_tokens), held)
                     if _cut_at_deadline(run, chunk):
                         for last in _final_stream(self._deadline_passed(run), flight.chars > 0):
@@ -356,24 +358,36 @@ class ModelGuard:
                     flight.chars += _chars(chunk) or 1
                 yield chunk
         except (GeneratorExit, asyncio.CancelledError):  # dropped or cancelled: the provider worked
-            await self.charge_stopped_stream(run)
+            await self._charge_stopped(run, flight)
             raise
         finally:
-            if run.streaming is flight:  # the call failed: nothing was spent
-                run.streaming = None
-                if held is not None:
-                    await self.harness.services.fleet.settle(run, held, 0.0)
+            if _take(run, flight) and held is not None:  # the call failed: nothing was spent
+                await self.harness.services.fleet.settle(run, held, 0.0)
 
-    async def charge_stopped_stream(self, run: RunState) -> None:
-        """A streamed call the run left before its last chunk (cut at the
-        deadline, cancelled, the stream dropped: AgentScope does not close a
-        model stream it stops reading, so the run's end charges it): its
-        request, and 4 characters a token of what streamed."""
-        flight, run.streaming = run.streaming, None
-        if flight is None:
+    async def charge_stopped_streams(self, run: RunState) -> None:
+        """The streamed calls the run left before their last chunk (the
+        stream dropped: AgentScope does not close a model stream it stops
+        reading, so the run's end charges them)."""
+        for flight in list(run.streaming):
+            await self._charge_stopped(run, flight)
+
+    async def _charge_stopped(self, run: RunState, flight: _Streaming) -> None:
+        """A streamed call stopped before its last chunk (cut at the
+        deadline, cancelled, dropped), charged once: its request, and 4
+        characters a token of what streamed."""
+        if not _take(run, flight):
             return
         usage = ChatUsage(input_tokens=flight.input_tokens, output_tokens=flight.chars // 4, time=0.0)
         await self.harness.charge_usage(run, flight.model, usage, flight.reservation)
+
+
+def _take(run: RunState, flight: _Streaming) -> bool:
+    """Mark ``flight`` charged; whether it was not yet (its one charge)."""
+    if flight.charged:
+        return False
+    flight.charged = True
+    run.streaming.remove(flight)
+    return True
 
 
 def _chars(response: ChatResponse) -> int:

@@ -200,11 +200,16 @@ def answer_filter(services: Any, run: Any) -> OutputFilter:
 
 def cleaned_args(value: Any, clean: Callable[[str], str]) -> Any:
     """A tool call's parsed arguments with every string ``clean``ed (keys
-    included): what a tool that delivers to the user may receive. Cleaning
-    the parsed value, not its JSON, keeps the JSON valid whatever a secret
-    spans."""
+    included), and every number read as text (a card number may be one: it
+    becomes the cleaned text when cleaning changes it): what a tool that
+    delivers to the user may receive. Cleaning the parsed value, not its
+    JSON, keeps the JSON valid whatever a secret spans."""
     if isinstance(value, str):
         return clean(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        text = str(value)
+        cleaned = clean(text)
+        return value if cleaned == text else cleaned
     if isinstance(value, dict):
         return {cleaned_args(k, clean): cleaned_args(v, clean) for k, v in value.items()}
     if isinstance(value, list):

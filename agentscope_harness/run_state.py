@@ -140,9 +140,9 @@ class RunState:
     continued its budget (root only; never charged again)."""
     prefix: PrefixTrack | None = None
     """The previous model call's payload, as the prefix observer keeps it."""
-    streaming: Any = None
-    """The streamed model call in flight (``model_guard``): charged when the
-    run ends before its last chunk, whoever ends it."""
+    streaming: list[Any] = field(default_factory=list)
+    """The streamed model calls in flight (``model_guard``): each charged
+    once, by its last chunk or, when the run ends before it, by the run's end."""
     candidate_differences: list[dict[str, Any]] = field(default_factory=list)
     """Calls where the candidate policy decided otherwise than the live one."""
     timed_from: float = field(init=False, repr=False)

@@ -106,7 +106,7 @@ class HarnessToolAdapter(MiddlewareBase):
             resumed=call.state == ToolCallState.ALLOWED,
         )
         if view.resumed and not run.resumer_recorded:  # the tool adapter alone: the caller bound now
-            run.resumed_by = self.harness.resuming_principal(run)
+            run.resumed_by = self.harness.caller_principal(run)
         verdict: Verdict | None = None
         admitted = False
         try:

@@ -630,3 +630,37 @@ async def test_a_daily_quota_without_a_principal_fails_closed():
     assert model.calls == []
     assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "budget")
     assert any("none is bound" in d.detail for d in report.decisions)
+
+
+async def test_two_streamed_calls_of_one_run_in_flight_at_once_are_each_charged_once():
+    """Red team (fourth pass): an outer middleware hedging the model call
+    (starts A and B, answers with B, drains A after): one in-flight slot per
+    run left A uncharged and its reservation held."""
+    from agentscope.middleware import MiddlewareBase
+
+    class Hedge(MiddlewareBase):
+        async def get_middleware_key(self) -> str:
+            return "hedge"
+
+        async def on_model_call(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+            first = await next_handler(**input_kwargs)
+            second = await next_handler(**input_kwargs)
+
+            async def merged() -> Any:
+                await first.__anext__()
+                async for chunk in second:
+                    yield chunk
+                async for _ in first:  # the loser is read on later: its provider bills it anyway
+                    pass
+
+            return merged()
+
+    store = MemoryStore()
+    h = Harness(HarnessConfig(store=store, cost=CostPolicy(prices={"scripted": (100.0, 100.0)}, daily_quota_usd=5.0,
+                                                           max_output_tokens=600)), load_entry_points=False)
+    model = ScriptedModel([text("A" * 200, inp=200, out=50), text("B" * 200, inp=200, out=50)], stream=True, chunk=20)
+    agent = make_agent(model, [], [Hedge(), *h.middlewares()])
+    await reply(h, agent, U42)
+    assert await store.get_spend(U42.key) == pytest.approx(2 * 250 * 100.0 / 1e6)
+    assert h.last_report(agent).spent_usd == pytest.approx(await store.get_spend(U42.key))
+    assert not any(store._holds.values())

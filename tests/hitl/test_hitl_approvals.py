@@ -520,14 +520,16 @@ async def test_an_approval_rule_that_fails_asks_a_human(failure: Any) -> None:
     assert h.last_report(agent).terminal_state == TerminalState.WAITING_INPUT
 
 
-async def test_a_sub_agent_resumed_by_its_leads_run_acts_for_the_principal_it_inherited() -> None:
+@pytest.mark.parametrize("tool_adapter_only", [False, True])
+async def test_a_sub_agent_resumed_by_its_leads_run_acts_for_the_principal_it_inherited(tool_adapter_only: bool) -> None:
     """Red team (third pass): the lead's stream was read on outside
     ``acting_for`` after its first step, so the sub-agent had inherited the
     lead's principal when it opened; resumed by the lead's next tool, it was
     taken for a resume by nobody and acted for nobody. The resumer is found
     as the opener was: the bound principal, else the live run resuming it."""
     h = shop()
-    sub = make_agent(ScriptedModel([refund_call(), text("sub: refunded")]), [refund], h.middlewares(), name="sub")
+    adapters = h.middlewares()[1:] if tool_adapter_only else h.middlewares()  # fourth pass: the tool adapter alone
+    sub = make_agent(ScriptedModel([refund_call(), text("sub: refunded")]), [refund], adapters, name="sub")
     delegate, resume, _ = parking_tools(sub)
     lead = make_agent(ScriptedModel([calls(("delegate", {"task": "refund"})), calls(("resume", {"task": "go"})),
                                      text("lead done")]), [delegate, resume], h.middlewares(), name="lead")

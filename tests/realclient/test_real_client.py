@@ -725,3 +725,22 @@ async def test_a_compression_that_does_not_fit_the_daily_quota_is_not_made(
     assert await store.get_spend(U42.key) <= 0.0025
     assert len(server.requests) == 1
     assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "budget")
+
+
+async def test_a_compression_strategy_cut_after_another_answered_is_charged_its_request(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    """Red team (fourth pass): AgentScope's first strategy answered (billed),
+    its second was cut at the deadline: only the first was charged."""
+    server.plan(
+        Reply(tool_calls=[("_page", {"url": "http://x"})], usage=(1000, 10)),
+        Reply(text="I will not call the tool", usage=(6000, 50)),
+        Reply(text="late", delay_s=4.0, usage=(6000, 50)),
+    )
+    cost = CostPolicy(cap_usd=5.0, prices={"gpt-test": ModelPrice(input_per_mtok=2.0, output_per_mtok=8.0)})
+    h, agent = real_agent(HarnessConfig(deadline_s=1.5, cost=cost), make_model(server, stream=False,
+                                                                               context_size=4000), [_page])
+    _, _, report = await drive(h, agent)
+    answered = (1000 * 2.0 + 10 * 8.0 + 6000 * 2.0 + 50 * 8.0) / 1e6
+    assert len(server.requests) == 3 and report.model_calls == 3
+    assert report.spent_usd > answered + 1000 * 2.0 / 1e6  # and the cut request, estimated

@@ -127,6 +127,32 @@ async def test_a_structured_answer_is_filtered_after_its_schema_accepted_it() ->
             assert report.terminal_state.value == "completed"
 
 
+@pytest.mark.parametrize("mode", ["redact", "block", "shadow"])
+async def test_a_structured_answers_numbers_and_the_agents_state_are_filtered_too(mode: str) -> None:
+    """Red team (fourth pass): a card number written as an int passed the
+    filter (strings only), even with ``block``; the agent's
+    ``reply_context`` kept the raw value; and shadow mode withheld the
+    answer a text answer would have delivered cleaned."""
+    from agentscope.message import UserMsg
+    from pydantic import BaseModel
+
+    class Card(BaseModel):
+        card: int
+        name: str
+
+    card = 4111111111111111
+    cfg = HarnessConfig(pii={"card": "redact" if mode == "redact" else "block"},
+                        mode="shadow" if mode == "shadow" else "enforce")
+    h, _, agent = harnessed(cfg, [calls(("GenerateStructuredOutput", {"card": card, "name": "Jane"}))], [submit],
+                            repeat=True)
+    out = [e async for e in agent.reply_stream(UserMsg("user", "hi"), structured_schema=Card, yield_final_msg=True)]
+    final, report = out[-1], h.last_report(agent)
+    expected = None if mode == "block" else {"card": "[pii:payment_card]", "name": "Jane"}
+    assert final.structured_output == expected
+    assert agent.state.reply_context.structured_output == expected
+    assert report.terminal_state.value == ("incomplete" if mode == "block" else "completed")
+
+
 async def test_a_data_blocks_url_reaches_the_model_redacted() -> None:
     """Red team: AgentScope's formatter writes a URL source into the tool
     message as text ("can be accessed at the URL: ..."), after the fence:
