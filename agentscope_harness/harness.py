@@ -245,7 +245,7 @@ class Harness:
         principal = _PRINCIPAL.get()
         if principal is None:
             live = current_run()
-            if live is not None and live is not run:
+            if live is not None and live is not run and live.report is None:  # not settled nor parked
                 principal = live.principal
         return principal
 

@@ -176,7 +176,6 @@ class ReplyLifecycle:
         previous = self.harness.table.current.get(self.agent)
         if previous is None or previous.report is not None or previous.run_id not in self.harness.table.slots:
             return
-        await self.harness.model_guard.charge_stopped_streams(previous)
         await self.settle(previous, TerminalState.CANCELLED, "abandoned")
         self.harness.table.drop(previous.run_id)
         self.harness.table.unbind(self.agent, previous)
@@ -307,8 +306,6 @@ class ReplyLifecycle:
             run.facts.conclude(TerminalState.INCOMPLETE, "audit_failed", override=True)
             if self.structured is not None:
                 self.structured = (None,)
-        if self.structured is not None:  # the agent's state keeps what the user receives, no more
-            self.agent.state.reply_context.structured_output = self.structured[0]
         if msg is not None and final != original:
             _rewrite_text(msg, final)
         if msg is not None and final != audited:
@@ -323,6 +320,8 @@ class ReplyLifecycle:
         model wrote) through the answer's filter: secrets, markers,
         ``HarnessConfig.pii``, for the final message. ``False`` when a
         ``block`` kind was found: it is withheld, as a text answer is."""
+        if self.structured == (None,):  # withheld at an end a middleware then swallowed: it stays withheld
+            return False
         value = getattr(getattr(self.agent.state, "reply_context", None), "structured_output", None)
         if value is None:
             return True
@@ -333,7 +332,9 @@ class ReplyLifecycle:
             blocked.update(found.blocked_kinds)
             return cleaned
 
-        self.structured = (cleaned_args(value, clean),)
+        self.structured = (cleaned_args(value, clean, numbers=True),)
+        # the agent's state keeps the filtered value (never None: AgentScope would ask for it again)
+        self.agent.state.reply_context.structured_output = self.structured[0]
         if blocked:
             self.harness.services.record(run, "final_answer_audit", "on_session_end", "refuse", code="pii_blocked",
                                          detail=f"the structured output contained {', '.join(sorted(blocked))}")
@@ -353,6 +354,7 @@ class ReplyLifecycle:
         if run.report is not None:
             return run.report
         harness = self.harness
+        await harness.model_guard.charge_stopped_streams(run)  # streams the reply no longer reads
         name = getattr(self.agent, "name", run.agent_name)
         report = run.report = build_report(run, state, reason, name, harness.config.mode)
         if run.parent is not None:
@@ -369,7 +371,6 @@ class ReplyLifecycle:
         try:
             if failure is not None and not isinstance(failure, GeneratorExit):
                 _close_dangling_tool_calls(self.agent, failure)
-            await self.harness.model_guard.charge_stopped_streams(run)
             if run.report is None:
                 state, reason = terminal_state(
                     run, self.harness.config.finish_required(), self.end_reason, failure,

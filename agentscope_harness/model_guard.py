@@ -41,6 +41,8 @@ class _Attempts:
 
     run: RunState
     made: int = 0
+    ended: int = 0
+    """Attempts that answered or failed (not those cut or cancelled)."""
     depth: int = 0
     usages: list[Any] | None = None
     """When kept (a compression, charged here, not by ``on_model_call``):
@@ -107,8 +109,12 @@ def _count_attempts(model: Any) -> None:
             counting.depth += 1
             try:
                 result = await inner(self, *args, **kwargs)
+            except Exception:
+                counting.ended += counting.depth == 1  # failed: it answered nothing
+                raise
             finally:
                 counting.depth -= 1
+            counting.ended += counting.depth == 0
             if counting.usages is not None and counting.depth == 0:  # each answered attempt was billed
                 if inspect.isasyncgen(result):
                     return _usage_of_stream(result, counting.usages)
@@ -175,7 +181,9 @@ class ModelGuard:
             run.note_model_call_s(time.monotonic() - started)
             await self.harness.charge_usage(run, model, self._usage(run, result, tokens), held)
             return result
-        return self._counted(run, model, result, started, held, tokens)
+        flight = _Streaming(model, held, tokens)  # in flight from now: charged even if never read
+        run.streaming.append(flight)
+        return self._counted(run, model, result, started, flight)
 
     async def compress(self, run: RunState, agent: Any, input_kwargs: dict, next_handler: Callable[..., Any]) -> None:
         """AgentScope's ``compress_context`` (checked every round; a model
@@ -214,9 +222,8 @@ class ModelGuard:
             async with asyncio.timeout(max(left, 0.0)):
                 return await call()
         except TimeoutError:
-            sent = attempts.usages or []
-            sent += [None] * (attempts.made - len(sent))  # the cut request is charged, as any cut call's
-            attempts.usages = sent
+            cut = attempts.made - attempts.ended  # the request cut (not a failed retry) is charged
+            attempts.usages = [*(attempts.usages or []), *[None] * cut]
             run.facts.time_is_up(self.harness.shadow)
             self._compression_skipped(run, "deadline: the compression was cut short")
             raise CompressionRefused("deadline") from None
@@ -318,8 +325,7 @@ class ModelGuard:
         return ChatUsage(input_tokens=input_tokens, output_tokens=output // 4, time=0.0)
 
     async def _counted(
-        self, run: RunState, model: Any, stream: AsyncGenerator, started: float, held: str | None,
-        input_tokens: int,
+        self, run: RunState, model: Any, stream: AsyncGenerator, started: float, flight: _Streaming,
     ) -> AsyncGenerator:
         """The streamed response, each chunk awaited within the time left;
         the call charged by its last chunk; one stopped before it (cut at
@@ -327,8 +333,7 @@ class ModelGuard:
         and what streamed (an estimate); one that failed, nothing. A cut
         call's stream ends with the stop text, as its final message does."""
         iterator = stream.__aiter__()
-        flight = _Streaming(model, held, input_tokens)
-        run.streaming.append(flight)
+        held, input_tokens = flight.reservation, flight.input_tokens
         try:
             while True:
                 left = run.time_left()

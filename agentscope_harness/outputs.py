@@ -198,22 +198,23 @@ def answer_filter(services: Any, run: Any) -> OutputFilter:
     return OutputFilter(services.redactor, modes, pii_salt(run) if modes else b"")
 
 
-def cleaned_args(value: Any, clean: Callable[[str], str]) -> Any:
+def cleaned_args(value: Any, clean: Callable[[str], str], numbers: bool = False) -> Any:
     """A tool call's parsed arguments with every string ``clean``ed (keys
-    included), and every number read as text (a card number may be one: it
-    becomes the cleaned text when cleaning changes it): what a tool that
-    delivers to the user may receive. Cleaning the parsed value, not its
-    JSON, keeps the JSON valid whatever a secret spans."""
+    included): what a tool that delivers to the user may receive. Cleaning
+    the parsed value, not its JSON, keeps the JSON valid whatever a secret
+    spans. ``numbers``: every number is read as text too and becomes the
+    cleaned text when cleaning changes it (a card number written as an
+    int), for a value delivered as it is, never one a tool's types expect."""
     if isinstance(value, str):
         return clean(value)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if numbers and isinstance(value, (int, float)) and not isinstance(value, bool):
         text = str(value)
         cleaned = clean(text)
         return value if cleaned == text else cleaned
     if isinstance(value, dict):
-        return {cleaned_args(k, clean): cleaned_args(v, clean) for k, v in value.items()}
+        return {cleaned_args(k, clean, numbers): cleaned_args(v, clean, numbers) for k, v in value.items()}
     if isinstance(value, list):
-        return [cleaned_args(v, clean) for v in value]
+        return [cleaned_args(v, clean, numbers) for v in value]
     return value
 
 

@@ -538,3 +538,22 @@ async def test_a_sub_agent_resumed_by_its_leads_run_acts_for_the_principal_it_in
         await stream.__anext__()
     _ = [e async for e in stream]  # read on with nobody bound here
     assert RAN == ["refund:alice:o-1:80.0"]
+
+
+def test_a_parked_or_settled_run_lends_no_identity() -> None:
+    """Red team (fifth pass): a tool-adapter-only sub-agent called, with
+    nobody bound, from a task still holding a parked run's handle took that
+    run's principal (a parked run carries a provisional report). Only a live
+    run lends its caller's identity, as when the agent adapter opens a
+    nested run."""
+    from agentscope_harness.run_state import RUN_HANDLE
+
+    h = shop()
+    run = h.table.open("r-1", "lead", "s-1", ALICE, None, None, "enforce")
+    token = RUN_HANDLE.set(run.handle)
+    try:
+        assert h.caller_principal() == ALICE
+        run.report = object()  # a provisional report: parked
+        assert h.caller_principal() is None
+    finally:
+        RUN_HANDLE.reset(token)

@@ -744,3 +744,23 @@ async def test_a_compression_strategy_cut_after_another_answered_is_charged_its_
     answered = (1000 * 2.0 + 10 * 8.0 + 6000 * 2.0 + 50 * 8.0) / 1e6
     assert len(server.requests) == 3 and report.model_calls == 3
     assert report.spent_usd > answered + 1000 * 2.0 / 1e6  # and the cut request, estimated
+
+
+async def test_a_compression_cut_after_failed_retries_is_charged_its_one_request(
+    server: FakeOpenAI, make_model: Any, real_agent: Any,
+) -> None:
+    """Red team (fifth pass): two 500s (unbilled) then a request cut at the
+    deadline were charged as three requests."""
+    server.plan(
+        Reply(tool_calls=[("_page", {"url": "http://x"})], usage=(1000, 10)),
+        *fail(500, 2),
+        Reply(tool_calls=[("generate_structured_output", SUMMARY)], delay_s=4.0, usage=(6000, 500)),
+    )
+    cost = CostPolicy(cap_usd=5.0, prices={"gpt-test": ModelPrice(input_per_mtok=2.0, output_per_mtok=8.0)})
+    h, agent = real_agent(HarnessConfig(deadline_s=1.5, cost=cost),
+                          make_model(server, stream=False, context_size=4000, max_retries=2), [_page])
+    _, _, report = await drive(h, agent)
+    first = (1000 * 2.0 + 10 * 8.0) / 1e6
+    compression = report.spent_usd - first
+    assert len(server.requests) == 4
+    assert 0 < compression < 0.012  # one request's estimate (~0.0085), not three

@@ -6,6 +6,8 @@ library withstands."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from agentscope.event import TextBlockDeltaEvent, ThinkingBlockDeltaEvent, ToolCallDeltaEvent
 from hookkit import drive, harnessed, results
@@ -147,10 +149,74 @@ async def test_a_structured_answers_numbers_and_the_agents_state_are_filtered_to
                             repeat=True)
     out = [e async for e in agent.reply_stream(UserMsg("user", "hi"), structured_schema=Card, yield_final_msg=True)]
     final, report = out[-1], h.last_report(agent)
-    expected = None if mode == "block" else {"card": "[pii:payment_card]", "name": "Jane"}
-    assert final.structured_output == expected
-    assert agent.state.reply_context.structured_output == expected
+    cleaned = {"card": "[pii:payment_card]", "name": "Jane"}
+    assert final.structured_output == (None if mode == "block" else cleaned)
+    assert agent.state.reply_context.structured_output == cleaned  # withheld from the user, filtered in the state
     assert report.terminal_state.value == ("incomplete" if mode == "block" else "completed")
+
+
+async def test_a_finishing_tools_numbers_keep_their_type() -> None:
+    """Red team (fifth pass): reading numbers as text for the finishing
+    tool handed an ``int`` parameter a string (``"[redacted:…]"``) past
+    AgentScope's type check. Its numbers stay numbers (it receives secrets
+    in its strings redacted); only a structured output reads them."""
+    got: list[Any] = []
+
+    async def invoice(unit_cents: int, qty: int) -> str:
+        """Bill the customer.
+
+        Args:
+            unit_cents (int): Price of one.
+            qty (int): How many.
+        """
+        got.append((unit_cents, qty))
+        return f"billed {unit_cents * qty}"
+
+    cfg = HarnessConfig(tools={"invoice": ToolPolicy(role="finish")}, redact_patterns=[r"(?<!\d)\d{6}(?!\d)"],
+                        secret_values=["12345678"])
+    h, _, agent = harnessed(cfg, [calls(("invoice", {"unit_cents": 129900, "qty": 12345678})), text("done")],
+                            [invoice])
+    _, _, report = await drive(h, agent)
+    assert got == [(129900, 12345678)] and report.terminal_state.value == "completed"
+
+
+async def test_a_withheld_structured_answer_is_not_asked_for_again() -> None:
+    """Red team (fifth pass): withholding set the agent's structured output
+    to ``None``; an outer middleware asking for another round (it swallows
+    the first ``ReplyEndEvent``) made AgentScope ask the model for it again,
+    past the settled run. The state keeps the filtered value."""
+    from agentscope.event import ReplyEndEvent
+    from agentscope.message import UserMsg
+    from agentscope.middleware import MiddlewareBase
+    from pydantic import BaseModel
+
+    class Card(BaseModel):
+        card: int
+
+    class SwallowOnce(MiddlewareBase):
+        swallowed = False
+
+        async def get_middleware_key(self) -> str:
+            return "swallow_once"
+
+        async def on_reply(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+            async for event in next_handler(**input_kwargs):
+                if isinstance(event, ReplyEndEvent) and not self.swallowed:
+                    self.swallowed = True
+                    continue
+                yield event
+
+    from scripted import ScriptedModel, make_agent
+
+    from agentscope_harness import Harness
+
+    h = Harness(HarnessConfig(pii={"card": "block"}), load_entry_points=False)
+    model = ScriptedModel([calls(("GenerateStructuredOutput", {"card": 4111111111111111})),
+                           calls(("GenerateStructuredOutput", {"card": 1})), text("done")])
+    agent = make_agent(model, [submit], [SwallowOnce(), *h.middlewares()], max_iters=6)
+    out = [e async for e in agent.reply_stream(UserMsg("user", "hi"), structured_schema=Card, yield_final_msg=True)]
+    assert len(model.calls) == 1 and out[-1].structured_output is None
+    assert h.last_report(agent).reason == "audit_failed"
 
 
 async def test_a_data_blocks_url_reaches_the_model_redacted() -> None:
