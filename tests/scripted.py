@@ -121,6 +121,21 @@ def decisions(events: list[Any]) -> list[dict[str, Any]]:
     return [e.value for e in events if getattr(e, "name", None) == "harness.decision"]
 
 
+def delegating_tool(child: Agent) -> Callable[..., Any]:
+    """A lead's tool that asks a sub-agent and returns its answer."""
+
+    async def delegate(task: str) -> str:
+        """Ask the researcher.
+
+        Args:
+            task (str): What to research.
+        """
+        msg = await child.reply(UserMsg("parent", task))
+        return msg.get_text_content() or ""
+
+    return delegate
+
+
 def parking_tools(child: Agent) -> tuple[Callable[..., Any], Callable[..., Any], list[Any]]:
     """A lead's two tools around a sub-agent that parks for a human:
     ``delegate`` runs it (keeping its confirmation requests, the third

@@ -17,6 +17,7 @@ from scripted import (
     ScriptedModel,
     calls,
     decisions,
+    delegating_tool,
     make_agent,
     run,
     search,
@@ -380,15 +381,7 @@ async def test_a_sub_agent_with_less_time_than_its_own_deadline_is_not_told_to_w
     child_h = Harness(HarnessConfig(deadline_s=10.0), load_entry_points=False)
     child_model = ScriptedModel([calls(("search", {"q": "c1"})), text("child done")])
     child = make_agent(child_model, [search], child_h.middlewares(), name="researcher")
-
-    async def delegate(task: str) -> str:
-        """Ask the researcher.
-
-        Args:
-            task (str): What to research.
-        """
-        msg = await child.reply(UserMsg("parent", task))
-        return msg.get_text_content() or ""
+    delegate = delegating_tool(child)
 
     parent = make_agent(ScriptedModel([calls(("delegate", {"task": "find"})), text("parent done")]), [delegate],
                         parent_h.middlewares(), name="lead")

@@ -5,8 +5,7 @@ checked before the call from the payload AgentScope is about to send."""
 from __future__ import annotations
 
 import pytest
-from agentscope.message import UserMsg
-from scripted import RAN, ScriptedModel, calls, make_agent, run, search, text
+from scripted import RAN, ScriptedModel, calls, delegating_tool, make_agent, run, search, text
 
 from agentscope_harness import CostPolicy, Harness, HarnessConfig, TerminalState
 
@@ -76,15 +75,7 @@ async def test_a_sub_agents_tokens_spend_the_parents_cap():
                 load_entry_points=False)
     child_model = ScriptedModel([text("child found it", inp=900)])
     child = make_agent(child_model, [search], h.middlewares(), name="researcher")
-
-    async def delegate(task: str) -> str:
-        """Ask the researcher.
-
-        Args:
-            task (str): What to research.
-        """
-        msg = await child.reply(UserMsg("parent", task))
-        return msg.get_text_content() or ""
+    delegate = delegating_tool(child)
 
     parent_model = ScriptedModel([calls(("delegate", {"task": "find"}), inp=100), text("never")])
     parent = make_agent(parent_model, [delegate], h.middlewares(), name="lead")
