@@ -317,7 +317,6 @@ class HarnessAgentAdapter(MiddlewareBase):
         finally:
             release(next_handler)
 
-
     async def on_compress_context(
         self, agent: Any, input_kwargs: dict, next_handler: Callable[..., Any],
     ) -> None:
@@ -414,13 +413,9 @@ def _shadow_answer(ctx: HookContext, run: RunState) -> str | None:
     refusal): a run the deadline stopped ends with its fallback answer, and
     one whose finishing tool completed, past the deadline, with that tool's
     answer (no model call past the deadline; ``liveness_watchdog`` decides both)."""
-    if run.facts.out_of_time():
-        return ctx.fallback_answer
     terminal = run.facts.terminal
     finished = terminal is not None and terminal.state == TerminalState.COMPLETED.value
-    if finished and run.past_deadline():
-        return ctx.fallback_answer
-    return None
+    return ctx.fallback_answer if run.facts.out_of_time() or (finished and run.past_deadline()) else None
 
 
 class _PreThink:
