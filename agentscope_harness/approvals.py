@@ -17,7 +17,7 @@ import json
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,7 @@ MAX_GRANTS = 64
 def approval_digest(tool: str, args: Any) -> str:
     """Exact identity of a call: ``" A1"`` and ``"A1"`` are different
     approvals (the duplicate-call digest normalises; this one must not)."""
+    args = dict(args) if isinstance(args, Mapping) else args
     canonical = json.dumps([tool, args], sort_keys=True, ensure_ascii=False, default=repr)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
@@ -98,7 +99,7 @@ class ApprovalBook:
             self._grants.pop(key, None)
 
     async def covers(
-        self, principal: Principal | None, session_id: str | None, tool: str, args: dict[str, Any],
+        self, principal: Principal | None, session_id: str | None, tool: str, args: Mapping[str, Any],
     ) -> bool:
         """A live remembered approval of this principal and session covers
         the call. A ``when`` that raises covers nothing (fail closed)."""
@@ -116,7 +117,7 @@ class ApprovalBook:
             else:
                 del self._grants[key]
         for grant in live:
-            if grant.tool == tool and await _holds(grant.when, args):
+            if grant.tool == tool and await _holds(grant.when, dict(args)):
                 return True
         return False
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from .approvals import approval_digest
@@ -65,6 +65,8 @@ class CallFlow:
         the human was shown, resumed by the caller who parked it. The
         caller owns the verdict's slots and charges (gives back what a call
         not admitted took); a judging cut short drops its charges here."""
+        if view.id in run.judged_calls:
+            view = replace(view, rejudged=True)
         ctx = HookContext("pre_tool_call", run, self.services, agent, tool=view)
         try:
             return await self._judge(ctx, run, view)
@@ -73,7 +75,6 @@ class CallFlow:
             raise
 
     async def _judge(self, ctx: HookContext, run: RunState, view: ToolCallView) -> Verdict:
-        view.rejudged = view.id in run.judged_calls
         if not view.rejudged:  # a call judged again (after a park) is still one call
             run.judged_calls.add(view.id)
             run.facts.recent_tools.append(view.name)

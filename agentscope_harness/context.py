@@ -15,8 +15,9 @@ base class keeps working.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from .facts import OUT_OF_TIME, GuardState, call_digest
@@ -75,14 +76,18 @@ def reason_words(reason: str) -> str:
     return REASONS.get(reason) or REASONS.get(reason.partition(":")[0], reason)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ToolCallView:
     """The tool call being judged: AgentScope's own parsed and schema-checked
-    arguments, the exact value the tool receives (never the live block)."""
+    arguments, the exact value the tool receives (never the live block).
+    Read-only: the tool receives AgentScope's own arguments, so an edit here
+    would only change what the gates judge. A hook that writes ``args``
+    fails (fail closed for a safety hook); to change a call, refuse it and
+    say what to call instead."""
 
     id: str
     name: str
-    args: dict[str, Any]
+    args: Mapping[str, Any]
     policy: ToolPolicy | None
     batch: tuple[str, int]
     resumed: bool = False
@@ -90,13 +95,18 @@ class ToolCallView:
     rejudged: bool = False
     """This run judged this very call before (a park, then its resume or a
     re-evaluation): windows that count calls count it once."""
-    _digest: str | None = None
+    _digest: str | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if type(self.args) is not MappingProxyType:
+            object.__setattr__(self, "args", MappingProxyType(self.args))
 
     @property
     def digest(self) -> str:
         """Tool name plus normalized arguments (duplicate detection only)."""
         if self._digest is None:
-            self._digest = call_digest(self.name, self.args)
+            object.__setattr__(self, "_digest", call_digest(self.name, self.args))
+        assert self._digest is not None
         return self._digest
 
     @property

@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter, deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 # Built once: ``json.dumps`` with options builds a new encoder on every call.
@@ -28,22 +30,24 @@ _C_CANONICAL = (
 )
 
 
-def _norm(value: Any) -> Any:
-    if isinstance(value, str):
-        return " ".join(value.split())
-    if isinstance(value, dict):
-        return {str(k): _norm(v) for k, v in value.items()}
+def _canonical(value: Any) -> Any:
+    """``value`` with every key a string and every sequence a list: what
+    JSON writes the same way must compare the same. Strings are kept exactly
+    as written: ``"A 1"`` and ``"A  1"`` may be different orders (or a
+    differently indented program), so neither is a duplicate of the other."""
+    if isinstance(value, (dict, MappingProxyType)):
+        return {str(k): _canonical(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_norm(v) for v in value]
+        return [_canonical(v) for v in value]
     return value
 
 
 def normalize_args(args: Any) -> str:
-    """Canonical JSON of tool arguments: keys sorted, strings stripped."""
+    """Canonical JSON of tool arguments: keys sorted, values exact."""
     try:
         if _C_CANONICAL is not None:
-            return "".join(_C_CANONICAL(_norm(args), 0))
-        return _CANONICAL.encode(_norm(args))
+            return "".join(_C_CANONICAL(_canonical(args), 0))
+        return _CANONICAL.encode(_canonical(args))
     except (TypeError, ValueError):
         return repr(args)
 
@@ -70,7 +74,7 @@ NOVELTY_CAP = 50_000
 def _echo(value: Any, out: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
     """The words of every string or number in a call's arguments, one
     phrase per value."""
-    if isinstance(value, dict):
+    if isinstance(value, (dict, MappingProxyType)):
         for v in value.values():
             _echo(v, out)
     elif isinstance(value, (list, tuple)):
@@ -157,11 +161,11 @@ class Success:
     result is (the tool call id)."""
 
     tool: str
-    args: dict[str, Any]
+    args: Mapping[str, Any]
     ref: str
 
 
-def exact_key(args: dict[str, Any], names: tuple[str, ...]) -> tuple[str, ...]:
+def exact_key(args: Mapping[str, Any], names: tuple[str, ...]) -> tuple[str, ...]:
     """The exact values of ``names`` in ``args`` (JSON, type-preserving):
     ``" A1"``, ``"A 1"`` and ``"A\u20031"`` are different orders to a backend,
     so prerequisites compare values exactly, never normalised."""
@@ -313,7 +317,7 @@ class GuardState:
         self,
         tool: str,
         digest: str,
-        args: dict[str, Any],
+        args: Mapping[str, Any],
         ref: str,
         ok: bool,
         error_class: str | None,

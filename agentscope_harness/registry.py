@@ -107,6 +107,11 @@ def make_spec(
         escape_key = name
     if not isinstance(priority, int):
         raise HarnessConfigError(f"hook {name!r}: priority must be an int")
+    if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+        raise HarnessConfigError(
+            f"hook {name!r}: a hook is a function or a coroutine function, not a generator "
+            "(its body would never run)",
+        )
     if when is not None and point not in TOOL_POINTS:
         raise HarnessConfigError(
             f"hook {name!r}: when= applies to the tool points {TOOL_POINTS} only",

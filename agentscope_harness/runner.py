@@ -93,6 +93,18 @@ class _Resumed:
                 return done.value
 
 
+def _returned(value: Any) -> Exception:
+    """What a hook that returned ``value`` (a hook returns ``None``) is
+    taken to have raised: a returned ``HookRejectSignal`` is its refusal;
+    anything else is its failure, never silently dropped."""
+    if isinstance(value, HookRejectSignal):
+        return value
+    return TypeError(
+        f"the hook returned {type(value).__name__}; a hook returns None "
+        "(raise HookRejectSignal to refuse)",
+    )
+
+
 class HookRunner:
     """Per-point hook lists, sorted once at construction."""
 
@@ -145,10 +157,16 @@ class HookRunner:
         )
         for spec in specs:
             ctx.hook_name = spec.name
+            answer = ctx.final_text
             try:
                 result = spec.fn(ctx)
                 if result is not None and inspect.isawaitable(result):
-                    await self._settle(result, ctx.run.deadline)
+                    result = await self._settle(result, ctx.run.deadline)
+                if result is not None:
+                    raise _returned(result)
+                if answer is not None and type(ctx.final_text) is not str:
+                    wrote, ctx.final_text = ctx.final_text, answer  # the answer before it stands
+                    raise TypeError(f"the hook set final_text to {type(wrote).__name__}; it must be a str")
             except HookRejectSignal as signal:
                 refusal = self._rejected(spec, signal, ctx)
             except asyncio.CancelledError as exc:
@@ -203,38 +221,38 @@ class HookRunner:
             self.candidate.admitted(ctx, refusal)
         return refusal
 
-    async def _settle(self, awaitable: Any, deadline: float | None) -> None:
+    async def _settle(self, awaitable: Any, deadline: float | None) -> Any:
         """Await an async hook within ``hook_timeout_s`` and the run's
         deadline: in this task (no extra task per call, as ``wait_for`` would
-        create) where asyncio has ``timeout`` (3.11+)."""
+        create) where asyncio has ``timeout`` (3.11+). Returns its value."""
         limit = self.hook_timeout_s
         if deadline is not None:
             left = max(deadline - time.monotonic(), MIN_TIMEOUT_S)
             limit = left if limit is None else min(limit, left)
         if limit is None:
-            await awaitable
-        elif _timeout is not None and inspect.iscoroutine(awaitable):
+            return await awaitable
+        if _timeout is not None and inspect.iscoroutine(awaitable):
             # most async hooks finish without waiting (a memory store, a small
             # result): their first step runs unarmed, a timer only for one that waits
             started = time.monotonic()
             try:
                 pending = awaitable.send(None)
-            except StopIteration:
-                return
+            except StopIteration as done:
+                return done.value
             limit -= time.monotonic() - started  # its first step counts too
             if limit <= 0:
                 awaitable.close()
                 raise TimeoutError
             async with _timeout(limit) as bound:
-                await _Resumed(awaitable, pending)
+                value = await _Resumed(awaitable, pending)
         elif _timeout is not None:
             async with _timeout(limit) as bound:
-                await awaitable
+                value = await awaitable
         else:  # pragma: no cover - Python 3.10
-            await asyncio.wait_for(awaitable, limit)
-            return
+            return await asyncio.wait_for(awaitable, limit)
         if bound.expired():  # the hook caught the timeout's cancellation and returned: it failed
             raise TimeoutError
+        return value
 
     def _rejected(
         self, spec: HookSpec, signal: HookRejectSignal, ctx: HookContext,

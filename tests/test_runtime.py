@@ -33,6 +33,7 @@ from agentscope_harness import (
     HookContext,
     HookRejectSignal,
     Ledger,
+    Principal,
     TerminalState,
     ToolPolicy,
     clamp_timeout,
@@ -139,6 +140,93 @@ async def test_a_hooks_synchronous_first_step_counts_against_its_timeout() -> No
 
 
 # ------------------------------------------------------------- shadow, kill
+
+async def test_a_hook_cannot_change_the_arguments_the_gates_judge() -> None:
+    # the tool receives AgentScope's own arguments: an edit a hook made would
+    # only change what the later gates judge (here, whose order it is)
+    ran: list[tuple[str, str]] = []
+
+    async def cancel_order(order_id: str, user_id: str) -> str:
+        """Cancel an order.
+
+        Args:
+            order_id (str): The order.
+            user_id (str): Its owner.
+        """
+        ran.append((order_id, user_id))
+        return "cancelled"
+
+    @harness_hook("pre_tool_call", priority=3, name="fill_signed_in_user", kind="transform")
+    def fill_signed_in_user(ctx: HookContext) -> None:
+        assert ctx.tool is not None and ctx.principal is not None
+        ctx.tool.args["user_id"] = ctx.principal.user_id  # type: ignore[index]
+
+    harness = Harness(HarnessConfig(tools={"cancel_order": ToolPolicy(
+        role="mutation", identity_args={"user_id": "user_id"})}), hooks=[fill_signed_in_user])
+    model = ScriptedModel([calls(("cancel_order", {"order_id": "A-9", "user_id": "u-77"})), text("done")])
+    agent = make_agent(model, [cancel_order], harness.middlewares())
+    with harness.acting_for(Principal(user_id="u-42")):
+        await run(agent)
+    assert ran == []
+    assert tool_messages(model.calls[1])[0].startswith("[harness:permission_denied]")
+    report = harness.last_report(agent)
+    assert report.refusals == {"permission_denied": 1}
+    assert any(d.hook == "fill_signed_in_user" and d.action == "error" and "does not support item assignment"
+               in d.detail for d in report.decisions)
+
+
+async def test_a_safety_hook_that_returns_its_refusal_instead_of_raising_it_still_refuses() -> None:
+    @harness_hook("pre_tool_call", priority=25, name="returns_refusal", kind="safety")
+    def returns_refusal(ctx: HookContext) -> Any:
+        return HookRejectSignal("Not today.", code="policy_refused")
+
+    harness = Harness(hooks=[returns_refusal])
+    model = ScriptedModel([calls(("search", {"q": "a"})), text("sorry")])
+    agent = make_agent(model, [search], harness.middlewares())
+    await run(agent)
+    assert RAN == []
+    assert tool_messages(model.calls[1])[0] == "[harness:policy_refused] Not today."
+
+
+@pytest.mark.parametrize("kind", ["safety", "observer"])
+async def test_a_hook_that_returns_a_value_fails_by_its_kind(kind: str) -> None:
+    @harness_hook("pre_tool_call", priority=25, name="returns_value", kind=kind)
+    async def returns_value(ctx: HookContext) -> Any:
+        return False  # meant as "refuse": hooks return None and raise to refuse
+
+    harness = Harness(hooks=[returns_value])
+    model = ScriptedModel([calls(("search", {"q": "a"})), text("ok")])
+    agent = make_agent(model, [search], harness.middlewares())
+    await run(agent)
+    report = harness.last_report(agent)
+    actions = [d.action for d in report.decisions if d.hook == "returns_value"]
+    assert actions == (["error", "refuse"] if kind == "safety" else ["error"])
+    assert "returned bool" in next(d.detail for d in report.decisions if d.hook == "returns_value")
+    assert RAN == ([] if kind == "safety" else ["a"])
+
+
+async def test_a_hook_that_sets_the_answer_to_a_non_text_fails_and_the_answer_before_it_stands() -> None:
+    @harness_hook("on_session_end", priority=50, name="ticket_number", kind="transform")
+    def ticket_number(ctx: HookContext) -> None:
+        ctx.final_text = 12345  # type: ignore[assignment]
+
+    harness = Harness(hooks=[ticket_number])
+    agent = make_agent(ScriptedModel([text("Your order is on its way.")]), [search], harness.middlewares())
+    _, final = await run(agent)
+    assert final.get_text_content() == "Your order is on its way."
+    report = harness.last_report(agent)
+    assert report.terminal_state == TerminalState.COMPLETED
+    assert any(d.hook == "ticket_number" and d.action == "error" and "final_text to int" in d.detail
+               for d in report.decisions)
+
+
+def test_a_generator_hook_is_refused_at_construction() -> None:
+    async def gate(ctx: HookContext) -> Any:  # its body would never run
+        yield None
+
+    with pytest.raises(HarnessConfigError, match="'gate': a hook is a function or a coroutine function"):
+        harness_hook("pre_tool_call", kind="safety")(gate)
+
 
 async def test_shadow_mode_records_but_enforces_nothing() -> None:
     harness = Harness(HarnessConfig(

@@ -175,8 +175,9 @@ class HarnessToolAdapter(MiddlewareBase):
         view = ctx.tool
         if view is None or view.role != "finish":
             return input_kwargs
-        redacted = cleaned_args(view.args, self.harness.redactor.redact)
-        if redacted == view.args:
+        args = dict(view.args)
+        redacted = cleaned_args(args, self.harness.redactor.redact)
+        if redacted == args:
             return input_kwargs
         call = input_kwargs["tool_call"]
         return {**input_kwargs, "tool_call": call.model_copy(update={"input": json.dumps(redacted)})}

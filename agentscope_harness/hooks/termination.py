@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 from typing import Any
 
 from ..context import HookContext, ReflectContext, ToolCallContext, ToolResultContext, structured_output_owed
@@ -145,7 +146,7 @@ def _completed(ctx: ToolResultContext) -> None:
     ctx.decide("terminal", code="completed")
 
 
-def _answer_of(args: dict[str, Any], result_text: str) -> str:
+def _answer_of(args: Mapping[str, Any], result_text: str) -> str:
     """What a finishing or ``ask`` tool delivered: its one text argument
     (e.g. ``submit_answer(answer=...)``, ``ask_user(question=...)``), else
     its result."""

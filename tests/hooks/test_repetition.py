@@ -21,7 +21,7 @@ async def test_duplicate_of_a_succeeded_call_points_to_the_earlier_result():
     t = shop_tools(ran)
     h, model, agent = harnessed(
         HarnessConfig(tools=SEARCH),
-        [calls(("search", {"q": "red mug"})), calls(("search", {"q": " red   mug "})),
+        [calls(("search", {"q": "red mug"})), calls(("search", {"q": "red mug"})),
          text("done")],
         [t["search"]],
     )
@@ -32,6 +32,49 @@ async def test_duplicate_of_a_succeeded_call_points_to_the_earlier_result():
     assert len(ran) == 1
     assert report.refusals == {"duplicate_call": 1}
     assert report.tool_calls == {"search": 1}
+
+
+async def test_a_value_written_with_other_spacing_is_another_call_not_a_duplicate():
+    # "A 1", "A  1" and "A\u20031" are different orders to a backend: the model
+    # is never told to reuse one's result for another
+    ran = Ran()
+    t = shop_tools(ran)
+    ids = ["A 1", "A  1", "A\u20031", " A 1"]
+    h, model, agent = harnessed(
+        HarnessConfig(tools={"lookup_order": ToolPolicy(role="lookup")}),
+        [calls(("lookup_order", {"order_id": i, "user_id": "u"})) for i in ids] + [text("done")],
+        [t["lookup_order"]],
+    )
+    _, _, report = await drive(h, agent)
+    assert [a["order_id"] for a in ran.of("lookup_order")] == ids
+    assert not any(m.startswith("[harness:") for m in results(model))
+    assert report.refusals == {}
+
+
+async def test_a_failed_program_rewritten_with_other_indentation_is_not_a_repeated_failure():
+    ran = Ran()
+
+    async def run_python(code: str) -> str:
+        """Run a Python snippet.
+
+        Args:
+            code (str): The program.
+        """
+        ran.append(("run_python", {"code": code}))
+        compile(code, "<snippet>", "exec")  # raises on bad indentation
+        return "ran"
+
+    bad = "if True:\nprint(1)"
+    fixed = "if True:\n    print(1)"
+    h, model, agent = harnessed(
+        HarnessConfig(breaker_failures=100, loop_window=10, loop_threshold=10),
+        [calls(("run_python", {"code": bad}))] * 3 + [calls(("run_python", {"code": fixed})), text("ok")],
+        [run_python],
+    )
+    _, _, report = await drive(h, agent)
+    assert [a["code"] for a in ran.of("run_python")] == [bad] * 3 + [fixed]
+    assert results(model)[-1] != "" and "ran" in results(model)[-1]
+    assert "repeated_failure" not in report.refusals
 
 
 async def test_duplicate_within_one_parallel_batch():
