@@ -213,7 +213,7 @@ class CallFlow:
         run.facts.record_outcome(
             view.name, view.digest, view.args, view.id, result.ok,
             str(getattr(error, "value", error)) if result.state == "error" else None,
-            self.services.keys_of(view.name),
+            self.services.keys_of(view.name), view.batch,
         )
         return result
 

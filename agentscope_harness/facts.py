@@ -227,9 +227,12 @@ class GuardState:
     """Digest → id of the call of the current batch that owns it."""
     stop_text: str | None = None
     """What the user is told when a hook stopped the run."""
-    success_index: set[tuple[str, tuple[str, ...], tuple[str, ...]]] = field(default_factory=set)
+    success_index: dict[tuple[str, tuple[str, ...], tuple[str, ...]], tuple[str, int]] = field(
+        default_factory=dict,
+    )
     """``(tool, same_args names, exact values)`` of successful calls, for
-    the prerequisite names the config declares: an O(1) check per call."""
+    the prerequisite names the config declares, to the batch of the first
+    such success: an O(1) check per call."""
     success_counts: Counter = field(default_factory=Counter)
     """Distinct successful calls by tool (``successes_of`` without a scan)."""
     tool_answer: str | None = None
@@ -322,17 +325,18 @@ class GuardState:
         ok: bool,
         error_class: str | None,
         index_keys: tuple[tuple[str, ...], ...] = (),
+        batch: tuple[str, int] = ("", -1),
     ) -> None:
         """What a finished call did: a success (with its ref, indexed by the
-        exact values of each ``index_keys`` name tuple) or one more failure in
-        the streak of this exact call."""
+        exact values of each ``index_keys`` name tuple, with its ``batch``)
+        or one more failure in the streak of this exact call."""
         if ok:
             if digest not in self.succeeded:
                 self.success_counts[tool] += 1
             self.succeeded[digest] = Success(tool, args, ref)
             self.failures.pop(digest, None)
             for names in index_keys:
-                self.success_index.add((tool, names, exact_key(args, names)))
+                self.success_index.setdefault((tool, names, exact_key(args, names)), batch)
             return
         if error_class is None:
             return
@@ -390,11 +394,15 @@ class GuardState:
             self.new_fact_this_round = True
         return edges
 
-    def has_succeeded(self, tool: str, same: dict[str, Any] | None = None) -> bool:
+    def has_succeeded(
+        self, tool: str, same: dict[str, Any] | None = None, before: tuple[str, int] | None = None,
+    ) -> bool:
         """Whether ``tool`` succeeded in this run with exactly these argument
-        values (``same`` names must be indexed: see ``record_outcome``)."""
+        values (``same`` names must be indexed: see ``record_outcome``), in a
+        batch other than ``before`` (the model had read its result)."""
         names = tuple(same or ())
-        return (tool, names, exact_key(same or {}, names)) in self.success_index
+        batch = self.success_index.get((tool, names, exact_key(same or {}, names)))
+        return batch is not None and batch != before
 
     def successes_of(self, tools: set[str]) -> int:
         """How many successful calls of these tools the run made."""

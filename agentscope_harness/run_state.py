@@ -240,14 +240,22 @@ class ResultAccount:
     first, with their token total: kept up to date from the blocks appended
     since the last round (``scanned_to``), so a round costs what it added,
     not what the run holds. ``rounds`` counts the run's ``pre_think`` rounds;
-    ``pruned_round`` is the round of the last prune (prunes are spaced)."""
+    ``pruned_round`` is the round of the last prune (prunes are spaced);
+    ``fresh`` counts the newest results, added since the previous round: the
+    model has not read them yet."""
 
-    __slots__ = ("blocks", "content", "context", "live", "msg_index", "pruned_round", "rounds", "tokens")
+    __slots__ = (
+        "blocks", "content", "context", "fresh", "live", "msg_index", "pruned", "pruned_round", "rounds",
+        "tokens",
+    )
 
     def __init__(self) -> None:
         self.live: dict[str, tuple[ContextResult, Any]] = {}
         """``(result, block)`` by result id, oldest first."""
+        self.pruned: set[str] = set()
+        """Ids of the results the pruner replaced: the model can no longer read them."""
         self.tokens = 0
+        self.fresh = 0
         self.rounds = 0
         self.pruned_round: int | None = None
         self.context: list[Any] | None = None
@@ -287,6 +295,7 @@ class ResultAccount:
             return
         self.live[result.id] = (result, block)
         self.tokens += result.tokens
+        self.fresh += 1
 
     def take(self, result_id: str) -> Any:
         """Remove a live result (it is being pruned); its block, or ``None``."""

@@ -492,6 +492,7 @@ def _results_in_context(agent: Any, account: ResultAccount) -> ResultAccount:
     if resume is None:
         account.reset()
         resume = (0, 0)
+    account.fresh = 0
     first, skip = resume
     for i in range(first, len(context)):
         content = context[i].content
@@ -540,4 +541,5 @@ def _prune_results(run: RunState, ids: list[str]) -> None:
             continue
         text = _result_text(block)
         run.artifacts.setdefault(block.id, text)
+        run.results.pruned.add(block.id)
         block.output = PRUNED.format(name=block.name, tokens=estimate_tokens(text), ref=block.id)

@@ -75,8 +75,9 @@ def truncate_result(ctx: ToolResultContext) -> None:
 @harness_hook("pre_think", priority=10, name="tool_result_pruner", kind="transform")
 def tool_result_pruner(ctx: HookContext) -> None:
     """Over ``prune_over_tokens`` of tool results in context: replace the
-    oldest (never the last ``keep_last``) with a placeholder carrying their
-    ref, down to the low-water mark, in steps that are big and rare.
+    oldest (never the last ``keep_last``, nor a result the model has not
+    read yet) with a placeholder carrying their ref, down to the low-water
+    mark, in steps that are big and rare.
 
     A prune is made at most once per ``PRUNE_SPACING`` rounds, and only when
     it removes at least ``limit - low-water`` tokens: when the results that
@@ -92,7 +93,7 @@ def tool_result_pruner(ctx: HookContext) -> None:
     if last is not None and account.rounds - last < PRUNE_SPACING:
         return
     target = int(limit * LOW_WATER)
-    prunable = len(account.live) - ctx.config.keep_last
+    prunable = len(account.live) - max(ctx.config.keep_last, account.fresh)
     chosen: list[str] = []
     for result, _ in account.live.values():
         if total <= target or len(chosen) >= prunable:

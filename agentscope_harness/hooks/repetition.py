@@ -9,8 +9,9 @@ from ..registry import HookRejectSignal, harness_hook
 
 @harness_hook("pre_tool_call", priority=40, name="repeat_call_gate", kind="efficiency")
 def repeat_call_gate(ctx: ToolCallContext) -> None:
-    """Refuse an identical call that already succeeded or that repeats within
-    one parallel batch (a presumption: latches open); refuse for good a call
+    """Refuse an identical call that already succeeded (while its result is
+    still in the context: not pruned) or that repeats within one parallel
+    batch (a presumption: latches open); refuse for good a call
     that failed the same way ``max_identical_failures`` times (an exact fact).
     Also the loop detector: one tool ``loop_threshold`` times in the last
     ``loop_window`` calls gets a hint, and the same call looping on after it
@@ -30,7 +31,7 @@ def repeat_call_gate(ctx: ToolCallContext) -> None:
     _refuse_twin_in_batch(ctx, digest)
     ctx.admit(lambda: _claim_in_batch(ctx, digest))
     earlier = facts.succeeded.get(digest)
-    if earlier is not None:
+    if earlier is not None and earlier.ref not in ctx.run.results.pruned:  # pruned: it cannot be reused
         raise HookRejectSignal(
             "This exact call already succeeded in this task; reuse its earlier result.",
             code="duplicate_call",

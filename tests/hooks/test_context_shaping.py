@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from hookkit import Ran, drive, harnessed, results, shop_tools
-from scripted import calls, text
+from scripted import calls, text, tool_messages
 
 from agentscope_harness import HarnessConfig, ToolPolicy, harness_hook
 
@@ -181,6 +181,56 @@ async def test_pruner_prunes_oldest_to_low_water_in_few_steps_never_the_last():
     after = [m for m in model.calls[first + 1]["formatted"] if m["role"] == "tool"]
     live_after = [m for m in after if not m["content"].startswith("[pruned: ")]
     assert sum(len(m["content"]) // 4 for m in live_after) <= 150
+
+
+async def test_pruner_never_prunes_a_result_the_model_has_not_read():
+    # one turn's three results are over the threshold together: keep_last=2
+    # alone would prune the first of them before the model ever saw it
+    async def get_doc(doc_id: str) -> str:
+        """Fetch a document.
+
+        Args:
+            doc_id (str): The document.
+        """
+        return f"Document {doc_id}: the answer is ANSWER-{doc_id}. " + "filler " * 600
+
+    h, model, agent = harnessed(
+        HarnessConfig(prune_over_tokens=2000, keep_last=2),
+        [calls(*[("get_doc", {"doc_id": d}) for d in "abc"]), calls(("get_doc", {"doc_id": "d"})),
+         text("done")],
+        [get_doc],
+    )
+    await drive(h, agent)
+    first_look = tool_messages(model.calls[1])
+    assert [("ANSWER-" + d) in m for m, d in zip(first_look, "abc", strict=True)] == [True] * 3
+    later = tool_messages(model.calls[2])
+    assert later[0].startswith("[pruned: ")  # read once, it may go
+
+
+async def test_a_pruned_result_may_be_fetched_again_and_its_repeat_is_then_a_duplicate():
+    ran: list[int] = []
+
+    async def fetch(page: int) -> str:
+        """Fetch a page.
+
+        Args:
+            page (int): The page.
+        """
+        ran.append(page)
+        return f"page {page}: " + "words " * 150
+
+    h, model, agent = harnessed(
+        HarnessConfig(prune_over_tokens=300, keep_last=1, loop_window=12, loop_threshold=12, stall_rounds=10),
+        [calls(("fetch", {"page": i})) for i in range(5)]
+        + [calls(("fetch", {"page": 0})), calls(("fetch", {"page": 0})), text("done")],
+        [fetch],
+    )
+    _, _, report = await drive(h, agent)
+    assert tool_messages(model.calls[5])[0].startswith("[pruned: ")  # page 0 is no longer readable
+    assert ran == [0, 1, 2, 3, 4, 0]  # so fetching it again runs
+    again = tool_messages(model.calls[-1])[-1]
+    assert again.startswith("[harness:duplicate_call]")  # the new result is in context: reuse it
+    assert report.refusals == {"duplicate_call": 1}
 
 
 async def test_pruner_idle_without_a_threshold():

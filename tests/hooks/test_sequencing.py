@@ -51,6 +51,25 @@ async def test_cancel_without_lookup_is_refused_and_never_escapes():
     assert report.tool_calls == {}
 
 
+async def test_a_lookup_in_the_same_turn_as_the_cancel_does_not_satisfy_it():
+    # the model has not read the lookup's result when it asks for the cancel
+    ran = Ran()
+    t = shop_tools(ran)
+    both = calls(("lookup_order", {"order_id": "o1", "user_id": "u-42"}),
+                 ("cancel_order", {"order_id": "o1", "user_id": "u-42"}))
+    h, model, agent = harnessed(
+        order_config(),
+        [both, order("cancel_order", "o1"), calls(("submit", {"answer": "o1 cancelled"})), text("done")],
+        [t["lookup_order"], t["cancel_order"], t["submit"]],
+    )
+    _, _, report = await drive(h, agent, U42)
+    msgs = results(model)
+    assert msgs[1].startswith("[harness:prerequisite_missing]")
+    assert [name for name, _ in ran] == ["lookup_order", "cancel_order", "submit"]
+    assert report.refusals == {"prerequisite_missing": 1}
+    assert report.tool_calls == {"lookup_order": 1, "cancel_order": 1, "submit": 1}
+
+
 async def test_cancel_needs_a_lookup_of_that_very_order():
     ran = Ran()
     t = shop_tools(ran)
