@@ -58,17 +58,21 @@ def terminal_state(
 
 
 def corrected_answer(run: RunState, text: str, fallback_text: str) -> str:
-    """The answer the user may receive: one that asserts an action whose
-    tool never succeeded in the run is replaced by a correction saying what
-    did not happen (the report names the claim); the model's own answer
-    once it was made to conclude for lack of progress (``stalled``,
-    ``cycling``) by the fallback answer that run ends with (``fallback_text``
-    and what it found), as its report says ``incomplete``."""
+    """The answer the user may receive, as ``terminal_state`` judges the
+    run: one that asserts an action whose tool never succeeded in the run
+    is replaced by a correction saying what did not happen (the report names
+    the claim); the model's own answer once it was made to conclude for lack
+    of progress (``stalled``, ``cycling``), or after a dependency it needed
+    went down, by the fallback answer that run ends with (``fallback_text``
+    and what it found), as its report says ``incomplete``: a model left
+    without its data is the one most tempted to make the answer up."""
     facts = run.facts
     if facts.stuck is not None and facts.terminal is None:
         return fallback_text.format(reason=reason_words(facts.stuck)) + found_so_far(run)
     claims = facts.unsupported_claims
     if not claims:
+        if facts.dependency_down and facts.terminal is None:
+            return fallback_text.format(reason=reason_words("dependency_down")) + found_so_far(run)
         return text
     steps = ", ".join(dict.fromkeys(claims))
     return (

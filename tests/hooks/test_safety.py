@@ -224,6 +224,32 @@ async def test_breaker_opens_refuses_half_opens_and_closes_across_runs():
     ]
 
 
+async def test_after_a_dependency_went_down_the_user_gets_the_fallback_not_a_made_up_answer():
+    from agentscope_harness import Harness
+
+    from agentscope_harness import DependencyDown
+
+    async def inventory(sku: str) -> str:
+        """Stock level of a product.
+
+        Args:
+            sku (str): The product.
+        """
+        raise DependencyDown("inventory API", "HTTP 503")
+
+    h = Harness(HarnessConfig(breaker_failures=5), load_entry_points=False)
+    toolkit = h.instrument(Toolkit(tools=[FunctionTool(inventory, permission=ALLOW)]))
+    _, model, agent = harnessed(
+        None, [calls(("inventory", {"sku": "a"})), text("All 12 units are in stock!")], toolkit, harness=h,
+    )
+    _, final, report = await drive(h, agent)
+    assert "[harness:dependency_down]" in results(model)[0]
+    assert (report.terminal_state.value, report.reason) == ("incomplete", "dependency_down")
+    answer = final.get_text_content()
+    assert "in stock" not in answer
+    assert answer.startswith("I could not complete this request (a service it needs is unavailable).")
+
+
 async def test_failed_half_open_probe_reopens_at_once():
     from agentscope_harness import Harness
 
