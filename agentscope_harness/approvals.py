@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .context import awaited
+from .facts import thawed
 
 if TYPE_CHECKING:
     from .harness import Principal
@@ -35,8 +36,7 @@ MAX_GRANTS = 64
 def approval_digest(tool: str, args: Any) -> str:
     """Exact identity of a call: ``" A1"`` and ``"A1"`` are different
     approvals (the duplicate-call digest normalises; this one must not)."""
-    args = dict(args) if isinstance(args, Mapping) else args
-    canonical = json.dumps([tool, args], sort_keys=True, ensure_ascii=False, default=repr)
+    canonical = json.dumps([tool, thawed(args)], sort_keys=True, ensure_ascii=False, default=repr)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
@@ -57,6 +57,9 @@ class UsdExtension:
     with ``usd`` more."""
 
     carried_usd: float
+    largest_output_tokens: int = 0
+    """The most output tokens one model call of the parked run produced: the
+    continued run estimates its calls' output from there, not from nothing."""
     usd: float = 0.0
     approved_by: str | None = None
 
@@ -117,17 +120,17 @@ class ApprovalBook:
             else:
                 del self._grants[key]
         for grant in live:
-            if grant.tool == tool and await _holds(grant.when, dict(args)):
+            if grant.tool == tool and await _holds(grant.when, thawed(args)):
                 return True
         return False
 
     # -------------------------------------------------------- USD extensions
 
-    def budget_parked(self, agent: Any, spent_usd: float) -> None:
+    def budget_parked(self, agent: Any, spent_usd: float, largest_output_tokens: int) -> None:
         """``agent``'s run parked on its budget having spent ``spent_usd``:
         its next reply continues that budget until a human extends it."""
         try:
-            self._usd[agent] = UsdExtension(carried_usd=spent_usd)
+            self._usd[agent] = UsdExtension(carried_usd=spent_usd, largest_output_tokens=largest_output_tokens)
         except TypeError:
             pass
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .approvals import approval_digest
 from .context import HookContext, ToolCallView, ToolResultView, awaited
 from .errors import ErrorClass, error_class_of
-from .facts import call_digest
+from .facts import call_digest, thawed
 from .run_state import FINDING_CHARS
 from .runner import Refusal, being_cancelled
 from .sentinels import format_sentinel, unfenced
@@ -128,7 +128,7 @@ class CallFlow:
         if rule is None:
             return None
         try:
-            reason = await awaited(rule(dict(view.args)))
+            reason = await awaited(rule(thawed(view.args)))
         except (Exception, asyncio.CancelledError) as exc:
             if isinstance(exc, asyncio.CancelledError) and being_cancelled():
                 raise  # the caller's cancellation, not the rule's failure
@@ -207,7 +207,7 @@ class CallFlow:
             run.remember_sentinel(refusal.code, refusal.text)
             result.text, result.notices, result.state = refusal.text, [], "error"
             result.withheld = True
-        if result.ok and not result.withheld and view.role not in ("finish", "ask"):
+        if result.ok and not result.withheld and view.role not in ("finish", "ask") and view.name not in UNGATED_TOOLS:
             run.findings.append((view.name, _finding(result.text)))
         error = result.error_class or ErrorClass.TOOL_ERROR
         run.facts.record_outcome(

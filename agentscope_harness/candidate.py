@@ -28,7 +28,7 @@ from .context import HookContext
 from .facts import GuardState
 from .redaction import Redactor
 from .report import Decision
-from .run_state import RunState, RunTable
+from .run_state import RunLimits, RunState, RunTable
 from .runner import HookRunner, Refusal
 from .services import Services
 from .stores import MemoryStore
@@ -97,7 +97,7 @@ class Candidate:
                                   MemoryStore())
         quiet.shadow = False  # it decides as if enforcing; nothing it decides is applied
         self.services = quiet
-        self.table = RunTable(loop_window=config.loop_window)
+        self.table = RunTable(loop_window=config.loop_window, limits=RunLimits.of(config))
         self._shadows: weakref.WeakKeyDictionary[RunState, _Shadow] = weakref.WeakKeyDictionary()
 
     # ------------------------------------------------------------ judging

@@ -116,6 +116,16 @@ MIN_SECRET_CHARS = 8
 ordinary words and numbers."""
 
 
+_UNSET: Any = object()
+"""A required field not given positionally: left to validation, which names
+it (pydantic calls an overridden ``__init__`` for nested data too)."""
+
+
+def given(**fields: Any) -> dict[str, Any]:
+    """The fields actually given to a positional ``__init__``."""
+    return {name: value for name, value in fields.items() if value is not _UNSET}
+
+
 class _Strict(BaseModel):
     # NaN and infinity are refused in every float field: a NaN cap compares
     # false with everything and would disable its limit. Inputs are kept out
@@ -135,6 +145,10 @@ class Prerequisite(_Strict):
     tool: str
     same_args: list[str] = Field(default_factory=list)
 
+    def __init__(self, tool: str = _UNSET, same_args: list[str] = _UNSET, **data: Any) -> None:
+        # positional as DESIGN writes it: Prerequisite("lookup_order", ["order_id"])
+        super().__init__(**given(tool=tool, same_args=same_args, **data))
+
 
 Exhausted = Literal["stop", "ask"]
 """What happens when a limit runs out: stop the run, or park it and ask a
@@ -151,6 +165,10 @@ class Ledger(_Strict):
     extend_by: int | None = Field(default=None, ge=1)
     """Units one approved extension adds (``on_exhausted="ask"``); default:
     the cap again."""
+
+    def __init__(self, cap: int = _UNSET, soft_at: int | None = _UNSET, **data: Any) -> None:
+        # positional as DESIGN writes it: Ledger(8) or Ledger(8, 6)
+        super().__init__(**given(cap=cap, soft_at=soft_at, **data))
 
     @model_validator(mode="after")
     def _soft_below_cap(self) -> Ledger:
@@ -170,6 +188,16 @@ class ModelPrice(_Strict):
     cached_input_per_mtok: float | None = Field(default=None, ge=0, strict=True)
     """Price of input tokens served from the provider's prompt cache; ``None``:
     the same as ``input_per_mtok``."""
+
+    def __init__(
+        self, input_per_mtok: float = _UNSET, output_per_mtok: float = _UNSET,
+        cached_input_per_mtok: float | None = _UNSET, **data: Any,
+    ) -> None:
+        # positional as DESIGN writes it: ModelPrice(0.15, 0.60)
+        super().__init__(**given(
+            input_per_mtok=input_per_mtok, output_per_mtok=output_per_mtok,
+            cached_input_per_mtok=cached_input_per_mtok, **data,
+        ))
 
     @model_validator(mode="before")
     @classmethod
@@ -213,7 +241,8 @@ class ToolPolicy(_Strict):
     ``PII_MODES``)."""
     injection: Literal["off", "flag", "block"] | None = None
     """What to do with instructions addressed to the model inside this tool's
-    results; ``None``: see ``injection_mode``."""
+    results; ``None`` (the default) becomes ``flag`` for a retrieval tool and
+    ``off`` for the rest."""
 
     @field_validator("claims")
     @classmethod
@@ -245,13 +274,17 @@ class ToolPolicy(_Strict):
             )
         return self
 
+    @model_validator(mode="after")
+    def _injection_default(self) -> ToolPolicy:
+        # read back as in force: ``flag`` for retrieval tools (they bring
+        # outside text in), ``off`` for the rest
+        if self.injection is None:
+            self.injection = "flag" if self.role == "retrieval" else "off"
+        return self
+
     def injection_mode(self) -> str:
-        """The injection policy in force: the configured one, else ``flag``
-        for retrieval tools (they bring outside text in) and ``off`` for the
-        rest."""
-        if self.injection is not None:
-            return self.injection
-        return "flag" if self.role == "retrieval" else "off"
+        """The injection policy in force (``injection``, resolved at construction)."""
+        return self.injection or "off"
 
 
 TIER_NAMES = ("lite", "minimal")
@@ -563,6 +596,8 @@ class HarnessConfig(_Strict):
                 "require_finish_tool: true, but no tool has role 'finish'; "
                 "no run could ever complete",
             )
+        if self.require_finish_tool is None:  # read back as in force
+            self.require_finish_tool = bool(self.finish_tools())
         self.resolved_secret_values()
         return self
 
@@ -574,9 +609,7 @@ class HarnessConfig(_Strict):
 
     def finish_required(self) -> bool:
         """Whether a run may end ``completed`` only through a finish tool."""
-        if self.require_finish_tool is not None:
-            return self.require_finish_tool
-        return bool(self.finish_tools())
+        return bool(self.require_finish_tool)
 
     def effective_wrap_up_s(self) -> float | None:
         """Seconds before the deadline at which the run must wrap up."""

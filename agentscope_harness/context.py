@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from .facts import OUT_OF_TIME, GuardState, call_digest
+from .facts import OUT_OF_TIME, GuardState, call_digest, frozen
 from .report import TerminalState
 
 if TYPE_CHECKING:
@@ -80,10 +80,10 @@ def reason_words(reason: str) -> str:
 class ToolCallView:
     """The tool call being judged: AgentScope's own parsed and schema-checked
     arguments, the exact value the tool receives (never the live block).
-    Read-only: the tool receives AgentScope's own arguments, so an edit here
-    would only change what the gates judge. A hook that writes ``args``
-    fails (fail closed for a safety hook); to change a call, refuse it and
-    say what to call instead."""
+    Read-only all the way down (``frozen``): the tool receives AgentScope's
+    own arguments, so an edit here would only change what the gates judge.
+    A hook that writes ``args`` fails (fail closed for a safety hook); to
+    change a call, refuse it and say what to call instead."""
 
     id: str
     name: str
@@ -99,7 +99,7 @@ class ToolCallView:
 
     def __post_init__(self) -> None:
         if type(self.args) is not MappingProxyType:
-            object.__setattr__(self, "args", MappingProxyType(self.args))
+            object.__setattr__(self, "args", frozen(self.args))
 
     @property
     def digest(self) -> str:
@@ -202,6 +202,9 @@ class HookContext:
     )
     ask_reason: str | None = None
     hook_name: str = ""
+    audit: tuple[str, str] | None = None
+    """``on_session_end``: the answer ``final_answer_audit`` read, and the
+    one it gave."""
 
     @property
     def facts(self) -> GuardState:

@@ -42,6 +42,27 @@ def _canonical(value: Any) -> Any:
     return value
 
 
+def frozen(value: Any) -> Any:
+    """``value`` read-only all the way down: dicts as mapping proxies, lists
+    as tuples (a hook reads a call's arguments; writing them, even a nested
+    list, would change only what the gates judge, never what the tool gets)."""
+    if isinstance(value, dict):
+        return MappingProxyType({k: frozen(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(frozen(v) for v in value)
+    return value
+
+
+def thawed(value: Any) -> Any:
+    """A fresh, writable copy of a ``frozen`` value (for JSON, and for user
+    callables such as ``ask_when``, which may write what they are given)."""
+    if isinstance(value, (dict, MappingProxyType)):
+        return {k: thawed(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [thawed(v) for v in value]
+    return value
+
+
 def normalize_args(args: Any) -> str:
     """Canonical JSON of tool arguments: keys sorted, values exact."""
     try:
@@ -59,11 +80,35 @@ def call_digest(tool: str, args: Any) -> str:
 
 _WORD = re.compile(r"\w+")
 
+# Volatile tokens: what changes on every call whatever the call learnt
+# (request and trace ids, latencies, timestamps). Matched on lowercased text.
+# Every pattern starts with a character class (``re`` then skips to its
+# candidates in C) and has no unbounded backtracking: linear in the text.
+_VOLATILE_SPAN = re.compile(
+    r"[\da-f](?<![\w.:-][\da-f])(?:"
+    r"(?<=\d)\d*+(?:[.,]\d++)?+\x20?+(?:[nuµm]?s|secs?|(?:milli|micro|nano)?seconds?)\b"  # 12ms, 0.5 s
+    r"|(?<=\d)\d{3}-\d\d-\d\d[t\x20]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:z|[+-]\d\d:?\d\d)?"  # ISO datetime
+    r"|(?<=\d)\d?:\d\d:\d\d(?:[.,]\d+)?"  # time of day
+    r"|[\da-f]{7}-[\da-f]{4}-[\da-f]{4}-[\da-f]{4}-[\da-f]{12}\b"  # UUID
+    r")"
+)
+_NAMED_ID = re.compile(r"(?:request|trace|span|correlation)[\x20_-]?id[\"']?\x20?[:=]\x20?[\"']?[\w.:-]+")
+_ID_WORD = re.compile(r"(?=[a-f]*\d)[\da-f]{8,}|(?=[a-z_]*\d)(?=[\d_]*[a-z])\w{20,}")
+"""A word that is an id: 8+ hex digits (one a digit), or 20+ characters
+mixing letters and digits (base64, ``tok_…``)."""
+ID_MIN = 8
+"""No shorter word is an id (most words are shorter: one length check)."""
+
 SHINGLE_WORDS = 4
 """Words per shingle: one changed word touches at most this many."""
 NOVEL_SHARE = 0.2
 """A result brings new information when at least this share of its distinct
-shingles is new to the run."""
+shingles is new to the run..."""
+NOVEL_SHINGLES = SHINGLE_WORDS + 1
+"""...or at least this many, however long the result: more than one
+changed word can make (a new name inside a long record, not a new counter).
+A new phrase at the very start or end of a long result needs more words:
+the words there are in fewer shingles."""
 OUT_OF_TIME = "deadline"
 """The end reason of a run its deadline stopped: the one stop shadow mode
 enforces too (time is not a refusal, and its decisions say they were enforced)."""
@@ -106,6 +151,14 @@ def _without(words: list[str], phrases: list[tuple[str, ...]]) -> list[str]:
     return words if keep is None else [w for w, k in zip(words, keep, strict=True) if k]
 
 
+def _words(text: str) -> list[str]:
+    """The words of ``text`` that carry information: lowercased, volatile
+    tokens left out (a result that differs from another only in them says
+    the same)."""
+    text = _VOLATILE_SPAN.sub(" ", _NAMED_ID.sub(" ", text.lower()))
+    return [w for w in _WORD.findall(text) if len(w) < ID_MIN or not _ID_WORD.fullmatch(w)]
+
+
 def _shingles(words: list[str]) -> set[int]:
     k = min(SHINGLE_WORDS, len(words))
     return {hash(tuple(words[i:i + k])) for i in range(len(words) - k + 1)} if words else set()
@@ -128,19 +181,20 @@ class Novelty:
         return len(self.older) + len(self.newer)
 
     def add(self, text: str, echo: Any = None) -> bool:
-        """Record ``text``; whether it brings new information: at least
-        ``NOVEL_SHARE`` of its distinct shingles unseen in this run. What
-        the call's arguments (``echo``) say is left out of the count: a
-        result that repeats its query back says nothing new (the text is
-        recorded as it is too, so an argument that happens to occur in it
-        does not make the next result look new)."""
-        words = _WORD.findall(text.lower())
-        phrases = _echo(echo, []) if echo else []
+        """Record ``text``; whether it brings new information: of its
+        distinct shingles, at least ``NOVEL_SHINGLES`` or ``NOVEL_SHARE``
+        unseen in this run. Volatile tokens are left out (``_words``), and
+        so is what the call's arguments (``echo``) say: a result that
+        repeats its query back says nothing new (the text is recorded as it
+        is too, so an argument that happens to occur in it does not make
+        the next result look new)."""
+        words = _words(text)
+        phrases = [p for p in (tuple(_words(" ".join(p))) for p in _echo(echo, [])) if p] if echo else []
         kept = _without(words, phrases) if phrases else words
-        counted = self._record(_shingles(kept))
+        new, distinct = self._record(_shingles(kept))
         if kept is not words and len(kept) < len(words):
             self._record(_shingles(words))
-        return counted[1] > 0 and counted[0] >= NOVEL_SHARE * counted[1]
+        return new > 0 and (new >= NOVEL_SHINGLES or new >= NOVEL_SHARE * distinct)
 
     def _record(self, shingles: set[int]) -> tuple[int, int]:
         """Remember ``shingles``; (how many were new, how many there were)."""
@@ -170,7 +224,7 @@ def exact_key(args: Mapping[str, Any], names: tuple[str, ...]) -> tuple[str, ...
     ``" A1"``, ``"A 1"`` and ``"A\u20031"`` are different orders to a backend,
     so prerequisites compare values exactly, never normalised."""
     return tuple(
-        json.dumps(args.get(name), sort_keys=True, ensure_ascii=False, default=str)
+        json.dumps(thawed(args.get(name)), sort_keys=True, ensure_ascii=False, default=str)
         for name in names
     )
 
@@ -349,20 +403,21 @@ class GuardState:
         """Progress facts a successful result brings; the facts reached for
         the first time (progress edges).
 
-        Tools report ``{"candidates": n, "picks": n, "facts": [...]}`` in
-        ``metadata["harness"]``; else ``count_results`` counts; else a
-        non-empty retrieval result is one candidate. Declared candidates and
-        picks are progress; a candidate presumed from text is not (whether
-        the text is new is the drift tracker's to judge).
+        ``count_results`` counts; else tools report ``{"candidates": n,
+        "picks": n, "facts": [...]}`` in ``metadata["harness"]``; else a
+        non-empty result is one. Only what the tool declared is progress: a
+        count read from the text (``count_results``, or presumed) says how
+        many hits, not whether they are new (the same three hits again count
+        three), so whether the text is new is the drift tracker's to judge.
         """
         if not ok:
             return []
         edges = [f for f in reported.get("facts", ()) if isinstance(f, str) and self.mark(f)]
         n = counted
         if role == "retrieval":
+            declared = reported.get("candidates") is not None
             if n is None:
                 n = reported.get("candidates")
-            declared = n is not None
             if n is None:
                 n = 1 if text.strip() else 0
             if n > 0:
@@ -372,6 +427,7 @@ class GuardState:
                 if self.mark("retrieved"):
                     edges.append("retrieved")
         elif role == "selection":
+            declared = reported.get("picks") is not None
             if n is None:
                 n = reported.get("picks")
             if n is None:
@@ -379,7 +435,8 @@ class GuardState:
             if n > 0:
                 self.picks += int(n)
                 self.empty_selections = 0
-                self.new_fact_this_round = True
+                if declared:
+                    self.new_fact_this_round = True
                 if self.mark("selected"):
                     edges.append("selected")
             else:

@@ -20,7 +20,7 @@ from .adapters.tool_adapter import ErrorClassMiddleware, instrument_toolkit
 from .approvals import approval_digest
 from .calls import CallFlow
 from .candidate import Candidate
-from .config import EnvFlags, HarnessConfig, build_config
+from .config import _UNSET, EnvFlags, HarnessConfig, build_config, given
 from .context import HookContext
 from .errors import DependencyDown, HarnessConfigError
 from .hooks import BUILTIN_HOOKS
@@ -29,7 +29,7 @@ from .model_guard import ModelGuard
 from .redaction import Redactor
 from .registry import HookSpec, collect
 from .report import RunReport
-from .run_state import RunState, RunTable, current_run
+from .run_state import RunLimits, RunState, RunTable, current_run
 from .runner import HookRunner
 from .services import Breaker, Services
 from .stores import LedgerStore, MemoryStore, bounded, daily_left, store_timeout
@@ -49,6 +49,13 @@ class Principal(BaseModel):
     user_id: str
     tenant: str | None = None
     allowed_tools: frozenset[str] | None = None
+
+    def __init__(
+        self, user_id: str = _UNSET, tenant: str | None = _UNSET, allowed_tools: Iterable[str] | None = _UNSET,
+        **attrs: Any,
+    ) -> None:
+        # positional as DESIGN writes it: Principal("u-42", "acme")
+        super().__init__(**given(user_id=user_id, tenant=tenant, allowed_tools=allowed_tools, **attrs))
 
     def attr(self, name: str) -> Any:
         """An identity attribute (``user_id``, ``tenant`` or an extra one)."""
@@ -109,7 +116,7 @@ class Harness:
             hook_timeout_s=self.config.hook_timeout_s,
             shadow=self.shadow,
         )
-        self.table = RunTable(loop_window=self.config.loop_window)
+        self.table = RunTable(loop_window=self.config.loop_window, limits=RunLimits.of(self.config))
         self.store: LedgerStore = self.config.store or MemoryStore()
         self.redactor = Redactor(
             self.config.redact_patterns, self.config.redact_window,
@@ -290,12 +297,13 @@ class Harness:
         output_tokens = int(getattr(usage, "output_tokens", 0) or 0)
         usd = 0.0
         cost = self.config.cost
+        name = str(getattr(model, "model", "") or "")
         if cost is not None:
-            price = cost.price_of(str(getattr(model, "model", "") or ""))
+            price = cost.price_of(name)
             if price is not None:
                 usd = price.usd(input_tokens, output_tokens)
         if usage is not None:
-            run.add_usage(input_tokens, output_tokens, usd)
+            run.add_usage(input_tokens, output_tokens, usd, name)
         if reservation is not None:
             await self.services.fleet.settle(run, reservation, usd)
             return

@@ -82,6 +82,8 @@ class ReplyLifecycle:
         self.structured: tuple[Any] | None = None
         """The structured output the final message delivers, filtered (in a
         1-tuple; ``(None,)``: withheld), once the reply has ended."""
+        self.answer = WITHHELD_ANSWER
+        """The text a final message whose structured output is withheld says."""
 
     # ------------------------------------------------------------ steps
 
@@ -140,7 +142,7 @@ class ReplyLifecycle:
         if self.structured is not None and isinstance(item, Msg) and item.structured_output is not None:
             item.structured_output = self.structured[0]
             if self.structured[0] is None:
-                _rewrite_text(item, WITHHELD_ANSWER)
+                _rewrite_text(item, self.answer)
         return [item]
 
     # ------------------------------------------------------------ open
@@ -298,19 +300,26 @@ class ReplyLifecycle:
         original = (msg.get_text_content() or "") if msg is not None else ""
         ctx = harness.session_context(run, self.agent, original, self.end_reason)
         refusal = await harness.runner.run("on_session_end", ctx)
-        audited = ctx.final_text or ""  # cleaned as the stream was
-        final = corrected_answer(run, audited, harness.config.fallback_text)
+        first = ctx.audit  # None: the audit is disabled
+        rewritten = first is not None and (first[0] != original or ctx.final_text != first[1])
+        if refusal is None and first is not None and ctx.final_text != first[1]:
+            refusal = await harness.runner.rerun("final_answer_audit", ctx)  # a later hook's rewrite
+        audited = ctx.final_text or ""  # cleaned as the stream was (or a hook's rewrite, audited)
+        final = audited if harness.shadow else corrected_answer(run, audited, harness.config.fallback_text)
         structured_ok = self._filter_structured(run) or harness.shadow  # shadow mode withholds nothing
+        if run.facts.dependency_down and run.facts.terminal is None and not harness.shadow:
+            self.structured = None if self.structured is None else (None,)  # made without its data
         if refusal is not None or not structured_ok:
             final = WITHHELD_ANSWER
             run.facts.conclude(TerminalState.INCOMPLETE, "audit_failed", override=True)
             if self.structured is not None:
                 self.structured = (None,)
+        self.answer = final
         if msg is not None and final != original:
             _rewrite_text(msg, final)
-        if msg is not None and final != audited:
-            # a correction or a withheld answer: the stream showed the
-            # answer, so what replaced it follows it there
+        if msg is not None and (final != audited or rewritten):
+            # a correction, a withheld answer or a hook's rewrite: the stream
+            # showed the answer, so what replaced it follows it there
             self.corrections = text_block_events(run.run_id, f"harness-{uuid.uuid4().hex[:12]}", f"\n\n{final}")
         state, reason = terminal_state(run, harness.config.finish_required(), self.end_reason)
         await self.settle(run, state, reason)

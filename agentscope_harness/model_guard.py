@@ -1,11 +1,13 @@
 """One model call under the run's limits: served by the budget tier's model,
-priced before it is made (an unpriced model never runs on a capped budget),
+priced before it is made (an unpriced model never runs on a capped budget,
+and a call whose estimated cost would take the run past a cap is not made),
 bounded by the time left before the deadline, and counted.
 
-A call cut short by the deadline, or refused for an unpriced model, answers
-with the run's stop text as the model's final response: AgentScope then ends
-the reply normally, and the run's facts say why (``incomplete``, reason
-``deadline`` or ``unpriced_model``).
+A call cut short by the deadline, or refused for an unpriced model or an
+overspend, answers with the run's stop text as the model's final response:
+AgentScope then ends the reply normally, and the run's facts say why
+(``incomplete``, reason ``deadline``, ``unpriced_model`` or ``budget``; or
+``waiting_input`` with the budget question).
 """
 
 from __future__ import annotations
@@ -24,11 +26,14 @@ from agentscope.message import TextBlock
 from agentscope.model import ChatResponse, ChatUsage
 from agentscope.model._model_response import FinishedReason
 
-from .context import reason_words
+from .context import found_so_far, reason_words
 from .fleet import estimate_input_tokens
+from .hooks.budget import budget_spent, overspend
 from .prefix import observe, over_request_cap
+from .report import TerminalState
 
 if TYPE_CHECKING:
+    from .config import CostPolicy
     from .harness import Harness
     from .run_state import RunState
 
@@ -155,7 +160,10 @@ class ModelGuard:
         tokens = observe(
             services, run, input_kwargs.get("messages") or [], input_kwargs.get("tools"), model, agent.state,
         )
-        refusal = over_request_cap(services, run, tokens) or self._unpriced(run, model)
+        refusal = (
+            over_request_cap(services, run, tokens) or self._unpriced(run, model)
+            or self._over_budget(run, agent, model, tokens)
+        )
         if refusal is not None:  # not sent: the run answers with its stop text
             return _final(refusal)
         fleet = services.fleet
@@ -254,37 +262,59 @@ class ModelGuard:
             return f"the run has concluded ({run.facts.terminal.reason})"
         cost = self.harness.config.cost
         cap = cost.max_request_input_tokens if cost is not None else None
-        if cap is not None and (tokens := estimate_input_tokens(messages, [])) > cap:
+        tokens = estimate_input_tokens(messages, [])
+        if cap is not None and tokens > cap:
             return f"a request of ~{tokens} input tokens is over max_request_input_tokens ({cap})"
-        capped = cost is not None and (cost.cap_usd is not None or cost.daily_quota_usd is not None)
-        if capped and cost is not None and not cost.priced(str(getattr(model, "model", "") or "")):
-            return f"model {getattr(model, 'model', '')!r} has no price on a capped budget"
-        return None
+        name = _name(model)
+        if any(policy.price_of(name) is None for policy in _unlisted(run, name)):
+            return f"model {name!r} has no price on a capped budget"
+        # not made when it would overspend: the next model call meets the same check and ends the run
+        over = overspend(run, name, tokens, _output_estimate(run, model))
+        return None if over is None else over[2]
 
     def _compression_skipped(self, run: RunState, why: str) -> None:
         self.harness.services.record(run, "liveness_watchdog", "on_compress_context", "skip",
                                      detail=f"AgentScope's context compression was not made: {why}", enforced=True)
 
     def _unpriced(self, run: RunState, model: Any) -> str | None:
-        """The stop text when ``model`` has no price on a capped budget (an
-        alias, a typo, a router's choice: never charged at $0)."""
-        cost = self.harness.config.cost
-        name = str(getattr(model, "model", "") or "")
-        if cost is None or (cost.cap_usd is None and cost.daily_quota_usd is None):
+        """The stop text when ``model`` has no price on a capped budget of
+        this run or of a run it is nested in (an alias, a typo, a router's
+        choice, a sub-agent's own Harness: never charged at $0)."""
+        name = _name(model)
+        unlisted = _unlisted(run, name)
+        if not unlisted:
             return None
-        if name in cost.prices:
-            return None
+        refused = any(policy.price_of(name) is None for policy in unlisted)
         if name not in run.root.unpriced_seen:
             run.root.unpriced_seen.add(name)
-            priced = cost.price_of(name) is not None
             self.harness.services.record(
                 run, "budget_router", "on_model_call", "unpriced_model", code="quota_exhausted",
                 detail=f"model {name!r} has no price; "
-                + ("charged at the stated unpriced price" if priced else "the call is refused"),
+                + ("the call is refused" if refused else "charged at the stated unpriced price"),
             )
-        if cost.price_of(name) is not None:
+        return self._stop(run, "unpriced_model") if refused else None
+
+    def _over_budget(self, run: RunState, agent: Any, model: Any, input_tokens: int) -> str | None:
+        """The answer in the model's place when this call, at its estimated
+        cost (``input_tokens``, and ``_output_estimate``), would take the run
+        past a cap it answers to: the run ends as at the ladder's last rung
+        (the fallback answer and what the run found, or the budget
+        question). ``None``: it fits, or shadow mode (recorded)."""
+        over = overspend(run, _name(model), input_tokens, _output_estimate(run, model))
+        if over is None:
             return None
-        return self._stop(run, "unpriced_model")
+        kind, policy, what = over
+        services = self.harness.services
+        services.record(run, "budget_router", "on_model_call", "fallback", code="quota_exhausted",
+                        detail=f"the call was not made: {what}")
+        if services.shadow:
+            return None
+        reason, state, text = budget_spent(services, agent, run, kind, policy)
+        if state is TerminalState.INCOMPLETE:
+            return run.facts.stop(reason, text + found_so_far(run))
+        run.facts.conclude(state, reason)
+        run.facts.stop_text = text
+        return text
 
     def _stop(self, run: RunState, reason: str) -> str:
         return run.facts.stop(reason, self.harness.config.fallback_text.format(reason=reason_words(reason)))
@@ -384,6 +414,32 @@ class ModelGuard:
             return
         usage = ChatUsage(input_tokens=flight.input_tokens, output_tokens=flight.chars // 4, time=0.0)
         await self.harness.charge_usage(run, flight.model, usage, flight.reservation)
+
+
+def _name(model: Any) -> str:
+    """The name a model is priced by (``ChatModelBase.model``)."""
+    return str(getattr(model, "model", "") or "")
+
+
+def _unlisted(run: RunState, name: str) -> list[CostPolicy]:
+    """The capped policies (``cap_usd`` or a daily quota) of the runs ``run``
+    answers to that do not list a price for ``name``."""
+    return [
+        cost for bound in run.bounds
+        if (cost := bound.limits.cost) is not None
+        and (cost.cap_usd is not None or cost.daily_quota_usd is not None)
+        and name not in cost.prices
+    ]
+
+
+def _output_estimate(run: RunState, model: Any) -> int:
+    """A call's output tokens, estimated: the model's ``max_tokens`` when it
+    declares one (a bound), else the most one call of the run has produced
+    (sub-agents included; 0 before the first answer)."""
+    bound = getattr(getattr(model, "parameters", None), "max_tokens", None)
+    if isinstance(bound, int) and bound > 0:
+        return bound
+    return run.root.largest_output_tokens
 
 
 def _take(run: RunState, flight: _Streaming) -> bool:

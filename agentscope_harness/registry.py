@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -107,7 +108,9 @@ def make_spec(
         escape_key = name
     if not isinstance(priority, int):
         raise HarnessConfigError(f"hook {name!r}: priority must be an int")
-    if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+    # a callable object: its method (``inspect`` sees through a partial itself)
+    call = fn if inspect.isroutine(fn) or isinstance(fn, functools.partial) else type(fn).__call__
+    if inspect.isasyncgenfunction(call) or inspect.isgeneratorfunction(call):
         raise HarnessConfigError(
             f"hook {name!r}: a hook is a function or a coroutine function, not a generator "
             "(its body would never run)",

@@ -26,6 +26,9 @@ from .facts import GuardState
 from .report import Decision, RunReport
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from .config import CostPolicy, HarnessConfig
     from .harness import Principal
     from .prefix import PrefixTrack
 
@@ -54,6 +57,24 @@ def current_run() -> RunState | None:
     return handle() if handle is not None else None
 
 
+@dataclass(frozen=True, eq=False)
+class RunLimits:
+    """The run-wide caps of the config a run was opened under. A nested run
+    answers to these and to those of every run it is nested in, whichever
+    Harness opened them: the strictest wins (DESIGN §6.1)."""
+
+    max_model_calls: int | None = None
+    max_tool_calls: int | None = None
+    cost: CostPolicy | None = None
+
+    @classmethod
+    def of(cls, config: HarnessConfig) -> RunLimits:
+        return cls(config.max_model_calls, config.max_tool_calls, config.cost)
+
+
+NO_LIMITS = RunLimits()
+
+
 @dataclass(eq=False)
 class RunState:
     """Everything one run knows. Counters that a nested run shares with its
@@ -68,6 +89,8 @@ class RunState:
     facts: GuardState
     table: RunTable
     parent: RunState | None = None
+    limits: RunLimits = NO_LIMITS
+    """The caps of the Harness that opened this run (see ``bounds``)."""
     started: float = field(default_factory=time.monotonic)
     nonce: str = field(default_factory=lambda: secrets.token_hex(6))
     decisions: list[Decision] = field(default_factory=list)
@@ -110,6 +133,10 @@ class RunState:
     """Model names without a price already reported in this run."""
     structured_rounds: int = 0
     """Model rounds a stopped run was given to produce its structured output."""
+    largest_output_tokens: int = 0
+    """The most output tokens one model call of the run (sub-agents
+    included) was charged: the output estimate of a call to a model that
+    declares no ``max_tokens``."""
     usage_estimated: bool = False
     """A model call reported no usage and was charged an estimate (said once)."""
     longest_model_call_s: float = 0.0
@@ -150,11 +177,27 @@ class RunState:
     time the run has runs from here."""
     handle: RunHandle = field(init=False, repr=False)
     """This run's weak handle (what ``RUN_HANDLE`` carries)."""
+    enclosing_bounds: tuple[RunState, ...] = field(init=False, repr=False)
+    """The enclosing runs whose ``limits`` bind this one (see ``bounds``);
+    never this run itself, which would make a reference cycle."""
+    binds_itself: bool = field(init=False, repr=False)
+    """No enclosing run holds this run's ``limits``: they bind on its own counters."""
 
     def __post_init__(self) -> None:
         self.handle = RunHandle(self)
         self.handle.deadline = self.deadline
         self.timed_from = self.started
+        parent = self.parent
+        self.enclosing_bounds = parent.bounds if parent is not None else ()
+        self.binds_itself = all(bound.limits is not self.limits for bound in self.enclosing_bounds)
+
+    @property
+    def bounds(self) -> tuple[RunState, ...]:
+        """The runs whose ``limits`` bind this one, outermost first: of each
+        Harness's limits in the nesting, the outermost run holding them (its
+        counters include every run inside it). Fixed at open, so a check costs
+        one step per Harness of the nesting, not per call made."""
+        return (*self.enclosing_bounds, self) if self.binds_itself else self.enclosing_bounds
 
     def set_deadline(self, deadline: float | None) -> None:
         """A new deadline (a resumed reply's): what the run and every task
@@ -186,6 +229,16 @@ class RunState:
             depth, run = depth + 1, run.parent
         return depth
 
+    def model_call_cap(self) -> tuple[int, int] | None:
+        """``(used, cap)`` of the ``max_model_calls`` with the fewest calls
+        left among the runs this one answers to (``None``: none is capped)."""
+        return _tightest((bound.model_calls, bound.limits.max_model_calls) for bound in self.bounds)
+
+    def tool_call_cap(self) -> tuple[int, int] | None:
+        """``(used, cap)`` of the ``max_tool_calls`` with the fewest calls
+        left among the runs this one answers to (``None``: none is capped)."""
+        return _tightest((bound.tool_calls_total, bound.limits.max_tool_calls) for bound in self.bounds)
+
     def note_model_call_s(self, seconds: float) -> None:
         """How long a model call took (the root keeps the longest)."""
         root = self.root
@@ -199,14 +252,20 @@ class RunState:
             run.model_calls += 1
             run = run.parent
 
-    def add_usage(self, input_tokens: int, output_tokens: int, usd: float) -> None:
+    def add_usage(self, input_tokens: int, output_tokens: int, usd: float, model_name: str) -> None:
         """Charge tokens and USD here and in every ancestor (a sub-agent
-        spends its parent's budget)."""
+        spends its parent's budget). A run opened under another Harness is
+        charged at its own price of the model, when its policy has one
+        (``usd`` is the charging Harness's price): a sub-agent's Harness
+        cannot make its parent's budget cheaper."""
         run: RunState | None = self
         while run is not None:
             run.input_tokens += input_tokens
             run.output_tokens += output_tokens
-            run.facts.spent_usd += usd
+            run.largest_output_tokens = max(run.largest_output_tokens, output_tokens)
+            cost = run.limits.cost
+            price = cost.price_of(model_name) if cost is not None else None
+            run.facts.spent_usd += usd if price is None else price.usd(input_tokens, output_tokens)
             run = run.parent
 
     def add_tool_call(self, n: int = 1) -> None:
@@ -233,6 +292,15 @@ class RunState:
         """Sentinels the audit may strip from the final answer."""
         self.issued.add(text)
         self.issued.add(f"[harness:{code}]")
+
+
+def _tightest(caps: Iterable[tuple[int, int | None]]) -> tuple[int, int] | None:
+    """Of ``(used, cap)`` pairs, the capped one with the least left."""
+    tightest: tuple[int, int] | None = None
+    for used, cap in caps:
+        if cap is not None and (tightest is None or cap - used < tightest[1] - tightest[0]):
+            tightest = (used, cap)
+    return tightest
 
 
 class ResultAccount:
@@ -316,6 +384,8 @@ class RunTable:
 
     slots: dict[str, RunState] = field(default_factory=dict)
     loop_window: int = 6
+    limits: RunLimits = NO_LIMITS
+    """The caps of the owning Harness's config, given to each run it opens."""
     parked: weakref.WeakKeyDictionary[Any, str] = field(
         default_factory=weakref.WeakKeyDictionary,
     )
@@ -385,6 +455,7 @@ class RunTable:
             facts=facts,
             table=self,
             parent=parent,
+            limits=self.limits,
             mode=mode,
         )
         self.slots[run_id] = run

@@ -105,6 +105,17 @@ def _returned(value: Any) -> Exception:
     )
 
 
+def _put_back(ctx: HookContext, tool: Any, answer: str | None) -> Exception:
+    """A hook replaced the call being judged (the tool receives AgentScope's
+    own call, so the gates after it would judge another) or set the answer
+    to something not text: both are put back, and the hook has failed."""
+    if ctx.tool is not tool:
+        ctx.tool = tool
+        return TypeError("the hook replaced ctx.tool; the call being judged is read-only")
+    wrote, ctx.final_text = ctx.final_text, answer
+    return TypeError(f"the hook set final_text to {type(wrote).__name__}; it must be a str")
+
+
 class HookRunner:
     """Per-point hook lists, sorted once at construction."""
 
@@ -155,18 +166,33 @@ class HookRunner:
             if ctx.tool is not None and self._conditional.get(point)
             else self.by_point[point]
         )
+        return await self._chain(point, specs, ctx)
+
+    async def rerun(self, name: str, ctx: HookContext) -> Refusal | None:
+        """Run the hook ``name`` once more on ``ctx`` (an audit of what a
+        later hook wrote), with the same failure policy."""
+        spec = self.by_name[name]
+        return await self._chain(spec.point, (spec,), ctx)
+
+    async def _chain(self, point: str, specs: tuple[HookSpec, ...], ctx: HookContext) -> Refusal | None:
         for spec in specs:
             ctx.hook_name = spec.name
-            answer = ctx.final_text
+            tool, answer = ctx.tool, ctx.final_text
             try:
-                result = spec.fn(ctx)
-                if result is not None and inspect.isawaitable(result):
-                    result = await self._settle(result, ctx.run.deadline)
-                if result is not None:
-                    raise _returned(result)
-                if answer is not None and type(ctx.final_text) is not str:
-                    wrote, ctx.final_text = ctx.final_text, answer  # the answer before it stands
-                    raise TypeError(f"the hook set final_text to {type(wrote).__name__}; it must be a str")
+                try:
+                    result = spec.fn(ctx)
+                    if result is not None and inspect.isawaitable(result):
+                        result = await self._settle(result, ctx.run.deadline)
+                    if result is not None:
+                        raise _returned(result)
+                finally:  # however the hook ended, what it may not change is put back
+                    broken = (
+                        _put_back(ctx, tool, answer)
+                        if ctx.tool is not tool or (answer is not None and type(ctx.final_text) is not str)
+                        else None
+                    )
+                if broken is not None:
+                    raise broken
             except HookRejectSignal as signal:
                 refusal = self._rejected(spec, signal, ctx)
             except asyncio.CancelledError as exc:

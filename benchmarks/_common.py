@@ -116,11 +116,15 @@ class Tools:
         return sum(1 for n, _ in self.log if n == name)
 
 
+_LETTERS = str.maketrans("0123456789abcdef", "ghijklmnopqrstuv")
+
+
 def _document(key: str, size: int, novel: bool = True) -> str:
     """A deterministic result of about ``size`` characters; ``novel``: with
     content new for each key, else the same sheet with only the key echoed."""
+    # new words, not hex: a word of 8 hex digits is an id, which says nothing new
     facts = (
-        " ".join(hashlib.sha1(f"{key}/{i}".encode()).hexdigest()[:8] for i in range(12))
+        " ".join(hashlib.sha1(f"{key}/{i}".encode()).hexdigest()[:8].translate(_LETTERS) for i in range(12))
         if novel else "price, stock, reviews and specifications"
     )
     # the new content first: a short result (the overhead's 40 characters)

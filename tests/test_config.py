@@ -322,6 +322,30 @@ def test_require_finish_tool_with_a_finish_tool_is_accepted() -> None:
     assert not cfg().finish_required()
 
 
+def test_require_finish_tool_reads_back_as_in_force() -> None:
+    assert cfg(tools={"submit": {"role": "finish"}}).require_finish_tool is True
+    assert cfg().require_finish_tool is False
+    assert cfg(require_finish_tool=False, tools={"submit": {"role": "finish"}}).require_finish_tool is False
+
+
+def test_the_small_values_take_their_fields_in_the_order_design_writes_them() -> None:
+    from agentscope_harness import Ledger, ModelPrice, Prerequisite, Principal
+
+    assert Prerequisite("lookup_order", ["order_id"]) == Prerequisite(tool="lookup_order", same_args=["order_id"])
+    assert Prerequisite("lookup_order").same_args == []
+    assert Ledger(8, 6) == Ledger(cap=8, soft_at=6)
+    assert Ledger(8, on_exhausted="ask").on_exhausted == "ask"
+    assert ModelPrice(0.15, 0.6) == ModelPrice(input_per_mtok=0.15, output_per_mtok=0.6)
+    alice = Principal("u-42", "acme", {"search"}, region="eu")
+    assert (alice.user_id, alice.tenant, alice.allowed_tools, alice.attr("region")) == (
+        "u-42", "acme", frozenset({"search"}), "eu",
+    )
+    assert Principal("u-42") == Principal(user_id="u-42")
+    with pytest.raises(TypeError, match="multiple values for argument 'cap'"):
+        Ledger(8, cap=9)  # type: ignore[misc]
+    rejected(lambda: Ledger(-1), "cap")
+
+
 # -------------------------------------------------- NaN and inf everywhere
 
 
@@ -382,6 +406,8 @@ def test_every_detector_and_mode_is_accepted() -> None:
 
 
 def test_injection_mode_defaults_to_flag_for_retrieval_only() -> None:
+    assert ToolPolicy(role="retrieval").injection == "flag"  # read back as in force
+    assert ToolPolicy().injection == "off"
     assert ToolPolicy(role="retrieval").injection_mode() == "flag"
     assert ToolPolicy(role="lookup").injection_mode() == "off"
     assert ToolPolicy(role="retrieval", injection="off").injection_mode() == "off"

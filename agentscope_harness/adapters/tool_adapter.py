@@ -31,6 +31,7 @@ from ..calls import Verdict, result_view
 from ..chains import release
 from ..context import HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception, error_text
+from ..facts import thawed
 from ..outputs import cleaned_args, readable_data
 from ..sentinels import format_sentinel
 from .agent_adapter import run_of
@@ -175,7 +176,7 @@ class HarnessToolAdapter(MiddlewareBase):
         view = ctx.tool
         if view is None or view.role != "finish":
             return input_kwargs
-        args = dict(view.args)
+        args = thawed(view.args)
         redacted = cleaned_args(args, self.harness.redactor.redact)
         if redacted == args:
             return input_kwargs

@@ -4,7 +4,7 @@ convergence nudges and settling the run's spend."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..context import HookContext, ToolCallContext, ToolResultContext, reason_words
 from ..outcome import terminal_state
@@ -14,6 +14,7 @@ from ..report import TerminalState
 if TYPE_CHECKING:
     from ..config import CostPolicy
     from ..run_state import RunState
+    from ..services import Services
 
 
 @harness_hook("pre_tool_call", priority=30, name="spend_gate", kind="safety")
@@ -31,11 +32,10 @@ async def spend_gate(ctx: ToolCallContext) -> None:
 
 
 def _check_quota(ctx: ToolCallContext, admitting: bool = False) -> None:
-    root = ctx.run.root
-    limit = ctx.config.max_tool_calls
-    if limit is not None and root.tool_calls_total >= limit:
+    calls = ctx.run.tool_call_cap()  # every enclosing run's cap, whichever Harness opened it
+    if calls is not None and calls[0] >= calls[1]:
         raise HookRejectSignal(
-            f"The tool-call limit for this task is used up ({root.tool_calls_total}/{limit}). "
+            f"The tool-call limit for this task is used up ({calls[0]}/{calls[1]}). "
             "Answer with what you have.",
             code="quota_exhausted",
         )
@@ -130,10 +130,13 @@ def budget_router(ctx: HookContext) -> None:
     """Pick the model tier from the fraction of the budget left: the least
     left of money (``cap_usd`` plus approved extensions, the daily quota)
     and run-wide tokens (``max_input_tokens``, ``max_output_tokens``,
-    sub-agents included). At the last tier answer with the fallback text
-    without calling any model, or (``on_exhausted="ask"``, the run's own cap
-    spent) ask the user to extend it. Then tell the model what is left when
-    that changed (``disclose_budget``)."""
+    sub-agents included), of this run's policy and of every enclosing run's
+    (a sub-agent under another Harness included). At the last tier answer
+    with the fallback text without calling any model, or (``on_exhausted=
+    "ask"``, the run's own cap spent) ask the user to extend it
+    (``budget_spent``). Then tell the model what is left when that changed
+    (``disclose_budget``). A call that would overspend what is left is not
+    made either: the model guard checks its estimate (``overspend``)."""
     cost = ctx.config.cost
     root = ctx.run.root
     facts = root.facts
@@ -141,23 +144,19 @@ def budget_router(ctx: HookContext) -> None:
         if root.store_error is not None:
             ctx.stop("dependency_down", text=_fallback(cost, "dependency_down"), code="dependency_down")
             return
-        asks = cost.on_exhausted == "ask" and ctx.run is root
-        if asks:
+        if cost.on_exhausted == "ask" and ctx.run is root:
             _continue_parked_budget(ctx)
-        least = _least_left(_budget_left(cost, root))
-        if least is not None:
-            fraction, kind, left, cap, unit = least
-            lite, minimal, fallback = cost.tiers
-            if fraction <= fallback:
-                if asks and kind == "run_usd":
-                    _ask_for_more(ctx, cost, root)
-                else:
-                    ctx.stop("budget", text=_fallback(cost, "budget"), code="quota_exhausted")
-                return
-            tier = "minimal" if fraction <= minimal else "lite" if fraction <= lite else "full"
-            if tier != facts.tier:
-                ctx.decide("swap_model", detail=f"{facts.tier} -> {tier} ({_what_left(left, cap, unit)})")
-                facts.tier = tier
+    least = _least_left(_budget_left(ctx.run))
+    if least is not None:
+        lite, minimal, fallback = least.policy.tiers
+        if least.fraction <= fallback:
+            reason, state, text = budget_spent(ctx.services, ctx.agent, ctx.run, least.kind, least.policy)
+            ctx.stop(reason, state, text=text, code="quota_exhausted")
+            return
+        tier = "minimal" if least.fraction <= minimal else "lite" if least.fraction <= lite else "full"
+        if tier != facts.tier:
+            ctx.decide("swap_model", detail=f"{facts.tier} -> {tier} ({_what_left(least.left, least.cap, least.unit)})")
+            facts.tier = tier
     _disclose(ctx)
 
 
@@ -165,20 +164,62 @@ def _fallback(cost: CostPolicy, reason: str) -> str:
     return cost.fallback_text.format(reason=reason_words(reason))
 
 
-def _ask_for_more(ctx: HookContext, cost: CostPolicy, root: RunState) -> None:
-    """The run's own cap is spent and the policy asks: the reply ends
-    ``waiting_input`` with the question (an extension raises the run's cap,
-    never the principal's daily quota)."""
-    run_cap = (cost.cap_usd or 0.0) + root.usd_extra
+def budget_spent(
+    services: Services, agent: Any, run: RunState, kind: str, policy: CostPolicy,
+) -> tuple[str, TerminalState, str]:
+    """How a run whose budget ``policy`` is spent ends, as ``(reason, state,
+    text)``: the ladder's last rung, and a model call that would overspend.
+    The fallback answer (``incomplete``, ``budget``); or, when the run's own
+    USD cap is spent and the policy asks, the question (``waiting_input``):
+    the agent's next reply continues this budget, plus what a human approves
+    (an extension raises the run's cap, never the principal's daily quota)."""
+    root = run.root
+    if kind != "run_usd" or run is not root or policy.on_exhausted != "ask":
+        return "budget", TerminalState.INCOMPLETE, _fallback(policy, "budget")
+    run_cap = (policy.cap_usd or 0.0) + root.usd_extra
     spent = root.facts.spent_usd + root.usd_carried
-    ctx.services.approvals.budget_parked(ctx.agent, spent)
-    ctx.stop(
+    services.approvals.budget_parked(agent, spent, root.largest_output_tokens)
+    return (
         f"the budget of this task (${run_cap:.4f}) is used up; approve an extension to continue",
-        state=TerminalState.WAITING_INPUT,
-        text=f"This task has used its budget (${spent:.4f} of ${run_cap:.4f}). "
-             "Shall I continue? Continuing needs your approval of a larger budget.",
-        code="quota_exhausted",
+        TerminalState.WAITING_INPUT,
+        f"This task has used its budget (${spent:.4f} of ${run_cap:.4f}). "
+        "Shall I continue? Continuing needs your approval of a larger budget.",
     )
+
+
+def overspend(
+    run: RunState, model_name: str, input_tokens: int, output_tokens: int,
+) -> tuple[str, CostPolicy, str] | None:
+    """``(kind, policy, what)`` when one call of ``model_name``, estimated at
+    ``input_tokens`` in and ``output_tokens`` out, would take a run this one
+    answers to past its ``cap_usd`` (plus approved extensions; kind
+    ``run_usd``) or a token cap (``tokens``); ``None`` when it fits. A model
+    a capped policy cannot price is refused before this (``unpriced_model``).
+    One step per Harness of the nesting: this runs before every model call."""
+    for bound in run.bounds:
+        cost = bound.limits.cost
+        if cost is None:
+            continue
+        price = cost.price_of(model_name) if cost.cap_usd is not None else None
+        if cost.cap_usd is not None and price is not None:
+            cap = cost.cap_usd + bound.usd_extra
+            left = cap - bound.facts.spent_usd - bound.usd_carried
+            usd = price.usd(input_tokens, output_tokens)
+            if usd > left:
+                return "run_usd", cost, (
+                    f"a call estimated at ${usd:.4f} would take the spend past the cap "
+                    f"(${max(left, 0.0):.4f} left of ${cap:.4f})"
+                )
+        for limit, used, unit, tokens in (
+            (cost.max_input_tokens, bound.input_tokens, "input", input_tokens),
+            (cost.max_output_tokens, bound.output_tokens, "output", output_tokens),
+        ):
+            if limit is not None and used + tokens > limit:
+                return "tokens", cost, (
+                    f"a call estimated at ~{tokens} {unit} tokens would pass max_{unit}_tokens "
+                    f"({limit}; {used} used)"
+                )
+    return None
 
 
 def _continue_parked_budget(ctx: HookContext) -> None:
@@ -190,6 +231,7 @@ def _continue_parked_budget(ctx: HookContext) -> None:
         return
     root = ctx.run.root
     root.usd_carried += pending.carried_usd
+    root.largest_output_tokens = max(root.largest_output_tokens, pending.largest_output_tokens)
     ctx.decide("continue_budget", detail=f"${pending.carried_usd:.6f} already spent by the parked run")
     if pending.usd > 0:
         root.usd_extra += pending.usd
@@ -198,37 +240,55 @@ def _continue_parked_budget(ctx: HookContext) -> None:
                    detail=f"usd +{pending.usd} approved by {pending.approved_by}")
 
 
-def _budget_left(cost: CostPolicy, root: RunState) -> list[tuple[float, str, float, float, str]]:
-    """``(fraction left, kind, left, cap, unit)`` of each budget the run has;
-    kind is ``run_usd`` (the run's own cap, extensible), ``daily_usd`` or
-    ``tokens`` (unit ``input`` or ``output``). Numbers only: this runs before
-    every model call, and is put in words only when the tier changes."""
-    out: list[tuple[float, str, float, float, str]] = []
-    run_cap = None if cost.cap_usd is None else cost.cap_usd + root.usd_extra
-    cap, daily, kind = run_cap, root.daily_left_usd, "run_usd"
-    if daily is not None and (cap is None or daily < cap):
-        cap, kind = daily, "daily_usd"
-    if cap is not None:
-        left = cap - root.facts.spent_usd - root.usd_carried
-        out.append((left / cap if cap > 0 else 0.0, kind, left, cap, "usd"))
-    for limit, used, name in (
-        (cost.max_input_tokens, root.input_tokens, "input"),
-        (cost.max_output_tokens, root.output_tokens, "output"),
-    ):
-        if limit is not None:
-            left_tokens = max(limit - used, 0)
-            out.append((left_tokens / limit, "tokens", left_tokens, limit, name))
+class BudgetLeft(NamedTuple):
+    """What is left of one budget a run answers to."""
+
+    fraction: float
+    kind: str
+    """``run_usd`` (a run's own cap, extensible), ``daily_usd`` or ``tokens``."""
+    left: float
+    cap: float
+    unit: str
+    """``usd``, or ``input`` / ``output`` tokens."""
+    policy: CostPolicy
+    """The policy the budget is of (its tiers and fallback text apply)."""
+
+
+def _budget_left(run: RunState) -> list[BudgetLeft]:
+    """Each budget of the policies ``run`` answers to (its own and every
+    enclosing run's, counted on the run that holds it). Numbers only: this
+    runs before every model call, and is put in words only when the tier
+    changes."""
+    out: list[BudgetLeft] = []
+    for bound in run.bounds:
+        cost = bound.limits.cost
+        if cost is None:
+            continue
+        run_cap = None if cost.cap_usd is None else cost.cap_usd + bound.usd_extra
+        cap, daily, kind = run_cap, bound.daily_left_usd, "run_usd"
+        if daily is not None and (cap is None or daily < cap):
+            cap, kind = daily, "daily_usd"
+        if cap is not None:
+            left = cap - bound.facts.spent_usd - bound.usd_carried
+            out.append(BudgetLeft(left / cap if cap > 0 else 0.0, kind, left, cap, "usd", cost))
+        for limit, used, name in (
+            (cost.max_input_tokens, bound.input_tokens, "input"),
+            (cost.max_output_tokens, bound.output_tokens, "output"),
+        ):
+            if limit is not None:
+                left_tokens = max(limit - used, 0)
+                out.append(BudgetLeft(left_tokens / limit, "tokens", left_tokens, limit, name, cost))
     return out
 
 
-def _least_left(budgets: list[tuple[float, str, float, float, str]]) -> tuple[float, str, float, float, str] | None:
+def _least_left(budgets: list[BudgetLeft]) -> BudgetLeft | None:
     """The budget with the least left; between equal fractions, the first
     in the order of their words (the tier-change detail names it)."""
     if not budgets:
         return None
-    fraction = min(b[0] for b in budgets)
-    tied = [b for b in budgets if b[0] == fraction]
-    return tied[0] if len(tied) == 1 else min(tied, key=lambda b: _what_left(b[2], b[3], b[4]))
+    fraction = min(b.fraction for b in budgets)
+    tied = [b for b in budgets if b.fraction == fraction]
+    return tied[0] if len(tied) == 1 else min(tied, key=lambda b: _what_left(b.left, b.cap, b.unit))
 
 
 def _what_left(left: float, cap: float, unit: str) -> str:
@@ -250,12 +310,10 @@ def status_line(ctx: HookContext) -> str | None:
     left = run.time_left()
     if left is not None:
         parts.append(f"{max(left, 0):.0f}s left")
-    if config.cost is not None:
-        parts += [_what_left(left, cap, unit) for _, _, left, cap, unit in _budget_left(config.cost, root)]
-    if config.max_model_calls is not None:
-        parts.append(f"{max(config.max_model_calls - root.model_calls, 0)} model calls left")
-    if config.max_tool_calls is not None:
-        parts.append(f"{max(config.max_tool_calls - root.tool_calls_total, 0)} tool calls left")
+    parts += [_what_left(b.left, b.cap, b.unit) for b in _budget_left(run)]
+    for cap, what in ((run.model_call_cap(), "model"), (run.tool_call_cap(), "tool")):
+        if cap is not None:
+            parts.append(f"{max(cap[1] - cap[0], 0)} {what} calls left")
     used = root.facts.ledger_used
     for name, ledger in config.ledgers.items():
         parts.append(f"{name} {max(ledger.cap - used.get(name, 0), 0)}/{ledger.cap} left")

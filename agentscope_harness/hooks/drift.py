@@ -2,10 +2,12 @@
 constrain (``force_conclude``), then stop; never the same hint twice, never
 a step back down.
 
-Progress is new information, not new arguments: a result counts when most
-of it is new to the run (``Novelty``), when it reaches a fact, when a tool
-declares candidates or picks, or when it changes the world (a successful
-``mutation`` or ``finish``)."""
+Progress is new information, not new arguments or new noise: a result
+counts when enough of it is new to the run (``Novelty``: volatile tokens
+and the echo of the arguments left out), when it reaches a fact, when a
+tool declares candidates or picks, or when it changes the world (a
+successful ``mutation`` or ``finish``). A count read from the text
+(``count_results``) is not news by itself: the same hits count again."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ..context import SessionEndContext, ToolCallContext, ToolResultContext
+from ..context import HookContext, SessionEndContext, ToolCallContext, ToolResultContext
 from ..errors import BREAKER_FAILURES, ErrorClass
 from ..injection import HeuristicDetector
 from ..outputs import answer_filter, filter_result, pii_modes, pii_salt
@@ -65,7 +65,11 @@ async def tool_breaker_gate(ctx: ToolCallContext) -> None:
             "Do not retry; tell the user.",
             code="dependency_down",
         )
-    await ctx.services.fleet.breaker_gate(ctx)
+    try:
+        await ctx.services.fleet.breaker_gate(ctx)
+    except HookRejectSignal:  # the run goes without the tool, as if it had reported it down
+        facts.dependency_down.add(ctx.tool.name)
+        raise
 
 
 @harness_hook("post_tool_call", priority=5, name="tool_breaker_record", kind="observer")
@@ -203,7 +207,15 @@ def final_answer_audit(ctx: SessionEndContext) -> None:
     and any fence marker removed, secrets (exact values too) redacted,
     personal data rewritten as ``HarnessConfig.pii`` says (a ``block`` kind
     withholds the answer). Then the answer's claims are checked against
-    successful calls. (Synchronous: it awaits nothing.)"""
+    successful calls. (Synchronous: it awaits nothing.) An answer a later
+    hook rewrites is audited again by the lifecycle: no rewrite goes around
+    the audit."""
+    audit_answer(ctx)
+
+
+def audit_answer(ctx: HookContext) -> None:
+    """The audit of ``ctx.final_text``; ``ctx.audit`` keeps what the first
+    audit read and gave (the answer as the stream showed it)."""
     run = ctx.run
     text = ctx.final_text or ""
     stripped = strip_issued(text, run.issued)
@@ -211,8 +223,10 @@ def final_answer_audit(ctx: SessionEndContext) -> None:
     if cleaned != text:  # as the stream showed it (markers cut out, spacing kept)
         ctx.decide("rewrite", detail="removed harness markers, secrets or personal data from the answer")
         ctx.final_text = cleaned
+    if ctx.audit is None:
+        ctx.audit = (text, cleaned)
     for tool, policy in ctx.config.tools.items():
-        if not policy.claims or ctx.facts.has_succeeded(tool):
+        if not policy.claims or tool in ctx.facts.unsupported_claims or ctx.facts.has_succeeded(tool):
             continue
         for pattern in policy.claims:
             if re.search(pattern, cleaned, re.IGNORECASE):

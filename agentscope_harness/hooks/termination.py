@@ -39,8 +39,8 @@ def liveness_watchdog(ctx: HookContext) -> None:
     ):
         ctx.stop(terminal.reason, TerminalState(terminal.state), text=answer)
         return
-    limit = ctx.config.max_model_calls
-    if limit is not None and ctx.run.root.model_calls >= limit:
+    calls = ctx.run.model_call_cap()  # every enclosing run's cap, whichever Harness opened it
+    if calls is not None and calls[0] >= calls[1]:
         ctx.stop("max_model_calls")
         return
     escalate_refusals(ctx)

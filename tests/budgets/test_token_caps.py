@@ -25,16 +25,16 @@ def swaps(report) -> list[str]:
 
 
 async def test_input_token_cap_steps_down_the_tiers_then_answers_with_the_fallback():
-    h, lite = token_harness(max_input_tokens=1000)
-    # 400 input tokens a call: 60% left, then 20% (minimal), then none
-    model = ScriptedModel([calls(("search", {"q": str(i)}), inp=400) for i in range(5)])
+    h, lite = token_harness(max_input_tokens=10_000)
+    # 4000 input tokens a call: 60% left, then 20% (minimal), then 5%: none
+    model = ScriptedModel([calls(("search", {"q": str(i)}), inp=4000) for i in range(5)])
     agent = make_agent(model, [search], h.middlewares())
-    lite.script = [calls(("search", {"q": "lite"}), inp=400)]
+    lite.script = [calls(("search", {"q": "lite"}), inp=1500)]
     _, final = await run(agent)
     report = h.last_report(agent)
     assert len(model.calls) == 2 and len(lite.calls) == 1  # the 3rd call went to the tier model
-    assert swaps(report) == ["full -> minimal (200 of 1000 input tokens left)"]
-    assert report.input_tokens == 1200
+    assert swaps(report) == ["full -> minimal (2000 of 10000 input tokens left)"]
+    assert report.input_tokens == 9500
     assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "budget")
     assert final.get_text_content().startswith(FALLBACK)  # then what the run found
     assert "What I found before stopping:" in final.get_text_content()
@@ -43,31 +43,31 @@ async def test_input_token_cap_steps_down_the_tiers_then_answers_with_the_fallba
 
 async def test_output_token_cap_counts_like_money():
     h, _ = token_harness(max_output_tokens=100)
-    model = ScriptedModel([calls(("search", {"q": "a"}), out=60), calls(("search", {"q": "b"}), out=60),
+    model = ScriptedModel([calls(("search", {"q": "a"}), out=30), calls(("search", {"q": "b"}), out=30),
                            text("never")])
     agent = make_agent(model, [search], h.middlewares())
     _, final = await run(agent)
     report = h.last_report(agent)
-    assert len(model.calls) == 1  # 40% left after the 1st call: the lite model serves the 2nd
-    assert report.output_tokens == 60 + 1
+    assert len(model.calls) == 2  # 40% left after the 2nd call: the lite model serves the 3rd
+    assert report.output_tokens == 30 + 30 + 1
     assert swaps(report) == ["full -> lite (40 of 100 output tokens left)"]
 
 
 async def test_parallel_tool_calls_do_not_count_tokens_only_model_calls_do():
-    h, _ = token_harness(max_input_tokens=1000, tiers=(0.3, 0.2, 0.05))
+    h, _ = token_harness(max_input_tokens=10_000, tiers=(0.3, 0.2, 0.05))
     def batch(n: int):
-        return calls(*[("search", {"q": f"{n}{c}"}) for c in "abc"], inp=300)
+        return calls(*[("search", {"q": f"{n}{c}"}) for c in "abc"], inp=3000)
 
     model = ScriptedModel([batch(1), batch(2), batch(3), text("never")])
     agent = make_agent(model, [search], h.middlewares())
     _, final = await run(agent)
     report = h.last_report(agent)
-    # 3 model calls of 300 tokens (9 tool calls): 700, 400, 100 left; the 4th
+    # 3 model calls of 3000 tokens (9 tool calls): 7000, 4000, 1000 left; the 4th
     # pre_think sees 10% left: minimal tier, served by the lite model
-    assert report.input_tokens == 900 + 10
+    assert report.input_tokens == 9000 + 10
     assert report.tool_calls == {"search": 9}
     assert len(model.calls) == 3
-    assert swaps(report) == ["full -> minimal (100 of 1000 input tokens left)"]
+    assert swaps(report) == ["full -> minimal (1000 of 10000 input tokens left)"]
 
 
 async def test_a_sub_agents_tokens_spend_the_parents_cap():

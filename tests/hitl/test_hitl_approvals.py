@@ -398,7 +398,8 @@ async def test_a_remembered_approval_never_covers_an_extension() -> None:
 
 
 async def test_an_exhausted_usd_budget_asks_and_an_extension_continues_it() -> None:
-    cost = CostPolicy(cap_usd=1.0, prices={"scripted": (6_000.0, 0.0)}, on_exhausted="ask")
+    # $0.60 a call, all of it output (10 tokens): the request's own estimate costs nothing
+    cost = CostPolicy(cap_usd=1.3, prices={"scripted": (0.0, 60_000.0)}, on_exhausted="ask")
     h = Harness(HarnessConfig(cost=cost), load_entry_points=False)
     model = ScriptedModel([calls(("search", {"q": "a"})), calls(("search", {"q": "b"})), text("late")])
     agent = make_agent(model, [tool(search)], h.middlewares())
@@ -408,7 +409,7 @@ async def test_an_exhausted_usd_budget_asks_and_an_extension_continues_it() -> N
     assert report.terminal_state == TerminalState.WAITING_INPUT
     assert "approve an extension" in report.reason
     assert "Shall I continue?" in final.get_text_content()
-    assert len(model.calls) == 2  # $1.20 spent: no third model call
+    assert len(model.calls) == 2  # $1.20 spent: a third ($0.60) would pass $1.30
 
     with h.acting_for(ALICE):  # another message is not a way around the budget
         _, again = await run(agent, "go on")

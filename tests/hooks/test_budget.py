@@ -193,10 +193,13 @@ async def test_search_gate_reads_candidates_from_tool_metadata():
 # ------------------------------------------------------------ budget_router
 
 
-def priced(cap_usd=1.0, per_call=0.6, **kw) -> CostPolicy:
+def priced(cap_usd=1.0, per_call=0.6, on_output=False, **kw) -> CostPolicy:
     # usage per scripted call: 100 input tokens, 10 output tokens
+    # on_output: the price is all the output's, so the request's own estimate
+    # (checked against cap_usd before each call) costs nothing
     # the lite tier model is free, and says so: an unpriced model is a config error
-    return CostPolicy(cap_usd=cap_usd, prices={"scripted": (per_call * 10_000, 0.0), "lite": (0.0, 0.0)}, **kw)
+    price = (0.0, per_call * 100_000) if on_output else (per_call * 10_000, 0.0)
+    return CostPolicy(cap_usd=cap_usd, prices={"scripted": price, "lite": (0.0, 0.0)}, **kw)
 
 
 async def test_router_swaps_to_the_lite_model_when_half_the_money_is_gone():
@@ -204,7 +207,7 @@ async def test_router_swaps_to_the_lite_model_when_half_the_money_is_gone():
     t = shop_tools(ran)
     lite = ScriptedModel([text("lite answer")], model="lite")
     h, model, agent = harnessed(
-        HarnessConfig(cost=priced(tier_models={"lite": lite})),
+        HarnessConfig(cost=priced(on_output=True, tier_models={"lite": lite})),
         [calls(("search", {"q": "a"})), text("full answer")],
         [t["search"]],
     )
@@ -222,8 +225,8 @@ async def test_router_swaps_to_the_lite_model_when_half_the_money_is_gone():
 
 @pytest.mark.parametrize("caps, used, named", [
     ((18_000, 20_000), (9_000, 10_000), "10000 of 20000 output tokens left"),  # a tie: the first in words
-    ((100, 1_000), (50, 500), "50 of 100 input tokens left"),
-    ((100, 1_000), (60, 100), "40 of 100 input tokens left"),
+    ((2_000, 20_000), (1_000, 10_000), "1000 of 2000 input tokens left"),
+    ((2_000, 20_000), (1_200, 2_000), "800 of 2000 input tokens left"),
 ])
 async def test_the_tier_change_names_the_budget_with_least_left(caps, used, named):
     ran = Ran()
@@ -242,7 +245,7 @@ async def test_router_falls_back_without_calling_any_model():
     ran = Ran()
     t = shop_tools(ran)
     lite = ScriptedModel([], model="lite")
-    cost = priced(per_call=0.96, tier_models={"lite": lite})
+    cost = priced(per_call=0.96, on_output=True, tier_models={"lite": lite})
     h, model, agent = harnessed(
         HarnessConfig(cost=cost),
         [calls(("search", {"q": "a"})), text("never")],

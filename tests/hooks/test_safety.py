@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from agentscope.event import TextBlockDeltaEvent
+from agentscope.message import UserMsg
 from agentscope.middleware import MiddlewareBase
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import FunctionTool, Toolkit
@@ -225,9 +226,7 @@ async def test_breaker_opens_refuses_half_opens_and_closes_across_runs():
 
 
 async def test_after_a_dependency_went_down_the_user_gets_the_fallback_not_a_made_up_answer():
-    from agentscope_harness import Harness
-
-    from agentscope_harness import DependencyDown
+    from agentscope_harness import DependencyDown, Harness
 
     async def inventory(sku: str) -> str:
         """Stock level of a product.
@@ -248,6 +247,77 @@ async def test_after_a_dependency_went_down_the_user_gets_the_fallback_not_a_mad
     answer = final.get_text_content()
     assert "in stock" not in answer
     assert answer.startswith("I could not complete this request (a service it needs is unavailable).")
+
+
+async def test_a_breaker_opened_before_this_run_gives_its_user_the_fallback_too():
+    from agentscope_harness import Harness
+
+    h = Harness(HarnessConfig(breaker_failures=1, breaker_cooldown_s=60), load_entry_points=False)
+    ran = Ran()
+    toolkit = flaky_toolkit(h, ran, {"broken": True})
+    _, _, agent = harnessed(None, [calls(("inventory", {"sku": "a"})), text("down")], toolkit, harness=h)
+    await drive(h, agent)  # opens the breaker
+    _, model, agent2 = harnessed(
+        None, [calls(("inventory", {"sku": "b"})), text("All 12 units are in stock!")], toolkit, harness=h,
+    )
+    _, final, report = await drive(h, agent2)
+    assert results(model)[0].startswith("[harness:dependency_down]")
+    assert (report.terminal_state.value, report.reason) == ("incomplete", "dependency_down")
+    assert final.get_text_content().startswith("I could not complete this request (a service it needs")
+
+
+async def test_shadow_mode_delivers_the_models_answer_and_records_what_it_would_have_said():
+    from agentscope_harness import DependencyDown, Harness
+
+    async def inventory(sku: str) -> str:
+        """Stock level of a product.
+
+        Args:
+            sku (str): The product.
+        """
+        raise DependencyDown("inventory API", "HTTP 503")
+
+    h = Harness(HarnessConfig(mode="shadow", tools={"cancel_order": ToolPolicy(role="mutation", claims=[r"\bcancelled\b"])}),
+                load_entry_points=False)
+    toolkit = h.instrument(Toolkit(tools=[FunctionTool(inventory, permission=ALLOW)]))
+    answer = "The inventory service is down, so nothing was cancelled; please try later."
+    _, _, agent = harnessed(None, [calls(("inventory", {"sku": "a"})), text(answer)], toolkit, harness=h)
+    _, final, report = await drive(h, agent)
+    assert final.get_text_content() == answer  # neither the fallback nor a claim's correction
+    assert (report.terminal_state.value, report.reason) == ("incomplete", "unsupported_claim")
+
+
+async def test_a_structured_reply_made_without_its_data_delivers_the_fallback_and_no_output():
+    from pydantic import BaseModel
+
+    from agentscope_harness import DependencyDown, Harness
+
+    class Stock(BaseModel):
+        units: int
+        summary: str
+
+    async def inventory(sku: str) -> str:
+        """Stock level of a product.
+
+        Args:
+            sku (str): The product.
+        """
+        raise DependencyDown("inventory API", "HTTP 503")
+
+    h = Harness(HarnessConfig(), load_entry_points=False)
+    toolkit = h.instrument(Toolkit(tools=[FunctionTool(inventory, permission=ALLOW)]))
+    _, _, agent = harnessed(None, [
+        calls(("inventory", {"sku": "a"})),
+        calls(("GenerateStructuredOutput", {"units": 12, "summary": "All 12 units are in stock!"})),
+        text("done"),
+    ], toolkit, harness=h)
+    final = await agent.reply(UserMsg("user", "stock of a?"), structured_schema=Stock)
+    assert final.structured_output is None
+    assert final.get_text_content() == (
+        "I could not complete this request (a service it needs is unavailable). "
+        "Please try again, or narrow the request down."
+    )
+    assert h.last_report(agent).reason == "dependency_down"
 
 
 async def test_failed_half_open_probe_reopens_at_once():

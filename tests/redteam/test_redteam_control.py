@@ -157,10 +157,11 @@ async def test_usage_free_responses_bypass_usd_cap() -> None:
                                                    input=f'{{"q": "p{len(turn.formatted)}"}}')],
                             is_last=True, usage=None)
 
-    cfg = HarnessConfig(cost=CostPolicy(cap_usd=0.0001, prices={"scripted": (1000.0, 1000.0)}))
+    # the cap fits the first request's estimate (~250 tokens at $1000/M), not three of them
+    cfg = HarnessConfig(cost=CostPolicy(cap_usd=0.5, prices={"scripted": (1000.0, 1000.0)}))
     h, _, agent = harnessed(cfg, respond, [search], max_iters=10)
     _, _, report = await drive(h, agent)
-    # with usage reported, the first call (100 tokens at $1000/M) already spends the cap: one call
+    # charged an estimate (the request and the answer), so the cap still ends the run
     assert report.model_calls <= 2, (report.model_calls, report.spent_usd, report.reason)
     assert report.spent_usd > 0
     estimated = [d for d in report.decisions if d.action == "usage_estimated"]
@@ -311,15 +312,16 @@ async def test_productive_run_not_stopped() -> None:
 
 
 async def test_usd_cap_control_with_usage() -> None:
-    """Held (control for the usage-free attack): the same run with usage reported stops after one call."""
+    """Held (control for the usage-free attack): the same run with usage reported stops after
+    one call (the first request's estimate fits the cap; after it, a second does not)."""
     from agentscope.model import ChatUsage
 
     def respond(turn: Any) -> ChatResponse:
         return ChatResponse(content=[ToolCallBlock(id="x", name="search",
                                                    input=f'{{"q": "p{len(turn.formatted)}"}}')],
-                            is_last=True, usage=ChatUsage(input_tokens=100, output_tokens=10, time=0.0))
+                            is_last=True, usage=ChatUsage(input_tokens=800, output_tokens=10, time=0.0))
 
-    cfg = HarnessConfig(cost=CostPolicy(cap_usd=0.0001, prices={"scripted": (1000.0, 1000.0)}))
+    cfg = HarnessConfig(cost=CostPolicy(cap_usd=1.0, prices={"scripted": (1000.0, 1000.0)}))
     h, _, agent = harnessed(cfg, respond, [search], max_iters=10)
     _, _, report = await drive(h, agent)
     assert report.model_calls == 1 and report.reason == "budget"

@@ -140,13 +140,14 @@ async def test_a_later_refusal_refunds_the_ledger() -> None:
 @SETTINGS
 @given(k=st.integers(1, 6), n=st.integers(1, 3))
 async def test_cost_cap_admits_exactly_the_model_calls_that_fit(k: int, n: int) -> None:
-    """Each model call costs ``c``; with ``cap_usd`` chosen so that exactly
-    ``k`` calls fit before the fallback tier, the run makes ``k`` model calls
-    and answers with the fallback text without a (k+1)th."""
+    """Each model call costs ``c``, all of it its 10 output tokens (the
+    request's own estimate costs nothing); with ``cap_usd`` chosen so that
+    exactly ``k`` calls fit, the run makes ``k`` model calls, never spends
+    past the cap, and answers with the fallback text without a (k+1)th."""
     cap = 1.0
-    c = cap * 0.95 / (k - 0.5)
+    c = cap / (k + 0.5)
     harness = Harness(HarnessConfig(
-        cost=CostPolicy(cap_usd=cap, prices={"scripted": (c * 1e6 / 100, 0.0)}),
+        cost=CostPolicy(cap_usd=cap, prices={"scripted": (0.0, c * 1e6 / 10)}),
     ))
     ran: list[str] = []
     model = ScriptedModel(batches(k + 3, n) + [text("done")])
@@ -158,7 +159,7 @@ async def test_cost_cap_admits_exactly_the_model_calls_that_fit(k: int, n: int) 
     assert final.get_text_content().startswith(harness.config.cost.fallback_text)
     assert "What I found before stopping:" in final.get_text_content()
     assert report.terminal_state == TerminalState.INCOMPLETE and report.reason == "budget"
-    assert abs(report.spent_usd - k * c) < 1e-9
+    assert abs(report.spent_usd - k * c) < 1e-9 and report.spent_usd <= cap
     assert_context_well_formed(agent)
 
 

@@ -1,0 +1,100 @@
+"""A sub-agent run by a tool answers to its parent's limits whichever Harness
+it runs under (DESIGN §6.1): ``max_model_calls``, ``max_tool_calls``,
+``cap_usd`` and the token caps of every run it is nested in hold, the
+strictest winning; its spend is charged to each at that run's own prices."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from scripted import RAN, ScriptedModel, calls, delegating_tool, make_agent, run, search, text
+
+from agentscope_harness import CostPolicy, Harness, HarnessConfig, TerminalState
+
+PRICES = {"lead-m": (10.0, 30.0), "child-m": (10.0, 30.0)}
+"""USD per M tokens: a call of 1000 input and 1000 output tokens costs $0.04."""
+
+
+def team(parent_config: HarnessConfig, child_config: HarnessConfig, child_step: Any,
+         ) -> tuple[Harness, ScriptedModel, Any]:
+    """A lead under ``parent_config`` whose tool runs a researcher under a
+    Harness of its own (``child_config``: the specialist team's)."""
+    child_h = Harness(child_config, load_entry_points=False)
+    child_model = ScriptedModel(child_step, model="child-m")
+    child = make_agent(child_model, [search], child_h.middlewares(), name="researcher")
+    h = Harness(parent_config, load_entry_points=False)
+    lead_model = ScriptedModel([calls(("delegate", {"task": "find"})), text("lead done")], model="lead-m")
+    lead = make_agent(lead_model, [delegating_tool(child)], h.middlewares(), name="lead")
+    return h, child_model, lead
+
+
+def searching(inp: int = 10, out: int = 10) -> Any:
+    return lambda turn: calls(("search", {"q": f"c{len(RAN)}"}), inp=inp, out=out)
+
+
+async def test_the_parents_model_call_cap_holds_under_another_harness():
+    """Red team: the child's own uncapped Harness made 51 model calls under
+    a parent with ``max_model_calls=6``."""
+    h, child_model, lead = team(HarnessConfig(max_model_calls=4), HarnessConfig(), searching())
+    await run(lead)
+    report = h.last_report(lead)
+    assert len(child_model.calls) == 3  # the lead's first call and the child's three: 4
+    assert report.model_calls == 4
+    [child] = report.children
+    assert (child.terminal_state, child.reason) == (TerminalState.INCOMPLETE, "max_model_calls")
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "max_model_calls")
+
+
+async def test_a_child_harness_with_a_lower_cap_holds_its_own_subtree_only():
+    h, child_model, lead = team(HarnessConfig(max_model_calls=10), HarnessConfig(max_model_calls=2), searching())
+    _, final = await run(lead)
+    report = h.last_report(lead)
+    assert len(child_model.calls) == 2  # the child's cap counts the child's calls, not the lead's
+    assert report.children[0].reason == "max_model_calls"
+    assert final.get_text_content() == "lead done" and report.model_calls == 4
+
+
+async def test_the_parents_tool_call_cap_holds_under_another_harness():
+    h, _, lead = team(HarnessConfig(max_tool_calls=3), HarnessConfig(),
+                      [*[searching()] * 3, text("child done")])
+    await run(lead)
+    report = h.last_report(lead)
+    assert len(RAN) == 2  # the delegate call and two searches: 3
+    [child] = report.children
+    assert child.refusals.get("quota_exhausted", 0) >= 1
+
+
+async def test_the_parents_cap_usd_holds_under_an_unpriced_child_harness():
+    """The child's Harness has no ``CostPolicy`` at all: its calls cost the
+    lead's budget at the lead's prices, and one that would pass it is not made."""
+    parent = HarnessConfig(cost=CostPolicy(cap_usd=0.10, prices=PRICES))
+    h, child_model, lead = team(parent, HarnessConfig(), searching(inp=1000, out=1000))
+    await run(lead)
+    report = h.last_report(lead)
+    # the lead's call ($0.0013), then two of the child's ($0.08); a third would pass $0.10
+    assert len(child_model.calls) == 2
+    assert report.spent_usd == pytest.approx(0.0813) and report.spent_usd <= 0.10
+    [child] = report.children
+    assert (child.terminal_state, child.reason) == (TerminalState.INCOMPLETE, "budget")
+    assert child.spent_usd == 0  # its own Harness prices nothing
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "budget")
+
+
+async def test_a_child_model_the_capped_parent_cannot_price_is_never_called():
+    parent = HarnessConfig(cost=CostPolicy(cap_usd=0.10, prices={"lead-m": (10.0, 30.0)}))
+    h, child_model, lead = team(parent, HarnessConfig(), searching())
+    await run(lead)
+    report = h.last_report(lead)
+    assert child_model.calls == []
+    assert report.children[0].reason == "unpriced_model"
+
+
+async def test_the_parents_token_caps_hold_under_another_harness():
+    parent = HarnessConfig(cost=CostPolicy(max_output_tokens=100))
+    h, child_model, lead = team(parent, HarnessConfig(), searching(out=40))
+    await run(lead)
+    report = h.last_report(lead)
+    # the lead's 10, then the child's 40 and 40: a third of 40 would pass 100
+    assert len(child_model.calls) == 2 and report.output_tokens == 90
+    assert report.children[0].reason == "budget"
