@@ -60,6 +60,9 @@ class UsdExtension:
     largest_output_tokens: int = 0
     """The most output tokens one model call of the parked run produced: the
     continued run estimates its calls' output from there, not from nothing."""
+    carried_extra_usd: float = 0.0
+    """What earlier extensions added to the cap of the budget being continued:
+    a second extension adds to the first, never replaces it."""
     usd: float = 0.0
     approved_by: str | None = None
 
@@ -126,11 +129,16 @@ class ApprovalBook:
 
     # -------------------------------------------------------- USD extensions
 
-    def budget_parked(self, agent: Any, spent_usd: float, largest_output_tokens: int) -> None:
-        """``agent``'s run parked on its budget having spent ``spent_usd``:
-        its next reply continues that budget until a human extends it."""
+    def budget_parked(
+        self, agent: Any, spent_usd: float, largest_output_tokens: int, extra_usd: float = 0.0,
+    ) -> None:
+        """``agent``'s run parked on its budget having spent ``spent_usd``,
+        its cap raised by ``extra_usd`` of earlier extensions: its next reply
+        continues that budget until a human extends it."""
         try:
-            self._usd[agent] = UsdExtension(carried_usd=spent_usd, largest_output_tokens=largest_output_tokens)
+            self._usd[agent] = UsdExtension(
+                carried_usd=spent_usd, largest_output_tokens=largest_output_tokens, carried_extra_usd=extra_usd,
+            )
         except TypeError:
             pass
 

@@ -93,9 +93,11 @@ _VOLATILE_SPAN = re.compile(
     r")"
 )
 _NAMED_ID = re.compile(r"(?:request|trace|span|correlation)[\x20_-]?id[\"']?\x20?[:=]\x20?[\"']?[\w.:-]+")
-_ID_WORD = re.compile(r"(?=[a-f]*\d)[\da-f]{8,}|(?=[a-z_]*\d)(?=[\d_]*[a-z])\w{20,}")
-"""A word that is an id: 8+ hex digits (one a digit), or 20+ characters
-mixing letters and digits (base64, ``tok_…``)."""
+_ID_WORD = re.compile(r"(?=\d*[a-f])(?=[a-f]*\d)[\da-f]{8,}|(?=[a-z_]*\d)(?=[\d_]*[a-z])[a-z\d_]{20,}")
+r"""A word that is an id: 8+ hex digits with a letter and a digit among
+them, or 20+ ASCII letters and digits mixed (base64, ``tok_…``). A number
+(a population, an amount in cents) is data, and so is a word in another
+script (a sentence of Chinese is one ``\w+`` word)."""
 ID_MIN = 8
 """No shorter word is an id (most words are shorter: one length check)."""
 
@@ -132,22 +134,35 @@ def _echo(value: Any, out: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
     return out
 
 
+ECHO_PHRASES = 16
+"""At most this many distinct argument phrases are discounted from a
+result (the first ones), each of at most ``ECHO_WORDS`` words: the echo of a
+query, not of a batch of thousands of ids, whose cost would grow with ids
+times their occurrences."""
+ECHO_WORDS = 8
+
+
 def _without(words: list[str], phrases: list[tuple[str, ...]]) -> list[str]:
     """``words`` less every occurrence of each phrase (``words`` itself when
-    none occurs). A phrase's first word is found with ``list.index``: the
-    scan runs in C, and only its occurrences are compared."""
-    keep: list[bool] | None = None
+    none occurs). The phrases are grouped by first word, whose occurrences
+    are found with ``list.index`` (the scan runs in C); at each, one lookup
+    per phrase length."""
+    by_first: dict[str, dict[int, set[tuple[str, ...]]]] = {}
     for phrase in phrases:
-        m, first, at = len(phrase), phrase[0], -1
+        by_first.setdefault(phrase[0], {}).setdefault(len(phrase), set()).add(phrase)
+    keep: list[bool] | None = None
+    for first, by_length in by_first.items():
+        at = -1
         while True:
             try:
                 at = words.index(first, at + 1)
             except ValueError:
                 break
-            if tuple(words[at:at + m]) == phrase:
-                if keep is None:
-                    keep = [True] * len(words)
-                keep[at:at + m] = [False] * m
+            for m, same in by_length.items():
+                if tuple(words[at:at + m]) in same:
+                    if keep is None:
+                        keep = [True] * len(words)
+                    keep[at:at + m] = [False] * m
     return words if keep is None else [w for w, k in zip(words, keep, strict=True) if k]
 
 
@@ -157,6 +172,19 @@ def _words(text: str) -> list[str]:
     the same)."""
     text = _VOLATILE_SPAN.sub(" ", _NAMED_ID.sub(" ", text.lower()))
     return [w for w in _WORD.findall(text) if len(w) < ID_MIN or not _ID_WORD.fullmatch(w)]
+
+
+def _echoed(args: Any) -> list[tuple[str, ...]]:
+    """The phrases of a call's arguments discounted from its result (see
+    ``ECHO_PHRASES``), read as result text is (volatile tokens left out)."""
+    phrases: dict[tuple[str, ...], None] = {}
+    for phrase in _echo(args, []):
+        words = tuple(_words(" ".join(phrase)))
+        if words and len(words) <= ECHO_WORDS:
+            phrases[words] = None
+            if len(phrases) == ECHO_PHRASES:
+                break
+    return list(phrases)
 
 
 def _shingles(words: list[str]) -> set[int]:
@@ -189,7 +217,7 @@ class Novelty:
         is too, so an argument that happens to occur in it does not make
         the next result look new)."""
         words = _words(text)
-        phrases = [p for p in (tuple(_words(" ".join(p))) for p in _echo(echo, [])) if p] if echo else []
+        phrases = _echoed(echo) if echo else []
         kept = _without(words, phrases) if phrases else words
         new, distinct = self._record(_shingles(kept))
         if kept is not words and len(kept) < len(words):

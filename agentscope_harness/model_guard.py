@@ -28,7 +28,7 @@ from agentscope.model._model_response import FinishedReason
 
 from .context import found_so_far, reason_words
 from .fleet import estimate_input_tokens
-from .hooks.budget import budget_spent, overspend
+from .hooks.budget import Held, budget_spent, hold, overspend, release
 from .prefix import observe, over_request_cap
 from .report import TerminalState
 
@@ -61,6 +61,8 @@ class _Streaming:
     model: Any
     reservation: str | None
     input_tokens: int
+    held: Held | None = None
+    """Its estimate, held against the run's caps until it is charged."""
     chars: int = 0
     """Characters of the chunks passed on so far."""
     charged: bool = False
@@ -160,9 +162,11 @@ class ModelGuard:
         tokens = observe(
             services, run, input_kwargs.get("messages") or [], input_kwargs.get("tools"), model, agent.state,
         )
+        output = _output_estimate(run, model)
         refusal = (
             over_request_cap(services, run, tokens) or self._unpriced(run, model)
-            or self._over_budget(run, agent, model, tokens)
+            or self._over_budget(run, agent, model, tokens, output)
+            or (self._enclosing_call_cap(run) if services.shadow else None)
         )
         if refusal is not None:  # not sent: the run answers with its stop text
             return _final(refusal)
@@ -173,6 +177,7 @@ class ModelGuard:
         if admission.answer is not None:  # rate limit or quota: no model call
             return _final(admission.answer)
         held = admission.reservation
+        estimate = hold(run, _name(model), tokens, output)
         run.add_model_call()
         _count_attempts(model)
         attempts = _ATTEMPTS.set(_Attempts(run))
@@ -180,6 +185,7 @@ class ModelGuard:
         try:
             result = await self._bounded(run, next_handler(**input_kwargs))
         except BaseException:
+            release(run, estimate)
             if held is not None:  # the call failed: nothing was spent
                 await fleet.settle(run, held, 0.0)
             raise
@@ -187,9 +193,10 @@ class ModelGuard:
             _ATTEMPTS.reset(attempts)
         if isinstance(result, ChatResponse):
             run.note_model_call_s(time.monotonic() - started)
+            release(run, estimate)
             await self.harness.charge_usage(run, model, self._usage(run, result, tokens), held)
             return result
-        flight = _Streaming(model, held, tokens)  # in flight from now: charged even if never read
+        flight = _Streaming(model, held, tokens, estimate)  # in flight from now: charged even if never read
         run.streaming.append(flight)
         return self._counted(run, model, result, started, flight)
 
@@ -266,11 +273,12 @@ class ModelGuard:
         if cap is not None and tokens > cap:
             return f"a request of ~{tokens} input tokens is over max_request_input_tokens ({cap})"
         name = _name(model)
-        if any(policy.price_of(name) is None for policy in _unlisted(run, name)):
+        shadow = self.harness.shadow  # records these two; a foreign enforcing cap still binds
+        if not shadow and any(policy.price_of(name) is None for policy in _unlisted(run, name)):
             return f"model {name!r} has no price on a capped budget"
         # not made when it would overspend: the next model call meets the same check and ends the run
         over = overspend(run, name, tokens, _output_estimate(run, model))
-        return None if over is None else over[2]
+        return None if over is None or not over.enforced else over.what
 
     def _compression_skipped(self, run: RunState, why: str) -> None:
         self.harness.services.record(run, "liveness_watchdog", "on_compress_context", "skip",
@@ -292,29 +300,42 @@ class ModelGuard:
                 detail=f"model {name!r} has no price; "
                 + ("the call is refused" if refused else "charged at the stated unpriced price"),
             )
-        return self._stop(run, "unpriced_model") if refused else None
+        return self._stop(run, "unpriced_model") if refused and not self.harness.shadow else None
 
-    def _over_budget(self, run: RunState, agent: Any, model: Any, input_tokens: int) -> str | None:
+    def _over_budget(
+        self, run: RunState, agent: Any, model: Any, input_tokens: int, output_tokens: int,
+    ) -> str | None:
         """The answer in the model's place when this call, at its estimated
-        cost (``input_tokens``, and ``_output_estimate``), would take the run
-        past a cap it answers to: the run ends as at the ladder's last rung
-        (the fallback answer and what the run found, or the budget
-        question). ``None``: it fits, or shadow mode (recorded)."""
-        over = overspend(run, _name(model), input_tokens, _output_estimate(run, model))
+        cost (``input_tokens``, and ``output_tokens``: ``_output_estimate``),
+        would take the run past a cap it answers to, with what calls in
+        flight hold: the run ends as at the ladder's last rung (the fallback
+        answer and what the run found, or the budget question). ``None``: it
+        fits, or the cap is this Harness's own in shadow mode (recorded; an
+        enclosing enforcing Harness's cap binds a shadow sub-agent)."""
+        over = overspend(run, _name(model), input_tokens, output_tokens)
         if over is None:
             return None
-        kind, policy, what = over
         services = self.harness.services
         services.record(run, "budget_router", "on_model_call", "fallback", code="quota_exhausted",
-                        detail=f"the call was not made: {what}")
-        if services.shadow:
+                        detail=f"the call was not made: {over.what}", enforced=over.enforced)
+        if not over.enforced:  # this Harness's own cap in shadow mode: recorded only
             return None
-        reason, state, text = budget_spent(services, agent, run, kind, policy)
+        reason, state, text = budget_spent(services, agent, run, over.kind, over.policy)
         if state is TerminalState.INCOMPLETE:
             return run.facts.stop(reason, text + found_so_far(run))
         run.facts.conclude(state, reason)
         run.facts.stop_text = text
         return text
+
+    def _enclosing_call_cap(self, run: RunState) -> str | None:
+        """In shadow mode: the stop text when an enclosing enforcing
+        Harness's ``max_model_calls`` is reached (its watchdog is not the one
+        running here; a shadow sub-agent spends the live parent's calls)."""
+        for bound in run.bounds:
+            cap = bound.limits.max_model_calls
+            if bound.limits.enforced and cap is not None and bound.model_calls >= cap:
+                return self._stop(run, "max_model_calls")
+        return None
 
     def _stop(self, run: RunState, reason: str) -> str:
         return run.facts.stop(reason, self.harness.config.fallback_text.format(reason=reason_words(reason)))
@@ -438,8 +459,20 @@ def _output_estimate(run: RunState, model: Any) -> int:
     (sub-agents included; 0 before the first answer)."""
     bound = getattr(getattr(model, "parameters", None), "max_tokens", None)
     if isinstance(bound, int) and bound > 0:
-        return bound
+        return _with_thinking(model, bound)
     return run.root.largest_output_tokens
+
+
+def _with_thinking(model: Any, max_tokens: int) -> int:
+    """The ``max_tokens`` the model will send: AgentScope's Anthropic model
+    raises it to fit its thinking budget (``_build_thinking_config``)."""
+    expand = getattr(model, "_build_thinking_config", None)
+    if not callable(expand):
+        return max_tokens
+    try:
+        return max(max_tokens, int(expand(max_tokens)[1]))
+    except Exception:  # a model class of its own with that name: its bound is what it says
+        return max_tokens
 
 
 def _take(run: RunState, flight: _Streaming) -> bool:
@@ -448,6 +481,7 @@ def _take(run: RunState, flight: _Streaming) -> bool:
         return False
     flight.charged = True
     run.streaming.remove(flight)
+    release(run, flight.held)  # charged (or failed) from here: the estimate is no longer held
     return True
 
 

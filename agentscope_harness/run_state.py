@@ -66,10 +66,13 @@ class RunLimits:
     max_model_calls: int | None = None
     max_tool_calls: int | None = None
     cost: CostPolicy | None = None
+    enforced: bool = True
+    """``False``: its Harness is in shadow mode; these caps bind its own
+    runs only (in shadow: recorded), never another Harness's."""
 
     @classmethod
     def of(cls, config: HarnessConfig) -> RunLimits:
-        return cls(config.max_model_calls, config.max_tool_calls, config.cost)
+        return cls(config.max_model_calls, config.max_tool_calls, config.cost, config.mode == "enforce")
 
 
 NO_LIMITS = RunLimits()
@@ -165,6 +168,10 @@ class RunState:
     usd_carried: float = 0.0
     """USD a budget-parked run of the same agent spent before this run
     continued its budget (root only; never charged again)."""
+    held: tuple[float, int, int] = (0.0, 0, 0)
+    """USD, input and output tokens of model calls answering to this run's
+    limits that were admitted and are not charged yet (parallel sub-agents
+    see each other's calls in flight: see ``hooks.budget.hold``)."""
     prefix: PrefixTrack | None = None
     """The previous model call's payload, as the prefix observer keeps it."""
     streaming: list[Any] = field(default_factory=list)
@@ -178,8 +185,9 @@ class RunState:
     handle: RunHandle = field(init=False, repr=False)
     """This run's weak handle (what ``RUN_HANDLE`` carries)."""
     enclosing_bounds: tuple[RunState, ...] = field(init=False, repr=False)
-    """The enclosing runs whose ``limits`` bind this one (see ``bounds``);
-    never this run itself, which would make a reference cycle."""
+    """The enclosing runs whose ``limits`` bind this one (see ``bounds``):
+    those of enforcing Harnesses, and of this run's own; never this run
+    itself, which would make a reference cycle."""
     binds_itself: bool = field(init=False, repr=False)
     """No enclosing run holds this run's ``limits``: they bind on its own counters."""
 
@@ -188,7 +196,9 @@ class RunState:
         self.handle.deadline = self.deadline
         self.timed_from = self.started
         parent = self.parent
-        self.enclosing_bounds = parent.bounds if parent is not None else ()
+        enclosing = parent.bounds if parent is not None else ()
+        # a shadow Harness's caps bind its own runs only
+        self.enclosing_bounds = tuple(b for b in enclosing if b.limits.enforced or b.limits is self.limits)
         self.binds_itself = all(bound.limits is not self.limits for bound in self.enclosing_bounds)
 
     @property

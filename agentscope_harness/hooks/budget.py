@@ -178,7 +178,7 @@ def budget_spent(
         return "budget", TerminalState.INCOMPLETE, _fallback(policy, "budget")
     run_cap = (policy.cap_usd or 0.0) + root.usd_extra
     spent = root.facts.spent_usd + root.usd_carried
-    services.approvals.budget_parked(agent, spent, root.largest_output_tokens)
+    services.approvals.budget_parked(agent, spent, root.largest_output_tokens, root.usd_extra)
     return (
         f"the budget of this task (${run_cap:.4f}) is used up; approve an extension to continue",
         TerminalState.WAITING_INPUT,
@@ -187,10 +187,21 @@ def budget_spent(
     )
 
 
+class Overspend(NamedTuple):
+    """A call that would take a run past a cap (``overspend``)."""
+
+    kind: str
+    """``run_usd`` or ``tokens``."""
+    policy: CostPolicy
+    what: str
+    enforced: bool
+    """The cap's Harness enforces (``False``: its own shadow-mode cap: recorded)."""
+
+
 def overspend(
     run: RunState, model_name: str, input_tokens: int, output_tokens: int,
-) -> tuple[str, CostPolicy, str] | None:
-    """``(kind, policy, what)`` when one call of ``model_name``, estimated at
+) -> Overspend | None:
+    """What is passed when one call of ``model_name``, estimated at
     ``input_tokens`` in and ``output_tokens`` out, would take a run this one
     answers to past its ``cap_usd`` (plus approved extensions; kind
     ``run_usd``) or a token cap (``tokens``); ``None`` when it fits. A model
@@ -200,26 +211,73 @@ def overspend(
         cost = bound.limits.cost
         if cost is None:
             continue
+        held_usd, held_input, held_output = bound.held
         price = cost.price_of(model_name) if cost.cap_usd is not None else None
         if cost.cap_usd is not None and price is not None:
             cap = cost.cap_usd + bound.usd_extra
-            left = cap - bound.facts.spent_usd - bound.usd_carried
+            left = cap - bound.facts.spent_usd - bound.usd_carried - held_usd
             usd = price.usd(input_tokens, output_tokens)
             if usd > left:
-                return "run_usd", cost, (
+                return Overspend("run_usd", cost, (
                     f"a call estimated at ${usd:.4f} would take the spend past the cap "
                     f"(${max(left, 0.0):.4f} left of ${cap:.4f})"
-                )
+                ), bound.limits.enforced)
         for limit, used, unit, tokens in (
-            (cost.max_input_tokens, bound.input_tokens, "input", input_tokens),
-            (cost.max_output_tokens, bound.output_tokens, "output", output_tokens),
+            (cost.max_input_tokens, bound.input_tokens + held_input, "input", input_tokens),
+            (cost.max_output_tokens, bound.output_tokens + held_output, "output", output_tokens),
         ):
             if limit is not None and used + tokens > limit:
-                return "tokens", cost, (
+                return Overspend("tokens", cost, (
                     f"a call estimated at ~{tokens} {unit} tokens would pass max_{unit}_tokens "
                     f"({limit}; {used} used)"
-                )
+                ), bound.limits.enforced)
     return None
+
+
+class Held(NamedTuple):
+    """What ``hold`` held for one call: USD per bound of its run (at that
+    run's price), and its estimated tokens."""
+
+    usd: tuple[float, ...]
+    input_tokens: int
+    output_tokens: int
+
+
+def hold(run: RunState, model_name: str, input_tokens: int, output_tokens: int) -> Held | None:
+    """Hold an admitted call's estimate on each run it answers to until it is
+    charged (``release``): calls in flight at once, as parallel sub-agents
+    make them, each see the others' (``overspend`` counts what is held).
+    ``None`` when no run it answers to has a cap to hold against."""
+    usd: list[float] | None = None
+    bounds = run.bounds
+    for i, bound in enumerate(bounds):
+        cost = bound.limits.cost
+        if cost is None or (cost.cap_usd is None and cost.max_input_tokens is None
+                            and cost.max_output_tokens is None):
+            continue
+        if usd is None:
+            usd = [0.0] * len(bounds)
+        price = cost.price_of(model_name) if cost.cap_usd is not None else None
+        usd[i] = price.usd(input_tokens, output_tokens) if price is not None else 0.0
+    if usd is None:
+        return None
+    held = Held(tuple(usd), input_tokens, output_tokens)
+    _add_held(run, held, 1)
+    return held
+
+
+def release(run: RunState, held: Held | None) -> None:
+    """Give back what ``hold`` held (the call is charged, or failed)."""
+    if held is not None:
+        _add_held(run, held, -1)
+
+
+def _add_held(run: RunState, held: Held, sign: int) -> None:
+    for bound, usd in zip(run.bounds, held.usd, strict=True):
+        held_usd, held_input, held_output = bound.held
+        bound.held = (
+            held_usd + sign * usd, held_input + sign * held.input_tokens, held_output + sign * held.output_tokens,
+        )
 
 
 def _continue_parked_budget(ctx: HookContext) -> None:
@@ -231,6 +289,7 @@ def _continue_parked_budget(ctx: HookContext) -> None:
         return
     root = ctx.run.root
     root.usd_carried += pending.carried_usd
+    root.usd_extra += pending.carried_extra_usd
     root.largest_output_tokens = max(root.largest_output_tokens, pending.largest_output_tokens)
     ctx.decide("continue_budget", detail=f"${pending.carried_usd:.6f} already spent by the parked run")
     if pending.usd > 0:

@@ -176,3 +176,31 @@ async def test_a_compression_that_would_take_the_spend_past_the_cap_is_not_made(
     assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "budget")
     skipped = [d.detail for d in report.decisions if d.point == "on_compress_context"]
     assert skipped and all("would take the spend past the cap" in d for d in skipped)
+
+
+async def test_a_second_extension_adds_to_the_first():
+    """Red team: after the second "+$0.05" the question still read "$0.1200
+    of $0.1500" and no call was made: the first extension was lost."""
+    h = Harness(HarnessConfig(cost=CostPolicy(cap_usd=0.10, prices=BIG, on_exhausted="ask")),
+                load_entry_points=False)
+    model = ScriptedModel(searching(), model="big")
+    agent = make_agent(model, [search], h.middlewares())
+    await run(agent)  # two calls ($0.08), then the question
+    caps = []
+    for _ in range(3):
+        h.extend(agent, 0.05)
+        _, final = await run(agent, "go on")
+        caps.append(final.get_text_content().split("(")[1].split(")")[0])
+    assert caps == ["$0.1200 of $0.1500", "$0.2000 of $0.2000", "$0.2400 of $0.2500"]
+    assert len(model.calls) == 2 + 1 + 2 + 1
+
+
+async def test_shadow_mode_records_an_unpriced_model_and_makes_the_call():
+    """Shadow mode refuses nothing: the call is made, the refusal it would
+    have been is recorded (red team: it answered with the fallback)."""
+    h = Harness(HarnessConfig(mode="shadow", cost=CostPolicy(cap_usd=0.10, prices=BIG)), load_entry_points=False)
+    model = ScriptedModel([text("hello")], model="not-listed")
+    agent = make_agent(model, [search], h.middlewares())
+    _, final = await run(agent)
+    assert final.get_text_content() == "hello" and len(model.calls) == 1
+    assert any(d.action == "unpriced_model" for d in h.last_report(agent).decisions)

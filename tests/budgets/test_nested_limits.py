@@ -5,9 +5,11 @@ strictest winning; its spend is charged to each at that run's own prices."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 from scripted import RAN, ScriptedModel, calls, delegating_tool, make_agent, run, search, text
 
 from agentscope_harness import CostPolicy, Harness, HarnessConfig, TerminalState
@@ -98,3 +100,56 @@ async def test_the_parents_token_caps_hold_under_another_harness():
     # the lead's 10, then the child's 40 and 40: a third of 40 would pass 100
     assert len(child_model.calls) == 2 and report.output_tokens == 90
     assert report.children[0].reason == "budget"
+
+
+class _Slow(ScriptedModel):
+    """A scripted model that takes a moment, so parallel calls overlap, and
+    declares ``max_tokens`` (the output estimate: a bound)."""
+
+    class Parameters(BaseModel):
+        max_tokens: int = 1000
+
+    async def _call_api(self, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(0.02)
+        return await super()._call_api(*args, **kwargs)
+
+
+@pytest.mark.parametrize("same_harness", [True, False])
+async def test_parallel_sub_agents_see_each_others_calls_in_flight(same_harness: bool):
+    """Red team: three children run at once, each call estimated within the
+    cap on its own; together they spent $0.0919 of $0.05."""
+    h = Harness(HarnessConfig(cost=CostPolicy(cap_usd=0.05, prices=PRICES)), load_entry_points=False)
+    child_h = h if same_harness else Harness(HarnessConfig(), load_entry_points=False)
+    children, tools = [], []
+    for i in range(3):
+        model = _Slow([text(f"child {i} done", inp=50, out=1000)], model="child-m")
+        children.append(model)
+        tool = delegating_tool(make_agent(model, [search], child_h.middlewares(), name=f"r{i}"))
+        tool.__name__ = f"delegate{i}"
+        tools.append(tool)
+    lead_model = _Slow([calls(*[(f"delegate{i}", {"task": "x"}) for i in range(3)], inp=10, out=10),
+                        text("lead done")], model="lead-m")
+    lead = make_agent(lead_model, tools, h.middlewares(), name="lead")
+    await run(lead)
+    report = h.last_report(lead)
+    assert sum(len(m.calls) for m in children) == 1  # $0.0305 each: a second would pass $0.05
+    assert report.spent_usd <= 0.05
+
+
+async def test_a_shadow_sub_agent_spends_within_its_enforcing_parents_caps():
+    parent = HarnessConfig(max_model_calls=4, cost=CostPolicy(cap_usd=0.10, prices=PRICES))
+    h, child_model, lead = team(parent, HarnessConfig(mode="shadow"), searching(inp=10, out=10))
+    await run(lead)
+    assert len(child_model.calls) == 3  # the parent's max_model_calls binds the shadow child
+    h, child_model, lead = team(parent.model_copy(update={"max_model_calls": None}),
+                                HarnessConfig(mode="shadow"), searching(inp=1000, out=1000))
+    await run(lead)
+    assert len(child_model.calls) == 2 and h.last_report(lead).spent_usd <= 0.10
+
+
+async def test_a_shadow_parents_caps_do_not_stop_an_enforcing_sub_agent():
+    parent = HarnessConfig(mode="shadow", max_model_calls=2, cost=CostPolicy(cap_usd=0.01, prices=PRICES))
+    h, child_model, lead = team(parent, HarnessConfig(), [searching(inp=1000, out=1000)] * 3 + [text("found")])
+    _, final = await run(lead)
+    assert len(child_model.calls) == 4  # recorded by the shadow policy, never enforced on the child
+    assert h.last_report(lead).children[0].terminal_state == TerminalState.COMPLETED

@@ -199,7 +199,7 @@ _PLAIN = st.sampled_from(["red", "mug", "kettle", "steel", "the", "of", "price",
 def _volatile(i: int) -> st.SearchStrategy[str]:
     return st.one_of(
         st.uuids().map(str),
-        st.uuids().map(lambda u: u.hex[: 8 + i % 20] + "7"),
+        st.uuids().map(lambda u: u.hex[: 8 + i % 20] + "7a"),  # a hex id has a letter: a number is data
         st.integers(1, 99_999).map(lambda v: f"{v}ms"),
         st.integers(1, 9_999).map(lambda v: f"{v} ms"),
         st.floats(0.001, 99, allow_nan=False).map(lambda v: f"{v:.3f}s"),
@@ -251,3 +251,23 @@ def test_one_changed_word_in_a_long_result_is_not_new_but_two_are():
     assert seen.add(page)
     assert not seen.add(page.replace("word100", "changed"))
     assert seen.add(page.replace("word50", "another").replace("word150", "thing"))
+
+
+@pytest.mark.parametrize("older, newer", [
+    ("account balance 12345678 cents", "account balance 87654321 cents"),  # a number of 8+ digits is data
+    ("iphone15手机壳北京仓库有货", "iphone15手机壳上海仓库有货"),  # a sentence without spaces is no id
+])
+def test_numbers_and_words_in_other_scripts_are_data_not_ids(older: str, newer: str):
+    seen = Novelty()
+    seen.add(older)
+    assert seen.add(newer)
+
+
+def test_the_echo_discounted_is_a_querys_not_a_batch_of_thousands():
+    from agentscope_harness.facts import ECHO_PHRASES, ECHO_WORDS, _echoed
+
+    batch = {"order_ids": [f"ORD {i}" for i in range(2000)], "note": " ".join(["word"] * 50)}
+    phrases = _echoed(batch)
+    assert len(phrases) == ECHO_PHRASES
+    assert all(len(p) <= ECHO_WORDS for p in phrases)
+    assert _echoed({"q": "red mug", "again": "red mug"}) == [("red", "mug")]
