@@ -43,6 +43,7 @@ from .outcome import WITHHELD_ANSWER, build_report, corrected_answer, terminal_s
 from .outputs import answer_filter, cleaned_args, readable_data, shown_name
 from .report import RunReport, TerminalState
 from .run_state import RUN_HANDLE, RunState, current_run
+from .runner import AUDIT_HOOK
 from .stores import bounded, daily_left, store_timeout
 
 if TYPE_CHECKING:
@@ -303,7 +304,7 @@ class ReplyLifecycle:
         first = ctx.audit  # None: the audit is disabled
         rewritten = first is not None and (first[0] != original or ctx.final_text != first[1])
         if refusal is None and first is not None and ctx.final_text != first[1]:
-            refusal = await harness.runner.rerun("final_answer_audit", ctx)  # a later hook's rewrite
+            refusal = await harness.runner.rerun(AUDIT_HOOK, ctx)  # a later hook's rewrite
         audited = ctx.final_text or ""  # cleaned as the stream was (or a hook's rewrite, audited)
         final = audited if harness.shadow else corrected_answer(run, audited, harness.config.fallback_text)
         structured_ok = self._filter_structured(run) or harness.shadow  # shadow mode withholds nothing

@@ -28,7 +28,7 @@ from agentscope.model._model_response import FinishedReason
 
 from .context import found_so_far, reason_words
 from .fleet import estimate_input_tokens
-from .hooks.budget import Held, budget_spent, hold, overspend, release
+from .hooks.budget import Held, Overspend, budget_spent, hold, overspend, release
 from .prefix import observe, over_request_cap
 from .report import TerminalState
 
@@ -162,10 +162,11 @@ class ModelGuard:
         tokens = observe(
             services, run, input_kwargs.get("messages") or [], input_kwargs.get("tools"), model, agent.state,
         )
-        output = _output_estimate(run, model)
+        name, output = _name(model), _output_estimate(run, model)
+        over = overspend(run, name, tokens, output)
         refusal = (
             over_request_cap(services, run, tokens) or self._unpriced(run, model)
-            or self._over_budget(run, agent, model, tokens, output)
+            or self._over_budget(run, agent, over)
             or (self._enclosing_call_cap(run) if services.shadow else None)
         )
         if refusal is not None:  # not sent: the run answers with its stop text
@@ -177,7 +178,13 @@ class ModelGuard:
         if admission.answer is not None:  # rate limit or quota: no model call
             return _final(admission.answer)
         held = admission.reservation
-        estimate = hold(run, _name(model), tokens, output)
+        if over is None:  # it fitted: again, as calls in flight while it waited may have taken what was left
+            refusal = self._over_budget(run, agent, overspend(run, name, tokens, output))
+            if refusal is not None:
+                if held is not None:
+                    await fleet.settle(run, held, 0.0)
+                return _final(refusal)
+        estimate = hold(run, name, tokens, output)  # no await since the check: no call slips between
         run.add_model_call()
         _count_attempts(model)
         attempts = _ATTEMPTS.set(_Attempts(run))
@@ -219,13 +226,20 @@ class ModelGuard:
         limited as any call (a refusal stops the run), bounded by the time
         left, counted, and charged: every answered attempt of AgentScope's
         strategies (an estimate where the provider reports no usage)."""
+        fleet = self.harness.services.fleet
         refusal = self._compression_refusal(run, model, messages)
         if refusal is None:
-            admission = await self.harness.services.fleet.before_model_call(run, model, messages, [])
+            admission = await fleet.before_model_call(run, model, messages, [])
             refusal = None if admission.answer is None else "a rate limit or the daily quota refused it"
+            if refusal is None:  # again: other calls ran while it waited
+                refusal = self._compression_refusal(run, model, messages)
+                if refusal is not None and admission.reservation is not None:
+                    await fleet.settle(run, admission.reservation, 0.0)
         if refusal is not None:
             self._compression_skipped(run, refusal)
             raise CompressionRefused(refusal)
+        # held with no await since the check, as any call's estimate
+        estimate = hold(run, _name(model), estimate_input_tokens(messages, []), _output_estimate(run, model))
         run.add_model_call()
         _count_attempts(model)
         attempts = _Attempts(run, usages=[])
@@ -244,6 +258,7 @@ class ModelGuard:
             raise CompressionRefused("deadline") from None
         finally:
             _ATTEMPTS.reset(token)
+            release(run, estimate)
             # every answered attempt (AgentScope tries several strategies) was billed
             await self.harness.charge_usage(run, model, self._attempts_usage(attempts, messages),
                                             admission.reservation)
@@ -273,8 +288,7 @@ class ModelGuard:
         if cap is not None and tokens > cap:
             return f"a request of ~{tokens} input tokens is over max_request_input_tokens ({cap})"
         name = _name(model)
-        shadow = self.harness.shadow  # records these two; a foreign enforcing cap still binds
-        if not shadow and any(policy.price_of(name) is None for policy in _unlisted(run, name)):
+        if _unpriceable(_unlisted(run, name), name, enforced_only=True):  # a shadow Harness's own: recorded
             return f"model {name!r} has no price on a capped budget"
         # not made when it would overspend: the next model call meets the same check and ends the run
         over = overspend(run, name, tokens, _output_estimate(run, model))
@@ -292,7 +306,7 @@ class ModelGuard:
         unlisted = _unlisted(run, name)
         if not unlisted:
             return None
-        refused = any(policy.price_of(name) is None for policy in unlisted)
+        refused = _unpriceable(unlisted, name, enforced_only=False)
         if name not in run.root.unpriced_seen:
             run.root.unpriced_seen.add(name)
             self.harness.services.record(
@@ -300,19 +314,17 @@ class ModelGuard:
                 detail=f"model {name!r} has no price; "
                 + ("the call is refused" if refused else "charged at the stated unpriced price"),
             )
-        return self._stop(run, "unpriced_model") if refused and not self.harness.shadow else None
+        # a shadow Harness's own cap records it; an enclosing enforcing one's refuses
+        return self._stop(run, "unpriced_model") if _unpriceable(unlisted, name, enforced_only=True) else None
 
-    def _over_budget(
-        self, run: RunState, agent: Any, model: Any, input_tokens: int, output_tokens: int,
-    ) -> str | None:
+    def _over_budget(self, run: RunState, agent: Any, over: Overspend | None) -> str | None:
         """The answer in the model's place when this call, at its estimated
-        cost (``input_tokens``, and ``output_tokens``: ``_output_estimate``),
-        would take the run past a cap it answers to, with what calls in
-        flight hold: the run ends as at the ladder's last rung (the fallback
-        answer and what the run found, or the budget question). ``None``: it
-        fits, or the cap is this Harness's own in shadow mode (recorded; an
-        enclosing enforcing Harness's cap binds a shadow sub-agent)."""
-        over = overspend(run, _name(model), input_tokens, output_tokens)
+        cost (``overspend``, with what calls in flight hold), would take the
+        run past a cap it answers to: the run ends as at the ladder's last
+        rung (the fallback answer and what the run found, or the budget
+        question). ``None``: it fits, or the cap is this Harness's own in
+        shadow mode (recorded; an enclosing enforcing Harness's cap binds a
+        shadow sub-agent)."""
         if over is None:
             return None
         services = self.harness.services
@@ -442,15 +454,22 @@ def _name(model: Any) -> str:
     return str(getattr(model, "model", "") or "")
 
 
-def _unlisted(run: RunState, name: str) -> list[CostPolicy]:
+def _unlisted(run: RunState, name: str) -> list[tuple[CostPolicy, bool]]:
     """The capped policies (``cap_usd`` or a daily quota) of the runs ``run``
-    answers to that do not list a price for ``name``."""
+    answers to that do not list a price for ``name``, each with whether its
+    Harness enforces (a shadow one's is recorded only)."""
     return [
-        cost for bound in run.bounds
+        (cost, bound.limits.enforced) for bound in run.bounds
         if (cost := bound.limits.cost) is not None
         and (cost.cap_usd is not None or cost.daily_quota_usd is not None)
         and name not in cost.prices
     ]
+
+
+def _unpriceable(unlisted: list[tuple[CostPolicy, bool]], name: str, enforced_only: bool) -> bool:
+    """Whether a policy of ``unlisted`` (an enforcing one's, with
+    ``enforced_only``) has no price at all for ``name``."""
+    return any(policy.price_of(name) is None and (enforced or not enforced_only) for policy, enforced in unlisted)
 
 
 def _output_estimate(run: RunState, model: Any) -> int:

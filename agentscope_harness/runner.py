@@ -105,15 +105,27 @@ def _returned(value: Any) -> Exception:
     )
 
 
-def _put_back(ctx: HookContext, tool: Any, answer: str | None) -> Exception:
+AUDIT_HOOK = "final_answer_audit"
+"""The one hook that writes ``HookContext.audit`` (what it read and gave)."""
+
+
+def _put_back(ctx: HookContext, tool: Any, answer: str | None, audit: Any, hook: str) -> Exception | None:
     """A hook replaced the call being judged (the tool receives AgentScope's
-    own call, so the gates after it would judge another) or set the answer
-    to something not text: both are put back, and the hook has failed."""
+    own call, so the gates after it would judge another), set the answer
+    to something not text, or wrote the audit's record (which tells the
+    lifecycle whether a rewrite needs auditing again): each is put back,
+    all of them, and the hook has failed."""
+    wrong: list[str] = []
     if ctx.tool is not tool:
         ctx.tool = tool
-        return TypeError("the hook replaced ctx.tool; the call being judged is read-only")
-    wrote, ctx.final_text = ctx.final_text, answer
-    return TypeError(f"the hook set final_text to {type(wrote).__name__}; it must be a str")
+        wrong.append("replaced ctx.tool; the call being judged is read-only")
+    if ctx.audit is not audit and hook != AUDIT_HOOK:
+        ctx.audit = audit
+        wrong.append("wrote ctx.audit; only final_answer_audit records the audit")
+    if answer is not None and type(ctx.final_text) is not str:
+        wrong.append(f"set final_text to {type(ctx.final_text).__name__}; it must be a str")
+        ctx.final_text = answer
+    return TypeError("the hook " + " and ".join(wrong)) if wrong else None
 
 
 class HookRunner:
@@ -177,7 +189,7 @@ class HookRunner:
     async def _chain(self, point: str, specs: tuple[HookSpec, ...], ctx: HookContext) -> Refusal | None:
         for spec in specs:
             ctx.hook_name = spec.name
-            tool, answer = ctx.tool, ctx.final_text
+            tool, answer, audit = ctx.tool, ctx.final_text, ctx.audit
             try:
                 try:
                     result = spec.fn(ctx)
@@ -187,8 +199,9 @@ class HookRunner:
                         raise _returned(result)
                 finally:  # however the hook ended, what it may not change is put back
                     broken = (
-                        _put_back(ctx, tool, answer)
-                        if ctx.tool is not tool or (answer is not None and type(ctx.final_text) is not str)
+                        _put_back(ctx, tool, answer, audit, spec.name)
+                        if ctx.tool is not tool or ctx.audit is not audit
+                        or (answer is not None and type(ctx.final_text) is not str)
                         else None
                     )
                 if broken is not None:

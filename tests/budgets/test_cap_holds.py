@@ -15,7 +15,7 @@ import pytest
 from agentscope.message import UserMsg
 from pydantic import BaseModel
 from scripted import RAN, ScriptedModel, calls, make_agent, run, search, text
-from server import FakeOpenAI, Reply
+from server import SUMMARY, FakeOpenAI, Reply, _page
 
 from agentscope_harness import CostPolicy, Harness, HarnessConfig, ModelPrice, TerminalState
 
@@ -142,17 +142,6 @@ async def test_shadow_mode_records_the_overspend_and_calls_anyway():
 
 # ------------------------------------------------------------ AgentScope's compression call
 
-SUMMARY = dict.fromkeys(("task_overview", "current_state", "important_discoveries", "next_steps", "context_to_preserve"), "s")
-LONG_PAGE = ("lorem ipsum dolor sit amet " * 600)[:14000]
-
-
-async def _page(url: str) -> str:
-    """Fetch a page.
-
-    Args:
-        url (str): The page.
-    """
-    return LONG_PAGE
 
 
 async def test_a_compression_that_would_take_the_spend_past_the_cap_is_not_made(
@@ -204,3 +193,16 @@ async def test_shadow_mode_records_an_unpriced_model_and_makes_the_call():
     _, final = await run(agent)
     assert final.get_text_content() == "hello" and len(model.calls) == 1
     assert any(d.action == "unpriced_model" for d in h.last_report(agent).decisions)
+
+
+async def test_shadow_mode_records_each_call_over_the_cap_once_and_makes_it():
+    h = Harness(HarnessConfig(mode="shadow", cost=CostPolicy(cap_usd=0.01, prices=BIG)), load_entry_points=False)
+    model = ScriptedModel([*[searching()] * 3, text("done")], model="big")
+    agent = make_agent(model, [search], h.middlewares())
+    _, final = await run(agent)
+    report = h.last_report(agent)
+    over = [d for d in report.decisions if d.point == "on_model_call" and d.action == "fallback"]
+    assert final.get_text_content() == "done" and len(model.calls) == 4
+    # one each, never two (red team: the check after the admission recorded it again);
+    # the first call, estimated before any output was seen, fitted
+    assert len(over) == 3 and not any(d.enforced for d in over)

@@ -12,7 +12,8 @@ import pytest
 from pydantic import BaseModel
 from scripted import RAN, ScriptedModel, calls, delegating_tool, make_agent, run, search, text
 
-from agentscope_harness import CostPolicy, Harness, HarnessConfig, TerminalState
+from agentscope_harness import CostPolicy, Harness, HarnessConfig, RateLimit, TerminalState
+from agentscope_harness.stores import MemoryStore
 
 PRICES = {"lead-m": (10.0, 30.0), "child-m": (10.0, 30.0)}
 """USD per M tokens: a call of 1000 input and 1000 output tokens costs $0.04."""
@@ -114,12 +115,20 @@ class _Slow(ScriptedModel):
         return await super()._call_api(*args, **kwargs)
 
 
+@pytest.mark.parametrize("waiting", [False, True])
 @pytest.mark.parametrize("same_harness", [True, False])
-async def test_parallel_sub_agents_see_each_others_calls_in_flight(same_harness: bool):
+async def test_parallel_sub_agents_see_each_others_calls_in_flight(same_harness: bool, waiting: bool):
     """Red team: three children run at once, each call estimated within the
-    cap on its own; together they spent $0.0919 of $0.05."""
-    h = Harness(HarnessConfig(cost=CostPolicy(cap_usd=0.05, prices=PRICES)), load_entry_points=False)
-    child_h = h if same_harness else Harness(HarnessConfig(), load_entry_points=False)
+    cap on its own; together they spent $0.0919 of $0.05. Second pass: the
+    same when a rate limit made the calls wait between check and call."""
+    store = MemoryStore()
+    limits: list[RateLimit] = []
+    if waiting:  # the fleet used this minute's calls: each call waits its turn
+        await store.rate_acquire("rate:model:calls:principal:-/-", 120, 120)
+        limits = [RateLimit(scope="principal", calls_per_min=120, wait_s=10)]
+    h = Harness(HarnessConfig(store=store, rate_limits=limits, cost=CostPolicy(cap_usd=0.05, prices=PRICES)),
+                load_entry_points=False)
+    child_h = h if same_harness else Harness(HarnessConfig(store=store, rate_limits=limits), load_entry_points=False)
     children, tools = [], []
     for i in range(3):
         model = _Slow([text(f"child {i} done", inp=50, out=1000)], model="child-m")
@@ -153,3 +162,12 @@ async def test_a_shadow_parents_caps_do_not_stop_an_enforcing_sub_agent():
     _, final = await run(lead)
     assert len(child_model.calls) == 4  # recorded by the shadow policy, never enforced on the child
     assert h.last_report(lead).children[0].terminal_state == TerminalState.COMPLETED
+
+
+async def test_a_shadow_sub_agent_cannot_call_a_model_its_enforcing_parent_cannot_price():
+    """Red team: the child made 9 calls of an unlisted model, charged $0."""
+    parent = HarnessConfig(cost=CostPolicy(cap_usd=0.10, prices={"lead-m": (10.0, 30.0)}))
+    h, child_model, lead = team(parent, HarnessConfig(mode="shadow"), searching())
+    await run(lead)
+    assert len(child_model.calls) == 0
+    assert h.last_report(lead).children[0].reason == "unpriced_model"

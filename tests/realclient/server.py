@@ -214,3 +214,20 @@ def _error(status: int) -> web.Response:
         {"error": {"message": f"scripted {status}", "type": kind, "code": kind}},
         status=status, headers={"retry-after-ms": "5"},
     )
+
+
+# ------------------------------------------------ a context AgentScope compresses
+
+SUMMARY = dict.fromkeys(("task_overview", "current_state", "important_discoveries", "next_steps", "context_to_preserve"), "s")
+"""The arguments of AgentScope's summary tool (``generate_structured_output``)."""
+LONG_PAGE = ("lorem ipsum dolor sit amet " * 600)[:14000]
+"""A tool result that takes a 4,000-token context over its compression threshold."""
+
+
+async def _page(url: str) -> str:
+    """Fetch a page.
+
+    Args:
+        url (str): The page.
+    """
+    return LONG_PAGE

@@ -21,7 +21,7 @@ from agentscope.message import Msg
 from hooks.hookkit import Ran, drive, shop_tools
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from server import RUNAWAY_TEXT, FakeOpenAI, Reply, fail
+from server import RUNAWAY_TEXT, SUMMARY, FakeOpenAI, Reply, _page, fail
 
 from agentscope_harness import (
     CostPolicy,
@@ -612,17 +612,6 @@ async def test_echoed_markers_never_reach_the_final_answer(
 
 # ------------------------------------------------------------ AgentScope's own compression call
 
-SUMMARY = dict.fromkeys(("task_overview", "current_state", "important_discoveries", "next_steps", "context_to_preserve"), "s")
-LONG_PAGE = ("lorem ipsum dolor sit amet " * 600)[:14000]
-
-
-async def _page(url: str) -> str:
-    """Fetch a page.
-
-    Args:
-        url (str): The page.
-    """
-    return LONG_PAGE
 
 
 @pytest.mark.parametrize("stream", [False, True])
