@@ -3,7 +3,7 @@ convergence nudges and settling the run's spend."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..context import HookContext, ToolCallContext, ToolResultContext, reason_words
@@ -206,7 +206,18 @@ def overspend(
     answers to past its ``cap_usd`` (plus approved extensions; kind
     ``run_usd``) or a token cap (``tokens``); ``None`` when it fits. A model
     a capped policy cannot price is refused before this (``unpriced_model``).
-    One step per Harness of the nesting: this runs before every model call."""
+    One step per Harness of the nesting: this runs before every model call.
+    An enforced cap passed wins over a shadow-mode one (only recorded)."""
+    recorded: Overspend | None = None
+    for over in _passed(run, model_name, input_tokens, output_tokens):
+        if over.enforced:
+            return over
+        recorded = recorded or over
+    return recorded
+
+
+def _passed(run: RunState, model_name: str, input_tokens: int, output_tokens: int) -> Iterator[Overspend]:
+    """Each cap of the runs ``run`` answers to that the call would pass."""
     for bound in run.bounds:
         cost = bound.limits.cost
         if cost is None:
@@ -218,7 +229,7 @@ def overspend(
             left = cap - bound.facts.spent_usd - bound.usd_carried - held_usd
             usd = price.usd(input_tokens, output_tokens)
             if usd > left:
-                return Overspend("run_usd", cost, (
+                yield Overspend("run_usd", cost, (
                     f"a call estimated at ${usd:.4f} would take the spend past the cap "
                     f"(${max(left, 0.0):.4f} left of ${cap:.4f})"
                 ), bound.limits.enforced)
@@ -227,11 +238,10 @@ def overspend(
             (cost.max_output_tokens, bound.output_tokens + held_output, "output", output_tokens),
         ):
             if limit is not None and used + tokens > limit:
-                return Overspend("tokens", cost, (
+                yield Overspend("tokens", cost, (
                     f"a call estimated at ~{tokens} {unit} tokens would pass max_{unit}_tokens "
                     f"({limit}; {used} used)"
                 ), bound.limits.enforced)
-    return None
 
 
 class Held(NamedTuple):

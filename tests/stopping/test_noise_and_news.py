@@ -87,12 +87,8 @@ async def test_thirty_long_records_each_with_a_new_name_are_read_and_the_run_com
 # ------------------------------------------------------------------ noise
 
 
-@pytest.mark.parametrize("noisy", [False, True])
-async def test_the_same_answer_with_a_new_request_id_and_latency_is_stalled(noisy: bool):
-    """New query, same "no products match", a request id, a latency and a
-    timestamp that change every call: stalled as if the noise were not there."""
-    ran = Ran()
-    n = count()
+def _catalogue_search(ran: Ran, answer: Any) -> Any:
+    """A search tool recording what ran and answering ``answer(ran)``."""
 
     async def search(q: str) -> str:
         """Search the catalogue.
@@ -101,10 +97,23 @@ async def test_the_same_answer_with_a_new_request_id_and_latency_is_stalled(nois
             q (str): The query.
         """
         ran.append(("search", {"q": q}))
+        return str(answer(ran))
+
+    return search
+
+
+@pytest.mark.parametrize("noisy", [False, True])
+async def test_the_same_answer_with_a_new_request_id_and_latency_is_stalled(noisy: bool):
+    """New query, same "no products match", a request id, a latency and a
+    timestamp that change every call: stalled as if the noise were not there."""
+    n = count()
+
+    def answer(ran: Ran) -> str:
         rid, took = _noise(len(ran))
         head = f"Search {rid} completed in {took} at 2026-12-01T18:{len(ran) % 60:02d}:07Z. " if noisy else ""
         return head + "No products match your query. Try the store locator instead."
 
+    search = _catalogue_search(Ran(), answer)
     h, model, agent = harnessed(
         HarnessConfig(tools={"search": ToolPolicy(role="retrieval")}),
         [lambda turn: calls(("search", {"q": f"mug variant {next(n)}"}))], [search], repeat=True,
@@ -166,18 +175,8 @@ async def test_counted_results_are_no_progress_when_they_are_the_same_hits_again
     """``count_results`` says three hits every call; they are the same
     three: stalled, with or without ``enough_candidates`` (whose gate may
     refuse and latch open: the ladder stops the run all the same)."""
-    ran = Ran()
     n = count()
-
-    async def search(q: str) -> str:
-        """Search the catalogue.
-
-        Args:
-            q (str): The query.
-        """
-        ran.append(("search", {"q": q}))
-        return "red mug\nblue mug\ngreen mug"
-
+    search = _catalogue_search(Ran(), lambda ran: "red mug\nblue mug\ngreen mug")
     h, model, agent = harnessed(
         HarnessConfig(
             tools={"search": ToolPolicy(role="retrieval", count_results=lambda t: len(t.splitlines()))},
