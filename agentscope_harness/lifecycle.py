@@ -43,7 +43,7 @@ from .outcome import WITHHELD_ANSWER, build_report, corrected_answer, terminal_s
 from .outputs import answer_filter, cleaned_args, readable_data, shown_name
 from .report import RunReport, TerminalState
 from .run_state import RUN_HANDLE, RunState, current_run
-from .runner import AUDIT_HOOK
+from .runner import AUDIT_HOOK, OUTCOME_HOOK
 from .stores import bounded, daily_left, store_timeout
 
 if TYPE_CHECKING:
@@ -303,7 +303,8 @@ class ReplyLifecycle:
         refusal = await harness.runner.run("on_session_end", ctx)
         first = ctx.audit  # None: the audit is disabled
         rewritten = first is not None and (first[0] != original or ctx.final_text != first[1])
-        if refusal is None and first is not None and ctx.final_text != first[1]:
+        reaudited = refusal is None and first is not None and ctx.final_text != first[1]
+        if reaudited:
             refusal = await harness.runner.rerun(AUDIT_HOOK, ctx)  # a later hook's rewrite
         audited = ctx.final_text or ""  # cleaned as the stream was (or a hook's rewrite, audited)
         final = audited if harness.shadow else corrected_answer(run, audited, harness.config.fallback_text)
@@ -315,6 +316,8 @@ class ReplyLifecycle:
             run.facts.conclude(TerminalState.INCOMPLETE, "audit_failed", override=True)
             if self.structured is not None:
                 self.structured = (None,)
+        if (reaudited or refusal is not None or not structured_ok) and OUTCOME_HOOK in harness.runner.by_name:
+            await harness.runner.rerun(OUTCOME_HOOK, ctx)  # the end changed after it was recorded, or cut it short
         self.answer = final
         if msg is not None and final != original:
             _rewrite_text(msg, final)

@@ -107,6 +107,8 @@ def _returned(value: Any) -> Exception:
 
 AUDIT_HOOK = "final_answer_audit"
 """The one hook that writes ``HookContext.audit`` (what it read and gave)."""
+OUTCOME_HOOK = "strategy_feedback"
+"""The hook that records how a run ends as its last decision."""
 
 
 def _put_back(ctx: HookContext, tool: Any, answer: str | None, audit: Any, hook: str) -> Exception | None:

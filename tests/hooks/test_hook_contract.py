@@ -182,3 +182,17 @@ async def test_a_hook_cannot_forge_the_audits_record_to_skip_the_audit(and_the_t
     _, final, report = await drive(h, agent)
     assert key not in final.get_text_content()
     assert any(d.hook == "signature" and "ctx.audit" in d.detail for d in report.decisions)
+
+
+async def test_the_last_decision_says_how_the_run_ended_after_a_late_rewrite_is_withheld():
+    @harness_hook("on_session_end", priority=50, name="contact", kind="transform")
+    def contact(ctx: HookContext) -> None:
+        ctx.final_text = f"{ctx.final_text} Write to alice@example.com."
+
+    h, _, agent = harnessed(HarnessConfig(pii={"email": "block"}), [text("Here is the answer.")],
+                            order_tools(Ran()), hooks=(contact,))
+    _, final, report = await drive(h, agent)
+    assert "alice@example.com" not in final.get_text_content()
+    assert (report.terminal_state.value, report.reason) == ("incomplete", "audit_failed")
+    last = report.decisions[-1]
+    assert (last.hook, last.action, last.code) == ("strategy_feedback", "terminal", "incomplete")
