@@ -30,18 +30,6 @@ _C_CANONICAL = (
 )
 
 
-def _canonical(value: Any) -> Any:
-    """``value`` with every key a string and every sequence a list: what
-    JSON writes the same way must compare the same. Strings are kept exactly
-    as written: ``"A 1"`` and ``"A  1"`` may be different orders (or a
-    differently indented program), so neither is a duplicate of the other."""
-    if isinstance(value, (dict, MappingProxyType)):
-        return {str(k): _canonical(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_canonical(v) for v in value]
-    return value
-
-
 def frozen(value: Any) -> Any:
     """``value`` read-only all the way down: dicts as mapping proxies, lists
     as tuples (a hook reads a call's arguments; writing them, even a nested
@@ -54,10 +42,14 @@ def frozen(value: Any) -> Any:
 
 
 def thawed(value: Any) -> Any:
-    """A fresh, writable copy of a ``frozen`` value (for JSON, and for user
-    callables such as ``ask_when``, which may write what they are given)."""
+    """A fresh, writable copy of a ``frozen`` value, every key a string and
+    every sequence a list: what JSON writes the same way compares the same
+    (the canonical form of a call's arguments), and user callables such as
+    ``ask_when`` may write what they are given. Strings are kept exactly as
+    written: ``"A 1"`` and ``"A  1"`` may be different orders (or a
+    differently indented program), so neither is a duplicate of the other."""
     if isinstance(value, (dict, MappingProxyType)):
-        return {k: thawed(v) for k, v in value.items()}
+        return {str(k): thawed(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [thawed(v) for v in value]
     return value
@@ -67,8 +59,8 @@ def normalize_args(args: Any) -> str:
     """Canonical JSON of tool arguments: keys sorted, values exact."""
     try:
         if _C_CANONICAL is not None:
-            return "".join(_C_CANONICAL(_canonical(args), 0))
-        return _CANONICAL.encode(_canonical(args))
+            return "".join(_C_CANONICAL(thawed(args), 0))
+        return _CANONICAL.encode(thawed(args))
     except (TypeError, ValueError):
         return repr(args)
 

@@ -227,19 +227,21 @@ class ModelGuard:
         left, counted, and charged: every answered attempt of AgentScope's
         strategies (an estimate where the provider reports no usage)."""
         fleet = self.harness.services.fleet
-        refusal = self._compression_refusal(run, model, messages)
+        tokens, output = estimate_input_tokens(messages, []), _output_estimate(run, model)
+        refusal = self._compression_refusal(run, model, tokens, output)
         if refusal is None:
             admission = await fleet.before_model_call(run, model, messages, [])
             refusal = None if admission.answer is None else "a rate limit or the daily quota refused it"
-            if refusal is None:  # again: other calls ran while it waited
-                refusal = self._compression_refusal(run, model, messages)
+            if refusal is None:  # again: other calls ran while it waited (and may have raised the output seen)
+                output = _output_estimate(run, model)
+                refusal = self._compression_refusal(run, model, tokens, output)
                 if refusal is not None and admission.reservation is not None:
                     await fleet.settle(run, admission.reservation, 0.0)
         if refusal is not None:
             self._compression_skipped(run, refusal)
             raise CompressionRefused(refusal)
         # held with no await since the check, as any call's estimate
-        estimate = hold(run, _name(model), estimate_input_tokens(messages, []), _output_estimate(run, model))
+        estimate = hold(run, _name(model), tokens, output)
         run.add_model_call()
         _count_attempts(model)
         attempts = _Attempts(run, usages=[])
@@ -260,23 +262,25 @@ class ModelGuard:
             _ATTEMPTS.reset(token)
             release(run, estimate)
             # every answered attempt (AgentScope tries several strategies) was billed
-            await self.harness.charge_usage(run, model, self._attempts_usage(attempts, messages),
+            await self.harness.charge_usage(run, model, self._attempts_usage(attempts, tokens),
                                             admission.reservation)
 
-    def _attempts_usage(self, attempts: _Attempts, messages: list[Any]) -> ChatUsage | None:
+    def _attempts_usage(self, attempts: _Attempts, input_tokens: int) -> ChatUsage | None:
         """What a compression's attempts used, summed; an attempt whose
-        provider reported no usage is charged its request's estimate."""
+        provider reported no usage is charged its request's estimate
+        (``input_tokens``)."""
         usages = attempts.usages or []
         if not usages:
             return None
-        estimate = estimate_input_tokens(messages, [])
         return ChatUsage(
-            input_tokens=sum(estimate if u is None else u.input_tokens for u in usages),
+            input_tokens=sum(input_tokens if u is None else u.input_tokens for u in usages),
             output_tokens=sum(0 if u is None else u.output_tokens for u in usages),
             time=0.0,
         )
 
-    def _compression_refusal(self, run: RunState, model: Any, messages: list[Any]) -> str | None:
+    def _compression_refusal(self, run: RunState, model: Any, tokens: int, output: int) -> str | None:
+        """Why a compression request of ``tokens`` input (``output``
+        estimated) is not made; ``None``: it may be."""
         if run.past_deadline():
             run.facts.time_is_up(self.harness.shadow)
             return "deadline: the run is out of time"
@@ -284,14 +288,13 @@ class ModelGuard:
             return f"the run has concluded ({run.facts.terminal.reason})"
         cost = self.harness.config.cost
         cap = cost.max_request_input_tokens if cost is not None else None
-        tokens = estimate_input_tokens(messages, [])
         if cap is not None and tokens > cap:
             return f"a request of ~{tokens} input tokens is over max_request_input_tokens ({cap})"
         name = _name(model)
         if _unpriceable(_unlisted(run, name), name, enforced_only=True):  # a shadow Harness's own: recorded
             return f"model {name!r} has no price on a capped budget"
         # not made when it would overspend: the next model call meets the same check and ends the run
-        over = overspend(run, name, tokens, _output_estimate(run, model))
+        over = overspend(run, name, tokens, output)
         return None if over is None or not over.enforced else over.what
 
     def _compression_skipped(self, run: RunState, why: str) -> None:
@@ -343,11 +346,8 @@ class ModelGuard:
         """In shadow mode: the stop text when an enclosing enforcing
         Harness's ``max_model_calls`` is reached (its watchdog is not the one
         running here; a shadow sub-agent spends the live parent's calls)."""
-        for bound in run.bounds:
-            cap = bound.limits.max_model_calls
-            if bound.limits.enforced and cap is not None and bound.model_calls >= cap:
-                return self._stop(run, "max_model_calls")
-        return None
+        calls = run.model_call_cap(enforced_only=True)
+        return self._stop(run, "max_model_calls") if calls is not None and calls[0] >= calls[1] else None
 
     def _stop(self, run: RunState, reason: str) -> str:
         return run.facts.stop(reason, self.harness.config.fallback_text.format(reason=reason_words(reason)))

@@ -239,10 +239,14 @@ class RunState:
             depth, run = depth + 1, run.parent
         return depth
 
-    def model_call_cap(self) -> tuple[int, int] | None:
+    def model_call_cap(self, enforced_only: bool = False) -> tuple[int, int] | None:
         """``(used, cap)`` of the ``max_model_calls`` with the fewest calls
-        left among the runs this one answers to (``None``: none is capped)."""
-        return _tightest((bound.model_calls, bound.limits.max_model_calls) for bound in self.bounds)
+        left among the runs this one answers to (``None``: none is capped);
+        ``enforced_only``: among enforcing Harnesses' caps."""
+        return _tightest(
+            (bound.model_calls, bound.limits.max_model_calls)
+            for bound in self.bounds if bound.limits.enforced or not enforced_only
+        )
 
     def tool_call_cap(self) -> tuple[int, int] | None:
         """``(used, cap)`` of the ``max_tool_calls`` with the fewest calls

@@ -121,6 +121,20 @@ def decisions(events: list[Any]) -> list[dict[str, Any]]:
     return [e.value for e in events if getattr(e, "name", None) == "harness.decision"]
 
 
+def fetching(page: str) -> Callable[..., Any]:
+    """A ``fetch(url)`` tool that answers ``page`` (a result of a known size)."""
+
+    async def fetch(url: str) -> str:
+        """Fetch a page.
+
+        Args:
+            url (str): The page.
+        """
+        return page
+
+    return fetch
+
+
 def delegating_tool(child: Agent) -> Callable[..., Any]:
     """A lead's tool that asks a sub-agent and returns its answer."""
 

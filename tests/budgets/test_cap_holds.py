@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from agentscope.message import UserMsg
 from pydantic import BaseModel
-from scripted import RAN, ScriptedModel, calls, make_agent, run, search, text
+from scripted import RAN, ScriptedModel, calls, fetching, make_agent, run, search, text
 from server import SUMMARY, FakeOpenAI, Reply, _page
 
 from agentscope_harness import CostPolicy, Harness, HarnessConfig, ModelPrice, TerminalState
@@ -93,16 +93,7 @@ async def test_with_ask_the_call_that_would_overspend_asks_and_an_extension_cont
 
 
 async def test_a_call_that_would_pass_the_input_token_cap_is_not_made():
-    page = "lorem ipsum " * 500  # ~1500 tokens in the next request
-
-    async def fetch(url: str) -> str:
-        """Fetch a page.
-
-        Args:
-            url (str): The page.
-        """
-        return page
-
+    fetch = fetching("lorem ipsum " * 500)  # ~1500 tokens in the next request
     h = Harness(HarnessConfig(cost=CostPolicy(max_input_tokens=2000, fallback_text=FALLBACK)),
                 load_entry_points=False)
     model = ScriptedModel([calls(("fetch", {"url": "u"}), inp=400), text("never", inp=1900)])

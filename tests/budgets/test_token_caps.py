@@ -5,7 +5,7 @@ checked before the call from the payload AgentScope is about to send."""
 from __future__ import annotations
 
 import pytest
-from scripted import RAN, ScriptedModel, calls, delegating_tool, make_agent, run, search, text
+from scripted import RAN, ScriptedModel, calls, delegating_tool, fetching, make_agent, run, search, text
 
 from agentscope_harness import CostPolicy, Harness, HarnessConfig, TerminalState
 
@@ -91,15 +91,7 @@ async def test_a_sub_agents_tokens_spend_the_parents_cap():
 
 
 async def test_a_request_over_the_per_request_cap_is_never_sent():
-    big = "x" * 8000  # ~2000 tokens of tool result
-    async def fetch(url: str) -> str:
-        """Fetch a page.
-
-        Args:
-            url (str): The page.
-        """
-        return big
-
+    fetch = fetching("x" * 8000)  # ~2000 tokens of tool result
     h = Harness(HarnessConfig(cost=CostPolicy(max_request_input_tokens=1500, fallback_text=FALLBACK)),
                 load_entry_points=False)
     model = ScriptedModel([calls(("fetch", {"url": "u"})), text("never")])
