@@ -392,8 +392,9 @@ class ModelGuard:
     ) -> AsyncGenerator:
         """The streamed response, each chunk awaited within the time left;
         the call charged by its last chunk; one stopped before it (cut at
-        the deadline, cancelled, the stream dropped) is charged its request
-        and what streamed (an estimate); one that failed, nothing. A cut
+        the deadline, cancelled, the stream dropped or broken by the
+        provider after it began) is charged its request and what streamed
+        (an estimate); one that failed before any chunk, nothing. A cut
         call's stream ends with the stop text, as its final message does."""
         iterator = stream.__aiter__()
         held, input_tokens = flight.reservation, flight.input_tokens
@@ -427,6 +428,10 @@ class ModelGuard:
                 yield chunk
         except (GeneratorExit, asyncio.CancelledError):  # dropped or cancelled: the provider worked
             await self._charge_stopped(run, flight)
+            raise
+        except Exception:  # the provider broke the stream: it served (and bills) what it sent
+            if flight.chars:
+                await self._charge_stopped(run, flight)
             raise
         finally:
             if _take(run, flight) and held is not None:  # the call failed: nothing was spent

@@ -43,6 +43,9 @@ class Reply:
     chunk_delay_s: float = 0.0
     status: int = 200
     model: str | None = None
+    drop_after: int | None = None
+    """Streamed: the connection is cut after this many chunks (a provider
+    that breaks mid-answer), with no last chunk and no ``[DONE]``."""
 
 
 def fail(status: int, times: int = 1, delay_s: float = 0.0) -> list[Reply]:
@@ -125,7 +128,10 @@ class FakeOpenAI:
         await resp.prepare(request)
         chunk_id = f"chatcmpl-{uuid.uuid4().hex[:12]}"
         first = True
-        for delta, finish, usage in _chunks(text, calls, reply.usage, include_usage):
+        for sent, (delta, finish, usage) in enumerate(_chunks(text, calls, reply.usage, include_usage)):
+            if sent == reply.drop_after and request.transport is not None:
+                request.transport.abort()
+                return resp
             if not first and reply.chunk_delay_s:
                 await asyncio.sleep(reply.chunk_delay_s)
             first = False

@@ -753,3 +753,27 @@ async def test_a_compression_cut_after_failed_retries_is_charged_its_one_request
     compression = report.spent_usd - first
     assert len(server.requests) == 4
     assert 0 < compression < 0.012  # one request's estimate (~0.0085), not three
+
+
+@pytest.mark.parametrize("drop_after", [2, 12])
+async def test_a_stream_the_provider_breaks_mid_answer_is_charged_what_it_served(
+    server: FakeOpenAI, make_model: Any, real_agent: Any, drop_after: int,
+) -> None:
+    """Red team (real client): the provider cut the connection after some
+    chunks (no last chunk, no usage); the call counted as failed and was
+    charged $0, though the provider served (and bills) the request and what
+    streamed. It is charged as a stream the caller dropped: its request and
+    4 characters a token of what streamed; the run ends ``model_error``."""
+    answer = "The order A-1 has been cancelled and refunded in full. " * 4
+    server.plan(Reply(text=answer, drop_after=drop_after))
+    cost = CostPolicy(cap_usd=5.0, prices={"gpt-test": ModelPrice(input_per_mtok=2.0, output_per_mtok=8.0)})
+    h, agent = real_agent(HarnessConfig(cost=cost), make_model(server), [])
+    final, _ = await outcome(h, agent)
+    report = h.last_report(agent)
+    assert len(server.requests) == 1
+    assert (report.terminal_state, report.reason) == (TerminalState.FAILED, "model_error")
+    assert final is None or "refunded in full" not in (final.get_text_content() or "")
+    assert report.input_tokens > 100  # the request, estimated (no usage ever came)
+    assert report.spent_usd == pytest.approx((report.input_tokens * 2.0 + report.output_tokens * 8.0) / 1e6)
+    streamed_chars = len(answer) // max(2, len(answer) // 4) * (drop_after - 2)
+    assert report.output_tokens >= streamed_chars // 4
