@@ -18,6 +18,7 @@ from .approvals import approval_digest
 from .context import HookContext, ToolCallView, ToolResultView, awaited
 from .errors import ErrorClass, error_class_of
 from .facts import call_digest, thawed
+from .hooks.budget import tool_calls_used_up
 from .run_state import FINDING_CHARS
 from .runner import Refusal, being_cancelled
 from .sentinels import format_sentinel, unfenced
@@ -80,6 +81,9 @@ class CallFlow:
             run.facts.recent_tools.append(view.name)
         if view.name in UNGATED_TOOLS:
             return Verdict(ctx=ctx)
+        over = self._enclosing_tool_cap(ctx)
+        if over is not None:
+            return Verdict(refusal=over, ctx=ctx)
         mismatch = self._resume_mismatch(run, view)
         if mismatch is not None:
             return Verdict(refusal=self._refuse(ctx, mismatch), ctx=ctx)
@@ -160,20 +164,34 @@ class CallFlow:
             )
         return None
 
-    def _refuse(self, ctx: HookContext, why: tuple[str, str]) -> Refusal:
+    def _enclosing_tool_cap(self, ctx: HookContext) -> Refusal | None:
+        """In shadow mode: the refusal when an enclosing enforcing Harness's
+        ``max_tool_calls`` is reached (a shadow sub-agent spends the live
+        parent's calls; its own ``spend_gate`` only records). Checked when
+        the call is judged and again at admission (parallel calls)."""
+        if not self.services.shadow:
+            return None
+        calls = ctx.run.tool_call_cap(enforced_only=True)
+        if calls is None or calls[0] < calls[1]:
+            return None
+        return self._refuse(ctx, ("quota_exhausted", tool_calls_used_up(calls)), hook="spend_gate", enforced=True)
+
+    def _refuse(
+        self, ctx: HookContext, why: tuple[str, str], hook: str = "resume_check", enforced: bool | None = None,
+    ) -> Refusal:
         code, text = why
         sentinel = format_sentinel(code, text)
-        ctx.services.record(ctx.run, "resume_check", "pre_tool_call", "refuse", code=code,
-                            tool=ctx.tool.name if ctx.tool else None, detail=text)
+        ctx.services.record(ctx.run, hook, "pre_tool_call", "refuse", code=code,
+                            tool=ctx.tool.name if ctx.tool else None, detail=text, enforced=enforced)
         ctx.run.remember_sentinel(code, sentinel)
-        return Refusal(hook="resume_check", code=code, text=sentinel)
+        return Refusal(hook=hook, code=code, text=sentinel)
 
     def admit(self, verdict: Verdict) -> Refusal | None:
         """Charge what the gates asked for and count the call as running.
         Synchronous: the last check and the charge see the same state."""
         ctx = verdict.ctx
         assert ctx is not None and ctx.tool is not None
-        refusal = self.runner.admit(ctx)
+        refusal = self._enclosing_tool_cap(ctx) or self.runner.admit(ctx)
         if refusal is not None:
             ctx.run.remember_sentinel(refusal.code, refusal.text)
             return refusal

@@ -248,10 +248,14 @@ class RunState:
             for bound in self.bounds if bound.limits.enforced or not enforced_only
         )
 
-    def tool_call_cap(self) -> tuple[int, int] | None:
+    def tool_call_cap(self, enforced_only: bool = False) -> tuple[int, int] | None:
         """``(used, cap)`` of the ``max_tool_calls`` with the fewest calls
-        left among the runs this one answers to (``None``: none is capped)."""
-        return _tightest((bound.tool_calls_total, bound.limits.max_tool_calls) for bound in self.bounds)
+        left among the runs this one answers to (``None``: none is capped);
+        ``enforced_only``: among enforcing Harnesses' caps."""
+        return _tightest(
+            (bound.tool_calls_total, bound.limits.max_tool_calls)
+            for bound in self.bounds if bound.limits.enforced or not enforced_only
+        )
 
     def note_model_call_s(self, seconds: float) -> None:
         """How long a model call took (the root keeps the longest)."""

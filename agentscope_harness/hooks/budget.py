@@ -34,11 +34,7 @@ async def spend_gate(ctx: ToolCallContext) -> None:
 def _check_quota(ctx: ToolCallContext, admitting: bool = False) -> None:
     calls = ctx.run.tool_call_cap()  # every enclosing run's cap, whichever Harness opened it
     if calls is not None and calls[0] >= calls[1]:
-        raise HookRejectSignal(
-            f"The tool-call limit for this task is used up ({calls[0]}/{calls[1]}). "
-            "Answer with what you have.",
-            code="quota_exhausted",
-        )
+        raise HookRejectSignal(tool_calls_used_up(calls), code="quota_exhausted")
     policy = ctx.tool.policy
     if policy is None or not policy.units:
         return
@@ -58,6 +54,11 @@ def _check_quota(ctx: ToolCallContext, admitting: bool = False) -> None:
             "Answer with what you have.",
             code="quota_exhausted",
         )
+
+
+def tool_calls_used_up(calls: tuple[int, int]) -> str:
+    """What the model is told when ``max_tool_calls`` (``(used, cap)``) is reached."""
+    return f"The tool-call limit for this task is used up ({calls[0]}/{calls[1]}). Answer with what you have."
 
 
 def _extend_or_ask(ctx: ToolCallContext, name: str, spent: int, cap: int) -> bool:

@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 from scripted import RAN, ScriptedModel, calls, delegating_tool, make_agent, run, search, text
 
-from agentscope_harness import CostPolicy, Harness, HarnessConfig, RateLimit, TerminalState
+from agentscope_harness import CostPolicy, Harness, HarnessConfig, RateLimit, TerminalState, harness_hook
 from agentscope_harness.stores import MemoryStore
 
 PRICES = {"lead-m": (10.0, 30.0), "child-m": (10.0, 30.0)}
@@ -20,10 +20,10 @@ PRICES = {"lead-m": (10.0, 30.0), "child-m": (10.0, 30.0)}
 
 
 def team(parent_config: HarnessConfig, child_config: HarnessConfig, child_step: Any,
-         ) -> tuple[Harness, ScriptedModel, Any]:
+         child_hooks: tuple[Any, ...] = ()) -> tuple[Harness, ScriptedModel, Any]:
     """A lead under ``parent_config`` whose tool runs a researcher under a
     Harness of its own (``child_config``: the specialist team's)."""
-    child_h = Harness(child_config, load_entry_points=False)
+    child_h = Harness(child_config, hooks=child_hooks, load_entry_points=False)
     child_model = ScriptedModel(child_step, model="child-m")
     child = make_agent(child_model, [search], child_h.middlewares(), name="researcher")
     h = Harness(parent_config, load_entry_points=False)
@@ -154,6 +154,31 @@ async def test_a_shadow_sub_agent_spends_within_its_enforcing_parents_caps():
                                 HarnessConfig(mode="shadow"), searching(inp=1000, out=1000))
     await run(lead)
     assert len(child_model.calls) == 2 and h.last_report(lead).spent_usd <= 0.10
+
+
+@harness_hook("pre_tool_call", priority=60, name="yielding_gate", kind="safety")
+async def yielding_gate(ctx: Any) -> None:
+    """A gate that awaits (a store, a service): parallel calls' judging interleaves."""
+    await asyncio.sleep(0.01)
+
+
+async def test_a_shadow_sub_agent_calls_tools_within_its_enforcing_parents_tool_cap():
+    """Red team: the shadow child's own spend_gate only recorded the
+    enforcing parent's ``max_tool_calls``, so its searches ran past it."""
+    parent = HarnessConfig(max_tool_calls=3)
+    h, _, lead = team(parent, HarnessConfig(mode="shadow"), [*[searching()] * 4, text("child done")])
+    await run(lead)
+    assert len(RAN) == 2  # the delegate call and two searches: 3
+    [child] = h.last_report(lead).children
+    refused = [d for d in child.decisions if d.code == "quota_exhausted"]
+    assert refused and all(d.enforced for d in refused)
+    # a parallel batch whose judging yields (an async gate): all three are
+    # judged before any is admitted, so the cap holds at admission
+    RAN.clear()
+    batch = calls(*[("search", {"q": q}) for q in "abc"])
+    h, _, lead = team(parent, HarnessConfig(mode="shadow"), [batch, text("child done")], (yielding_gate,))
+    await run(lead)
+    assert RAN == ["a", "b"]  # the delegate call and two of the three searches: 3
 
 
 async def test_a_shadow_parents_caps_do_not_stop_an_enforcing_sub_agent():
