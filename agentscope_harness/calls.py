@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .approvals import approval_digest
 from .context import HookContext, ToolCallView, ToolResultView, awaited
 from .errors import ErrorClass, error_class_of
-from .facts import call_digest, thawed
+from .facts import NO_DEFAULTS, call_digest, thawed
 from .hooks.budget import tool_calls_used_up
 from .run_state import FINDING_CHARS
 from .runner import Refusal, being_cancelled
@@ -227,11 +227,13 @@ class CallFlow:
             result.withheld = True
         if result.ok and not result.withheld and view.role not in ("finish", "ask") and view.name not in UNGATED_TOOLS:
             run.findings.append((view.name, _finding(result.text)))
-        error = result.error_class or ErrorClass.TOOL_ERROR
+        error, keys = result.error_class or ErrorClass.TOOL_ERROR, self.services.keys_of(view.name)
         run.facts.record_outcome(
             view.name, view.digest, view.args, view.id, result.ok,
             str(getattr(error, "value", error)) if result.state == "error" else None,
-            self.services.keys_of(view.name), view.batch,
+            keys, view.batch,
+            # a prerequisite's values as the tool ran with them: its defaults filled in
+            self.services.defaults_of(ctx.agent, view.name) if result.ok and any(keys) else NO_DEFAULTS,
         )
         return result
 

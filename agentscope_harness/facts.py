@@ -239,13 +239,40 @@ class Success:
     ref: str
 
 
-def exact_key(args: Mapping[str, Any], names: tuple[str, ...]) -> tuple[str, ...]:
-    """The exact values of ``names`` in ``args`` (JSON, type-preserving):
-    ``" A1"``, ``"A 1"`` and ``"A\u20031"`` are different orders to a backend,
-    so prerequisites compare values exactly, never normalised."""
+class _Missing:
+    """The value of an argument a call left out and its tool declares no
+    default for: distinct from every value, ``None`` included."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+_ABSENT = ""
+"""The exact key of ``MISSING``: no JSON text is empty."""
+
+
+def _exact_value(value: Any) -> str:
+    """One value as ``exact_key`` states it."""
+    if value is MISSING:
+        return _ABSENT
+    return json.dumps(thawed(value), sort_keys=True, ensure_ascii=False, default=str)
+
+
+NO_DEFAULTS: Mapping[str, Any] = MappingProxyType({})
+
+
+def exact_key(
+    args: Mapping[str, Any], names: tuple[str, ...], defaults: Mapping[str, Any] = NO_DEFAULTS,
+) -> tuple[str, ...]:
+    """The exact values of ``names`` as the tool runs with them (JSON,
+    type-preserving): ``args``, else the tool's declared ``defaults``, else
+    ``_ABSENT``. ``" A1"``, ``"A 1"`` and ``"A\u20031"`` are different orders
+    to a backend, so prerequisites compare values exactly, never normalised."""
     return tuple(
-        json.dumps(thawed(args.get(name)), sort_keys=True, ensure_ascii=False, default=str)
-        for name in names
+        _exact_value(args[name] if name in args else defaults.get(name, MISSING)) for name in names
     )
 
 
@@ -306,7 +333,8 @@ class GuardState:
     )
     """``(tool, same_args names, exact values)`` of successful calls, for
     the prerequisite names the config declares, to the batch of the first
-    such success: an O(1) check per call."""
+    such success: an O(1) check per call. The values are those the tool
+    ran with (its declared default for a name the model left out)."""
     success_counts: Counter = field(default_factory=Counter)
     """Distinct successful calls by tool (``successes_of`` without a scan)."""
     tool_answer: str | None = None
@@ -400,17 +428,19 @@ class GuardState:
         error_class: str | None,
         index_keys: tuple[tuple[str, ...], ...] = (),
         batch: tuple[str, int] = ("", -1),
+        defaults: Mapping[str, Any] = NO_DEFAULTS,
     ) -> None:
         """What a finished call did: a success (with its ref, indexed by the
-        exact values of each ``index_keys`` name tuple, with its ``batch``)
-        or one more failure in the streak of this exact call."""
+        exact values of each ``index_keys`` name tuple as it ran, ``defaults``
+        filled in, with its ``batch``) or one more failure in the streak of
+        this exact call."""
         if ok:
             if digest not in self.succeeded:
                 self.success_counts[tool] += 1
             self.succeeded[digest] = Success(tool, args, ref)
             self.failures.pop(digest, None)
             for names in index_keys:
-                self.success_index.setdefault((tool, names, exact_key(args, names)), batch)
+                self.success_index.setdefault((tool, names, exact_key(args, names, defaults)), batch)
             return
         if error_class is None:
             return
@@ -472,11 +502,12 @@ class GuardState:
         return edges
 
     def has_succeeded(
-        self, tool: str, same: dict[str, Any] | None = None, before: tuple[str, int] | None = None,
+        self, tool: str, same: Mapping[str, Any] | None = None, before: tuple[str, int] | None = None,
     ) -> bool:
         """Whether ``tool`` succeeded in this run with exactly these argument
-        values (``same`` names must be indexed: see ``record_outcome``), in a
-        batch other than ``before`` (the model had read its result)."""
+        values (``same`` names must be indexed: see ``record_outcome``; a
+        value may be ``MISSING``), in a batch other than ``before`` (the
+        model had read its result)."""
         names = tuple(same or ())
         batch = self.success_index.get((tool, names, exact_key(same or {}, names)))
         return batch is not None and batch != before

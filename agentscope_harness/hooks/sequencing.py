@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..context import ToolCallContext
+from ..facts import MISSING
 from ..registry import HookRejectSignal, harness_hook
 
 
@@ -14,18 +15,22 @@ def sequence_gate(ctx: ToolCallContext) -> None:
     """Each ``requires`` prerequisite must have succeeded earlier in this run,
     with the same values of its ``same_args`` (cancel needs a lookup of that
     very order), in an earlier batch: a lookup made in the same turn as the
-    cancel has a result the model has not read."""
+    cancel has a result the model has not read.
+
+    Values compare as each tool runs with them: an argument the model left
+    out is the tool's declared default (its schema's ``default``), on both
+    sides; one with no such default is ``MISSING``, equal to no value."""
     call = ctx.tool
     if call.policy is None:
         return
+    args, own = call.args, ctx.services.defaults_of(ctx.agent, call.name)
     for prereq in call.policy.requires:
-        same = {arg: call.args.get(arg) for arg in prereq.same_args}
-        if ctx.facts.has_succeeded(prereq.tool, same, before=call.batch):
+        same = {arg: args[arg] if arg in args else own.get(arg, MISSING) for arg in prereq.same_args}
+        if ctx.facts.has_succeeded(prereq.tool, same, before=call.batch):  # indexed as it ran
             continue
-        which = (
-            " for " + ", ".join(f"{k}={v!r}" for k, v in same.items()) if same else ""
-        )
+        shown = ", ".join(f"{k}={v!r}" for k, v in same.items() if v is not MISSING)
         raise HookRejectSignal(
-            f"Call {prereq.tool}{which} first and check its result before calling {call.name}.",
+            f"Call {prereq.tool}{' for ' + shown if shown else ''} first and check its result "
+            f"before calling {call.name}.",
             code="prerequisite_missing",
         )
