@@ -51,7 +51,9 @@ class _Attempts:
     depth: int = 0
     usages: list[Any] | None = None
     """When kept (a compression, charged here, not by ``on_model_call``):
-    each answered attempt's usage (``None``: the provider reported none)."""
+    each answered attempt's usage: its provider's ``ChatUsage``, else the
+    characters it streamed (``int``: charged its request and 4 characters a
+    token; ``None``: its request only)."""
 
 
 @dataclass
@@ -136,14 +138,27 @@ def _count_attempts(model: Any) -> None:
 async def _usage_of_stream(stream: Any, usages: list[Any]) -> AsyncGenerator:
     """A streamed attempt passed on, its usage recorded in ``usages``: the
     last one a chunk reports (a raw provider stream never marks its last
-    chunk; usage comes with the final one), ``None`` if none does."""
+    chunk; usage comes with the final one), else the characters streamed.
+    A stream the provider broke before its first chunk served nothing (is
+    charged nothing); one it broke later is charged what streamed."""
     slot = len(usages)
-    usages.append(None)
-    async for chunk in stream:
-        usage = getattr(chunk, "usage", None)
-        if usage is not None:
-            usages[slot] = usage
-        yield chunk
+    usages.append(0)
+    try:
+        async for chunk in stream:
+            usage = getattr(chunk, "usage", None)
+            if usage is not None:
+                usages[slot] = usage
+            elif not isinstance(usages[slot], ChatUsage):
+                usages[slot] += _chars(chunk) or 1
+            yield chunk
+    except Exception:
+        if usages[slot] == 0:
+            usages[slot] = _NOTHING
+        raise
+
+
+_NOTHING = ChatUsage(input_tokens=0, output_tokens=0, time=0.0)
+"""The usage of an attempt that served nothing."""
 
 
 class ModelGuard:
@@ -246,13 +261,14 @@ class ModelGuard:
         _count_attempts(model)
         attempts = _Attempts(run, usages=[])
         token = _ATTEMPTS.set(attempts)
+        left = run.time_left()
+        bound = asyncio.timeout(None if left is None else max(left, 0.0))
         try:
-            left = run.time_left()
-            if left is None:
-                return await call()
-            async with asyncio.timeout(max(left, 0.0)):
+            async with bound:
                 return await call()
         except TimeoutError:
+            if not bound.expired():  # the client's own timeout: a failed call, not the deadline
+                raise
             cut = attempts.made - attempts.ended  # the request cut (not a failed retry) is charged
             attempts.usages = [*(attempts.usages or []), *[None] * cut]
             run.facts.time_is_up(self.harness.shadow)
@@ -268,13 +284,15 @@ class ModelGuard:
     def _attempts_usage(self, attempts: _Attempts, input_tokens: int) -> ChatUsage | None:
         """What a compression's attempts used, summed; an attempt whose
         provider reported no usage is charged its request's estimate
-        (``input_tokens``)."""
-        usages = attempts.usages or []
+        (``input_tokens``) and what it streamed (4 characters a token)."""
+        usages = [u if isinstance(u, ChatUsage) else ChatUsage(
+            input_tokens=input_tokens, output_tokens=(u or 0) // 4, time=0.0,
+        ) for u in attempts.usages or []]
         if not usages:
             return None
         return ChatUsage(
-            input_tokens=sum(input_tokens if u is None else u.input_tokens for u in usages),
-            output_tokens=sum(0 if u is None else u.output_tokens for u in usages),
+            input_tokens=sum(u.input_tokens for u in usages),
+            output_tokens=sum(u.output_tokens for u in usages),
             time=0.0,
         )
 
@@ -357,10 +375,13 @@ class ModelGuard:
         left = run.time_left()
         if left is None:
             return await awaitable
+        bound = asyncio.timeout(max(left, 0.0))
         try:
-            async with asyncio.timeout(max(left, 0.0)):
+            async with bound:
                 result = await awaitable
         except TimeoutError:
+            if not bound.expired():  # the client's own timeout: a failed call, not the deadline
+                raise
             return _final(self._deadline_passed(run))
         if isinstance(result, ChatResponse) and _cut_at_deadline(run, result):
             return _final(self._deadline_passed(run))
@@ -401,15 +422,18 @@ class ModelGuard:
         try:
             while True:
                 left = run.time_left()
+                bound = None if left is None else asyncio.timeout(max(left, 0.0))
                 try:
-                    if left is None:
+                    if bound is None:
                         chunk = await iterator.__anext__()
                     else:
-                        async with asyncio.timeout(max(left, 0.0)):
+                        async with bound:
                             chunk = await iterator.__anext__()
                 except StopAsyncIteration:
                     return
                 except TimeoutError:
+                    if bound is None or not bound.expired():  # the client's own: the stream broke
+                        raise
                     await _close(stream)
                     await self._charge_stopped(run, flight)
                     for last in _final_stream(self._deadline_passed(run), flight.chars > 0):
