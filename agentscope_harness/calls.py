@@ -227,13 +227,13 @@ class CallFlow:
             result.withheld = True
         if result.ok and not result.withheld and view.role not in ("finish", "ask") and view.name not in UNGATED_TOOLS:
             run.findings.append((view.name, _finding(result.text)))
-        error, keys = result.error_class or ErrorClass.TOOL_ERROR, self.services.keys_of(view.name)
+        error = result.error_class or ErrorClass.TOOL_ERROR
         run.facts.record_outcome(
             view.name, view.digest, view.args, view.id, result.ok,
             str(getattr(error, "value", error)) if result.state == "error" else None,
-            keys, view.batch,
+            self.services.keys_of(view.name), view.batch,
             # a prerequisite's values as the tool ran with them: its defaults filled in
-            self.services.defaults_of(ctx.agent, view.name) if result.ok and any(keys) else NO_DEFAULTS,
+            view.declared.defaults if view.declared is not None else NO_DEFAULTS,
         )
         return result
 

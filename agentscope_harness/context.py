@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from .facts import OUT_OF_TIME, GuardState, call_digest, frozen
+from .facts import OUT_OF_TIME, Declared, GuardState, call_digest, frozen
 from .report import TerminalState
 
 if TYPE_CHECKING:
@@ -95,6 +95,10 @@ class ToolCallView:
     rejudged: bool = False
     """This run judged this very call before (a park, then its resume or a
     re-evaluation): windows that count calls count it once."""
+    declared: Declared | None = None
+    """What the schema of the tool AgentScope judged the call with declares
+    (argument names, defaults), for a tool a prerequisite compares
+    arguments of; else ``None``."""
     _digest: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -8,6 +8,7 @@ to keep in sync; every decision is derived from these.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter, deque
 from collections.abc import Mapping
@@ -262,6 +263,46 @@ def _exact_value(value: Any) -> str:
 
 
 NO_DEFAULTS: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What a tool's JSON schema declares of its arguments: their names, and
+    the default of each that has a JSON one (what the tool runs with for an
+    argument the model left out: AgentScope's ``FunctionTool`` writes the
+    function's defaults there)."""
+
+    names: frozenset[str]
+    defaults: Mapping[str, Any]
+
+
+def declared_in(schema: Any) -> Declared | None:
+    """What ``schema`` declares (``None``: no schema with properties)."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict):
+        return None
+    defaults = {
+        name: frozen(spec["default"]) for name, spec in properties.items()
+        if isinstance(name, str) and isinstance(spec, dict) and "default" in spec and _json_like(spec["default"])
+    }
+    return Declared(frozenset(n for n in properties if isinstance(n, str)),
+                    MappingProxyType(defaults) if defaults else NO_DEFAULTS)
+
+
+def _json_like(value: Any, depth: int = 0) -> bool:
+    """``value`` is a JSON value (finite numbers, string keys), as a schema
+    states a default; anything else is not filled in."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if depth > 32:
+        return False
+    if isinstance(value, (list, tuple)):
+        return all(_json_like(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _json_like(v, depth + 1) for k, v in value.items())
+    return False
 
 
 def exact_key(

@@ -23,6 +23,7 @@ from .candidate import Candidate
 from .config import _UNSET, EnvFlags, HarnessConfig, build_config, given
 from .context import HookContext
 from .errors import DependencyDown, HarnessConfigError
+from .facts import declared_in
 from .hooks import BUILTIN_HOOKS
 from .lifecycle import ReplyLifecycle
 from .model_guard import ModelGuard
@@ -173,7 +174,11 @@ class Harness:
         return ErrorClassMiddleware()
 
     def instrument(self, toolkit: Any) -> Any:
-        """Add the error-class middleware to every tool already in ``toolkit``."""
+        """Add the error-class middleware to every tool already in
+        ``toolkit``, and check each prerequisite's ``same_args`` against the
+        schemas of the tools there (a name a tool does not declare compares
+        "missing" with "missing": every call would match)."""
+        _check_same_args(self.config, toolkit)
         instrument_toolkit(toolkit, self.tool_middleware())
         return toolkit
 
@@ -366,6 +371,24 @@ class Harness:
             self.caller_principal(), None, None, self.config.mode,
         )
         return run
+
+
+def _check_same_args(config: HarnessConfig, toolkit: Any) -> None:
+    """Every ``same_args`` name is an argument of the gated tool and of its
+    prerequisite, where ``toolkit`` has them (with a schema)."""
+    declared = {
+        tool.name: found for group in getattr(toolkit, "tool_groups", []) for tool in group.tools
+        if (found := declared_in(getattr(tool, "input_schema", None))) is not None
+    }
+    for name, policy in config.tools.items():
+        for i, prereq in enumerate(policy.requires):
+            for tool in (name, prereq.tool):
+                unknown = [a for a in prereq.same_args if tool in declared and a not in declared[tool].names]
+                if unknown:
+                    raise HarnessConfigError(
+                        f"tools.{name}.requires[{i}].same_args: {unknown} are not arguments of {tool} "
+                        f"(its schema declares {sorted(declared[tool].names)})",
+                    )
 
 
 def _effective_config(config: HarnessConfig, env: EnvFlags) -> HarnessConfig:

@@ -6,15 +6,11 @@ redactor. Hooks get this, never the
 from __future__ import annotations
 
 import logging
-import math
-import weakref
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from .approvals import ApprovalBook
-from .facts import NO_DEFAULTS, frozen
+from .facts import Declared, declared_in
 from .fleet import Breaker, Fleet
 from .pii import DETECTORS, apply_pii
 from .report import Decision
@@ -49,18 +45,20 @@ class Services:
     index_keys: dict[str, tuple[tuple[str, ...], ...]] = field(default_factory=dict)
     """Per tool, the argument-name tuples its successes are indexed by (the
     ``same_args`` of every prerequisite naming it, plus ``()``)."""
-    _declared: weakref.WeakKeyDictionary[Any, tuple[Any, Mapping[str, Any]]] = field(
-        default_factory=weakref.WeakKeyDictionary, init=False, repr=False, compare=False,
-    )
-    """Per AgentScope tool object: its schema and the defaults read from it."""
+    prerequisite_tools: frozenset[str] = frozenset()
+    """Tools a prerequisite compares ``same_args`` of (gated or required):
+    their calls carry what their schema declares (``ToolCallView.declared``)."""
 
     @classmethod
     def of(cls, config: HarnessConfig, redactor: Redactor, store: Any) -> Services:
         """Services for ``config``, with the derived lookups computed once."""
         keys: dict[str, set[tuple[str, ...]]] = {}
-        for policy in config.tools.values():
+        compared: set[str] = set()
+        for name, policy in config.tools.items():
             for prereq in policy.requires:
                 keys.setdefault(prereq.tool, set()).add(tuple(prereq.same_args))
+                if prereq.same_args:
+                    compared |= {name, prereq.tool}
         return cls(
             config=config,
             redactor=redactor,
@@ -68,6 +66,7 @@ class Services:
             shadow=config.mode == "shadow",
             finish_tools=frozenset(config.finish_tools()),
             index_keys={tool: ((), *sorted(names - {()})) for tool, names in keys.items()},
+            prerequisite_tools=frozenset(compared),
         )
 
     def __post_init__(self) -> None:
@@ -83,24 +82,14 @@ class Services:
         """The index keys of ``tool``'s successes."""
         return self.index_keys.get(tool, _NO_NAMES)
 
-    def defaults_of(self, agent: Any, tool: str) -> Mapping[str, Any]:
-        """The defaults ``tool`` declares in ``agent``'s toolkit (read once
-        per tool object and schema). A tool not registered there (an MCP
-        server's tools are listed over the network: not looked for), with
-        no schema, or whose default is not a JSON value declares none."""
-        found = _registered(agent, tool)
-        if found is None:
-            return NO_DEFAULTS
-        schema = getattr(found, "input_schema", None)
-        try:
-            cached = self._declared.get(found)
-        except TypeError:  # not weakly referenceable: read every time
-            return _defaults_in(schema)
-        if cached is not None and cached[0] is schema:
-            return cached[1]
-        defaults = _defaults_in(schema)
-        self._declared[found] = (schema, defaults)
-        return defaults
+    def declared(self, name: str, tool: Any) -> Declared | None:
+        """What the schema of ``tool`` (the AgentScope tool a call of
+        ``name`` was judged and validated with) declares, read now (a schema
+        changed in place is read again); ``None`` for a tool no prerequisite
+        compares arguments of, or one with no schema."""
+        if name not in self.prerequisite_tools:
+            return None
+        return declared_in(getattr(tool, "input_schema", None))
 
     def scrubbed(self, text: str) -> str:
         """``text`` as the run's records state it: it may quote what a call
@@ -155,54 +144,6 @@ class Services:
                     },
                 )
         return decision
-
-
-def _registered(agent: Any, name: str) -> Any:
-    """The tool ``name`` registered in ``agent``'s toolkit, as AgentScope
-    resolves it (the last of that name in the basic and activated groups),
-    else the last in any group; ``None`` when there is none. A scan of the
-    toolkit's tools (a handful), never of the run."""
-    groups = getattr(getattr(agent, "toolkit", None), "tool_groups", None)
-    if not groups:
-        return None
-    context = getattr(getattr(agent, "state", None), "tool_context", None)
-    activated = getattr(context, "activated_groups", None) or ()
-    active = anywhere = None
-    for group in groups:
-        for tool in getattr(group, "tools", ()):
-            if getattr(tool, "name", None) == name:
-                anywhere = tool
-                if group.name == "basic" or group.name in activated:
-                    active = tool
-    return active if active is not None else anywhere
-
-
-def _defaults_in(schema: Any) -> Mapping[str, Any]:
-    """The JSON-valued ``default`` of each property of ``schema``."""
-    properties = schema.get("properties") if isinstance(schema, dict) else None
-    if not isinstance(properties, dict):
-        return NO_DEFAULTS
-    values = {
-        name: frozen(spec["default"]) for name, spec in properties.items()
-        if isinstance(name, str) and isinstance(spec, dict) and "default" in spec and _json_like(spec["default"])
-    }
-    return MappingProxyType(values) if values else NO_DEFAULTS
-
-
-def _json_like(value: Any, depth: int = 0) -> bool:
-    """``value`` is a JSON value (finite numbers, string keys), as a schema
-    states a default; anything else is not filled in."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return True
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if depth > 32:
-        return False
-    if isinstance(value, (list, tuple)):
-        return all(_json_like(v, depth + 1) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _json_like(v, depth + 1) for k, v in value.items())
-    return False
 
 
 _ALL_PII = dict.fromkeys(DETECTORS, "redact")

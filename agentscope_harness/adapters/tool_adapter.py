@@ -105,6 +105,7 @@ class HarnessToolAdapter(MiddlewareBase):
             policy=self.harness.config.tools.get(call.name),
             batch=(agent.state.reply_id, agent.state.cur_iter),
             resumed=call.state == ToolCallState.ALLOWED,
+            declared=self.harness.services.declared(call.name, input_kwargs.get("tool")),
         )
         if view.resumed and not run.resumer_recorded:  # the tool adapter alone: the caller bound now
             run.resumed_by = self.harness.caller_principal(run)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..context import ToolCallContext
-from ..facts import MISSING
+from ..errors import HarnessConfigError
+from ..facts import MISSING, NO_DEFAULTS
 from ..registry import HookRejectSignal, harness_hook
 
 
@@ -23,8 +24,15 @@ def sequence_gate(ctx: ToolCallContext) -> None:
     call = ctx.tool
     if call.policy is None:
         return
-    args, own = call.args, ctx.services.defaults_of(ctx.agent, call.name)
+    args, declared = call.args, call.declared
+    own = declared.defaults if declared is not None else NO_DEFAULTS
     for prereq in call.policy.requires:
+        unknown = [] if declared is None else [arg for arg in prereq.same_args if arg not in declared.names]
+        if declared is not None and unknown:  # a typo compares "missing" with "missing": any lookup does
+            raise HarnessConfigError(
+                f"tools.{call.name}.requires ({prereq.tool}): same_args {unknown} are not arguments of "
+                f"{call.name} (its schema declares {sorted(declared.names)})",
+            )
         same = {arg: args[arg] if arg in args else own.get(arg, MISSING) for arg in prereq.same_args}
         if ctx.facts.has_succeeded(prereq.tool, same, before=call.batch):  # indexed as it ran
             continue

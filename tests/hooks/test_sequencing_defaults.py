@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hookkit import Ran, drive, harnessed, results
 from scripted import calls, text, tool
 
-from agentscope_harness import HarnessConfig, Prerequisite, ToolPolicy
-from agentscope_harness.facts import thawed
+from agentscope_harness import Harness, HarnessConfig, HarnessConfigError, Prerequisite, ToolPolicy
+from agentscope_harness.facts import declared_in, thawed
 
 SAME = ["order_id", "region"]
 
@@ -271,13 +272,42 @@ NAN = float("nan")
 
 
 def test_only_json_defaults_are_read_from_a_schema():
-    from agentscope_harness.services import _defaults_in
-
     schema = {"properties": {
         "a": {"default": "eu"}, "b": {"default": None}, "c": {"default": [1, {"k": 2.5}]},
         "d": {"default": NAN}, "e": {"default": {1, 2}}, "f": {"default": object()}, "g": {},
         "h": {"default": {1: "x"}},
     }}
-    defaults = _defaults_in(schema)
-    assert thawed(defaults) == {"a": "eu", "b": None, "c": [1, {"k": 2.5}]}
-    assert _defaults_in(None) == {} and _defaults_in({"properties": []}) == {}
+    declared = declared_in(schema)
+    assert declared is not None and declared.names == set("abcdefgh")
+    assert thawed(declared.defaults) == {"a": "eu", "b": None, "c": [1, {"k": 2.5}]}
+    assert declared_in(None) is None and declared_in({"properties": []}) is None
+
+
+def typo_config() -> HarnessConfig:
+    return config().model_copy(update={"tools": {
+        "lookup_order": ToolPolicy(role="lookup"),
+        "cancel_order": ToolPolicy(role="mutation", requires=[Prerequisite("lookup_order", ["orderid"])]),
+    }})
+
+
+async def test_same_args_a_tool_does_not_declare_fail_closed_at_the_call():
+    """Red team: a typo (``orderid``) compared "missing" with "missing", so
+    any lookup let a cancel of any order run. Without ``instrument`` the
+    gate cannot check at construction: the call is refused as the gate's
+    failure (``policy_error``), and the decision names the field."""
+    ran = Ran()
+    h, _, agent = harnessed(typo_config(), [lookup(order_id="A-1"), cancel(order_id="B-2"), text("done")],
+                            order_tools(ran))
+    _, _, report = await drive(h, agent)
+    assert [name for name, _ in ran] == ["lookup_order"]
+    assert report.refusals == {"policy_error": 1}
+    assert any("same_args ['orderid']" in d.detail for d in report.decisions)
+
+
+def test_same_args_a_tool_does_not_declare_fail_at_instrument():
+    from agentscope.tool import Toolkit
+
+    h = Harness(typo_config(), load_entry_points=False)
+    toolkit = Toolkit(tools=[tool(f) for f in order_tools(Ran())])
+    with pytest.raises(HarnessConfigError, match=r"tools\.cancel_order\.requires\[0\]\.same_args"):
+        h.instrument(toolkit)
