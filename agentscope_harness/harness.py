@@ -30,7 +30,7 @@ from .model_guard import ModelGuard
 from .redaction import Redactor
 from .registry import HookSpec, collect
 from .report import RunReport
-from .run_state import RunLimits, RunState, RunTable, current_run
+from .run_state import RunLimits, RunState, RunTable, current_run, live_parent
 from .runner import HookRunner
 from .services import Breaker, Services
 from .stores import LedgerStore, MemoryStore, bounded, daily_left, store_timeout
@@ -366,9 +366,10 @@ class Harness:
             life = ReplyLifecycle(self, agent)
             life.run = previous
             await life.close(None)
+        parent = live_parent(reply_id)  # a sub-agent run from a live run's tool answers to its limits
         run = slot[0] = self.table.open(
             reply_id, getattr(agent, "name", "agent"), agent.state.session_id,
-            self.caller_principal(), None, None, self.config.mode,
+            self.caller_principal(), parent.deadline if parent is not None else None, parent, self.config.mode,
         )
         return run
 

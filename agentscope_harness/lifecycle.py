@@ -42,7 +42,7 @@ from .errors import DependencyDown
 from .outcome import WITHHELD_ANSWER, build_report, corrected_answer, terminal_state
 from .outputs import answer_filter, cleaned_args, readable_data, shown_name
 from .report import RunReport, TerminalState
-from .run_state import RUN_HANDLE, RunState, current_run
+from .run_state import RUN_HANDLE, RunState, live_parent
 from .runner import AUDIT_HOOK, OUTCOME_HOOK
 from .stores import bounded, daily_left, store_timeout
 
@@ -152,7 +152,7 @@ class ReplyLifecycle:
         """Create the run's slot (before any await, so a cancellation while
         reading the store still settles it), then read the daily quota."""
         harness, agent = self.harness, self.agent
-        parent = _live_parent(start.reply_id)
+        parent = live_parent(start.reply_id)
         principal = harness.current_principal()
         if principal is None and parent is not None:
             principal = parent.principal
@@ -428,15 +428,6 @@ def flush(run: RunState) -> list[CustomEvent]:
         CustomEvent(name="harness.decision", value=d.as_event_value(run.run_id))
         for d in run.take_unflushed()
     ]
-
-
-def _live_parent(reply_id: str) -> RunState | None:
-    """The run whose step is executing this reply (a sub-agent called from
-    one of its tools), if it is still live."""
-    parent = current_run()
-    if parent is None or parent.run_id == reply_id or parent.report is not None:
-        return None
-    return parent
 
 
 def _park_reason(agent: Any) -> str:

@@ -57,6 +57,16 @@ def current_run() -> RunState | None:
     return handle() if handle is not None else None
 
 
+def live_parent(reply_id: str) -> RunState | None:
+    """The run whose step is executing the reply ``reply_id`` (a sub-agent
+    called from one of its tools), if it is still live: the run a new run
+    of that reply is nested in."""
+    parent = current_run()
+    if parent is None or parent.run_id == reply_id or parent.report is not None:
+        return None
+    return parent
+
+
 @dataclass(frozen=True, eq=False)
 class RunLimits:
     """The run-wide caps of the config a run was opened under. A nested run
