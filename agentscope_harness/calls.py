@@ -169,11 +169,12 @@ class CallFlow:
         ``max_tool_calls`` is reached (a shadow sub-agent spends the live
         parent's calls; its own ``spend_gate`` only records). Checked when
         the call is judged and again at admission (parallel calls)."""
-        if not self.services.shadow:
+        if not self.services.shadow or ctx.tool is None:
             return None
         calls = ctx.run.tool_call_cap(enforced_only=True)
         if calls is None or calls[0] < calls[1]:
             return None
+        ctx.run.enclosing_refusals.add(ctx.tool.batch)  # met in two turns: the model guard ends the run
         return self._refuse(ctx, ("quota_exhausted", tool_calls_used_up(calls)), hook="spend_gate", enforced=True)
 
     def _refuse(

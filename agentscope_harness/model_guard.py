@@ -182,7 +182,7 @@ class ModelGuard:
         refusal = (
             over_request_cap(services, run, tokens) or self._unpriced(run, model)
             or self._over_budget(run, agent, over)
-            or (self._enclosing_call_cap(run) if services.shadow else None)
+            or (self._enclosing_stop(run) if services.shadow else None)
         )
         if refusal is not None:  # not sent: the run answers with its stop text
             return _final(refusal)
@@ -360,12 +360,19 @@ class ModelGuard:
         run.facts.stop_text = text
         return text
 
-    def _enclosing_call_cap(self, run: RunState) -> str | None:
+    def _enclosing_stop(self, run: RunState) -> str | None:
         """In shadow mode: the stop text when an enclosing enforcing
-        Harness's ``max_model_calls`` is reached (its watchdog is not the one
-        running here; a shadow sub-agent spends the live parent's calls)."""
+        Harness's caps end the run (its watchdog is not the one running
+        here; a shadow sub-agent spends the live parent's calls): its
+        ``max_model_calls`` is reached, or the model met the refusal at its
+        ``max_tool_calls`` in two turns (an enforcing run's refusal ladder
+        ends it there; the shadow run's own ladder only records)."""
         calls = run.model_call_cap(enforced_only=True)
-        return self._stop(run, "max_model_calls") if calls is not None and calls[0] >= calls[1] else None
+        if calls is not None and calls[0] >= calls[1]:
+            return self._stop(run, "max_model_calls")
+        if len(run.enclosing_refusals) >= 2:
+            return self._stop(run, "refused:quota_exhausted")
+        return None
 
     def _stop(self, run: RunState, reason: str) -> str:
         return run.facts.stop(reason, self.harness.config.fallback_text.format(reason=reason_words(reason)))

@@ -156,6 +156,9 @@ class RunState:
     """The slowest model call so far: the wrap-up window is at least that."""
     judged_calls: set[str] = field(default_factory=set)
     """Ids of the calls judged in this run (a re-judged call counts once)."""
+    enclosing_refusals: set[tuple[str, int]] = field(default_factory=set)
+    """The batches in which an enclosing enforcing Harness's
+    ``max_tool_calls`` refused a call of this shadow run."""
     asked_here: bool = False
     """This process parked a call of the run for a human (so a resume must
     match what was shown); false for a run restored in another process."""
