@@ -123,12 +123,12 @@ class Harness:
             self.config.redact_patterns, self.config.redact_window,
             self.config.resolved_secret_values(),
         )
-        self.services = Services.of(self.config, self.redactor, self.store)
+        candidate_config = None if candidate is None else build_config(candidate)
+        self.services = Services.of(self.config, self.redactor, self.store, candidate_config)
         self.flow = CallFlow(self.services, self.runner)
         self.model_guard = ModelGuard(self)
         self.candidate: Candidate | None = None
-        if candidate is not None:
-            candidate_config = build_config(candidate)
+        if candidate_config is not None:
             _check_disabled(self.all_hooks, EnvFlags(), candidate_config)
             self.candidate = self.runner.candidate = Candidate(
                 candidate_config, self.all_hooks, self.services,

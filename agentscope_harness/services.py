@@ -50,11 +50,16 @@ class Services:
     their calls carry what their schema declares (``ToolCallView.declared``)."""
 
     @classmethod
-    def of(cls, config: HarnessConfig, redactor: Redactor, store: Any) -> Services:
-        """Services for ``config``, with the derived lookups computed once."""
+    def of(
+        cls, config: HarnessConfig, redactor: Redactor, store: Any, candidate: HarnessConfig | None = None,
+    ) -> Services:
+        """Services for ``config``, with the derived lookups computed once;
+        the success index serves the prerequisites of ``candidate`` too (a
+        candidate policy judges against what the live run recorded)."""
         keys: dict[str, set[tuple[str, ...]]] = {}
         compared: set[str] = set()
-        for name, policy in config.tools.items():
+        policies = [*config.tools.items(), *(candidate.tools.items() if candidate is not None else ())]
+        for name, policy in policies:
             for prereq in policy.requires:
                 keys.setdefault(prereq.tool, set()).add(tuple(prereq.same_args))
                 if prereq.same_args:
