@@ -24,35 +24,36 @@ middleware that leaves ``current_model`` to the chain's default).
 from __future__ import annotations
 
 from types import CellType, CodeType, FunctionType
-from typing import Any
+from typing import Any, NamedTuple
 
 _SELF_CELL: dict[CodeType, int | None] = {}
 """Per code object: the position of its ``execute_chain`` cell, if any."""
 
 
-class _Rebuilt:
+class _Rebuilt(NamedTuple):
     """A chain closure's code, arguments and cells, but for the cell that
     refers to the chain: each call runs a function built afresh, whose own
     cell holds this object. Nothing here holds the function, so it is freed
-    with its frames (no cycle, even when the chain is called again)."""
+    with its frames (no cycle, even when the chain is called again). A
+    tuple: made in one step, as every chain call a harness layer makes
+    releases one."""
 
-    __slots__ = ("_at", "_cells", "_code", "_defaults", "_globals", "_kwdefaults", "_qualname")
-
-    def __init__(self, chain: FunctionType, at: int) -> None:
-        self._code, self._globals = chain.__code__, chain.__globals__
-        self._defaults, self._kwdefaults = chain.__defaults__, chain.__kwdefaults__
-        self._qualname = chain.__qualname__
-        cells = chain.__closure__ or ()
-        self._cells = (*cells[:at], None, *cells[at + 1:])
-        self._at = at
+    code: CodeType
+    globals: dict[str, Any]
+    defaults: tuple[Any, ...] | None
+    kwdefaults: dict[str, Any] | None
+    qualname: str
+    before: tuple[CellType, ...]
+    """The cells before the chain's own, and after it."""
+    after: tuple[CellType, ...]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        cells = tuple(CellType(self) if i == self._at else cell for i, cell in enumerate(self._cells))
         function = FunctionType(
-            self._code, self._globals, self._code.co_name, self._defaults, cells,  # type: ignore[arg-type]
+            self.code, self.globals, self.code.co_name, self.defaults,
+            (*self.before, CellType(self), *self.after),
         )
-        function.__kwdefaults__ = self._kwdefaults
-        function.__qualname__ = self._qualname
+        function.__kwdefaults__ = self.kwdefaults
+        function.__qualname__ = self.qualname
         return function(*args, **kwargs)
 
 
@@ -67,11 +68,14 @@ def release(next_handler: Any) -> None:
         chain = cell.cell_contents
     except ValueError:  # an empty cell
         return
-    if not isinstance(chain, FunctionType) or _cell(chain) is not cell:  # not a closure referring to itself
+    if type(chain) is not FunctionType or _cell(chain) is not cell:  # not a closure referring to itself
         return
-    at = _SELF_CELL[chain.__code__]
-    if at is not None:
-        cell.cell_contents = _Rebuilt(chain, at)
+    cells, at = chain.__closure__ or (), _SELF_CELL[chain.__code__]
+    assert at is not None  # its own cell was found there
+    cell.cell_contents = _Rebuilt(
+        chain.__code__, chain.__globals__, chain.__defaults__, chain.__kwdefaults__, chain.__qualname__,
+        cells[:at], cells[at + 1:],
+    )
 
 
 def _cell(function: Any) -> Any:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
 from agentscope.event import (
@@ -36,6 +36,7 @@ from agentscope.types import ReplyFinishedReason
 
 from .arguments import guide_invalid_arguments
 from .calls import result_view
+from .chains import release
 from .context import reason_words
 from .deadline import current_deadline, tighter
 from .errors import DependencyDown
@@ -61,10 +62,9 @@ _OTHER, _START, _END, _MSG, _TOOL_END, _TOOL_TEXT, _TOOL_START = 0, 1, 2, 3, 4, 
 
 
 def _kind(item: Any) -> int:
+    """The kind of a type not seen yet, now cached."""
     cls = type(item)
-    kind = _KINDS.get(cls)
-    if kind is None:
-        kind = _KINDS[cls] = next((i + 1 for i, c in enumerate(_CLASSES) if issubclass(cls, c)), 0)
+    kind = _KINDS[cls] = next((i + 1 for i, c in enumerate(_CLASSES) if issubclass(cls, c)), 0)
     return kind
 
 
@@ -88,28 +88,45 @@ class ReplyLifecycle:
 
     # ------------------------------------------------------------ steps
 
-    async def step(self, it: AsyncIterator[Any]) -> Any:
-        """The next item of AgentScope's reply, produced with the run's
-        handle bound (and reset before returning)."""
-        run = self.run
-        if run is None:
-            return await it.__anext__()
-        token = RUN_HANDLE.set(run.handle)  # the deadline is read through it
+    async def reply(self, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator]) -> AsyncGenerator:
+        """The run's whole life around AgentScope's reply: each step of it
+        produced with the run's handle bound (and reset before the step's
+        item is handed on), each item passed through ``on_item``. One
+        generator layer: no coroutine per streamed event."""
+        failure: BaseException | None = None
         try:
-            return await it.__anext__()
+            inputs = input_kwargs.get("inputs")
+            if await self.resume(inputs) is not None:
+                await self.shape_external_results(inputs)
+            following = next_handler(**input_kwargs).__anext__
+            while True:
+                run = self.run
+                token = None if run is None else RUN_HANDLE.set(run.handle)  # the deadline is read through it
+                try:
+                    item = await following()
+                except StopAsyncIteration:
+                    break
+                finally:
+                    if token is not None:
+                        RUN_HANDLE.reset(token)
+                kind = _KINDS.get(type(item))
+                if kind is None:
+                    kind = _kind(item)
+                if kind == _OTHER:  # most streamed events: nothing for the run to do
+                    yield item
+                    continue
+                for out in await self.on_item(item, kind):
+                    yield out
+        except BaseException as exc:
+            failure = exc
+            raise
         finally:
-            RUN_HANDLE.reset(token)
+            release(next_handler)
+            await self.close(failure)
 
-    @staticmethod
-    def passes(item: Any) -> bool:
-        """Whether ``item`` reaches the consumer as it is, with nothing for
-        the run to do (most streamed events: deltas, block starts and ends)."""
-        return _kind(item) == _OTHER
-
-    async def on_item(self, item: Any) -> list[Any]:
-        """What the consumer receives for ``item``, one that does not
-        ``pass`` (nothing, when an end is held back for one more round)."""
-        kind = _kind(item)
+    async def on_item(self, item: Any, kind: int) -> list[Any]:
+        """What the consumer receives for ``item`` (of ``kind``, not
+        ``_OTHER``): nothing, when an end is held back for one more round."""
         if kind == _START:
             if self.run is None or self.run.run_id != item.reply_id:
                 await self.open(item)

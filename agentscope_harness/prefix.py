@@ -27,7 +27,8 @@ from __future__ import annotations
 import json
 import marshal
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from agentscope.message import (
@@ -58,10 +59,6 @@ _TOOLS = array("q", [-1])
 """The owner of the tool schemas' chunk (first, when tools are sent)."""
 
 
-def _ints() -> array[int]:
-    return array("q")
-
-
 @dataclass(slots=True)
 class Chunks:
     """A payload as three parallel arrays of machine ints: each chunk's
@@ -70,14 +67,9 @@ class Chunks:
     to walk (a list of a payload's ints is walked int by int at every
     collection, hundreds of them under concurrent replies)."""
 
-    keys: array[int] = field(default_factory=_ints)
-    sizes: array[int] = field(default_factory=_ints)
-    owners: array[int] = field(default_factory=_ints)
-
-    def add(self, key: int, size: int, owner: int) -> None:
-        self.keys.append(key)
-        self.sizes.append(size)
-        self.owners.append(owner)
+    keys: array[int]
+    sizes: array[int]
+    owners: array[int]
 
 
 @dataclass
@@ -147,44 +139,57 @@ def over_request_cap(services: Services, run: RunState, tokens: int) -> str | No
 def _chunk_keys(messages: list[Any], tools: Any, previous: Chunks | None = None) -> Chunks:
     """Each chunk as ``(hash, characters, message index)``. Hashed as tuples
     of the payload's own strings, never copies of them: Python caches a
-    string's hash, so a block already sent costs O(1) to hash again."""
-    chunks = Chunks()
-    keys, sizes, owners = chunks.keys, chunks.sizes, chunks.owners
+    string's hash, so a block already sent costs O(1) to hash again. Built
+    in lists (whose ``append`` the interpreter specialises; an array's it
+    does not), made arrays once at the end."""
+    keys: list[int] = []
+    sizes: list[int] = []
+    owners: list[int] = []
     if tools:
-        chunks.add(*_tools_chunk(tools, previous), -1)
+        schemas, size = _tools_chunk(tools, previous)
+        keys.append(schemas)
+        sizes.append(size)
+        owners.append(-1)
     for index, msg in enumerate(messages):
-        keys.append(hash(("\x00", msg.role, msg.name)))
-        sizes.append(2 + len(msg.role) + len(msg.name or ""))
+        role, name = msg.role, msg.name
+        keys.append(hash(("\x00", role, name)))
+        sizes.append(2 + len(role) + len(name or ""))
         content = msg.content
         if isinstance(content, str):
             keys.append(hash(content))
             sizes.append(len(content))
-            owners.extend((index, index))
+            owners += (index, index)
             continue
-        owners.append(index)
+        owners += repeat(index, 1 + len(content))
         for block in content:
             # the common kinds inline, keyed as ``_block_key`` keys them
             cls = type(block)
-            if cls is TextBlock:
+            if cls is ToolResultBlock:
+                output = block.output
+                if type(output) is str:
+                    call_id, tool = block.id, block.name
+                    keys.append(hash(("r", call_id, tool, output)))
+                    sizes.append(3 + len(call_id) + len(tool) + len(output))
+                    continue
+                if len(output) == 1 and type(output[0]) is TextBlock:
+                    call_id, tool, text = block.id, block.name, output[0].text
+                    keys.append(hash(("r", call_id, tool, text)))
+                    sizes.append(4 + len(call_id) + len(tool) + len(text))
+                    continue
+            elif cls is ToolCallBlock:
+                call_id, tool, args = block.id, block.name, block.input
+                keys.append(hash(("c", call_id, tool, args)))
+                sizes.append(3 + len(call_id) + len(tool) + len(args))
+                continue
+            elif cls is TextBlock:
                 text = block.text
                 keys.append(hash(("t", text)))
                 sizes.append(1 + len(text))
-            elif cls is ToolCallBlock:
-                keys.append(hash(("c", block.id, block.name, block.input)))
-                sizes.append(3 + len(block.id) + len(block.name) + len(block.input))
-            elif cls is ToolResultBlock and type(output := block.output) is str:
-                keys.append(hash(("r", block.id, block.name, output)))
-                sizes.append(3 + len(block.id) + len(block.name) + len(output))
-            elif cls is ToolResultBlock and len(output) == 1 and type(output[0]) is TextBlock:
-                text = output[0].text
-                keys.append(hash(("r", block.id, block.name, text)))
-                sizes.append(4 + len(block.id) + len(block.name) + len(text))
-            else:
-                key, size = _block_key(block)
-                keys.append(hash(key))
-                sizes.append(size)
-            owners.append(index)
-    return chunks
+                continue
+            other, size = _block_key(block)
+            keys.append(hash(other))
+            sizes.append(size)
+    return Chunks(array("q", keys), array("q", sizes), array("q", owners))
 
 
 def _tools_chunk(tools: Any, previous: Chunks | None) -> tuple[int, int]:

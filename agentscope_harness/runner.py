@@ -63,7 +63,7 @@ def being_cancelled() -> bool:
     return task is None or task.cancelling() > 0
 
 
-class _Resumed:
+class Resumed:
     """The rest of a coroutine whose first step has run and is waiting on
     ``pending``: awaiting this drives it on, in the awaiting task, passing
     the event loop's wake-ups and cancellations through."""
@@ -285,7 +285,7 @@ class HookRunner:
                 awaitable.close()
                 raise TimeoutError
             async with _timeout(limit) as bound:
-                value = await _Resumed(awaitable, pending)
+                value = await Resumed(awaitable, pending)
         elif _timeout is not None:
             async with _timeout(limit) as bound:
                 value = await awaitable

@@ -88,39 +88,22 @@ class HarnessAgentAdapter(MiddlewareBase):
 
     # ----------------------------------------------------------------- reply
 
-    async def on_reply(
+    def on_reply(
         self, agent: Any, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator],
     ) -> AsyncGenerator:
-        """Hand the run's whole life to its lifecycle, one step at a time."""
-        life = ReplyLifecycle(self.harness, agent)
-        failure: BaseException | None = None
-        try:
-            if await life.resume(input_kwargs.get("inputs")) is not None:
-                await life.shape_external_results(input_kwargs.get("inputs"))
-            it = next_handler(**input_kwargs).__aiter__()
-            while True:
-                try:
-                    item = await life.step(it)
-                except StopAsyncIteration:
-                    break
-                if life.passes(item):  # no coroutine and no list per delta
-                    yield item
-                    continue
-                for out in await life.on_item(item):
-                    yield out
-        except BaseException as exc:
-            failure = exc
-            raise
-        finally:
-            release(next_handler)
-            await life.close(failure)
+        """Hand the run's whole life to its lifecycle: its generator is this
+        layer of the reply chain."""
+        return ReplyLifecycle(self.harness, agent).reply(input_kwargs, next_handler)
 
     # ------------------------------------------------------------- reasoning
 
     async def on_reasoning(
         self, agent: Any, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator],
     ) -> AsyncGenerator:
-        """``pre_think`` before the model call, ``post_reflect`` after it."""
+        """``pre_think`` before the model call, ``post_reflect`` after it. In
+        a run with a finishing tool a text answer may be replaced by another
+        round: its text is shown only once it is known to stand. One
+        generator layer: the model's events pass through no other here."""
         try:
             run = run_of(self.harness, agent)
             if run is None:
@@ -142,53 +125,44 @@ class HarnessAgentAdapter(MiddlewareBase):
                     return
                 for event in narrowed:
                     yield event
-            async for item in self._model_round(agent, run, input_kwargs, next_handler):
-                yield item
+            if run.facts.force_conclude and input_kwargs.get("tool_choice") is None and not self.harness.shadow:
+                input_kwargs["tool_choice"] = self._conclude_choice(agent, run)
+            before = _tail_of_reply(agent)
+            held: Msg | None = None
+            interim = bool(self.harness.finish_tools) and not self.harness.shadow
+            text_events: list[Any] = []
+            shown = self._shown(run)
+            try:
+                async for raw in next_handler(**input_kwargs):
+                    for item in shown(raw) if shown is not None else (raw,):
+                        if isinstance(item, Msg):  # the candidate final answer, held for post_reflect
+                            held = run.candidate = item
+                        elif interim and type(item) in _TEXT_EVENTS:
+                            text_events.append(item)
+                        else:
+                            if interim and type(item) is ToolCallStartEvent:
+                                # a round that calls tools is not replaced: its text goes first
+                                interim = False
+                                for event in text_events:
+                                    yield event
+                                text_events = []
+                            yield item
+            except Exception:
+                answer = self._model_failed(run)
+                if answer is None:
+                    raise
+                async for item in self._answer(agent, run, answer):
+                    yield item
+                return
+            events, another_round = await self._post_reflect(agent, run, held, _new_tool_calls(agent, before))
+            if not another_round:  # else the user never sees an answer the run replaced
+                events = text_events + events
+            for event in events:
+                yield event
+            if held is not None:
+                yield held
         finally:
             release(next_handler)
-
-    async def _model_round(
-        self, agent: Any, run: RunState, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator],
-    ) -> AsyncGenerator:
-        """The model call and ``post_reflect``. In a run with a finishing
-        tool a text answer may be replaced by another round: its text is
-        shown only once it is known to stand."""
-        if run.facts.force_conclude and input_kwargs.get("tool_choice") is None and not self.harness.shadow:
-            input_kwargs["tool_choice"] = self._conclude_choice(agent, run)
-        before = _tail_of_reply(agent)
-        held: Msg | None = None
-        interim = bool(self.harness.finish_tools) and not self.harness.shadow
-        text_events: list[Any] = []
-        shown = self._shown(run)
-        try:
-            async for raw in next_handler(**input_kwargs):
-                for item in shown(raw) if shown is not None else (raw,):
-                    if isinstance(item, Msg):  # the candidate final answer, held for post_reflect
-                        held = run.candidate = item
-                    elif interim and type(item) in _TEXT_EVENTS:
-                        text_events.append(item)
-                    else:
-                        if interim and type(item) is ToolCallStartEvent:
-                            # a round that calls tools is not replaced: its text goes first
-                            interim = False
-                            for event in text_events:
-                                yield event
-                            text_events = []
-                        yield item
-        except Exception:
-            answer = self._model_failed(run)
-            if answer is None:
-                raise
-            async for item in self._answer(agent, run, answer):
-                yield item
-            return
-        events, another_round = await self._post_reflect(agent, run, held, _new_tool_calls(agent, before))
-        if not another_round:  # else the user never sees an answer the run replaced
-            events = text_events + events
-        for event in events:
-            yield event
-        if held is not None:
-            yield held
 
     async def _answer(self, agent: Any, run: RunState, text: str) -> AsyncGenerator:
         """The harness answers in the model's place (filtered like the model's own)."""

@@ -33,6 +33,7 @@ from ..context import HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception, error_text
 from ..facts import thawed
 from ..outputs import cleaned_args, readable_data
+from ..runner import Resumed
 from ..sentinels import format_sentinel
 from .agent_adapter import run_of
 
@@ -235,13 +236,20 @@ async def _within_deadline(
     toolkit turns the cancellation into an interrupted result; a tool
     called outside it lets it through). A caller's own cancellation that
     the toolkit turned into a result is the caller's: that result stands."""
+    consuming = _consume(call, input_kwargs, next_handler)
     if run.deadline is None:
-        return await _consume(call, input_kwargs, next_handler)
+        return await consuming
+    # most tools answer without waiting: their first step runs unarmed (no
+    # timer could fire before it waits), a timer only for one that waits
+    try:
+        pending = consuming.send(None)
+    except StopIteration as done:
+        return done.value
     grace = TOOL_GRACE_S / (1 + run.depth)
     bound = asyncio.timeout(max(run.deadline + grace - time.monotonic(), 0.0))
     try:
         async with bound:
-            response = await _consume(call, input_kwargs, next_handler)
+            response = await Resumed(consuming, pending)
     except TimeoutError:
         if not bound.expired():  # the tool's own, not the deadline's
             raise
