@@ -57,6 +57,14 @@ def terminal_state(
     return TerminalState.COMPLETED, "answered"
 
 
+def answer_is_replaced(run: RunState) -> bool:
+    """Whether ``corrected_answer`` replaces whatever the model answers now
+    (the run was made to conclude for lack of progress, or a dependency it
+    needed went down): known before the answer, so a stream holds it back."""
+    facts = run.facts
+    return facts.terminal is None and (facts.stuck is not None or bool(facts.dependency_down))
+
+
 def corrected_answer(run: RunState, text: str, fallback_text: str) -> str:
     """The answer the user may receive, as ``terminal_state`` judges the
     run: one that asserts an action whose tool never succeeded in the run

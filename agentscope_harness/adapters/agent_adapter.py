@@ -50,6 +50,7 @@ from ..context import (
     structured_output_owed,
 )
 from ..lifecycle import ReplyLifecycle, flush, rounds_left, text_block_events
+from ..outcome import answer_is_replaced
 from ..outputs import OutputFilter, OutputStream, answer_filter, shown_name
 from ..report import TerminalState
 from ..run_state import ResultAccount, RunState, current_run
@@ -129,7 +130,9 @@ class HarnessAgentAdapter(MiddlewareBase):
                 input_kwargs["tool_choice"] = self._conclude_choice(agent, run)
             before = _tail_of_reply(agent)
             held: Msg | None = None
-            interim = bool(self.harness.finish_tools) and not self.harness.shadow
+            # held back until the round is known to call tools: a text answer
+            # another round replaces, or the fallback replaces whatever it says
+            interim = (bool(self.harness.finish_tools) or answer_is_replaced(run)) and not self.harness.shadow
             text_events: list[Any] = []
             shown = self._shown(run)
             try:
@@ -155,8 +158,8 @@ class HarnessAgentAdapter(MiddlewareBase):
                     yield item
                 return
             events, another_round = await self._post_reflect(agent, run, held, _new_tool_calls(agent, before))
-            if not another_round:  # else the user never sees an answer the run replaced
-                events = text_events + events
+            if not another_round and not (answer_is_replaced(run) and not self.harness.shadow):
+                events = text_events + events  # else the user never sees an answer the run replaced
             for event in events:
                 yield event
             if held is not None:
