@@ -386,7 +386,8 @@ class ReplyLifecycle:
         harness = self.harness
         await harness.model_guard.charge_stopped_streams(run)  # streams the reply no longer reads
         name = getattr(self.agent, "name", run.agent_name)
-        report = run.report = build_report(run, state, reason, name, harness.config.mode)
+        # a failure's reason quotes its exception, which may quote a key: scrubbed as any record
+        report = run.report = build_report(run, state, harness.services.scrubbed(reason), name, harness.config.mode)
         if run.parent is not None:
             run.parent.children.append(report)
         await harness.publish(report, self.agent)

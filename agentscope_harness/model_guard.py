@@ -26,7 +26,7 @@ from agentscope.message import TextBlock
 from agentscope.model import ChatResponse, ChatUsage
 from agentscope.model._model_response import FinishedReason
 
-from .context import found_so_far, reason_words
+from .context import REASONS, found_so_far, reason_words
 from .fleet import estimate_input_tokens
 from .hooks.budget import Held, Overspend, budget_spent, hold, overspend, release
 from .prefix import observe, over_request_cap
@@ -231,6 +231,10 @@ class ModelGuard:
             await next_handler(**input_kwargs)
         except CompressionRefused:
             pass  # AgentScope's truncation fallback is off: the context stays as it is
+        except Exception:
+            # with that fallback off, the summary's model call failed for good
+            if self.model_failed(run) is None:
+                raise  # else the run's next step answers its text
         finally:
             _COMPRESSION.reset(token)
 
@@ -280,6 +284,21 @@ class ModelGuard:
             # every answered attempt (AgentScope tries several strategies) was billed
             await self.harness.charge_usage(run, model, self._attempts_usage(attempts, tokens),
                                             admission.reservation)
+
+    def model_failed(self, run: RunState) -> str | None:
+        """The provider failed for good (after AgentScope's retries): the run
+        ends ``failed`` (``model_error``). The user gets ``model_error_text``
+        when configured (also the run's stop text: a compression that failed
+        ends the run at its next step); otherwise the provider's exception
+        reaches the caller."""
+        run.facts.conclude(TerminalState.FAILED, "model_error", override=True)
+        self.harness.services.record(run, "liveness_watchdog", "on_model_call", "stop", code="model_error",
+                                     detail="the model provider failed after its retries")
+        text = self.harness.config.model_error_text
+        if text is None:
+            return None
+        run.facts.stop_text = text.format(reason=REASONS["model_error"])
+        return run.facts.stop_text
 
     def _attempts_usage(self, attempts: _Attempts, input_tokens: int) -> ChatUsage | None:
         """What a compression's attempts used, summed; an attempt whose

@@ -41,7 +41,6 @@ from agentscope.types import ReplyFinishedReason
 
 from ..chains import release
 from ..context import (
-    REASONS,
     STRUCTURED_OUTPUT_TOOL,
     ContextResult,
     HookContext,
@@ -151,7 +150,7 @@ class HarnessAgentAdapter(MiddlewareBase):
                                 text_events = []
                             yield item
             except Exception:
-                answer = self._model_failed(run)
+                answer = self.harness.model_guard.model_failed(run)
                 if answer is None:
                     raise
                 async for item in self._answer(agent, run, answer):
@@ -258,16 +257,6 @@ class HarnessAgentAdapter(MiddlewareBase):
         finishing tool's answer) takes the one output path the model's own
         answers take: it is streamed, so it is filtered before it is."""
         return answer_filter(self.harness.services, run).apply(text)[0]
-
-    def _model_failed(self, run: RunState) -> str | None:
-        """The provider failed for good (after AgentScope's retries): the run
-        ends ``failed`` (``model_error``). The user gets ``model_error_text``
-        when configured; otherwise the provider's exception reaches the caller."""
-        run.facts.conclude(TerminalState.FAILED, "model_error", override=True)
-        self.harness.services.record(run, "liveness_watchdog", "on_model_call", "stop", code="model_error",
-                                     detail="the model provider failed after its retries")
-        text = self.harness.config.model_error_text
-        return None if text is None else text.format(reason=REASONS["model_error"])
 
     def _conclude_choice(self, agent: Any, run: RunState) -> ToolChoice:
         """Narrow to the finishing tool (by ``mode``, never ``tools=``): the

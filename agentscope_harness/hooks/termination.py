@@ -13,6 +13,10 @@ from ..report import TerminalState
 from ..sentinels import format_sentinel
 from .repetition import escalate_refusals
 
+_STOPPED = (TerminalState.INCOMPLETE.value, TerminalState.FAILED.value)
+"""Ends that stop the run at its next step (a failed compression's model
+error is met there; the reasoning step's ends the reply at once)."""
+
 
 @harness_hook("pre_think", priority=5, name="liveness_watchdog", kind="observer")
 def liveness_watchdog(ctx: HookContext) -> None:
@@ -28,8 +32,8 @@ def liveness_watchdog(ctx: HookContext) -> None:
     if ctx.services.shadow and terminal is not None and ctx.run.past_deadline():
         facts.time_is_up(shadow=True)  # an end shadow mode did not enforce gives way
         terminal = facts.terminal
-    if terminal is not None and terminal.state == TerminalState.INCOMPLETE.value:
-        ctx.stop(terminal.reason, text=facts.stop_text)
+    if terminal is not None and terminal.state in _STOPPED:
+        ctx.stop(terminal.reason, TerminalState(terminal.state), text=facts.stop_text)
         return
     answer = facts.ended_by_tool()
     if answer is not None and terminal is not None and (
