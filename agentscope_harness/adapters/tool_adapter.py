@@ -33,6 +33,7 @@ from ..context import HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception, error_text
 from ..facts import thawed
 from ..outputs import cleaned_args, readable_data
+from ..run_state import RUN_HANDLE, current_run
 from ..runner import Resumed
 from ..sentinels import format_sentinel
 from .agent_adapter import run_of
@@ -164,7 +165,14 @@ class HarnessToolAdapter(MiddlewareBase):
             return _told(run, call.id, "policy_error", f"The call to {call.name} was not judged; it did not run.")
         if run.past_deadline():  # judged in time, but its run is out of it now
             return self._stopped(ctx, call, "not made", DEADLINE_PASSED, ran=False)
-        original = await _within_deadline(run, call, self._delivered(ctx, input_kwargs), next_handler)
+        # the tool adapter alone: no reply step binds the run, so the tool runs
+        # with it bound here (a sub-agent it runs is nested in it, and reads its deadline)
+        token = RUN_HANDLE.set(run.handle) if current_run() is not run else None
+        try:
+            original = await _within_deadline(run, call, self._delivered(ctx, input_kwargs), next_handler)
+        finally:
+            if token is not None:
+                RUN_HANDLE.reset(token)
         if original is None:
             return self._stopped(ctx, call, "cut short", DEADLINE_CUT, ran=True)
         return await self._shaped(ctx, original)

@@ -850,9 +850,6 @@ async def test_a_client_executed_lookup_is_indexed_with_its_declared_default() -
     assert h.last_report(agent).refusals == {"prerequisite_missing": 1}
 
 
-@pytest.mark.xfail(strict=True, reason="a lead with the tool adapter alone sets no run handle while its tools run: "
-                   "a sub-agent run from its tool opens with no parent, and the lead's max_tool_calls=3 "
-                   "does not bind the sub-agent's 4 searches")
 @pytest.mark.parametrize("child_adapters", ["both", "tool_only"])
 async def test_a_tool_only_leads_tool_cap_binds_the_sub_agent_it_runs(child_adapters: str) -> None:
     """The mirror of a30fdd6: the *lead* uses the tool adapter alone
