@@ -244,6 +244,7 @@ class ReplyLifecycle:
         run.report = None  # the park's provisional report is superseded
         run.park_reason = None  # a later park states its own reason
         run.resumed_by, run.resumer_recorded = self.harness.caller_principal(run), True
+        run.nest_on_resume()
         # a human's wait is not the agent's time; a parent settled meanwhile bounds nothing
         parent = run.parent if run.parent is not None and run.parent.report is None else None
         run.set_deadline(self._deadline(parent))

@@ -208,11 +208,25 @@ class RunState:
         self.handle = RunHandle(self)
         self.handle.deadline = self.deadline
         self.timed_from = self.started
-        parent = self.parent
+        self._nest(self.parent)
+
+    def _nest(self, parent: RunState | None) -> None:
+        self.parent = parent
         enclosing = parent.bounds if parent is not None else ()
         # a shadow Harness's caps bind its own runs only
         self.enclosing_bounds = tuple(b for b in enclosing if b.limits.enforced or b.limits is self.limits)
         self.binds_itself = all(bound.limits is not self.limits for bound in self.enclosing_bounds)
+
+    def nest_on_resume(self) -> None:
+        """A parked run resumed from a tool of another live run than the one
+        it was nested in (that one settled: a sub-agent resumed from its
+        lead's next reply) is nested in the live one, whose caps it answers
+        to now. Resumed outside any run, it keeps its settled parent: the
+        task whose caps it spends."""
+        if self.parent is None or self.parent.report is not None:
+            parent = live_parent(self.run_id)
+            if parent is not None and parent is not self.parent:
+                self._nest(parent)
 
     @property
     def bounds(self) -> tuple[RunState, ...]:

@@ -79,8 +79,11 @@ class HarnessToolAdapter(MiddlewareBase):
         return "agentscope_harness.tool"
 
     async def _run(self, agent: Any) -> RunState:
-        # used without the agent adapter, no on_reply opened a run: open one
-        return run_of(self.harness, agent) or await self.harness.tool_only_run(agent)
+        run = run_of(self.harness, agent)
+        if run is None:  # used without the agent adapter, no on_reply opened a run: open one
+            return await self.harness.tool_only_run(agent)
+        run.nest_on_resume()  # the tool adapter alone: a parked reply resumes with no on_reply
+        return run
 
     # ------------------------------------------------------------ judging
 

@@ -578,20 +578,17 @@ async def test_a_tool_only_sub_agents_own_tighter_deadline_binds_its_tools() -> 
     assert ran == [("crawl:start", {"url": "http://x"})]
 
 
-@pytest.mark.xfail(strict=True, reason="a sub-agent parked in the lead's first reply and resumed from its second stays "
-                   "nested in the first, settled lead run: the refund is counted there (2 of 2) and runs as the "
-                   "second lead run's third tool call under max_tool_calls=2")
 @pytest.mark.parametrize("adapters", ["tool_only", "both"])
 async def test_a_sub_agent_parked_in_one_lead_run_and_resumed_in_the_next_answers_to_the_next(adapters: str) -> None:
     """The sub-agent's ``refund`` (no ALLOW: AgentScope asks) parks during
     the lead's first reply, which then ends. The lead's second reply
     (``max_tool_calls=2``) runs ``search`` and ``resume``: the approved
-    refund would be its third tool call and is refused; counted against
-    the first, settled lead run (1 call of 2) it runs: the resumed run
-    keeps ``parent=`` the settled run (``ReplyLifecycle.resume`` drops a
-    settled parent for the deadline only; ``tool_only_run`` finds the held
-    run by reply id), so the caps of the run it now runs in never bind it.
-    README: ``max_tool_calls`` is "run-wide, sub-agents included"."""
+    refund would be its third tool call and is refused. Counted against
+    the first, settled lead run (1 call of 2) it had run: the resumed run
+    kept ``parent=`` the settled run (``ReplyLifecycle.resume`` dropped a
+    settled parent for the deadline only; the tool adapter alone found the
+    held run by reply id), so the caps of the run it now runs in never
+    bound it. README: ``max_tool_calls`` is "run-wide, sub-agents included"."""
     from agentscope.tool import FunctionTool
     from scripted import parking_tools
 
