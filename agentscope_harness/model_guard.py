@@ -323,8 +323,7 @@ class ModelGuard:
             return "deadline: the run is out of time"
         if run.facts.terminal is not None:
             return f"the run has concluded ({run.facts.terminal.reason})"
-        cost = self.harness.config.cost
-        cap = cost.max_request_input_tokens if cost is not None else None
+        cap = run.request_input_cap(enforced_only=True)  # every enclosing enforcing run's too
         if cap is not None and tokens > cap:
             return f"a request of ~{tokens} input tokens is over max_request_input_tokens ({cap})"
         name = _name(model)

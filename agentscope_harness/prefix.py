@@ -120,17 +120,21 @@ def over_request_cap(services: Services, run: RunState, tokens: int) -> str | No
     run stops with the fallback text (returned; ``None`` when within the cap
     or in shadow mode). A cheaper tier would receive the very same payload,
     so the ladder has no lower rung for it."""
-    cost = services.config.cost
-    cap = cost.max_request_input_tokens if cost is not None else None
-    if cost is None or cap is None or tokens <= cap:
+    cap = run.request_input_cap()  # every enclosing run's too, whichever Harness opened it
+    if cap is None or tokens <= cap:
         return None
+    enforced = run.request_input_cap(enforced_only=True)
+    binding = enforced is not None and tokens > enforced  # a shadow Harness's own cap only records
     services.record(
         run, "budget_router", "on_model_call", "fallback", code="quota_exhausted",
         detail=f"request of ~{tokens} input tokens over max_request_input_tokens ({cap})",
+        enforced=binding,
     )
-    if services.shadow:
+    if not binding:
         return None
-    return run.facts.stop("budget", cost.fallback_text.format(reason=REASONS["budget"]))
+    cost = services.config.cost
+    fallback = cost.fallback_text if cost is not None else services.config.fallback_text
+    return run.facts.stop("budget", fallback.format(reason=REASONS["budget"]))
 
 
 # ---------------------------------------------------------------- chunks

@@ -284,6 +284,16 @@ class RunState:
             for bound in self.bounds if bound.limits.enforced or not enforced_only
         )
 
+    def request_input_cap(self, enforced_only: bool = False) -> int | None:
+        """The lowest ``max_request_input_tokens`` among the runs this one
+        answers to (``None``: none is capped); ``enforced_only``: among
+        enforcing Harnesses' caps."""
+        caps = [
+            cap for bound in self.bounds if bound.limits.enforced or not enforced_only
+            if (cost := bound.limits.cost) is not None and (cap := cost.max_request_input_tokens) is not None
+        ]
+        return min(caps, default=None)
+
     def note_model_call_s(self, seconds: float) -> None:
         """How long a model call took (the root keeps the longest)."""
         root = self.root

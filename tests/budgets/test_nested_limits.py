@@ -196,3 +196,23 @@ async def test_a_shadow_sub_agent_cannot_call_a_model_its_enforcing_parent_canno
     await run(lead)
     assert len(child_model.calls) == 0
     assert h.last_report(lead).children[0].reason == "unpriced_model"
+
+
+@pytest.mark.parametrize("child_mode", ["enforce", "shadow"])
+async def test_the_parents_request_cap_holds_under_another_harness(child_mode: str):
+    """Red team: ``max_request_input_tokens`` was read from the config of the
+    Harness a call runs under: a sub-agent under its own uncapped (or
+    shadow) Harness sent requests over the lead's cap. Now the strictest
+    cap of every enclosing enforcing run holds; a shadow lead's lends none."""
+    big = "lorem ipsum " * 2000  # ~6,000 tokens once in the sub-agent's context
+    h, child_model, lead = team(HarnessConfig(cost=CostPolicy(max_request_input_tokens=3000)),
+                                HarnessConfig(mode=child_mode),
+                                [lambda turn: calls(("search", {"q": big})), text("child done")])
+    await run(lead)
+    [child] = h.last_report(lead).children
+    assert len(child_model.calls) == 1  # the second request would carry the big search: not sent
+    assert (child.terminal_state, child.reason) == (TerminalState.INCOMPLETE, "budget")
+    h, child_model, lead = team(HarnessConfig(mode="shadow", cost=CostPolicy(max_request_input_tokens=3000)),
+                                HarnessConfig(), [lambda turn: calls(("search", {"q": big})), text("child done")])
+    await run(lead)
+    assert len(child_model.calls) == 2  # recorded by the shadow lead's policy, never enforced
