@@ -135,8 +135,8 @@ def fetching(page: str) -> Callable[..., Any]:
     return fetch
 
 
-def delegating_tool(child: Agent) -> Callable[..., Any]:
-    """A lead's tool that asks a sub-agent and returns its answer."""
+def delegating_tool(child: Agent, name: str = "delegate") -> Callable[..., Any]:
+    """A lead's tool (``name``) that asks a sub-agent and returns its answer."""
 
     async def delegate(task: str) -> str:
         """Ask the researcher.
@@ -147,6 +147,7 @@ def delegating_tool(child: Agent) -> Callable[..., Any]:
         msg = await child.reply(UserMsg("parent", task))
         return msg.get_text_content() or ""
 
+    delegate.__name__ = name
     return delegate
 
 

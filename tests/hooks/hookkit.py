@@ -18,6 +18,56 @@ class Ran(list):
         return [args for tool, args in self if tool == name]
 
 
+def searcher(ran: Ran, name: str = "search") -> Any:
+    """A ``search`` tool (or ``name``) whose every result reads as news."""
+
+    async def search(q: str) -> str:
+        """Search.
+
+        Args:
+            q (str): The query.
+        """
+        ran.append((name, {"q": q}))
+        return f"found {q}: {len(ran)} new facts about item {q}"
+
+    search.__name__ = name
+    return search
+
+
+def refunding(ran: Ran, answer: str = "refunded {order_id}") -> Any:
+    """A ``refund`` tool with no permission of its own (AgentScope asks)."""
+    from agentscope.tool import FunctionTool
+
+    async def refund(order_id: str) -> str:
+        """Refund an order.
+
+        Args:
+            order_id (str): The order.
+        """
+        ran.append(("refund", {"order_id": order_id}))
+        return answer.format(order_id=order_id)
+
+    return FunctionTool(refund)
+
+
+def crawling(ran: Ran, seconds: float) -> Any:
+    """A ``crawl`` tool that takes ``seconds`` (records its start and end)."""
+    import asyncio
+
+    async def crawl(url: str) -> str:
+        """Crawl a site.
+
+        Args:
+            url (str): The site.
+        """
+        ran.append(("crawl:start", {"url": url}))
+        await asyncio.sleep(seconds)
+        ran.append(("crawl:end", {"url": url}))
+        return "crawled"
+
+    return crawl
+
+
 def shop_tools(ran: Ran, delay: float = 0.0) -> dict[str, Any]:
     """A small shop: search, select, lookup/cancel an order, submit, ask."""
 

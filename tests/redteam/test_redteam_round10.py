@@ -25,8 +25,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "rea
 
 import realclient.conftest as realclient_fixtures
 from agentscope.message import UserMsg
-from hookkit import Ran, drive
-from scripted import ScriptedModel, calls, make_agent, text
+from hookkit import Ran, drive, refunding, searcher
+from scripted import ScriptedModel, calls, delegating_tool, make_agent, text
 from server import SUMMARY, FakeOpenAI, Reply, _chunks, _page
 
 from agentscope_harness import (
@@ -345,38 +345,10 @@ async def test_a_non_streamed_call_failing_with_a_read_timeout_is_a_model_error_
 # ====================================================== 2. shadow sub-agents
 
 
-def searcher(ran: Ran, name: str = "search") -> Any:
-    async def search(q: str) -> str:
-        """Search.
-
-        Args:
-            q (str): The query.
-        """
-        ran.append((name, {"q": q}))
-        return f"found {q}: {len(ran)} new facts about item {q}"
-
-    search.__name__ = name
-    return search
-
-
 def keeps_searching(prefix: str) -> Any:
     """A sub-agent model that searches for something new on every call."""
     count = iter(range(10_000))
     return lambda turn: calls(("search", {"q": f"{prefix}{next(count)}"}))
-
-
-def delegator(child: Any, name: str = "delegate") -> Any:
-    async def delegate(task: str) -> str:
-        """Ask the sub-agent.
-
-        Args:
-            task (str): What to do.
-        """
-        msg = await child.reply(UserMsg("lead", task))
-        return msg.get_text_content() or ""
-
-    delegate.__name__ = name
-    return delegate
 
 
 def three_deep(lead_config: HarnessConfig, mid_h: Harness, leaf_h: Harness, leaf_script: Any, ran: Ran,
@@ -386,10 +358,10 @@ def three_deep(lead_config: HarnessConfig, mid_h: Harness, leaf_h: Harness, leaf
     leaf_model = ScriptedModel(leaf_script, model="leaf-m")
     leaf = make_agent(leaf_model, [searcher(ran)], leaf_h.middlewares(), name="leaf", max_iters=leaf_iters)
     mid_model = ScriptedModel([calls(("delegate", {"task": "dig"})), text("mid done")], model="mid-m")
-    mid = make_agent(mid_model, [delegator(leaf)], mid_h.middlewares(), name="mid")
+    mid = make_agent(mid_model, [delegating_tool(leaf)], mid_h.middlewares(), name="mid")
     h = Harness(lead_config, load_entry_points=False)
     lead_model = ScriptedModel([calls(("delegate", {"task": "find"})), text("lead done")], model="lead-m")
-    lead = make_agent(lead_model, [delegator(mid)], h.middlewares(), name="lead")
+    lead = make_agent(lead_model, [delegating_tool(mid)], h.middlewares(), name="lead")
     return h, lead, leaf_model
 
 
@@ -460,22 +432,12 @@ async def test_a_shadow_sub_agents_call_parked_by_agentscope_is_refused_on_resum
     parked; the lead spends its ``max_tool_calls=3`` (delegate, search,
     resume); the approved call, judged again on resume, is refused as
     enforced and never runs."""
-    from agentscope.tool import FunctionTool
     from scripted import parking_tools
 
     ran = Ran()
 
-    async def refund(order_id: str) -> str:
-        """Refund an order.
-
-        Args:
-            order_id (str): The order.
-        """
-        ran.append(("refund", {"order_id": order_id}))
-        return f"refunded {order_id}"
-
     child_model = ScriptedModel([calls(("refund", {"order_id": "A-1"})), text("child: done")], model="c")
-    child = make_agent(child_model, [FunctionTool(refund)], shadow().middlewares(), name="child")
+    child = make_agent(child_model, [refunding(ran)], shadow().middlewares(), name="child")
     delegate, resume, asks = parking_tools(child)
     h = Harness(HarnessConfig(max_tool_calls=3), load_entry_points=False)
     lead_model = ScriptedModel([calls(("delegate", {"task": "refund"})), calls(("search", {"q": "a"})),
@@ -511,7 +473,7 @@ async def test_two_shadow_sub_agents_in_one_parallel_batch_share_the_leads_tool_
     h = Harness(HarnessConfig(max_tool_calls=5), load_entry_points=False)
     lead_model = ScriptedModel([calls(("ask_a", {"task": "x"}), ("ask_b", {"task": "y"})), text("lead done")],
                                model="l")
-    lead = make_agent(lead_model, [delegator(children[0], "ask_a"), delegator(children[1], "ask_b")],
+    lead = make_agent(lead_model, [delegating_tool(children[0], "ask_a"), delegating_tool(children[1], "ask_b")],
                       h.middlewares(), name="lead")
     _, final, report = await drive(h, lead)
     assert len(ran) == 3 and final.get_text_content() == "lead done"
@@ -535,7 +497,7 @@ async def test_a_tool_adapter_only_sub_agent_answers_to_the_leads_tool_cap(mode:
     child = make_agent(child_model, [searcher(ran)], child_h.middlewares()[1:], name="child")
     h = Harness(HarnessConfig(max_tool_calls=3), load_entry_points=False)
     lead_model = ScriptedModel([calls(("delegate", {"task": "x"})), text("lead done")], model="l")
-    lead = make_agent(lead_model, [delegator(child)], h.middlewares(), name="lead")
+    lead = make_agent(lead_model, [delegating_tool(child)], h.middlewares(), name="lead")
     await drive(h, lead)
     assert len(ran) == 2  # the delegation and two searches: 3
 

@@ -27,8 +27,8 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "realclient"))
 
 from agentscope.message import UserMsg
-from hookkit import Ran, drive
-from scripted import ScriptedModel, calls, make_agent, text
+from hookkit import Ran, crawling, drive, refunding, searcher
+from scripted import ScriptedModel, calls, delegating_tool, make_agent, text
 
 from agentscope_harness import (
     Harness,
@@ -49,32 +49,18 @@ async def outcome(h: Any, agent: Any, principal: Any = None) -> tuple[Any, BaseE
     return final, None
 
 
-def searcher(ran: Ran, name: str = "search") -> Any:
-    async def search(q: str) -> str:
-        """Search.
+def opened_runs(h: Harness) -> list[Any]:
+    """Weak references to every run ``h`` opens from now on."""
+    seen: list[Any] = []
+    original = h.table.open
 
-        Args:
-            q (str): The query.
-        """
-        ran.append((name, {"q": q}))
-        return f"found {q}: {len(ran)} new facts about item {q}"
+    def spy(*args: Any, **kw: Any) -> Any:
+        run = original(*args, **kw)
+        seen.append(weakref.ref(run))
+        return run
 
-    search.__name__ = name
-    return search
-
-
-def delegator(child: Any, name: str = "delegate") -> Any:
-    async def delegate(task: str) -> str:
-        """Ask the sub-agent.
-
-        Args:
-            task (str): What to do.
-        """
-        msg = await child.reply(UserMsg("lead", task))
-        return msg.get_text_content() or ""
-
-    delegate.__name__ = name
-    return delegate
+    h.table.open = spy  # type: ignore[method-assign]
+    return seen
 
 
 # ====================================================== 1. client timeouts
@@ -388,7 +374,7 @@ def tool_only_child(ran: Ran, script: list[Any], child_h: Harness | None = None,
 
 def lead_with(child: Any, config: HarnessConfig, script: list[Any], name: str = "delegate") -> tuple[Harness, Any]:
     h = Harness(config, load_entry_points=False)
-    lead = make_agent(ScriptedModel(script, model="l"), [delegator(child, name)], h.middlewares(), name="lead")
+    lead = make_agent(ScriptedModel(script, model="l"), [delegating_tool(child, name)], h.middlewares(), name="lead")
     return h, lead
 
 
@@ -421,15 +407,7 @@ async def test_a_settled_lead_run_is_freed_while_its_tool_only_sub_agent_lives()
     ran = Ran()
     child_h, child, _ = tool_only_child(ran, [calls(("search", {"q": "a"})), text("child done")])
     h, lead = lead_with(child, HarnessConfig(max_tool_calls=5), [calls(("delegate", {"task": "x"})), text("lead done")])
-    seen: list[Any] = []
-    original = h.table.open
-
-    def spy(*args: Any, **kw: Any) -> Any:
-        run = original(*args, **kw)
-        seen.append(weakref.ref(run))
-        return run
-
-    h.table.open = spy  # type: ignore[method-assign]
+    seen = opened_runs(h)
     await drive(h, lead)
     assert len(seen) == 1 and h.last_report(lead) is not None
     gc.collect()
@@ -456,15 +434,7 @@ async def test_a_settled_lead_run_is_freed_once_its_tool_only_sub_agent_is_dropp
     h = Harness(HarnessConfig(max_tool_calls=5), load_entry_points=False)
     lead = make_agent(ScriptedModel([calls(("delegate", {"task": "x"})), text("lead done")], model="l"),
                       [delegate], h.middlewares(), name="lead")
-    seen: list[Any] = []
-    original = h.table.open
-
-    def spy(*args: Any, **kw: Any) -> Any:
-        run = original(*args, **kw)
-        seen.append(weakref.ref(run))
-        return run
-
-    h.table.open = spy  # type: ignore[method-assign]
+    seen = opened_runs(h)
     await drive(h, lead)
     assert len(child_h.table) == 1  # the sub-agent's run, held until its next reply
     holder.clear()
@@ -480,19 +450,8 @@ async def test_a_tool_only_sub_agent_under_a_1s_lead_deadline_has_its_slow_tool_
     second, not three."""
     ran = Ran()
 
-    async def crawl(url: str) -> str:
-        """Crawl a site.
-
-        Args:
-            url (str): The site.
-        """
-        ran.append(("crawl:start", {"url": url}))
-        await asyncio.sleep(3.0)
-        ran.append(("crawl:end", {"url": url}))
-        return "crawled"
-
     child_h, child, _ = tool_only_child(ran, [calls(("crawl", {"url": "http://x"})), text("child done")],
-                                        tools=[crawl])
+                                        tools=[crawling(ran, 3.0)])
     h, lead = lead_with(child, HarnessConfig(deadline_s=1.0), [calls(("delegate", {"task": "x"})), text("lead done")])
     started = time.monotonic()
     _, final, report = await drive(h, lead)
@@ -557,20 +516,9 @@ async def test_a_tool_only_sub_agents_own_tighter_deadline_binds_its_tools() -> 
     minute left."""
     ran = Ran()
 
-    async def crawl(url: str) -> str:
-        """Crawl a site.
-
-        Args:
-            url (str): The site.
-        """
-        ran.append(("crawl:start", {"url": url}))
-        await asyncio.sleep(2.0)
-        ran.append(("crawl:end", {"url": url}))
-        return "crawled"
-
     child_h = Harness(HarnessConfig(deadline_s=0.5), load_entry_points=False)
     _, child, _ = tool_only_child(ran, [calls(("crawl", {"url": "http://x"})), text("child done")],
-                                  child_h=child_h, tools=[crawl])
+                                  child_h=child_h, tools=[crawling(ran, 2.0)])
     h, lead = lead_with(child, HarnessConfig(deadline_s=60.0), [calls(("delegate", {"task": "x"})), text("lead done")])
     started = time.monotonic()
     await drive(h, lead)
@@ -589,24 +537,14 @@ async def test_a_sub_agent_parked_in_one_lead_run_and_resumed_in_the_next_answer
     settled parent for the deadline only; the tool adapter alone found the
     held run by reply id), so the caps of the run it now runs in never
     bound it. README: ``max_tool_calls`` is "run-wide, sub-agents included"."""
-    from agentscope.tool import FunctionTool
     from scripted import parking_tools
 
     ran = Ran()
 
-    async def refund(order_id: str) -> str:
-        """Refund an order.
-
-        Args:
-            order_id (str): The order.
-        """
-        ran.append(("refund", {"order_id": order_id}))
-        return f"refunded {order_id}"
-
     child_h = Harness(HarnessConfig(), load_entry_points=False)
     mws = child_h.middlewares()
     child_model = ScriptedModel([calls(("refund", {"order_id": "A-1"})), text("child: refunded")], model="c")
-    child = make_agent(child_model, [FunctionTool(refund)], mws[1:] if adapters == "tool_only" else mws, name="child")
+    child = make_agent(child_model, [refunding(ran)], mws[1:] if adapters == "tool_only" else mws, name="child")
     delegate, resume, asks = parking_tools(child)
     h = Harness(HarnessConfig(max_tool_calls=2), load_entry_points=False)
     lead_model = ScriptedModel([calls(("delegate", {"task": "refund"})), text("parked, will resume"),
@@ -695,26 +633,16 @@ async def test_a_shadow_sub_agents_resumed_refusal_in_the_parked_turn_counts_onc
     refund is refused in that same turn: one turn met the refusal, so the
     sub-agent is not stopped and its model answers."""
     from agentscope.event import ConfirmResult, UserConfirmResultEvent
-    from agentscope.tool import FunctionTool
     from scripted import parking_tools
     from scripted import run as run_reply
 
     ran = Ran()
 
-    async def refund(order_id: str) -> str:
-        """Refund an order.
-
-        Args:
-            order_id (str): The order.
-        """
-        ran.append(("refund", {"order_id": order_id}))
-        return "ok"
-
     child_h = shadow()
     child_model = ScriptedModel([calls(("refund", {"order_id": "A-1"}), ("search", {"q": "a"}),
                                        ("search", {"q": "b"}), ("search", {"q": "c"})),
                                  text("child: answered")], model="c")
-    child = make_agent(child_model, [FunctionTool(refund), searcher(ran)], child_h.middlewares(), name="child")
+    child = make_agent(child_model, [refunding(ran), searcher(ran)], child_h.middlewares(), name="child")
     delegate, _, asks = parking_tools(child)
     h = Harness(HarnessConfig(max_tool_calls=3), load_entry_points=False)
     lead = make_agent(ScriptedModel([calls(("delegate", {"task": "x"})), text("lead done")], model="l"),
@@ -861,7 +789,7 @@ async def test_a_tool_only_leads_tool_cap_binds_the_sub_agent_it_runs(child_adap
     child = make_agent(child_model, [searcher(ran)], mws if child_adapters == "both" else mws[1:], name="child")
     h = Harness(HarnessConfig(max_tool_calls=3), load_entry_points=False)
     lead = make_agent(ScriptedModel([calls(("delegate", {"task": "x"})), text("lead done")], model="l"),
-                      [delegator(child)], h.middlewares()[1:], name="lead")
+                      [delegating_tool(child)], h.middlewares()[1:], name="lead")
     await drive(h, lead)
     assert len(ran) <= 2, ran
 
