@@ -387,8 +387,10 @@ class ReplyLifecycle:
         harness = self.harness
         await harness.model_guard.charge_stopped_streams(run)  # streams the reply no longer reads
         name = getattr(self.agent, "name", run.agent_name)
-        # a failure's reason quotes its exception, which may quote a key: scrubbed as any record
-        report = run.report = build_report(run, state, harness.services.scrubbed(reason), name, harness.config.mode)
+        # a failure's reason quotes its exception, which may quote a key: scrubbed as any
+        # record, then cut (a cut first would leave a secret's head no pattern matches)
+        reason = harness.services.scrubbed(reason)[:REASON_CHARS]
+        report = run.report = build_report(run, state, reason, name, harness.config.mode)
         if run.parent is not None:
             run.parent.children.append(report)
         await harness.publish(report, self.agent)
@@ -447,6 +449,10 @@ def flush(run: RunState) -> list[CustomEvent]:
         CustomEvent(name="harness.decision", value=d.as_event_value(run.run_id))
         for d in run.take_unflushed()
     ]
+
+
+REASON_CHARS = 300
+"""The longest reason a report states (a failure's quotes its exception)."""
 
 
 def _park_reason(agent: Any) -> str:

@@ -35,7 +35,7 @@ def terminal_state(
     if failure is not None:
         if facts.terminal is not None and facts.terminal.state == TerminalState.FAILED.value:
             return TerminalState.FAILED, facts.terminal.reason
-        return TerminalState.FAILED, f"error: {type(failure).__name__}: {failure}"[:300]
+        return TerminalState.FAILED, f"error: {type(failure).__name__}: {failure}"  # cut once scrubbed
     if end_reason == "interrupted":
         return TerminalState.CANCELLED, "interrupted"
     if facts.terminal is not None and facts.terminal.state != TerminalState.COMPLETED.value:

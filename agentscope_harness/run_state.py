@@ -217,16 +217,28 @@ class RunState:
         self.enclosing_bounds = tuple(b for b in enclosing if b.limits.enforced or b.limits is self.limits)
         self.binds_itself = all(bound.limits is not self.limits for bound in self.enclosing_bounds)
 
-    def nest_on_resume(self) -> None:
+    def nest_on_resume(self) -> bool:
         """A parked run resumed from a tool of another live run than the one
         it was nested in (that one settled: a sub-agent resumed from its
         lead's next reply) is nested in the live one, whose caps it answers
-        to now. Resumed outside any run, it keeps its settled parent: the
-        task whose caps it spends."""
-        if self.parent is None or self.parent.report is not None:
-            parent = live_parent(self.run_id)
-            if parent is not None and parent is not self.parent:
-                self._nest(parent)
+        to now (``True``). Resumed outside any run, it keeps its settled
+        parent: the task whose caps it spends. Never in a run nested in it
+        (a lead resumed from its own sub-agent's tool): no cycle."""
+        if self.parent is not None and self.parent.report is None:
+            return False
+        parent = live_parent(self.run_id)
+        if parent is None or parent is self.parent or self._encloses(parent):
+            return False
+        self._nest(parent)
+        return True
+
+    def _encloses(self, run: RunState) -> bool:
+        """Whether ``run`` is nested in this one (or is it)."""
+        while run is not None:
+            if run is self:
+                return True
+            run = run.parent  # type: ignore[assignment]
+        return False
 
     @property
     def bounds(self) -> tuple[RunState, ...]:

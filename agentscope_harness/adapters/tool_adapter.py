@@ -82,7 +82,8 @@ class HarnessToolAdapter(MiddlewareBase):
         run = run_of(self.harness, agent)
         if run is None:  # used without the agent adapter, no on_reply opened a run: open one
             return await self.harness.tool_only_run(agent)
-        run.nest_on_resume()  # the tool adapter alone: a parked reply resumes with no on_reply
+        if run.nest_on_resume() and run.parent is not None:  # the tool adapter alone: resumed, no on_reply
+            run.set_deadline(run.parent.deadline)  # the run it resumes in bounds it now
         return run
 
     # ------------------------------------------------------------ judging
