@@ -27,6 +27,7 @@ from agentscope.model import ChatResponse, ChatUsage
 from agentscope.tool import FunctionTool, Toolkit
 from hookkit import Ran, drive, harnessed, refunding, shop_tools
 from scripted import ALLOW, ScriptedModel, calls, delegating_tool, make_agent, text
+from test_redteam_round11 import CompressingTimeoutModel, _page_tool
 
 from agentscope_harness import DependencyDown, Harness, HarnessConfig, ToolPolicy
 from agentscope_harness.report import TerminalState
@@ -231,33 +232,12 @@ async def test_a_failure_reason_quoting_an_email_is_scrubbed_unless_record_raw()
 # ====================================================== 1. failed compressions
 
 
-class CompressingFailModel(ScriptedModel):
-    def __init__(self, script: list[Any], error: BaseException, **kw: Any) -> None:
-        super().__init__(script, **kw)
-        self.error = error
-        self.compressions = 0
-
-    async def generate_structured_output(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
-        self.compressions += 1
-        raise self.error
-
-
-def _page_tool() -> Any:
-    async def page(url: str) -> str:
-        """Fetch a page.
-
-        Args:
-            url (str): The page.
-        """
-        return "lorem ipsum dolor sit amet " * 1000
-
-    return page
 
 
 async def _compressing_run(cfg: HarnessConfig, error: BaseException, stream: bool = False) -> Any:
     from agentscope.agent import ContextConfig
 
-    model = CompressingFailModel([calls(("page", {"url": "http://x"})), text("Here is the page."), text("again")],
+    model = CompressingTimeoutModel([calls(("page", {"url": "http://x"})), text("Here is the page."), text("again")],
                                  error, model="gpt-test", stream=stream)
     model.context_size = 4000
     h = Harness(cfg, load_entry_points=False)
