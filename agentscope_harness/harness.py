@@ -30,7 +30,7 @@ from .model_guard import ModelGuard
 from .redaction import Redactor
 from .registry import HookSpec, collect
 from .report import RunReport
-from .run_state import RunLimits, RunState, RunTable, current_run, live_parent
+from .run_state import RunLimits, RunState, RunTable, live_parent
 from .runner import HookRunner
 from .services import Breaker, Services
 from .stores import LedgerStore, MemoryStore, bounded, daily_left, store_timeout
@@ -256,8 +256,8 @@ class Harness:
         lead's tool inherits the lead's, as when the agent adapter opens it)."""
         principal = _PRINCIPAL.get()
         if principal is None:
-            live = current_run()
-            if live is not None and live is not run and live.report is None:  # not settled nor parked
+            live = live_parent(run.run_id if run is not None else "")  # not itself, not settled nor parked
+            if live is not None:
                 principal = live.principal
         return principal
 

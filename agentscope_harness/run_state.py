@@ -17,6 +17,7 @@ import secrets
 import time
 import weakref
 from collections import Counter, deque
+from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -278,30 +279,28 @@ class RunState:
             depth, run = depth + 1, run.parent
         return depth
 
+    def _bounds_of(self, enforced_only: bool) -> Iterator[RunState]:
+        """``bounds``; ``enforced_only``: those of enforcing Harnesses."""
+        return (bound for bound in self.bounds if bound.limits.enforced or not enforced_only)
+
     def model_call_cap(self, enforced_only: bool = False) -> tuple[int, int] | None:
         """``(used, cap)`` of the ``max_model_calls`` with the fewest calls
         left among the runs this one answers to (``None``: none is capped);
         ``enforced_only``: among enforcing Harnesses' caps."""
-        return _tightest(
-            (bound.model_calls, bound.limits.max_model_calls)
-            for bound in self.bounds if bound.limits.enforced or not enforced_only
-        )
+        return _tightest((b.model_calls, b.limits.max_model_calls) for b in self._bounds_of(enforced_only))
 
     def tool_call_cap(self, enforced_only: bool = False) -> tuple[int, int] | None:
         """``(used, cap)`` of the ``max_tool_calls`` with the fewest calls
         left among the runs this one answers to (``None``: none is capped);
         ``enforced_only``: among enforcing Harnesses' caps."""
-        return _tightest(
-            (bound.tool_calls_total, bound.limits.max_tool_calls)
-            for bound in self.bounds if bound.limits.enforced or not enforced_only
-        )
+        return _tightest((b.tool_calls_total, b.limits.max_tool_calls) for b in self._bounds_of(enforced_only))
 
     def request_input_cap(self, enforced_only: bool = False) -> int | None:
         """The lowest ``max_request_input_tokens`` among the runs this one
         answers to (``None``: none is capped); ``enforced_only``: among
         enforcing Harnesses' caps."""
         caps = [
-            cap for bound in self.bounds if bound.limits.enforced or not enforced_only
+            cap for bound in self._bounds_of(enforced_only)
             if (cost := bound.limits.cost) is not None and (cap := cost.max_request_input_tokens) is not None
         ]
         return min(caps, default=None)
