@@ -31,6 +31,7 @@ from .fleet import estimate_input_tokens
 from .hooks.budget import Held, Overspend, budget_spent, hold, overspend, release
 from .prefix import observe, over_request_cap
 from .report import TerminalState
+from .runner import first_step
 
 if TYPE_CHECKING:
     from .config import CostPolicy
@@ -396,18 +397,21 @@ class ModelGuard:
         return run.facts.stop(reason, self.harness.config.fallback_text.format(reason=reason_words(reason)))
 
     async def _bounded(self, run: RunState, awaitable: Any) -> Any:
-        """The call, cut at the deadline (the answer then is the stop text)."""
-        left = run.time_left()
-        if left is None:
+        """The call, cut at the deadline (the answer then is the stop text).
+        A call that answers without waiting arms no timer."""
+        if run.time_left() is None:
             return await awaitable
-        bound = asyncio.timeout(max(left, 0.0))
-        try:
-            async with bound:
-                result = await awaitable
-        except TimeoutError:
-            if not bound.expired():  # the client's own timeout: a failed call, not the deadline
-                raise
-            return _final(self._deadline_passed(run))
+        done, result = first_step(awaitable) if inspect.iscoroutine(awaitable) else (False, awaitable)
+        if not done:
+            left = run.time_left()  # after the first step, which may have taken time
+            bound = asyncio.timeout(max(left or 0.0, 0.0))
+            try:
+                async with bound:
+                    result = await result
+            except TimeoutError:
+                if not bound.expired():  # the client's own timeout: a failed call, not the deadline
+                    raise
+                return _final(self._deadline_passed(run))
         if isinstance(result, ChatResponse) and _cut_at_deadline(run, result):
             return _final(self._deadline_passed(run))
         return result

@@ -93,6 +93,18 @@ class Resumed:
                 return done.value
 
 
+def first_step(coro: Any) -> tuple[bool, Any]:
+    """Run a coroutine's first step now: ``(True, its value)`` when it
+    finished without waiting (most hooks, tools and scripted calls), else
+    ``(False, the rest)`` to await. A timer armed only for the rest costs
+    nothing on the common path, and none could fire before the first wait."""
+    try:
+        pending = coro.send(None)
+    except StopIteration as done:
+        return True, done.value
+    return False, Resumed(coro, pending)
+
+
 def _returned(value: Any) -> Exception:
     """What a hook that returned ``value`` (a hook returns ``None``) is
     taken to have raised: a returned ``HookRejectSignal`` is its refusal;
@@ -276,16 +288,15 @@ class HookRunner:
             # most async hooks finish without waiting (a memory store, a small
             # result): their first step runs unarmed, a timer only for one that waits
             started = time.monotonic()
-            try:
-                pending = awaitable.send(None)
-            except StopIteration as done:
-                return done.value
+            done, rest = first_step(awaitable)
+            if done:
+                return rest
             limit -= time.monotonic() - started  # its first step counts too
             if limit <= 0:
                 awaitable.close()
                 raise TimeoutError
             async with _timeout(limit) as bound:
-                value = await Resumed(awaitable, pending)
+                value = await rest
         elif _timeout is not None:
             async with _timeout(limit) as bound:
                 value = await awaitable

@@ -34,7 +34,7 @@ from ..errors import METADATA_KEY, classify_exception, error_text
 from ..facts import thawed
 from ..outputs import cleaned_args, readable_data
 from ..run_state import RUN_HANDLE, current_run
-from ..runner import Resumed
+from ..runner import first_step
 from ..sentinels import format_sentinel
 from .agent_adapter import run_of
 
@@ -253,15 +253,14 @@ async def _within_deadline(
         return await consuming
     # most tools answer without waiting: their first step runs unarmed (no
     # timer could fire before it waits), a timer only for one that waits
-    try:
-        pending = consuming.send(None)
-    except StopIteration as done:
-        return done.value
+    done, rest = first_step(consuming)
+    if done:
+        return rest
     grace = TOOL_GRACE_S / (1 + run.depth)
     bound = asyncio.timeout(max(run.deadline + grace - time.monotonic(), 0.0))
     try:
         async with bound:
-            response = await Resumed(consuming, pending)
+            response = await rest
     except TimeoutError:
         if not bound.expired():  # the tool's own, not the deadline's
             raise
