@@ -110,6 +110,15 @@ OUT_OF_TIME = "deadline"
 enforces too (time is not a refusal, and its decisions say they were enforced)."""
 NOVELTY_CAP = 50_000
 """The most shingle hashes a run keeps (the oldest half is dropped first)."""
+NOVELTY_RESULTS = 4_096
+"""The most whole results a run remembers (the oldest is dropped first)."""
+ECHO_CHECKS_PER_WORD = 1
+"""The echo discount tries at most this many phrases per word of a result
+(or ``ECHO_CHECKS_MIN``, when more): a result repeating an echoed word
+thousands of times (``a a a …`` against ``a``, ``a a``, … ``a a a a a a a
+a``) costs what any result of its length does; what is left once they are
+spent counts as the result's own words."""
+ECHO_CHECKS_MIN = 1_024
 
 
 def _echo(value: Any, out: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
@@ -138,20 +147,23 @@ ECHO_WORDS = 8
 
 def _without(words: list[str], phrases: list[tuple[str, ...]]) -> list[str]:
     """``words`` less every occurrence of each phrase (``words`` itself when
-    none occurs). The phrases are grouped by first word, whose occurrences
-    are found with ``list.index`` (the scan runs in C); at each, one lookup
-    per phrase length."""
+    none occurs), up to ``ECHO_CHECKS_PER_WORD`` lookups a word. The phrases
+    are grouped by first word, whose occurrences are found with
+    ``list.index`` (the scan runs in C); at each, one lookup per phrase
+    length."""
     by_first: dict[str, dict[int, set[tuple[str, ...]]]] = {}
     for phrase in phrases:
         by_first.setdefault(phrase[0], {}).setdefault(len(phrase), set()).add(phrase)
     keep: list[bool] | None = None
+    checks = max(ECHO_CHECKS_PER_WORD * len(words), ECHO_CHECKS_MIN)
     for first, by_length in by_first.items():
         at = -1
-        while True:
+        while checks >= len(by_length):
             try:
                 at = words.index(first, at + 1)
             except ValueError:
                 break
+            checks -= len(by_length)
             for m, same in by_length.items():
                 if tuple(words[at:at + m]) in same:
                     if keep is None:
@@ -197,14 +209,18 @@ class Novelty:
     """What the run's results have said so far, as hashed word shingles, to
     tell new information from new arguments. Bounded: two generations of at
     most ``cap // 2`` hashes; the older one is dropped when the newer fills.
+    A whole result is remembered too (one hash each, the last
+    ``NOVELTY_RESULTS``): results too large for the generations, read in
+    turn, would push each other out and each repeat read as news.
     O(result size) per result."""
 
-    __slots__ = ("cap", "newer", "older")
+    __slots__ = ("cap", "newer", "older", "results")
 
     def __init__(self, cap: int = NOVELTY_CAP) -> None:
         self.cap = cap
         self.older: set[int] = set()
         self.newer: set[int] = set()
+        self.results: dict[int, None] = {}
 
     def __len__(self) -> int:
         return len(self.older) + len(self.newer)
@@ -220,6 +236,12 @@ class Novelty:
         words = _words(text)
         phrases = _echoed(echo) if echo else []
         kept = _without(words, phrases) if phrases else words
+        said = hash(tuple(kept))
+        if said in self.results:
+            return False
+        if len(self.results) >= NOVELTY_RESULTS:
+            del self.results[next(iter(self.results))]
+        self.results[said] = None
         new, distinct = self._record(_shingles(kept))
         if kept is not words and len(kept) < len(words):
             self._record(_shingles(words))

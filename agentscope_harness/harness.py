@@ -25,7 +25,7 @@ from .context import HookContext
 from .errors import DependencyDown, HarnessConfigError
 from .facts import declared_in
 from .hooks import BUILTIN_HOOKS
-from .lifecycle import ReplyLifecycle
+from .lifecycle import ReplyLifecycle, run_deadline
 from .model_guard import ModelGuard
 from .redaction import Redactor
 from .registry import HookSpec, collect
@@ -351,8 +351,8 @@ class Harness:
     async def tool_only_run(self, agent: Any) -> RunState:
         """The run of the tool adapter used without the agent adapter (no
         ``on_reply`` to open and settle runs): one per reply, opened at its
-        first tool call; the agent's previous one is settled and dropped when
-        its next reply calls a tool."""
+        first tool call, its ``deadline_s`` running from then; the agent's
+        previous one is settled and dropped when its next reply calls a tool."""
         reply_id = agent.state.reply_id
         run = self.table.get(reply_id)
         if run is not None:
@@ -369,7 +369,7 @@ class Harness:
         parent = live_parent(reply_id)  # a sub-agent run from a live run's tool answers to its limits
         run = slot[0] = self.table.open(
             reply_id, getattr(agent, "name", "agent"), agent.state.session_id,
-            self.caller_principal(), parent.deadline if parent is not None else None, parent, self.config.mode,
+            self.caller_principal(), run_deadline(self, parent), parent, self.config.mode,
         )
         return run
 

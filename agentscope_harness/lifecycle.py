@@ -49,6 +49,7 @@ from .stores import bounded, daily_left, store_timeout
 
 if TYPE_CHECKING:
     from .harness import Harness
+    from .services import Services
 
 _RESUME_EVENTS = (UserConfirmResultEvent, ExternalExecutionResultEvent, UserInterruptEvent)
 
@@ -66,6 +67,41 @@ def _kind(item: Any) -> int:
     cls = type(item)
     kind = _KINDS[cls] = next((i + 1 for i, c in enumerate(_CLASSES) if issubclass(cls, c)), 0)
     return kind
+
+
+def run_deadline(harness: Harness, parent: RunState | None) -> float | None:
+    """The deadline of a run timed from now: its Harness's ``deadline_s``,
+    no later than the one in force where it runs (``current_deadline``) nor
+    than a live parent's (``None``: none applies, or deadlines are off)."""
+    if not harness.env.deadline_enabled:
+        return None
+    deadline_s = harness.config.deadline_s
+    deadline = None if deadline_s is None else time.monotonic() + deadline_s
+    deadline = tighter(deadline, current_deadline())
+    return tighter(deadline, parent.deadline) if parent is not None else deadline
+
+
+def _adopted(services: Services, child: RunReport) -> RunReport:
+    """A sub-agent's report as this Harness reports it: the sub-agent's
+    Harness (another team's config) scrubbed it of its own secrets, so what
+    it quotes is scrubbed of this one's too."""
+    return child.model_copy(update={
+        "reason": services.scrubbed(child.reason),
+        "decisions": [d.model_copy(update={"detail": services.scrubbed(d.detail)}) for d in child.decisions],
+        "children": [_adopted(services, grandchild) for grandchild in child.children],
+    })
+
+
+def rejoin(harness: Harness, run: RunState) -> None:
+    """A parked run resumed (by ``on_reply``, or, with the tool adapter
+    alone, at its next call): nested in the live run it is resumed in, if
+    any; timed from now, as a human's wait is not the agent's time, and no
+    later than a parent still live (one settled meanwhile bounds nothing)."""
+    run.awaiting_human = False
+    run.nest_on_resume()
+    parent = run.parent if run.parent is not None and run.parent.report is None else None
+    run.set_deadline(run_deadline(harness, parent))
+    run.facts.lift_deadline()
 
 
 class ReplyLifecycle:
@@ -180,7 +216,7 @@ class ReplyLifecycle:
             agent_name=getattr(agent, "name", "agent"),
             session_id=getattr(start, "session_id", None),
             principal=principal,
-            deadline=self._deadline(parent),
+            deadline=run_deadline(self.harness, parent),
             parent=parent,
             mode=harness.config.mode,
         )
@@ -199,15 +235,6 @@ class ReplyLifecycle:
         await self.settle(previous, TerminalState.CANCELLED, "abandoned")
         self.harness.table.drop(previous.run_id)
         self.harness.table.unbind(self.agent, previous)
-
-    def _deadline(self, parent: RunState | None) -> float | None:
-        harness = self.harness
-        if not harness.env.deadline_enabled:
-            return None
-        deadline_s = harness.config.deadline_s
-        deadline = None if deadline_s is None else time.monotonic() + deadline_s
-        deadline = tighter(deadline, current_deadline())
-        return tighter(deadline, parent.deadline) if parent is not None else deadline
 
     async def _read_quota(self, run: RunState) -> None:
         # a nested run spends its root's quota: only a root reads the store
@@ -244,11 +271,7 @@ class ReplyLifecycle:
         run.report = None  # the park's provisional report is superseded
         run.park_reason = None  # a later park states its own reason
         run.resumed_by, run.resumer_recorded = self.harness.caller_principal(run), True
-        run.nest_on_resume()
-        # a human's wait is not the agent's time; a parent settled meanwhile bounds nothing
-        parent = run.parent if run.parent is not None and run.parent.report is None else None
-        run.set_deadline(self._deadline(parent))
-        run.facts.lift_deadline()
+        rejoin(self.harness, run)
         if parked_here is not None and run.resumed_by != run.principal:
             self._resumed_by_another(run)  # a human's approval or a client's result alike
         self.run = run
@@ -277,7 +300,7 @@ class ReplyLifecycle:
         run = harness.table.open(
             run_id=agent.state.reply_id, agent_name=getattr(agent, "name", "agent"),
             session_id=agent.state.session_id, principal=harness.current_principal(),
-            deadline=self._deadline(None), parent=None, mode=harness.config.mode,
+            deadline=run_deadline(self.harness, None), parent=None, mode=harness.config.mode,
         )
         harness.table.bind(agent, run)
         return run
@@ -390,6 +413,7 @@ class ReplyLifecycle:
         # a failure's reason quotes its exception, which may quote a key: scrubbed as any
         # record, then cut (a cut first would leave a secret's head no pattern matches)
         reason = harness.services.scrubbed(reason)[:REASON_CHARS]
+        run.children[:] = [_adopted(harness.services, child) for child in run.children]
         report = run.report = build_report(run, state, reason, name, harness.config.mode)
         if run.parent is not None:
             run.parent.children.append(report)

@@ -125,6 +125,9 @@ class RunState:
     deferred_hints: list[tuple[str, str]] = field(default_factory=list)
     """post_reflect hints of a round that called tools, given at the next pre_think."""
     mode: str = "enforce"
+    awaiting_human: bool = False
+    """A call of this run waits on a human (parked); ``on_reply`` clears it
+    when it resumes the run, else the tool adapter at the run's next call."""
     daily_left_usd: float | None = None
     store_error: str | None = None
     report: RunReport | None = None
@@ -212,7 +215,11 @@ class RunState:
         self._nest(self.parent)
 
     def _nest(self, parent: RunState | None) -> None:
+        """Answer to ``parent`` (and what it answers to): its caps bind this
+        run, and its ledgers (its root's) are the ones this run spends."""
         self.parent = parent
+        if parent is not None:
+            self.facts.ledger_used = parent.facts.ledger_used
         enclosing = parent.bounds if parent is not None else ()
         # a shadow Harness's caps bind its own runs only
         self.enclosing_bounds = tuple(b for b in enclosing if b.limits.enforced or b.limits is self.limits)
@@ -224,8 +231,11 @@ class RunState:
         lead's next reply) is nested in the live one, whose caps it answers
         to now (``True``). Resumed outside any run, it keeps its settled
         parent: the task whose caps it spends. Never in a run nested in it
-        (a lead resumed from its own sub-agent's tool): no cycle."""
+        (a lead resumed from its own sub-agent's tool): no cycle. Resumed in
+        its own live parent, it answers to what that parent answers to now
+        (the parent may have been re-nested meanwhile)."""
         if self.parent is not None and self.parent.report is None:
+            self._nest(self.parent)
             return False
         parent = live_parent(self.run_id)
         if parent is None or parent is self.parent or self._encloses(parent):
@@ -505,13 +515,11 @@ class RunTable:
         parent: RunState | None,
         mode: str,
     ) -> RunState:
-        """Create the slot of a new run; a nested run shares its root's ledgers."""
+        """Create the slot of a new run (a nested run shares its root's ledgers: ``RunState._nest``)."""
         facts = GuardState(
             recent_tools=deque(maxlen=self.loop_window),
             recent_digests=deque(maxlen=self.loop_window),
         )
-        if parent is not None:
-            facts.ledger_used = parent.facts.ledger_used
         run = RunState(
             run_id=run_id,
             agent_name=agent_name,

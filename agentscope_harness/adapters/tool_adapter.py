@@ -32,6 +32,7 @@ from ..chains import release
 from ..context import HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception, error_text
 from ..facts import thawed
+from ..lifecycle import rejoin
 from ..outputs import cleaned_args, readable_data
 from ..run_state import RUN_HANDLE, current_run
 from ..runner import first_step
@@ -82,8 +83,8 @@ class HarnessToolAdapter(MiddlewareBase):
         run = run_of(self.harness, agent)
         if run is None:  # used without the agent adapter, no on_reply opened a run: open one
             return await self.harness.tool_only_run(agent)
-        if run.nest_on_resume() and run.parent is not None:  # the tool adapter alone: resumed, no on_reply
-            run.set_deadline(run.parent.deadline)  # the run it resumes in bounds it now
+        if run.awaiting_human:  # parked on a human, and no on_reply resumed it
+            rejoin(self.harness, run)
         return run
 
     # ------------------------------------------------------------ judging
@@ -122,12 +123,14 @@ class HarnessToolAdapter(MiddlewareBase):
             if verdict.refusal is not None:
                 return _deny(verdict.refusal.text)
             if verdict.ask is not None:
+                run.awaiting_human = True
                 return PermissionDecision(
                     behavior=PermissionBehavior.ASK, message=verdict.ask, decision_reason=verdict.ask,
                 )
             decision = await next_handler(**input_kwargs)
             if decision.behavior in (PermissionBehavior.ASK, PermissionBehavior.PASSTHROUGH):
                 flow.shown(run, view)  # parked for a human: judged again on resume
+                run.awaiting_human = True
             if decision.behavior != PermissionBehavior.ALLOW:
                 return decision
             refusal = flow.admit(verdict)

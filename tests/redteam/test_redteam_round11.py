@@ -505,8 +505,6 @@ async def test_a_tool_only_sub_agent_acts_for_the_leads_principal() -> None:
     assert ran.of("orders") == [{"user_id": "u-42"}]
 
 
-@pytest.mark.xfail(strict=True, reason="a tool-only sub-agent's own deadline_s is ignored: its run takes the lead's "
-                   "deadline alone (or none), so its 0.5 s deadline never cuts its 2 s tool")
 async def test_a_tool_only_sub_agents_own_tighter_deadline_binds_its_tools() -> None:
     """``deadline_s`` "bounds every model call, store call, async hook and
     tool call"; a nested run's deadline is "the tighter of its own and its

@@ -326,10 +326,6 @@ async def test_a_tool_only_leads_cap_binds_two_sub_agents_run_by_parallel_calls(
     assert len(ran) <= 2, ran
 
 
-@pytest.mark.xfail(strict=True, reason="a tool-only lead's run is opened with no deadline (tool_only_run ignores "
-                   "deadline_s); ce34ba2 reworded the README to 'whichever adapters the lead has ... the lead's "
-                   "deadline binds it' and dropped 'a tool-only run has no deadline_s of its own': a 4 s sub-agent "
-                   "tool runs to its end under a lead with deadline_s=1")
 async def test_a_tool_only_leads_deadline_cuts_a_sub_agents_slow_tool() -> None:
     from hookkit import crawling
     ran = Ran()
