@@ -40,7 +40,13 @@ from .chains import release
 from .context import reason_words
 from .deadline import current_deadline, tighter
 from .errors import DependencyDown
-from .outcome import WITHHELD_ANSWER, build_report, corrected_answer, terminal_state
+from .outcome import (
+    WITHHELD_ANSWER,
+    build_report,
+    corrected_answer,
+    structured_output_is_withheld,
+    terminal_state,
+)
 from .outputs import answer_filter, cleaned_args, readable_data, shown_name
 from .report import RunReport, TerminalState
 from .run_state import RUN_HANDLE, RunState, live_parent
@@ -350,7 +356,7 @@ class ReplyLifecycle:
         audited = ctx.final_text or ""  # cleaned as the stream was (or a hook's rewrite, audited)
         final = audited if harness.shadow else corrected_answer(run, audited, harness.config.fallback_text)
         structured_ok = self._filter_structured(run) or harness.shadow  # shadow mode withholds nothing
-        if run.facts.dependency_down and run.facts.terminal is None and not harness.shadow:
+        if structured_output_is_withheld(run) and not harness.shadow:
             self.structured = None if self.structured is None else (None,)  # made without its data
         if refusal is not None or not structured_ok:
             final = WITHHELD_ANSWER

@@ -60,9 +60,33 @@ def terminal_state(
 def answer_is_replaced(run: RunState) -> bool:
     """Whether ``corrected_answer`` replaces whatever the model answers now
     (the run was made to conclude for lack of progress, or a dependency it
-    needed went down): known before the answer, so a stream holds it back."""
+    needed went down): known before the answer, so a stream holds it back.
+    An end another rule gives in that answer's own round comes after the
+    answer: the adapter marks it made up then (``RunState.answer_made_up``)."""
     facts = run.facts
     return facts.terminal is None and (facts.stuck is not None or bool(facts.dependency_down))
+
+
+def structured_output_is_withheld(run: RunState) -> bool:
+    """Whether the reply's structured output is withheld: made after a
+    dependency the run needed went down, it is made without its data (the
+    reply ends with the fallback answer instead), whatever rule ended the run
+    in the round that made it (``RunState.answer_made_up``)."""
+    facts = run.facts
+    return bool(facts.dependency_down) and (facts.terminal is None or run.answer_made_up)
+
+
+def replacement(run: RunState, fallback_text: str) -> str:
+    """What the user receives instead of an answer the model gave while
+    ``answer_is_replaced``: the fallback answer the run ends with
+    (``fallback_text`` saying why the answer is replaced, and what the run
+    found); or, when a rule ended the run in that answer's own round (a
+    ``post_reflect`` ``ctx.stop``), the text that rule stopped it with, as
+    a stop anywhere else gives it at the run's next step."""
+    facts = run.facts
+    if facts.stop_text is not None:
+        return facts.stop_text
+    return fallback_text.format(reason=reason_words(facts.stuck or "dependency_down")) + found_so_far(run)
 
 
 def corrected_answer(run: RunState, text: str, fallback_text: str) -> str:
@@ -71,17 +95,16 @@ def corrected_answer(run: RunState, text: str, fallback_text: str) -> str:
     is replaced by a correction saying what did not happen (the report names
     the claim); the model's own answer once it was made to conclude for lack
     of progress (``stalled``, ``cycling``), or after a dependency it needed
-    went down, by the fallback answer that run ends with (``fallback_text``
-    and what it found), as its report says ``incomplete``: a model left
+    went down, by the fallback answer that run ends with (``replacement``),
+    as its report says ``incomplete``, also when another rule ended the run
+    in that answer's own round (``RunState.answer_made_up``): a model left
     without its data is the one most tempted to make the answer up."""
-    facts = run.facts
-    if facts.stuck is not None and facts.terminal is None:
-        return fallback_text.format(reason=reason_words(facts.stuck)) + found_so_far(run)
-    claims = facts.unsupported_claims
+    replaced = answer_is_replaced(run) or run.answer_made_up
+    if replaced and run.facts.stuck is not None:
+        return replacement(run, fallback_text)
+    claims = run.facts.unsupported_claims
     if not claims:
-        if facts.dependency_down and facts.terminal is None:
-            return fallback_text.format(reason=reason_words("dependency_down")) + found_so_far(run)
-        return text
+        return replacement(run, fallback_text) if replaced else text
     steps = ", ".join(dict.fromkeys(claims))
     return (
         f"I have to correct myself: {steps} did not succeed in this conversation, so that "

@@ -125,6 +125,10 @@ class RunState:
     deferred_hints: list[tuple[str, str]] = field(default_factory=list)
     """post_reflect hints of a round that called tools, given at the next pre_think."""
     mode: str = "enforce"
+    answer_made_up: bool = False
+    """The model answered in a round whose answer the fallback replaces (a
+    dependency down, made to conclude): whatever rule then ended the run in
+    that round, the user receives ``outcome.replacement``, not the answer."""
     awaiting_human: bool = False
     """A call of this run waits on a human (parked); ``on_reply`` clears it
     when it resumes the run, else the tool adapter at the run's next call."""

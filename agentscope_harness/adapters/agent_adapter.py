@@ -49,7 +49,7 @@ from ..context import (
     structured_output_owed,
 )
 from ..lifecycle import ReplyLifecycle, flush, rounds_left, text_block_events
-from ..outcome import answer_is_replaced
+from ..outcome import answer_is_replaced, structured_output_is_withheld
 from ..outputs import OutputFilter, OutputStream, answer_filter, shown_name
 from ..report import TerminalState
 from ..run_state import ResultAccount, RunState, current_run
@@ -102,8 +102,10 @@ class HarnessAgentAdapter(MiddlewareBase):
     ) -> AsyncGenerator:
         """``pre_think`` before the model call, ``post_reflect`` after it. In
         a run with a finishing tool a text answer may be replaced by another
-        round: its text is shown only once it is known to stand. One
-        generator layer: the model's events pass through no other here."""
+        round, and once the fallback replaces any answer (``answer_is_replaced``)
+        so is the model's: its text is shown only once it is known to stand,
+        and a structured output's made-up arguments never. One generator
+        layer: the model's events pass through no other here."""
         try:
             run = run_of(self.harness, agent)
             if run is None:
@@ -129,9 +131,13 @@ class HarnessAgentAdapter(MiddlewareBase):
                 input_kwargs["tool_choice"] = self._conclude_choice(agent, run)
             before = _tail_of_reply(agent)
             held: Msg | None = None
+            enforcing = not self.harness.shadow
+            replaced = answer_is_replaced(run) and enforcing
             # held back until the round is known to call tools: a text answer
             # another round replaces, or the fallback replaces whatever it says
-            interim = (bool(self.harness.finish_tools) or answer_is_replaced(run)) and not self.harness.shadow
+            interim = replaced or (bool(self.harness.finish_tools) and enforcing)
+            # the structured-output calls of a round whose output is withheld
+            outputs: set[str] | None = set() if structured_output_is_withheld(run) and enforcing else None
             text_events: list[Any] = []
             shown = self._shown(run)
             try:
@@ -141,6 +147,9 @@ class HarnessAgentAdapter(MiddlewareBase):
                             held = run.candidate = item
                         elif interim and type(item) in _TEXT_EVENTS:
                             text_events.append(item)
+                        elif outputs is not None and _output_call(item, outputs):
+                            if type(item) is not ToolCallDeltaEvent:
+                                yield item  # the call is shown, never its made-up arguments
                         else:
                             if interim and type(item) is ToolCallStartEvent:
                                 # a round that calls tools is not replaced: its text goes first
@@ -156,8 +165,13 @@ class HarnessAgentAdapter(MiddlewareBase):
                 async for item in self._answer(agent, run, answer):
                     yield item
                 return
+            # the model itself answered where the fallback replaces it (not a
+            # stop during the call, such as the deadline's, in its place)
+            made_up = replaced and run.facts.terminal is None and (held is not None or bool(outputs))
             events, another_round = await self._post_reflect(agent, run, held, _new_tool_calls(agent, before))
-            if not another_round and not (answer_is_replaced(run) and not self.harness.shadow):
+            if made_up and not another_round:
+                run.answer_made_up = True  # whatever ended the run in this round, corrected_answer replaces it
+            if not (another_round or made_up or (answer_is_replaced(run) and enforcing)):
                 events = text_events + events  # else the user never sees an answer the run replaced
             for event in events:
                 yield event
@@ -239,12 +253,16 @@ class HarnessAgentAdapter(MiddlewareBase):
     def _structured_conclusion(self, agent: Any, run: RunState, input_kwargs: dict) -> list[Any] | None:
         """A reply that owes a structured output cannot end with a text
         answer (AgentScope would loop to its iteration cap): a stopped run
-        gets up to two model rounds narrowed to the structured-output tool.
-        The hint's events, or ``None`` when the text answer stands."""
+        gets up to two model rounds narrowed to the structured-output tool,
+        unless a dependency it needed went down (an output made without its
+        data is never delivered: the reply ends with the stop text). The
+        hint's events, or ``None`` when the text answer stands."""
         if not structured_output_owed(agent) or run.structured_rounds >= STRUCTURED_ROUNDS:
             return None
         if run.past_deadline():
             return None  # a narrowed round cannot reach the model past the deadline
+        if run.facts.dependency_down:
+            return None
         run.structured_rounds += 1
         input_kwargs["tool_choice"] = ToolChoice(mode=STRUCTURED_OUTPUT_TOOL)
         self.harness.services.record(run, "liveness_watchdog", "pre_think", "constrain", enforced=True,
@@ -347,6 +365,16 @@ class _Shown:
         return (item,)
 
 
+def _output_call(item: Any, outputs: set[str]) -> bool:
+    """Whether ``item`` is an event of one of the round's structured-output
+    calls (``outputs``, their ids; a call's start adds it)."""
+    cls = type(item)
+    if cls is ToolCallStartEvent and item.tool_call_name == STRUCTURED_OUTPUT_TOOL:
+        outputs.add(item.tool_call_id)
+        return True
+    return (cls is ToolCallDeltaEvent or cls is ToolCallEndEvent) and item.tool_call_id in outputs
+
+
 def _delta_for(end: Any, rest: str) -> Any:
     """The delta event carrying a block's held-back rest, before its end."""
     if isinstance(end, ToolCallEndEvent):
@@ -378,10 +406,16 @@ def _shadow_answer(ctx: HookContext, run: RunState) -> str | None:
     """Shadow mode enforces nothing but the deadline (time is not a
     refusal): a run the deadline stopped ends with its fallback answer, and
     one whose finishing tool completed, past the deadline, with that tool's
-    answer (no model call past the deadline; ``liveness_watchdog`` decides both)."""
-    terminal = run.facts.terminal
+    answer (no model call past the deadline; ``liveness_watchdog`` decides both).
+    Nor is a provider's failure a refusal: a compression that failed for
+    good answers ``model_error_text`` at the next step, as a failed model
+    call does (``ModelGuard.model_failed``)."""
+    facts = run.facts
+    terminal = facts.terminal
+    if terminal is not None and terminal.reason == "model_error" and facts.stop_text is not None:
+        return facts.stop_text
     finished = terminal is not None and terminal.state == TerminalState.COMPLETED.value
-    return ctx.fallback_answer if run.facts.out_of_time() or (finished and run.past_deadline()) else None
+    return ctx.fallback_answer if facts.out_of_time() or (finished and run.past_deadline()) else None
 
 
 class _PreThink:
