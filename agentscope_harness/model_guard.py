@@ -394,7 +394,9 @@ class ModelGuard:
         return None
 
     def _stop(self, run: RunState, reason: str) -> str:
-        return run.facts.stop(reason, self.harness.config.fallback_text.format(reason=reason_words(reason)))
+        """The run ends here: the fallback answer and what the run found."""
+        text = self.harness.config.fallback_text.format(reason=reason_words(reason))
+        return run.facts.stop(reason, text + found_so_far(run))
 
     async def _bounded(self, run: RunState, awaitable: Any) -> Any:
         """The call, cut at the deadline (the answer then is the stop text).
