@@ -9,15 +9,14 @@ import copy
 import json
 import os
 import sys
-from typing import Any
 
 from agentscope.event import TextBlockDeltaEvent
 from agentscope.message import TextBlock, ToolCallBlock
 from agentscope.model import ChatResponse, ChatUsage
-from scripted import ALLOW, ScriptedModel, calls, make_agent, run, text
+from scripted import ScriptedModel, calls, make_agent, run, text
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "hooks"))
-from hookkit import Ran, drive, harnessed, shop_tools
+from hookkit import Ran, down_shop, drive, harnessed, shop_tools
 
 from agentscope_harness import Harness, HarnessConfig, ToolPolicy
 
@@ -116,31 +115,6 @@ async def test_tool_result_deltas_are_redacted_even_when_fenced_unfiltered() -> 
     assert SECRET not in shown and "AKIAIOSFODNN7EXAMPLE" not in shown
 
 
-def _down_inventory(h: Harness) -> Any:
-    from agentscope.tool import FunctionTool, Toolkit
-
-    from agentscope_harness import DependencyDown
-
-    async def inventory(sku: str) -> str:
-        """Stock level of a product.
-
-        Args:
-            sku (str): The product.
-        """
-        raise DependencyDown("inventory API", "HTTP 503")
-
-    async def search(q: str) -> str:
-        """Search the catalogue.
-
-        Args:
-            q (str): What to look for.
-        """
-        return f"results for {q}"
-
-    return h.instrument(Toolkit(tools=[FunctionTool(inventory, permission=ALLOW),
-                                       FunctionTool(search, permission=ALLOW)]))
-
-
 async def test_after_a_dependency_went_down_a_made_up_answer_is_never_streamed() -> None:
     """Red team: the streamed answer of a run whose dependency went down is
     always replaced by the fallback, yet the user watched "All 12 units are
@@ -151,7 +125,7 @@ async def test_after_a_dependency_went_down_a_made_up_answer_is_never_streamed()
                                      ToolCallBlock(id="c2", name="search", input=json.dumps({"q": "mug"}))],
                             is_last=True, usage=ChatUsage(input_tokens=1, output_tokens=1, time=0.0))
     _, _, agent = harnessed(None, [calls(("inventory", {"sku": "a"})), preamble, text("All 12 units are in stock!")],
-                            _down_inventory(h), harness=h, stream=True)
+                            down_shop(h), harness=h, stream=True)
     events, final, report = await drive(h, agent)
     assert (report.terminal_state.value, report.reason) == ("incomplete", "dependency_down")
     shown = streamed(events)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from scripted import ScriptedModel, make_agent, run, tool_messages
+from scripted import ALLOW, ScriptedModel, make_agent, run, tool_messages
 
-from agentscope_harness import Harness, HarnessConfig
+from agentscope_harness import DependencyDown, Harness, HarnessConfig
 
 
 class Ran(list):
@@ -66,6 +66,49 @@ def crawling(ran: Ran, seconds: float) -> Any:
         return "crawled"
 
     return crawl
+
+
+async def inventory_down(sku: str) -> str:
+    """Stock level of a product.
+
+    Args:
+        sku (str): The product.
+    """
+    raise DependencyDown("inventory API", "HTTP 503")
+
+
+async def catalogue_search(q: str) -> str:
+    """Search the catalogue.
+
+    Args:
+        q (str): What to look for.
+    """
+    return f"results for {q}"
+
+
+def down_shop(h: Harness, *more: Any) -> Any:
+    """An instrumented toolkit whose ``inventory`` is down (``DependencyDown``)
+    and whose ``search`` works, with ``more`` tools."""
+    from agentscope.tool import FunctionTool, Toolkit
+
+    tools = [FunctionTool(inventory_down, name="inventory", permission=ALLOW),
+             FunctionTool(catalogue_search, name="search", permission=ALLOW), *more]
+    return h.instrument(Toolkit(tools=tools))
+
+
+async def structured_reply(agent: Any, schema: Any, prompt: str = "stock of a?") -> tuple[list[Any], Any]:
+    """One streamed reply owing ``schema``: its events, and the final Msg."""
+    from agentscope.message import Msg, UserMsg
+
+    events: list[Any] = []
+    final = None
+    async for item in agent.reply_stream(UserMsg("user", prompt), structured_schema=schema, yield_final_msg=True):
+        if isinstance(item, Msg):
+            final = item
+        else:
+            events.append(item)
+    assert final is not None
+    return events, final
 
 
 def shop_tools(ran: Ran, delay: float = 0.0) -> dict[str, Any]:

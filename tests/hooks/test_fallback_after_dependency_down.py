@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 from agentscope.event import TextBlockDeltaEvent
-from agentscope.message import Msg, TextBlock, UserMsg
+from agentscope.message import Msg, TextBlock
 from agentscope.model import ChatResponse, ChatUsage
-from agentscope.tool import FunctionTool, Toolkit
-from hookkit import Ran, drive, harnessed, shop_tools
+from agentscope.tool import FunctionTool
+from hookkit import Ran, down_shop, drive, harnessed, shop_tools, structured_reply
 from pydantic import BaseModel
 from scripted import ALLOW, ScriptedModel, calls, make_agent, text
 
-from agentscope_harness import DependencyDown, Harness, HarnessConfig, ToolPolicy, harness_hook
+from agentscope_harness import Harness, HarnessConfig, ToolPolicy, harness_hook
 from agentscope_harness.report import TerminalState
 
 MADE_UP = "All 12 units are in stock!"
@@ -36,30 +36,6 @@ def streamed(events: list[Any]) -> str:
 
 def every_event(events: list[Any]) -> str:
     return "\n".join(json.dumps(e.model_dump(mode="json")) for e in events)
-
-
-async def inventory(sku: str) -> str:
-    """Stock level of a product.
-
-    Args:
-        sku (str): The product.
-    """
-    raise DependencyDown("inventory API", "HTTP 503")
-
-
-async def search(q: str) -> str:
-    """Search the catalogue.
-
-    Args:
-        q (str): What to look for.
-    """
-    return f"results for {q}"
-
-
-def shop(h: Harness, *more: Any) -> Toolkit:
-    """The inventory (down) and a search that works, instrumented."""
-    tools = [FunctionTool(inventory, permission=ALLOW), FunctionTool(search, permission=ALLOW), *more]
-    return h.instrument(Toolkit(tools=tools))
 
 
 FIRST_ROUND = calls(("search", {"q": "mug"}), ("inventory", {"sku": "a"}))
@@ -87,12 +63,12 @@ def _stopped_by(how: str, stream: bool, mode: str = "enforce") -> tuple[Harness,
         tools = shop_tools(Ran())
         h = Harness(HarnessConfig(tools={"submit": ToolPolicy(role="finish")}, breaker_failures=5, mode=mode),
                     load_entry_points=False)
-        toolkit = shop(h, FunctionTool(tools["submit"], permission=ALLOW))
+        toolkit = down_shop(h, FunctionTool(tools["submit"], permission=ALLOW))
         _, _, agent = harnessed(None, [FIRST_ROUND, text(MADE_UP)], toolkit, harness=h, stream=stream, repeat=True)
         return h, agent
     hook = quota_stop if how == "post_reflect_stop" else corrupt_stop
     h = Harness(HarnessConfig(breaker_failures=5, mode=mode), hooks=[hook], load_entry_points=False)
-    _, _, agent = harnessed(None, [FIRST_ROUND, text(MADE_UP)], shop(h), harness=h, stream=stream)
+    _, _, agent = harnessed(None, [FIRST_ROUND, text(MADE_UP)], down_shop(h), harness=h, stream=stream)
     return h, agent
 
 
@@ -134,7 +110,7 @@ async def test_the_call_cap_reached_by_the_answers_round_replaces_the_answer() -
     """The cap is checked before a model call: the round that reaches it
     answers with no end given, and its answer is replaced as any other."""
     h = Harness(HarnessConfig(breaker_failures=5, max_model_calls=2), load_entry_points=False)
-    _, _, agent = harnessed(None, [FIRST_ROUND, text(MADE_UP)], shop(h), harness=h, stream=True)
+    _, _, agent = harnessed(None, [FIRST_ROUND, text(MADE_UP)], down_shop(h), harness=h, stream=True)
     events, final, report = await drive(h, agent)
     assert (report.terminal_state.value, report.reason) == ("incomplete", "dependency_down")
     assert final.get_text_content() == FALLBACK.format(reason="a service it needs is unavailable") + FOUND
@@ -145,7 +121,7 @@ async def test_a_stop_answered_in_the_models_place_stands_after_a_dependency_wen
     """The call cap stops the run before the third model call: the harness
     answers (its stop text, streamed); no made-up answer to replace."""
     h = Harness(HarnessConfig(breaker_failures=5, max_model_calls=2), load_entry_points=False)
-    _, model, agent = harnessed(None, [FIRST_ROUND, calls(("search", {"q": "cup"})), text(MADE_UP)], shop(h),
+    _, model, agent = harnessed(None, [FIRST_ROUND, calls(("search", {"q": "cup"})), text(MADE_UP)], down_shop(h),
                                 harness=h, stream=True)
     events, final, report = await drive(h, agent)
     assert len(model.calls) == 2
@@ -161,7 +137,7 @@ async def test_a_stalled_runs_answer_ended_in_its_round_by_a_stop_is_replaced_to
     made to conclude for lack of progress (``stalled``)."""
     h = Harness(HarnessConfig(stall_rounds=1), hooks=[quota_stop], load_entry_points=False)
     same = calls(("search", {"q": "mug"}))
-    _, _, agent = harnessed(None, [same, same, same, same, text(MADE_UP)], shop(h), harness=h, stream=stream)
+    _, _, agent = harnessed(None, [same, same, same, same, text(MADE_UP)], down_shop(h), harness=h, stream=stream)
     events, final, report = await drive(h, agent)
     assert (report.terminal_state.value, report.reason) == ("incomplete", "quota")
     answer = final.get_text_content()
@@ -184,7 +160,7 @@ async def test_a_call_cut_by_the_deadline_answers_its_stop_text_after_a_dependen
     stop text answers in the model's place (an end given during the call,
     not after the model answered) and is what streams."""
     h = Harness(HarnessConfig(breaker_failures=5, deadline_s=1.0), load_entry_points=False)
-    agent = make_agent(SlowAfterFirst([FIRST_ROUND, text(MADE_UP)], stream=stream), shop(h), h.middlewares())
+    agent = make_agent(SlowAfterFirst([FIRST_ROUND, text(MADE_UP)], stream=stream), down_shop(h), h.middlewares())
     events, final, report = await drive(h, agent)
     assert (report.terminal_state.value, report.reason) == ("incomplete", "deadline")
     answer = final.get_text_content()
@@ -201,16 +177,8 @@ class Stock(BaseModel):
 
 
 async def _structured(h: Harness, script: list[Any]) -> tuple[list[Any], Msg, Any, Any]:
-    _, model, agent = harnessed(None, script, shop(h), harness=h, stream=True)
-    events: list[Any] = []
-    final = None
-    async for item in agent.reply_stream(UserMsg("user", "stock of a?"), structured_schema=Stock,
-                                         yield_final_msg=True):
-        if isinstance(item, Msg):
-            final = item
-        else:
-            events.append(item)
-    assert final is not None
+    _, model, agent = harnessed(None, script, down_shop(h), harness=h, stream=True)
+    events, final = await structured_reply(agent, Stock)
     return events, final, model, h.last_report(agent)
 
 

@@ -25,11 +25,11 @@ from agentscope.event import TextBlockDeltaEvent
 from agentscope.message import TextBlock, ToolCallBlock
 from agentscope.model import ChatResponse, ChatUsage
 from agentscope.tool import FunctionTool, Toolkit
-from hookkit import Ran, drive, harnessed, refunding, shop_tools
+from hookkit import Ran, down_shop, drive, harnessed, inventory_down, refunding, shop_tools, structured_reply
 from scripted import ALLOW, ScriptedModel, calls, delegating_tool, make_agent, text
 from test_redteam_round11 import CompressingTimeoutModel, _page_tool
 
-from agentscope_harness import DependencyDown, Harness, HarnessConfig, ToolPolicy
+from agentscope_harness import Harness, HarnessConfig, ToolPolicy
 from agentscope_harness.report import TerminalState
 
 
@@ -47,32 +47,7 @@ def everything(events: list) -> str:
     return "\n".join(out)
 
 
-def _inventory_down() -> Any:
-    async def inventory(sku: str) -> str:
-        """Stock level of a product.
-
-        Args:
-            sku (str): The product.
-        """
-        raise DependencyDown("inventory API", "HTTP 503")
-
-    return inventory
-
-
 # ====================================================== 5. held-back text
-
-
-def _down_toolkit(h: Harness) -> Any:
-    async def search(q: str) -> str:
-        """Search the catalogue.
-
-        Args:
-            q (str): What to look for.
-        """
-        return f"results for {q}"
-
-    return h.instrument(Toolkit(tools=[FunctionTool(_inventory_down(), permission=ALLOW),
-                                       FunctionTool(search, permission=ALLOW)]))
 
 
 async def test_a_post_reflect_stop_after_a_dependency_went_down_does_not_stream_the_made_up_answer() -> None:
@@ -90,7 +65,7 @@ async def test_a_post_reflect_stop_after_a_dependency_went_down_does_not_stream_
 
     h = Harness(HarnessConfig(breaker_failures=5), hooks=[quota_stop], load_entry_points=False)
     _, _, agent = harnessed(None, [calls(("inventory", {"sku": "a"})), text("All 12 units are in stock!")],
-                            _down_toolkit(h), harness=h, stream=True)
+                            down_shop(h), harness=h, stream=True)
     events, final, report = await drive(h, agent)
     shown = streamed(events)
     print(report.terminal_state, report.reason, repr(final.get_text_content()), repr(shown))
@@ -109,7 +84,7 @@ async def test_thinking_then_text_after_dependency_down(stream: bool) -> None:
                                     TextBlock(text="All 12 units are in stock!")],
                            is_last=True, usage=ChatUsage(input_tokens=1, output_tokens=1, time=0.0))
     _, _, agent = harnessed(None, [calls(("inventory", {"sku": "a"})), made_up],
-                            _down_toolkit(h), harness=h, stream=stream)
+                            down_shop(h), harness=h, stream=stream)
     events, final, report = await drive(h, agent)
     shown = streamed(events)
     assert (report.terminal_state.value, report.reason) == ("incomplete", "dependency_down")
@@ -126,7 +101,7 @@ async def test_dependency_down_in_the_same_round_as_text_and_a_parallel_call() -
                                ToolCallBlock(id="c1", name="inventory", input=json.dumps({"sku": "a"})),
                                ToolCallBlock(id="c2", name="search", input=json.dumps({"q": "mug"}))],
                       is_last=True, usage=ChatUsage(input_tokens=1, output_tokens=1, time=0.0))
-    _, _, agent = harnessed(None, [r1, text("All 12 units are in stock!")], _down_toolkit(h), harness=h,
+    _, _, agent = harnessed(None, [r1, text("All 12 units are in stock!")], down_shop(h), harness=h,
                             stream=True)
     events, final, report = await drive(h, agent)
     shown = streamed(events)
@@ -138,7 +113,7 @@ async def test_dependency_down_in_the_same_round_as_text_and_a_parallel_call() -
 async def test_shadow_mode_streams_the_answer_after_a_dependency_went_down() -> None:
     h = Harness(HarnessConfig(breaker_failures=5, mode="shadow"), load_entry_points=False)
     _, _, agent = harnessed(None, [calls(("inventory", {"sku": "a"})), text("All 12 units are in stock!")],
-                            _down_toolkit(h), harness=h, stream=True)
+                            down_shop(h), harness=h, stream=True)
     events, final, report = await drive(h, agent)
     assert streamed(events) == "All 12 units are in stock!" == final.get_text_content()
 
@@ -153,7 +128,7 @@ async def test_a_finishing_tool_run_whose_dependency_went_down_and_answers_in_te
     tools = shop_tools(ran)
     cfg = HarnessConfig(tools={"submit": ToolPolicy(role="finish")}, breaker_failures=5)
     h = Harness(cfg, load_entry_points=False)
-    tk = h.instrument(Toolkit(tools=[FunctionTool(_inventory_down(), permission=ALLOW),
+    tk = h.instrument(Toolkit(tools=[FunctionTool(inventory_down, name="inventory", permission=ALLOW),
                                      FunctionTool(tools["submit"], permission=ALLOW)]))
     _, model, agent = harnessed(None, [calls(("inventory", {"sku": "a"})), text("All 12 units are in stock!")],
                                 tk, harness=h, stream=True, repeat=True)
@@ -440,7 +415,6 @@ async def test_a_hook_stopping_failed_after_a_tool_ends_at_the_next_step(mode: s
 
 
 async def test_a_structured_reply_after_a_dependency_went_down_never_streams_the_made_up_output() -> None:
-    from agentscope.message import UserMsg
     from pydantic import BaseModel
 
     class Stock(BaseModel):
@@ -448,21 +422,13 @@ async def test_a_structured_reply_after_a_dependency_went_down_never_streams_the
         summary: str
 
     h = Harness(HarnessConfig(), load_entry_points=False)
-    toolkit = h.instrument(Toolkit(tools=[FunctionTool(_inventory_down(), permission=ALLOW)]))
+    toolkit = h.instrument(Toolkit(tools=[FunctionTool(inventory_down, name="inventory", permission=ALLOW)]))
     _, _, agent = harnessed(None, [
         calls(("inventory", {"sku": "a"})),
         calls(("GenerateStructuredOutput", {"units": 12, "summary": "All 12 units are in stock!"})),
         text("done"),
     ], toolkit, harness=h, stream=True)
-    events: list = []
-    final = None
-    async for item in agent.reply_stream(UserMsg("user", "stock of a?"), structured_schema=Stock,
-                                         yield_final_msg=True):
-        from agentscope.message import Msg
-        if isinstance(item, Msg):
-            final = item
-        else:
-            events.append(item)
+    events, final = await structured_reply(agent, Stock)
     assert final is not None and final.structured_output is None
     assert h.last_report(agent).reason == "dependency_down"
     assert "in stock" not in everything(events)
