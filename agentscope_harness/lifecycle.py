@@ -103,7 +103,7 @@ def rejoin(harness: Harness, run: RunState) -> None:
     alone, at its next call): nested in the live run it is resumed in, if
     any; timed from now, as a human's wait is not the agent's time, and no
     later than a parent still live (one settled meanwhile bounds nothing)."""
-    run.awaiting_human = False
+    run.awaiting_human = None
     run.nest_on_resume()
     parent = run.parent if run.parent is not None and run.parent.report is None else None
     run.set_deadline(run_deadline(harness, parent))

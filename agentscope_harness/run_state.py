@@ -129,9 +129,11 @@ class RunState:
     """The model answered in a round whose answer the fallback replaces (a
     dependency down, made to conclude): whatever rule then ended the run in
     that round, the user receives ``outcome.replacement``, not the answer."""
-    awaiting_human: bool = False
-    """A call of this run waits on a human (parked); ``on_reply`` clears it
-    when it resumes the run, else the tool adapter at the run's next call."""
+    awaiting_human: tuple[str, int] | None = None
+    """The batch (reply id, iteration) of a call of this run parked on a
+    human. ``on_reply`` clears it when it resumes the run; with the tool
+    adapter alone, the resumed call (or the first of a later batch) does:
+    the other calls of that batch go on in the same reply."""
     daily_left_usd: float | None = None
     store_error: str | None = None
     report: RunReport | None = None

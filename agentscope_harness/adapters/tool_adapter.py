@@ -83,8 +83,6 @@ class HarnessToolAdapter(MiddlewareBase):
         run = run_of(self.harness, agent)
         if run is None:  # used without the agent adapter, no on_reply opened a run: open one
             return await self.harness.tool_only_run(agent)
-        if run.awaiting_human:  # parked on a human, and no on_reply resumed it
-            rejoin(self.harness, run)
         return run
 
     # ------------------------------------------------------------ judging
@@ -114,6 +112,8 @@ class HarnessToolAdapter(MiddlewareBase):
             resumed=call.state == ToolCallState.ALLOWED,
             declared=self.harness.services.declared(call.name, input_kwargs.get("tool")),
         )
+        if run.awaiting_human is not None and (view.resumed or view.batch != run.awaiting_human):
+            rejoin(self.harness, run)  # the tool adapter alone: resumed, and no on_reply said so
         if view.resumed and not run.resumer_recorded:  # the tool adapter alone: the caller bound now
             run.resumed_by = self.harness.caller_principal(run)
         verdict: Verdict | None = None
@@ -123,14 +123,14 @@ class HarnessToolAdapter(MiddlewareBase):
             if verdict.refusal is not None:
                 return _deny(verdict.refusal.text)
             if verdict.ask is not None:
-                run.awaiting_human = True
+                run.awaiting_human = view.batch
                 return PermissionDecision(
                     behavior=PermissionBehavior.ASK, message=verdict.ask, decision_reason=verdict.ask,
                 )
             decision = await next_handler(**input_kwargs)
             if decision.behavior in (PermissionBehavior.ASK, PermissionBehavior.PASSTHROUGH):
                 flow.shown(run, view)  # parked for a human: judged again on resume
-                run.awaiting_human = True
+                run.awaiting_human = view.batch
             if decision.behavior != PermissionBehavior.ALLOW:
                 return decision
             refusal = flow.admit(verdict)

@@ -151,6 +151,32 @@ async def test_a_sub_agent_resumed_outside_any_run_is_not_bound_by_its_ended_lea
     assert ran.of("refund") == [{"order_id": "A-1"}], said
 
 
+@pytest.mark.parametrize("adapters", ["both", "tool_only"])
+async def test_a_call_parked_on_a_human_gives_the_rest_of_its_batch_no_more_time(adapters: str) -> None:
+    """A batch whose first call waits on a human and whose second runs on
+    in the same reply: the run is not timed again there (only a resume is,
+    with either adapter). Its deadline_s=2.0 started at the first batch; the
+    model then took 0.8 s; the provisional report keeps what was left."""
+    import time
+
+    ran = Ran()
+    h = Harness(HarnessConfig(deadline_s=2.0), load_entry_points=False)
+    mws = h.middlewares()
+
+    def slow_batch(_: Any) -> Any:
+        time.sleep(0.8)  # a slow model answer (blocking is fine: nothing else runs)
+        return calls(("refund", {"order_id": "A-1"}), ("search", {"q": "after the ask"}))
+
+    agent = make_agent(ScriptedModel([calls(("search", {"q": "first"})), slow_batch, text("done")], model="m"),
+                       [refunding(ran), searcher(ran)], mws[1:] if adapters == "tool_only" else mws, name="a")
+    started = time.monotonic()
+    await drive(h, agent)
+    assert [a["q"] for a in ran.of("search")] == ["first", "after the ask"] and ran.of("refund") == []
+    run = h.table.get(agent.state.reply_id)
+    assert run is not None and run.deadline is not None
+    assert run.deadline - started < 2.4  # timed at the first batch, not again 0.8 s later at "after the ask"
+
+
 # ====================================================== 4. novelty after its performance pass
 
 
