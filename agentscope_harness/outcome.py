@@ -46,6 +46,8 @@ def terminal_state(
     if facts.unsupported_claims:
         return TerminalState.INCOMPLETE, "unsupported_claim"
     if facts.terminal is not None:
+        if run.ended_at_cap:  # finished, but the structured output the reply owed never came
+            return TerminalState.INCOMPLETE, "structured_output_missing"
         return TerminalState.COMPLETED, facts.terminal.reason
     if facts.dependency_down:
         # the answer may be honest, but the task was not done

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentscope.event import (
     HintBlockEvent,
+    ModelCallEndEvent,
     TextBlockDeltaEvent,
     TextBlockEndEvent,
     TextBlockStartEvent,
@@ -136,8 +137,8 @@ class HarnessAgentAdapter(MiddlewareBase):
             # held back until the round is known to call tools: a text answer
             # another round replaces, or the fallback replaces whatever it says
             interim = replaced or (bool(self.harness.finish_tools) and enforcing)
-            # the structured-output calls of a round whose output is withheld
-            outputs: set[str] | None = set() if structured_output_is_withheld(run) and enforcing else None
+            owed = enforcing and structured_output_owed(agent)
+            outputs = _OutputCalls(structured_output_is_withheld(run)) if owed else None
             text_events: list[Any] = []
             shown = self._shown(run)
             try:
@@ -147,10 +148,15 @@ class HarnessAgentAdapter(MiddlewareBase):
                             held = run.candidate = item
                         elif interim and type(item) in _TEXT_EVENTS:
                             text_events.append(item)
-                        elif outputs is not None and _output_call(item, outputs):
-                            if type(item) is not ToolCallDeltaEvent:
-                                yield item  # the call is shown, never its made-up arguments
+                        elif outputs is not None and outputs.held(item):
+                            continue
                         else:
+                            if outputs is not None:
+                                if type(item) is ToolCallStartEvent:
+                                    outputs.beside = True
+                                elif type(item) is ModelCallEndEvent:  # the round's calls are all known
+                                    for event in outputs.shown():
+                                        yield event
                             if interim and type(item) is ToolCallStartEvent:
                                 # a round that calls tools is not replaced: its text goes first
                                 interim = False
@@ -165,9 +171,12 @@ class HarnessAgentAdapter(MiddlewareBase):
                 async for item in self._answer(agent, run, answer):
                     yield item
                 return
+            if outputs is not None:
+                for event in outputs.shown():
+                    yield event
             # the model itself answered where the fallback replaces it (not a
             # stop during the call, such as the deadline's, in its place)
-            made_up = replaced and run.facts.terminal is None and (held is not None or bool(outputs))
+            made_up = replaced and run.facts.terminal is None and (held is not None or bool(outputs and outputs.ids))
             events, another_round = await self._post_reflect(agent, run, held, _new_tool_calls(agent, before))
             if made_up and not another_round:
                 run.answer_made_up = True  # whatever ended the run in this round, corrected_answer replaces it
@@ -365,14 +374,39 @@ class _Shown:
         return (item,)
 
 
-def _output_call(item: Any, outputs: set[str]) -> bool:
-    """Whether ``item`` is an event of one of the round's structured-output
-    calls (``outputs``, their ids; a call's start adds it)."""
-    cls = type(item)
-    if cls is ToolCallStartEvent and item.tool_call_name == STRUCTURED_OUTPUT_TOOL:
-        outputs.add(item.tool_call_id)
+class _OutputCalls:
+    """A structured reply's ``GenerateStructuredOutput`` calls in one model
+    round, held to the end of its call: their arguments are shown only when the
+    output can stand, that is, it is not withheld already and no other call
+    of the round runs first (a dependency that goes down there leaves the
+    output made without its data, and withheld)."""
+
+    __slots__ = ("beside", "events", "ids", "withheld")
+
+    def __init__(self, withheld: bool) -> None:
+        self.withheld = withheld
+        self.beside = False
+        self.ids: set[str] = set()
+        self.events: list[Any] = []
+
+    def held(self, item: Any) -> bool:
+        """Whether ``item`` is an event of an output call (then held)."""
+        cls = type(item)
+        if cls is ToolCallStartEvent and item.tool_call_name == STRUCTURED_OUTPUT_TOOL:
+            self.ids.add(item.tool_call_id)
+        elif not ((cls is ToolCallDeltaEvent or cls is ToolCallEndEvent) and item.tool_call_id in self.ids):
+            return False
+        self.events.append(item)
         return True
-    return (cls is ToolCallDeltaEvent or cls is ToolCallEndEvent) and item.tool_call_id in outputs
+
+    def shown(self) -> list[Any]:
+        """The held events the stream shows (once: they are given up), at
+        the end of the model's call: the calls, and their arguments only
+        when the output can stand."""
+        events, self.events = self.events, []
+        if self.withheld or self.beside:
+            return [e for e in events if type(e) is not ToolCallDeltaEvent]
+        return events
 
 
 def _delta_for(end: Any, rest: str) -> Any:

@@ -6,7 +6,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from ..context import HookContext, ReflectContext, ToolCallContext, ToolResultContext, structured_output_owed
+from ..context import HookContext, ReflectContext, ToolCallContext, ToolResultContext
 from ..facts import OUT_OF_TIME, GuardState
 from ..registry import HookRejectSignal, harness_hook
 from ..report import TerminalState
@@ -38,8 +38,9 @@ def liveness_watchdog(ctx: HookContext) -> None:
     answer = facts.ended_by_tool()
     if answer is not None and terminal is not None and (
         ctx.run.past_deadline()  # the model has no time to relay it
-        # a completed run's answer stands; a structured output still owed gets its rounds
-        or (terminal.state == TerminalState.COMPLETED.value and not structured_output_owed(ctx.agent))
+        # a completed run's answer stands (a structured output still owed
+        # gets its narrowed rounds first: the agent adapter's)
+        or terminal.state == TerminalState.COMPLETED.value
     ):
         ctx.stop(terminal.reason, TerminalState(terminal.state), text=answer)
         return
