@@ -92,7 +92,7 @@ def _adopted(services: Services, child: RunReport) -> RunReport:
     Harness (another team's config) scrubbed it of its own secrets, so what
     it quotes is scrubbed of this one's too."""
     return child.model_copy(update={
-        "reason": services.scrubbed(child.reason),
+        "reason": services.scrubbed(child.reason)[:REASON_CHARS],
         "decisions": [d.model_copy(update={"detail": services.scrubbed(d.detail)}) for d in child.decisions],
         "children": [_adopted(services, grandchild) for grandchild in child.children],
     })
@@ -100,7 +100,8 @@ def _adopted(services: Services, child: RunReport) -> RunReport:
 
 def rejoin(harness: Harness, run: RunState) -> None:
     """A parked run resumed (by ``on_reply``, or, with the tool adapter
-    alone, at its next call): nested in the live run it is resumed in, if
+    alone, at the first call judged once the call it parked on is answered:
+    ``RunState.awaiting_human``): nested in the live run it is resumed in, if
     any; timed from now, as a human's wait is not the agent's time, and no
     later than a parent still live (one settled meanwhile bounds nothing)."""
     run.awaiting_human = None
