@@ -100,11 +100,10 @@ def _adopted(services: Services, child: RunReport) -> RunReport:
 
 def rejoin(harness: Harness, run: RunState) -> None:
     """A parked run resumed (by ``on_reply``, or, with the tool adapter
-    alone, at the first call judged once the call it parked on is answered:
+    alone, at the first call judged once a call it parked on is answered:
     ``RunState.awaiting_human``): nested in the live run it is resumed in, if
     any; timed from now, as a human's wait is not the agent's time, and no
     later than a parent still live (one settled meanwhile bounds nothing)."""
-    run.awaiting_human = None
     run.nest_on_resume()
     parent = run.parent if run.parent is not None and run.parent.report is None else None
     run.set_deadline(run_deadline(harness, parent))
@@ -278,6 +277,7 @@ class ReplyLifecycle:
         run.report = None  # the park's provisional report is superseded
         run.park_reason = None  # a later park states its own reason
         run.resumed_by, run.resumer_recorded = self.harness.caller_principal(run), True
+        run.awaiting_human.clear()
         rejoin(self.harness, run)
         if parked_here is not None and run.resumed_by != run.principal:
             self._resumed_by_another(run)  # a human's approval or a client's result alike
@@ -356,6 +356,8 @@ class ReplyLifecycle:
             refusal = await harness.runner.rerun(AUDIT_HOOK, ctx)  # a later hook's rewrite
         audited = ctx.final_text or ""  # cleaned as the stream was (or a hook's rewrite, audited)
         final = audited if harness.shadow else corrected_answer(run, audited, harness.config.fallback_text)
+        if final != audited:  # a replacement (a hook's stop text may quote anything) takes the answer's filter
+            final = answer_filter(harness.services, run).apply(final)[0]
         structured_ok = self._filter_structured(run) or harness.shadow  # shadow mode withholds nothing
         if structured_output_is_withheld(run) and not harness.shadow:
             self.structured = None if self.structured is None else (None,)  # made without its data

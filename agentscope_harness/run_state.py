@@ -129,12 +129,12 @@ class RunState:
     """The model answered in a round whose answer the fallback replaces (a
     dependency down, made to conclude): whatever rule then ended the run in
     that round, the user receives ``outcome.replacement``, not the answer."""
-    awaiting_human: str | None = None
-    """The id of a call of this run parked on a human or a client (asked,
-    or run by the client). ``on_reply`` clears it when it resumes the run;
-    with the tool adapter alone, the first call judged once it is answered
-    (or the resumed call itself) does: the other calls of its batch go on
-    in the same reply, with the time it had."""
+    awaiting_human: set[str] = field(default_factory=set)
+    """The ids of this run's calls parked on a human or a client (asked, or
+    run by the client). ``on_reply`` clears them when it resumes the run;
+    with the tool adapter alone, each leaves once answered (or resumed), and
+    the run is timed again then: the other calls of its batch go on in the
+    same reply, with the time it had."""
     daily_left_usd: float | None = None
     store_error: str | None = None
     report: RunReport | None = None

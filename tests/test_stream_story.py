@@ -10,22 +10,17 @@ import json
 import os
 import sys
 
-from agentscope.event import TextBlockDeltaEvent
 from agentscope.message import TextBlock, ToolCallBlock
 from agentscope.model import ChatResponse, ChatUsage
 from scripted import ScriptedModel, calls, make_agent, run, text
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "hooks"))
-from hookkit import Ran, down_shop, drive, harnessed, shop_tools
+from hookkit import Ran, down_shop, drive, harnessed, shop_tools, streamed
 
 from agentscope_harness import Harness, HarnessConfig, ToolPolicy
 
 SECRET = "hunter2-super-secret-value-XYZ"
 FINISH = HarnessConfig(tools={"submit": ToolPolicy(role="finish")})
-
-
-def streamed(events: list) -> str:
-    return "".join(e.delta for e in events if isinstance(e, TextBlockDeltaEvent))
 
 
 async def test_an_audited_answer_is_streamed_once() -> None:

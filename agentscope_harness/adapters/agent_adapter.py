@@ -148,7 +148,7 @@ class HarnessAgentAdapter(MiddlewareBase):
                             held = run.candidate = item
                         elif interim and type(item) in _TEXT_EVENTS:
                             text_events.append(item)
-                        elif outputs is not None and outputs.held(item):
+                        elif outputs is not None and outputs.held(item, everything=not interim):
                             continue
                         else:
                             if outputs is not None:
@@ -376,10 +376,12 @@ class _Shown:
 
 class _OutputCalls:
     """A structured reply's ``GenerateStructuredOutput`` calls in one model
-    round, held to the end of its call: their arguments are shown only when the
-    output can stand, that is, it is not withheld already and no other call
-    of the round runs first (a dependency that goes down there leaves the
-    output made without its data, and withheld)."""
+    round, held to the end of its call: their arguments are shown only when
+    the output can stand, that is, it is not withheld already and no other
+    call of the round runs first (a dependency that goes down there leaves
+    the output made without its data, and withheld). Where nothing else of
+    the round is held back, whatever follows an output call's start is held
+    with it, so the events keep the model's order."""
 
     __slots__ = ("beside", "events", "ids", "withheld")
 
@@ -389,23 +391,28 @@ class _OutputCalls:
         self.ids: set[str] = set()
         self.events: list[Any] = []
 
-    def held(self, item: Any) -> bool:
-        """Whether ``item`` is an event of an output call (then held)."""
+    def held(self, item: Any, everything: bool) -> bool:
+        """Whether ``item`` is held: an event of an output call, or, with
+        ``everything``, any event after one started (to the call's end)."""
         cls = type(item)
         if cls is ToolCallStartEvent and item.tool_call_name == STRUCTURED_OUTPUT_TOOL:
             self.ids.add(item.tool_call_id)
-        elif not ((cls is ToolCallDeltaEvent or cls is ToolCallEndEvent) and item.tool_call_id in self.ids):
+        elif (cls is ToolCallDeltaEvent or cls is ToolCallEndEvent) and item.tool_call_id in self.ids:
+            pass
+        elif everything and self.ids and cls is not ModelCallEndEvent:
+            self.beside = self.beside or cls is ToolCallStartEvent
+        else:
             return False
         self.events.append(item)
         return True
 
     def shown(self) -> list[Any]:
         """The held events the stream shows (once: they are given up), at
-        the end of the model's call: the calls, and their arguments only
-        when the output can stand."""
+        the end of the model's call, in the model's order: the output's
+        arguments only when it can stand."""
         events, self.events = self.events, []
         if self.withheld or self.beside:
-            return [e for e in events if type(e) is not ToolCallDeltaEvent]
+            return [e for e in events if not (type(e) is ToolCallDeltaEvent and e.tool_call_id in self.ids)]
         return events
 
 

@@ -112,7 +112,7 @@ class HarnessToolAdapter(MiddlewareBase):
             resumed=call.state == ToolCallState.ALLOWED,
             declared=self.harness.services.declared(call.name, input_kwargs.get("tool")),
         )
-        if run.awaiting_human is not None and (view.resumed or _answered(agent, run.awaiting_human)):
+        if run.awaiting_human and _drop_answered(agent, run, view):
             rejoin(self.harness, run)  # the tool adapter alone: resumed, and no on_reply said so
         if view.resumed and not run.resumer_recorded:  # the tool adapter alone: the caller bound now
             run.resumed_by = self.harness.caller_principal(run)
@@ -123,20 +123,20 @@ class HarnessToolAdapter(MiddlewareBase):
             if verdict.refusal is not None:
                 return _deny(verdict.refusal.text)
             if verdict.ask is not None:
-                run.awaiting_human = view.id
+                run.awaiting_human.add(view.id)
                 return PermissionDecision(
                     behavior=PermissionBehavior.ASK, message=verdict.ask, decision_reason=verdict.ask,
                 )
             decision = await next_handler(**input_kwargs)
             if decision.behavior in (PermissionBehavior.ASK, PermissionBehavior.PASSTHROUGH):
                 flow.shown(run, view)  # parked for a human: judged again on resume
-                run.awaiting_human = view.id
+                run.awaiting_human.add(view.id)
             if decision.behavior != PermissionBehavior.ALLOW:
                 return decision
             refusal = flow.admit(verdict)
             admitted = refusal is None
             if admitted and getattr(input_kwargs.get("tool"), "is_external_tool", False):
-                run.awaiting_human = view.id  # the client runs it: the reply parks until its result
+                run.awaiting_human.add(view.id)  # the client runs it: the reply parks until its result
             return _deny(refusal.text) if refusal is not None else decision
         finally:
             # a call not admitted (refused, asked or denied by AgentScope's own
@@ -245,12 +245,16 @@ class HarnessToolAdapter(MiddlewareBase):
         )
 
 
-def _answered(agent: Any, call_id: str) -> bool:
-    """Whether the call a reply parked on has been answered (a human's
-    decision, a client's result): it is no longer a call of the reply's
-    round without a result (AgentScope's own account). The other calls of
-    its batch, judged before the park, find it unanswered."""
-    return all(call.id != call_id for call in agent.state.get_unfinished_tool_calls(agent.name))
+def _drop_answered(agent: Any, run: RunState, view: ToolCallView) -> bool:
+    """Whether a call the run parked on has been answered (a human's
+    decision, a client's result) or is the one resumed now: it leaves
+    ``awaiting_human``. Answered is AgentScope's own account: no longer a call
+    of the reply's round without a result. The other calls of its batch,
+    judged before the park, find it unanswered."""
+    unfinished = {call.id for call in agent.state.get_unfinished_tool_calls(agent.name)}
+    answered = {i for i in run.awaiting_human if i not in unfinished or (view.resumed and i == view.id)}
+    run.awaiting_human -= answered
+    return bool(answered)
 
 
 async def _within_deadline(

@@ -4,6 +4,7 @@ a harnessed real Agent, and readers for what the model was told."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from scripted import ALLOW, ScriptedModel, make_agent, run, tool_messages
@@ -66,6 +67,45 @@ def crawling(ran: Ran, seconds: float) -> Any:
         return "crawled"
 
     return crawl
+
+
+def streamed(events: list[Any]) -> str:
+    """The text a streaming UI showed: every text delta, in order."""
+    from agentscope.event import TextBlockDeltaEvent
+
+    return "".join(e.delta for e in events if isinstance(e, TextBlockDeltaEvent))
+
+
+def every_event(events: list[Any]) -> str:
+    """Every streamed event as JSON (``repr`` where it has none), one a line:
+    what a secret or a made-up value must not appear in."""
+    out = []
+    for e in events:
+        try:
+            out.append(json.dumps(e.model_dump(mode="json")))
+        except Exception:
+            out.append(repr(e))
+    return "\n".join(out)
+
+
+def client_tool(concurrent: bool = False) -> Any:
+    """``client_lookup``, a tool the client runs (AgentScope hands the call
+    to the application and the reply parks until its result)."""
+    from agentscope.permission import PermissionBehavior, PermissionContext, PermissionDecision
+    from agentscope.tool import ToolBase
+
+    class ClientLookup(ToolBase):
+        name = "client_lookup"
+        description = "Look up an order on the user's device."
+        input_schema = {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}
+        is_concurrency_safe = concurrent
+        is_read_only = True
+        is_external_tool = True
+
+        async def check_permissions(self, tool_input: dict[str, Any], context: PermissionContext) -> PermissionDecision:
+            return PermissionDecision(behavior=PermissionBehavior.ALLOW, message="ok")
+
+    return ClientLookup()
 
 
 async def inventory_down(sku: str) -> str:

@@ -10,15 +10,13 @@ Real ``Agent``s, real tools in a real ``Toolkit``, the scripted model."""
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import pytest
-from agentscope.event import TextBlockDeltaEvent
 from agentscope.message import Msg, TextBlock
 from agentscope.model import ChatResponse, ChatUsage
 from agentscope.tool import FunctionTool
-from hookkit import Ran, down_shop, drive, harnessed, shop_tools, structured_reply
+from hookkit import Ran, down_shop, drive, every_event, harnessed, shop_tools, streamed, structured_reply
 from pydantic import BaseModel
 from scripted import ALLOW, ScriptedModel, calls, make_agent, text
 
@@ -28,14 +26,6 @@ from agentscope_harness.report import TerminalState
 MADE_UP = "All 12 units are in stock!"
 FALLBACK = "I could not complete this request ({reason}). Please try again, or narrow the request down."
 FOUND = "\n\nWhat I found before stopping:\n- search: results for mug"
-
-
-def streamed(events: list[Any]) -> str:
-    return "".join(e.delta for e in events if isinstance(e, TextBlockDeltaEvent))
-
-
-def every_event(events: list[Any]) -> str:
-    return "\n".join(json.dumps(e.model_dump(mode="json")) for e in events)
 
 
 FIRST_ROUND = calls(("search", {"q": "mug"}), ("inventory", {"sku": "a"}))

@@ -21,31 +21,26 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "realclient"))
 
-from agentscope.event import TextBlockDeltaEvent
 from agentscope.message import TextBlock, ToolCallBlock
 from agentscope.model import ChatResponse, ChatUsage
 from agentscope.tool import FunctionTool, Toolkit
-from hookkit import Ran, down_shop, drive, harnessed, inventory_down, refunding, shop_tools, structured_reply
+from hookkit import (
+    Ran,
+    down_shop,
+    drive,
+    every_event,
+    harnessed,
+    inventory_down,
+    refunding,
+    shop_tools,
+    streamed,
+    structured_reply,
+)
 from scripted import ALLOW, ScriptedModel, calls, delegating_tool, make_agent, text
 from test_redteam_round11 import CompressingTimeoutModel, _page_tool
 
 from agentscope_harness import Harness, HarnessConfig, ToolPolicy
 from agentscope_harness.report import TerminalState
-
-
-def streamed(events: list) -> str:
-    return "".join(e.delta for e in events if isinstance(e, TextBlockDeltaEvent))
-
-
-def everything(events: list) -> str:
-    out = []
-    for e in events:
-        try:
-            out.append(json.dumps(e.model_dump(mode="json")))
-        except Exception:
-            out.append(repr(e))
-    return "\n".join(out)
-
 
 # ====================================================== 5. held-back text
 
@@ -431,7 +426,7 @@ async def test_a_structured_reply_after_a_dependency_went_down_never_streams_the
     events, final = await structured_reply(agent, Stock)
     assert final is not None and final.structured_output is None
     assert h.last_report(agent).reason == "dependency_down"
-    assert "in stock" not in everything(events)
+    assert "in stock" not in every_event(events)
 
 
 # ====================================================== 3. re-nesting on resume

@@ -22,12 +22,22 @@ import pytest
 from agentscope.event import (
     ExternalExecutionResultEvent,
     RequireExternalExecutionEvent,
-    TextBlockDeltaEvent,
 )
 from agentscope.message import Msg, ToolResultBlock, ToolResultState, UserMsg
-from agentscope.permission import PermissionBehavior, PermissionContext, PermissionDecision
-from agentscope.tool import FunctionTool, ToolBase, Toolkit
-from hookkit import Ran, down_shop, drive, harnessed, refunding, searcher, shop_tools, structured_reply
+from agentscope.tool import FunctionTool, Toolkit
+from hookkit import (
+    Ran,
+    client_tool,
+    down_shop,
+    drive,
+    every_event,
+    harnessed,
+    refunding,
+    searcher,
+    shop_tools,
+    streamed,
+    structured_reply,
+)
 from pydantic import BaseModel
 from scripted import ALLOW, ScriptedModel, calls, delegating_tool, make_agent, parking_tools, text
 from scripted import tool as allowed
@@ -38,29 +48,7 @@ FALLBACK = "I could not complete this request ({reason}). Please try again, or n
 MADE_UP = "All 12 units are in stock!"
 
 
-def _streamed(events: list[Any]) -> str:
-    return "".join(e.delta for e in events if isinstance(e, TextBlockDeltaEvent))
-
-
-def _every_event(events: list[Any]) -> str:
-    return "\n".join(json.dumps(e.model_dump(mode="json")) for e in events)
-
-
 # ====================================================== 1. re-timing a resumed run (fdf785c)
-
-
-class ClientLookup(ToolBase):
-    """A tool the client runs (AgentScope hands the call to the application)."""
-
-    name = "client_lookup"
-    description = "Look up an order on the user's device."
-    input_schema = {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}
-    is_concurrency_safe = False
-    is_read_only = True
-    is_external_tool = True
-
-    async def check_permissions(self, tool_input: dict[str, Any], context: PermissionContext) -> PermissionDecision:
-        return PermissionDecision(behavior=PermissionBehavior.ALLOW, message="ok")
 
 
 @pytest.mark.parametrize("adapters", ["both", "tool_only"])
@@ -75,7 +63,7 @@ async def test_a_run_parked_on_a_client_executed_call_is_timed_again_after_the_r
     mws = h.middlewares()
     model = ScriptedModel([calls(("search", {"q": "first"})), calls(("client_lookup", {"order_id": "A-1"})),
                            calls(("search", {"q": "after the client"})), text("done")], model="m")
-    agent = make_agent(model, Toolkit(tools=[ClientLookup(), allowed(searcher(ran))]),
+    agent = make_agent(model, Toolkit(tools=[client_tool(), allowed(searcher(ran))]),
                        mws if adapters == "both" else mws[1:], name="a")
     events = [e async for e in agent.reply_stream(UserMsg("user", "look up A-1"))]
     call = next(e for e in events if isinstance(e, RequireExternalExecutionEvent)).tool_calls[0]
@@ -169,7 +157,7 @@ async def test_a_grandchilds_stop_reason_quoting_the_leads_secret_is_scrubbed_in
     assert [c.agent for c in mid.children] == ["grandchild"]
     assert SECRET not in json.dumps(report.model_dump(mode="json"))
     assert SECRET not in json.dumps([r.model_dump(mode="json") for r in published])
-    assert SECRET not in _every_event(events)
+    assert SECRET not in every_event(events)
 
 
 # ====================================================== 2. made-up answers (1052d12)
@@ -193,7 +181,7 @@ async def test_an_honest_finish_after_a_replaced_text_answer_and_another_round_s
     assert ran.of("submit") == [{"answer": honest}] and len(model.calls) == 3
     assert (report.terminal_state.value, report.reason) == ("completed", "finished")
     assert final.get_text_content() == honest
-    assert MADE_UP not in _streamed(events)
+    assert MADE_UP not in streamed(events)
 
 
 class Stock(BaseModel):
@@ -216,7 +204,7 @@ async def test_a_structured_output_made_beside_the_failing_call_never_streams_it
     report = h.last_report(agent)
     assert final.structured_output is None and report.reason == "dependency_down"  # the answer withholds it
     assert final.get_text_content().startswith(FALLBACK.format(reason="a service it needs is unavailable"))
-    assert "in stock" not in _every_event(events)  # ... and so must the stream
+    assert "in stock" not in every_event(events)  # ... and so must the stream
 
 
 async def test_a_structured_reply_whose_finishing_tool_completed_is_not_run_to_agentscopes_cap() -> None:
