@@ -149,6 +149,10 @@ class HarnessAgentAdapter(MiddlewareBase):
                         elif interim and type(item) in _TEXT_EVENTS:
                             text_events.append(item)
                         elif outputs is not None and outputs.held(item, everything=not interim):
+                            if interim and not outputs.withheld and type(item) is ToolCallStartEvent:
+                                # a round that calls a tool is not replaced: its text goes first
+                                outputs.events[-1:-1] = text_events
+                                text_events, interim = [], False
                             continue
                         else:
                             if outputs is not None:
