@@ -25,6 +25,7 @@ from .context import HookContext
 from .errors import DependencyDown, HarnessConfigError
 from .facts import declared_in
 from .hooks import BUILTIN_HOOKS
+from .hooks.sequencing import undeclared_same_args
 from .lifecycle import ReplyLifecycle, run_deadline
 from .model_guard import ModelGuard
 from .redaction import Redactor
@@ -384,12 +385,9 @@ def _check_same_args(config: HarnessConfig, toolkit: Any) -> None:
     for name, policy in config.tools.items():
         for i, prereq in enumerate(policy.requires):
             for tool in (name, prereq.tool):
-                unknown = [a for a in prereq.same_args if tool in declared and a not in declared[tool].names]
-                if unknown:
-                    raise HarnessConfigError(
-                        f"tools.{name}.requires[{i}].same_args: {unknown} are not arguments of {tool} "
-                        f"(its schema declares {sorted(declared[tool].names)})",
-                    )
+                typo = undeclared_same_args(name, i, prereq, tool, declared[tool]) if tool in declared else None
+                if typo is not None:
+                    raise typo
 
 
 def _effective_config(config: HarnessConfig, env: EnvFlags) -> HarnessConfig:

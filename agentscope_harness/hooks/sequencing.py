@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from ..config import Prerequisite
 from ..context import ToolCallContext
 from ..errors import HarnessConfigError
-from ..facts import MISSING, NO_DEFAULTS
+from ..facts import MISSING, NO_DEFAULTS, Declared
 from ..registry import HookRejectSignal, harness_hook
 
 
@@ -26,13 +27,10 @@ def sequence_gate(ctx: ToolCallContext) -> None:
         return
     args, declared = call.args, call.declared
     own = declared.defaults if declared is not None else NO_DEFAULTS
-    for prereq in call.policy.requires:
-        unknown = [] if declared is None else [arg for arg in prereq.same_args if arg not in declared.names]
-        if declared is not None and unknown:  # a typo compares "missing" with "missing": any lookup does
-            raise HarnessConfigError(
-                f"tools.{call.name}.requires ({prereq.tool}): same_args {unknown} are not arguments of "
-                f"{call.name} (its schema declares {sorted(declared.names)})",
-            )
+    for i, prereq in enumerate(call.policy.requires):
+        typo = None if declared is None else undeclared_same_args(call.name, i, prereq, call.name, declared)
+        if typo is not None:  # a typo compares "missing" with "missing": any lookup does
+            raise typo
         same = {arg: args[arg] if arg in args else own.get(arg, MISSING) for arg in prereq.same_args}
         if ctx.facts.has_succeeded(prereq.tool, same, before=call.batch):  # indexed as it ran
             continue
@@ -42,3 +40,19 @@ def sequence_gate(ctx: ToolCallContext) -> None:
             f"before calling {call.name}.",
             code="prerequisite_missing",
         )
+
+
+def undeclared_same_args(
+    name: str, i: int, prereq: Prerequisite, tool: str, declared: Declared,
+) -> HarnessConfigError | None:
+    """The error naming ``tools.<name>.requires[i].same_args`` when one of
+    them is not an argument ``tool``'s schema declares (``tool``: the gated
+    tool or its prerequisite), else ``None``. Checked at ``instrument`` and,
+    for a toolkit never instrumented, when the gated call is judged."""
+    unknown = [arg for arg in prereq.same_args if arg not in declared.names]
+    if not unknown:
+        return None
+    return HarnessConfigError(
+        f"tools.{name}.requires[{i}].same_args {unknown} are not arguments of {tool} "
+        f"(its schema declares {sorted(declared.names)})",
+    )
