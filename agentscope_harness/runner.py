@@ -63,7 +63,7 @@ def being_cancelled() -> bool:
     return task is None or task.cancelling() > 0
 
 
-class Resumed:
+class _Resumed:
     """The rest of a coroutine whose first step has run and is waiting on
     ``pending``: awaiting this drives it on, in the awaiting task, passing
     the event loop's wake-ups and cancellations through."""
@@ -102,7 +102,7 @@ def first_step(coro: Any) -> tuple[bool, Any]:
         pending = coro.send(None)
     except StopIteration as done:
         return True, done.value
-    return False, Resumed(coro, pending)
+    return False, _Resumed(coro, pending)
 
 
 def _returned(value: Any) -> Exception:

@@ -148,25 +148,24 @@ class HarnessAgentAdapter(MiddlewareBase):
                             held = run.candidate = item
                         elif interim and type(item) in _TEXT_EVENTS:
                             text_events.append(item)
-                        elif outputs is not None and outputs.held(item, everything=not interim):
-                            if interim and not outputs.withheld and type(item) is ToolCallStartEvent:
-                                # a round that calls a tool is not replaced: its text goes first
-                                outputs.events[-1:-1] = text_events
-                                text_events, interim = [], False
-                            continue
                         else:
-                            if outputs is not None:
-                                if type(item) is ToolCallStartEvent:
-                                    outputs.beside = True
-                                elif type(item) is ModelCallEndEvent:  # the round's calls are all known
-                                    for event in outputs.shown():
-                                        yield event
-                            if interim and type(item) is ToolCallStartEvent:
+                            if interim and type(item) is ToolCallStartEvent and not (
+                                outputs is not None and outputs.withheld
+                                and item.tool_call_name == STRUCTURED_OUTPUT_TOOL
+                            ):
                                 # a round that calls tools is not replaced: its text goes first
                                 interim = False
                                 for event in text_events:
                                     yield event
                                 text_events = []
+                            if outputs is not None:
+                                if outputs.held(item, everything=not interim):
+                                    continue
+                                if type(item) is ToolCallStartEvent:
+                                    outputs.beside = True
+                                elif type(item) is ModelCallEndEvent:  # the round's calls are all known
+                                    for event in outputs.shown():
+                                        yield event
                             yield item
             except Exception:
                 answer = self.harness.model_guard.model_failed(run)
