@@ -236,6 +236,8 @@ class CallFlow:
             # a prerequisite's values as the tool ran with them: its defaults filled in
             view.declared.defaults if view.declared is not None else NO_DEFAULTS,
         )
+        if result.ok:
+            run.tell_enclosing_runs(view.name)
         return result
 
     def _attach_pending_notices(self, ctx: HookContext) -> None:

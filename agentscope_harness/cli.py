@@ -436,7 +436,13 @@ async def _demo(args: argparse.Namespace) -> int:
             label = "harnessed agent (HarnessAgentAdapter + HarnessToolAdapter)" if harnessed \
                 else "bare agent (AgentScope only)"
             console.print(f"\n[bold {'green' if harnessed else 'white'}]▶ {label}[/]")
-            out = await run_scenario(scenario, harnessed, factory, _printer(console))
+            try:
+                out = await run_scenario(scenario, harnessed, factory, _printer(console))
+            except Exception as exc:
+                if not args.model:
+                    raise
+                # the provider unreachable, a wrong key or base URL: said in a line, not a traceback
+                raise CliError(f"the {args.model} model failed: {type(exc).__name__}: {exc}") from exc
             console.print(f"  [dim]answer:[/] {_short(out.answer, 160)}")
             results[harnessed] = out
         console.print()

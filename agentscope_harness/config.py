@@ -320,6 +320,13 @@ class CostPolicy(_Strict):
     def _fallback_placeholders(cls, value: str) -> str:
         return _reason_template(value)
 
+    def model_for(self, tier: str) -> Any:
+        """The cheaper model that serves a budget ``tier`` (``lite`` serves
+        ``minimal`` when that has none); ``None``: the run keeps its own."""
+        if tier == "full":
+            return None
+        return self.tier_models.get(tier) or self.tier_models.get("lite")
+
     @field_validator("tier_models")
     @classmethod
     def _tier_names(cls, value: dict[str, Any]) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential, wait_random
 
-from .context import reason_words
+from .context import found_so_far, reason_words
 from .errors import DependencyDown
 from .registry import HookRejectSignal
 from .stores import LedgerStore, MemoryStore, bounded, daily_left, store_timeout
@@ -314,10 +314,12 @@ class Fleet:
                         f"({_whose(limit.scope)}). Try again shortly, or answer with what you have."
                     ))
                 held.append(_Lease(key, lease, limit.lease_s))
-        except (DependencyDown, _Limited) as exc:
+        except BaseException as exc:  # cancelled too: the leases taken so far are given back
             self._release_later(held)
             if isinstance(exc, _Limited):
                 raise HookRejectSignal(exc.text, code=exc.code, hard=True) from None
+            if not isinstance(exc, DependencyDown):
+                raise
             raise HookRejectSignal(
                 f"{tool} cannot be checked against its limits: {exc}. Do not retry; tell the user.",
                 code="dependency_down", hard=True,
@@ -487,8 +489,8 @@ class Fleet:
     def stop(self, run: RunState, reason: str, code: str, detail: str) -> None:
         """End a run from outside a hook, as ``ctx.stop`` would: incomplete,
         with the fallback answer at its next step."""
-        if self.config.mode != "shadow":
-            run.facts.stop(reason, self.fallback_text(reason))
+        if self.config.mode != "shadow":  # as any stop: the fallback answer and what the run found
+            run.facts.stop(reason, self.fallback_text(reason) + found_so_far(run))
         self.record(run, "fleet", "pre_think", "stop", code=code, detail=f"{reason}: {detail}")
 
     def fallback_text(self, reason: str) -> str:

@@ -287,9 +287,9 @@ class Harness:
         """The model the run's budget tier calls for, or ``None`` (keep)."""
         cost = self.config.cost
         tier = run.root.facts.tier
-        if cost is None or tier == "full" or self.shadow:
+        if cost is None or self.shadow:
             return None
-        return cost.tier_models.get(tier) or cost.tier_models.get("lite")
+        return cost.model_for(tier)
 
     async def charge_usage(self, run: RunState, model: Any, usage: Any,
                            reservation: str | None = None) -> None:

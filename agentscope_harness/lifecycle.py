@@ -93,6 +93,7 @@ def _adopted(services: Services, child: RunReport) -> RunReport:
     it quotes is scrubbed of this one's too."""
     return child.model_copy(update={
         "reason": services.scrubbed(child.reason)[:REASON_CHARS],
+        "principal": cleaned_args(child.principal, services.scrubbed),
         "decisions": [d.model_copy(update={"detail": services.scrubbed(d.detail)}) for d in child.decisions],
         "children": [_adopted(services, grandchild) for grandchild in child.children],
     })
@@ -423,7 +424,7 @@ class ReplyLifecycle:
         # record, then cut (a cut first would leave a secret's head no pattern matches)
         reason = harness.services.scrubbed(reason)[:REASON_CHARS]
         run.children[:] = [_adopted(harness.services, child) for child in run.children]
-        report = run.report = build_report(run, state, reason, name, harness.config.mode)
+        report = run.report = build_report(run, state, reason, name, harness.config.mode, harness.services.scrubbed)
         if run.parent is not None:
             run.parent.children.append(report)
         await harness.publish(report, self.agent)

@@ -194,12 +194,14 @@ class ModelGuard:
         if admission.answer is not None:  # rate limit or quota: no model call
             return _final(admission.answer)
         held = admission.reservation
-        if over is None:  # it fitted: again, as calls in flight while it waited may have taken what was left
-            refusal = self._over_budget(run, agent, overspend(run, name, tokens, output))
-            if refusal is not None:
-                if held is not None:
-                    await fleet.settle(run, held, 0.0)
-                return _final(refusal)
+        # again, as calls in flight while it waited may have taken the calls or money left
+        refusal = self._out_of_calls(run) or (
+            self._over_budget(run, agent, overspend(run, name, tokens, output)) if over is None else None
+        )
+        if refusal is not None:
+            if held is not None:
+                await fleet.settle(run, held, 0.0)
+            return _final(refusal)
         estimate = hold(run, name, tokens, output)  # no await since the check: no call slips between
         run.add_model_call()
         _count_attempts(model)
@@ -324,6 +326,9 @@ class ModelGuard:
             return "deadline: the run is out of time"
         if run.facts.terminal is not None:
             return f"the run has concluded ({run.facts.terminal.reason})"
+        calls = run.model_call_cap(enforced_only=True)  # it is a model call: counted against the cap
+        if calls is not None and calls[0] >= calls[1]:
+            return f"max_model_calls ({calls[1]}) is reached"
         cap = run.request_input_cap(enforced_only=True)  # every enclosing enforcing run's too
         if cap is not None and tokens > cap:
             return f"a request of ~{tokens} input tokens is over max_request_input_tokens ({cap})"
@@ -378,6 +383,20 @@ class ModelGuard:
         run.facts.conclude(state, reason)
         run.facts.stop_text = text
         return text
+
+    def _out_of_calls(self, run: RunState) -> str | None:
+        """The stop text when an enforcing ``max_model_calls`` this run
+        answers to is reached: checked where the call is counted, with no
+        await between, so calls that passed ``pre_think`` together (parallel
+        sub-agents waiting on the store) cannot all be made. A run already
+        concluded makes a call only for its structured output (the agent
+        adapter's narrowed rounds, bounded by their own count)."""
+        calls = run.model_call_cap(enforced_only=True)
+        if calls is None or calls[0] < calls[1] or run.facts.terminal is not None:
+            return None  # a concluded run's call is a round its structured output is given
+        self.harness.services.record(run, "liveness_watchdog", "on_model_call", "stop", code="max_model_calls",
+                                     detail=f"the call was not made: max_model_calls ({calls[1]}) is reached")
+        return self._stop(run, "max_model_calls")
 
     def _enclosing_stop(self, run: RunState) -> str | None:
         """In shadow mode: the stop text when an enclosing enforcing

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from .context import found_so_far, reason_words
+from .outputs import cleaned_args
 from .report import RunReport, TerminalState
 from .run_state import RunState, principal_dict
 
@@ -70,11 +72,15 @@ def answer_is_replaced(run: RunState) -> bool:
 
 
 def structured_output_is_withheld(run: RunState) -> bool:
-    """Whether the reply's structured output is withheld: made after a
-    dependency the run needed went down, it is made without its data (the
-    reply ends with the fallback answer instead), whatever rule ended the run
-    in the round that made it (``RunState.answer_made_up``)."""
+    """Whether the reply's structured output is withheld: it asserts an
+    action whose tool never succeeded (the correction is the answer, as for
+    text); or, made after a dependency the run needed went down, it is made
+    without its data (the reply ends with the fallback answer instead),
+    whatever rule ended the run in the round that made it
+    (``RunState.answer_made_up``)."""
     facts = run.facts
+    if facts.unsupported_claims:
+        return True
     return bool(facts.dependency_down) and (facts.terminal is None or run.answer_made_up)
 
 
@@ -115,15 +121,16 @@ def corrected_answer(run: RunState, text: str, fallback_text: str) -> str:
 
 
 def build_report(
-    run: RunState, state: TerminalState, reason: str, agent_name: str, mode: str,
+    run: RunState, state: TerminalState, reason: str, agent_name: str, mode: str, scrub: Callable[[str], str],
 ) -> RunReport:
-    """The report of a run, from its slot."""
+    """The report of a run, from its slot; the principal's attributes as
+    ``scrub`` states any record (an identity attribute may be an email)."""
     now = time.monotonic()
     return RunReport(
         run_id=run.run_id,
         session_id=run.session_id,
         agent=agent_name,
-        principal=principal_dict(run.principal),
+        principal=cleaned_args(principal_dict(run.principal), scrub),
         terminal_state=state,
         reason=reason,
         model_calls=run.model_calls,

@@ -763,6 +763,9 @@ class StreamRedactor:
         self._compiled = redactor._compiled
         self._heads = redactor._heads
         self._longest = redactor._longest_anchor
+        # the configured patterns cannot be analysed: their window is held
+        # back; otherwise only a tail that may be the start of an anchor
+        self._hold_back = redactor.window if redactor._extra else redactor._longest_anchor
 
     def _discover(self, end: int) -> None:
         """Start a candidate at every anchor that ends in the new text."""
@@ -840,7 +843,7 @@ class StreamRedactor:
         self._low += _fold(delta)
         end = self._off + len(self._buf)
         self._discover(end)
-        hold = end - self._r.window
+        hold = end - self._hold_back
         live: list[_Candidate] = []
         covered = -1  # a key block covers the text up to here: the blocks in it are not blocks
         # shapes (self-overlapping, see _self_overlapping) with a live

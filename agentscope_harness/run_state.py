@@ -351,6 +351,14 @@ class RunState:
             run.facts.spent_usd += usd if price is None else price.usd(input_tokens, output_tokens)
             run = run.parent
 
+    def tell_enclosing_runs(self, succeeded_tool: str) -> None:
+        """A tool succeeded here: every run this one is nested in knows its
+        sub-agents did it (``claims`` are checked run-wide)."""
+        run = self.parent
+        while run is not None:
+            run.facts.done_by_sub_runs.add(succeeded_tool)
+            run = run.parent
+
     def add_tool_call(self, n: int = 1) -> None:
         """Count admitted tool calls run-wide (``-1`` gives one back)."""
         run: RunState | None = self

@@ -49,3 +49,29 @@ def test_the_readme_example_runs_as_written(tmp_path: pathlib.Path) -> None:
     assert proc.stdout.strip().endswith(
         "Cancelled A-1. | completed {'lookup_order': 1, 'cancel_order': 1} {'permission_denied': 1}",
     )
+
+
+def test_the_hook_example_runs_as_written() -> None:
+    """The "Writing a hook" example is complete code: run as written, its
+    hook is one of the Harness's."""
+    section = README.split("## Writing a hook", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert code is not None
+    scope: dict = {}
+    exec(compile(code.group(1), "README: Writing a hook", "exec"), scope)
+    assert "no_refunds_on_weekends" in scope["harness"].runner.by_name
+
+
+def test_the_real_model_demo_says_in_a_line_when_the_model_cannot_be_reached() -> None:
+    """``demo --model openai`` against a server that is not there: exit 2
+    and one line saying why, not a traceback."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+    proc = subprocess.run([sys.executable, "-m", "agentscope_harness", "demo", "--model", "openai"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert "the openai model failed: APIConnectionError" in proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr

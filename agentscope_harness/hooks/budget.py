@@ -156,9 +156,18 @@ def budget_router(ctx: HookContext) -> None:
             return
         tier = "minimal" if least.fraction <= minimal else "lite" if least.fraction <= lite else "full"
         if tier != facts.tier:
-            ctx.decide("swap_model", detail=f"{facts.tier} -> {tier} ({_what_left(least.left, least.cap, least.unit)})")
+            if _served(ctx, tier) or _served(ctx, facts.tier):  # a swap only where a model serves the tier
+                ctx.decide("swap_model",
+                           detail=f"{facts.tier} -> {tier} ({_what_left(least.left, least.cap, least.unit)})")
             facts.tier = tier
     _disclose(ctx)
+
+
+def _served(ctx: HookContext, tier: str) -> bool:
+    """A cheaper model of this Harness serves ``tier``: without one the run
+    stays on its model, and neither the model nor the report is told of a swap."""
+    cost = ctx.config.cost
+    return cost is not None and cost.model_for(tier) is not None
 
 
 def _fallback(cost: CostPolicy, reason: str) -> str:
@@ -390,7 +399,7 @@ def status_line(ctx: HookContext) -> str | None:
     if not parts:
         return None
     tier = root.facts.tier
-    if tier != "full":
+    if _served(ctx, tier):
         parts.append(f"now on the {tier} model")
     return "[harness:budget] " + " \u00b7 ".join(parts)
 

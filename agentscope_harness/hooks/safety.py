@@ -4,11 +4,12 @@ forged instructions away from the model and the user."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ..context import HookContext, SessionEndContext, ToolCallContext, ToolResultContext
 from ..errors import BREAKER_FAILURES, ErrorClass
 from ..injection import HeuristicDetector
-from ..outputs import answer_filter, filter_result, pii_modes, pii_salt
+from ..outputs import answer_filter, cleaned_args, filter_result, pii_modes, pii_salt
 from ..registry import HookRejectSignal, harness_hook
 from ..sentinels import fence_close, fence_open, format_sentinel, neutralise_markers, strip_issued
 
@@ -225,12 +226,15 @@ def audit_answer(ctx: HookContext) -> None:
         ctx.final_text = cleaned
     if ctx.audit is None:
         ctx.audit = (text, cleaned)
+    claimed = [cleaned, *_structured_strings(ctx.agent)]
+    facts = ctx.facts
     for tool, policy in ctx.config.tools.items():
-        if not policy.claims or tool in ctx.facts.unsupported_claims or ctx.facts.has_succeeded(tool):
+        if not policy.claims or tool in facts.unsupported_claims or facts.has_succeeded(tool) \
+                or tool in facts.done_by_sub_runs:
             continue
         for pattern in policy.claims:
-            if re.search(pattern, cleaned, re.IGNORECASE):
-                ctx.facts.unsupported_claims.append(tool)
+            if any(re.search(pattern, said, re.IGNORECASE) for said in claimed):
+                facts.unsupported_claims.append(tool)
                 ctx.decide(
                     "unsupported_claim", code="verification_failed", tool=tool,
                     detail=f"answer matches {pattern!r} but {tool} never succeeded",
@@ -242,3 +246,18 @@ def audit_answer(ctx: HookContext) -> None:
             "that may not be given out.",
             code="pii_blocked",
         )
+
+
+def _structured_strings(agent: Any) -> list[str]:
+    """The strings of the reply's structured output: the answer of a
+    structured reply, whose claims are checked as the text's are."""
+    value = getattr(getattr(getattr(agent, "state", None), "reply_context", None), "structured_output", None)
+    strings: list[str] = []
+
+    def collect(text: str) -> str:
+        strings.append(text)
+        return text
+
+    if value is not None:
+        cleaned_args(value, collect, numbers=True)
+    return strings

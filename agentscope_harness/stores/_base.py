@@ -10,9 +10,10 @@ import inspect
 import math
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeVar, runtime_checkable
+from functools import partial
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from ..errors import DependencyDown
 
@@ -144,6 +145,45 @@ async def bounded(awaitable: Awaitable[T], what: str, timeout_s: float | None,
         return await asyncio.wait_for(awaitable, budget)
     except asyncio.TimeoutError as exc:
         raise DependencyDown(what, f"no answer within {budget:.3g} s") from exc
+
+
+async def given_back_if_abandoned(acquire: Callable[[], Awaitable[T]],
+                                  give_back: Callable[[Any], Awaitable[object]]) -> T:
+    """Await an acquisition (a lease, a reservation) that happens once its
+    request is sent. If the caller stops waiting (cancelled, or out of time),
+    the request is left to finish and what it took, if anything, is given
+    back: a caller that is gone holds nothing until a TTL (a cancelled
+    reply's run slot would refuse its user's next reply for ``lease_s``)."""
+    task = asyncio.ensure_future(acquire())
+    try:
+        return await asyncio.shield(task)
+    except BaseException:
+        task.add_done_callback(partial(_give_back_late, give_back))
+        raise
+
+
+_GIVING_BACK: set[asyncio.Future[object]] = set()
+"""Give-backs in flight (the loop keeps only weak references to tasks)."""
+
+
+def _give_back_late(give_back: Callable[[Any], Awaitable[object]], task: asyncio.Future[Any]) -> None:
+    if task.cancelled() or task.exception() is not None or not task.result():
+        return  # nothing was taken (a store that cannot tell gives back itself: ``give_back_soon``)
+    give_back_soon(give_back(task.result()))
+
+
+def give_back_soon(giving_back: Awaitable[object]) -> None:
+    """Run a give-back in the background, its failure ignored (a store
+    down now: the TTL frees what it holds, as any slot never released)."""
+    returned = asyncio.ensure_future(giving_back)
+    _GIVING_BACK.add(returned)
+    returned.add_done_callback(_given_back)
+
+
+def _given_back(returned: asyncio.Future[object]) -> None:
+    _GIVING_BACK.discard(returned)
+    if not returned.cancelled():
+        returned.exception()
 
 
 @runtime_checkable

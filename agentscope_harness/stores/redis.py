@@ -21,6 +21,8 @@ from ._base import (
     BreakerDecision,
     BreakerState,
     bounded,
+    give_back_soon,
+    given_back_if_abandoned,
     new_lease_id,
     new_reservation_id,
     reservation_day,
@@ -198,18 +200,26 @@ class RedisStore:
     def _key(self, kind: str, *parts: str) -> str:
         return ":".join((self.prefix, kind, *parts))
 
-    async def _run(self, call: Callable[[], Awaitable[T]], deadline: float | None) -> T:
+    async def _run(self, call: Callable[[], Awaitable[T]], deadline: float | None,
+                   give_back: Callable[[Any], Awaitable[object]] | None = None) -> T:
+        """One command, bounded; ``give_back``: an acquisition's. Once sent,
+        the server runs it whether or not the caller still waits, or reads
+        the answer: one that failed (a read timeout, a dropped connection)
+        may have taken its slot, and gives it back."""
         async def guarded() -> T:
             try:
                 return await call()
             except self._errors as exc:
+                if give_back is not None:
+                    give_back_soon(give_back(None))
                 raise DependencyDown(self._what, exc) from exc
 
-        return await bounded(guarded(), self._what, self.timeout_s, deadline)
+        work = guarded() if give_back is None else given_back_if_abandoned(guarded, give_back)
+        return await bounded(work, self._what, self.timeout_s, deadline)
 
     async def _script(self, script: Any, keys: list[str], args: list[Any],
-                      deadline: float | None) -> Any:
-        return await self._run(lambda: cast(Awaitable[Any], script(keys=keys, args=args)), deadline)
+                      deadline: float | None, give_back: Callable[[Any], Awaitable[object]] | None = None) -> Any:
+        return await self._run(lambda: cast(Awaitable[Any], script(keys=keys, args=args)), deadline, give_back)
 
     # ------------------------------------------------------------ spend
 
@@ -238,7 +248,8 @@ class RedisStore:
         rid = new_reservation_id(day)
         held = await self._script(
             self._reserve, [self._key("spend", day, key), self._key("holds", day, key)],
-            [rid, repr(float(usd)), repr(float(quota)), _us(ttl_s), self.ttl_s], deadline)
+            [rid, repr(float(usd)), repr(float(quota)), _us(ttl_s), self.ttl_s], deadline,
+            give_back=lambda _: self.settle_spend(key, rid, 0.0, day))
         return rid if held else None
 
     async def settle_spend(self, key: str, reservation_id: str, actual_usd: float,
@@ -281,7 +292,8 @@ class RedisStore:
                             deadline: float | None = None) -> str | None:
         lid = new_lease_id()
         got = await self._script(self._lease, [self._key("lease", key)],
-                                 [lid, max_in_flight, _us(lease_s)], deadline)
+                                 [lid, max_in_flight, _us(lease_s)], deadline,
+                                 give_back=lambda _: self.lease_release(key, lid))
         return lid if got else None
 
     async def lease_renew(self, key: str, lease_id: str, lease_s: float, *,

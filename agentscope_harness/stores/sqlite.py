@@ -6,8 +6,8 @@ import asyncio
 import datetime as _dt
 import sqlite3
 import time
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from ..errors import DependencyDown
 from ._base import (
@@ -20,6 +20,7 @@ from ._base import (
     breaker_record_step,
     fits,
     gcra,
+    given_back_if_abandoned,
     new_lease_id,
     new_reservation_id,
     reservation_day,
@@ -124,14 +125,18 @@ class SQLiteStore:
         conn.execute("DELETE FROM harness_leases WHERE until<=?", (now,))
         conn.execute("DELETE FROM harness_rates WHERE tat<=?", (now,))  # full again: as absent
 
-    async def _run(self, fn: Callable[[], T], deadline: float | None) -> T:
+    async def _run(self, fn: Callable[[], T], deadline: float | None,
+                   give_back: Callable[[Any], Awaitable[object]] | None = None) -> T:
+        """``fn`` in a thread, bounded; ``give_back``: an acquisition's
+        (its thread goes on when the caller stops waiting)."""
         async def call() -> T:
             try:
                 return await asyncio.to_thread(fn)
             except sqlite3.Error as exc:
                 raise DependencyDown(self._what, exc) from exc
 
-        return await bounded(call(), self._what, self.timeout_s, deadline)
+        work = call() if give_back is None else given_back_if_abandoned(call, give_back)
+        return await bounded(work, self._what, self.timeout_s, deadline)
 
     # ------------------------------------------------------------ spend
 
@@ -161,7 +166,8 @@ class SQLiteStore:
                          (rid, key, day, usd, now + ttl_s))
             return rid
 
-        return await self._run(lambda: self._write(reserve), deadline)
+        return await self._run(lambda: self._write(reserve), deadline,
+                               give_back=lambda rid: self.settle_spend(key, rid, 0.0, day))
 
     async def settle_spend(self, key: str, reservation_id: str, actual_usd: float,
                            day: str | None = None, *, deadline: float | None = None) -> float:
@@ -232,7 +238,8 @@ class SQLiteStore:
                          (lid, key, now + lease_s))
             return lid
 
-        return await self._run(lambda: self._write(acquire), deadline)
+        return await self._run(lambda: self._write(acquire), deadline,
+                               give_back=lambda lid: self.lease_release(key, lid))
 
     async def lease_renew(self, key: str, lease_id: str, lease_s: float, *,
                           deadline: float | None = None) -> bool:

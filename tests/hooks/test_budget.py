@@ -3,6 +3,8 @@ strategy_feedback."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from agentscope.message import TextBlock
 from agentscope.tool import ToolChunk
@@ -231,14 +233,31 @@ async def test_router_swaps_to_the_lite_model_when_half_the_money_is_gone():
 async def test_the_tier_change_names_the_budget_with_least_left(caps, used, named):
     ran = Ran()
     t = shop_tools(ran)
-    h, _, agent = harnessed(
-        HarnessConfig(cost=CostPolicy(max_input_tokens=caps[0], max_output_tokens=caps[1])),
-        [calls(("search", {"q": "a"}), inp=used[0], out=used[1]), text("answer", inp=1, out=1)],
-        [t["search"]],
-    )
+    lite = ScriptedModel([text("answer", inp=1, out=1)], model="lite")
+    cost = CostPolicy(max_input_tokens=caps[0], max_output_tokens=caps[1], tier_models={"lite": lite})
+    h, _, agent = harnessed(HarnessConfig(cost=cost), [calls(("search", {"q": "a"}), inp=used[0], out=used[1])],
+                            [t["search"]])
     _, _, report = await drive(h, agent)
     swaps = [d.detail for d in report.decisions if d.action == "swap_model"]
     assert swaps == [f"full -> lite ({named})"]
+    assert len(lite.calls) == 1
+
+
+async def test_no_tier_model_no_swap_told_or_recorded():
+    """Without ``tier_models`` the run keeps its model: a quarter of its
+    output tokens left, no ``swap_model`` is recorded and the status line
+    does not tell the model it is on a cheaper one."""
+    ran = Ran()
+    t = shop_tools(ran)
+    h, model, agent = harnessed(
+        HarnessConfig(cost=CostPolicy(max_output_tokens=20_000), disclose_budget="every_call"),
+        [calls(("search", {"q": "a"}), inp=1, out=15_000), text("answer", inp=1, out=1)],
+        [t["search"]],
+    )
+    _, _, report = await drive(h, agent)
+    assert [d for d in report.decisions if d.action == "swap_model"] == []
+    told = json.dumps(model.calls[-1]["messages"], default=str)
+    assert "[harness:budget]" in told and "now on the" not in told
 
 
 async def test_router_falls_back_without_calling_any_model():
