@@ -93,7 +93,7 @@ def _adopted(services: Services, child: RunReport) -> RunReport:
     it quotes is scrubbed of this one's too."""
     return child.model_copy(update={
         "reason": services.scrubbed(child.reason)[:REASON_CHARS],
-        "principal": cleaned_args(child.principal, services.scrubbed),
+        "principal": cleaned_args(child.principal, services.scrubbed, numbers=True),
         "decisions": [d.model_copy(update={"detail": services.scrubbed(d.detail)}) for d in child.decisions],
         "children": [_adopted(services, grandchild) for grandchild in child.children],
     })

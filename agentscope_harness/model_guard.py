@@ -39,6 +39,11 @@ if TYPE_CHECKING:
     from .run_state import RunState
 
 
+class _OutOfCalls(Exception):
+    """A retry AgentScope would make past ``max_model_calls``: not made (not
+    one of AgentScope's retryable errors, so its retry loop ends here)."""
+
+
 @dataclass
 class _Attempts:
     """The attempts of one model call so far (the first is counted by the
@@ -114,7 +119,10 @@ def _count_attempts(model: Any) -> None:
                 return await inner(self, *args, **kwargs)
             if counting.depth == 0:
                 counting.made += 1
-                if counting.made > 1:
+                if counting.made > 1:  # a retry is a model call: within the cap, as the first was
+                    calls = counting.run.model_call_cap(enforced_only=True)
+                    if calls is not None and calls[0] >= calls[1]:
+                        raise _OutOfCalls
                     counting.run.add_model_call()
             counting.depth += 1
             try:
@@ -170,6 +178,7 @@ class ModelGuard:
 
     async def call(self, run: RunState, agent: Any, input_kwargs: dict, next_handler: Callable[..., Any]) -> Any:
         """Serve one model call (its retries inside AgentScope are counted by ``_count_attempts``)."""
+        narrowed, run.narrowed_round = run.narrowed_round, False
         swap = self.harness.tier_model(run)
         if swap is not None:
             input_kwargs["current_model"] = swap
@@ -195,7 +204,7 @@ class ModelGuard:
             return _final(admission.answer)
         held = admission.reservation
         # again, as calls in flight while it waited may have taken the calls or money left
-        refusal = self._out_of_calls(run) or (
+        refusal = self._out_of_calls(run, narrowed) or (
             self._over_budget(run, agent, overspend(run, name, tokens, output)) if over is None else None
         )
         if refusal is not None:
@@ -209,10 +218,12 @@ class ModelGuard:
         started = time.monotonic()
         try:
             result = await self._bounded(run, next_handler(**input_kwargs))
-        except BaseException:
+        except BaseException as exc:
             release(run, estimate)
             if held is not None:  # the call failed: nothing was spent
                 await fleet.settle(run, held, 0.0)
+            if isinstance(exc, _OutOfCalls):  # its retry would pass the cap
+                return _final(self._stop(run, "max_model_calls"))
             raise
         finally:
             _ATTEMPTS.reset(attempts)
@@ -273,6 +284,9 @@ class ModelGuard:
         try:
             async with bound:
                 return await call()
+        except _OutOfCalls:
+            self._compression_skipped(run, "a retry would pass max_model_calls")
+            raise CompressionRefused("max_model_calls") from None
         except TimeoutError:
             if not bound.expired():  # the client's own timeout: a failed call, not the deadline
                 raise
@@ -384,16 +398,16 @@ class ModelGuard:
         run.facts.stop_text = text
         return text
 
-    def _out_of_calls(self, run: RunState) -> str | None:
+    def _out_of_calls(self, run: RunState, narrowed: bool) -> str | None:
         """The stop text when an enforcing ``max_model_calls`` this run
         answers to is reached: checked where the call is counted, with no
         await between, so calls that passed ``pre_think`` together (parallel
-        sub-agents waiting on the store) cannot all be made. A run already
-        concluded makes a call only for its structured output (the agent
-        adapter's narrowed rounds, bounded by their own count)."""
+        sub-agents waiting on the store) cannot all be made. ``narrowed``: one
+        of the two rounds a run stopped at its own cap is given for its
+        structured output (a cap a run it is nested in holds gives none)."""
         calls = run.model_call_cap(enforced_only=True)
-        if calls is None or calls[0] < calls[1] or run.facts.terminal is not None:
-            return None  # a concluded run's call is a round its structured output is given
+        if calls is None or calls[0] < calls[1] or (narrowed and not run.model_cap_reached_above()):
+            return None
         self.harness.services.record(run, "liveness_watchdog", "on_model_call", "stop", code="max_model_calls",
                                      detail=f"the call was not made: max_model_calls ({calls[1]}) is reached")
         return self._stop(run, "max_model_calls")

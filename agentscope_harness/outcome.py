@@ -130,7 +130,7 @@ def build_report(
         run_id=run.run_id,
         session_id=run.session_id,
         agent=agent_name,
-        principal=cleaned_args(principal_dict(run.principal), scrub),
+        principal=cleaned_args(principal_dict(run.principal), scrub, numbers=True),
         terminal_state=state,
         reason=reason,
         model_calls=run.model_calls,

@@ -113,21 +113,71 @@ class OutputStream:
         return out
 
 
+_SAFE_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def unescaped(text: str) -> tuple[str, str]:
+    """JSON text with each ``\\uXXXX`` of a printable character (not a quote,
+    a backslash, a control character or half a surrogate pair) and each
+    ``\\/`` written as the character itself: the same JSON value, spelled as
+    the redactor can read it. ``(the text, a trailing escape not yet whole)``."""
+    out: list[str] = []
+    at, end = 0, len(text)
+    while (slash := text.find("\\", at)) >= 0:
+        out.append(text[at:slash])
+        if slash + 1 == end or (text[slash + 1] == "u" and slash + 6 > end):
+            return "".join(out), text[slash:]
+        kind = text[slash + 1]
+        digits = text[slash + 2:slash + 6]
+        if kind == "u" and _SAFE_HEX.issuperset(digits):
+            code = int(digits, 16)
+            keep = code < 0x20 or code in (0x22, 0x5C) or 0xD800 <= code <= 0xDFFF
+            out.append(text[slash:slash + 6] if keep else chr(code))
+            at = slash + 6
+        else:
+            out.append("/" if kind == "/" else text[slash:slash + 2])
+            at = slash + 2
+    out.append(text[at:])
+    return "".join(out), ""
+
+
+class JsonEscapes:
+    """``unescaped`` over JSON text that arrives in pieces: an escape cut
+    by a delta is held until it is whole."""
+
+    def __init__(self) -> None:
+        self._held = ""
+
+    def feed(self, delta: str) -> str:
+        """Add a delta; the text with its whole escapes written out."""
+        text, self._held = unescaped(self._held + delta)
+        return text
+
+    def flush(self) -> str:
+        """A trailing escape never completed, as it came."""
+        rest, self._held = self._held, ""
+        return rest
+
+
 @dataclass(frozen=True)
 class OutputFilter:
     """The steps text the model wrote goes through before the user sees it.
-    ``markers``: strip harness markers (answers and thinking; not a tool
-    call's JSON arguments); ``pii``: detector → mode, hashed with ``salt``
-    (per run, so hash tags match within a run only)."""
+    ``json_args``: the text is a tool call's JSON arguments: its markers are
+    kept (the JSON stays whole) and the escapes a secret could hide behind
+    are written out first (``JsonEscapes``); otherwise (answers, thinking)
+    harness markers are stripped. ``pii``: detector → mode, hashed with
+    ``salt`` (per run, so hash tags match within a run only)."""
 
     redactor: Redactor
     pii: Mapping[str, str] = field(default_factory=dict)
     salt: bytes = b""
-    markers: bool = True
+    json_args: bool = False
 
     def apply(self, text: str) -> tuple[str, PiiOutcome]:
         """``text`` filtered, and what the PII step found (for ``block``)."""
-        if self.markers:
+        if self.json_args:
+            text = "".join(unescaped(text))
+        else:
             text = strip_markers(text)
         text = self.redactor.redact(text)
         if not self.pii:
@@ -137,7 +187,7 @@ class OutputFilter:
 
     def stream(self) -> OutputStream:
         """A stream of deltas filtered as ``apply`` filters the whole."""
-        stages: list[_Stage] = [MarkerStream()] if self.markers else []
+        stages: list[_Stage] = [JsonEscapes() if self.json_args else MarkerStream()]
         stages.append(self.redactor.stream())
         if self.pii:
             stages.append(PiiStream(self.pii, self.salt))

@@ -157,6 +157,9 @@ class RunState:
     """Model names without a price already reported in this run."""
     structured_rounds: int = 0
     """Model rounds a stopped run was given to produce its structured output."""
+    narrowed_round: bool = False
+    """The coming model call is one of those rounds (the model guard lets it
+    past the run's own ``max_model_calls``, and clears it)."""
     largest_output_tokens: int = 0
     """The most output tokens one model call of the run (sub-agents
     included) was charged: the output estimate of a call to a model that
@@ -299,6 +302,15 @@ class RunState:
     def _bounds_of(self, enforced_only: bool) -> Iterator[RunState]:
         """``bounds``; ``enforced_only``: those of enforcing Harnesses."""
         return (bound for bound in self.bounds if bound.limits.enforced or not enforced_only)
+
+    def model_cap_reached_above(self) -> bool:
+        """An enforcing ``max_model_calls`` is reached that a run this one is
+        nested in holds (a sub-agent under the same Harness shares its lead's):
+        this run's structured output gets no rounds past it."""
+        return any(
+            bound is not self and (cap := bound.limits.max_model_calls) is not None and bound.model_calls >= cap
+            for bound in self._bounds_of(enforced_only=True)
+        )
 
     def model_call_cap(self, enforced_only: bool = False) -> tuple[int, int] | None:
         """``(used, cap)`` of the ``max_model_calls`` with the fewest calls

@@ -76,7 +76,7 @@ class HarnessAgentAdapter(MiddlewareBase):
 
     def __init__(self, harness: Harness) -> None:
         self.harness = harness
-        self._args_filter = OutputFilter(harness.redactor, markers=False)
+        self._args_filter = OutputFilter(harness.args_redactor, json_args=True)
         self._plain_filters: tuple[OutputFilter, OutputFilter, OutputFilter] | None = None
 
     async def get_middleware_key(self) -> str:
@@ -231,9 +231,9 @@ class HarnessAgentAdapter(MiddlewareBase):
         built per round."""
         if self._plain_filters is not None:
             return self._plain_filters
-        redactor = self.harness.redactor
         answer = answer_filter(self.harness.services, run)
-        filters = answer, OutputFilter(redactor, answer.pii, answer.salt, markers=False), self._args_filter
+        finish_args = OutputFilter(self.harness.args_redactor, answer.pii, answer.salt, json_args=True)
+        filters = answer, finish_args, self._args_filter
         if not answer.pii:
             self._plain_filters = filters
         return filters
@@ -273,9 +273,10 @@ class HarnessAgentAdapter(MiddlewareBase):
             return None
         if run.past_deadline():
             return None  # a narrowed round cannot reach the model past the deadline
-        if run.facts.dependency_down:
-            return None
+        if run.facts.dependency_down or run.model_cap_reached_above():
+            return None  # no output made without its data; no rounds past a cap the lead holds
         run.structured_rounds += 1
+        run.narrowed_round = True
         input_kwargs["tool_choice"] = ToolChoice(mode=STRUCTURED_OUTPUT_TOOL)
         self.harness.services.record(run, "liveness_watchdog", "pre_think", "constrain", enforced=True,
                                      detail=f"stopped: one round narrowed to {STRUCTURED_OUTPUT_TOOL}")

@@ -9,7 +9,7 @@ from typing import Any
 from ..context import HookContext, SessionEndContext, ToolCallContext, ToolResultContext
 from ..errors import BREAKER_FAILURES, ErrorClass
 from ..injection import HeuristicDetector
-from ..outputs import answer_filter, cleaned_args, filter_result, pii_modes, pii_salt
+from ..outputs import answer_filter, filter_result, pii_modes, pii_salt
 from ..registry import HookRejectSignal, harness_hook
 from ..sentinels import fence_close, fence_open, format_sentinel, neutralise_markers, strip_issued
 
@@ -253,11 +253,13 @@ def _structured_strings(agent: Any) -> list[str]:
     structured reply, whose claims are checked as the text's are."""
     value = getattr(getattr(getattr(agent, "state", None), "reply_context", None), "structured_output", None)
     strings: list[str] = []
-
-    def collect(text: str) -> str:
-        strings.append(text)
-        return text
-
-    if value is not None:
-        cleaned_args(value, collect, numbers=True)
+    values = [value]
+    while values:  # the values it says, not its schema's field names
+        one = values.pop()
+        if isinstance(one, str):
+            strings.append(one)
+        elif isinstance(one, dict):
+            values.extend(one.values())
+        elif isinstance(one, (list, tuple)):
+            values.extend(one)
     return strings

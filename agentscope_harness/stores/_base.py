@@ -131,8 +131,9 @@ async def bounded(awaitable: Awaitable[T], what: str, timeout_s: float | None,
     (a ``time.monotonic()`` instant); past either it is ``DependencyDown``.
 
     A call that times out may still have happened on the server (it was sent);
-    every such outcome over-counts (a charge, a reservation or a lease held
-    until its TTL), never under-counts, so the limits stay safe."""
+    every such outcome over-counts (a charge), never under-counts, so the
+    limits stay safe; a reservation or a lease it took is given back
+    (``given_back_if_abandoned``)."""
     budget = timeout_s
     if deadline is not None:
         left = deadline - time.monotonic()

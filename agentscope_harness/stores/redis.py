@@ -51,6 +51,7 @@ for i = 1, #holds, 2 do
     held = held + tonumber(usd)
   end
 end
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 1 end  -- a resend: this id holds already
 local quota = tonumber(ARGV[3])
 if committed + held + tonumber(ARGV[2]) > quota + 1e-9 * math.max(quota, 1.0) then
   return false
@@ -124,6 +125,7 @@ return '0'
 # KEYS: leases (sorted set by expiry). ARGV: id, max_in_flight, lease_us.
 LEASE = _NOW + """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', num(now))
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 1 end  -- a resend: this id holds already
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return false end
 redis.call('ZADD', KEYS[1], num(now + tonumber(ARGV[3])), ARGV[1])
 local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
@@ -159,8 +161,9 @@ class RedisStore:
     caller's ``deadline``; an unreachable, slow or restarting server is
     ``DependencyDown``. The connection pool reconnects by itself: when the
     server is back, so is the store. A command that fails on a dropped
-    connection is sent once more; should the first one have run, that over-
-    counts (a charge twice, a slot held until its TTL), never under-counts.
+    connection is sent once more; should the first one have run, a charge
+    over-counts (charged twice), never under-counts, and a lease or a
+    reservation is taken once (its id is the client's: a resend finds it).
     At most ``max_connections`` connections are open; more concurrent calls
     wait for one (within ``timeout_s``), they do not fail."""
 

@@ -56,8 +56,8 @@ class SQLiteStore:
     ``deadline``; SQLite's own lock wait is ``timeout_s`` too, so a thread
     left behind by a timed-out call ends soon after. Such a thread may still
     get the lock before its own wait ends and complete the write the caller
-    was told failed: a spend is then recorded (it was spent) and a
-    reservation holds until its TTL, both on the safe side. The clock is the host's
+    was told failed: a spend is then recorded (it was spent, the safe side)
+    and a reservation or a lease given back (``given_back_if_abandoned``). The clock is the host's
     wall clock (``time.time``), the same for every process on the host.
     It keeps what ``MemoryStore`` keeps: spend days older than
     ``retention_days`` (today included), lapsed holds and leases, and rate
