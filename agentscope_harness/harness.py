@@ -120,13 +120,9 @@ class Harness:
         )
         self.table = RunTable(loop_window=self.config.loop_window, limits=RunLimits.of(self.config))
         self.store: LedgerStore = self.config.store or MemoryStore()
-        values = self.config.resolved_secret_values()
-        self.redactor = Redactor(self.config.redact_patterns, self.config.redact_window, values)
-        # a value JSON writes escaped (a quote, a backslash) is found in tool-call arguments as written
-        escaped = [spelled for value in values if (spelled := json.dumps(value, ensure_ascii=False)[1:-1]) != value]
-        self.args_redactor = (
-            Redactor(self.config.redact_patterns, self.config.redact_window, [*values, *escaped])
-            if escaped else self.redactor
+        self.redactor = Redactor(
+            self.config.redact_patterns, self.config.redact_window,
+            self.config.resolved_secret_values(),
         )
         candidate_config = None if candidate is None else build_config(candidate)
         self.services = Services.of(self.config, self.redactor, self.store, candidate_config)

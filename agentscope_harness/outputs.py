@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
+import re
 import secrets
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -113,60 +115,129 @@ class OutputStream:
         return out
 
 
-_SAFE_HEX = frozenset("0123456789abcdefABCDEF")
+_STRING_STOP = re.compile(r'["\\]')
+_BARE = re.compile(r'[^\s"\[\]{}:,]+')
+"""A value outside a string (a number, ``true``): it may go on in the next delta."""
+_SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_HEX = frozenset("0123456789abcdefABCDEF")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def unescaped(text: str) -> tuple[str, str]:
-    """JSON text with each ``\\uXXXX`` of a printable character (not a quote,
-    a backslash, a control character or half a surrogate pair) and each
-    ``\\/`` written as the character itself: the same JSON value, spelled as
-    the redactor can read it. ``(the text, a trailing escape not yet whole)``."""
-    out: list[str] = []
-    at, end = 0, len(text)
-    while (slash := text.find("\\", at)) >= 0:
-        out.append(text[at:slash])
-        if slash + 1 == end or (text[slash + 1] == "u" and slash + 6 > end):
-            return "".join(out), text[slash:]
-        kind = text[slash + 1]
-        digits = text[slash + 2:slash + 6]
-        if kind == "u" and _SAFE_HEX.issuperset(digits):
-            code = int(digits, 16)
-            keep = code < 0x20 or code in (0x22, 0x5C) or 0xD800 <= code <= 0xDFFF
-            out.append(text[slash:slash + 6] if keep else chr(code))
-            at = slash + 6
-        else:
-            out.append("/" if kind == "/" else text[slash:slash + 2])
-            at = slash + 2
-    out.append(text[at:])
-    return "".join(out), ""
+def _spelled(text: str) -> str:
+    """A string's characters as JSON writes them inside its quotes (a lone
+    surrogate escaped: it has no UTF-8 form)."""
+    inner = json.dumps(text, ensure_ascii=False)[1:-1]
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", inner) if _SURROGATE.search(inner) else inner
 
 
-class JsonEscapes:
-    """``unescaped`` over JSON text that arrives in pieces: an escape cut
-    by a delta is held until it is whole."""
+def _escape_at(text: str, at: int) -> tuple[str, int] | None:
+    """The character the escape at ``text[at]`` stands for and its length
+    (a surrogate pair: one character); ``None``: not whole yet. A malformed
+    escape stands for its own characters."""
+    end = len(text)
+    if at + 1 == end:
+        return None
+    kind = text[at + 1]
+    if kind != "u":
+        return _SHORT_ESCAPES.get(kind, text[at:at + 2]), 2
+    if at + 6 > end:
+        return None if _HEX.issuperset(text[at + 2:]) else (text[at:at + 2], 2)
+    digits = text[at + 2:at + 6]
+    if not _HEX.issuperset(digits):
+        return text[at:at + 2], 2
+    code = int(digits, 16)
+    if 0xD800 <= code <= 0xDBFF:  # a high surrogate: with a low one, one character
+        low = text[at + 6:at + 12]
+        if len(low) < 6 and "\\u"[:len(low)] == low[:2] and _HEX.issuperset(low[2:]):
+            return None
+        if low[:2] == "\\u" and _HEX.issuperset(low[2:]) and 0xDC00 <= (second := int(low[2:], 16)) <= 0xDFFF:
+            return chr(0x10000 + ((code - 0xD800) << 10) + (second - 0xDC00)), 12
+    return chr(code), 6
 
-    def __init__(self) -> None:
+
+class JsonArgsStream:
+    """A tool call's JSON arguments as they stream, filtered value by value:
+    each string decoded (every escape, a surrogate pair joined) and sent
+    through its own text stream (``value_stream``: secrets, ``pii``), then
+    written as JSON spells it. So the redactor reads what the tool receives
+    (a secret the model spells with escapes is found), a match ends with its
+    string (the JSON stays whole), and the value is the cleaned one. A bare
+    value (a number) the filter changes becomes that text, as a string."""
+
+    def __init__(self, value_stream: Callable[[], OutputStream]) -> None:
+        self._value_stream = value_stream
+        self._string: OutputStream | None = None
+        """The open string's stream (``None``: between values)."""
         self._held = ""
+        """An escape not yet whole, or a bare value that may go on."""
 
     def feed(self, delta: str) -> str:
-        """Add a delta; the text with its whole escapes written out."""
-        text, self._held = unescaped(self._held + delta)
-        return text
+        """Add a delta; the filtered JSON text now safe to show."""
+        text, self._held = self._held + delta, ""
+        out: list[str] = []
+        at, end = 0, len(text)
+        while at < end:
+            if self._string is None:
+                at = self._between(text, at, out)
+            else:
+                at = self._inside(text, at, out)
+        return "".join(out)
+
+    def _between(self, text: str, at: int, out: list[str]) -> int:
+        bare = _BARE.match(text, at)
+        if bare is None:
+            out.append(text[at])
+            if text[at] == '"':
+                self._string = self._value_stream()
+            return at + 1
+        if bare.end() == len(text):
+            self._held = bare.group()
+            return bare.end()
+        out.append(self._bare(bare.group()))
+        return bare.end()
+
+    def _inside(self, text: str, at: int, out: list[str]) -> int:
+        assert self._string is not None
+        stop = _STRING_STOP.search(text, at)
+        if stop is None:
+            out.append(_spelled(self._string.feed(text[at:])))
+            return len(text)
+        out.append(_spelled(self._string.feed(text[at:stop.start()])))
+        at = stop.start()
+        if text[at] == '"':
+            out.append(_spelled(self._string.flush()) + '"')
+            self._string = None
+            return at + 1
+        escape = _escape_at(text, at)
+        if escape is None:
+            self._held = text[at:]
+            return len(text)
+        out.append(_spelled(self._string.feed(escape[0])))
+        return at + escape[1]
+
+    def _bare(self, token: str) -> str:
+        stream = self._value_stream()
+        cleaned = stream.feed(token) + stream.flush()
+        return token if cleaned == token else json.dumps(cleaned, ensure_ascii=False)
 
     def flush(self) -> str:
-        """A trailing escape never completed, as it came."""
-        rest, self._held = self._held, ""
-        return rest
+        """The rest (at the call's end); a string never closed is closed
+        as the model left it, its held escape as it came."""
+        held, self._held = self._held, ""
+        if self._string is None:
+            return self._bare(held) if held else ""
+        string, self._string = self._string, None
+        return _spelled(string.feed(held) + string.flush()) if held else _spelled(string.flush())
 
 
 @dataclass(frozen=True)
 class OutputFilter:
     """The steps text the model wrote goes through before the user sees it.
-    ``json_args``: the text is a tool call's JSON arguments: its markers are
-    kept (the JSON stays whole) and the escapes a secret could hide behind
-    are written out first (``JsonEscapes``); otherwise (answers, thinking)
-    harness markers are stripped. ``pii``: detector → mode, hashed with
-    ``salt`` (per run, so hash tags match within a run only)."""
+    ``json_args``: the text is a tool call's JSON arguments, filtered value
+    by value (``JsonArgsStream``; no markers stripped: the JSON stays whole);
+    otherwise (answers, thinking) harness markers are stripped first.
+    ``pii``: detector → mode, hashed with ``salt`` (per run, so hash tags
+    match within a run only)."""
 
     redactor: Redactor
     pii: Mapping[str, str] = field(default_factory=dict)
@@ -176,10 +247,10 @@ class OutputFilter:
     def apply(self, text: str) -> tuple[str, PiiOutcome]:
         """``text`` filtered, and what the PII step found (for ``block``)."""
         if self.json_args:
-            text = "".join(unescaped(text))
-        else:
-            text = strip_markers(text)
-        text = self.redactor.redact(text)
+            stream = self.stream()
+            text = stream.feed(text) + stream.flush()
+            return text, PiiOutcome(text)
+        text = self.redactor.redact(strip_markers(text))
         if not self.pii:
             return text, PiiOutcome(text)
         outcome = apply_pii(text, self.pii, self.salt)
@@ -187,8 +258,13 @@ class OutputFilter:
 
     def stream(self) -> OutputStream:
         """A stream of deltas filtered as ``apply`` filters the whole."""
-        stages: list[_Stage] = [JsonEscapes() if self.json_args else MarkerStream()]
-        stages.append(self.redactor.stream())
+        if self.json_args:
+            return OutputStream([JsonArgsStream(self._value_stream)])
+        return OutputStream([MarkerStream(), *self._value_stream()._stages])
+
+    def _value_stream(self) -> OutputStream:
+        """Secrets, then personal data, over one text (a string's value)."""
+        stages: list[_Stage] = [self.redactor.stream()]
         if self.pii:
             stages.append(PiiStream(self.pii, self.salt))
         return OutputStream(stages)

@@ -250,16 +250,40 @@ def audit_answer(ctx: HookContext) -> None:
 
 def _structured_strings(agent: Any) -> list[str]:
     """The strings of the reply's structured output: the answer of a
-    structured reply, whose claims are checked as the text's are."""
-    value = getattr(getattr(getattr(agent, "state", None), "reply_context", None), "structured_output", None)
+    structured reply, whose claims are checked as the text's are. Its values,
+    and the keys its schema does not name (a free-form mapping's keys are the
+    model's words; a declared field's name is the schema's)."""
+    context = getattr(getattr(agent, "state", None), "reply_context", None)
+    value = getattr(context, "structured_output", None)
+    declared = _field_names(getattr(context, "structured_schema", None))
     strings: list[str] = []
     values = [value]
-    while values:  # the values it says, not its schema's field names
+    while values:
         one = values.pop()
         if isinstance(one, str):
             strings.append(one)
         elif isinstance(one, dict):
+            strings.extend(key for key in one if isinstance(key, str) and key not in declared)
             values.extend(one.values())
         elif isinstance(one, (list, tuple)):
             values.extend(one)
     return strings
+
+
+def _field_names(schema: Any) -> set[str]:
+    """Every property name a structured-output schema (a pydantic model or
+    a JSON schema) declares, at any depth."""
+    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        schema = schema.model_json_schema()
+    names: set[str] = set()
+    nodes = [schema]
+    while nodes:
+        node = nodes.pop()
+        if isinstance(node, dict):
+            properties = node.get("properties")
+            if isinstance(properties, dict):
+                names.update(properties)
+            nodes.extend(node.values())
+        elif isinstance(node, list):
+            nodes.extend(node)
+    return names
