@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from fleetkit import PrivateRedis
+from netkit import ReplyProxy
 
 from agentscope_harness import DependencyDown
 from agentscope_harness.stores import RedisStore, SQLiteStore
@@ -77,48 +78,13 @@ async def test_sqlite_gives_back_what_an_abandoned_call_took(tmp_path: Any, what
     assert taken is not None
 
 
-class SlowReplies:
-    """A TCP proxy in front of Redis that forwards commands at once and
-    holds the server's replies back while ``delay_s`` is set: a command
-    runs on the server, its caller is still waiting for the answer."""
-
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream_port, self.delay_s = upstream_port, 0.0
-        self.server: asyncio.Server | None = None
-
-    async def start(self) -> int:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return int(self.server.sockets[0].getsockname()[1])
-
-    async def _serve(self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter) -> None:
-        server_in, server_out = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, slow: bool) -> None:
-            try:
-                while data := await src.read(65536):
-                    if slow and self.delay_s:
-                        await asyncio.sleep(self.delay_s)
-                    dst.write(data)
-                    await dst.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                dst.close()
-
-        await asyncio.gather(pipe(client_in, server_out, False), pipe(server_in, client_out, True))
-
-    async def close(self) -> None:
-        assert self.server is not None
-        self.server.close()
-
-
 @pytest.mark.parametrize("how", ["cancel", "timeout"])
 @pytest.mark.parametrize("what", ["lease", "reservation"])
 async def test_redis_gives_back_what_an_abandoned_call_took(private_redis: PrivateRedis, how: str,
                                                             what: str) -> None:
     import redis.asyncio as redis_asyncio
 
-    proxy = SlowReplies(private_redis.port)
+    proxy = ReplyProxy(private_redis.port)
     port = await proxy.start()
     store = RedisStore(f"redis://127.0.0.1:{port}/0", prefix="t", timeout_s=0.3 if how == "timeout" else 5.0)
     admin = redis_asyncio.Redis.from_url(private_redis.url)

@@ -151,6 +151,25 @@ async def structured_reply(agent: Any, schema: Any, prompt: str = "stock of a?")
     return events, final
 
 
+def structured_delegate(child: Any, name: str, schema: Any) -> Any:
+    """A tool ``name`` that asks the sub-agent ``child`` for a structured
+    reply of ``schema``: its output as JSON, else its text."""
+
+    async def delegate(task: str) -> str:
+        """Ask a sub-agent for a structured summary.
+
+        Args:
+            task (str): What.
+        """
+        from agentscope.message import UserMsg
+
+        msg = await child.reply(UserMsg("lead", task), structured_schema=schema)
+        return json.dumps(msg.structured_output) if msg.structured_output else (msg.get_text_content() or "")
+
+    delegate.__name__ = name
+    return delegate
+
+
 def shop_tools(ran: Ran, delay: float = 0.0) -> dict[str, Any]:
     """A small shop: search, select, lookup/cancel an order, submit, ask."""
 

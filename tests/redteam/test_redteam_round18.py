@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 from agentscope.event import TextBlockDeltaEvent, ToolCallDeltaEvent
-from agentscope.message import UserMsg
-from hookkit import Ran, drive, every_event, harnessed, searcher, shop_tools, structured_reply
+from hookkit import Ran, drive, every_event, harnessed, searcher, shop_tools, structured_delegate, structured_reply
+from netkit import ReplyProxy
 from pydantic import BaseModel
 from scripted import ScriptedModel, calls, delegating_tool, make_agent, text
 
@@ -127,20 +127,6 @@ class Outcome(BaseModel):
     summary: str
 
 
-def _structured_delegate(child: Any, name: str) -> Any:
-    async def delegate(task: str) -> str:
-        """Ask a sub-agent for a structured summary.
-
-        Args:
-            task (str): What.
-        """
-        msg = await child.reply(UserMsg("lead", task), structured_schema=Outcome)
-        return json.dumps(msg.structured_output) if msg.structured_output else (msg.get_text_content() or "")
-
-    delegate.__name__ = name
-    return delegate
-
-
 async def test_structured_sub_agents_started_past_the_leads_cap_do_not_multiply_the_narrowed_rounds() -> None:
     """README: "`max_tool_calls` / `max_model_calls` | run-wide, sub-agents
     included"; a stopped structured reply gets up to two narrowed rounds:
@@ -155,8 +141,8 @@ async def test_structured_sub_agents_started_past_the_leads_cap_do_not_multiply_
         model = ScriptedModel([calls(("GenerateStructuredOutput", {"summary": f"{name} ok"}))], model="c",
                               repeat=True)
         models.append(model)
-        delegates.append(_structured_delegate(make_agent(model, [], h.middlewares(), name=f"child_{name}"),
-                                              f"ask_{name}"))
+        delegates.append(structured_delegate(make_agent(model, [], h.middlewares(), name=f"child_{name}"),
+                                             f"ask_{name}", Outcome))
     lead_model = ScriptedModel([calls(*[(f"ask_{n}", {"task": "x"}) for n in "abcde"]), text("done")], model="l")
     lead = make_agent(lead_model, delegates, h.middlewares(), name="lead")
     _, _, report = await drive(h, lead, U1)
@@ -278,59 +264,6 @@ async def test_a_sub_agent_of_a_previous_reply_does_not_support_this_replys_clai
 # ====================================================== 3. stores
 
 
-class _DropOneReply:
-    """A TCP proxy before Redis that, once armed, drops the connection when
-    the server's next reply arrives (the command ran; its answer is lost)."""
-
-    def __init__(self, port: int) -> None:
-        self.port, self.armed = port, False
-        self.server: asyncio.Server | None = None
-        self.conns: list[asyncio.StreamWriter] = []
-
-    async def start(self) -> int:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return int(self.server.sockets[0].getsockname()[1])
-
-    async def _serve(self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter) -> None:
-        server_in, server_out = await asyncio.open_connection("127.0.0.1", self.port)
-        self.conns += [client_out, server_out]
-
-        async def up() -> None:
-            try:
-                while data := await client_in.read(65536):
-                    server_out.write(data)
-                    await server_out.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                server_out.close()
-
-        async def down() -> None:
-            try:
-                while data := await server_in.read(65536):
-                    if self.armed:
-                        self.armed = False
-                        break
-                    client_out.write(data)
-                    await client_out.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                client_out.close()
-                server_out.close()
-
-        try:
-            await asyncio.gather(up(), down())
-        except asyncio.CancelledError:
-            pass
-
-    async def close(self) -> None:
-        assert self.server is not None
-        self.server.close()
-        for writer in self.conns:
-            writer.close()
-
-
 def _redis_port() -> tuple[int, str]:
     """The port and database of the test Redis (``HARNESS_TEST_REDIS_URL``); skip without one."""
     redis = pytest.importorskip("redis")
@@ -358,7 +291,7 @@ async def test_a_run_slot_whose_redis_answer_was_lost_is_given_back() -> None:
     from agentscope_harness.stores import RedisStore
 
     port, db = _redis_port()
-    proxy = _DropOneReply(port)
+    proxy = ReplyProxy(port)
     prefix = f"rt18-{uuid.uuid4().hex[:8]}"
     store = RedisStore(f"redis://127.0.0.1:{await proxy.start()}/{db}", prefix=prefix, timeout_s=2.0)
     limit = ConcurrencyLimit(scope="principal", max_in_flight=1, lease_s=300)
@@ -369,7 +302,7 @@ async def test_a_run_slot_whose_redis_answer_was_lost_is_given_back() -> None:
         _, _, warm = await drive(h, agent, Principal(user_id="warm"))  # the lease script is loaded
         assert warm.terminal_state is TerminalState.COMPLETED
         await asyncio.sleep(0.1)
-        proxy.armed = True
+        proxy.drop_next = True
         _, _, first = await drive(h, agent, U1)
         await asyncio.sleep(0.3)  # any give-back has run
         _, msg, second = await drive(h, agent, U1)

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 from agentscope.event import ToolCallDeltaEvent
-from agentscope.message import TextBlock, ToolCallBlock, UserMsg
+from agentscope.message import TextBlock, ToolCallBlock
 from agentscope.model import ChatResponse
-from hookkit import Ran, drive, searcher, shop_tools, structured_reply
+from hookkit import Ran, drive, searcher, shop_tools, structured_delegate, structured_reply
 from pydantic import BaseModel
 from scripted import ScriptedModel, calls, make_agent, text
 
@@ -275,20 +275,6 @@ class Outcome(BaseModel):
     summary: str
 
 
-def _structured_delegate(child: Any, name: str) -> Any:
-    async def delegate(task: str) -> str:
-        """Ask a sub-agent for a structured summary.
-
-        Args:
-            task (str): What.
-        """
-        msg = await child.reply(UserMsg("lead", task), structured_schema=Outcome)
-        return json.dumps(msg.structured_output) if msg.structured_output else (msg.get_text_content() or "")
-
-    delegate.__name__ = name
-    return delegate
-
-
 async def test_structured_sub_agents_under_another_harness_get_no_rounds_past_the_leads_cap() -> None:
     """Regression guard of ``model_cap_reached_above`` across Harnesses: the
     lead (cap 2) delegates to four structured sub-agents under a Harness
@@ -303,8 +289,8 @@ async def test_structured_sub_agents_under_another_harness_get_no_rounds_past_th
         model = ScriptedModel([calls(("GenerateStructuredOutput", {"summary": f"{name} ok"}))], model="c",
                               repeat=True)
         models.append(model)
-        delegates.append(_structured_delegate(make_agent(model, [], child_h.middlewares(), name=f"child_{name}"),
-                                              f"ask_{name}"))
+        delegates.append(structured_delegate(make_agent(model, [], child_h.middlewares(), name=f"child_{name}"),
+                                             f"ask_{name}", Outcome))
     lead_model = ScriptedModel([calls(*[(f"ask_{n}", {"task": "x"}) for n in "abcd"]), text("done")], model="l")
     lead = make_agent(lead_model, delegates, lead_h.middlewares(), name="lead")
     with child_h.acting_for(U1):
