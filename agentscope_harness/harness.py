@@ -28,6 +28,7 @@ from .hooks import BUILTIN_HOOKS
 from .hooks.sequencing import undeclared_same_args
 from .lifecycle import ReplyLifecycle, run_deadline
 from .model_guard import ModelGuard
+from .outputs import json_spelling
 from .redaction import Redactor
 from .registry import HookSpec, collect
 from .report import RunReport
@@ -120,9 +121,12 @@ class Harness:
         )
         self.table = RunTable(loop_window=self.config.loop_window, limits=RunLimits.of(self.config))
         self.store: LedgerStore = self.config.store or MemoryStore()
-        self.redactor = Redactor(
-            self.config.redact_patterns, self.config.redact_window,
-            self.config.resolved_secret_values(),
+        values = self.config.resolved_secret_values()
+        self.redactor = Redactor(self.config.redact_patterns, self.config.redact_window, values)
+        spelled = [spelling for value in values if (spelling := json_spelling(value)) != value]
+        self.args_redactor = (  # tool-call arguments: exact values also as JSON spells them
+            Redactor(self.config.redact_patterns, self.config.redact_window, [*values, *spelled])
+            if spelled else self.redactor
         )
         candidate_config = None if candidate is None else build_config(candidate)
         self.services = Services.of(self.config, self.redactor, self.store, candidate_config)

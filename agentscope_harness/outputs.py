@@ -115,36 +115,52 @@ class OutputStream:
         return out
 
 
-_STRING_STOP = re.compile(r'["\\]')
-_BARE = re.compile(r'[^\s"\[\]{}:,]+')
-"""A value outside a string (a number, ``true``): it may go on in the next delta."""
-_SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 _HEX = frozenset("0123456789abcdefABCDEF")
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_SHORT = {0x22: '\\"', 0x5C: "\\\\", 0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
+"""The escapes ``json.dumps`` writes for these characters."""
 
 
-def _spelled(text: str) -> str:
-    """A string's characters as JSON writes them inside its quotes (a lone
-    surrogate escaped: it has no UTF-8 form)."""
-    inner = json.dumps(text, ensure_ascii=False)[1:-1]
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", inner) if _SURROGATE.search(inner) else inner
+def json_spelling(value: str) -> str:
+    """A string's characters as ``json.dumps`` writes them between its
+    quotes (not ASCII-escaped): how ``canonical_escapes`` spells them."""
+    return json.dumps(value, ensure_ascii=False)[1:-1]
+
+
+def canonical_escapes(text: str) -> tuple[str, str]:
+    """JSON text with every escape spelled as ``json.dumps`` spells the
+    character it stands for (``ensure_ascii=False``): ``\\u0061`` and ``\\/``
+    written out, ``\\u0022`` as ``\\"``, ``\\u000A`` as ``\\n``, a surrogate
+    pair as its character. The same JSON value, in one spelling, so a secret
+    is found however the model spelled it (an exact value is also looked for
+    in its ``json_spelling``). ``(the text, a trailing escape not yet whole)``."""
+    out: list[str] = []
+    at = 0
+    while (slash := text.find("\\", at)) >= 0:
+        out.append(text[at:slash])
+        escape = _escape_at(text, slash)
+        if escape is None:
+            return "".join(out), text[slash:]
+        out.append(escape[0])
+        at = slash + escape[1]
+    out.append(text[at:])
+    return "".join(out), ""
 
 
 def _escape_at(text: str, at: int) -> tuple[str, int] | None:
-    """The character the escape at ``text[at]`` stands for and its length
+    """The canonical spelling of the escape at ``text[at]`` and its length
     (a surrogate pair: one character); ``None``: not whole yet. A malformed
-    escape stands for its own characters."""
+    escape is kept as it is."""
     end = len(text)
     if at + 1 == end:
         return None
     kind = text[at + 1]
     if kind != "u":
-        return _SHORT_ESCAPES.get(kind, text[at:at + 2]), 2
-    if at + 6 > end:
-        return None if _HEX.issuperset(text[at + 2:]) else (text[at:at + 2], 2)
+        return ("/", 2) if kind == "/" else (text[at:at + 2], 2)
     digits = text[at + 2:at + 6]
     if not _HEX.issuperset(digits):
-        return text[at:at + 2], 2
+        return (text[at:at + 2], 2)
+    if len(digits) < 4:
+        return None
     code = int(digits, 16)
     if 0xD800 <= code <= 0xDBFF:  # a high surrogate: with a low one, one character
         low = text[at + 6:at + 12]
@@ -152,92 +168,40 @@ def _escape_at(text: str, at: int) -> tuple[str, int] | None:
             return None
         if low[:2] == "\\u" and _HEX.issuperset(low[2:]) and 0xDC00 <= (second := int(low[2:], 16)) <= 0xDFFF:
             return chr(0x10000 + ((code - 0xD800) << 10) + (second - 0xDC00)), 12
+    if code in _SHORT:
+        return _SHORT[code], 6
+    if code < 0x20 or 0xD800 <= code <= 0xDFFF:
+        return f"\\u{code:04x}", 6
     return chr(code), 6
 
 
-class JsonArgsStream:
-    """A tool call's JSON arguments as they stream, filtered value by value:
-    each string decoded (every escape, a surrogate pair joined) and sent
-    through its own text stream (``value_stream``: secrets, ``pii``), then
-    written as JSON spells it. So the redactor reads what the tool receives
-    (a secret the model spells with escapes is found), a match ends with its
-    string (the JSON stays whole), and the value is the cleaned one. A bare
-    value (a number) the filter changes becomes that text, as a string."""
+class JsonEscapes:
+    """``canonical_escapes`` over JSON text that arrives in pieces: an
+    escape cut by a delta is held until it is whole."""
 
-    def __init__(self, value_stream: Callable[[], OutputStream]) -> None:
-        self._value_stream = value_stream
-        self._string: OutputStream | None = None
-        """The open string's stream (``None``: between values)."""
+    def __init__(self) -> None:
         self._held = ""
-        """An escape not yet whole, or a bare value that may go on."""
 
     def feed(self, delta: str) -> str:
-        """Add a delta; the filtered JSON text now safe to show."""
-        text, self._held = self._held + delta, ""
-        out: list[str] = []
-        at, end = 0, len(text)
-        while at < end:
-            if self._string is None:
-                at = self._between(text, at, out)
-            else:
-                at = self._inside(text, at, out)
-        return "".join(out)
-
-    def _between(self, text: str, at: int, out: list[str]) -> int:
-        bare = _BARE.match(text, at)
-        if bare is None:
-            out.append(text[at])
-            if text[at] == '"':
-                self._string = self._value_stream()
-            return at + 1
-        if bare.end() == len(text):
-            self._held = bare.group()
-            return bare.end()
-        out.append(self._bare(bare.group()))
-        return bare.end()
-
-    def _inside(self, text: str, at: int, out: list[str]) -> int:
-        assert self._string is not None
-        stop = _STRING_STOP.search(text, at)
-        if stop is None:
-            out.append(_spelled(self._string.feed(text[at:])))
-            return len(text)
-        out.append(_spelled(self._string.feed(text[at:stop.start()])))
-        at = stop.start()
-        if text[at] == '"':
-            out.append(_spelled(self._string.flush()) + '"')
-            self._string = None
-            return at + 1
-        escape = _escape_at(text, at)
-        if escape is None:
-            self._held = text[at:]
-            return len(text)
-        out.append(_spelled(self._string.feed(escape[0])))
-        return at + escape[1]
-
-    def _bare(self, token: str) -> str:
-        stream = self._value_stream()
-        cleaned = stream.feed(token) + stream.flush()
-        return token if cleaned == token else json.dumps(cleaned, ensure_ascii=False)
+        """Add a delta; the text with its whole escapes in canonical spelling."""
+        text, self._held = canonical_escapes(self._held + delta)
+        return text
 
     def flush(self) -> str:
-        """The rest (at the call's end); a string never closed is closed
-        as the model left it, its held escape as it came."""
-        held, self._held = self._held, ""
-        if self._string is None:
-            return self._bare(held) if held else ""
-        string, self._string = self._string, None
-        return _spelled(string.feed(held) + string.flush()) if held else _spelled(string.flush())
+        """A trailing escape never completed, as it came."""
+        rest, self._held = self._held, ""
+        return rest
 
 
 @dataclass(frozen=True)
 class OutputFilter:
     """The steps text the model wrote goes through before the user sees it.
-    ``json_args``: the text is a tool call's JSON arguments, filtered value
-    by value (``JsonArgsStream``; no markers stripped: the JSON stays whole);
-    otherwise (answers, thinking) harness markers are stripped first.
-    ``pii``: detector → mode, hashed with ``salt`` (per run, so hash tags
-    match within a run only)."""
+    ``json_args``: the text is a tool call's JSON arguments: its escapes are
+    put in one spelling first (``JsonEscapes``: a secret spelled with escapes
+    is found; ``redactor`` then knows each exact value's JSON spelling) and
+    its markers are kept; otherwise (answers, thinking) harness markers are
+    stripped first. ``pii``: detector → mode, hashed with ``salt`` (per
+    run, so hash tags match within a run only)."""
 
     redactor: Redactor
     pii: Mapping[str, str] = field(default_factory=dict)
@@ -246,11 +210,8 @@ class OutputFilter:
 
     def apply(self, text: str) -> tuple[str, PiiOutcome]:
         """``text`` filtered, and what the PII step found (for ``block``)."""
-        if self.json_args:
-            stream = self.stream()
-            text = stream.feed(text) + stream.flush()
-            return text, PiiOutcome(text)
-        text = self.redactor.redact(strip_markers(text))
+        text = "".join(canonical_escapes(text)) if self.json_args else strip_markers(text)
+        text = self.redactor.redact(text)
         if not self.pii:
             return text, PiiOutcome(text)
         outcome = apply_pii(text, self.pii, self.salt)
@@ -258,13 +219,7 @@ class OutputFilter:
 
     def stream(self) -> OutputStream:
         """A stream of deltas filtered as ``apply`` filters the whole."""
-        if self.json_args:
-            return OutputStream([JsonArgsStream(self._value_stream)])
-        return OutputStream([MarkerStream(), *self._value_stream()._stages])
-
-    def _value_stream(self) -> OutputStream:
-        """Secrets, then personal data, over one text (a string's value)."""
-        stages: list[_Stage] = [self.redactor.stream()]
+        stages: list[_Stage] = [JsonEscapes() if self.json_args else MarkerStream(), self.redactor.stream()]
         if self.pii:
             stages.append(PiiStream(self.pii, self.salt))
         return OutputStream(stages)
@@ -338,10 +293,28 @@ def cleaned_args(value: Any, clean: Callable[[str], str], numbers: bool = False)
         cleaned = clean(text)
         return value if cleaned == text else cleaned
     if isinstance(value, dict):
-        return {cleaned_args(k, clean, numbers): cleaned_args(v, clean, numbers) for k, v in value.items()}
+        return {cleaned_args(k, clean, numbers): _labelled(k, v, clean, numbers) for k, v in value.items()}
     if isinstance(value, list):
         return [cleaned_args(v, clean, numbers) for v in value]
     return value
+
+
+_MARKER = re.compile(r"\[redacted:[a-z_]+\]")
+
+
+def _labelled(key: Any, value: Any, clean: Callable[[str], str], numbers: bool) -> Any:
+    """A mapping's value, cleaned; a string clean on its own that its key
+    makes a secret (``"SecretAccessKey": "wJalr…"``: a shape found by its
+    label) becomes the marker the pair is redacted with."""
+    cleaned = cleaned_args(value, clean, numbers)
+    if not isinstance(value, str) or cleaned != value or not isinstance(key, str):
+        return cleaned
+    pair = f'"{key}": "{value}"'
+    redacted = clean(pair)
+    if redacted == pair or redacted == f'"{clean(key)}": "{value}"':
+        return cleaned
+    markers = _MARKER.findall(redacted)
+    return markers[-1] if markers else "[redacted]"
 
 
 def readable_data(block: Any, redactor: Redactor) -> Any:

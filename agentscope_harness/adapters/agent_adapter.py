@@ -76,7 +76,7 @@ class HarnessAgentAdapter(MiddlewareBase):
 
     def __init__(self, harness: Harness) -> None:
         self.harness = harness
-        self._args_filter = OutputFilter(harness.redactor, json_args=True)
+        self._args_filter = OutputFilter(harness.args_redactor, json_args=True)
         self._plain_filters: tuple[OutputFilter, OutputFilter, OutputFilter] | None = None
 
     async def get_middleware_key(self) -> str:
@@ -232,7 +232,7 @@ class HarnessAgentAdapter(MiddlewareBase):
         if self._plain_filters is not None:
             return self._plain_filters
         answer = answer_filter(self.harness.services, run)
-        finish_args = OutputFilter(self.harness.redactor, answer.pii, answer.salt, json_args=True)
+        finish_args = OutputFilter(self.harness.args_redactor, answer.pii, answer.salt, json_args=True)
         filters = answer, finish_args, self._args_filter
         if not answer.pii:
             self._plain_filters = filters

@@ -251,39 +251,60 @@ def audit_answer(ctx: HookContext) -> None:
 def _structured_strings(agent: Any) -> list[str]:
     """The strings of the reply's structured output: the answer of a
     structured reply, whose claims are checked as the text's are. Its values,
-    and the keys its schema does not name (a free-form mapping's keys are the
-    model's words; a declared field's name is the schema's)."""
+    and each key its schema does not declare at that place (a free-form
+    mapping's keys are the model's words; a declared field's name is the
+    schema's)."""
     context = getattr(getattr(agent, "state", None), "reply_context", None)
     value = getattr(context, "structured_output", None)
-    declared = _field_names(getattr(context, "structured_schema", None))
+    if value is None:
+        return []
+    schema = getattr(context, "structured_schema", None)
+    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        schema = schema.model_json_schema(by_alias=False)  # AgentScope keeps model_dump()'s field names
+    root = schema if isinstance(schema, dict) else {}
     strings: list[str] = []
-    values = [value]
-    while values:
-        one = values.pop()
+    pending: list[tuple[Any, Any]] = [(value, root)]
+    while pending:
+        one, node = pending.pop()
+        properties, rest, items = _shape(node, root)
         if isinstance(one, str):
             strings.append(one)
         elif isinstance(one, dict):
-            strings.extend(key for key in one if isinstance(key, str) and key not in declared)
-            values.extend(one.values())
+            for key, inner in one.items():
+                if isinstance(key, str) and key not in properties:
+                    strings.append(key)
+                pending.append((inner, properties.get(key, rest)))
         elif isinstance(one, (list, tuple)):
-            values.extend(one)
+            pending.extend((inner, items) for inner in one)
     return strings
 
 
-def _field_names(schema: Any) -> set[str]:
-    """Every property name a structured-output schema (a pydantic model or
-    a JSON schema) declares, at any depth."""
-    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
-        schema = schema.model_json_schema()
-    names: set[str] = set()
-    nodes = [schema]
-    while nodes:
-        node = nodes.pop()
-        if isinstance(node, dict):
-            properties = node.get("properties")
-            if isinstance(properties, dict):
-                names.update(properties)
-            nodes.extend(node.values())
-        elif isinstance(node, list):
-            nodes.extend(node)
-    return names
+def _shape(node: Any, root: dict) -> tuple[dict, Any, Any]:
+    """What a JSON-schema node declares for what it holds: its properties,
+    the schema of any other key, the schema of its items (``$ref`` followed,
+    ``anyOf``/``oneOf``/``allOf`` alternatives merged)."""
+    properties: dict = {}
+    rest: Any = {}
+    items: Any = {}
+    nodes, seen = [node], 0
+    while nodes and seen < 64:  # a bound: a schema that refers to itself
+        one = nodes.pop()
+        seen += 1
+        if not isinstance(one, dict):
+            continue
+        ref = one.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/"):
+            target: Any = root
+            for part in ref[2:].split("/"):
+                target = target.get(part, {}) if isinstance(target, dict) else {}
+            nodes.append(target)
+        for combined in ("anyOf", "oneOf", "allOf"):
+            if isinstance(one.get(combined), list):
+                nodes.extend(one[combined])
+        if isinstance(one.get("properties"), dict):
+            properties.update(one["properties"])
+        if isinstance(one.get("additionalProperties"), dict):
+            rest = one["additionalProperties"]
+        if isinstance(one.get("items"), dict):
+            items = one["items"]
+    return properties, rest, items

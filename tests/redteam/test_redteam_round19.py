@@ -129,6 +129,9 @@ async def test_an_ordinary_tool_calls_streamed_arguments_never_carry_an_escaped_
     assert secret not in json.loads(_streamed_args(events))["q"]
 
 
+@pytest.mark.xfail(strict=True, reason="README limit: the streamed arguments are display text; a redaction "
+                   "can cut through their JSON (a key block with no END line runs to the call's end; a secret "
+                   "number becomes a bare marker); the tool and the final message get values cleaned one by one")
 @pytest.mark.parametrize(("raw", "cfg"), [
     ('{"answer": "use -----BEGIN RSA PRIVATE KEY-----\\nMIIEowIBAAKCAQEA7abcdefghijkl0123456789"}', {}),
     ('{"answer": "your pin is below", "pin": 73019284615}', {"pin": True}),
