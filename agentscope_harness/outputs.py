@@ -148,31 +148,39 @@ def canonical_escapes(text: str) -> tuple[str, str]:
 
 def _escape_at(text: str, at: int) -> tuple[str, int] | None:
     """The canonical spelling of the escape at ``text[at]`` and its length
-    (a surrogate pair: one character); ``None``: not whole yet. A malformed
-    escape is kept as it is."""
-    end = len(text)
-    if at + 1 == end:
+    (a surrogate pair: one character); ``None``: not whole yet. Besides
+    JSON's own, the escapes AgentScope's repair of malformed arguments
+    decodes for the tool (``\\xNN``, ``\\'``) are read as it reads them; any
+    other malformed escape is kept as it is."""
+    kind = text[at + 1:at + 2]
+    if not kind:
         return None
-    kind = text[at + 1]
-    if kind != "u":
+    if kind in _QUOTES:
+        return kind, 2
+    if kind not in "ux":
         return ("/", 2) if kind == "/" else (text[at:at + 2], 2)
-    digits = text[at + 2:at + 6]
+    width = 4 if kind == "u" else 2
+    digits = text[at + 2:at + 2 + width]
     if not _HEX.issuperset(digits):
         return (text[at:at + 2], 2)
-    if len(digits) < 4:
+    if len(digits) < width:
         return None
     code = int(digits, 16)
-    if 0xD800 <= code <= 0xDBFF:  # a high surrogate: with a low one, one character
+    if kind == "u" and 0xD800 <= code <= 0xDBFF:  # a high surrogate: with a low one, one character
         low = text[at + 6:at + 12]
         if len(low) < 6 and "\\u"[:len(low)] == low[:2] and _HEX.issuperset(low[2:]):
             return None
         if low[:2] == "\\u" and _HEX.issuperset(low[2:]) and 0xDC00 <= (second := int(low[2:], 16)) <= 0xDFFF:
             return chr(0x10000 + ((code - 0xD800) << 10) + (second - 0xDC00)), 12
     if code in _SHORT:
-        return _SHORT[code], 6
+        return _SHORT[code], 2 + width
     if code < 0x20 or 0xD800 <= code <= 0xDFFF:
-        return f"\\u{code:04x}", 6
-    return chr(code), 6
+        return f"\\u{code:04x}", 2 + width
+    return chr(code), 2 + width
+
+
+_QUOTES = frozenset("'\u201c\u201d\u201e\u2018\u2019")
+"""Quotes other than JSON's that a repair reads escaped as the quote itself."""
 
 
 class JsonEscapes:
@@ -303,11 +311,13 @@ _MARKER = re.compile(r"\[redacted:[a-z_]+\]")
 
 
 def _labelled(key: Any, value: Any, clean: Callable[[str], str], numbers: bool) -> Any:
-    """A mapping's value, cleaned; a string clean on its own that its key
-    makes a secret (``"SecretAccessKey": "wJalr…"``: a shape found by its
-    label) becomes the marker the pair is redacted with."""
+    """A mapping's value, cleaned; a string (or, with ``numbers``, a
+    number) clean on its own that its key makes a secret
+    (``"SecretAccessKey": "wJalr…"``, ``"password": 9182…``: a shape found
+    by its label) becomes the marker the pair is redacted with."""
     cleaned = cleaned_args(value, clean, numbers)
-    if not isinstance(value, str) or cleaned != value or not isinstance(key, str):
+    number = numbers and isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not (isinstance(value, str) or number) or cleaned != value or not isinstance(key, str):
         return cleaned
     pair = f'"{key}": "{value}"'
     redacted = clean(pair)

@@ -266,45 +266,88 @@ def _structured_strings(agent: Any) -> list[str]:
     pending: list[tuple[Any, Any]] = [(value, root)]
     while pending:
         one, node = pending.pop()
-        properties, rest, items = _shape(node, root)
         if isinstance(one, str):
             strings.append(one)
         elif isinstance(one, dict):
+            shape = _branch(one, _alternatives(node, root))
             for key, inner in one.items():
-                if isinstance(key, str) and key not in properties:
-                    strings.append(key)
-                pending.append((inner, properties.get(key, rest)))
+                declared = shape.get("properties", {}).get(key) if isinstance(key, str) else None
+                if declared is None:
+                    if isinstance(key, str):
+                        strings.append(key)
+                    declared = _undeclared(shape, key)
+                pending.append((inner, declared))
         elif isinstance(one, (list, tuple)):
-            pending.extend((inner, items) for inner in one)
+            shape = _branch(one, _alternatives(node, root))
+            prefix = shape.get("prefixItems", [])
+            pending.extend(
+                (inner, prefix[i] if i < len(prefix) else shape.get("items", {})) for i, inner in enumerate(one)
+            )
     return strings
 
 
-def _shape(node: Any, root: dict) -> tuple[dict, Any, Any]:
-    """What a JSON-schema node declares for what it holds: its properties,
-    the schema of any other key, the schema of its items (``$ref`` followed,
-    ``anyOf``/``oneOf``/``allOf`` alternatives merged)."""
-    properties: dict = {}
-    rest: Any = {}
-    items: Any = {}
-    nodes, seen = [node], 0
-    while nodes and seen < 64:  # a bound: a schema that refers to itself
-        one = nodes.pop()
-        seen += 1
-        if not isinstance(one, dict):
+def _alternatives(node: Any, root: dict, depth: int = 0) -> list[dict]:
+    """A JSON-schema node as the plain shapes a value may have: ``$ref``
+    followed, ``allOf`` merged, each ``anyOf``/``oneOf`` branch one shape."""
+    if not isinstance(node, dict) or depth > 32:  # a bound: a schema that refers to itself
+        return [{}]
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part, {}) if isinstance(target, dict) else {}
+        return _alternatives(target, root, depth + 1)
+    shapes = [{k: v for k, v in node.items() if k not in ("anyOf", "oneOf", "allOf")}]
+    for part in node.get("allOf") or []:
+        shapes = [_merged(shape, extra) for shape in shapes for extra in _alternatives(part, root, depth + 1)]
+    branches = [*(node.get("anyOf") or []), *(node.get("oneOf") or [])]
+    if branches:
+        shapes = [_merged(shape, b) for shape in shapes for part in branches
+                  for b in _alternatives(part, root, depth + 1)]
+    return shapes[:_SHAPES_KEPT]
+
+
+_SHAPES_KEPT = 256
+"""Shapes kept of one node: unions of unions multiply."""
+
+
+def _merged(shape: dict, extra: dict) -> dict:
+    properties = {**shape.get("properties", {}), **extra.get("properties", {})}
+    return {**shape, **extra, "properties": properties}
+
+
+def _branch(value: Any, shapes: list[dict]) -> dict:
+    """The shape ``value`` has: the first whose constants (a discriminator)
+    it matches and whose kind fits, with the fewest keys it does not
+    declare."""
+    def fits(shape: dict) -> bool:
+        kind = shape.get("type")
+        if kind is not None and kind != ("object" if isinstance(value, dict) else "array"):
+            return False
+        if not isinstance(value, dict):
+            return True
+        for key, declared in shape.get("properties", {}).items():
+            if isinstance(declared, dict) and key in value:
+                if "const" in declared and value[key] != declared["const"]:
+                    return False
+                if isinstance(declared.get("enum"), list) and value[key] not in declared["enum"]:
+                    return False
+        return True
+
+    fitting = [shape for shape in shapes if fits(shape)] or shapes
+    if not isinstance(value, dict):
+        return fitting[0]
+    return min(fitting, key=lambda shape: sum(key not in shape.get("properties", {}) for key in value))
+
+
+def _undeclared(shape: dict, key: Any) -> Any:
+    """The schema of a key ``shape`` does not name: the first of its
+    ``patternProperties`` the key matches, else ``additionalProperties``."""
+    for pattern, declared in (shape.get("patternProperties") or {}).items():
+        try:
+            if isinstance(key, str) and re.search(pattern, key):
+                return declared
+        except re.error:
             continue
-        ref = one.get("$ref")
-        if isinstance(ref, str) and ref.startswith("#/"):
-            target: Any = root
-            for part in ref[2:].split("/"):
-                target = target.get(part, {}) if isinstance(target, dict) else {}
-            nodes.append(target)
-        for combined in ("anyOf", "oneOf", "allOf"):
-            if isinstance(one.get(combined), list):
-                nodes.extend(one[combined])
-        if isinstance(one.get("properties"), dict):
-            properties.update(one["properties"])
-        if isinstance(one.get("additionalProperties"), dict):
-            rest = one["additionalProperties"]
-        if isinstance(one.get("items"), dict):
-            items = one["items"]
-    return properties, rest, items
+    rest = shape.get("additionalProperties")
+    return rest if isinstance(rest, dict) else {}
