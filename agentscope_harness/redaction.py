@@ -839,8 +839,13 @@ class StreamRedactor:
         """Add a delta; the redacted text that is now safe to send."""
         if not delta:
             return ""
-        self._buf += delta
-        self._low += _fold(delta)
+        # appended through locals: held alone, a string grows in place (an
+        # attribute's second reference would copy the whole held text per delta)
+        buf, low, self._buf, self._low = self._buf, self._low, "", ""
+        buf += delta
+        low += _fold(delta)
+        self._buf, self._low = buf, low
+        del buf, low
         end = self._off + len(self._buf)
         self._discover(end)
         hold = end - self._hold_back

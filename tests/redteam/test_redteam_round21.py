@@ -423,9 +423,6 @@ def _feed_times(raw: str, chunk: int) -> tuple[list[float], str]:
     return times, "".join(out)
 
 
-@pytest.mark.xfail(strict=True, reason="README limit: a secret's opening followed by a long unbroken run, "
-                                       "streamed in small deltas, costs time quadratic in the run (the held "
-                                       "text is copied per delta)")
 def test_a_long_held_argument_costs_the_same_per_delta_at_its_end_as_at_its_start() -> None:
     """README (Secrets): "Redaction is linear in the input"; the
     ``StreamRedactor`` docstring: "feeding costs what the text costs". A
