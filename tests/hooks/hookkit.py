@@ -310,3 +310,40 @@ def actions(report: Any, hook: str | None = None) -> list[tuple[str, str, str | 
     return [
         (d.hook, d.action, d.code) for d in report.decisions if hook is None or d.hook == hook
     ]
+
+
+class ArgStream(ScriptedModel):
+    """A streaming model that sends a tool call's JSON arguments (and text)
+    ``chunk`` characters at a time, as providers do: every escape, secret
+    and value is cut by a delta boundary somewhere."""
+
+    async def _stream(self, res: Any) -> Any:
+        from agentscope.message import TextBlock, ToolCallBlock
+        from agentscope.model import ChatResponse
+
+        for block in res.content:
+            if isinstance(block, ToolCallBlock):
+                for i in range(0, len(block.input), self.chunk):
+                    piece = block.model_copy(update={"input": block.input[i:i + self.chunk]})
+                    yield ChatResponse(content=[piece], is_last=False)
+            elif isinstance(block, TextBlock):
+                for i in range(0, max(len(block.text), 1), self.chunk):
+                    yield ChatResponse(content=[TextBlock(id=block.id, text=block.text[i:i + self.chunk])],
+                                       is_last=False)
+        yield ChatResponse(content=[], is_last=False, usage=res.usage)
+
+
+async def submit(answer: str) -> str:
+    """Deliver the final answer.
+
+    Args:
+        answer (str): The answer.
+    """
+    return "delivered"
+
+
+def streamed_args(events: list[Any]) -> str:
+    """The tool-call arguments a stream showed, joined."""
+    from agentscope.event import ToolCallDeltaEvent
+
+    return "".join(e.delta for e in events if isinstance(e, ToolCallDeltaEvent))

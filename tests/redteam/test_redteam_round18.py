@@ -24,7 +24,17 @@ from typing import Any
 
 import pytest
 from agentscope.event import TextBlockDeltaEvent, ToolCallDeltaEvent
-from hookkit import Ran, drive, every_event, harnessed, searcher, shop_tools, structured_delegate, structured_reply
+from hookkit import (
+    Ran,
+    drive,
+    every_event,
+    harnessed,
+    searcher,
+    shop_tools,
+    structured_delegate,
+    structured_reply,
+    submit,
+)
 from netkit import ReplyProxy
 from pydantic import BaseModel
 from scripted import ScriptedModel, calls, delegating_tool, make_agent, text
@@ -320,15 +330,6 @@ async def test_a_run_slot_whose_redis_answer_was_lost_is_given_back() -> None:
 
 
 # ====================================================== 4. streams
-
-
-async def submit(answer: str) -> str:
-    """Deliver the final answer.
-
-    Args:
-        answer (str): The answer.
-    """
-    return "delivered"
 
 
 QUOTED = 'Tr0ub4dor"&3xyz'

@@ -16,14 +16,20 @@ the fixes. Real ``Agent``s, real ``Toolkit``s, the scripted model of
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
-from agentscope.event import ToolCallDeltaEvent
-from agentscope.message import TextBlock, ToolCallBlock
-from agentscope.model import ChatResponse
-from hookkit import Ran, drive, searcher, shop_tools, structured_delegate, structured_reply
+from hookkit import (
+    ArgStream,
+    Ran,
+    drive,
+    searcher,
+    shop_tools,
+    streamed_args,
+    structured_delegate,
+    structured_reply,
+    submit,
+)
 from pydantic import BaseModel
 from scripted import ScriptedModel, calls, make_agent, text
 
@@ -35,37 +41,6 @@ U1 = Principal(user_id="u1")
 # ====================================================== 1. tool-call arguments
 
 
-class ArgStream(ScriptedModel):
-    """A streaming model that sends a tool call's JSON arguments ``chunk``
-    characters at a time (as providers do), so every escape is cut by a
-    delta boundary somewhere."""
-
-    async def _stream(self, res: ChatResponse) -> AsyncGenerator[ChatResponse, None]:
-        for block in res.content:
-            if isinstance(block, ToolCallBlock):
-                for i in range(0, len(block.input), self.chunk):
-                    piece = block.model_copy(update={"input": block.input[i:i + self.chunk]})
-                    yield ChatResponse(content=[piece], is_last=False)
-            elif isinstance(block, TextBlock):
-                for i in range(0, max(len(block.text), 1), self.chunk):
-                    yield ChatResponse(content=[TextBlock(id=block.id, text=block.text[i:i + self.chunk])],
-                                       is_last=False)
-        yield ChatResponse(content=[], is_last=False, usage=res.usage)
-
-
-async def submit(answer: str) -> str:
-    """Deliver the final answer.
-
-    Args:
-        answer (str): The answer.
-    """
-    return "delivered"
-
-
-def _streamed_args(events: list[Any]) -> str:
-    return "".join(e.delta for e in events if isinstance(e, ToolCallDeltaEvent))
-
-
 async def _finish_with(raw_args: str, secrets: list[str], chunk: int = 1, **cfg: Any) -> tuple[str, Any, Any]:
     """A run whose finishing tool ``submit`` is called with ``raw_args``
     (the model's JSON, streamed ``chunk`` characters a delta): the streamed
@@ -75,7 +50,7 @@ async def _finish_with(raw_args: str, secrets: list[str], chunk: int = 1, **cfg:
     model = ArgStream([calls(("submit", raw_args)), text("done")], stream=True, chunk=chunk, model="m")
     agent = make_agent(model, [submit, searcher(Ran())], h.middlewares(), name="a")
     events, final, report = await drive(h, agent)
-    return _streamed_args(events), final, report
+    return streamed_args(events), final, report
 
 
 QUOTED = 'Tr0ub4dor"&3xyz'
@@ -126,7 +101,7 @@ async def test_an_ordinary_tool_calls_streamed_arguments_never_carry_an_escaped_
     agent = make_agent(model, [searcher(ran)], h.middlewares(), name="a")
     events, _, report = await drive(h, agent)
     assert report.terminal_state is TerminalState.COMPLETED and ran.of("search") == [{"q": secret}]
-    assert secret not in json.loads(_streamed_args(events))["q"]
+    assert secret not in json.loads(streamed_args(events))["q"]
 
 
 @pytest.mark.xfail(strict=True, reason="README limit: the streamed arguments are display text; a redaction "
@@ -162,7 +137,7 @@ async def test_a_finishing_tools_streamed_arguments_stay_valid_json(raw: str, cf
         model = ArgStream([calls(("submit", raw)), text("done")], stream=True, chunk=4, model="m")
         agent = make_agent(model, [pin_submit], h.middlewares(), name="a")
         events, _, report = await drive(h, agent)
-        streamed = _streamed_args(events)
+        streamed = streamed_args(events)
     else:
         streamed, _, report = await _finish_with(raw, [], chunk=4)
     assert report.terminal_state is TerminalState.COMPLETED
@@ -190,7 +165,7 @@ async def test_printable_escapes_cut_at_every_delta_boundary_are_redacted_and_ke
                       chunk=chunk, model="m")
     agent = make_agent(model, [searcher(ran)], h.middlewares(), name="a")
     events, _, _ = await drive(h, agent)
-    shown = json.loads(_streamed_args(events))["q"]
+    shown = json.loads(streamed_args(events))["q"]
     assert "sk-aaaa" not in shown and "hunter2" not in shown, shown
     assert ran.of("search")[0]["q"] == json.loads(raw)["answer"]  # the tool reads what the model wrote
 

@@ -21,14 +21,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
 from agentscope.event import ToolCallDeltaEvent, ToolCallEndEvent
-from agentscope.message import TextBlock, ToolCallBlock
-from agentscope.model import ChatResponse
-from hookkit import Ran, drive, searcher, shop_tools, structured_reply
+from hookkit import ArgStream, Ran, drive, searcher, shop_tools, streamed_args, structured_reply, submit
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
@@ -44,36 +41,6 @@ U1 = Principal(user_id="u1")
 # ====================================================== 1. tool-call arguments
 
 
-class ArgStream(ScriptedModel):
-    """A streaming model that sends a tool call's JSON arguments ``chunk``
-    characters at a time (as providers do)."""
-
-    async def _stream(self, res: ChatResponse) -> AsyncGenerator[ChatResponse, None]:
-        for block in res.content:
-            if isinstance(block, ToolCallBlock):
-                for i in range(0, len(block.input), self.chunk):
-                    piece = block.model_copy(update={"input": block.input[i:i + self.chunk]})
-                    yield ChatResponse(content=[piece], is_last=False)
-            elif isinstance(block, TextBlock):
-                for i in range(0, max(len(block.text), 1), self.chunk):
-                    yield ChatResponse(content=[TextBlock(id=block.id, text=block.text[i:i + self.chunk])],
-                                       is_last=False)
-        yield ChatResponse(content=[], is_last=False, usage=res.usage)
-
-
-async def submit(answer: str) -> str:
-    """Deliver the final answer.
-
-    Args:
-        answer (str): The answer.
-    """
-    return "delivered"
-
-
-def _streamed_args(events: list[Any]) -> str:
-    return "".join(e.delta for e in events if isinstance(e, ToolCallDeltaEvent))
-
-
 async def _search_with(raw_args: str, secrets: list[str], chunk: int = 3, **cfg: Any) -> tuple[str, Ran, Any]:
     """An ordinary ``search`` call with ``raw_args`` (the model's text,
     streamed ``chunk`` characters a delta): the streamed arguments, what the
@@ -83,7 +50,7 @@ async def _search_with(raw_args: str, secrets: list[str], chunk: int = 3, **cfg:
     model = ArgStream([calls(("search", raw_args)), text("done")], stream=True, chunk=chunk, model="m")
     agent = make_agent(model, [searcher(ran)], h.middlewares(), name="a")
     events, _, report = await drive(h, agent)
-    return _streamed_args(events), ran, report
+    return streamed_args(events), ran, report
 
 
 async def _finish_with(raw_args: str, secrets: list[str], chunk: int = 3, tools: list[Any] | None = None,
@@ -128,7 +95,7 @@ async def test_an_aws_secret_key_in_its_json_spelling_is_redacted_in_streamed_ar
     model = ArgStream([calls(("search", raw)), text("done")], stream=True, chunk=7, model="m")
     agent = make_agent(model, [search], h.middlewares(), name="a")
     events, _, report = await drive(h, agent)
-    streamed = _streamed_args(events)
+    streamed = streamed_args(events)
     assert report.terminal_state is TerminalState.COMPLETED
     assert AWS_SECRET not in streamed, streamed
 
@@ -259,7 +226,7 @@ async def test_pii_in_a_finishing_tools_streamed_arguments_keys_values_and_numbe
                       "contacts": {"jane.roe@example.org": "friend"}})
     events, _, report = await _finish_with(
         raw, [], chunk=1, tools=[pay], pii={"email": "redact", "card": "mask", "ssn": "block"})
-    shown = _streamed_args(events)
+    shown = streamed_args(events)
     assert "john.doe" not in shown and "jane.roe" not in shown and "123-45-6789" not in shown
     assert "4111111111111111" not in shown and "************1111" in shown, shown
 
@@ -393,7 +360,7 @@ async def test_an_aws_secret_key_in_a_structured_outputs_json_spelling_is_redact
     agent = make_agent(model, [searcher(Ran())], h.middlewares(), name="a")
     with h.acting_for(U1):
         events, final = await structured_reply(agent, StsCreds, "creds?")
-    streamed = _streamed_args(events)
+    streamed = streamed_args(events)
     assert "AKIAIOSFODNN7EXAMPLE" not in streamed  # the key id alone is a shape: redacted
     assert AWS_SECRET not in streamed, streamed
     assert AWS_SECRET not in json.dumps(final.structured_output), final.structured_output

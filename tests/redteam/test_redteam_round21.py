@@ -21,15 +21,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncGenerator
 from typing import Any, Literal
 
 import pytest
 from agentscope._utils._common import _json_loads_with_repair
-from agentscope.event import ToolCallDeltaEvent
-from agentscope.message import TextBlock, ToolCallBlock
-from agentscope.model import ChatResponse
-from hookkit import Ran, drive, searcher, shop_tools, structured_reply
+from hookkit import ArgStream, Ran, drive, searcher, shop_tools, streamed_args, structured_reply
 from pydantic import BaseModel, Field
 from scripted import ScriptedModel, calls, make_agent, text
 
@@ -41,27 +37,6 @@ SECRET = "hunter2/very-secret-value"
 
 
 # ====================================================== 1. tool-call arguments
-
-
-class ArgStream(ScriptedModel):
-    """A streaming model that sends a tool call's JSON arguments ``chunk``
-    characters at a time (as providers do)."""
-
-    async def _stream(self, res: ChatResponse) -> AsyncGenerator[ChatResponse, None]:
-        for block in res.content:
-            if isinstance(block, ToolCallBlock):
-                for i in range(0, len(block.input), self.chunk):
-                    piece = block.model_copy(update={"input": block.input[i:i + self.chunk]})
-                    yield ChatResponse(content=[piece], is_last=False)
-            elif isinstance(block, TextBlock):
-                for i in range(0, max(len(block.text), 1), self.chunk):
-                    yield ChatResponse(content=[TextBlock(id=block.id, text=block.text[i:i + self.chunk])],
-                                       is_last=False)
-        yield ChatResponse(content=[], is_last=False, usage=res.usage)
-
-
-def _streamed_args(events: list[Any]) -> str:
-    return "".join(e.delta for e in events if isinstance(e, ToolCallDeltaEvent))
 
 
 Q_SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}
@@ -84,7 +59,7 @@ async def _search_with(raw_args: str, chunk: int = 3, **cfg: Any) -> tuple[str, 
     model = ArgStream([calls(("search", raw_args)), text("done")], stream=True, chunk=chunk, model="m")
     agent = make_agent(model, [searcher(ran)], h.middlewares(), name="a")
     events, _, report = await drive(h, agent)
-    return _streamed_args(events), ran, report
+    return streamed_args(events), ran, report
 
 
 KEY = "sk-Abcdefghijklmnopqrstuvwxyz0123456789"
@@ -130,15 +105,6 @@ async def test_an_exact_value_with_an_apostrophe_spelled_with_a_backslash_never_
     assert secret not in _read(streamed), streamed
 
 
-async def submit(answer: str) -> str:
-    """Deliver the final answer.
-
-    Args:
-        answer (str): The answer.
-    """
-    return "delivered"
-
-
 async def test_pii_in_a_finishing_tools_arguments_spelled_with_an_x_escape_never_streams() -> None:
     """README (Secrets/Personal data): the finishing tool's arguments are
     its answer, streamed through ``HarnessConfig.pii``; the tool
@@ -166,7 +132,7 @@ async def test_pii_in_a_finishing_tools_arguments_spelled_with_an_x_escape_never
     events, _, report = await drive(h, agent, U1)
     assert report.terminal_state is TerminalState.COMPLETED
     assert delivered == ["write to john.doe@example.com"]  # the parsed answer holds the address
-    assert "john.doe@example.com" not in _read(_streamed_args(events)), _streamed_args(events)
+    assert "john.doe@example.com" not in _read(streamed_args(events)), streamed_args(events)
 
 
 def _stream_through(raw: str, harness: Harness, chunk: int) -> str:
@@ -257,7 +223,7 @@ async def test_a_number_its_key_labels_a_secret_is_cleaned_in_a_structured_outpu
     agent = make_agent(model, [searcher(Ran())], h.middlewares(), name="a")
     with h.acting_for(U1):
         events, final = await structured_reply(agent, Vault, "rotate the vault")
-    assert "918273645501" not in _streamed_args(events)  # the stream hid it
+    assert "918273645501" not in streamed_args(events)  # the stream hid it
     assert "918273645501" not in json.dumps(final.structured_output), final.structured_output
 
 
