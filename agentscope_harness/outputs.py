@@ -137,13 +137,42 @@ def canonical_escapes(text: str) -> tuple[str, str]:
     at = 0
     while (slash := text.find("\\", at)) >= 0:
         out.append(text[at:slash])
-        escape = _escape_at(text, slash)
+        run = _BACKSLASHES.match(text, slash)
+        assert run is not None
+        pairs, odd = divmod(run.end() - slash, 2)
+        if not odd:  # escaped backslashes, or (as the repair reads them) a quote inside the string
+            quoted = _quote_in_string(text, run.end())
+            if quoted is None:
+                return "".join(out), text[slash:]
+            out.append('\\"' if quoted else "\\\\" * pairs)
+            at = run.end() + quoted
+            continue
+        escape = _escape_at(text, run.end() - 1)
         if escape is None:
             return "".join(out), text[slash:]
-        out.append(escape[0])
-        at = slash + escape[1]
+        out.append("\\\\" * pairs + escape[0])
+        at = run.end() - 1 + escape[1]
     out.append(text[at:])
     return "".join(out), ""
+
+
+_BACKSLASHES = re.compile(r"\\+")
+_AFTER_QUOTE = re.compile(r"\S")
+
+
+def _quote_in_string(text: str, at: int) -> int | None:
+    """After an even run of backslashes: ``1`` when a quote follows that
+    AgentScope's repair of the arguments reads as part of the string (no
+    ``,`` ``:`` ``}`` ``]`` after it), ``0`` when not, ``None``: not known
+    yet (the text ends first)."""
+    if at == len(text):
+        return None
+    if text[at] != '"':
+        return 0
+    after = _AFTER_QUOTE.search(text, at + 1)
+    if after is None:
+        return None
+    return 0 if after.group() in ",:}]" else 1
 
 
 def _escape_at(text: str, at: int) -> tuple[str, int] | None:
@@ -185,20 +214,33 @@ _QUOTES = frozenset("'\u201c\u201d\u201e\u2018\u2019")
 
 class JsonEscapes:
     """``canonical_escapes`` over JSON text that arrives in pieces: an
-    escape cut by a delta is held until it is whole."""
+    escape cut by a delta is held until it is whole. A run of backslashes
+    still growing is held as its length, so a long one costs what it is."""
 
     def __init__(self) -> None:
         self._held = ""
+        self._run = 0
+        """Backslashes held (a run whose end is not known yet)."""
 
     def feed(self, delta: str) -> str:
         """Add a delta; the text with its whole escapes in canonical spelling."""
-        text, self._held = canonical_escapes(self._held + delta)
+        if self._run:
+            rest = delta.lstrip("\\")
+            self._run += len(delta) - len(rest)
+            if not rest:
+                return ""
+            delta, self._run = "\\" * self._run + rest, 0
+        text, held = canonical_escapes(self._held + delta)
+        if held and not held.strip("\\"):
+            self._held, self._run = "", len(held)
+        else:
+            self._held = held
         return text
 
     def flush(self) -> str:
         """A trailing escape never completed, as it came."""
-        rest, self._held = self._held, ""
-        return rest
+        rest, self._held, run, self._run = self._held, "", self._run, 0
+        return "\\" * run + rest
 
 
 @dataclass(frozen=True)

@@ -839,6 +839,8 @@ class StreamRedactor:
         """Add a delta; the redacted text that is now safe to send."""
         if not delta:
             return ""
+        if not isinstance(delta, str):  # refused before the held text is taken out
+            raise TypeError(f"a stream's delta is text, not {type(delta).__name__}")
         # appended through locals: held alone, a string grows in place (an
         # attribute's second reference would copy the whole held text per delta)
         buf, low, self._buf, self._low = self._buf, self._low, "", ""

@@ -260,16 +260,26 @@ def _structured_strings(agent: Any) -> list[str]:
         return []
     schema = getattr(context, "structured_schema", None)
     if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
-        schema = schema.model_json_schema(by_alias=False)  # AgentScope keeps model_dump()'s field names
+        # the names AgentScope's model_dump() keeps: the fields', or their aliases' if the model says so
+        by_alias = bool(getattr(schema, "model_config", {}).get("serialize_by_alias"))
+        schema = schema.model_json_schema(by_alias=by_alias)
     root = schema if isinstance(schema, dict) else {}
     strings: list[str] = []
+    shapes_of: dict[int, list[dict]] = {}  # a node's shapes, worked out once (a list of 10k items shares one)
+
+    def alternatives(node: Any) -> list[dict]:
+        shapes = shapes_of.get(id(node))
+        if shapes is None:
+            shapes = shapes_of[id(node)] = _alternatives(node, root)
+        return shapes
+
     pending: list[tuple[Any, Any]] = [(value, root)]
     while pending:
         one, node = pending.pop()
         if isinstance(one, str):
             strings.append(one)
         elif isinstance(one, dict):
-            shape = _branch(one, _alternatives(node, root))
+            shape = _branch(one, alternatives(node))
             for key, inner in one.items():
                 declared = shape.get("properties", {}).get(key) if isinstance(key, str) else None
                 if declared is None:
@@ -278,7 +288,7 @@ def _structured_strings(agent: Any) -> list[str]:
                     declared = _undeclared(shape, key)
                 pending.append((inner, declared))
         elif isinstance(one, (list, tuple)):
-            shape = _branch(one, _alternatives(node, root))
+            shape = _branch(one, alternatives(node))
             prefix = shape.get("prefixItems", [])
             pending.extend(
                 (inner, prefix[i] if i < len(prefix) else shape.get("items", {})) for i, inner in enumerate(one)
