@@ -120,8 +120,7 @@ def _count_attempts(model: Any) -> None:
             if counting.depth == 0:
                 counting.made += 1
                 if counting.made > 1:  # a retry is a model call: within the cap, as the first was
-                    calls = counting.run.model_call_cap(enforced_only=True)
-                    if calls is not None and calls[0] >= calls[1]:
+                    if counting.run.model_calls_spent(enforced_only=True) is not None:
                         raise _OutOfCalls
                     counting.run.add_model_call()
             counting.depth += 1
@@ -340,9 +339,9 @@ class ModelGuard:
             return "deadline: the run is out of time"
         if run.facts.terminal is not None:
             return f"the run has concluded ({run.facts.terminal.reason})"
-        calls = run.model_call_cap(enforced_only=True)  # it is a model call: counted against the cap
-        if calls is not None and calls[0] >= calls[1]:
-            return f"max_model_calls ({calls[1]}) is reached"
+        spent = run.model_calls_spent(enforced_only=True)  # it is a model call: counted against the cap
+        if spent is not None:
+            return f"max_model_calls ({spent}) is reached"
         cap = run.request_input_cap(enforced_only=True)  # every enclosing enforcing run's too
         if cap is not None and tokens > cap:
             return f"a request of ~{tokens} input tokens is over max_request_input_tokens ({cap})"
@@ -405,11 +404,11 @@ class ModelGuard:
         sub-agents waiting on the store) cannot all be made. ``narrowed``: one
         of the two rounds a run stopped at its own cap is given for its
         structured output (a cap a run it is nested in holds gives none)."""
-        calls = run.model_call_cap(enforced_only=True)
-        if calls is None or calls[0] < calls[1] or (narrowed and not run.model_cap_reached_above()):
+        spent = run.model_calls_spent(enforced_only=True)
+        if spent is None or (narrowed and not run.model_cap_reached_above()):
             return None
         self.harness.services.record(run, "liveness_watchdog", "on_model_call", "stop", code="max_model_calls",
-                                     detail=f"the call was not made: max_model_calls ({calls[1]}) is reached")
+                                     detail=f"the call was not made: max_model_calls ({spent}) is reached")
         return self._stop(run, "max_model_calls")
 
     def _enclosing_stop(self, run: RunState) -> str | None:
@@ -419,8 +418,7 @@ class ModelGuard:
         ``max_model_calls`` is reached, or the model met the refusal at its
         ``max_tool_calls`` in two turns (an enforcing run's refusal ladder
         ends it there; the shadow run's own ladder only records)."""
-        calls = run.model_call_cap(enforced_only=True)
-        if calls is not None and calls[0] >= calls[1]:
+        if run.model_calls_spent(enforced_only=True) is not None:
             return self._stop(run, "max_model_calls")
         if len(run.enclosing_refusals) >= 2:
             return self._stop(run, "refused:quota_exhausted")

@@ -303,6 +303,13 @@ class RunState:
         """``bounds``; ``enforced_only``: those of enforcing Harnesses."""
         return (bound for bound in self.bounds if bound.limits.enforced or not enforced_only)
 
+    def model_calls_spent(self, enforced_only: bool = False) -> int | None:
+        """The ``max_model_calls`` reached among the runs this one answers to
+        (``None``: calls are left); ``enforced_only``: among enforcing
+        Harnesses' caps."""
+        calls = self.model_call_cap(enforced_only)
+        return calls[1] if calls is not None and calls[0] >= calls[1] else None
+
     def model_cap_reached_above(self) -> bool:
         """An enforcing ``max_model_calls`` is reached that a run this one is
         nested in holds (a sub-agent under the same Harness shares its lead's):

@@ -44,8 +44,7 @@ def liveness_watchdog(ctx: HookContext) -> None:
     ):
         ctx.stop(terminal.reason, TerminalState(terminal.state), text=answer)
         return
-    calls = ctx.run.model_call_cap()  # every enclosing run's cap, whichever Harness opened it
-    if calls is not None and calls[0] >= calls[1]:
+    if ctx.run.model_calls_spent() is not None:  # every enclosing run's cap, whichever Harness opened it
         ctx.stop("max_model_calls")
         return
     escalate_refusals(ctx)
