@@ -214,13 +214,17 @@ _QUOTES = frozenset("'\u201c\u201d\u201e\u2018\u2019")
 
 class JsonEscapes:
     """``canonical_escapes`` over JSON text that arrives in pieces: an
-    escape cut by a delta is held until it is whole. A run of backslashes
-    still growing is held as its length, so a long one costs what it is."""
+    escape cut by a delta is held until it is whole. What may grow while
+    held is held so each delta costs what it is: a run of backslashes as
+    its length, and the whitespace after an even run's quote (whose reading
+    waits on the next other character) as its pieces."""
 
     def __init__(self) -> None:
         self._held = ""
         self._run = 0
         """Backslashes held (a run whose end is not known yet)."""
+        self._spaces: list[str] | None = None
+        """Whitespace after ``_held``, an even run and a quote, as it came."""
 
     def feed(self, delta: str) -> str:
         """Add a delta; the text with its whole escapes in canonical spelling."""
@@ -230,17 +234,31 @@ class JsonEscapes:
             if not rest:
                 return ""
             delta, self._run = "\\" * self._run + rest, 0
+        if self._spaces is not None:
+            if not delta or delta.isspace():
+                self._spaces.append(delta)
+                return ""
+            delta, self._spaces = "".join(self._spaces) + delta, None
         text, held = canonical_escapes(self._held + delta)
         if held and not held.strip("\\"):
             self._held, self._run = "", len(held)
+        elif _waits_on_quote(quote := held.rstrip()):
+            self._held, self._spaces = quote, [held[len(quote):]]
         else:
             self._held = held
         return text
 
     def flush(self) -> str:
         """A trailing escape never completed, as it came."""
-        rest, self._held, run, self._run = self._held, "", self._run, 0
-        return "\\" * run + rest
+        rest, run, spaces = self._held, self._run, self._spaces
+        self._held, self._run, self._spaces = "", 0, None
+        return "\\" * run + rest + "".join(spaces or ())
+
+
+def _waits_on_quote(held: str) -> bool:
+    """``held`` is an even run of backslashes and a quote (``_quote_in_string``
+    waits on what follows it)."""
+    return held[-1:] == '"' and not held[:-1].strip("\\")
 
 
 @dataclass(frozen=True)
