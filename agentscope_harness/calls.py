@@ -10,7 +10,6 @@ No AgentScope objects here: the adapters translate to and from these views.
 from __future__ import annotations
 
 import asyncio
-import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +27,6 @@ if TYPE_CHECKING:
     from .runner import HookRunner
     from .services import Services
 
-log = logging.getLogger("agentscope_harness")
 
 # Tools of AgentScope's own machinery that built-in gates never refuse: a
 # structured reply cannot finish without the first.
@@ -120,7 +118,7 @@ class CallFlow:
     def shown(self, run: RunState, view: ToolCallView) -> None:
         """A call parked for a human (by the harness or by AgentScope's own
         permission engine): what they are shown is what a resume must match."""
-        run.approvals[view.id] = approval_digest(view.name, view.args)
+        run.approvals[view.id] = (view.name, approval_digest(view.name, view.args))
         run.asked_here = True
 
     async def _ask_when(self, ctx: HookContext) -> str | None:
@@ -136,7 +134,7 @@ class CallFlow:
         except (Exception, asyncio.CancelledError) as exc:
             if isinstance(exc, asyncio.CancelledError) and being_cancelled():
                 raise  # the caller's cancellation, not the rule's failure
-            log.exception("ask_when of %s failed", view.name)
+            self.services.log_failure(f"ask_when of {view.name}", exc)
             reason = f"the approval rule of {view.name} failed ({type(exc).__name__})"
         if reason is None:
             return None
@@ -156,7 +154,7 @@ class CallFlow:
             return None
         if run.resumed_by != run.principal:
             return ("permission_denied", "This call was approved for another user. Do not retry.")
-        if run.approvals.pop(view.id, None) != approval_digest(view.name, view.args):
+        if run.approvals.pop(view.id, None) != (view.name, approval_digest(view.name, view.args)):
             return (
                 "approval_mismatch",
                 "These arguments differ from what the user approved. Do not retry; "
@@ -216,8 +214,8 @@ class CallFlow:
             self.services.fleet.release_call(run, view.id)
         if result.error_class != ErrorClass.DEPENDENCY_DOWN:
             self._attach_pending_notices(ctx)
-        if result.ok and view.digest not in run.facts.succeeded:
-            counted = await _count_results(view, result.raw_text)
+        if result.ok and not view.stray and view.digest not in run.facts.succeeded:
+            counted = await _count_results(self.services, view, result.raw_text)
             result.new_facts = run.facts.record_result_facts(
                 view.role, True, result.raw_text, result.harness_meta, counted,
             )
@@ -226,6 +224,8 @@ class CallFlow:
             run.remember_sentinel(refusal.code, refusal.text)
             result.text, result.notices, result.state = refusal.text, [], "error"
             result.withheld = True
+        if view.stray:
+            return result
         if result.ok and not result.withheld and view.role not in ("finish", "ask") and view.name not in UNGATED_TOOLS:
             run.findings.append((view.name, _finding(result.text)))
         error = result.error_class or ErrorClass.TOOL_ERROR
@@ -248,12 +248,15 @@ class CallFlow:
                                  detail=text)
         ctx.pending_notices.clear()
 
-    def unjudged(self, run: RunState, agent: Any, call_id: str, name: str) -> HookContext:
-        """The context of a result whose call was never admitted here (a
-        client-executed result for an unknown id, or the tool adapter not
-        installed): shaped all the same, judged by nothing."""
-        view = ToolCallView(id=call_id, name=name, args={}, policy=self.services.config.tools.get(name),
-                            batch=(run.run_id, -1))
+    def unjudged(self, run: RunState, agent: Any, call_id: str, call: Any, name: str) -> HookContext:
+        """The context of a client-executed result whose call was not
+        admitted here (a reply parked in another process, or the tool
+        adapter not installed): shaped all the same, judged by nothing. Its
+        tool is the awaited ``call``'s, never the name the client gave
+        (``name``); with no call awaiting it, it is ``stray``."""
+        tool = call.name if call is not None else name
+        view = ToolCallView(id=call_id, name=tool, args={}, policy=self.services.config.tools.get(tool),
+                            batch=(run.run_id, -1), stray=call is None)
         return HookContext("post_tool_call", run, self.services, agent, tool=view)
 
 
@@ -276,7 +279,7 @@ def result_view(text: str, state: str, metadata: dict[str, Any], has_data: bool 
     )
 
 
-async def _count_results(view: ToolCallView, text: str) -> int | None:
+async def _count_results(services: Services, view: ToolCallView, text: str) -> int | None:
     """The policy's ``count_results`` on a successful result (``None``: not
     configured, or it failed: the defaults apply)."""
     counter = view.policy.count_results if view.policy is not None else None
@@ -285,8 +288,8 @@ async def _count_results(view: ToolCallView, text: str) -> int | None:
     try:
         value = await awaited(counter(text))
         return int(value)
-    except Exception:
-        log.exception("count_results of %s failed", view.name)
+    except Exception as exc:
+        services.log_failure(f"count_results of {view.name}", exc)
         return None
 
 

@@ -212,10 +212,14 @@ class ModelPrice(_Strict):
             return dict(zip(keys, value, strict=False))
         return value
 
-    def usd(self, input_tokens: int, output_tokens: int) -> float:
-        """The cost of one call."""
+    def usd(self, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0) -> float:
+        """The cost of one call; ``cached_input_tokens`` of its input were
+        served from the provider's prompt cache (at ``cached_input_per_mtok``)."""
+        cached = min(cached_input_tokens, input_tokens)
+        cached_price = self.input_per_mtok if self.cached_input_per_mtok is None else self.cached_input_per_mtok
         return (
-            input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok
+            (input_tokens - cached) * self.input_per_mtok + cached * cached_price
+            + output_tokens * self.output_per_mtok
         ) / 1_000_000
 
 

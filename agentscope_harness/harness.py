@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -13,6 +12,7 @@ from contextvars import ContextVar
 from importlib.metadata import entry_points
 from typing import Any
 
+from agentscope.model import AnthropicChatModel
 from pydantic import BaseModel, ConfigDict
 
 from .adapters import HarnessAgentAdapter, HarnessToolAdapter
@@ -25,6 +25,7 @@ from .context import HookContext
 from .errors import DependencyDown, HarnessConfigError
 from .facts import declared_in
 from .hooks import BUILTIN_HOOKS
+from .hooks.safety import undeclared_identity_args
 from .hooks.sequencing import undeclared_same_args
 from .lifecycle import ReplyLifecycle, run_deadline
 from .model_guard import ModelGuard
@@ -36,8 +37,6 @@ from .run_state import RunLimits, RunState, RunTable, live_parent
 from .runner import HookRunner
 from .services import Breaker, Services
 from .stores import LedgerStore, MemoryStore, bounded, daily_left, store_timeout
-
-log = logging.getLogger("agentscope_harness")
 
 ENTRY_POINT_GROUP = "agentscope_harness.hooks"
 
@@ -180,10 +179,10 @@ class Harness:
 
     def instrument(self, toolkit: Any) -> Any:
         """Add the error-class middleware to every tool already in
-        ``toolkit``, and check each prerequisite's ``same_args`` against the
-        schemas of the tools there (a name a tool does not declare compares
-        "missing" with "missing": every call would match)."""
-        _check_same_args(self.config, toolkit)
+        ``toolkit``, and check each ``identity_args`` and prerequisite's
+        ``same_args`` against the schemas of the tools there (a name a tool
+        does not declare is a check of a value the tool never reads)."""
+        _check_declared_args(self.config, toolkit)
         instrument_toolkit(toolkit, self.tool_middleware())
         return toolkit
 
@@ -223,14 +222,18 @@ class Harness:
         and records the edited arguments as the ones the human approved.
         Must run under ``acting_for`` the principal who parked the call; a
         confirmation carrying any other arguments is refused as
-        ``approval_mismatch``. The edited call is judged by every gate."""
+        ``approval_mismatch``. The edited call is judged by every gate; its
+        tool is the one the human was shown (an edit changes arguments only)."""
         run = self.table.get(agent.state.reply_id)
-        if run is None or tool_call.id not in run.approvals:
+        shown = run.approvals.get(tool_call.id) if run is not None else None
+        if run is None or shown is None:
             raise ValueError(f"tool call {tool_call.id!r} is not waiting for approval")
         if self.current_principal() != run.principal:
             raise PermissionError("only the caller who parked this call may edit it")
+        if tool_call.name != shown[0]:
+            raise ValueError(f"tool call {tool_call.id!r} was parked as {shown[0]!r}, not {tool_call.name!r}")
         text = json.dumps(args, ensure_ascii=False)
-        run.approvals[tool_call.id] = approval_digest(tool_call.name, json.loads(text))
+        run.approvals[tool_call.id] = (shown[0], approval_digest(shown[0], json.loads(text)))
         return tool_call.model_copy(update={"input": text})
 
     def extend(self, agent: Any, usd: float) -> None:
@@ -303,17 +306,16 @@ class Harness:
         one principal never spend past the quota), or, with a store that
         keeps the daily spend alone, by adding it (concurrent runs then
         overshoot the quota by at most one call each)."""
-        input_tokens = int(getattr(usage, "input_tokens", 0) or 0)
-        output_tokens = int(getattr(usage, "output_tokens", 0) or 0)
+        input_tokens, cached, output_tokens = billed_tokens(model, usage)
         usd = 0.0
         cost = self.config.cost
         name = str(getattr(model, "model", "") or "")
         if cost is not None:
             price = cost.price_of(name)
             if price is not None:
-                usd = price.usd(input_tokens, output_tokens)
+                usd = price.usd(input_tokens, output_tokens, cached)
         if usage is not None:
-            run.add_usage(input_tokens, output_tokens, usd, name)
+            run.add_usage(input_tokens, output_tokens, usd, name, cached)
         if reservation is not None:
             await self.services.fleet.settle(run, reservation, usd)
             return
@@ -350,8 +352,8 @@ class Harness:
                 out = self.config.on_report(report)
                 if hasattr(out, "__await__"):
                     await out
-            except Exception:
-                log.exception("harness on_report callback failed")
+            except Exception as exc:
+                self.services.log_failure("harness on_report callback", exc)
 
     async def tool_only_run(self, agent: Any) -> RunState:
         """The run of the tool adapter used without the agent adapter (no
@@ -379,14 +381,30 @@ class Harness:
         return run
 
 
-def _check_same_args(config: HarnessConfig, toolkit: Any) -> None:
-    """Every ``same_args`` name is an argument of the gated tool and of its
-    prerequisite, where ``toolkit`` has them (with a schema)."""
+def billed_tokens(model: Any, usage: Any) -> tuple[int, int, int]:
+    """A response's ``(input, cached input, output)`` tokens, its input
+    counting every token sent: AgentScope's Anthropic model reports the
+    prompt cache's reads and writes beside ``input_tokens``, the others
+    (OpenAI's ``cached_tokens``) within it."""
+    input_tokens = int(getattr(usage, "input_tokens", 0) or 0)
+    cached = int(getattr(usage, "cache_input_tokens", 0) or 0)
+    if isinstance(model, AnthropicChatModel):
+        input_tokens += cached + int(getattr(usage, "cache_creation_input_tokens", 0) or 0)
+    return input_tokens, cached, int(getattr(usage, "output_tokens", 0) or 0)
+
+
+def _check_declared_args(config: HarnessConfig, toolkit: Any) -> None:
+    """Every ``identity_args`` name is an argument of its tool, and every
+    ``same_args`` name one of the gated tool and of its prerequisite, where
+    ``toolkit`` has them (with a schema)."""
     declared = {
         tool.name: found for group in getattr(toolkit, "tool_groups", []) for tool in group.tools
         if (found := declared_in(getattr(tool, "input_schema", None))) is not None
     }
     for name, policy in config.tools.items():
+        unread = undeclared_identity_args(name, policy, declared.get(name))
+        if unread is not None:
+            raise unread
         for i, prereq in enumerate(policy.requires):
             for tool in (name, prereq.tool):
                 typo = undeclared_same_args(name, i, prereq, tool, declared[tool]) if tool in declared else None

@@ -94,6 +94,7 @@ def _adopted(services: Services, child: RunReport) -> RunReport:
     return child.model_copy(update={
         "reason": services.scrubbed(child.reason)[:REASON_CHARS],
         "principal": cleaned_args(child.principal, services.scrubbed, numbers=True),
+        "extensions": cleaned_args(child.extensions, services.scrubbed),
         "decisions": [d.model_copy(update={"detail": services.scrubbed(d.detail)}) for d in child.decisions],
         "children": [_adopted(services, grandchild) for grandchild in child.children],
     })
@@ -315,13 +316,19 @@ class ReplyLifecycle:
 
     async def shape_external_results(self, inputs: Any) -> None:
         """Client-executed results enter the context here, not through
-        ``on_acting``: shape them like any other result before they do."""
+        ``on_acting``: shape them like any other result before they do,
+        each as the outcome of the awaited call its id names (AgentScope
+        checks ids only)."""
         run = self.run
         if run is None or not isinstance(inputs, ExternalExecutionResultEvent):
             return
         flow, redactor = self.harness.flow, self.harness.redactor
+        # each awaited call is answered once: a second result for its id answers nothing
+        awaited = {call.id: call for call in self.agent.state.get_awaiting_tool_calls(self.agent.name)}
         for block in inputs.execution_results:
-            ctx = run.admitted.pop(block.id, None) or flow.unjudged(run, self.agent, block.id, block.name)
+            call = awaited.pop(block.id, None)
+            admitted = run.admitted.pop(block.id, None) if call is not None else None
+            ctx = admitted or flow.unjudged(run, self.agent, block.id, call, block.name)
             if not isinstance(block.output, str):
                 block.output = [readable_data(b, redactor) if isinstance(b, DataBlock) else b for b in block.output]
             text = _block_text(block)

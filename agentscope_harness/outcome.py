@@ -123,8 +123,9 @@ def corrected_answer(run: RunState, text: str, fallback_text: str) -> str:
 def build_report(
     run: RunState, state: TerminalState, reason: str, agent_name: str, mode: str, scrub: Callable[[str], str],
 ) -> RunReport:
-    """The report of a run, from its slot; the principal's attributes as
-    ``scrub`` states any record (an identity attribute may be an email)."""
+    """The report of a run, from its slot; the principal's attributes and
+    the approvers of extensions as ``scrub`` states any record (an identity
+    attribute may be an email)."""
     now = time.monotonic()
     return RunReport(
         run_id=run.run_id,
@@ -147,7 +148,7 @@ def build_report(
         unsupported_claims=list(run.facts.unsupported_claims),
         facts=sorted(run.facts.progress_marks),
         children=list(run.children),
-        extensions=list(run.extensions),
+        extensions=cleaned_args(list(run.extensions), scrub),  # an approver's user_id may be an email
         mode=mode,
         prefix_breaks=run.prefix.breaks if run.prefix is not None else 0,
         candidate_differences=list(run.candidate_differences),

@@ -347,6 +347,13 @@ def answer_filter(services: Any, run: Any) -> OutputFilter:
     return OutputFilter(services.redactor, modes, pii_salt(run) if modes else b"")
 
 
+def dependency_label(redactor: Redactor, name: str) -> str:
+    """A dependency's name as the harness repeats it (to the model, in a
+    result's metadata): the tool's text, which may carry credentials (a
+    URL) or forged markers, so redacted, defanged and short."""
+    return " ".join(neutralise_markers(redactor.redact(name)).split())[:80]
+
+
 def cleaned_args(value: Any, clean: Callable[[str], str], numbers: bool = False) -> Any:
     """A tool call's parsed arguments with every string ``clean``ed (keys
     included): what a tool that delivers to the user may receive. Cleaning

@@ -147,9 +147,9 @@ class RunState:
     admitted: dict[str, Any] = field(default_factory=dict)
     """Calls judged and admitted at the permission point, by call id: the
     view (AgentScope's own parse) their result is shaped against."""
-    approvals: dict[str, str] = field(default_factory=dict)
-    """Calls parked for a human, by call id: the digest of the arguments
-    the human was shown."""
+    approvals: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Calls parked for a human, by call id: the tool the human was shown,
+    and the digest of that tool with the arguments shown."""
     findings: deque[tuple[str, str]] = field(default_factory=lambda: deque(maxlen=FINDINGS_KEPT))
     """The last successful results, redacted and short: what a stopped run
     hands over instead of a bare apology."""
@@ -354,7 +354,9 @@ class RunState:
             run.model_calls += 1
             run = run.parent
 
-    def add_usage(self, input_tokens: int, output_tokens: int, usd: float, model_name: str) -> None:
+    def add_usage(
+        self, input_tokens: int, output_tokens: int, usd: float, model_name: str, cached_input_tokens: int = 0,
+    ) -> None:
         """Charge tokens and USD here and in every ancestor (a sub-agent
         spends its parent's budget). A run opened under another Harness is
         charged at its own price of the model, when its policy has one
@@ -367,7 +369,7 @@ class RunState:
             run.largest_output_tokens = max(run.largest_output_tokens, output_tokens)
             cost = run.limits.cost
             price = cost.price_of(model_name) if cost is not None else None
-            run.facts.spent_usd += usd if price is None else price.usd(input_tokens, output_tokens)
+            run.facts.spent_usd += usd if price is None else price.usd(input_tokens, output_tokens, cached_input_tokens)
             run = run.parent
 
     def tell_enclosing_runs(self, succeeded_tool: str) -> None:

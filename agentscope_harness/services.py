@@ -6,6 +6,7 @@ redactor. Hooks get this, never the
 from __future__ import annotations
 
 import logging
+import traceback
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -45,9 +46,11 @@ class Services:
     index_keys: dict[str, tuple[tuple[str, ...], ...]] = field(default_factory=dict)
     """Per tool, the argument-name tuples its successes are indexed by (the
     ``same_args`` of every prerequisite naming it, plus ``()``)."""
-    prerequisite_tools: frozenset[str] = frozenset()
-    """Tools a prerequisite compares ``same_args`` of (gated or required):
-    their calls carry what their schema declares (``ToolCallView.declared``)."""
+    declared_tools: frozenset[str] = frozenset()
+    """Tools a gate reads the schema of: a prerequisite compares their
+    ``same_args`` (gated or required), or they act for the principal
+    (``identity_args``). Their calls carry what their schema declares
+    (``ToolCallView.declared``)."""
 
     @classmethod
     def of(
@@ -64,6 +67,8 @@ class Services:
                 keys.setdefault(prereq.tool, set()).add(tuple(prereq.same_args))
                 if prereq.same_args:
                     compared |= {name, prereq.tool}
+            if policy.identity_args:
+                compared.add(name)
         return cls(
             config=config,
             redactor=redactor,
@@ -71,7 +76,7 @@ class Services:
             shadow=config.mode == "shadow",
             finish_tools=frozenset(config.finish_tools()),
             index_keys={tool: ((), *sorted(names - {()})) for tool, names in keys.items()},
-            prerequisite_tools=frozenset(compared),
+            declared_tools=frozenset(compared),
         )
 
     def __post_init__(self) -> None:
@@ -90,9 +95,9 @@ class Services:
     def declared(self, name: str, tool: Any) -> Declared | None:
         """What the schema of ``tool`` (the AgentScope tool a call of
         ``name`` was judged and validated with) declares, read now (a schema
-        changed in place is read again); ``None`` for a tool no prerequisite
-        compares arguments of, or one with no schema."""
-        if name not in self.prerequisite_tools:
+        changed in place is read again); ``None`` for a tool no gate reads
+        the schema of (``declared_tools``), or one with no schema."""
+        if name not in self.declared_tools:
             return None
         return declared_in(getattr(tool, "input_schema", None))
 
@@ -104,6 +109,13 @@ class Services:
             return text
         text = self.redactor.redact(text)
         return text if self.config.record_raw else apply_pii(text, _ALL_PII, b"").text
+
+    def log_failure(self, what: str, exc: BaseException) -> None:
+        """Log that a callable of the user's failed (``what``: which). Its
+        message may quote what the call carried, so it is ``scrubbed``; the
+        traceback is its frames only (their code, never their values)."""
+        frames = "".join(traceback.format_tb(exc.__traceback__))
+        log.warning("%s failed: %s\n%s", what, self.scrubbed(f"{type(exc).__name__}: {exc}"), frames)
 
     def record(
         self,

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import time
 from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
@@ -33,7 +32,7 @@ from ..context import HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception, error_text
 from ..facts import thawed
 from ..lifecycle import rejoin
-from ..outputs import cleaned_args, readable_data
+from ..outputs import cleaned_args, dependency_label, readable_data
 from ..run_state import RUN_HANDLE, current_run
 from ..runner import first_step
 from ..sentinels import format_sentinel
@@ -43,7 +42,6 @@ if TYPE_CHECKING:
     from ..harness import Harness
     from ..run_state import RunState
 
-log = logging.getLogger("agentscope_harness")
 
 TOOL_GRACE_S = 0.1
 """A tool still running this long after the run's deadline is cancelled. A
@@ -206,7 +204,7 @@ class HarnessToolAdapter(MiddlewareBase):
         try:
             result = await self.harness.flow.shape(ctx, _view_of(original))
         except Exception as exc:
-            log.exception("harness failed to shape the result of %s", original.id)
+            self.harness.services.log_failure(f"harness shaping the result of {original.id}", exc)
             return self._failed(ctx, original, exc)
         if self.harness.shadow:  # data protection stays on; notes are not given
             result.notices = []
@@ -324,6 +322,8 @@ def to_response(ctx: HookContext, result: ToolResultView, original: ToolResponse
     body = "\n".join(p for p in [result.text, *result.notices] if p)
     meta = dict(original.metadata)
     own = dict(meta.get(METADATA_KEY) or {})
+    if "dependency" in own:  # it streams to the UI with the result
+        own["dependency"] = dependency_label(ctx.services.redactor, str(own["dependency"]))
     if result.error_class:
         own["error_class"] = str(getattr(result.error_class, "value", result.error_class))
     if own:  # stamp the run only where the harness has something to say

@@ -4,14 +4,18 @@ forged instructions away from the model and the user."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..context import HookContext, SessionEndContext, ToolCallContext, ToolResultContext
-from ..errors import BREAKER_FAILURES, ErrorClass
+from ..errors import BREAKER_FAILURES, ErrorClass, HarnessConfigError
 from ..injection import HeuristicDetector
-from ..outputs import answer_filter, filter_result, pii_modes, pii_salt
+from ..outputs import answer_filter, dependency_label, filter_result, pii_modes, pii_salt
 from ..registry import HookRejectSignal, harness_hook
 from ..sentinels import fence_close, fence_open, format_sentinel, neutralise_markers, strip_issued
+
+if TYPE_CHECKING:
+    from ..config import ToolPolicy
+    from ..facts import Declared
 
 
 @harness_hook("pre_tool_call", priority=8, name="authorization_gate", kind="safety")
@@ -30,6 +34,9 @@ def authorization_gate(ctx: ToolCallContext) -> None:
     policy = call.policy
     if policy is None or not policy.identity_args:
         return
+    typo = undeclared_identity_args(call.name, policy, call.declared)
+    if typo is not None:  # the check would compare a value the tool never reads
+        raise typo
     if principal is None:
         raise HookRejectSignal(
             f"{call.name} acts for a signed-in user and no user is signed in to "
@@ -46,6 +53,23 @@ def authorization_gate(ctx: ToolCallContext) -> None:
                 f"{expected!r}. You cannot act for anyone else.",
                 code="permission_denied",
             )
+
+
+def undeclared_identity_args(name: str, policy: ToolPolicy, declared: Declared | None) -> HarnessConfigError | None:
+    """The error naming ``tools.<name>.identity_args`` when one is not an
+    argument ``name``'s schema declares (a tool taking ``**kwargs`` runs
+    for whatever its own argument says), else ``None``. Checked at
+    ``instrument`` and, for a toolkit never instrumented, when the call is
+    judged."""
+    if declared is None:
+        return None
+    unknown = sorted(set(policy.identity_args) - declared.names)
+    if not unknown:
+        return None
+    return HarnessConfigError(
+        f"tools.{name}.identity_args {unknown} are not arguments of {name} "
+        f"(its schema declares {sorted(declared.names)})",
+    )
 
 
 @harness_hook("pre_tool_call", priority=48, name="tool_breaker_gate", kind="safety")
@@ -90,10 +114,7 @@ async def tool_breaker_record(ctx: ToolResultContext) -> None:
 
 def _dependency_down(ctx: ToolResultContext) -> None:
     result = ctx.result
-    # the name is the tool's text (a URL may carry credentials or forged
-    # markers): it goes into a trusted line only redacted, defanged and short
-    named = str(result.harness_meta.get("dependency") or ctx.tool.name)
-    dependency = " ".join(neutralise_markers(ctx.services.redactor.redact(named)).split())[:80]
+    dependency = dependency_label(ctx.services.redactor, str(result.harness_meta.get("dependency") or ctx.tool.name))
     line = format_sentinel("dependency_down", f"{dependency} is unavailable. Do not retry; tell the user.")
     ctx.run.remember_sentinel("dependency_down", line)
     ctx.facts.dependency_down.add(ctx.tool.name)

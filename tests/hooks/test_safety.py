@@ -7,6 +7,7 @@ import asyncio
 import re
 from typing import Any
 
+import pytest
 from agentscope.event import TextBlockDeltaEvent
 from agentscope.message import UserMsg
 from agentscope.middleware import MiddlewareBase
@@ -15,7 +16,7 @@ from agentscope.tool import FunctionTool, Toolkit
 from hookkit import Ran, drive, harnessed, results, shop_tools
 from scripted import ALLOW, ScriptedModel, calls, make_agent, text, tool_messages
 
-from agentscope_harness import Harness, HarnessConfig, Principal, ToolPolicy
+from agentscope_harness import Harness, HarnessConfig, HarnessConfigError, Principal, ToolPolicy
 from agentscope_harness.errors import InvalidArguments
 
 U42 = Principal(user_id="u-42", tenant="acme")
@@ -609,3 +610,45 @@ async def test_unsupported_claim_means_not_completed():
     _, _, report2 = await drive(h2, agent2)
     assert report2.terminal_state.value == "completed"
     assert report2.unsupported_claims == []
+
+
+# ------------------------------------------------------------ identity arguments the tool must declare
+
+
+def _crm_lookup(ran: Ran):
+    async def crm_lookup(customer_id: str, order_id: str) -> str:
+        """Look up a customer's order.
+
+        Args:
+            customer_id (str): The customer.
+            order_id (str): The order.
+        """
+        ran.append(("crm_lookup", {"customer_id": customer_id, "order_id": order_id}))
+        return f"order {order_id} of {customer_id}"
+
+    return crm_lookup
+
+
+def test_an_identity_argument_the_tool_does_not_declare_fails_at_instrument():
+    """``identity_args`` naming ``user_id`` for a tool whose argument is
+    ``customer_id`` would check a value the tool never reads."""
+    h = Harness(HarnessConfig(tools={"crm_lookup": ToolPolicy(role="lookup", identity_args=IDENTITY)}),
+                load_entry_points=False)
+    toolkit = Toolkit(tools=[FunctionTool(_crm_lookup(Ran()), permission=ALLOW)])
+    with pytest.raises(HarnessConfigError, match=r"tools\.crm_lookup\.identity_args \['user_id'\]"):
+        h.instrument(toolkit)
+
+
+async def test_an_identity_argument_the_tool_does_not_declare_refuses_the_call_when_never_instrumented():
+    """Not instrumented: the call is refused as a policy error (fails
+    closed), the tool never runs, the report says which field."""
+    ran = Ran()
+    h, model, agent = harnessed(
+        HarnessConfig(tools={"crm_lookup": ToolPolicy(role="lookup", identity_args=IDENTITY)}),
+        [calls(("crm_lookup", {"customer_id": "bob", "order_id": "B-7"})), text("sorry")],
+        [_crm_lookup(ran)],
+    )
+    _, _, report = await drive(h, agent, U42)
+    assert ran == []
+    assert report.refusals == {"policy_error": 1}
+    assert any("identity_args ['user_id']" in d.detail for d in report.decisions)

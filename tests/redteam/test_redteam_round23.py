@@ -253,10 +253,6 @@ async def test_max_output_tokens_is_not_passed_with_real_usage(server: FakeOpenA
     assert "result for query 2" in (msg.get_text_content() or "")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README: prices accept '(in, out, cached_in)' tuples; ModelPrice.cached_input_per_mtok is the 'price of "
-    "input tokens served from the provider's prompt cache'. ModelPrice.usd ignores it and charge_usage never "
-    "reads ChatUsage.cache_input_tokens: 900 cached tokens are charged at the full input price ($0.0101, not $0.002)"))
 async def test_cached_input_tokens_are_charged_at_the_cached_price(
     server: FakeOpenAI, make_model: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> None:

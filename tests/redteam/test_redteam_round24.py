@@ -93,13 +93,6 @@ def _refund_shop(ran: Ran, policy: ToolPolicy) -> tuple[Harness, ScriptedModel, 
     return h, model, make_agent(model, toolkit, h.middlewares())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README hook 7 sequence_gate: `requires`: the prerequisite tool succeeded earlier in the run; "
-    "README: client-executed tools are judged, charged and counted like any other. AgentScope "
-    "accepts an ExternalExecutionResultEvent listing one awaited call id twice; the harness shapes "
-    "the second as an unjudged call named by the client (`lifecycle.shape_external_results` -> "
-    "`CallFlow.unjudged`) and `CallFlow.shape` records it as a success of `verify_identity`, a "
-    "tool that never ran: the refund its prerequisite guards runs"))
 async def test_a_client_result_sent_twice_under_another_name_does_not_satisfy_a_prerequisite() -> None:
     ran = Ran()
     h, model, agent = _refund_shop(ran, ToolPolicy(role="mutation", requires=[Prerequisite(tool="verify_identity")]))
@@ -130,11 +123,6 @@ async def test_a_client_result_for_its_own_call_under_another_name_counts_for_th
     assert h.last_report(agent).refusals.get("prerequisite_missing") == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README: an answer claiming an action that never succeeded is corrected (`claims`, "
-    "`incomplete` / `unsupported_claim`). A client result sent twice for one call id, the second "
-    "named `cancel_order`, is recorded by `CallFlow.shape` (via `CallFlow.unjudged`) as a success "
-    "of cancel_order: the answer 'I cancelled your order' is delivered as `completed`"))
 async def test_a_client_result_sent_twice_does_not_support_a_claim() -> None:
     ran = Ran()
 
@@ -184,13 +172,6 @@ async def _dependency_with_a_key() -> tuple[list[Any], Any, Any, ScriptedModel]:
     return events, agent, report, model
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README: 'Tool output is not forwarded as streamed deltas: the tool adapter emits the final, "
-    "redacted and fenced text as one chunk, so no secret reaches a UI'; Secrets: key shapes are "
-    "redacted in tool results and streams. The harness's own `ErrorClassMiddleware` "
-    "(adapters/tool_adapter.py: `meta[\"dependency\"] = dependency`) puts a DependencyDown's raw "
-    "dependency name in the result's metadata; `to_response` keeps it, and AgentScope streams it "
-    "in `ToolResultEndEvent.metadata` (and keeps it in the session's context): the key reaches the UI"))
 async def test_a_key_in_a_dependency_name_never_reaches_the_stream() -> None:
     events, agent, report, model = await _dependency_with_a_key()
     assert KEY not in str(model.calls[-1]["formatted"])  # the model's view is clean
@@ -208,12 +189,6 @@ async def test_a_key_in_a_dependency_name_never_reaches_the_model_or_the_report(
 # ====================================================== 3. secrets in the logs
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "services.record: 'the log and the span event get what the report keeps' (scrubbed); "
-    "runner._failed scrubs a hook's exception before logging it: 'an exception's message may "
-    "quote what the call carried'. `calls._count_results` logs a failing `count_results` with "
-    "`log.exception` (calls.py, `count_results of %s failed`): the exception's message, quoting "
-    "the raw result (before redaction), goes to the log with its key"))
 async def test_a_failing_count_results_does_not_log_the_raw_result(caplog: pytest.LogCaptureFixture) -> None:
     async def search(q: str) -> str:
         """Search.
@@ -235,11 +210,6 @@ async def test_a_failing_count_results_does_not_log_the_raw_result(caplog: pytes
     assert KEY not in logged
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "services.record: 'the log and the span event get what the report keeps' (scrubbed). "
-    "`CallFlow._ask_when` logs a failing `ask_when` with `log.exception` (calls.py, `ask_when of %s "
-    "failed`): its message quoting the call's arguments (a card number) is logged raw, while the "
-    "report records only the exception's type"))
 async def test_a_failing_ask_when_does_not_log_the_arguments(caplog: pytest.LogCaptureFixture) -> None:
     card = "4111 1111 1111 1111"
 
@@ -269,12 +239,6 @@ async def test_a_failing_ask_when_does_not_log_the_arguments(caplog: pytest.LogC
 # ====================================================== 4. personal data in a report
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README: 'Reports (the principal's attributes too) and decisions carry no raw personal data "
-    "unless record_raw=True'. `RunReport.principal` and the `extend` decision's detail are "
-    "scrubbed, but `RunReport.extensions[*].approved_by` is the approver's raw user_id "
-    "(hooks/budget.py `_extend_or_ask`: `root.extensions.append({... 'approved_by': approver})`): "
-    "an email user_id is in the report"))
 async def test_a_ledger_extension_approved_by_an_email_user_is_scrubbed_in_the_report() -> None:
     ran = Ran()
     email = "alice.smith@example.com"
@@ -373,13 +337,6 @@ def _hitl_shop() -> tuple[Harness, ScriptedModel, Any]:
     return h, model, agent
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README (Security, Human in the loop): a resumed call 'runs only if it is exactly the call the "
-    "human was shown'; `harness.approve_edit(agent, tool_call, new_args)` 'approves an edited call'. "
-    "approve_edit checks only the call id and records `approval_digest(tool_call.name, args)` with "
-    "the name of the block it is given (harness.py `approve_edit`): a block echoed back by the "
-    "client with another tool's name (AgentScope copies `ConfirmResult.tool_call.name` into the "
-    "parked call) runs that tool, whose own `ask_when` is never put to the human"))
 async def test_an_approved_edit_cannot_change_which_tool_runs() -> None:
     h, model, agent = _hitl_shop()
     with h.acting_for(ALICE):
@@ -448,15 +405,6 @@ class _CrmLookup:
         return CrmLookup()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README: 'Never acts for the wrong caller ... identity comes from the authenticated Principal, "
-    "never from what the model writes'; Configuration: 'A config that would silently disable a "
-    "limit is invalid too' (and an undeclared `same_args` name fails closed / raises at "
-    "`instrument`). An `identity_args` name the tool's schema does not declare (here the server "
-    "calls it `customer_id`) is checked neither by `instrument` (harness.py `_check_same_args` "
-    "checks same_args only) nor by `authorization_gate` (hooks/safety.py: compares "
-    "`call.args.get(arg)` only): the model writes the checked name with the caller's id and the "
-    "real one with another customer's, and the tool runs for that customer"))
 async def test_an_identity_argument_the_tool_does_not_declare_is_not_a_silent_pass() -> None:
     from agentscope_harness import HarnessConfigError
 
