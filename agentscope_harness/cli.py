@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from .config import EnvFlags, HarnessConfig, build_config
 from .errors import HarnessConfigError
@@ -162,23 +162,6 @@ def _n(count: int, one: str, many: str | None = None) -> str:
     return f"{count} {one if count == 1 else (many or one + 's')}"
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return _jsonable(value.model_dump())
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (set, frozenset)):
-        return sorted(_jsonable(v) for v in value)
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    if callable(value) and hasattr(value, "__qualname__"):
-        return f"<callable {getattr(value, '__module__', '')}.{value.__qualname__}>"
-    model = getattr(value, "model", None)
-    return f"<{type(value).__name__}{' ' + model if isinstance(model, str) else ''}>"
-
-
 def _env_overrides(env: EnvFlags, config: HarnessConfig) -> list[str]:
     lines = []
     if not env.enabled:
@@ -279,7 +262,8 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     harness = _build_harness(config, entry_points=not args.no_entry_points)
     effective = harness.config
     overrides = _env_overrides(harness.env, config)
-    dumped = _jsonable(effective)
+    dumped = json.loads(effective.model_dump_json())
+    dumped["secret_values"] = ["<secret>"] * len(effective.secret_values)  # printed: never the values
     if args.json:
         print(json.dumps({"valid": True, "config": dumped, "env_overrides": overrides}, indent=2))
         return EXIT_OK

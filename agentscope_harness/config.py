@@ -10,12 +10,13 @@ import re
 import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PlainSerializer,
     field_validator,
     model_validator,
 )
@@ -114,6 +115,22 @@ def _pii(value: dict[str, str]) -> dict[str, str]:
 MIN_SECRET_CHARS = 8
 """Exact-value secrets shorter than this are refused: they would redact
 ordinary words and numbers."""
+
+
+def described(value: Any) -> Any:
+    """What a config's JSON shows of a value only Python holds (a callable,
+    a store, a model, a detector): its kind and name, never its state."""
+    if value is None:
+        return None
+    if callable(value) and hasattr(value, "__qualname__"):
+        return f"<callable {getattr(value, '__module__', '')}.{value.__qualname__}>"
+    model = getattr(value, "model", None)
+    return f"<{type(value).__name__}{' ' + model if isinstance(model, str) else ''}>"
+
+
+Described = PlainSerializer(described, when_used="json")
+"""A field JSON cannot hold: serialised as ``described`` (a config stays
+printable and its JSON valid)."""
 
 
 _UNSET: Any = object()
@@ -234,10 +251,10 @@ class ToolPolicy(_Strict):
     identity_args: dict[str, str] = Field(default_factory=dict)
     requires_facts: list[str] = Field(default_factory=list)
     waivable_facts: list[str] = Field(default_factory=list)
-    verify: Callable[..., Any] | None = None
-    count_results: Callable[..., Any] | None = None
+    verify: Annotated[Callable[..., Any] | None, Described] = None
+    count_results: Annotated[Callable[..., Any] | None, Described] = None
     claims: list[str] = Field(default_factory=list)
-    ask_when: Callable[..., Any] | None = None
+    ask_when: Annotated[Callable[..., Any] | None, Described] = None
     """``args -> reason | None``: a reason parks the call for a human's
     approval instead of running it."""
     pii: dict[str, str] = Field(default_factory=dict)
@@ -300,7 +317,7 @@ class CostPolicy(_Strict):
 
     cap_usd: float | None = Field(default=None, ge=0)
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
-    tier_models: dict[str, Any] = Field(default_factory=dict)
+    tier_models: dict[str, Annotated[Any, Described]] = Field(default_factory=dict)
     tiers: tuple[float, float, float] = (0.5, 0.2, 0.05)
     fallback_text: str = (
         "I could not finish this request within its budget. "
@@ -480,8 +497,8 @@ class HarnessConfig(_Strict):
     redact_window: int = Field(default=128, ge=16)
     mode: Literal["enforce", "shadow"] = "enforce"
     disabled_hooks: set[str] = Field(default_factory=set)
-    store: Any = None
-    on_report: Callable[..., Any] | None = None
+    store: Annotated[Any, Described] = None
+    on_report: Annotated[Callable[..., Any] | None, Described] = None
     reports_kept: int = Field(default=256, ge=1)
     fallback_text: str = (
         "I could not complete this request ({reason}). "
@@ -506,7 +523,7 @@ class HarnessConfig(_Strict):
     record_raw: bool = False
     """Reports, decisions and traces carry raw tool arguments and results
     only when this is set (and then redacted): they may hold personal data."""
-    injection_detector: Any = None
+    injection_detector: Annotated[Any, Described] = None
     """What scores tool results for injected instructions (an
     ``InjectionDetector``); ``None``: the built-in ``HeuristicDetector``."""
 

@@ -181,9 +181,11 @@ class Harness:
         """Add the error-class middleware to every tool already in
         ``toolkit``, and check each ``identity_args`` and prerequisite's
         ``same_args`` against the schemas of the tools there (a name a tool
-        does not declare is a check of a value the tool never reads)."""
+        does not declare is a check of a value the tool never reads). Under
+        ``HARNESS_ENABLED=0`` the toolkit is left as it is (checked all the same)."""
         _check_declared_args(self.config, toolkit)
-        instrument_toolkit(toolkit, self.tool_middleware())
+        if self.enabled:
+            instrument_toolkit(toolkit, self.tool_middleware())
         return toolkit
 
     @contextlib.contextmanager

@@ -226,14 +226,18 @@ class ModelGuard:
             raise
         finally:
             _ATTEMPTS.reset(attempts)
-        if isinstance(result, ChatResponse):
-            run.note_model_call_s(time.monotonic() - started)
-            release(run, estimate)
-            await self.harness.charge_usage(run, model, self._usage(run, result, tokens), held)
-            return result
-        flight = _Streaming(model, held, tokens, estimate)  # in flight from now: charged even if never read
-        run.streaming.append(flight)
-        return self._counted(run, model, result, started, flight)
+        if result is None:  # cut at the deadline before it answered: its request, no output
+            result, usage = _final(self._deadline_passed(run)), _stopped_usage(tokens, 0)
+        elif isinstance(result, ChatResponse):
+            usage = self._usage(run, result, tokens)
+        else:
+            flight = _Streaming(model, held, tokens, estimate)  # in flight from now: charged even if never read
+            run.streaming.append(flight)
+            return self._counted(run, model, result, started, flight)
+        run.note_model_call_s(time.monotonic() - started)
+        release(run, estimate)
+        await self.harness.charge_usage(run, model, usage, held)
+        return result
 
     async def compress(self, run: RunState, agent: Any, input_kwargs: dict, next_handler: Callable[..., Any]) -> None:
         """AgentScope's ``compress_context`` (checked every round; a model
@@ -320,9 +324,8 @@ class ModelGuard:
         """What a compression's attempts used, summed; an attempt whose
         provider reported no usage is charged its request's estimate
         (``input_tokens``) and what it streamed (4 characters a token)."""
-        usages = [u if isinstance(u, ChatUsage) else ChatUsage(
-            input_tokens=input_tokens, output_tokens=(u or 0) // 4, time=0.0,
-        ) for u in attempts.usages or []]
+        usages = [u if isinstance(u, ChatUsage) else _stopped_usage(input_tokens, u or 0)
+                  for u in attempts.usages or []]
         if not usages:
             return None
         return ChatUsage(
@@ -430,8 +433,11 @@ class ModelGuard:
         return run.facts.stop(reason, text + found_so_far(run))
 
     async def _bounded(self, run: RunState, awaitable: Any) -> Any:
-        """The call, cut at the deadline (the answer then is the stop text).
-        A call that answers without waiting arms no timer."""
+        """The call, cut at the deadline: ``None`` then, not a response (the
+        model answered nothing: AgentScope's interrupted response to the cut
+        is empty), so the stop text that answers in its place is never
+        charged as its output. A call that answers without waiting arms no
+        timer."""
         if run.time_left() is None:
             return await awaitable
         done, result = first_step(awaitable) if inspect.iscoroutine(awaitable) else (False, awaitable)
@@ -444,9 +450,9 @@ class ModelGuard:
             except TimeoutError:
                 if not bound.expired():  # the client's own timeout: a failed call, not the deadline
                     raise
-                return _final(self._deadline_passed(run))
+                return None
         if isinstance(result, ChatResponse) and _cut_at_deadline(run, result):
-            return _final(self._deadline_passed(run))
+            return None
         return result
 
     def _deadline_passed(self, run: RunState) -> str:
@@ -503,12 +509,13 @@ class ModelGuard:
                     return
                 if chunk.is_last:
                     run.note_model_call_s(time.monotonic() - started)
-                    if _take(run, flight):  # else the run's end charged it when it stopped reading
-                        await self.harness.charge_usage(run, model, self._usage(run, chunk, input_tokens), held)
-                    if _cut_at_deadline(run, chunk):
+                    if _cut_at_deadline(run, chunk):  # AgentScope's own last chunk after the cut: no answer
+                        await self._charge_stopped(run, flight)
                         for last in _final_stream(self._deadline_passed(run), flight.chars > 0):
                             yield last
                         return
+                    if _take(run, flight):  # else the run's end charged it when it stopped reading
+                        await self.harness.charge_usage(run, model, self._usage(run, chunk, input_tokens), held)
                 else:
                     flight.chars += _chars(chunk) or 1
                 yield chunk
@@ -536,8 +543,8 @@ class ModelGuard:
         characters a token of what streamed."""
         if not _take(run, flight):
             return
-        usage = ChatUsage(input_tokens=flight.input_tokens, output_tokens=flight.chars // 4, time=0.0)
-        await self.harness.charge_usage(run, flight.model, usage, flight.reservation)
+        await self.harness.charge_usage(run, flight.model, _stopped_usage(flight.input_tokens, flight.chars),
+                                        flight.reservation)
 
 
 def _name(model: Any) -> str:
@@ -593,6 +600,16 @@ def _take(run: RunState, flight: _Streaming) -> bool:
     run.streaming.remove(flight)
     release(run, flight.held)  # charged (or failed) from here: the estimate is no longer held
     return True
+
+
+def _stopped_usage(input_tokens: int, chars: int) -> ChatUsage:
+    """The estimated usage of a call its provider reported none for (one
+    stopped before its last chunk: cut at the deadline, cancelled, dropped;
+    a compression's attempt): its request (``input_tokens``, estimated) and
+    4 characters a token of the ``chars`` that streamed. A call cut before
+    it answered streamed none: no output (the stop text in its place was
+    never the model's)."""
+    return ChatUsage(input_tokens=input_tokens, output_tokens=chars // 4, time=0.0)
 
 
 def _chars(response: ChatResponse) -> int:

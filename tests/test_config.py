@@ -649,3 +649,14 @@ def test_zero_units_on_a_ledger_tool_is_refused() -> None:
     rejected(lambda: cfg(tools={"search": ToolPolicy(ledgers=["q"], units=0)}, ledgers={"q": Ledger(cap=2)}),
              "units", "ledger")
     assert cfg(tools={"ping": ToolPolicy(units=0)}).tools["ping"].units == 0  # no ledger: nothing to charge
+
+
+def test_check_config_never_prints_secret_values(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """The effective config is printed (to a terminal, a CI log): its
+    ``secret_values`` are shown as placeholders, their number kept."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("secret_values: ['hunter2-very-secret-value']\n")
+    assert main(["check-config", "--json", str(policy)]) == 0
+    out = capsys.readouterr().out
+    assert "hunter2-very-secret-value" not in out
+    assert json.loads(out)["config"]["secret_values"] == ["<secret>"]

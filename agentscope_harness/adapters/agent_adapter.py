@@ -71,7 +71,19 @@ def run_of(harness: Harness, agent: Any) -> RunState | None:
     return harness.table.get(reply_id)
 
 
-class HarnessAgentAdapter(MiddlewareBase):
+class HarnessMiddleware(MiddlewareBase):
+    """Either adapter: under ``HARNESS_ENABLED=0`` AgentScope finds none of
+    its hooks, so an adapter built by hand passes everything through
+    untouched, at no cost, as ``middlewares()`` returning none does."""
+
+    harness: Harness
+
+    def is_implemented(self, hook_name: str) -> bool:
+        """AgentScope's test of whether this middleware has ``hook_name``."""
+        return self.harness.enabled and super().is_implemented(hook_name)
+
+
+class HarnessAgentAdapter(HarnessMiddleware):
     """The model-side middleware (first of ``harness.middlewares()``)."""
 
     def __init__(self, harness: Harness) -> None:

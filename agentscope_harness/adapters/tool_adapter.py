@@ -22,7 +22,6 @@ from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
 from agentscope.message import DataBlock, TextBlock, ToolCallState, ToolResultState
-from agentscope.middleware import MiddlewareBase
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import ToolChunk, ToolMiddlewareBase, ToolResponse
 
@@ -36,7 +35,7 @@ from ..outputs import cleaned_args, dependency_label, readable_data
 from ..run_state import RUN_HANDLE, current_run
 from ..runner import first_step
 from ..sentinels import format_sentinel
-from .agent_adapter import run_of
+from .agent_adapter import HarnessMiddleware, run_of
 
 if TYPE_CHECKING:
     from ..harness import Harness
@@ -67,7 +66,7 @@ def _state_name(state: Any) -> str:
     return str(getattr(state, "value", state))
 
 
-class HarnessToolAdapter(MiddlewareBase):
+class HarnessToolAdapter(HarnessMiddleware):
     """The tool-side middleware (second of ``harness.middlewares()``)."""
 
     def __init__(self, harness: Harness) -> None:
