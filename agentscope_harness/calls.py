@@ -214,7 +214,7 @@ class CallFlow:
             self.services.fleet.release_call(run, view.id)
         if result.error_class != ErrorClass.DEPENDENCY_DOWN:
             self._attach_pending_notices(ctx)
-        if result.ok and not view.stray and view.digest not in run.facts.succeeded:
+        if result.ok and view.digest not in run.facts.succeeded:
             counted = await _count_results(self.services, view, result.raw_text)
             result.new_facts = run.facts.record_result_facts(
                 view.role, True, result.raw_text, result.harness_meta, counted,
@@ -224,8 +224,6 @@ class CallFlow:
             run.remember_sentinel(refusal.code, refusal.text)
             result.text, result.notices, result.state = refusal.text, [], "error"
             result.withheld = True
-        if view.stray:
-            return result
         if result.ok and not result.withheld and view.role not in ("finish", "ask") and view.name not in UNGATED_TOOLS:
             run.findings.append((view.name, _finding(result.text)))
         error = result.error_class or ErrorClass.TOOL_ERROR
@@ -248,15 +246,13 @@ class CallFlow:
                                  detail=text)
         ctx.pending_notices.clear()
 
-    def unjudged(self, run: RunState, agent: Any, call_id: str, call: Any, name: str) -> HookContext:
-        """The context of a client-executed result whose call was not
-        admitted here (a reply parked in another process, or the tool
-        adapter not installed): shaped all the same, judged by nothing. Its
-        tool is the awaited ``call``'s, never the name the client gave
-        (``name``); with no call awaiting it, it is ``stray``."""
-        tool = call.name if call is not None else name
-        view = ToolCallView(id=call_id, name=tool, args={}, policy=self.services.config.tools.get(tool),
-                            batch=(run.run_id, -1), stray=call is None)
+    def unjudged(self, run: RunState, agent: Any, call: Any) -> HookContext:
+        """The context of a client-executed result whose awaited ``call``
+        was not admitted here (a reply parked in another process, or the
+        tool adapter not installed): shaped all the same, judged by nothing,
+        under the call's name (never the one the client gives its result)."""
+        view = ToolCallView(id=call.id, name=call.name, args={}, policy=self.services.config.tools.get(call.name),
+                            batch=(run.run_id, -1))
         return HookContext("post_tool_call", run, self.services, agent, tool=view)
 
 

@@ -99,9 +99,6 @@ class ToolCallView:
     """What the schema of the tool AgentScope judged the call with declares
     (argument names, defaults), for a tool a gate reads the schema of;
     else ``None``."""
-    stray: bool = False
-    """A result no awaited call is waiting for (a client's second answer to
-    one call): shaped for the model like any other, the outcome of no call."""
     _digest: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -105,6 +105,9 @@ NOVEL_SHINGLES = SHINGLE_WORDS + 1
 changed word can make (a new name inside a long record, not a new counter).
 A new phrase at the very start or end of a long result needs more words:
 the words there are in fewer shingles."""
+FINISHED = "finished"
+"""The reason of a run its finishing tool completed: the one way a run
+that requires it ends ``completed`` (a hook's stop does not settle it)."""
 OUT_OF_TIME = "deadline"
 """The end reason of a run its deadline stopped: the one stop shadow mode
 enforces too (time is not a refusal, and its decisions say they were enforced)."""

@@ -137,8 +137,12 @@ class Fleet:
     """Shared breakers, rate and concurrency limits and spend reservations
     of one Harness, through its store."""
 
-    def __init__(self, config: HarnessConfig, store: Any, record: Callable[..., Any]) -> None:
+    def __init__(
+        self, config: HarnessConfig, store: Any, record: Callable[..., Any], scrubbed: Callable[[str], str],
+    ) -> None:
         self.config, self.store, self.record = config, store, record
+        self.scrubbed = scrubbed
+        """How a log line states a key or an error (a principal's key may be an email)."""
         self.ledger = isinstance(store, LedgerStore)
         self.in_process = isinstance(store, MemoryStore)
         self.timeout_s = store_timeout(store)
@@ -408,9 +412,11 @@ class Fleet:
             failures: list[DependencyDown] = []
             for holds, lease in held:
                 if not await self._renewed(lease, failures) and holds.drop(lease):
-                    log.warning("harness lease %s of %s lapsed before it was renewed", lease.id, lease.key)
+                    log.warning("harness lease %s of %s lapsed before it was renewed",
+                                lease.id, self.scrubbed(lease.key))
             if failures:
-                log.warning("harness could not renew %d of %d leases: %s", len(failures), len(held), failures[-1])
+                log.warning("harness could not renew %d of %d leases: %s",
+                            len(failures), len(held), self.scrubbed(str(failures[-1])))
 
     async def _renewed(self, lease: _Lease, failures: list[DependencyDown]) -> bool:
         """Renew one lease; False once it has lapsed (a store that cannot

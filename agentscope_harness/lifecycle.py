@@ -39,7 +39,7 @@ from .calls import result_view
 from .chains import release
 from .context import reason_words
 from .deadline import current_deadline, tighter
-from .errors import DependencyDown
+from .errors import METADATA_KEY, DependencyDown
 from .outcome import (
     WITHHELD_ANSWER,
     build_report,
@@ -112,6 +112,10 @@ def rejoin(harness: Harness, run: RunState) -> None:
     run.facts.lift_deadline()
 
 
+_SECOND_RESULT = "A second result for this call was ignored: each call is answered once."
+"""What the model reads of a client's second result for one call."""
+
+
 class ReplyLifecycle:
     """The run of one ``agent.reply`` call (a resumption continues the run
     its reply parked)."""
@@ -121,6 +125,10 @@ class ReplyLifecycle:
         self.agent = agent
         self.run: RunState | None = None
         self.parked = False
+        self.resumed_park: RunReport | None = None
+        """The provisional report of the run parked here that this reply
+        resumes (``None``: not such a resume): what the run says again when
+        AgentScope does not take the human's answer (``close``)."""
         self.end_reason: str | None = None
         self.corrections: list[Any] = []
         """Text events that follow a streamed answer the audit corrected."""
@@ -210,8 +218,8 @@ class ReplyLifecycle:
     # ------------------------------------------------------------ open
 
     async def open(self, start: ReplyStartEvent) -> RunState:
-        """Create the run's slot (before any await, so a cancellation while
-        reading the store still settles it), then read the daily quota."""
+        """A new reply's run (it replaces a run the agent parked and never
+        resumed), which takes its concurrency slots."""
         harness, agent = self.harness, self.agent
         parent = live_parent(start.reply_id)
         principal = harness.current_principal()
@@ -219,18 +227,29 @@ class ReplyLifecycle:
             principal = parent.principal
         harness.table.forget_parked(agent)
         await self._settle_abandoned()
+        run = await self._open_run(start.reply_id, getattr(start, "session_id", None), principal, parent)
+        await harness.services.fleet.open_run(run)
+        return run
+
+    async def _open_run(
+        self, run_id: str, session_id: str | None, principal: Any, parent: RunState | None,
+    ) -> RunState:
+        """Create a run's slot, the agent's live run (before any await, so a
+        cancellation while reading the store still settles it), then read
+        its principal's daily quota: every run this reply opens, a new one
+        or one restored from storage, is held to it."""
+        harness = self.harness
         self.run = run = harness.table.open(
-            run_id=start.reply_id,
-            agent_name=getattr(agent, "name", "agent"),
-            session_id=getattr(start, "session_id", None),
+            run_id=run_id,
+            agent_name=getattr(self.agent, "name", "agent"),
+            session_id=session_id,
             principal=principal,
-            deadline=run_deadline(self.harness, parent),
+            deadline=run_deadline(harness, parent),
             parent=parent,
             mode=harness.config.mode,
         )
-        harness.table.bind(agent, run)
+        harness.table.bind(self.agent, run)
         await self._read_quota(run)
-        await harness.services.fleet.open_run(run)
         return run
 
     async def _settle_abandoned(self) -> None:
@@ -275,7 +294,8 @@ class ReplyLifecycle:
         if not isinstance(inputs, _RESUME_EVENTS):
             return None
         parked_here = self.harness.table.get(self.agent.state.reply_id)
-        run = parked_here or self._restored()
+        run = parked_here or await self._restored()
+        self.resumed_park = run.report
         run.report = None  # the park's provisional report is superseded
         run.park_reason = None  # a later park states its own reason
         run.resumed_by, run.resumer_recorded = self.harness.caller_principal(run), True
@@ -301,39 +321,38 @@ class ReplyLifecycle:
         run.facts.conclude(TerminalState.INCOMPLETE, reason, override=True)
         run.facts.stop_text = self.harness.config.fallback_text.format(reason=reason_words(reason))
 
-    def _restored(self) -> RunState:
+    async def _restored(self) -> RunState:
         """A reply parked in another process (its state restored from
-        storage) resumes here: a run of its own, so it is judged, bounded
-        and reported like any other."""
-        harness, agent = self.harness, self.agent
-        run = harness.table.open(
-            run_id=agent.state.reply_id, agent_name=getattr(agent, "name", "agent"),
-            session_id=agent.state.session_id, principal=harness.current_principal(),
-            deadline=run_deadline(self.harness, None), parent=None, mode=harness.config.mode,
-        )
-        harness.table.bind(agent, run)
-        return run
+        storage) resumes here: a run of its own, opened as a new reply's is
+        (its principal's daily quota read), so it is judged, bounded and
+        reported like any other."""
+        state = self.agent.state
+        return await self._open_run(state.reply_id, state.session_id, self.harness.current_principal(), None)
 
     async def shape_external_results(self, inputs: Any) -> None:
         """Client-executed results enter the context here, not through
         ``on_acting``: shape them like any other result before they do,
         each as the outcome of the awaited call its id names (AgentScope
-        checks ids only)."""
+        checks ids only), with no say in the harness's metadata (its facts,
+        error class, candidates)."""
         run = self.run
         if run is None or not isinstance(inputs, ExternalExecutionResultEvent):
             return
         flow, redactor = self.harness.flow, self.harness.redactor
-        # each awaited call is answered once: a second result for its id answers nothing
         awaited = {call.id: call for call in self.agent.state.get_awaiting_tool_calls(self.agent.name)}
         for block in inputs.execution_results:
+            # the client speaks for its tool's result, never for the harness
+            block.metadata = {k: v for k, v in (block.metadata or {}).items() if k != METADATA_KEY}
             call = awaited.pop(block.id, None)
-            admitted = run.admitted.pop(block.id, None) if call is not None else None
-            ctx = admitted or flow.unjudged(run, self.agent, block.id, call, block.name)
+            if call is None:  # each awaited call is answered once: a second result reaches no one
+                block.output, block.state = _SECOND_RESULT, ToolResultState.ERROR
+                continue
+            ctx = run.admitted.pop(block.id, None) or flow.unjudged(run, self.agent, call)
             if not isinstance(block.output, str):
                 block.output = [readable_data(b, redactor) if isinstance(b, DataBlock) else b for b in block.output]
             text = _block_text(block)
             state = str(getattr(block.state, "value", block.state))
-            result = await flow.shape(ctx, result_view(text, state, dict(block.metadata or {})))
+            result = await flow.shape(ctx, result_view(text, state, dict(block.metadata)))
             if result.withheld or result.text != text or result.notices:
                 block.output = "\n".join(p for p in [result.text, *result.notices] if p)
                 if result.withheld:
@@ -414,10 +433,16 @@ class ReplyLifecycle:
     async def park(self, run: RunState) -> list[Any]:
         """The reply stopped for a human (a confirmation or an outside
         answer): a provisional ``waiting_input`` report; the slot is kept."""
+        await self._keep_parked(run, run.park_reason or _park_reason(self.agent))
+        return self.closing_events(run)
+
+    async def _keep_parked(self, run: RunState, reason: str) -> None:
+        """The run waits for a human: its slot (what they were shown, who
+        parked it) is kept as the agent's parked run until a reply resumes
+        it or a new one replaces it; its report says ``waiting_input``."""
         self.parked = True
         self.harness.table.park(self.agent, run.run_id)
-        await self.settle(run, TerminalState.WAITING_INPUT, run.park_reason or _park_reason(self.agent))
-        return self.closing_events(run)
+        await self.settle(run, TerminalState.WAITING_INPUT, reason)
 
     async def settle(self, run: RunState, state: TerminalState, reason: str) -> RunReport:
         """Close the books of a run once: its report, the parent's children,
@@ -439,24 +464,47 @@ class ReplyLifecycle:
 
     async def close(self, failure: BaseException | None) -> None:
         """The reply's ``finally``: settle what has not been settled, repair
-        a history left with dangling calls, drop the slot (unless parked)."""
+        a history left with dangling calls, drop the slot (unless parked,
+        or still parked: a resume AgentScope did not take)."""
         run = self.run
         if run is None or self.parked:
             return
         try:
             if failure is not None and not isinstance(failure, GeneratorExit):
                 _close_dangling_tool_calls(self.agent, failure)
-            if run.report is None:
+            if failure is not None and self.resumed_park is not None and _awaits_human(self.agent):
+                await self._park_again(run, failure, self.resumed_park.reason)
+            elif run.report is None:
                 state, reason = terminal_state(
                     run, self.harness.config.finish_required(), self.end_reason, failure,
                 )
                 await self.settle(run, state, reason)
         finally:
-            try:
-                await self.harness.services.fleet.close_run(run)
-            finally:
-                self.harness.table.drop(run.run_id)
-                self.harness.table.unbind(self.agent, run)
+            if not self.parked:
+                await self._free(run)
+
+    async def _park_again(self, run: RunState, failure: BaseException, reason: str) -> None:
+        """A reply resuming a run parked here failed with AgentScope still
+        waiting for the human (it rejected the answer, e.g. for a call id it
+        is not waiting for; or the reply was cut before it took it): nothing
+        was resumed, so the run stays parked as the human left it. Its slot
+        keeps what they were shown and who parked it, so the next resume is
+        checked against both and held to the quota read at open (dropped,
+        the next resume would open a run as if parked in another process,
+        where neither can be checked). The report says what it said at the
+        park (``waiting_input``, its reason), with the failure recorded."""
+        self.harness.services.record(run, "resume_check", "on_reply", "resume_failed",
+                                     detail=f"{type(failure).__name__}: {failure}")
+        await self._keep_parked(run, reason)
+
+    async def _free(self, run: RunState) -> None:
+        """The run is over here: its concurrency slots, its slot and the
+        agent's binding to it go."""
+        try:
+            await self.harness.services.fleet.close_run(run)
+        finally:
+            self.harness.table.drop(run.run_id)
+            self.harness.table.unbind(self.agent, run)
 
     def closing_events(self, run: RunState) -> list[CustomEvent]:
         """The last decisions and the report, emitted once the run settled."""
@@ -503,6 +551,12 @@ def _park_reason(agent: Any) -> str:
     if any(call.state == ToolCallState.ASKING for call in awaiting):
         return "awaiting_confirmation"
     return "awaiting_input"
+
+
+def _awaits_human(agent: Any) -> bool:
+    """Whether AgentScope still waits for a human's (or a client's) answer
+    to a call of the agent's reply: it can be resumed."""
+    return bool(agent.state.get_awaiting_tool_calls(agent.name))
 
 
 def _block_text(block: ToolResultBlock) -> str:

@@ -332,6 +332,8 @@ class ModelGuard:
             input_tokens=sum(u.input_tokens for u in usages),
             output_tokens=sum(u.output_tokens for u in usages),
             time=0.0,
+            cache_input_tokens=sum(u.cache_input_tokens or 0 for u in usages),
+            cache_creation_input_tokens=sum(u.cache_creation_input_tokens or 0 for u in usages),
         )
 
     def _compression_refusal(self, run: RunState, model: Any, tokens: int, output: int) -> str | None:

@@ -80,7 +80,7 @@ class Services:
         )
 
     def __post_init__(self) -> None:
-        self.fleet = Fleet(self.config, self.store, self.record)
+        self.fleet = Fleet(self.config, self.store, self.record, self.scrubbed)
 
     @property
     def breakers(self) -> dict[str, Breaker]:

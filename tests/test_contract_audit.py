@@ -1632,11 +1632,6 @@ def _stopper(point: str, state: TerminalState, text_: str | None = None) -> Any:
     return stopper
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "DESIGN §1.10 / README 'Tells the truth': 'a run ends `completed` only when its delivery contract holds' "
-    "and README config table 'require_finish_tool … `completed` needs it'; §3.2 'Hooks never settle a run' — "
-    "a hook's ctx.stop(reason, TerminalState.COMPLETED) ends the run `completed` although the required "
-    "finishing tool never ran (outcome.terminal_state trusts facts.terminal.state == 'completed')"))
 @pytest.mark.parametrize("point", ["pre_think", "post_reflect", "post_tool_call"])
 async def test_a_hooks_stop_cannot_declare_completed_without_the_finish_tool(point: str) -> None:
     ran = Ran()
@@ -1649,12 +1644,6 @@ async def test_a_hooks_stop_cannot_declare_completed_without_the_finish_tool(poi
     assert report.terminal_state is not TerminalState.COMPLETED
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README 'What the caller receives': when a `post_reflect` hook's `ctx.stop` ends the run in that round "
-    "'the user receives the text that rule stopped the run with (else the fallback answer …), never the "
-    "model's answer'; ctx.stop docstring: 'the next round answers that way' — with state=WAITING_INPUT (or "
-    "COMPLETED/CANCELLED) the run goes on for two more model calls and the model's own text is delivered; "
-    "the stop text is used only for INCOMPLETE/FAILED"))
 async def test_post_reflect_stop_with_another_state_delivers_the_stop_text() -> None:
     ran = Ran()
     t = shop_tools(ran)

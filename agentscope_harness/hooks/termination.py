@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..context import HookContext, ReflectContext, ToolCallContext, ToolResultContext
-from ..facts import OUT_OF_TIME, GuardState
+from ..facts import FINISHED, OUT_OF_TIME, GuardState
 from ..registry import HookRejectSignal, harness_hook
 from ..report import TerminalState
 from ..sentinels import format_sentinel
@@ -32,7 +32,8 @@ def liveness_watchdog(ctx: HookContext) -> None:
     if ctx.services.shadow and terminal is not None and ctx.run.past_deadline():
         facts.time_is_up(shadow=True)  # an end shadow mode did not enforce gives way
         terminal = facts.terminal
-    if terminal is not None and terminal.state in _STOPPED:
+    if terminal is not None and (terminal.state in _STOPPED or facts.stop_text is not None):
+        # a stop (a hook's, whatever state it asked for) answers with its text at the next step
         ctx.stop(terminal.reason, TerminalState(terminal.state), text=facts.stop_text)
         return
     answer = facts.ended_by_tool()
@@ -140,13 +141,13 @@ def _verification_failed(ctx: ToolResultContext, missing: Any) -> None:
 def _completed(ctx: ToolResultContext) -> None:
     facts = ctx.facts
     facts.tool_answer = _answer_of(ctx.tool.args, ctx.result.raw_text)
-    facts.mark("finished")
+    facts.mark(FINISHED)
     if facts.stuck is not None:
         # made to conclude for lack of progress: what it delivers then does not complete the task
         facts.conclude(TerminalState.INCOMPLETE, facts.stuck)
         ctx.decide("terminal", code="incomplete", detail=f"delivered once made to conclude ({facts.stuck})")
         return
-    facts.conclude(TerminalState.COMPLETED, "finished")
+    facts.conclude(TerminalState.COMPLETED, FINISHED)
     ctx.decide("terminal", code="completed")
 
 

@@ -229,12 +229,6 @@ def _all_cached(resp: Any) -> Any:
     return resp
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README 'What a call is charged': 'input the provider served from its prompt cache "
-    "(ChatUsage.cache_input_tokens) at cached_in'. AgentScope's compression call is charged from "
-    "ModelGuard._attempts_usage, which sums input/output tokens and drops cache_input_tokens and "
-    "cache_creation_input_tokens: charged at the full input price ($0.03 for a free cache); on "
-    "AnthropicChatModel its cache reads and writes are not charged at all"))
 async def test_a_compression_call_served_from_the_cache_is_charged_at_the_cached_price() -> None:
     """Every response (the compression's too) reports 1,000 input tokens,
     all served from the prompt cache; cached input is free here."""
@@ -365,10 +359,6 @@ def _logged(caplog: pytest.LogCaptureFixture) -> str:
                      for r in caplog.records)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README 'Personal data': 'the harness's log lines ... carry no raw personal data unless record_raw=True'. "
-    "fleet.py:411 logs 'harness lease %s of %s lapsed' with lease.key, which is the principal's key "
-    "(tenant/user_id): an email user_id is logged raw"))
 async def test_a_lapsed_lease_log_line_carries_no_email(caplog: pytest.LogCaptureFixture) -> None:
     import asyncio
     import logging
@@ -445,12 +435,6 @@ async def test_control_a_clients_own_results_leave_other_tools_breakers_alone() 
     assert ran.of("pay") == [{"order_id": "B-1"}], report.refusals
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README: a second result for one call 'is no call's outcome'; 'The breaker. Only dependency failures "
-    "... count, so one caller's arguments cannot deny a tool to everyone'. A stray result is shaped under "
-    "the name the client gives it (CallFlow.unjudged: stray -> name), and post_tool_call's tool_breaker_record "
-    "still runs for it: three strays named 'pay' with error_class dependency_down in their metadata open the "
-    "shared breaker of 'pay', and Bob's payment is refused"))
 async def test_a_clients_second_results_do_not_open_another_tools_breaker() -> None:
     ran = Ran()
     h, toolkit = _pay_shop(ran)
@@ -465,12 +449,6 @@ async def test_a_clients_second_results_do_not_open_another_tools_breaker() -> N
     assert ran.of("pay") == [{"order_id": "B-1"}], report.refusals
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "CHANGELOG round 24: a client 'no longer makes [a] tool's success' it never ran; README: a client's result "
-    "is 'the outcome of the awaited call its id names'. The client's own result for client_lookup carries "
-    "metadata['harness']['facts'] = ['identity_verified'] (a fact only the server's verify_identity declares): "
-    "shape_external_results passes the client's metadata to record_result_facts as a tool's own declaration, "
-    "and a refund gated by requires_facts runs"))
 async def test_a_clients_result_metadata_does_not_reach_a_required_fact() -> None:
     ran = Ran()
 
