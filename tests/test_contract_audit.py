@@ -1685,3 +1685,17 @@ def test_harness_config_with_store_and_callbacks_is_json_serialisable() -> None:
     config = HarnessConfig(store=MemoryStore(), on_report=lambda r: None,
                            tools={"submit": ToolPolicy(role="finish", verify=lambda r: None)})
     json.loads(config.model_dump_json())
+
+
+async def test_finished_reason_is_agentscopes_and_the_report_is_the_outcome() -> None:
+    """README (Choices): a reply the harness answers in the model's place
+    ends ``completed`` in AgentScope's terms; the report says how the run
+    really ended."""
+    ran = Ran()
+    t = shop_tools(ran)
+    h, model, agent = harnessed(HarnessConfig(tools=FINISH_CFG, max_model_calls=1),
+                                [calls(("search", {"q": "a"})), text("made up")], [t["search"], t["submit"]])
+    _, final, report = await drive(h, agent, U42)
+    assert str(getattr(final.finished_reason, "value", final.finished_reason)) == "completed"
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "max_model_calls")
+    assert (final.get_text_content() or "").startswith("I could not complete this request")
