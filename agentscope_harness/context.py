@@ -302,8 +302,10 @@ class HookContext:
             text += found
         if self.fallback_answer is not None:
             return  # the first stop of a point stands
-        self.run.facts.conclude(state, reason)
-        self.run.facts.stop_text = text
+        facts = self.run.facts
+        if facts.terminal is None:  # the run's first end stands, and so does what it answers
+            facts.conclude(state, reason)
+            facts.stop_text = text
         if self.point == "pre_think":
             self.fallback_answer = text
         self.decide("stop" if self.point != "pre_think" else "fallback", code=code, detail=reason,

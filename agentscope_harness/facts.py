@@ -106,8 +106,7 @@ changed word can make (a new name inside a long record, not a new counter).
 A new phrase at the very start or end of a long result needs more words:
 the words there are in fewer shingles."""
 FINISHED = "finished"
-"""The reason of a run its finishing tool completed: the one way a run
-that requires it ends ``completed`` (a hook's stop does not settle it)."""
+"""The reason of a run its finishing tool completed."""
 OUT_OF_TIME = "deadline"
 """The end reason of a run its deadline stopped: the one stop shadow mode
 enforces too (time is not a refusal, and its decisions say they were enforced)."""
@@ -422,6 +421,9 @@ class GuardState:
     """What the tool that ended the run delivered (a finishing tool's
     answer, an ``ask`` tool's question), given to the user if the model's
     last word is withheld or never comes."""
+    delivered: bool = False
+    """A finishing tool succeeded and passed ``verify``: the delivery
+    contract ``require_finish_tool`` asks for (no hook's stop stands in)."""
     novelty: Novelty = field(default_factory=Novelty)
     """What the run's results have said: progress is new information."""
     refused: list[tuple[str, str, str | None]] = field(default_factory=list)

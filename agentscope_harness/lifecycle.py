@@ -375,6 +375,7 @@ class ReplyLifecycle:
         msg = run.candidate
         original = (msg.get_text_content() or "") if msg is not None else ""
         ctx = harness.session_context(run, self.agent, original, self.end_reason)
+        ended = run.facts.terminal is not None
         refusal = await harness.runner.run("on_session_end", ctx)
         first = ctx.audit  # None: the audit is disabled
         rewritten = first is not None and (first[0] != original or ctx.final_text != first[1])
@@ -383,6 +384,8 @@ class ReplyLifecycle:
             refusal = await harness.runner.rerun(AUDIT_HOOK, ctx)  # a later hook's rewrite
         audited = ctx.final_text or ""  # cleaned as the stream was (or a hook's rewrite, audited)
         final = audited if harness.shadow else corrected_answer(run, audited, harness.config.fallback_text)
+        if not (ended or harness.shadow) and run.facts.stop_text is not None:
+            final = run.facts.stop_text  # a hook stopped the run here: its text, as a stop elsewhere gives
         if final != audited:  # a replacement (a hook's stop text may quote anything) takes the answer's filter
             final = answer_filter(harness.services, run).apply(final)[0]
         structured_ok = self._filter_structured(run) or harness.shadow  # shadow mode withholds nothing

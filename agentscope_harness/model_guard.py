@@ -61,6 +61,12 @@ class _Attempts:
     characters it streamed (``int``: charged its request and 4 characters a
     token; ``None``: its request only)."""
 
+    def request_out(self) -> bool:
+        """Whether an attempt's request is out now (not one cut in the pause
+        between a failed attempt and its retry: that sent nothing). A model
+        making its calls without ``_call_api`` counts none: assumed out."""
+        return self.made == 0 or self.made > self.ended
+
 
 @dataclass
 class _Streaming:
@@ -213,7 +219,8 @@ class ModelGuard:
         estimate = hold(run, name, tokens, output)  # no await since the check: no call slips between
         run.add_model_call()
         _count_attempts(model)
-        attempts = _ATTEMPTS.set(_Attempts(run))
+        counting = _Attempts(run)
+        token = _ATTEMPTS.set(counting)
         started = time.monotonic()
         try:
             result = await self._bounded(run, next_handler(**input_kwargs))
@@ -225,11 +232,12 @@ class ModelGuard:
                 return _final(self._stop(run, "max_model_calls"))
             raise
         finally:
-            _ATTEMPTS.reset(attempts)
-        if result is None:  # cut at the deadline before it answered: its request, no output
-            result, usage = _final(self._deadline_passed(run)), _stopped_usage(tokens, 0)
+            _ATTEMPTS.reset(token)
+        if result is None:  # cut at the deadline before it answered: no output, and its request if one was out
+            sent = tokens if counting.request_out() else 0
+            result, usage = _final(self._deadline_passed(run)), _stopped_usage(sent, 0, model)
         elif isinstance(result, ChatResponse):
-            usage = self._usage(run, result, tokens)
+            usage = self._usage(run, model, result, tokens)
         else:
             flight = _Streaming(model, held, tokens, estimate)  # in flight from now: charged even if never read
             run.streaming.append(flight)
@@ -302,7 +310,7 @@ class ModelGuard:
             _ATTEMPTS.reset(token)
             release(run, estimate)
             # every answered attempt (AgentScope tries several strategies) was billed
-            await self.harness.charge_usage(run, model, self._attempts_usage(attempts, tokens),
+            await self.harness.charge_usage(run, model, self._attempts_usage(attempts, tokens, model),
                                             admission.reservation)
 
     def model_failed(self, run: RunState) -> str | None:
@@ -320,11 +328,11 @@ class ModelGuard:
         run.facts.stop_text = text.format(reason=REASONS["model_error"])
         return run.facts.stop_text
 
-    def _attempts_usage(self, attempts: _Attempts, input_tokens: int) -> ChatUsage | None:
+    def _attempts_usage(self, attempts: _Attempts, input_tokens: int, model: Any) -> ChatUsage | None:
         """What a compression's attempts used, summed; an attempt whose
         provider reported no usage is charged its request's estimate
         (``input_tokens``) and what it streamed (4 characters a token)."""
-        usages = [u if isinstance(u, ChatUsage) else _stopped_usage(input_tokens, u or 0)
+        usages = [u if isinstance(u, ChatUsage) else _stopped_usage(input_tokens, u or 0, model)
                   for u in attempts.usages or []]
         if not usages:
             return None
@@ -465,18 +473,17 @@ class ModelGuard:
         run.facts.time_is_up(self.harness.shadow)
         return self._stop(run, "deadline")
 
-    def _usage(self, run: RunState, response: ChatResponse, input_tokens: int) -> Any:
+    def _usage(self, run: RunState, model: Any, response: ChatResponse, input_tokens: int) -> Any:
         """The response's usage; a provider that reports none is charged an
         estimate (the request's, and 4 characters a token of the answer), so
         a capped budget is never spent at $0."""
         if response.usage is not None or self.harness.config.cost is None:
             return response.usage
-        output = _chars(response)
         if not run.root.usage_estimated:
             run.root.usage_estimated = True
             self.harness.services.record(run, "budget_router", "on_model_call", "usage_estimated",
                                          detail="the provider reported no usage: charged an estimate")
-        return ChatUsage(input_tokens=input_tokens, output_tokens=output // 4, time=0.0)
+        return _stopped_usage(input_tokens, _chars(response), model)
 
     async def _counted(
         self, run: RunState, model: Any, stream: AsyncGenerator, started: float, flight: _Streaming,
@@ -517,7 +524,7 @@ class ModelGuard:
                             yield last
                         return
                     if _take(run, flight):  # else the run's end charged it when it stopped reading
-                        await self.harness.charge_usage(run, model, self._usage(run, chunk, input_tokens), held)
+                        await self.harness.charge_usage(run, model, self._usage(run, model, chunk, input_tokens), held)
                 else:
                     flight.chars += _chars(chunk) or 1
                 yield chunk
@@ -545,8 +552,8 @@ class ModelGuard:
         characters a token of what streamed."""
         if not _take(run, flight):
             return
-        await self.harness.charge_usage(run, flight.model, _stopped_usage(flight.input_tokens, flight.chars),
-                                        flight.reservation)
+        usage = _stopped_usage(flight.input_tokens, flight.chars, flight.model)
+        await self.harness.charge_usage(run, flight.model, usage, flight.reservation)
 
 
 def _name(model: Any) -> str:
@@ -576,10 +583,15 @@ def _output_estimate(run: RunState, model: Any) -> int:
     """A call's output tokens, estimated: the model's ``max_tokens`` when it
     declares one (a bound), else the most one call of the run has produced
     (sub-agents included; 0 before the first answer)."""
+    bound = _output_bound(model)
+    return run.root.largest_output_tokens if bound is None else bound
+
+
+def _output_bound(model: Any) -> int | None:
+    """The most output tokens one call of ``model`` is billed: the
+    ``max_tokens`` it sends, when its parameters set one."""
     bound = getattr(getattr(model, "parameters", None), "max_tokens", None)
-    if isinstance(bound, int) and bound > 0:
-        return _with_thinking(model, bound)
-    return run.root.largest_output_tokens
+    return _with_thinking(model, bound) if isinstance(bound, int) and bound > 0 else None
 
 
 def _with_thinking(model: Any, max_tokens: int) -> int:
@@ -604,14 +616,16 @@ def _take(run: RunState, flight: _Streaming) -> bool:
     return True
 
 
-def _stopped_usage(input_tokens: int, chars: int) -> ChatUsage:
+def _stopped_usage(input_tokens: int, chars: int, model: Any) -> ChatUsage:
     """The estimated usage of a call its provider reported none for (one
     stopped before its last chunk: cut at the deadline, cancelled, dropped;
-    a compression's attempt): its request (``input_tokens``, estimated) and
-    4 characters a token of the ``chars`` that streamed. A call cut before
-    it answered streamed none: no output (the stop text in its place was
-    never the model's)."""
-    return ChatUsage(input_tokens=input_tokens, output_tokens=chars // 4, time=0.0)
+    a compression's attempt; an answer without usage): its request
+    (``input_tokens``, estimated) and 4 characters a token of the ``chars``
+    that streamed, never more than ``model`` can be billed for one call
+    (``_output_bound``). A call cut before it answered streamed none: no
+    output (the stop text in its place was never the model's)."""
+    output, bound = chars // 4, _output_bound(model)
+    return ChatUsage(input_tokens=input_tokens, output_tokens=output if bound is None else min(output, bound), time=0.0)
 
 
 def _chars(response: ChatResponse) -> int:

@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable
 
 from .context import found_so_far, reason_words
-from .facts import FINISHED
 from .outputs import cleaned_args
 from .report import RunReport, TerminalState
 from .run_state import RunState, principal_dict
@@ -51,7 +50,7 @@ def terminal_state(
     if facts.terminal is not None:
         if run.ended_at_cap:  # finished, but the structured output the reply owed never came
             return TerminalState.INCOMPLETE, "structured_output_missing"
-        if finish_required and facts.terminal.reason != FINISHED:  # a hook's stop is not the delivery
+        if finish_required and not facts.delivered:  # a hook's stop is not the delivery
             return TerminalState.INCOMPLETE, "finish_tool_not_called"
         return TerminalState.COMPLETED, facts.terminal.reason
     if facts.dependency_down:

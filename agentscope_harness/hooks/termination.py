@@ -147,6 +147,7 @@ def _completed(ctx: ToolResultContext) -> None:
         facts.conclude(TerminalState.INCOMPLETE, facts.stuck)
         ctx.decide("terminal", code="incomplete", detail=f"delivered once made to conclude ({facts.stuck})")
         return
+    facts.delivered = True
     facts.conclude(TerminalState.COMPLETED, FINISHED)
     ctx.decide("terminal", code="completed")
 

@@ -93,11 +93,6 @@ async def test_control_an_edited_confirmation_is_refused() -> None:
     assert h.last_report(agent).refusals == {"approval_mismatch": 1}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README 'Human in the loop': a resumed call 'runs only if it is exactly the call the human was shown' "
-    "(approval_mismatch); the Limit covers a reply parked in *another process* only. A resume event "
-    "AgentScope rejects (a ConfirmResult for a wrong id) drops the parked run's slot in this process; "
-    "the next confirmation, edited, runs as resume_unverified"))
 async def test_a_rejected_resume_does_not_forget_what_the_human_was_shown() -> None:
     ran = Ran()
     h, agent = _asking_refund(ran)
@@ -109,10 +104,6 @@ async def test_a_rejected_resume_does_not_forget_what_the_human_was_shown() -> N
     assert h.last_report(agent).refusals.get("approval_mismatch") == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README 'Human in the loop': a resumed call runs only if 'the principal bound at resume is the one who "
-    "parked it' (permission_denied). After a resume AgentScope rejects, another caller's confirmation runs "
-    "Alice's parked refund: the slot was dropped, and the restored run is opened for whoever resumes"))
 async def test_a_rejected_resume_does_not_let_another_caller_approve() -> None:
     ran = Ran()
     h, agent = _asking_refund(ran)
@@ -162,11 +153,6 @@ async def test_control_a_resumed_reply_is_held_to_the_daily_quota() -> None:
     assert h.last_report(agent).reason == "budget"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README: 'per-user daily quotas reserved before each model call', 'Concurrent runs never spend past the "
-    "quota'. A reply parked in one process and resumed in another (state restored) opens its run with "
-    "ReplyLifecycle._restored, which never reads the quota (daily_left_usd None): its model calls are "
-    "neither reserved nor charged to the principal's daily spend"))
 async def test_a_reply_restored_in_another_process_is_held_to_the_daily_quota() -> None:
     from agentscope.state import AgentState
 
@@ -187,10 +173,6 @@ async def test_a_reply_restored_in_another_process_is_held_to_the_daily_quota() 
     assert len(model.calls) == 1, "a model call past the daily quota"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README: 'per-user daily quotas reserved before each model call'. A resume event AgentScope rejects drops "
-    "the parked slot; the next resume is a restored run that never reads the quota: a call past it is made "
-    "and never charged"))
 async def test_a_rejected_resume_does_not_lift_the_daily_quota() -> None:
     from agentscope_harness.stores import MemoryStore
 
