@@ -306,6 +306,8 @@ class HookContext:
         if facts.terminal is None:  # the run's first end stands, and so does what it answers
             facts.conclude(state, reason)
             facts.stop_text = text
+        else:
+            text = facts.stop_text or facts.ended_by_tool() or text
         if self.point == "pre_think":
             self.fallback_answer = text
         self.decide("stop" if self.point != "pre_think" else "fallback", code=code, detail=reason,

@@ -116,6 +116,46 @@ _SECOND_RESULT = "A second result for this call was ignored: each call is answer
 """What the model reads of a client's second result for one call."""
 
 
+async def _taken(agent: Any, event: Any) -> bool:
+    """Whether AgentScope takes ``event`` to continue the parked reply (the
+    harness resumes only what it resumes): an interrupt while calls await,
+    or an answer its own check (``_check_incoming_event``) accepts."""
+    if isinstance(event, UserInterruptEvent):
+        return bool(agent.state.has_awaiting_tool_calls(agent.name))
+    try:
+        await agent._check_incoming_event(event)
+    except ValueError:
+        return False
+    return True
+
+
+def _rules_only_for_shown_calls(agent: Any, event: UserConfirmResultEvent, by_another: bool) -> None:
+    """A confirmation's permission rules ("always allow", which AgentScope
+    adds to the agent as it takes the event) stand only for the very call
+    the human was shown, confirmed by the caller who parked it: the harness
+    refuses any other, and the rules would outlive the refusal."""
+    shown = {call.id: (call.name, call.input) for call in agent.state.get_awaiting_tool_calls(agent.name)}
+    for result in event.confirm_results:
+        call = result.tool_call
+        if result.rules and (by_another or shown.get(call.id) != (call.name, call.input)):
+            result.rules = None
+
+
+async def _shape_kept(agent: Any, block: ToolResultBlock) -> bool:
+    """Whether AgentScope keeps a client's ``block`` (its tool's
+    ``check_external_result``, by the name the client gave, as AgentScope
+    looks it up): it takes an event's results in order and stops at the
+    first it refuses, the reply staying parked."""
+    tool = await agent.toolkit.get_tool(block.name)
+    if tool is None:
+        return True
+    try:
+        await tool.check_external_result(block)
+    except Exception:
+        return False
+    return True
+
+
 class ReplyLifecycle:
     """The run of one ``agent.reply`` call (a resumption continues the run
     its reply parked)."""
@@ -291,8 +331,8 @@ class ReplyLifecycle:
         """A reply resumed with a human's answer continues its parked run;
         the caller bound now is recorded (a different one is refused at
         the permission point); the run takes its concurrency slots again."""
-        if not isinstance(inputs, _RESUME_EVENTS):
-            return None
+        if not isinstance(inputs, _RESUME_EVENTS) or not await _taken(self.agent, inputs):
+            return None  # AgentScope refuses it (or, an interrupt, ignores it): nothing resumes
         parked_here = self.harness.table.get(self.agent.state.reply_id)
         run = parked_here or await self._restored()
         self.resumed_park = run.report
@@ -301,8 +341,11 @@ class ReplyLifecycle:
         run.resumed_by, run.resumer_recorded = self.harness.caller_principal(run), True
         run.awaiting_human.clear()
         rejoin(self.harness, run)
-        if parked_here is not None and run.resumed_by != run.principal:
+        by_another = parked_here is not None and run.resumed_by != run.principal
+        if by_another:
             self._resumed_by_another(run)  # a human's approval or a client's result alike
+        if isinstance(inputs, UserConfirmResultEvent):
+            _rules_only_for_shown_calls(self.agent, inputs, by_another)
         self.run = run
         await self.harness.services.fleet.resume_run(run)
         return run
@@ -347,6 +390,8 @@ class ReplyLifecycle:
             if call is None:  # each awaited call is answered once: a second result reaches no one
                 block.output, block.state = _SECOND_RESULT, ToolResultState.ERROR
                 continue
+            if not await _shape_kept(self.agent, block):
+                break  # AgentScope stops taking the event's results here: they are no outcome
             ctx = run.admitted.pop(block.id, None) or flow.unjudged(run, self.agent, call)
             if not isinstance(block.output, str):
                 block.output = [readable_data(b, redactor) if isinstance(b, DataBlock) else b for b in block.output]
