@@ -294,20 +294,24 @@ class HookContext:
         """Last rung: end the run with ``state`` and ``reason``. At
         ``pre_think`` the user gets ``text`` (default: the config's fallback
         text) without another model call; elsewhere every further tool call
-        is refused and the next round answers that way."""
-        if text is None:
-            text = self.config.fallback_text.format(reason=reason_words(reason))
-        found = found_so_far(self.run) if state not in (TerminalState.COMPLETED, TerminalState.WAITING_INPUT) else ""
-        if found not in text:
-            text += found
+        is refused and the next round answers that way. A run that ended
+        already keeps its end, and answers what that end does."""
         if self.fallback_answer is not None:
             return  # the first stop of a point stands
         facts = self.run.facts
-        if facts.terminal is None:  # the run's first end stands, and so does what it answers
+        ended = facts.terminal
+        if ended is not None:  # the run's first end stands, and so does what it answers
+            text = facts.stop_text or facts.ended_by_tool()
+        end_state, end_reason = (state, reason) if ended is None else (TerminalState(ended.state), ended.reason)
+        if text is None:
+            text = self.config.fallback_text.format(reason=reason_words(end_reason))
+        if end_state not in (TerminalState.COMPLETED, TerminalState.WAITING_INPUT):
+            found = found_so_far(self.run)
+            if found not in text:
+                text += found
+        if ended is None:
             facts.conclude(state, reason)
             facts.stop_text = text
-        else:
-            text = facts.stop_text or facts.ended_by_tool() or text
         if self.point == "pre_think":
             self.fallback_answer = text
         self.decide("stop" if self.point != "pre_think" else "fallback", code=code, detail=reason,

@@ -114,39 +114,48 @@ def rejoin(harness: Harness, run: RunState) -> None:
 
 _SECOND_RESULT = "A second result for this call was ignored: each call is answered once."
 """What the model reads of a client's second result for one call."""
+_MISSHAPEN_RESULT = "This result does not have the shape its tool promises; it was not taken."
+"""What the model reads of a client's result its call's own tool refuses."""
 
 
 async def _taken(agent: Any, event: Any) -> bool:
-    """Whether AgentScope takes ``event`` to continue the parked reply (the
-    harness resumes only what it resumes): an interrupt while calls await,
-    or an answer its own check (``_check_incoming_event``) accepts."""
+    """Whether AgentScope takes an answer from ``event`` to continue the
+    parked reply (the harness resumes only what it resumes): an interrupt
+    while calls await; a confirmation its own check
+    (``_check_incoming_event``) accepts, confirming something; client
+    results it accepts, of which it keeps the first (``_shape_kept``)."""
     if isinstance(event, UserInterruptEvent):
         return bool(agent.state.has_awaiting_tool_calls(agent.name))
     try:
         await agent._check_incoming_event(event)
     except ValueError:
         return False
-    return True
+    if isinstance(event, UserConfirmResultEvent):
+        return bool(event.confirm_results)
+    results = event.execution_results
+    return bool(results) and await _shape_kept(agent, results[0], results[0].name)
 
 
-def _rules_only_for_shown_calls(agent: Any, event: UserConfirmResultEvent, by_another: bool) -> None:
+def _rules_only_for_shown_calls(agent: Any, event: UserConfirmResultEvent, unverified: bool) -> None:
     """A confirmation's permission rules ("always allow", which AgentScope
     adds to the agent as it takes the event) stand only for the very call
-    the human was shown, confirmed by the caller who parked it: the harness
-    refuses any other, and the rules would outlive the refusal."""
+    the human was shown, confirmed by the caller who parked it (none when
+    that cannot be told: ``unverified``): the harness refuses any other,
+    and the rules would outlive the refusal."""
     shown = {call.id: (call.name, call.input) for call in agent.state.get_awaiting_tool_calls(agent.name)}
     for result in event.confirm_results:
         call = result.tool_call
-        if result.rules and (by_another or shown.get(call.id) != (call.name, call.input)):
+        if result.rules and (unverified or shown.get(call.id) != (call.name, call.input)):
             result.rules = None
 
 
-async def _shape_kept(agent: Any, block: ToolResultBlock) -> bool:
-    """Whether AgentScope keeps a client's ``block`` (its tool's
-    ``check_external_result``, by the name the client gave, as AgentScope
-    looks it up): it takes an event's results in order and stops at the
-    first it refuses, the reply staying parked."""
-    tool = await agent.toolkit.get_tool(block.name)
+async def _shape_kept(agent: Any, block: ToolResultBlock, tool_name: str) -> bool:
+    """Whether a client's ``block`` has the shape ``tool_name`` promises
+    (its ``check_external_result``). AgentScope checks it by the name the
+    client gave and takes an event's results in order, stopping at the
+    first it refuses (the reply stays parked); the harness checks it by the
+    awaited call's name too."""
+    tool = await agent.toolkit.get_tool(tool_name)
     if tool is None:
         return True
     try:
@@ -344,8 +353,8 @@ class ReplyLifecycle:
         by_another = parked_here is not None and run.resumed_by != run.principal
         if by_another:
             self._resumed_by_another(run)  # a human's approval or a client's result alike
-        if isinstance(inputs, UserConfirmResultEvent):
-            _rules_only_for_shown_calls(self.agent, inputs, by_another)
+        if isinstance(inputs, UserConfirmResultEvent):  # restored: what was shown is not known here
+            _rules_only_for_shown_calls(self.agent, inputs, by_another or parked_here is None)
         self.run = run
         await self.harness.services.fleet.resume_run(run)
         return run
@@ -390,8 +399,11 @@ class ReplyLifecycle:
             if call is None:  # each awaited call is answered once: a second result reaches no one
                 block.output, block.state = _SECOND_RESULT, ToolResultState.ERROR
                 continue
-            if not await _shape_kept(self.agent, block):
+            if not await _shape_kept(self.agent, block, block.name):
                 break  # AgentScope stops taking the event's results here: they are no outcome
+            if not await _shape_kept(self.agent, block, call.name):  # named as another tool to pass
+                block.output, block.state = _MISSHAPEN_RESULT, ToolResultState.ERROR
+                continue
             ctx = run.admitted.pop(block.id, None) or flow.unjudged(run, self.agent, call)
             if not isinstance(block.output, str):
                 block.output = [readable_data(b, redactor) if isinstance(b, DataBlock) else b for b in block.output]
