@@ -125,7 +125,7 @@ async def _taken(agent: Any, event: Any) -> bool:
     (``_check_incoming_event``) accepts, confirming something; client
     results it accepts, of which it keeps the first (``_shape_kept``)."""
     if isinstance(event, UserInterruptEvent):
-        return bool(agent.state.has_awaiting_tool_calls(agent.name))
+        return _awaits_human(agent)
     try:
         await agent._check_incoming_event(event)
     except ValueError:
