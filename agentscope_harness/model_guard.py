@@ -235,7 +235,7 @@ class ModelGuard:
             _ATTEMPTS.reset(token)
         if result is None:  # cut at the deadline before it answered: no output, and its request if one was out
             sent = tokens if counting.request_out() else 0
-            result, usage = _final(self._deadline_passed(run)), _stopped_usage(sent, 0, model)
+            result, usage = _final(self._deadline_passed(run)), _estimated_usage(sent, 0, model)
         elif isinstance(result, ChatResponse):
             usage = self._usage(run, model, result, tokens)
         else:
@@ -332,7 +332,7 @@ class ModelGuard:
         """What a compression's attempts used, summed; an attempt whose
         provider reported no usage is charged its request's estimate
         (``input_tokens``) and what it streamed (4 characters a token)."""
-        usages = [u if isinstance(u, ChatUsage) else _stopped_usage(input_tokens, u or 0, model)
+        usages = [u if isinstance(u, ChatUsage) else _estimated_usage(input_tokens, u or 0, model)
                   for u in attempts.usages or []]
         if not usages:
             return None
@@ -483,7 +483,7 @@ class ModelGuard:
             run.root.usage_estimated = True
             self.harness.services.record(run, "budget_router", "on_model_call", "usage_estimated",
                                          detail="the provider reported no usage: charged an estimate")
-        return _stopped_usage(input_tokens, _chars(response), model)
+        return _estimated_usage(input_tokens, _chars(response), model)
 
     async def _counted(
         self, run: RunState, model: Any, stream: AsyncGenerator, started: float, flight: _Streaming,
@@ -552,7 +552,7 @@ class ModelGuard:
         characters a token of what streamed."""
         if not _take(run, flight):
             return
-        usage = _stopped_usage(flight.input_tokens, flight.chars, flight.model)
+        usage = _estimated_usage(flight.input_tokens, flight.chars, flight.model)
         await self.harness.charge_usage(run, flight.model, usage, flight.reservation)
 
 
@@ -616,7 +616,7 @@ def _take(run: RunState, flight: _Streaming) -> bool:
     return True
 
 
-def _stopped_usage(input_tokens: int, chars: int, model: Any) -> ChatUsage:
+def _estimated_usage(input_tokens: int, chars: int, model: Any) -> ChatUsage:
     """The estimated usage of a call its provider reported none for (one
     stopped before its last chunk: cut at the deadline, cancelled, dropped;
     a compression's attempt; an answer without usage): its request
