@@ -401,7 +401,7 @@ class ReplyLifecycle:
                 continue
             if not await _shape_kept(self.agent, block, block.name):
                 break  # AgentScope stops taking the event's results here: they are no outcome
-            if not await _shape_kept(self.agent, block, call.name):  # named as another tool to pass
+            if call.name != block.name and not await _shape_kept(self.agent, block, call.name):  # named to pass
                 block.output, block.state = _MISSHAPEN_RESULT, ToolResultState.ERROR
                 continue
             ctx = run.admitted.pop(block.id, None) or flow.unjudged(run, self.agent, call)
