@@ -1,14 +1,19 @@
-"""Test setup: make ``tests/scripted.py`` importable from every test folder,
-and keep the harness env flags of the developer's shell out of the tests."""
+"""Test setup: make ``tests/scripted.py`` (and the scripted OpenAI-compatible
+server of ``tests/realclient/server.py``) importable from every test folder,
+serve that server to any test as the ``server`` fixture, and keep the harness
+env flags of the developer's shell out of the tests."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "realclient"))
 
 
 @pytest.fixture(autouse=True)
@@ -23,3 +28,17 @@ def _clean_harness_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("HARNESS_") and not name.startswith("HARNESS_TEST_"):
             monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[Any]:
+    """The scripted OpenAI-compatible server AgentScope's real
+    ``OpenAIChatModel`` talks to, listening on a free port of 127.0.0.1."""
+    from server import FakeOpenAI
+
+    fake = FakeOpenAI()
+    await fake.start()
+    try:
+        yield fake
+    finally:
+        await fake.close()

@@ -70,17 +70,6 @@ def build_agent(
 
 
 @pytest.fixture
-async def server() -> AsyncIterator[FakeOpenAI]:
-    """The scripted server, listening on a free port of 127.0.0.1."""
-    fake = FakeOpenAI()
-    await fake.start()
-    try:
-        yield fake
-    finally:
-        await fake.close()
-
-
-@pytest.fixture
 async def make_model() -> AsyncIterator[Callable[..., OpenAIChatModel]]:
     """``make_model(server, stream=True, model="gpt-test", max_retries=0, **kw)``;
     the clients it made are closed while the test's loop still runs."""

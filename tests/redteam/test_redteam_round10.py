@@ -40,8 +40,7 @@ from agentscope_harness import (
 )
 from agentscope_harness.report import TerminalState
 
-server = realclient_fixtures.server  # the real-client fixtures, as tests/budgets/conftest.py has them
-make_model = realclient_fixtures.make_model
+make_model = realclient_fixtures.make_model  # the real-client fixtures, as tests/budgets/conftest.py has them
 real_agent = realclient_fixtures.real_agent
 
 U42 = Principal(user_id="u-42", tenant="acme")

@@ -15,14 +15,13 @@ promise named in its reason is broken); the others are regression guards.
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import openai
 import pytest
+import server as scripted_server
 from agentscope.agent import Agent, InjectionConfig, ReActConfig
 from agentscope.credential import OpenAICredential
 from agentscope.event import TextBlockDeltaEvent
@@ -31,10 +30,6 @@ from agentscope.model import OpenAIChatModel
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import FunctionTool, Toolkit
 from pydantic import BaseModel, SecretStr
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "realclient"))
-
-import server as scripted_server
 from server import FakeOpenAI, Reply, fail
 
 from agentscope_harness import (
@@ -55,16 +50,6 @@ PRICE = {"gpt-test": ModelPrice(input_per_mtok=1.0, output_per_mtok=10.0)}
 
 
 # ------------------------------------------------------------------ fixtures
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[FakeOpenAI]:
-    fake = FakeOpenAI()
-    await fake.start()
-    try:
-        yield fake
-    finally:
-        await fake.close()
 
 
 @pytest.fixture

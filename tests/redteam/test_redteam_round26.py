@@ -15,8 +15,6 @@ promise named in its reason is broken); the others are regression guards.
 from __future__ import annotations
 
 import json
-import os
-import sys
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -30,6 +28,7 @@ from agentscope.tool import FunctionTool, Toolkit
 from hookkit import Ran, drive, harnessed, shop_tools
 from pydantic import SecretStr
 from scripted import calls, text
+from server import FakeOpenAI, Reply, fail
 
 from agentscope_harness import (
     CostPolicy,
@@ -43,10 +42,6 @@ from agentscope_harness import (
     harness_hook,
 )
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "realclient"))
-
-from server import FakeOpenAI, Reply, fail
-
 U42 = Principal(user_id="u-42", tenant="acme")
 ALLOW = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="ok")
 FINISH_CFG = {"search": ToolPolicy(role="retrieval"), "submit": ToolPolicy(role="finish")}
@@ -54,16 +49,6 @@ STOP_TEXT = "Stopped by the house policy."
 
 
 # ------------------------------------------------------------------ real client
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[FakeOpenAI]:
-    fake = FakeOpenAI()
-    await fake.start()
-    try:
-        yield fake
-    finally:
-        await fake.close()
 
 
 @pytest.fixture
