@@ -209,9 +209,9 @@ class CallFlow:
         assert view is not None
         ctx.point = "post_tool_call"
         ctx.result = result
-        if result.state != "interrupted":
+        if result.state != "interrupted":  # else its effect is unknown: the report keeps it in flight
             run.in_flight.pop(view.id, None)
-            self.services.fleet.release_call(run, view.id)
+        self.services.fleet.release_call(run, view.id)  # nothing waits on it now, whatever its state
         if result.error_class != ErrorClass.DEPENDENCY_DOWN:
             self._attach_pending_notices(ctx)
         if result.ok and view.digest not in run.facts.succeeded:
@@ -252,7 +252,7 @@ class CallFlow:
         tool adapter not installed): shaped all the same, judged by nothing,
         under the call's name (never the one the client gives its result)."""
         view = ToolCallView(id=call.id, name=call.name, args={}, policy=self.services.config.tools.get(call.name),
-                            batch=(run.run_id, -1))
+                            batch=(run.run_id, -1, -1))
         return HookContext("post_tool_call", run, self.services, agent, tool=view)
 
 

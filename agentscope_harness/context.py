@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from .facts import OUT_OF_TIME, Declared, GuardState, call_digest, frozen
+from .facts import OUT_OF_TIME, Batch, Declared, GuardState, call_digest, frozen
 from .report import TerminalState
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ class ToolCallView:
     name: str
     args: Mapping[str, Any]
     policy: ToolPolicy | None
-    batch: tuple[str, int]
+    batch: Batch
     resumed: bool = False
     """The call was confirmed by a human and is being judged again."""
     rejudged: bool = False

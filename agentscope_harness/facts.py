@@ -16,6 +16,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+Batch = tuple[str, int, int]
+"""The calls the model chose without reading each other's results: its
+reply's id, AgentScope's round (``cur_iter``) and the harness's count of
+the reply's model turns (``RunState.turns``; AgentScope's round does not
+move when a client's answer resumes a reply, but the model has read it)."""
+
 # Built once: ``json.dumps`` with options builds a new encoder on every call.
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
 
@@ -385,7 +391,7 @@ class GuardState:
     recent_tools: deque = field(default_factory=lambda: deque(maxlen=6))
     loop_hinted: set[str] = field(default_factory=set)
     # Batches in which an escape key already counted a refusal.
-    reject_batches: set[tuple[str, tuple[str, int]]] = field(default_factory=set)
+    reject_batches: set[tuple[str, Batch]] = field(default_factory=set)
     dependency_down: set[str] = field(default_factory=set)
     enforce_retries: int = 0
     empty_selections: int = 0
@@ -403,12 +409,12 @@ class GuardState:
     rounds: int = 0
     tier: str = "full"
     recent_digests: deque = field(default_factory=lambda: deque(maxlen=6))
-    batch_key: tuple[str, int] | None = None
+    batch_key: Batch | None = None
     batch_seen: dict[str, str] = field(default_factory=dict)
     """Digest → id of the call of the current batch that owns it."""
     stop_text: str | None = None
     """What the user is told when a hook stopped the run."""
-    success_index: dict[tuple[str, tuple[str, ...], tuple[str, ...]], tuple[str, int]] = field(
+    success_index: dict[tuple[str, tuple[str, ...], tuple[str, ...]], Batch] = field(
         default_factory=dict,
     )
     """``(tool, same_args names, exact values)`` of successful calls, for
@@ -510,7 +516,7 @@ class GuardState:
         ok: bool,
         error_class: str | None,
         index_keys: tuple[tuple[str, ...], ...] = (),
-        batch: tuple[str, int] = ("", -1),
+        batch: Batch = ("", -1, -1),
         defaults: Mapping[str, Any] = NO_DEFAULTS,
     ) -> None:
         """What a finished call did: a success (with its ref, indexed by the
@@ -585,7 +591,7 @@ class GuardState:
         return edges
 
     def has_succeeded(
-        self, tool: str, same: Mapping[str, Any] | None = None, before: tuple[str, int] | None = None,
+        self, tool: str, same: Mapping[str, Any] | None = None, before: Batch | None = None,
     ) -> bool:
         """Whether ``tool`` succeeded in this run with exactly these argument
         values (``same`` names must be indexed: see ``record_outcome``; a

@@ -296,6 +296,7 @@ class Fleet:
         rates, limits = self.tool_rates.get(tool, ()), self.tool_leases.get(tool, ())
         if not rates and not limits:
             return
+        await self._released_here()
         run = ctx.run
         deadline = run.deadline
         hook_s = self.config.hook_timeout_s
@@ -372,6 +373,15 @@ class Fleet:
         task = asyncio.get_running_loop().create_task(self._release(held))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def _released_here(self) -> None:
+        """Slots this worker gave back are back before it takes one: a
+        release runs in the background, and a call made right after the
+        last one ended would else find that call's slot still held."""
+        loop = asyncio.get_running_loop()
+        pending = [task for task in self._tasks if task.get_loop() is loop]
+        if pending:
+            await asyncio.wait(pending)
 
     async def _release(self, held: list[_Lease]) -> None:
         """Free leases; one the store cannot free lapses at its TTL."""

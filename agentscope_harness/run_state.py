@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .context import ContextResult
-from .facts import GuardState
+from .facts import Batch, GuardState
 from .report import Decision, RunReport
 
 if TYPE_CHECKING:
@@ -155,6 +155,9 @@ class RunState:
     hands over instead of a bare apology."""
     unpriced_seen: set[str] = field(default_factory=set)
     """Model names without a price already reported in this run."""
+    turns: int = 0
+    """Model turns this reply's agent began (``on_reasoning``): part of a
+    call's ``Batch``."""
     structured_rounds: int = 0
     """Model rounds a stopped run was given to produce its structured output."""
     narrowed_round: bool = False
@@ -170,7 +173,7 @@ class RunState:
     """The slowest model call so far: the wrap-up window is at least that."""
     judged_calls: set[str] = field(default_factory=set)
     """Ids of the calls judged in this run (a re-judged call counts once)."""
-    enclosing_refusals: set[tuple[str, int]] = field(default_factory=set)
+    enclosing_refusals: set[Batch] = field(default_factory=set)
     """The batches in which an enclosing enforcing Harness's
     ``max_tool_calls`` refused a call of this shadow run."""
     asked_here: bool = False

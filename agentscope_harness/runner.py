@@ -323,7 +323,7 @@ class HookRunner:
                     detail=f"latched open after {facts.gate_reject_counts[key]} refusals",
                 )
                 return None
-            batch = ctx.tool.batch if ctx.tool else ("", -1)
+            batch = ctx.tool.batch if ctx.tool else ("", -1, -1)
             if (key, batch) not in facts.reject_batches:
                 facts.reject_batches.add((key, batch))
                 facts.gate_reject_counts[key] += 1

@@ -23,6 +23,7 @@ __all__ = [
     "ScriptedModel",
     "Turn",
     "calls",
+    "client_tool",
     "decisions",
     "last_tool_message",
     "make_agent",
@@ -185,3 +186,22 @@ def parking_tools(child: Agent) -> tuple[Callable[..., Any], Callable[..., Any],
         return " ".join(said) or "resumed"
 
     return delegate, resume, asks
+
+
+def client_tool(name: str = "verify_code") -> ToolBase:
+    """A tool the client executes (``is_external_tool``): AgentScope parks
+    the reply on a ``RequireExternalExecutionEvent`` until the client's
+    ``ExternalExecutionResultEvent`` answers it."""
+
+    class ClientTool(ToolBase):
+        description = "Check the one-time code on the user's device."
+        input_schema = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
+        is_concurrency_safe = False
+        is_read_only = True
+        is_external_tool = True
+
+        async def check_permissions(self, tool_input: dict[str, Any], context: Any) -> PermissionDecision:
+            return ALLOW
+
+    ClientTool.name = name
+    return ClientTool()

@@ -126,6 +126,7 @@ class HarnessAgentAdapter(HarnessMiddleware):
                     yield item
                 return
             run.candidate = None
+            run.turns += 1
             pre = await self._pre_think(agent, run)
             for event in pre.events:
                 yield event

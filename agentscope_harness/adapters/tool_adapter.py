@@ -105,7 +105,7 @@ class HarnessToolAdapter(HarnessMiddleware):
             name=call.name,
             args=input_kwargs["tool_input"],
             policy=self.harness.config.tools.get(call.name),
-            batch=(agent.state.reply_id, agent.state.cur_iter),
+            batch=(agent.state.reply_id, agent.state.cur_iter, run.turns),
             resumed=call.state == ToolCallState.ALLOWED,
             declared=self.harness.services.declared(call.name, input_kwargs.get("tool")),
         )

@@ -154,3 +154,88 @@ async def test_shopping_order_run_completes_end_to_end():
     assert len(h.table) == 0
     for msg in results(model):
         assert "[harness:" not in msg
+
+
+# ------------------------------------- a prerequisite the client executes
+
+
+def _client_verified_refunds(ran: Ran, script: list, **config) -> tuple:
+    """``verify_code`` runs on the client; ``refund`` requires it."""
+    from agentscope.tool import Toolkit
+    from scripted import ScriptedModel, client_tool, make_agent, tool
+
+    from agentscope_harness import Harness
+
+    async def refund(order_id: str) -> str:
+        """Refund an order.
+
+        Args:
+            order_id (str): The order.
+        """
+        ran.append(("refund", {"order_id": order_id}))
+        return f"refunded {order_id}"
+
+    policy = ToolPolicy(role="mutation", requires=[Prerequisite(tool="verify_code")])
+    h = Harness(HarnessConfig(tools={"refund": policy}, **config), load_entry_points=False)
+    model = ScriptedModel(script)
+    agent = make_agent(model, h.instrument(Toolkit(tools=[client_tool(), tool(refund)])), h.middlewares())
+    return h, agent, model
+
+
+async def _answer_the_client_call(h, agent, state: str = "success") -> list:
+    """The reply parks on the client's call; the client answers it in
+    ``state``. The events of the resumed reply."""
+    from agentscope.event import ExternalExecutionResultEvent, RequireExternalExecutionEvent
+    from agentscope.message import ToolResultBlock, UserMsg
+
+    with h.acting_for(U42):
+        events = [e async for e in agent.reply_stream(UserMsg("user", "refund A-1, code 1234"))]
+        asked = next(e for e in events if isinstance(e, RequireExternalExecutionEvent)).tool_calls[0]
+        done = ToolResultBlock(id=asked.id, name=asked.name, output="code checked", state=state)
+        return [e async for e in agent.reply_stream(ExternalExecutionResultEvent(reply_id=agent.state.reply_id,
+                                                                                 execution_results=[done]))]
+
+
+async def test_a_prerequisite_the_client_answered_counts_for_the_next_turn_of_the_same_reply():
+    """The client's answer arrives before the model's next turn: the model
+    has read it when it asks for the refund (AgentScope's round counter does
+    not move across that resume; the harness counts the model's turns)."""
+    ran = Ran()
+    h, agent, model = _client_verified_refunds(ran, [
+        calls(("verify_code", {"code": "1234"})), calls(("refund", {"order_id": "A-1"})), text("Refunded A-1."),
+    ])
+    await _answer_the_client_call(h, agent)
+    assert ran == [("refund", {"order_id": "A-1"})]
+    report = h.last_report(agent)
+    assert report.refusals == {} and report.terminal_state.value == "completed"
+
+
+async def test_a_prerequisite_the_client_answered_does_not_count_for_a_call_of_its_own_turn():
+    """Asked for in the same model turn as the client's call, the refund was
+    chosen before the model read the code's check: still refused."""
+    ran = Ran()
+    h, agent, model = _client_verified_refunds(ran, [
+        calls(("verify_code", {"code": "1234"}), ("refund", {"order_id": "A-1"})), text("Could not refund."),
+    ])
+    await _answer_the_client_call(h, agent)
+    assert ran == []
+    assert h.last_report(agent).refusals == {"prerequisite_missing": 1}
+
+
+async def test_a_client_call_answered_as_interrupted_frees_its_concurrency_slot():
+    """The client says its call was interrupted: the harness no longer waits
+    on it, so the tool's one slot is free for the model's next try (the
+    report still lists the call in flight: its effect is unknown)."""
+    from agentscope.event import RequireExternalExecutionEvent
+
+    from agentscope_harness import ConcurrencyLimit
+
+    ran = Ran()
+    h, agent, model = _client_verified_refunds(ran, [
+        calls(("verify_code", {"code": "1234"})), calls(("verify_code", {"code": "1234"})), text("asked again"),
+    ], concurrency_limits=[ConcurrencyLimit(scope="tool", tool="verify_code", max_in_flight=1)])
+    events = await _answer_the_client_call(h, agent, "interrupted")
+    assert any(isinstance(e, RequireExternalExecutionEvent) for e in events)  # asked again, not refused
+    report = h.last_report(agent)
+    assert "concurrency_limited" not in report.refusals
+    assert [c for c in report.in_flight if c.startswith("verify_code:")]
