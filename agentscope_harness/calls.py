@@ -86,6 +86,7 @@ class CallFlow:
         if mismatch is not None:
             return Verdict(refusal=self._refuse(ctx, mismatch), ctx=ctx)
         refusal = await self.runner.run("pre_tool_call", ctx)
+        self._defer_hints(ctx)
         if refusal is not None:
             run.remember_sentinel(refusal.code, refusal.text)
             return Verdict(refusal=refusal, ctx=ctx)
@@ -220,6 +221,7 @@ class CallFlow:
                 view.role, True, result.raw_text, result.harness_meta, counted,
             )
         refusal = await self.runner.run("post_tool_call", ctx)
+        self._defer_hints(ctx)
         if refusal is not None:
             run.remember_sentinel(refusal.code, refusal.text)
             result.text, result.notices, result.state = refusal.text, [], "error"
@@ -237,6 +239,14 @@ class CallFlow:
         if result.ok:
             run.tell_enclosing_runs(view.name)
         return result
+
+    def _defer_hints(self, ctx: HookContext) -> None:
+        """A tool point's hints reach the model before its next call, given
+        by the next ``pre_think`` (one between a call and its result would
+        break the provider's message order)."""
+        if ctx.hints and not self.services.shadow:
+            ctx.run.deferred_hints.extend(ctx.hints)
+        ctx.hints.clear()
 
     def _attach_pending_notices(self, ctx: HookContext) -> None:
         assert ctx.result is not None and ctx.tool is not None

@@ -161,7 +161,7 @@ class Candidate:
         )
         live.services.record(
             live.run, "candidate", live.point, "candidate_differs", code=code, tool=tool,
-            detail=f"live: {mine}; candidate: {theirs}",
+            detail=f"live: {mine}; candidate: {theirs}", enforced=False,
         )
 
     # ------------------------------------------------------------ state

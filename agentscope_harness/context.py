@@ -66,6 +66,7 @@ REASONS = {
     "model_error": "the language model could not be reached",
     "rate_limited": "too many requests were made in the last minute",
     "concurrency_limited": "too many requests are already running",
+    "finish_tool_not_called": "it did not deliver its result the way this task requires",
 }
 """Plain words for the reasons a run is stopped, used in fallback answers
 (``refused:<code>`` reads as ``refused``)."""
@@ -272,15 +273,17 @@ class HookContext:
         else:
             self.pending_notices.append((self.hook_name, text))
 
-    def constrain(self, reason: str) -> None:
+    def constrain(self, reason: str, code: str | None = None) -> None:
         """Second rung of the ladder: from the next model call on,
         ``tool_choice`` is narrowed to the finishing tool (or ``none``). A
-        model that keeps calling other tools after that is stopped."""
+        model that keeps calling other tools after that is stopped, with
+        ``code`` as the run's reason (default: ``reason``)."""
         facts = self.run.facts
         if facts.force_conclude:
             return
         facts.force_conclude = True
         facts.forced_at = self.run.root.model_calls
+        facts.constrained_for = code or reason
         self.decide("constrain", detail=reason)
 
     def stop(

@@ -379,6 +379,8 @@ class GuardState:
     candidates: int = 0
     picks: int = 0
     force_conclude: bool = False
+    constrained_for: str | None = None
+    """The reason a run that ignores being constrained ends with."""
     terminal: Terminal | None = None
     gate_reject_counts: Counter = field(default_factory=Counter)
     latched: set[str] = field(default_factory=set)

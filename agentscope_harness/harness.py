@@ -127,13 +127,15 @@ class Harness:
             Redactor(self.config.redact_patterns, self.config.redact_window, [*values, *spelled])
             if spelled else self.redactor
         )
-        candidate_config = None if candidate is None else build_config(candidate)
+        # the incident switch turns a hook off for the candidate too (its mode stays: it judges as if enforcing)
+        switches = EnvFlags(disabled_hooks=self.env.disabled_hooks)
+        candidate_config = None if candidate is None else _effective_config(build_config(candidate), switches)
         self.services = Services.of(self.config, self.redactor, self.store, candidate_config)
         self.flow = CallFlow(self.services, self.runner)
         self.model_guard = ModelGuard(self)
         self.candidate: Candidate | None = None
         if candidate_config is not None:
-            _check_disabled(self.all_hooks, EnvFlags(), candidate_config)
+            _check_disabled(self.all_hooks, switches, candidate_config)
             self.candidate = self.runner.candidate = Candidate(
                 candidate_config, self.all_hooks, self.services,
             )

@@ -123,7 +123,8 @@ class RunState:
     results: ResultAccount = field(default_factory=lambda: ResultAccount())
     """The running account of the tool results in the agent's context."""
     deferred_hints: list[tuple[str, str]] = field(default_factory=list)
-    """post_reflect hints of a round that called tools, given at the next pre_think."""
+    """Hints given at the next pre_think: a tool point's, and post_reflect's
+    of a round that called tools."""
     mode: str = "enforce"
     answer_made_up: bool = False
     """The model answered in a round whose answer the fallback replaces (a

@@ -6,7 +6,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from ..context import HookContext, ReflectContext, ToolCallContext, ToolResultContext
+from ..context import STRUCTURED_OUTPUT_TOOL, HookContext, ReflectContext, ToolCallContext, ToolResultContext
 from ..facts import FINISHED, OUT_OF_TIME, GuardState
 from ..registry import HookRejectSignal, harness_hook
 from ..report import TerminalState
@@ -64,7 +64,7 @@ def liveness_watchdog(ctx: HookContext) -> None:
             f"Only {left:.0f}s are left for this task. Conclude now with what you have.",
             key="conclude",
         )
-        ctx.constrain(f"wrap-up: {left:.1f}s left")
+        ctx.constrain(f"wrap-up: {left:.1f}s left", code="deadline")
 
 
 def _ignored(facts: GuardState) -> str:
@@ -73,7 +73,9 @@ def _ignored(facts: GuardState) -> str:
         return "dependency_down"
     if facts.stuck is not None:
         return facts.stuck
-    return f"refused:{facts.refused_again}" if facts.refused_again else "stalled"
+    if facts.refused_again:
+        return f"refused:{facts.refused_again}"
+    return facts.constrained_for or "stalled"
 
 
 @harness_hook("pre_tool_call", priority=5, name="terminal_reached_gate", kind="safety")
@@ -172,7 +174,7 @@ def terminal_enforcer(ctx: ReflectContext) -> None:
         and facts.terminal is None
         and facts.forced_at is not None
         and ctx.run.root.model_calls > facts.forced_at
-        and any(name not in finish for name, _ in out.tool_calls)
+        and any(name not in finish and name != STRUCTURED_OUTPUT_TOOL for name, _ in out.tool_calls)
     ):
         facts.conclude(TerminalState.INCOMPLETE, _ignored(facts))
         ctx.decide("terminal", code="incomplete", detail="kept calling tools after being told to conclude")
@@ -187,7 +189,7 @@ def terminal_enforcer(ctx: ReflectContext) -> None:
             "A plain text answer does not complete it.",
             key="finish_required",
         )
-        ctx.constrain("answered in text while a finishing tool is required")
+        ctx.constrain("answered in text while a finishing tool is required", code="finish_tool_not_called")
         ctx.another_round = "finish_tool_not_called"
         return
     facts.conclude(TerminalState.INCOMPLETE, "finish_tool_not_called")
