@@ -32,6 +32,11 @@ if TYPE_CHECKING:
 # structured reply cannot finish without the first.
 UNGATED_TOOLS = frozenset({"GenerateStructuredOutput", "CompressContext"})
 
+DEADLINE_PASSED = (
+    "The call to {name} was not made: the run's deadline had passed. "
+    "Do not retry it; tell the user."
+)
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -90,7 +95,10 @@ class CallFlow:
         if refusal is not None:
             run.remember_sentinel(refusal.code, refusal.text)
             return Verdict(refusal=refusal, ctx=ctx)
-        reason = ctx.ask_reason or await self._ask_when(ctx)
+        try:
+            reason = ctx.ask_reason or await self._ask_when(ctx)
+        except TimeoutError:  # the rule took the run's time: the call is not made
+            return Verdict(refusal=self._out_of_time(ctx), ctx=ctx)
         if reason is not None and view.resumed and not run.asked_here:
             # the human's approval was given elsewhere and cannot be compared
             # with this call: a call that needs approval is not run on it
@@ -116,6 +124,17 @@ class CallFlow:
         run.park_reason = reason if run.park_reason is None else f"{run.park_reason}; {reason}"
         return Verdict(ask=reason, ctx=ctx)
 
+    def _out_of_time(self, ctx: HookContext) -> Refusal:
+        """A call whose judgement outlasted the run's deadline: not made, and
+        the deadline ends the run (shadow mode too)."""
+        run, name = ctx.run, ctx.tool.name if ctx.tool is not None else "tool"
+        self.services.record(run, "liveness_watchdog", "pre_tool_call", "stop", code="deadline", tool=name,
+                             detail=f"deadline: the call to {name} was not made", enforced=True)
+        run.facts.time_is_up(self.services.shadow)
+        text = format_sentinel("run_concluded", DEADLINE_PASSED.format(name=name))
+        run.remember_sentinel("run_concluded", text)
+        return Refusal(hook="liveness_watchdog", code="run_concluded", text=text)
+
     def shown(self, run: RunState, view: ToolCallView) -> None:
         """A call parked for a human (by the harness or by AgentScope's own
         permission engine): what they are shown is what a resume must match."""
@@ -123,18 +142,21 @@ class CallFlow:
         run.asked_here = True
 
     async def _ask_when(self, ctx: HookContext) -> str | None:
-        """The policy's ``ask_when`` on the call's arguments (sync or async);
-        one that fails asks (fail closed: a human decides)."""
+        """The policy's ``ask_when`` on the call's arguments (sync or async,
+        within ``hook_timeout_s`` and the deadline); one that fails asks
+        (fail closed: a human decides). ``TimeoutError``: the deadline passed."""
         view = ctx.tool
         assert view is not None
         rule = view.policy.ask_when if view.policy is not None else None
         if rule is None:
             return None
         try:
-            reason = await awaited(rule(thawed(view.args)))
+            reason = await self.runner.bounded(awaited(rule(thawed(view.args))), ctx.run.deadline)
         except (Exception, asyncio.CancelledError) as exc:
             if isinstance(exc, asyncio.CancelledError) and being_cancelled():
                 raise  # the caller's cancellation, not the rule's failure
+            if isinstance(exc, TimeoutError) and ctx.run.past_deadline():
+                raise
             self.services.log_failure(f"ask_when of {view.name}", exc)
             reason = f"the approval rule of {view.name} failed ({type(exc).__name__})"
         if reason is None:
@@ -216,7 +238,7 @@ class CallFlow:
         if result.error_class != ErrorClass.DEPENDENCY_DOWN:
             self._attach_pending_notices(ctx)
         if result.ok and view.digest not in run.facts.succeeded:
-            counted = await _count_results(self.services, view, result.raw_text)
+            counted = await self._count_results(ctx, result.raw_text)
             result.new_facts = run.facts.record_result_facts(
                 view.role, True, result.raw_text, result.harness_meta, counted,
             )
@@ -239,6 +261,21 @@ class CallFlow:
         if result.ok:
             run.tell_enclosing_runs(view.name)
         return result
+
+    async def _count_results(self, ctx: HookContext, text: str) -> int | None:
+        """The policy's ``count_results`` on a successful result, within
+        ``hook_timeout_s`` and the deadline (``None``: not configured, or it
+        failed: the defaults apply)."""
+        view = ctx.tool
+        assert view is not None
+        counter = view.policy.count_results if view.policy is not None else None
+        if counter is None:
+            return None
+        try:
+            return int(await self.runner.bounded(awaited(counter(text)), ctx.run.deadline))
+        except Exception as exc:
+            self.services.log_failure(f"count_results of {view.name}", exc)
+            return None
 
     def _defer_hints(self, ctx: HookContext) -> None:
         """A tool point's hints reach the model before its next call, given
@@ -285,18 +322,4 @@ def result_view(text: str, state: str, metadata: dict[str, Any], has_data: bool 
     )
 
 
-async def _count_results(services: Services, view: ToolCallView, text: str) -> int | None:
-    """The policy's ``count_results`` on a successful result (``None``: not
-    configured, or it failed: the defaults apply)."""
-    counter = view.policy.count_results if view.policy is not None else None
-    if counter is None:
-        return None
-    try:
-        value = await awaited(counter(text))
-        return int(value)
-    except Exception as exc:
-        services.log_failure(f"count_results of {view.name}", exc)
-        return None
-
-
-__all__ = ["UNGATED_TOOLS", "CallFlow", "Verdict", "call_digest", "result_view"]
+__all__ = ["DEADLINE_PASSED", "UNGATED_TOOLS", "CallFlow", "Verdict", "call_digest", "result_view"]

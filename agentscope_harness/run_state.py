@@ -279,6 +279,11 @@ class RunState:
         self.deadline = self.handle.deadline = deadline
         self.timed_from = time.monotonic()
 
+    def ledger_cap(self, name: str, cap: int) -> int:
+        """A ledger's cap in this run (call on the root): the configured
+        ``cap`` plus what a human approved."""
+        return cap + self.ledger_extra.get(name, 0)
+
     def time_left(self) -> float | None:
         """Seconds before the deadline (negative past it; ``None``: no deadline)."""
         return None if self.deadline is None else self.deadline - time.monotonic()

@@ -208,7 +208,7 @@ class HookRunner:
                 try:
                     result = spec.fn(ctx)
                     if result is not None and inspect.isawaitable(result):
-                        result = await self._settle(result, ctx.run.deadline)
+                        result = await self.bounded(result, ctx.run.deadline)
                     if result is not None:
                         raise _returned(result)
                 finally:  # however the hook ended, what it may not change is put back
@@ -274,9 +274,9 @@ class HookRunner:
             self.candidate.admitted(ctx, refusal)
         return refusal
 
-    async def _settle(self, awaitable: Any, deadline: float | None) -> Any:
-        """Await an async hook within ``hook_timeout_s`` and the run's
-        deadline: in this task (no extra task per call, as ``wait_for`` would
+    async def bounded(self, awaitable: Any, deadline: float | None) -> Any:
+        """Await an async hook (or a policy's async callable) within
+        ``hook_timeout_s`` and the run's deadline: in this task (no extra task per call, as ``wait_for`` would
         create) where asyncio has ``timeout`` (3.11+). Returns its value."""
         limit = self.hook_timeout_s
         if deadline is not None:

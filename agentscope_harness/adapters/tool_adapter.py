@@ -25,7 +25,7 @@ from agentscope.message import DataBlock, TextBlock, ToolCallState, ToolResultSt
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import ToolChunk, ToolMiddlewareBase, ToolResponse
 
-from ..calls import Verdict, result_view
+from ..calls import DEADLINE_PASSED, Verdict, result_view
 from ..chains import release
 from ..context import HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception, error_text
@@ -52,10 +52,6 @@ with its own answer, before the tool that runs it is cut."""
 DEADLINE_CUT = (
     "The call to {name} was stopped at the run's deadline before it finished; "
     "whether it took effect is unknown. Do not retry it; tell the user."
-)
-DEADLINE_PASSED = (
-    "The call to {name} was not made: the run's deadline had passed. "
-    "Do not retry it; tell the user."
 )
 
 _STATES = {s.value: s for s in ToolResultState}

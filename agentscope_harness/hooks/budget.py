@@ -42,7 +42,7 @@ def _check_quota(ctx: ToolCallContext, admitting: bool = False) -> None:
     root = ctx.run.root
     for name in policy.ledgers:
         ledger = ctx.config.ledgers[name]
-        cap = ledger.cap + root.ledger_extra.get(name, 0)
+        cap = root.ledger_cap(name, ledger.cap)
         spent = used.get(name, 0)
         if spent + policy.units <= cap:
             continue
@@ -395,7 +395,8 @@ def status_line(ctx: HookContext) -> str | None:
             parts.append(f"{max(cap[1] - cap[0], 0)} {what} calls left")
     used = root.facts.ledger_used
     for name, ledger in config.ledgers.items():
-        parts.append(f"{name} {max(ledger.cap - used.get(name, 0), 0)}/{ledger.cap} left")
+        units = root.ledger_cap(name, ledger.cap)
+        parts.append(f"{name} {max(units - used.get(name, 0), 0)}/{units} left")
     if not parts:
         return None
     tier = root.facts.tier
@@ -411,7 +412,7 @@ def _budget_marks(ctx: HookContext) -> set[str]:
     marks = {f"budget:tier:{root.facts.tier}"} if root.facts.tier != "full" else set()
     used = root.facts.ledger_used
     for name, ledger in config.ledgers.items():
-        soft = ledger.cap if ledger.soft_at is None else ledger.soft_at
+        soft = root.ledger_cap(name, ledger.cap) if ledger.soft_at is None else ledger.soft_at
         if used.get(name, 0) >= soft:
             marks.add(f"budget:soft:{name}")
     wrap_up, left = ctx.wrap_up_s(), ctx.run.time_left()

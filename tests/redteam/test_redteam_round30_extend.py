@@ -301,7 +301,6 @@ async def test_a_hook_disabled_by_the_incident_switch_does_not_run_for_the_candi
 # ====================================================== 3. the status line after an extension
 
 
-@pytest.mark.xfail(strict=True, reason="README 'Budgets users can see' / 'Ask a human': the status line tells what is left of a ledger; after an approved extension (cap 1 + 3, 2 used) it says 'retrieval 0/1 left'")
 async def test_the_status_line_counts_an_approved_ledger_extension() -> None:
     """README "Budgets users can see": the status line tells the model what
     is left (``retrieval 2/8 left``); ``Ledger(cap, on_exhausted="ask",

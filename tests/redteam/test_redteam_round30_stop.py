@@ -151,12 +151,6 @@ async def fetch(url: str) -> str:
 # ============================================ 1. the deadline around judging
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README config table: deadline_s 'bounds every model call, store call, async hook and tool call' "
-    "(and 'Stops when it should: deadlines that bound every model call and tool call'); hook_timeout_s "
-    "bounds async hooks by the run's deadline. An async ToolPolicy.ask_when (documented 'sync or async') "
-    "is awaited with no bound in calls.CallFlow._ask_when: a 0.5 s deadline ends after the rule's 2 s"
-))
 async def test_a_slow_async_ask_when_does_not_hold_the_run_past_its_deadline(
     server: FakeOpenAI, make_model: Any,
 ) -> None:

@@ -15,7 +15,8 @@ from hookkit import Ran, drive, harnessed, shop_tools, stored_results
 from scripted import calls, text
 
 from agentscope_harness import HarnessConfig, clamp_timeout
-from agentscope_harness.adapters.tool_adapter import DEADLINE_CUT, DEADLINE_PASSED, TOOL_GRACE_S
+from agentscope_harness.adapters.tool_adapter import DEADLINE_CUT, TOOL_GRACE_S
+from agentscope_harness.calls import DEADLINE_PASSED
 from agentscope_harness.deadline import current_deadline
 from agentscope_harness.run_state import current_run
 from agentscope_harness.sentinels import format_sentinel
@@ -178,7 +179,7 @@ async def test_a_call_judged_past_the_deadline_is_not_made() -> None:
     assert report.in_flight == []  # not made: its effect is known to be none
     assert report.tool_calls == {}  # nor is it counted as made (red team)
     assert (report.terminal_state.value, report.reason) == ("incomplete", "deadline")
-    assert any(d.point == "on_acting" and d.detail == "deadline: the call to charge was not made"
+    assert any(d.point == "pre_tool_call" and d.detail == "deadline: the call to charge was not made"
                for d in report.decisions)
 
 
