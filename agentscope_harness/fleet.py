@@ -25,11 +25,12 @@ or slow; breakers fail over to local state.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -38,7 +39,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 from .context import found_so_far, reason_words
 from .errors import DependencyDown
 from .registry import HookRejectSignal
-from .stores import LedgerStore, MemoryStore, bounded, daily_left, store_timeout
+from .stores import LedgerStore, MemoryStore, RateRefund, bounded, daily_left, store_timeout
 
 if TYPE_CHECKING:
     from .config import ConcurrencyLimit, HarnessConfig, RateLimit
@@ -103,13 +104,25 @@ class _Lease:
     seconds: float
 
 
+@dataclass(frozen=True)
+class _Taken:
+    """Units a tool's rate limit admitted for one call: given back if the
+    call does not run."""
+
+    key: str
+    per_min: int
+    cost: int
+
+
 @dataclass
 class _Holds:
-    """Leases one run holds: its own (runs in flight) and its calls'."""
+    """Leases one run holds: its own (runs in flight) and its calls'; and
+    the rate units its calls took and have not yet run on."""
 
     owner: weakref.ref[RunState]
     run: list[_Lease] = field(default_factory=list)
     calls: dict[str, list[_Lease]] = field(default_factory=dict)
+    rates: dict[str, list[_Taken]] = field(default_factory=dict)
 
     def leases(self) -> list[_Lease]:
         """Every lease held: the run's own, then its calls'."""
@@ -237,6 +250,10 @@ class Fleet:
             return
         raise _unavailable(ctx.tool.name, f"it failed {breaker.failures} times in a row")
 
+    def is_probe(self, ctx: ToolResultContext) -> bool:
+        """Whether this call is its tool's half-open probe."""
+        return (ctx.run.run_id, ctx.tool.id) in self._probes
+
     async def breaker_record(self, ctx: ToolResultContext, ok: bool) -> None:
         """Feed this process's breaker and the shared one with a call's
         outcome (successes, and dependency-class failures only)."""
@@ -302,11 +319,13 @@ class Fleet:
         hook_s = self.config.hook_timeout_s
         wait_until = None if hook_s is None else time.monotonic() + 0.8 * hook_s
         held: list[_Lease] = []
+        taken: list[_Taken] = []
         try:
             for rate in rates:
                 assert rate.calls_per_min is not None  # a tool limit counts calls
-                await self._rate(rate, _rate_key(rate, run, "calls"), rate.calls_per_min, 1,
-                                 deadline, wait_until, tool)
+                key = _rate_key(rate, run, "calls")
+                await self._rate(rate, key, rate.calls_per_min, 1, deadline, wait_until, tool)
+                taken.append(_Taken(key, rate.calls_per_min, 1))
             for limit in limits:
                 key = _lease_key(limit, run)
                 lease = await self._call(
@@ -319,8 +338,8 @@ class Fleet:
                         f"({_whose(limit.scope)}). Try again shortly, or answer with what you have."
                     ))
                 held.append(_Lease(key, lease, limit.lease_s))
-        except BaseException as exc:  # cancelled too: the leases taken so far are given back
-            self._release_later(held)
+        except BaseException as exc:  # cancelled too: what was taken so far is given back
+            self._release_later(held, taken)
             if isinstance(exc, _Limited):
                 raise HookRejectSignal(exc.text, code=exc.code, hard=True) from None
             if not isinstance(exc, DependencyDown):
@@ -329,8 +348,11 @@ class Fleet:
                 f"{tool} cannot be checked against its limits: {exc}. Do not retry; tell the user.",
                 code="dependency_down", hard=True,
             ) from None
+        holds = self._holds_of(run)
+        if taken:
+            holds.rates[ctx.tool.id] = taken
         if held:
-            self._holds_of(run).calls[ctx.tool.id] = held
+            holds.calls[ctx.tool.id] = held
             self._keep_renewing()
 
     async def _rate(self, rate: RateLimit, key: str, per_min: int, cost: int,
@@ -357,20 +379,21 @@ class Fleet:
             await asyncio.sleep(wait)
             waited += wait
 
-    def release_call(self, run: RunState, call_id: str) -> None:
-        """A call's slots go back: its result was shaped, or it was refused
-        or parked after taking them (freed in the background: never awaited)."""
+    def release_call(self, run: RunState, call_id: str, *, ran: bool = True) -> None:
+        """A call's slots go back (freed in the background: never awaited):
+        its result was shaped, or it was refused, parked or not made after
+        taking them. A call that did not run (``ran=False``) gives back the
+        rate units it took too."""
         holds = self._holds.get(run.run_id)
         if holds is None:
             return
-        held = holds.calls.pop(call_id, None)
-        if held:
-            self._release_later(held)
+        held, taken = holds.calls.pop(call_id, []), holds.rates.pop(call_id, [])
+        self._release_later(held, taken if not ran else [])
 
-    def _release_later(self, held: list[_Lease]) -> None:
-        if not held:
+    def _release_later(self, held: list[_Lease], taken: Sequence[_Taken] = ()) -> None:
+        if not held and not taken:
             return
-        task = asyncio.get_running_loop().create_task(self._release(held))
+        task = asyncio.get_running_loop().create_task(self._release(held, taken))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -383,11 +406,18 @@ class Fleet:
         if pending:
             await asyncio.wait(pending)
 
-    async def _release(self, held: list[_Lease]) -> None:
-        """Free leases; one the store cannot free lapses at its TTL."""
-        for lease in held:
+    async def _release(self, held: list[_Lease], taken: Sequence[_Taken] = ()) -> None:
+        """Free leases and give back rate units; what the store cannot take
+        back lapses (a lease at its TTL, units within the minute)."""
+        store = self.store
+        gives: list[Callable[[], Awaitable[None]]] = [
+            functools.partial(store.lease_release, lease.key, lease.id) for lease in held
+        ]
+        if taken and isinstance(store, RateRefund):
+            gives += [functools.partial(store.rate_refund, t.key, t.per_min, t.cost) for t in taken]
+        for give in gives:
             try:
-                await self._call(self.store.lease_release(lease.key, lease.id), "limits store", None)
+                await self._call(give(), "limits store", None)
             except DependencyDown:
                 pass
 
@@ -532,21 +562,21 @@ class Fleet:
             for rate in self.model_rates:
                 if rate.calls_per_min is not None:
                     await self._rate(rate, _rate_key(rate, root, "calls"), rate.calls_per_min, 1,
-                                     root.deadline, None, "The model")
+                                     run.deadline, None, "The model")
                 if rate.tokens_per_min is not None:
                     await self._rate(rate, _rate_key(rate, root, "tokens"), rate.tokens_per_min,
-                                     input_tokens + output_tokens, root.deadline, None, "The model")
+                                     input_tokens + output_tokens, run.deadline, None, "The model")
             if reserve is None:
                 return ModelAdmission()
             quota, price = reserve
             usd = price.usd(input_tokens, output_tokens)
             assert root.principal is not None
             if self._unsettled:
-                await self._settle_pending(root.principal.key, root.deadline)
+                await self._settle_pending(root.principal.key, run.deadline)
             rid = await self._call(
                 self.store.reserve_spend(root.principal.key, usd, quota, ttl_s=self._hold_ttl(),
-                                         deadline=root.deadline),
-                "spend store", root.deadline,
+                                         deadline=run.deadline),
+                "spend store", run.deadline,
             )
         except _Limited as exc:
             return self._refuse(run, "rate_limited", "rate_limited", exc.text)

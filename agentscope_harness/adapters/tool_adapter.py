@@ -134,11 +134,11 @@ class HarnessToolAdapter(HarnessMiddleware):
         finally:
             # a call not admitted (refused, asked or denied by AgentScope's own
             # engine, cancelled while judged or while it decided) gives back the
-            # slots its gates took (a resume is judged afresh) and drops the
+            # slots and rate units its gates took (a resume is judged afresh) and drops the
             # charges they asked for: each refers to the call's context, a cycle
             # holding the run (a judging cut short drops its own)
             if not admitted:
-                self.harness.services.fleet.release_call(run, view.id)
+                self.harness.services.fleet.release_call(run, view.id, ran=False)
             if verdict is not None and verdict.ctx is not None:
                 verdict.ctx.admissions.clear()
 
@@ -223,7 +223,7 @@ class HarnessToolAdapter(HarnessMiddleware):
             run.facts.called_tools[call.name] -= 1
             if run.facts.called_tools[call.name] <= 0:
                 del run.facts.called_tools[call.name]
-        self.harness.services.fleet.release_call(run, call.id)
+        self.harness.services.fleet.release_call(run, call.id, ran=ran)
         return _told(run, call.id, "run_concluded", text.format(name=call.name))
 
     def _failed(self, ctx: HookContext, original: ToolResponse, exc: Exception) -> ToolResponse:

@@ -101,15 +101,21 @@ async def tool_breaker_gate(ctx: ToolCallContext) -> None:
 async def tool_breaker_record(ctx: ToolResultContext) -> None:
     """Feed the breaker: a success closes it; only a failure of the
     dependency (``DependencyDown``, a timeout, a connection error: never an
-    argument error or a tool's own bug) counts towards opening. A dependency
-    reported down is also told to the model: do not retry."""
+    argument error or a tool's own bug) counts towards opening. The
+    half-open probe failing on its own arguments closes it too: the tool
+    answered, and one caller's arguments must not keep the tool from
+    everyone. A dependency reported down is also told to the model: do not
+    retry."""
     result = ctx.result
     if result.state in ("interrupted", "denied"):
         return
     if result.error_class == ErrorClass.DEPENDENCY_DOWN:
         _dependency_down(ctx)
+    fleet = ctx.services.fleet
     if result.ok or result.error_class in BREAKER_FAILURES:
-        await ctx.services.fleet.breaker_record(ctx, result.ok)
+        await fleet.breaker_record(ctx, result.ok)
+    elif fleet.is_probe(ctx):
+        await fleet.breaker_record(ctx, True)
 
 
 def _dependency_down(ctx: ToolResultContext) -> None:

@@ -81,6 +81,13 @@ def gcra(tat: float, now: float, per_min: int, cost: int) -> tuple[float, float]
     return new_tat, 0.0
 
 
+def gcra_refund(tat: float, now: float, per_min: int, cost: int) -> float:
+    """The theoretical arrival time once ``cost`` units a rate admitted are
+    given back (a call that then did not run): never before ``now``, so a
+    bucket never holds more than full."""
+    return max(now, tat - MINUTE_S * cost / per_min)
+
+
 @dataclass
 class Breaker:
     """A tool's shared breaker. ``state`` ``half`` means a probe is out until
@@ -254,6 +261,18 @@ class LedgerStore(SpendStore, Protocol):
     async def lease_release(self, key: str, lease_id: str, *,
                             deadline: float | None = None) -> None:
         """Free a slot (a lapsed or unknown lease is a no-op)."""
+        ...
+
+
+@runtime_checkable
+class RateRefund(Protocol):
+    """A store that can give back what a rate limit admitted for a call that
+    did not run (refused by a later gate, parked for a human): the three
+    stores do; without it such units lapse within the minute."""
+
+    async def rate_refund(self, key: str, per_min: int, cost: int = 1, *,
+                          deadline: float | None = None) -> None:
+        """Give back ``cost`` units taken from ``key`` (see ``gcra_refund``)."""
         ...
 
 

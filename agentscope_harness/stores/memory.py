@@ -14,6 +14,7 @@ from ._base import (
     breaker_record_step,
     fits,
     gcra,
+    gcra_refund,
     new_lease_id,
     new_reservation_id,
     reservation_day,
@@ -132,6 +133,12 @@ class MemoryStore:
         if wait == 0.0:
             self._rates[key] = tat
         return wait
+
+    async def rate_refund(self, key: str, per_min: int, cost: int = 1, *,
+                          deadline: float | None = None) -> None:
+        tat = self._rates.get(key)
+        if tat is not None:
+            self._rates[key] = gcra_refund(tat, self._clock(), per_min, cost)
 
     # ------------------------------------------------------------ leases
 

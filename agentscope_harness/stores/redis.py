@@ -122,6 +122,18 @@ redis.call('SET', KEYS[1], num(new_tat), 'PX', math.floor((new_tat - now) / 1000
 return '0'
 """
 
+# KEYS: rate. ARGV: per_min, cost. Mirrors _base.gcra_refund.
+RATE_REFUND = _NOW + """
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+local back = tat - 60000000 * tonumber(ARGV[2]) / tonumber(ARGV[1])
+if back <= now then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('SET', KEYS[1], num(back), 'PX', math.floor((back - now) / 1000) + 1)
+end
+return '0'
+"""
+
 # KEYS: leases (sorted set by expiry). ARGV: id, max_in_flight, lease_us.
 LEASE = _NOW + """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', num(now))
@@ -199,6 +211,7 @@ class RedisStore:
         self._reserve, self._settle = register(RESERVE), register(SETTLE)
         self._allow, self._record = register(BREAKER_ALLOW), register(BREAKER_RECORD)
         self._rate, self._lease, self._renew = register(RATE), register(LEASE), register(RENEW)
+        self._rate_refund = register(RATE_REFUND)
 
     def _key(self, kind: str, *parts: str) -> str:
         return ":".join((self.prefix, kind, *parts))
@@ -288,6 +301,10 @@ class RedisStore:
             return math.inf
         wait_us = await self._script(self._rate, [self._key("rate", key)], [per_min, cost], deadline)
         return float(wait_us) / 1e6
+
+    async def rate_refund(self, key: str, per_min: int, cost: int = 1, *,
+                          deadline: float | None = None) -> None:
+        await self._script(self._rate_refund, [self._key("rate", key)], [per_min, cost], deadline)
 
     # ------------------------------------------------------------ leases
 

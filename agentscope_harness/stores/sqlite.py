@@ -20,6 +20,7 @@ from ._base import (
     breaker_record_step,
     fits,
     gcra,
+    gcra_refund,
     given_back_if_abandoned,
     new_lease_id,
     new_reservation_id,
@@ -222,6 +223,16 @@ class SQLiteStore:
             return wait
 
         return await self._run(lambda: self._write(acquire), deadline)
+
+    async def rate_refund(self, key: str, per_min: int, cost: int = 1, *,
+                          deadline: float | None = None) -> None:
+        def refund(conn: sqlite3.Connection, now: float) -> None:
+            row = conn.execute("SELECT tat FROM harness_rates WHERE key=?", (key,)).fetchone()
+            if row:
+                conn.execute("UPDATE harness_rates SET tat=? WHERE key=?",
+                             (gcra_refund(float(row[0]), now, per_min, cost), key))
+
+        await self._run(lambda: self._write(refund), deadline)
 
     # ------------------------------------------------------------ leases
 

@@ -119,6 +119,22 @@ async def test_rate_counts_tokens_by_cost(store: LedgerStore) -> None:
     assert wait == pytest.approx(12.0, abs=0.5)  # 200 tokens short at 1000/min
     assert await store.rate_acquire("tok", per_min=1000, cost=400) == 0.0  # the refused call took nothing
     assert await store.rate_acquire("tok", per_min=1000, cost=1001) == math.inf
+
+
+async def test_units_given_back_are_admitted_again_and_never_beyond_a_full_bucket(store: LedgerStore) -> None:
+    from agentscope_harness.stores import RateRefund
+
+    assert isinstance(store, RateRefund)
+    assert [await store.rate_acquire("r", per_min=2) for _ in range(2)] == [0.0, 0.0]
+    assert await store.rate_acquire("r", per_min=2) > 0
+    await store.rate_refund("r", per_min=2)  # the second call did not run
+    assert await store.rate_acquire("r", per_min=2) == 0.0
+    assert await store.rate_acquire("r", per_min=2) > 0
+    for _ in range(5):  # more given back than taken: a full bucket, no more
+        await store.rate_refund("r", per_min=2)
+    assert [await store.rate_acquire("r", per_min=2) for _ in range(3)][:2] == [0.0, 0.0]
+    assert await store.rate_acquire("r", per_min=2) > 0
+    await store.rate_refund("never-taken", per_min=2)  # nothing to give back: no error
     with pytest.raises(ValueError):
         await store.rate_acquire("tok", per_min=0)
 

@@ -103,12 +103,6 @@ def _blocking(ran: Ran, gate: asyncio.Event) -> Any:
 # ====================================================== 1. tool rate limits
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README 'Running many workers': rate_limits are 'tool calls per minute' and the hook contract "
-    "(hooks/__init__.py, spend_gate) says 'a refused call is never charged (later refusals refund it)'; "
-    "the rate token taken in spend_gate (prio 30) is not given back when repeat_call_gate (prio 40) "
-    "refuses the duplicate, so with calls_per_min=2 only ONE search runs and the second distinct "
-    "query is refused rate_limited"))
 async def test_a_duplicate_refused_after_the_rate_gate_does_not_spend_the_tools_rate() -> None:
     ran = Ran()
     limit = RateLimit(scope="principal", tool="search", calls_per_min=2)
@@ -124,12 +118,6 @@ async def test_a_duplicate_refused_after_the_rate_gate_does_not_spend_the_tools_
     assert "rate_limited" not in report.refusals
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README 'Running many workers' (rate_limits: tool calls per minute) and 'Security / Human in the "
-    "loop' (a resumed call runs if it is exactly the call shown): a call parked for AgentScope's "
-    "confirmation took a rate token at the gate, and on resume is judged again and takes a second "
-    "one; with calls_per_min=1 the approved refund is refused rate_limited ('can run again in 60 s') "
-    "and never runs, though no refund ran this minute"))
 async def test_a_confirmed_call_counts_once_against_its_tools_rate() -> None:
     ran = Ran()
     limit = RateLimit(scope="principal", tool="refund", calls_per_min=1)
@@ -181,12 +169,6 @@ def _inventory(ran: Ran, down: list[bool]) -> Any:
     return inventory
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README 'Security / The breaker': 'Only dependency failures count, so one caller's arguments "
-    "cannot deny a tool to everyone' (and 'then exactly one half-open probe fleet-wide'); when the "
-    "fleet's half-open probe goes to a call whose own argument makes the tool fail (ValueError), "
-    "tool_breaker_record feeds no outcome, the store keeps the probe out for PROBE_LEASE_S (60 s) "
-    "and every other worker's call is refused dependency_down long after breaker_cooldown_s"))
 async def test_a_probe_failing_on_its_own_arguments_does_not_deny_the_tool_to_the_fleet(
     two_workers: tuple[Any, Any],
 ) -> None:
@@ -246,12 +228,6 @@ async def test_a_sub_agent_under_a_harness_with_a_daily_quota_is_held_to_it() ->
     assert spent <= 0.0001
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README 'Running many workers': 'a limited model call waits up to wait_s within the deadline, "
-    "else the run ends incomplete (rate_limited)', and the deadline 'bounds every model call' (a "
-    "sub-agent under a closer deadline has less); Fleet.before_model_call waits against the ROOT "
-    "run's deadline, so a sub-agent with deadline_s=0.4 waits 1 s for its rate, then makes its model "
-    "call 0.6 s past its own deadline and ends 'answered'"))
 async def test_a_sub_agents_model_call_does_not_wait_for_its_rate_past_its_own_deadline() -> None:
     store = MemoryStore()
     lead_h = Harness(HarnessConfig(store=store, deadline_s=30), load_entry_points=False)
