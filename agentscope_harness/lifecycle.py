@@ -313,12 +313,15 @@ class ReplyLifecycle:
         self.harness.table.unbind(self.agent, previous)
 
     async def _read_quota(self, run: RunState) -> None:
-        # a nested run spends its root's quota: only a root reads the store
+        """A nested run spends its root's quota (its principal's): read into
+        the root once, by the first run of the nesting whose Harness keeps a
+        daily quota (a sub-agent's Harness may keep one its lead's does not)."""
         cost = self.harness.config.cost
-        if run.parent is not None or cost is None or cost.daily_quota_usd is None:
+        root = run.root
+        if cost is None or cost.daily_quota_usd is None or root.daily_left_usd is not None:
             return
-        if run.principal is None:  # a quota per principal, and nobody to keep it for: fail closed
-            run.daily_left_usd = 0.0
+        if root.principal is None:  # a quota per principal, and nobody to keep it for: fail closed
+            root.daily_left_usd = 0.0
             self.harness.services.record(
                 run, "budget_router", "on_reply", "refuse", code="quota_exhausted",
                 detail="daily_quota_usd is kept per principal and none is bound (harness.acting_for)",
@@ -327,12 +330,12 @@ class ReplyLifecycle:
         store = self.harness.store
         try:
             spent = await bounded(
-                store.get_spend(run.principal.key), "spend store", store_timeout(store), run.deadline,
+                store.get_spend(root.principal.key), "spend store", store_timeout(store), run.deadline,
             )
-            run.daily_left_usd = daily_left(cost.daily_quota_usd, spent)
+            root.daily_left_usd = daily_left(cost.daily_quota_usd, spent)
         except Exception as exc:
-            run.daily_left_usd = 0.0
-            run.store_error = str(exc if isinstance(exc, DependencyDown) else DependencyDown("spend store", exc))
+            root.daily_left_usd = 0.0
+            root.store_error = str(exc if isinstance(exc, DependencyDown) else DependencyDown("spend store", exc))
 
     # ------------------------------------------------------------ resume
 

@@ -198,13 +198,6 @@ async def test_a_probe_failing_on_its_own_arguments_does_not_deny_the_tool_to_th
 # ====================================================== 3. a sub-agent under another Harness
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README 'Budgets users can see' (Limit: 'the daily quota is checked with the config of the "
-    "Harness the call runs under'; 'Sub-agents charge their root run's principal') and 'Running many "
-    "workers' (quota reserved before each model call): a sub-agent under a Harness with "
-    "daily_quota_usd, nested in a lead whose Harness has none, is neither checked nor charged "
-    "(Fleet._reservable and charge_usage read root.daily_left_usd, None for the lead): it spends "
-    "$0.06 against a $0.0001 quota and the store records $0"))
 async def test_a_sub_agent_under_a_harness_with_a_daily_quota_is_held_to_it() -> None:
     store = MemoryStore()
     cost = CostPolicy(prices={"scripted": (100.0, 100.0)}, daily_quota_usd=0.0001, max_output_tokens=100)
