@@ -49,7 +49,7 @@ from .outcome import (
 )
 from .outputs import answer_filter, cleaned_args, readable_data, shown_name
 from .report import RunReport, TerminalState
-from .run_state import RUN_HANDLE, RunState, live_parent
+from .run_state import RUN_HANDLE, TOOL_CALL, RunState, live_parent
 from .runner import AUDIT_HOOK, OUTCOME_HOOK
 from .stores import bounded, daily_left, store_timeout
 
@@ -298,6 +298,8 @@ class ReplyLifecycle:
             mode=harness.config.mode,
         )
         harness.table.bind(self.agent, run)
+        if parent is not None:
+            run.called_by = TOOL_CALL.get()
         await self._read_quota(run)
         return run
 
@@ -522,6 +524,8 @@ class ReplyLifecycle:
         report = run.report = build_report(run, state, reason, name, harness.config.mode, harness.services.scrubbed)
         if run.parent is not None:
             run.parent.children.append(report)
+            if run.called_by is not None:
+                run.parent.ended_inside.setdefault(run.called_by, []).append(report)
         await harness.publish(report, self.agent)
         return report
 

@@ -52,6 +52,12 @@ queued, with its context, until it is due): they must not keep the run's
 state alive. Read it with :func:`current_run`."""
 
 
+TOOL_CALL: ContextVar[str | None] = ContextVar("harness_tool_call", default=None)
+"""The id of the tool call whose tool is running: a run nested there (a
+sub-agent the tool runs) records it, so the call's result can say how the
+sub-agent's run ended."""
+
+
 def current_run() -> RunState | None:
     """The run whose reply is executing, if any (and still alive)."""
     handle = RUN_HANDLE.get()
@@ -119,6 +125,11 @@ class RunState:
     refusals_by_hook: Counter = field(default_factory=Counter)
     in_flight: dict[str, str] = field(default_factory=dict)
     children: list[RunReport] = field(default_factory=list)
+    called_by: str | None = None
+    """The parent's tool call this nested run ran inside (``TOOL_CALL``)."""
+    ended_inside: dict[str, list[RunReport]] = field(default_factory=dict)
+    """Reports of nested runs that ended inside a call of this run, by call
+    id, until the call's result takes them."""
     hold_reply_end: bool = False
     results: ResultAccount = field(default_factory=lambda: ResultAccount())
     """The running account of the tool results in the agent's context."""

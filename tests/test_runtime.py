@@ -421,6 +421,14 @@ async def test_a_sub_agent_shares_the_parents_budget_deadline_and_report() -> No
     assert report.model_calls == 5  # 3 own + 2 of the child
     assert 0 < seen_deadline[0] <= 30
     assert len(harness.table) == 0
+    # the lead's result of the call that ran it says how the sub-agent's run ended (DESIGN 6.1)
+    [result] = [b for m in parent.state.context if not isinstance(m.content, str) for b in m.content
+                if isinstance(b, ToolResultBlock) and b.name == "delegate"]
+    [sub_run] = result.metadata["harness"]["sub_runs"]
+    child_report = report.children[0]
+    assert sub_run == {"run_id": child_report.run_id, "agent": "researcher",
+                       "terminal_state": child_report.terminal_state.value, "reason": child_report.reason}
+    assert (sub_run["terminal_state"], sub_run["reason"]) == ("completed", "answered")
 
 
 async def test_a_task_a_tool_starts_keeps_the_run_deadline_after_the_run() -> None:

@@ -32,7 +32,7 @@ from ..errors import METADATA_KEY, classify_exception, error_text
 from ..facts import thawed
 from ..lifecycle import rejoin
 from ..outputs import cleaned_args, dependency_label, readable_data
-from ..run_state import RUN_HANDLE, current_run
+from ..run_state import RUN_HANDLE, TOOL_CALL, current_run
 from ..runner import first_step
 from ..sentinels import format_sentinel
 from .agent_adapter import HarnessMiddleware, run_of
@@ -170,9 +170,11 @@ class HarnessToolAdapter(HarnessMiddleware):
         # the tool adapter alone: no reply step binds the run, so the tool runs
         # with it bound here (a sub-agent it runs is nested in it, and reads its deadline)
         token = RUN_HANDLE.set(run.handle) if current_run() is not run else None
+        calling = TOOL_CALL.set(call.id)
         try:
             original = await _within_deadline(run, call, self._delivered(ctx, input_kwargs), next_handler)
         finally:
+            TOOL_CALL.reset(calling)
             if token is not None:
                 RUN_HANDLE.reset(token)
         if original is None:
@@ -308,8 +310,9 @@ def to_response(ctx: HookContext, result: ToolResultView, original: ToolResponse
     changed, else its shaped text (plus its data blocks, made readable)."""
     sent = [] if result.withheld or not result.has_data else [b for b in original.content if isinstance(b, DataBlock)]
     data: list[TextBlock | DataBlock] = [readable_data(b, ctx.services.redactor) for b in sent]
+    nested = ctx.run.ended_inside.pop(original.id, None)
     if (
-        not result.withheld and not result.notices and not result.error_class
+        not result.withheld and not result.notices and not result.error_class and nested is None
         and result.text == result.raw_text and result.state == _state_name(original.state)
         and all(a is b for a, b in zip(data, sent, strict=True))
     ):
@@ -321,6 +324,11 @@ def to_response(ctx: HookContext, result: ToolResultView, original: ToolResponse
         own["dependency"] = dependency_label(ctx.services.redactor, str(own["dependency"]))
     if result.error_class:
         own["error_class"] = str(getattr(result.error_class, "value", result.error_class))
+    if nested is not None:  # how the sub-agents it ran ended (DESIGN 6.1)
+        own["sub_runs"] = [
+            {"run_id": r.run_id, "agent": r.agent, "terminal_state": r.terminal_state.value, "reason": r.reason}
+            for r in nested
+        ]
     if own:  # stamp the run only where the harness has something to say
         own["run_id"] = ctx.run.run_id
         meta[METADATA_KEY] = own

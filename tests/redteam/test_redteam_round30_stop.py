@@ -228,12 +228,6 @@ def researcher_tool(child: Any) -> Any:
     return ask_researcher
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "DESIGN §6.1: a nested run's 'terminal state is visible to the parent (in the tool result's "
-    "metadata and in the parent's report)'. The report's children have it, but the lead's tool result "
-    "for the call that ran the stopped sub-agent carries empty metadata (tool_adapter.to_response / "
-    "calls.CallFlow.shape never attach it)"
-))
 @pytest.mark.parametrize("shared", [True, False], ids=["same_harness", "own_harness"])
 async def test_a_stopped_sub_agents_terminal_state_is_in_the_leads_tool_result_metadata(
     server: FakeOpenAI, make_model: Any, shared: bool,
