@@ -1,8 +1,10 @@
 """A candidate policy judged in shadow beside the live one, on the same calls.
 
 ``Harness(config, candidate=other_config)`` runs the candidate's gates at
-``pre_tool_call`` and its ``pre_think`` hooks (the budget and termination
-decisions) right after the live ones, on the same call. Every call where the
+``pre_tool_call``, its ``pre_think`` hooks (the budget and termination
+decisions) and its checks before a model call is sent (an unpriced model,
+``max_request_input_tokens``, the USD and token caps, at the candidate's
+prices) right after the live ones, on the same call. Every call where the
 two decide differently becomes a ``candidate_differs`` decision and an entry
 of ``RunReport.candidate_differences``.
 
@@ -11,9 +13,12 @@ hints, refusals and stops are compared, then dropped. It judges each call
 against what really happened in the run (what ran, what succeeded, what was
 spent), mirrored from the live facts before each judgement, and keeps its own
 gate state: its ledgers (charged, uncapped, with the calls that really ran,
-by the candidate's own units), its escape latches, its model tier. It never
-charges the live ledgers and never claims a breaker's half-open probe (its
-admissions are not run).
+by the candidate's own units), what the live model calls cost at its prices,
+its escape latches, its model tier. It never charges the live ledgers and
+never claims a breaker's half-open probe (its admissions are not run). Its
+rate and concurrency limits live in a private store: a call it admits holds
+its slots while the live call is in flight, and a rate's wait is judged,
+never made (the live call is never delayed).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from .context import HookContext
 from .facts import GuardState
+from .model_guard import precall_stop
 from .redaction import Redactor
 from .report import Decision
 from .run_state import RunLimits, RunState, RunTable
@@ -39,7 +45,7 @@ if TYPE_CHECKING:
 
 _OWN = (
     "ledger_used", "gate_reject_counts", "latched", "reject_batches",
-    "batch_key", "batch_seen", "tier", "nudged", "last_hint", "wrap_up_hinted",
+    "batch_key", "batch_seen", "tier", "nudged", "last_hint", "wrap_up_hinted", "spent_usd",
 )
 """Facts the candidate's own decisions make; every other fact is mirrored
 from the live run before each judgement."""
@@ -78,6 +84,9 @@ class _Shadow:
     parent: _Shadow | None
     pending: dict[str, str] = field(default_factory=dict)
     """Candidate verdicts of calls whose live admission is still to come."""
+    running: set[str] = field(default_factory=set)
+    """Calls the live run admitted: their slots in the candidate's store are
+    held until the live call leaves ``in_flight``."""
 
 
 class Candidate:
@@ -96,6 +105,7 @@ class Candidate:
         quiet = _QuietServices.of(config, Redactor(config.redact_patterns, config.redact_window),
                                   MemoryStore())
         quiet.shadow = False  # it decides as if enforcing; nothing it decides is applied
+        quiet.fleet.waits = False
         self.services = quiet
         self.table = RunTable(loop_window=config.loop_window, limits=RunLimits.of(config))
         self._shadows: weakref.WeakKeyDictionary[RunState, _Shadow] = weakref.WeakKeyDictionary()
@@ -106,14 +116,19 @@ class Candidate:
         """Judge ``live``'s call (or model call) with the candidate; compare
         now, or at admission when the live gates let the call through."""
         shadow = self._shadow(live.run)
+        self._free_finished(shadow, live.run)
         if point == "pre_tool_call":
+            view = live.tool
+            assert view is not None
             verdict = await self._judge_call(shadow, live)
             if refusal is not None:
                 self._compare(live, f"refuse:{refusal.code}", verdict)
-            elif live.ask_reason is not None and not live.services.shadow and not live.tool.resumed:  # type: ignore[union-attr]
+                self.services.fleet.release_call(shadow.run, view.id, ran=False)
+            elif live.ask_reason is not None and not live.services.shadow and not view.resumed:
                 self._compare(live, "ask", verdict)
+                self.services.fleet.release_call(shadow.run, view.id, ran=False)
             else:
-                shadow.pending[live.tool.id] = verdict  # type: ignore[union-attr]
+                shadow.pending[view.id] = verdict
             return
         ctx = HookContext(point, shadow.run, self.services, live.agent)
         _mirror(shadow, live.run)
@@ -136,6 +151,34 @@ class Candidate:
         self._compare(live, "allow" if refusal is None else f"refuse:{refusal.code}", verdict)
         if refusal is None:
             _count_ran(shadow.run, self.config.tools.get(view.name))
+            shadow.running.add(view.id)
+        else:
+            self.services.fleet.release_call(shadow.run, view.id, ran=False)
+
+    def charged(self, live: RunState, input_tokens: int, output_tokens: int, usd: float,
+                model_name: str, cached_input_tokens: int) -> None:
+        """A live model call's usage, on the candidate's own spend at its own
+        prices (``usd``, the live price, where it has none)."""
+        self._shadow(live).run.add_usage(input_tokens, output_tokens, usd, model_name, cached_input_tokens)
+
+    def judge_model_call(self, live: RunState, services: Services, model_name: str, input_tokens: int,
+                         output_tokens: int, live_stop: str | None) -> None:
+        """Whether the candidate would send the model call the live checks
+        sent (``live_stop`` ``None``) or stopped (its reason)."""
+        shadow = self._shadow(live)
+        _mirror(shadow, live)
+        try:
+            stop = precall_stop(shadow.run, model_name, input_tokens, output_tokens)
+        finally:
+            _keep_own(shadow)
+        self._differs(live, services, "on_model_call", None, _sent(live_stop), _sent(stop))
+
+    def _free_finished(self, shadow: _Shadow, live: RunState) -> None:
+        """The candidate's slots of calls the live run no longer has in
+        flight go back (their units stay spent: they ran)."""
+        for call_id in [c for c in shadow.running if c not in live.in_flight]:
+            shadow.running.discard(call_id)
+            self.services.fleet.release_call(shadow.run, call_id)
 
     async def _judge_call(self, shadow: _Shadow, live: HookContext) -> str:
         view = live.tool
@@ -152,15 +195,19 @@ class Candidate:
         return "ask" if ctx.ask_reason is not None else "allow"
 
     def _compare(self, live: HookContext, mine: str, theirs: str) -> None:
+        tool = live.tool.name if live.tool is not None else None
+        self._differs(live.run, live.services, live.point, tool, mine, theirs)
+
+    @staticmethod
+    def _differs(run: RunState, services: Services, point: str, tool: str | None, mine: str, theirs: str) -> None:
         if mine == theirs:
             return
-        tool = live.tool.name if live.tool is not None else None
         code = _code(theirs) or _code(mine)
-        live.run.candidate_differences.append(
-            {"point": live.point, "tool": tool, "live": mine, "candidate": theirs, "code": code},
+        run.candidate_differences.append(
+            {"point": point, "tool": tool, "live": mine, "candidate": theirs, "code": code},
         )
-        live.services.record(
-            live.run, "candidate", live.point, "candidate_differs", code=code, tool=tool,
+        services.record(
+            run, "candidate", point, "candidate_differs", code=code, tool=tool,
             detail=f"live: {mine}; candidate: {theirs}", enforced=False,
         )
 
@@ -233,6 +280,11 @@ def _think_verdict(ctx: HookContext) -> str:
         terminal = ctx.run.facts.terminal
         return f"fallback:{terminal.reason if terminal is not None else 'stop'}"
     return f"model:{ctx.run.root.facts.tier}"
+
+
+def _sent(stop: str | None) -> str:
+    """A model call's verdict: sent, or not (and why)."""
+    return "model:sent" if stop is None else f"fallback:{stop}"
 
 
 def _code(verdict: str) -> str | None:

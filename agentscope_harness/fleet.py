@@ -170,6 +170,9 @@ class Fleet:
         that principal's next reservation (money spent is never dropped)."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._renewer: asyncio.Task[None] | None = None
+        self.waits = True
+        """``False``: a rate limit's wait is not made, only judged (a
+        candidate policy's: it must never delay the live call)."""
         self.renew_every_s = min((limit.lease_s for limit in config.concurrency_limits), default=0.0) / RENEWALS
         """How often held leases are renewed (``RENEWALS`` times per shortest lease)."""
         self.tool_rates: dict[str, list[RateLimit]] = {}
@@ -324,8 +327,8 @@ class Fleet:
             for rate in rates:
                 assert rate.calls_per_min is not None  # a tool limit counts calls
                 key = _rate_key(rate, run, "calls")
-                await self._rate(rate, key, rate.calls_per_min, 1, deadline, wait_until, tool)
-                taken.append(_Taken(key, rate.calls_per_min, 1))
+                if await self._rate(rate, key, rate.calls_per_min, 1, deadline, wait_until, tool):
+                    taken.append(_Taken(key, rate.calls_per_min, 1))
             for limit in limits:
                 key = _lease_key(limit, run)
                 lease = await self._call(
@@ -348,24 +351,24 @@ class Fleet:
                 f"{tool} cannot be checked against its limits: {exc}. Do not retry; tell the user.",
                 code="dependency_down", hard=True,
             ) from None
-        holds = self._holds_of(run)
         if taken:
-            holds.rates[ctx.tool.id] = taken
+            self._holds_of(run).rates[ctx.tool.id] = taken
         if held:
-            holds.calls[ctx.tool.id] = held
+            self._holds_of(run).calls[ctx.tool.id] = held
             self._keep_renewing()
 
     async def _rate(self, rate: RateLimit, key: str, per_min: int, cost: int,
-                    deadline: float | None, wait_until: float | None, what: str) -> None:
+                    deadline: float | None, wait_until: float | None, what: str) -> bool:
         """Take ``cost`` from a rate limit, waiting while the wait fits in
-        ``wait_s``, the deadline and ``wait_until``; else ``_Limited``."""
+        ``wait_s``, the deadline and ``wait_until``; else ``_Limited``.
+        Whether it was taken (not when the wait is only judged: ``waits``)."""
         waited = 0.0
         while True:
             wait = await self._call(
                 self.store.rate_acquire(key, per_min, cost, deadline=deadline), "limits store", deadline,
             )
             if wait <= 0:
-                return
+                return True
             end = time.monotonic() + wait
             if (math.isinf(wait) or waited + wait > rate.wait_s
                     or (deadline is not None and end >= deadline)
@@ -376,6 +379,8 @@ class Fleet:
                     f"{what} is rate limited ({per_min} per minute, {_whose(rate.scope)}); "
                     f"it can run again {when}. Do not retry before then; tell the user if it cannot wait."
                 ))
+            if not self.waits:  # judged only: it would run after this wait, having taken nothing yet
+                return False
             await asyncio.sleep(wait)
             waited += wait
 

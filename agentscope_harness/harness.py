@@ -320,6 +320,8 @@ class Harness:
                 usd = price.usd(input_tokens, output_tokens, cached)
         if usage is not None:
             run.add_usage(input_tokens, output_tokens, usd, name, cached)
+            if self.candidate is not None:
+                self.candidate.charged(run, input_tokens, output_tokens, usd, name, cached)
         if reservation is not None:
             await self.services.fleet.settle(run, reservation, usd)
             return

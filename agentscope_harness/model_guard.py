@@ -193,6 +193,9 @@ class ModelGuard:
             services, run, input_kwargs.get("messages") or [], input_kwargs.get("tools"), model, agent.state,
         )
         name, output = _name(model), _output_estimate(run, model)
+        candidate = self.harness.candidate
+        if candidate is not None:  # judged on what the live checks are about to see
+            candidate.judge_model_call(run, services, name, tokens, output, precall_stop(run, name, tokens, output))
         over = overspend(run, name, tokens, output)
         refusal = (
             over_request_cap(services, run, tokens) or self._unpriced(run, model)
@@ -559,6 +562,20 @@ class ModelGuard:
 def _name(model: Any) -> str:
     """The name a model is priced by (``ChatModelBase.model``)."""
     return str(getattr(model, "model", "") or "")
+
+
+def precall_stop(run: RunState, model_name: str, input_tokens: int, output_tokens: int) -> str | None:
+    """Why the enforcing policies ``run`` answers to would not send a call
+    of ``model_name`` estimated at these tokens (``unpriced_model``,
+    ``budget``), without recording or stopping anything; ``None``: sent."""
+    unlisted = _unlisted(run, model_name)
+    if unlisted and _unpriceable(unlisted, model_name, enforced_only=True):
+        return "unpriced_model"
+    cap = run.request_input_cap(enforced_only=True)
+    if cap is not None and input_tokens > cap:
+        return "budget"
+    over = overspend(run, model_name, input_tokens, output_tokens)
+    return "budget" if over is not None and over.enforced else None
 
 
 def _unlisted(run: RunState, name: str) -> list[tuple[CostPolicy, bool]]:
