@@ -10,6 +10,7 @@ No AgentScope objects here: the adapters translate to and from these views.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -151,7 +152,7 @@ class CallFlow:
         if rule is None:
             return None
         try:
-            reason = await self.runner.bounded(awaited(rule(thawed(view.args))), ctx.run.deadline)
+            reason = await self._bounded(ctx, rule, thawed(view.args))
         except (Exception, asyncio.CancelledError) as exc:
             if isinstance(exc, asyncio.CancelledError) and being_cancelled():
                 raise  # the caller's cancellation, not the rule's failure
@@ -272,10 +273,15 @@ class CallFlow:
         if counter is None:
             return None
         try:
-            return int(await self.runner.bounded(awaited(counter(text)), ctx.run.deadline))
+            return int(await self._bounded(ctx, counter, text))
         except Exception as exc:
             self.services.log_failure(f"count_results of {view.name}", exc)
             return None
+
+    async def _bounded(self, ctx: HookContext, fn: Callable[[Any], Any], arg: Any) -> Any:
+        """A policy's callable (sync or async) on ``arg``, bounded as an async
+        hook is: by ``hook_timeout_s`` and the run's deadline."""
+        return await self.runner.bounded(awaited(fn(arg)), ctx.run.deadline)
 
     def _defer_hints(self, ctx: HookContext) -> None:
         """A tool point's hints reach the model before its next call, given
