@@ -556,3 +556,31 @@ def test_a_refusal_ends_the_points_chain() -> None:
     model = ScriptedModel([calls(("search", {"q": "a"})), text("ok")])
     asyncio.run(run(make_agent(model, [search], harness.middlewares())))
     assert seen == ["first"]
+
+
+async def test_parallel_sub_agents_each_end_in_the_result_of_their_own_call() -> None:
+    """Two sub-agents run by one parallel batch, the first finishing last:
+    each lead result names the run its own call ran (the call is known to
+    the nested run through the task's context, not by order)."""
+    harness = Harness(HarnessConfig(), load_entry_points=False)
+    kids = {who: make_agent(ScriptedModel([text(f"{who} done")]), [search], harness.middlewares(), name=who)
+            for who in ("slow", "fast")}
+
+    async def delegate(who: str) -> str:
+        """Ask a sub-agent.
+
+        Args:
+            who (str): Which one.
+        """
+        await asyncio.sleep(0.02 if who == "slow" else 0.0)
+        return (await kids[who].reply(UserMsg("lead", "go"))).get_text_content() or ""
+
+    lead = make_agent(ScriptedModel([calls(("delegate", {"who": "slow"}), ("delegate", {"who": "fast"})),
+                                     text("both done")]), [delegate], harness.middlewares(), name="lead")
+    await run(lead)
+    results = [b for m in lead.state.context if not isinstance(m.content, str) for b in m.content
+               if isinstance(b, ToolResultBlock)]
+    told = {("slow" if "slow done" in str(b.output) else "fast"): b.metadata["harness"]["sub_runs"] for b in results}
+    by_agent = {c.agent: c.run_id for c in harness.last_report(lead).children}
+    assert {who: [r["run_id"] for r in runs] for who, runs in told.items()} == {
+        "slow": [by_agent["slow"]], "fast": [by_agent["fast"]]}
