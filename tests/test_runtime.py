@@ -115,10 +115,10 @@ async def test_a_hook_that_waits_then_hangs_times_out_and_one_that_waits_briefly
             raise
 
     runner = HookRunner([], escape_after_rejects=3, hook_timeout_s=0.05, shadow=False)
-    await runner._settle(brief(None), None)
+    await runner.bounded(brief(None), None)
     started = time.monotonic()
     with pytest.raises(TimeoutError):
-        await runner._settle(hangs_later(None), None)
+        await runner.bounded(hangs_later(None), None)
     assert time.monotonic() - started < 1
     assert steps == ["brief done", "cancelled"]
 
@@ -135,7 +135,7 @@ async def test_a_hooks_synchronous_first_step_counts_against_its_timeout() -> No
     runner = HookRunner([], escape_after_rejects=3, hook_timeout_s=0.2, shadow=False)
     started = time.monotonic()
     with pytest.raises(TimeoutError):
-        await runner._settle(slow_setup_then_hangs(None), None)
+        await runner.bounded(slow_setup_then_hangs(None), None)
     assert time.monotonic() - started < 0.5
 
 
