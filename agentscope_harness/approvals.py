@@ -17,7 +17,7 @@ import json
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -106,9 +106,12 @@ class ApprovalBook:
 
     async def covers(
         self, principal: Principal | None, session_id: str | None, tool: str, args: Mapping[str, Any],
+        bound: Callable[[Awaitable[Any]], Awaitable[Any]],
     ) -> bool:
         """A live remembered approval of this principal and session covers
-        the call. A ``when`` that raises covers nothing (fail closed)."""
+        the call. ``when`` is awaited through ``bound`` (the hook timeout
+        and the deadline); one that raises or times out covers nothing
+        (fail closed)."""
         if principal is None:
             return False
         key = (principal.key, session_id)
@@ -123,7 +126,7 @@ class ApprovalBook:
             else:
                 del self._grants[key]
         for grant in live:
-            if grant.tool == tool and await _holds(grant.when, thawed(args)):
+            if grant.tool == tool and await _holds(grant.when, thawed(args), bound):
                 return True
         return False
 
@@ -161,11 +164,14 @@ class ApprovalBook:
             return None
 
 
-async def _holds(when: Callable[[dict[str, Any]], Any] | None, args: dict[str, Any]) -> bool:
+async def _holds(
+    when: Callable[[dict[str, Any]], Any] | None, args: dict[str, Any],
+    bound: Callable[[Awaitable[Any]], Awaitable[Any]],
+) -> bool:
     if when is None:
         return True
     try:
-        value = await awaited(when(args))
+        value = await bound(awaited(when(args)))
     except Exception:
         return False
     return bool(value)

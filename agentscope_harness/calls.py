@@ -112,10 +112,13 @@ class CallFlow:
             return Verdict(ctx=ctx)
         if view.id not in run.offers and await self.services.approvals.covers(
             run.principal, run.session_id, view.name, view.args,
+            lambda waiting: self.runner.bounded(waiting, run.deadline),
         ):
             self.services.record(run, "remembered_approval", "pre_tool_call", "allow_remembered",
                                  tool=view.name, detail=reason)
             return Verdict(ctx=ctx)
+        if run.past_deadline():  # the approval's ``when`` took the run's time: nothing is asked
+            return Verdict(refusal=self._out_of_time(ctx), ctx=ctx)
         if ctx.ask_reason is None:  # a hook's ctx.ask records its own decision
             self.services.record(run, "ask_when", "pre_tool_call", "ask", tool=view.name, detail=reason)
         if self.services.shadow:
@@ -135,6 +138,15 @@ class CallFlow:
         text = format_sentinel("run_concluded", DEADLINE_PASSED.format(name=name))
         run.remember_sentinel("run_concluded", text)
         return Refusal(hook="liveness_watchdog", code="run_concluded", text=text)
+
+    def call_over(self, run: RunState, call_id: str, ran: bool) -> None:
+        """A call is over: its result shaped, or it was not admitted, or not
+        made (``ran`` false): the slots its gates took go back, the rate
+        units of one that did not run too; the candidate's alike."""
+        self.services.fleet.release_call(run, call_id, ran=ran)
+        candidate = self.runner.candidate
+        if candidate is not None:
+            candidate.call_over(run, call_id, ran)
 
     def shown(self, run: RunState, view: ToolCallView) -> None:
         """A call parked for a human (by the harness or by AgentScope's own
@@ -235,7 +247,7 @@ class CallFlow:
         ctx.result = result
         if result.state != "interrupted":  # else its effect is unknown: the report keeps it in flight
             run.in_flight.pop(view.id, None)
-        self.services.fleet.release_call(run, view.id)  # nothing waits on it now, whatever its state
+        self.call_over(run, view.id, ran=True)  # nothing waits on it now, whatever its state
         if result.error_class != ErrorClass.DEPENDENCY_DOWN:
             self._attach_pending_notices(ctx)
         if result.ok and view.digest not in run.facts.succeeded:

@@ -17,8 +17,8 @@ by the candidate's own units), what the live model calls cost at its prices,
 its escape latches, its model tier. It never charges the live ledgers and
 never claims a breaker's half-open probe (its admissions are not run). Its
 rate and concurrency limits live in a private store: a call it admits holds
-its slots while the live call is in flight, and a rate's wait is judged,
-never made (the live call is never delayed).
+its slots until the live call is over (``CallFlow.call_over``), and a rate's
+wait is judged, never made.
 """
 
 from __future__ import annotations
@@ -84,9 +84,6 @@ class _Shadow:
     parent: _Shadow | None
     pending: dict[str, str] = field(default_factory=dict)
     """Candidate verdicts of calls whose live admission is still to come."""
-    running: set[str] = field(default_factory=set)
-    """Calls the live run admitted: their slots in the candidate's store are
-    held until the live call leaves ``in_flight``."""
 
 
 class Candidate:
@@ -116,17 +113,14 @@ class Candidate:
         """Judge ``live``'s call (or model call) with the candidate; compare
         now, or at admission when the live gates let the call through."""
         shadow = self._shadow(live.run)
-        self._free_finished(shadow, live.run)
         if point == "pre_tool_call":
             view = live.tool
             assert view is not None
             verdict = await self._judge_call(shadow, live)
             if refusal is not None:
                 self._compare(live, f"refuse:{refusal.code}", verdict)
-                self.services.fleet.release_call(shadow.run, view.id, ran=False)
             elif live.ask_reason is not None and not live.services.shadow and not view.resumed:
                 self._compare(live, "ask", verdict)
-                self.services.fleet.release_call(shadow.run, view.id, ran=False)
             else:
                 shadow.pending[view.id] = verdict
             return
@@ -151,10 +145,22 @@ class Candidate:
         self._compare(live, "allow" if refusal is None else f"refuse:{refusal.code}", verdict)
         if refusal is None:
             _count_ran(shadow.run, self.config.tools.get(view.name))
-            shadow.running.add(view.id)
-        else:
-            self.services.fleet.release_call(shadow.run, view.id, ran=False)
 
+    def call_over(self, live: RunState, call_id: str, ran: bool) -> None:
+        """The live call is over (its result shaped, or it was not admitted
+        or not made): the slots the candidate's gates took for it go back,
+        and the units of one that did not run."""
+        shadow = self._shadows.get(live)
+        if shadow is not None:
+            shadow.pending.pop(call_id, None)
+            self.services.fleet.release_call(shadow.run, call_id, ran=ran)
+
+    async def close_run(self, live: RunState) -> None:
+        """The live run is freed: whatever the candidate still holds for it
+        (a call never shaped) goes back."""
+        shadow = self._shadows.get(live)
+        if shadow is not None:
+            await self.services.fleet.close_run(shadow.run)
     def charged(self, live: RunState, input_tokens: int, output_tokens: int, usd: float,
                 model_name: str, cached_input_tokens: int) -> None:
         """A live model call's usage, on the candidate's own spend at its own
@@ -172,13 +178,6 @@ class Candidate:
         finally:
             _keep_own(shadow)
         self._differs(live, services, "on_model_call", None, _sent(live_stop), _sent(stop))
-
-    def _free_finished(self, shadow: _Shadow, live: RunState) -> None:
-        """The candidate's slots of calls the live run no longer has in
-        flight go back (their units stay spent: they ran)."""
-        for call_id in [c for c in shadow.running if c not in live.in_flight]:
-            shadow.running.discard(call_id)
-            self.services.fleet.release_call(shadow.run, call_id)
 
     async def _judge_call(self, shadow: _Shadow, live: HookContext) -> str:
         view = live.tool
@@ -258,7 +257,7 @@ def _keep_own(shadow: _Shadow | None) -> None:
 
 _MIRRORED_RUN = (
     "model_calls", "input_tokens", "output_tokens", "daily_left_usd", "store_error",
-    "deadline", "principal",
+    "deadline", "principal", "usd_extra", "usd_carried",
 )
 """Run counters read by gates, mirrored from the live run (the shadow keeps
 its own ``tool_calls_total``)."""

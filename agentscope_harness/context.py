@@ -247,7 +247,8 @@ class HookContext:
     # ------------------------------------------------------------- verbs
 
     def hint(self, text: str, key: str | None = None) -> bool:
-        """Tell the model something before its next call, and record it as a
+        """Tell the model something before its next call (its secrets
+        redacted: a hook may quote what a call carried), and record it as a
         decision. ``key`` names the hint (default: the hook's name): the same
         hint is never given twice in a row, and then this returns False. Once
         the run is constrained, hints that invite exploring are dropped: the
@@ -259,14 +260,16 @@ class HookContext:
         if facts.force_conclude and key in EXPLORING_HINTS:
             return False
         facts.last_hint = key
-        self.hints.append((key, text))
+        self.hints.append((key, self.services.redactor.redact(text)))
         self.decide("hint", detail=text)
         return True
 
     def notice(self, text: str) -> None:
-        """Append a note to this call's result (outside the fence), recorded
-        as a hint once it reaches the result. A note given before the call
-        runs is dropped, unrecorded, if its dependency turns out to be down."""
+        """Append a note to this call's result (outside the fence, its secrets
+        redacted), recorded as a hint once it reaches the result. A note given
+        before the call runs is dropped, unrecorded, if its dependency turns
+        out to be down."""
+        text = self.services.redactor.redact(text)
         if self.result is not None:
             self.result.notices.append(text)
             self.decide("hint", detail=text)

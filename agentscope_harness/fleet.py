@@ -393,6 +393,8 @@ class Fleet:
         if holds is None:
             return
         held, taken = holds.calls.pop(call_id, []), holds.rates.pop(call_id, [])
+        if not (holds.run or holds.calls or holds.rates):  # nothing left to hold for the run
+            del self._holds[run.run_id]
         self._release_later(held, taken if not ran else [])
 
     def _release_later(self, held: list[_Lease], taken: Sequence[_Taken] = ()) -> None:

@@ -107,6 +107,7 @@ def rejoin(harness: Harness, run: RunState) -> None:
     any; timed from now, as a human's wait is not the agent's time, and no
     later than a parent still live (one settled meanwhile bounds nothing)."""
     run.nest_on_resume()
+    run.called_by = TOOL_CALL.get()  # its ending goes to the result of the call that resumed it
     parent = run.parent if run.parent is not None and run.parent.report is None else None
     run.set_deadline(run_deadline(harness, parent))
     run.facts.lift_deadline()
@@ -569,6 +570,8 @@ class ReplyLifecycle:
         agent's binding to it go."""
         try:
             await self.harness.services.fleet.close_run(run)
+            if self.harness.candidate is not None:
+                await self.harness.candidate.close_run(run)
         finally:
             self.harness.table.drop(run.run_id)
             self.harness.table.unbind(self.agent, run)

@@ -479,9 +479,16 @@ class ModelGuard:
     def _usage(self, run: RunState, model: Any, response: ChatResponse, input_tokens: int) -> Any:
         """The response's usage; a provider that reports none is charged an
         estimate (the request's, and 4 characters a token of the answer), so
-        a capped budget is never spent at $0."""
-        if response.usage is not None or self.harness.config.cost is None:
+        a capped budget is never spent at $0: a candidate policy's neither,
+        while the live policy prices nothing (then only the candidate is)."""
+        if response.usage is not None:
             return response.usage
+        if self.harness.config.cost is None:
+            candidate = self.harness.candidate
+            if candidate is not None and candidate.config.cost is not None:
+                spent = _estimated_usage(input_tokens, _chars(response), model)
+                candidate.charged(run, spent.input_tokens, spent.output_tokens, 0.0, _name(model), 0)
+            return None
         if not run.root.usage_estimated:
             run.root.usage_estimated = True
             self.harness.services.record(run, "budget_router", "on_model_call", "usage_estimated",

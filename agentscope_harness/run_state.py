@@ -29,6 +29,7 @@ from .report import Decision, RunReport
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from .candidate import Candidate
     from .config import CostPolicy, HarnessConfig
     from .harness import Principal
     from .prefix import PrefixTrack
@@ -518,6 +519,10 @@ class RunTable:
     loop_window: int = 6
     limits: RunLimits = NO_LIMITS
     """The caps of the owning Harness's config, given to each run it opens."""
+    candidate: Candidate | None = None
+    """The owning Harness's candidate policy: it judges this table's runs,
+    and is charged what runs nested in them spend, whichever Harness opened
+    those."""
     parked: weakref.WeakKeyDictionary[Any, str] = field(
         default_factory=weakref.WeakKeyDictionary,
     )

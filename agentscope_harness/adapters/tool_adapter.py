@@ -138,7 +138,7 @@ class HarnessToolAdapter(HarnessMiddleware):
             # charges they asked for: each refers to the call's context, a cycle
             # holding the run (a judging cut short drops its own)
             if not admitted:
-                self.harness.services.fleet.release_call(run, view.id, ran=False)
+                flow.call_over(run, view.id, ran=False)
             if verdict is not None and verdict.ctx is not None:
                 verdict.ctx.admissions.clear()
 
@@ -225,8 +225,12 @@ class HarnessToolAdapter(HarnessMiddleware):
             run.facts.called_tools[call.name] -= 1
             if run.facts.called_tools[call.name] <= 0:
                 del run.facts.called_tools[call.name]
-        self.harness.services.fleet.release_call(run, call.id, ran=ran)
-        return _told(run, call.id, "run_concluded", text.format(name=call.name))
+        self.harness.flow.call_over(run, call.id, ran)
+        response = _told(run, call.id, "run_concluded", text.format(name=call.name))
+        nested = _sub_runs(ctx, call.id)
+        if nested is not None:
+            response.metadata[METADATA_KEY]["sub_runs"] = nested
+        return response
 
     def _failed(self, ctx: HookContext, original: ToolResponse, exc: Exception) -> ToolResponse:
         name = ctx.tool.name if ctx.tool else "tool"
@@ -310,7 +314,7 @@ def to_response(ctx: HookContext, result: ToolResultView, original: ToolResponse
     changed, else its shaped text (plus its data blocks, made readable)."""
     sent = [] if result.withheld or not result.has_data else [b for b in original.content if isinstance(b, DataBlock)]
     data: list[TextBlock | DataBlock] = [readable_data(b, ctx.services.redactor) for b in sent]
-    nested = ctx.run.ended_inside.pop(original.id, None)
+    nested = _sub_runs(ctx, original.id)
     if (
         not result.withheld and not result.notices and not result.error_class and nested is None
         and result.text == result.raw_text and result.state == _state_name(original.state)
@@ -324,11 +328,8 @@ def to_response(ctx: HookContext, result: ToolResultView, original: ToolResponse
         own["dependency"] = dependency_label(ctx.services.redactor, str(own["dependency"]))
     if result.error_class:
         own["error_class"] = str(getattr(result.error_class, "value", result.error_class))
-    if nested is not None:  # how the sub-agents it ran ended (DESIGN 6.1)
-        own["sub_runs"] = [
-            {"run_id": r.run_id, "agent": r.agent, "terminal_state": r.terminal_state.value, "reason": r.reason}
-            for r in nested
-        ]
+    if nested is not None:
+        own["sub_runs"] = nested
     if own:  # stamp the run only where the harness has something to say
         own["run_id"] = ctx.run.run_id
         meta[METADATA_KEY] = own
@@ -338,6 +339,18 @@ def to_response(ctx: HookContext, result: ToolResultView, original: ToolResponse
         state=_STATES.get(result.state, ToolResultState.ERROR),  # type: ignore[arg-type]
         metadata=meta,
     )
+
+
+def _sub_runs(ctx: HookContext, call_id: str) -> list[dict[str, str]] | None:
+    """How the sub-agents a call ran (or resumed) ended (DESIGN 6.1), their
+    reasons scrubbed with this Harness's secrets as the report's children
+    are; ``None``: it ran none."""
+    nested = ctx.run.ended_inside.pop(call_id, None)
+    if nested is None:
+        return None
+    scrub = ctx.services.scrubbed
+    return [{"run_id": r.run_id, "agent": r.agent, "terminal_state": r.terminal_state.value,
+             "reason": scrub(r.reason)} for r in nested]
 
 
 def _deny(text: str) -> PermissionDecision:

@@ -22,7 +22,6 @@ import asyncio
 import json
 from typing import Any
 
-import pytest
 from agentscope.event import ConfirmResult, RequireUserConfirmEvent, UserConfirmResultEvent
 from agentscope.message import UserMsg
 from agentscope.tool import Toolkit
