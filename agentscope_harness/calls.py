@@ -315,9 +315,13 @@ class CallFlow:
         """The context of a client-executed result whose awaited ``call``
         was not admitted here (a reply parked in another process, or the
         tool adapter not installed): shaped all the same, judged by nothing,
-        under the call's name (never the one the client gives its result)."""
+        under the call's name (never the one the client gives its result), in
+        the batch of the turn it was made in (no model turn has begun since
+        it was asked for: a call of that same turn, acted on next, did not
+        read it)."""
+        state = agent.state
         view = ToolCallView(id=call.id, name=call.name, args={}, policy=self.services.config.tools.get(call.name),
-                            batch=(run.run_id, -1, -1))
+                            batch=(state.reply_id, state.cur_iter, run.turns))
         return HookContext("post_tool_call", run, self.services, agent, tool=view)
 
 

@@ -112,6 +112,15 @@ class _Taken:
     key: str
     per_min: int
     cost: int
+    at: float
+    """When they were taken (``time.monotonic``)."""
+
+    def still_held(self) -> float:
+        """The units that still count now: the window a unit fills (60 s /
+        ``per_min``) passes, and a unit whose window has passed counts for
+        nothing (given back whole, it would free a later caller's)."""
+        width = 60.0 * self.cost / self.per_min
+        return self.cost * max(0.0, 1.0 - (time.monotonic() - self.at) / width)
 
 
 @dataclass
@@ -163,7 +172,8 @@ class Fleet:
         self._store_retry_at = 0.0
         self._spare_probes: dict[str, float] = {}
         self._seen_open: set[str] = set()
-        self._probes: set[tuple[str, str]] = set()
+        self._probes: dict[tuple[str, str], str] = {}
+        """The calls (run id, call id) that are their tool's half-open probe."""
         self._holds: dict[str, _Holds] = {}
         self._unsettled: dict[str, list[tuple[str, float]]] = {}
         """Settlements the store did not take, by principal key: made before
@@ -240,7 +250,7 @@ class Fleet:
         until = self._spare_probes.pop(tool, 0.0)
         if until <= time.monotonic():
             raise _unavailable(tool, "another call is checking whether it is back")
-        self._probes.add((ctx.run.run_id, ctx.tool.id))
+        self._probes[(ctx.run.run_id, ctx.tool.id)] = tool
         ctx.decide("half_open", detail="probe (shared breaker)")
 
     def _local_gate(self, ctx: ToolCallContext) -> None:
@@ -261,8 +271,7 @@ class Fleet:
         """Feed this process's breaker and the shared one with a call's
         outcome (successes, and dependency-class failures only)."""
         tool = ctx.tool.name
-        probe = (ctx.run.run_id, ctx.tool.id) in self._probes
-        self._probes.discard((ctx.run.run_id, ctx.tool.id))
+        probe = self._probes.pop((ctx.run.run_id, ctx.tool.id), None) is not None
         local = self._record_local(tool, ok)
         shared: str | None = None
         if self.ledger and time.monotonic() >= self._store_retry_at:
@@ -328,7 +337,7 @@ class Fleet:
                 assert rate.calls_per_min is not None  # a tool limit counts calls
                 key = _rate_key(rate, run, "calls")
                 if await self._rate(rate, key, rate.calls_per_min, 1, deadline, wait_until, tool):
-                    taken.append(_Taken(key, rate.calls_per_min, 1))
+                    taken.append(_Taken(key, rate.calls_per_min, 1, time.monotonic()))
             for limit in limits:
                 key = _lease_key(limit, run)
                 lease = await self._call(
@@ -384,11 +393,21 @@ class Fleet:
             await asyncio.sleep(wait)
             waited += wait
 
+    def running(self, run: RunState, call_id: str) -> None:
+        """The call starts: the rate units it took are spent (whatever then
+        becomes of it; one admitted and dropped before it started gives
+        them back when its run closes)."""
+        holds = self._holds.get(run.run_id)
+        if holds is not None:
+            holds.rates.pop(call_id, None)
+
     def release_call(self, run: RunState, call_id: str, *, ran: bool = True) -> None:
         """A call's slots go back (freed in the background: never awaited):
         its result was shaped, or it was refused, parked or not made after
         taking them. A call that did not run (``ran=False``) gives back the
-        rate units it took too."""
+        rate units it took too, and the half-open probe it claimed."""
+        if not ran and self._probes:
+            self._abandon_probes(run.run_id, call_id)
         holds = self._holds.get(run.run_id)
         if holds is None:
             return
@@ -396,6 +415,26 @@ class Fleet:
         if not (holds.run or holds.calls or holds.rates):  # nothing left to hold for the run
             del self._holds[run.run_id]
         self._release_later(held, taken if not ran else [])
+
+    def _abandon_probes(self, run_id: str, call_id: str | None = None) -> None:
+        """A half-open probe that never ran to an outcome (not made, dropped,
+        its run closed first) proves nothing: its tool's breaker opens again
+        for a cooldown, here and in the store, so the next call probes then
+        (else the store would keep the probe out for ``PROBE_LEASE_S``)."""
+        for key in [k for k in self._probes if k[0] == run_id and call_id in (None, k[1])]:
+            tool = self._probes.pop(key)
+            self._record_local(tool, False)
+            if self.ledger:
+                task = asyncio.get_running_loop().create_task(self._reopen(tool))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    async def _reopen(self, tool: str) -> None:
+        try:
+            await self._call(self.store.breaker_record(tool, False, self.config.breaker_failures),
+                             "breaker store", None)
+        except DependencyDown:
+            pass  # the store's probe lapses at PROBE_LEASE_S
 
     def _release_later(self, held: list[_Lease], taken: Sequence[_Taken] = ()) -> None:
         if not held and not taken:
@@ -421,7 +460,8 @@ class Fleet:
             functools.partial(store.lease_release, lease.key, lease.id) for lease in held
         ]
         if taken and isinstance(store, RateRefund):
-            gives += [functools.partial(store.rate_refund, t.key, t.per_min, t.cost) for t in taken]
+            gives += [functools.partial(store.rate_refund, t.key, t.per_min, units)
+                      for t in taken if (units := t.still_held()) > 0]
         for give in gives:
             try:
                 await self._call(give(), "limits store", None)
@@ -528,7 +568,11 @@ class Fleet:
 
     async def close_run(self, run: RunState) -> None:
         """Free every slot the run still holds (its own, and calls never
-        shaped: cancelled, abandoned, cut short)."""
+        shaped: cancelled, abandoned, cut short), and give back the rate
+        units of calls admitted that never started and the probes of calls
+        that came to no outcome."""
+        if self._probes:
+            self._abandon_probes(run.run_id)
         holds = self._holds.pop(run.run_id, None)
         renewer = self._renewer
         if not self._holds and renewer is not None:  # nothing left to renew
@@ -537,7 +581,7 @@ class Fleet:
             self._renewer = None
         if holds is None:
             return
-        await self._release(holds.leases())
+        await self._release(holds.leases(), [t for taken in holds.rates.values() for t in taken])
 
     def stop(self, run: RunState, reason: str, code: str, detail: str) -> None:
         """End a run from outside a hook, as ``ctx.stop`` would: incomplete,

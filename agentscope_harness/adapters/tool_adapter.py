@@ -170,6 +170,7 @@ class HarnessToolAdapter(HarnessMiddleware):
         # the tool adapter alone: no reply step binds the run, so the tool runs
         # with it bound here (a sub-agent it runs is nested in it, and reads its deadline)
         token = RUN_HANDLE.set(run.handle) if current_run() is not run else None
+        self.harness.services.fleet.running(run, call.id)
         calling = TOOL_CALL.set(call.id)
         try:
             original = await _within_deadline(run, call, self._delivered(ctx, input_kwargs), next_handler)

@@ -339,17 +339,22 @@ def _budget_left(run: RunState) -> list[BudgetLeft]:
     runs before every model call, and is put in words only when the tier
     changes."""
     out: list[BudgetLeft] = []
+    root = run.root
     for bound in run.bounds:
         cost = bound.limits.cost
         if cost is None:
             continue
         run_cap = None if cost.cap_usd is None else cost.cap_usd + bound.usd_extra
-        cap, daily, kind = run_cap, bound.daily_left_usd, "run_usd"
-        if daily is not None and (cap is None or daily < cap):
-            cap, kind = daily, "daily_usd"
-        if cap is not None:
-            left = cap - bound.facts.spent_usd - bound.usd_carried
-            out.append(BudgetLeft(left / cap if cap > 0 else 0.0, kind, left, cap, "usd", cost))
+        run_left = None if run_cap is None else run_cap - bound.facts.spent_usd - bound.usd_carried
+        # the principal's daily quota binds under the policy that keeps one, on the root's spend
+        daily = root.daily_left_usd if cost.daily_quota_usd is not None else None
+        daily_left_usd = None if daily is None else daily - root.facts.spent_usd - root.usd_carried
+        if daily is not None and daily_left_usd is not None and (run_left is None or daily_left_usd < run_left):
+            out.append(BudgetLeft(daily_left_usd / daily if daily > 0 else 0.0, "daily_usd", daily_left_usd,
+                                  daily, "usd", cost))
+        elif run_cap is not None and run_left is not None:
+            out.append(BudgetLeft(run_left / run_cap if run_cap > 0 else 0.0, "run_usd", run_left, run_cap,
+                                  "usd", cost))
         for limit, used, name in (
             (cost.max_input_tokens, bound.input_tokens, "input"),
             (cost.max_output_tokens, bound.output_tokens, "output"),

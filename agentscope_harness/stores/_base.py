@@ -81,7 +81,7 @@ def gcra(tat: float, now: float, per_min: int, cost: int) -> tuple[float, float]
     return new_tat, 0.0
 
 
-def gcra_refund(tat: float, now: float, per_min: int, cost: int) -> float:
+def gcra_refund(tat: float, now: float, per_min: int, cost: float) -> float:
     """The theoretical arrival time once ``cost`` units a rate admitted are
     given back (a call that then did not run): never before ``now``, so a
     bucket never holds more than full."""
@@ -270,9 +270,10 @@ class RateRefund(Protocol):
     did not run (refused by a later gate, parked for a human): the three
     stores do; without it such units lapse within the minute."""
 
-    async def rate_refund(self, key: str, per_min: int, cost: int = 1, *,
+    async def rate_refund(self, key: str, per_min: int, cost: float = 1, *,
                           deadline: float | None = None) -> None:
-        """Give back ``cost`` units taken from ``key`` (see ``gcra_refund``)."""
+        """Give back ``cost`` units taken from ``key`` (see ``gcra_refund``;
+        a fraction: what is left of a unit's window)."""
         ...
 
 

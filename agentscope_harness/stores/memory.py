@@ -134,7 +134,7 @@ class MemoryStore:
             self._rates[key] = tat
         return wait
 
-    async def rate_refund(self, key: str, per_min: int, cost: int = 1, *,
+    async def rate_refund(self, key: str, per_min: int, cost: float = 1, *,
                           deadline: float | None = None) -> None:
         tat = self._rates.get(key)
         if tat is not None:

@@ -302,7 +302,7 @@ class RedisStore:
         wait_us = await self._script(self._rate, [self._key("rate", key)], [per_min, cost], deadline)
         return float(wait_us) / 1e6
 
-    async def rate_refund(self, key: str, per_min: int, cost: int = 1, *,
+    async def rate_refund(self, key: str, per_min: int, cost: float = 1, *,
                           deadline: float | None = None) -> None:
         await self._script(self._rate_refund, [self._key("rate", key)], [per_min, cost], deadline)
 

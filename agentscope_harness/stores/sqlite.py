@@ -224,7 +224,7 @@ class SQLiteStore:
 
         return await self._run(lambda: self._write(acquire), deadline)
 
-    async def rate_refund(self, key: str, per_min: int, cost: int = 1, *,
+    async def rate_refund(self, key: str, per_min: int, cost: float = 1, *,
                           deadline: float | None = None) -> None:
         def refund(conn: sqlite3.Connection, now: float) -> None:
             row = conn.execute("SELECT tat FROM harness_rates WHERE key=?", (key,)).fetchone()

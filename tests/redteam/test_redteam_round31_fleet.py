@@ -100,12 +100,6 @@ def _refund_tool(ran: Ran, **kw: Any) -> FunctionTool:
 # ====================================================== 1. rate units given back
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README 'Running many workers': a tool call that took its rate unit and then did not run gives it "
-    "back; a call admitted and abandoned before it runs (stream closed at its ToolResultStartEvent, "
-    "run settled cancelled) keeps the unit: Fleet.close_run frees leases only, never holds.rates, so "
-    "the next worker's call is refused rate_limited"
-))
 async def test_a_call_dropped_before_it_ran_gives_its_rate_unit_back(workers: tuple[Any, Any]) -> None:
     store_a, store_b = workers
     rate = RateLimit(scope="principal", tool="refund", calls_per_min=1)
@@ -150,15 +144,24 @@ class _Clock:
         return self.now
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README 'Running many workers' (GCRA, calls per minute) and _base.gcra_refund ('a bucket never "
-    "holds more than full'): a unit given back after its bucket refilled and another worker took the "
-    "fresh unit is credited against that worker's unit (tat - 60/per_min, clamped to now only), so two "
-    "calls run in the same second under calls_per_min=1"
-))
-async def test_a_unit_given_back_after_the_bucket_refilled_grants_no_second_call() -> None:
+async def test_a_unit_given_back_after_the_bucket_refilled_grants_no_second_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time as real_time
+
+    import agentscope_harness.fleet as fleet_module
+
     clock = _Clock()
     store = MemoryStore(clock=clock)
+
+    class _FleetTime:  # the fleet reads the same fake minute as the store
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real_time, name)
+
+        def monotonic(self) -> float:
+            return clock()
+
+    monkeypatch.setattr(fleet_module, "time", _FleetTime())
     rate = RateLimit(scope="tool", tool="refund", calls_per_min=1)
     gate, looking = asyncio.Event(), asyncio.Event()
 
@@ -285,13 +288,6 @@ def _stock_agent(h: Harness, ran: Ran, down: list[bool], sku: str, name: str) ->
     return make_agent(model, toolkit, h.middlewares(), name=name)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README hooks table (tool_breaker_gate): after breaker_cooldown_s exactly one half-open probe "
-    "fleet-wide, and safety.tool_breaker_record: one caller must not keep the tool from everyone; a "
-    "probe claimed by a call its caller abandons before it runs is never recorded (Fleet._probes, the "
-    "store's probe lease of PROBE_LEASE_S=60 s), so the recovered tool is refused dependency_down to "
-    "every other worker for a minute"
-))
 async def test_an_abandoned_probe_does_not_keep_a_recovered_tool_from_the_fleet(
     workers: tuple[Any, Any],
 ) -> None:
@@ -348,13 +344,6 @@ async def test_a_probe_failing_on_its_own_arguments_while_the_dependency_is_down
 
 
 @pytest.mark.parametrize("sub_mode", ["enforce", "shadow"])
-@pytest.mark.xfail(strict=True, reason=(
-    "README 'Budgets users can see': the daily quota is checked with the config of the Harness the call "
-    "runs under, and a Harness in shadow mode lends no caps; the sub-agent Harness's daily_quota_usd "
-    "is read into the ROOT run (lifecycle._read_quota), and budget_router's _budget_left reads "
-    "root.daily_left_usd under the lead's own CostPolicy (cap_usd=10, no quota): the lead is stopped "
-    "'budget' at $0.12 of a quota its Harness does not keep (even one a shadow sub-agent only records)"
-))
 async def test_a_lead_is_not_held_to_its_sub_agents_harness_daily_quota(sub_mode: str) -> None:
     store = MemoryStore()
     prices = {"scripted": (100.0, 100.0)}
@@ -426,14 +415,6 @@ async def test_control_a_researcher_on_a_spend_store_overshoots_its_quota_by_one
     assert await store.get_spend(ALICE.key) == pytest.approx(0.06)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "CHANGELOG round 30 ('a sub-agent's Harness with a daily quota holds it when its lead's Harness "
-    "keeps none') and README 'Choices' (a 0.1 SpendStore: runs of one principal overshoot by at most "
-    "one model call each); the quota is read into the root run (lifecycle._read_quota), but "
-    "budget._budget_left reads each bound's own daily_left_usd under its own CostPolicy: the "
-    "researcher's bound has none and the root's policy is None, so nothing enforces it: six calls, "
-    "$0.18 of a $0.05 quota"
-))
 async def test_a_sub_agent_on_a_spend_store_overshoots_its_harness_quota_by_one_call_at_most() -> None:
     store = _DailySpendOnly()
     researcher_h, researcher, model = _researcher(store, Ran())
@@ -477,13 +458,6 @@ def _verified_refunds(ran: Ran, script: list[Any] | None = None, **kw: Any) -> t
     return h, make_agent(model, toolkit, h.middlewares(), **kw), model
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README hooks table (sequence_gate: the prerequisite succeeded in an earlier turn) and CHANGELOG "
-    "round 30 ('a call chosen in the client call's own turn is still refused'); in a reply restored in "
-    "another process the client's result is shaped unjudged with batch (run_id, -1, -1) "
-    "(calls.CallFlow.unjudged), which differs from every real batch, so the refund the model chose "
-    "beside verify_code, before reading its result, runs"
-))
 async def test_a_same_turn_refund_is_refused_when_the_reply_resumes_in_another_process() -> None:
     from agentscope.state import AgentState
 
