@@ -161,6 +161,7 @@ class Candidate:
         shadow = self._shadows.get(live)
         if shadow is not None:
             await self.services.fleet.close_run(shadow.run)
+
     def charged(self, live: RunState, input_tokens: int, output_tokens: int, usd: float,
                 model_name: str, cached_input_tokens: int) -> None:
         """A live model call's usage, on the candidate's own spend at its own

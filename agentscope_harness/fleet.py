@@ -30,7 +30,7 @@ import logging
 import math
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -425,9 +425,7 @@ class Fleet:
             tool = self._probes.pop(key)
             self._record_local(tool, False)
             if self.ledger:
-                task = asyncio.get_running_loop().create_task(self._reopen(tool))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+                self._in_background(self._reopen(tool))
 
     async def _reopen(self, tool: str) -> None:
         try:
@@ -437,9 +435,13 @@ class Fleet:
             pass  # the store's probe lapses at PROBE_LEASE_S
 
     def _release_later(self, held: list[_Lease], taken: Sequence[_Taken] = ()) -> None:
-        if not held and not taken:
-            return
-        task = asyncio.get_running_loop().create_task(self._release(held, taken))
+        if held or taken:
+            self._in_background(self._release(held, taken))
+
+    def _in_background(self, step: Coroutine[Any, Any, None]) -> None:
+        """Run a store step on this loop without awaiting it (kept until done;
+        ``_released_here`` waits for these before this worker takes a slot)."""
+        task = asyncio.get_running_loop().create_task(step)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
