@@ -158,9 +158,7 @@ class CallFlow:
         """The policy's ``ask_when`` on the call's arguments (sync or async,
         within ``hook_timeout_s`` and the deadline); one that fails asks
         (fail closed: a human decides). ``TimeoutError``: the deadline passed."""
-        view = ctx.tool
-        assert view is not None
-        rule = view.policy.ask_when if view.policy is not None else None
+        view, rule = _policy_callable(ctx, "ask_when")
         if rule is None:
             return None
         try:
@@ -279,9 +277,7 @@ class CallFlow:
         """The policy's ``count_results`` on a successful result, within
         ``hook_timeout_s`` and the deadline (``None``: not configured, or it
         failed: the defaults apply)."""
-        view = ctx.tool
-        assert view is not None
-        counter = view.policy.count_results if view.policy is not None else None
+        view, counter = _policy_callable(ctx, "count_results")
         if counter is None:
             return None
         try:
@@ -323,6 +319,14 @@ class CallFlow:
         view = ToolCallView(id=call.id, name=call.name, args={}, policy=self.services.config.tools.get(call.name),
                             batch=(state.reply_id, state.cur_iter, run.turns))
         return HookContext("post_tool_call", run, self.services, agent, tool=view)
+
+
+def _policy_callable(ctx: HookContext, name: str) -> tuple[ToolCallView, Callable[[Any], Any] | None]:
+    """The call being judged or shaped, and its policy's callable ``name``
+    (``ask_when``, ``count_results``; ``None``: not configured)."""
+    view = ctx.tool
+    assert view is not None
+    return view, getattr(view.policy, name) if view.policy is not None else None
 
 
 def _finding(shaped: str) -> str:
