@@ -63,6 +63,8 @@ the store is asked again."""
 RESERVATION_MIN_TTL_S = 600.0
 SETTLE_ATTEMPTS = 3
 """Tries of one settle before it is kept for the principal's next reservation."""
+UNIT_KEYS_KEPT = 4096
+"""Rate keys whose units' ends a worker keeps before it forgets the passed ones."""
 RENEWALS = 4
 """Renewals per ``lease_s``, on a fixed schedule: a lease survives a store
 (or an event loop) that cannot answer for up to half of its ``lease_s``."""
@@ -112,15 +114,20 @@ class _Taken:
     key: str
     per_min: int
     cost: int
-    at: float
-    """When they were taken (``time.monotonic``)."""
+    ends: float
+    """When they stop counting (``time.monotonic``), as far as this worker
+    knows (``Fleet._unit_ends``): never later than they really do."""
+
+    @property
+    def width(self) -> float:
+        """The seconds of the bucket they fill (it drains 60 s / ``per_min`` a unit)."""
+        return 60.0 * self.cost / self.per_min
 
     def still_held(self) -> float:
-        """The units that still count now: the window a unit fills (60 s /
-        ``per_min``) passes, and a unit whose window has passed counts for
-        nothing (given back whole, it would free a later caller's)."""
-        width = 60.0 * self.cost / self.per_min
-        return self.cost * max(0.0, 1.0 - (time.monotonic() - self.at) / width)
+        """The units that still count now: a unit whose window has passed
+        counts for nothing (given back whole, it would free a later
+        caller's), one partly past for what is left of it."""
+        return self.cost * min(1.0, max(0.0, (self.ends - time.monotonic()) / self.width))
 
 
 @dataclass
@@ -172,8 +179,12 @@ class Fleet:
         self._store_retry_at = 0.0
         self._spare_probes: dict[str, float] = {}
         self._seen_open: set[str] = set()
-        self._probes: dict[tuple[str, str], str] = {}
-        """The calls (run id, call id) that are their tool's half-open probe."""
+        self._units_end: dict[str, float] = {}
+        """Per rate key, when the units this worker took there stop counting
+        (see ``_unit_ends``)."""
+        self._probes: dict[tuple[str, str], tuple[str, bool]] = {}
+        """The calls (run id, call id) that are their tool's half-open probe:
+        the tool, and whether the probe is the store's (else this process's)."""
         self._holds: dict[str, _Holds] = {}
         self._unsettled: dict[str, list[tuple[str, float]]] = {}
         """Settlements the store did not take, by principal key: made before
@@ -250,7 +261,7 @@ class Fleet:
         until = self._spare_probes.pop(tool, 0.0)
         if until <= time.monotonic():
             raise _unavailable(tool, "another call is checking whether it is back")
-        self._probes[(ctx.run.run_id, ctx.tool.id)] = tool
+        self._probes[(ctx.run.run_id, ctx.tool.id)] = (tool, True)
         ctx.decide("half_open", detail="probe (shared breaker)")
 
     def _local_gate(self, ctx: ToolCallContext) -> None:
@@ -259,9 +270,18 @@ class Fleet:
             return
         waited = time.monotonic() - breaker.opened_at
         if waited >= ctx.config.breaker_cooldown_s and not breaker.half_open_probe:
-            ctx.admit(lambda: _claim_local_probe(ctx, breaker, waited))
+            ctx.admit(lambda: self._claim_local_probe(ctx, breaker, waited))
             return
         raise _unavailable(ctx.tool.name, f"it failed {breaker.failures} times in a row")
+
+    def _claim_local_probe(self, ctx: ToolCallContext, breaker: Breaker, waited: float) -> None:
+        """This process's half-open probe goes to one call that will run:
+        claimed at admission, after every other gate passed."""
+        if breaker.half_open_probe:
+            raise _unavailable(ctx.tool.name, "another call is checking whether it is back")
+        breaker.half_open_probe = True
+        self._probes[(ctx.run.run_id, ctx.tool.id)] = (ctx.tool.name, False)
+        ctx.decide("half_open", detail=f"probe after {waited:.1f}s")
 
     def is_probe(self, ctx: ToolResultContext) -> bool:
         """Whether this call is its tool's half-open probe."""
@@ -337,7 +357,7 @@ class Fleet:
                 assert rate.calls_per_min is not None  # a tool limit counts calls
                 key = _rate_key(rate, run, "calls")
                 if await self._rate(rate, key, rate.calls_per_min, 1, deadline, wait_until, tool):
-                    taken.append(_Taken(key, rate.calls_per_min, 1, time.monotonic()))
+                    taken.append(_Taken(key, rate.calls_per_min, 1, self._unit_ends(key, rate.calls_per_min, 1)))
             for limit in limits:
                 key = _lease_key(limit, run)
                 lease = await self._call(
@@ -393,6 +413,17 @@ class Fleet:
             await asyncio.sleep(wait)
             waited += wait
 
+    def _unit_ends(self, key: str, per_min: int, cost: int) -> float:
+        """When units just taken from ``key`` stop counting: after those this
+        worker took there before (the bucket drains in order). Other
+        workers' units only make the real end later, so a refund reckoned
+        from this never frees another caller's unit."""
+        now = time.monotonic()
+        ends = self._units_end[key] = max(self._units_end.get(key, now), now) + 60.0 * cost / per_min
+        if len(self._units_end) > UNIT_KEYS_KEPT:  # keys whose units all passed are forgotten
+            self._units_end = {k: t for k, t in self._units_end.items() if t > now}
+        return ends
+
     def running(self, run: RunState, call_id: str) -> None:
         """The call starts: the rate units it took are spent (whatever then
         becomes of it; one admitted and dropped before it started gives
@@ -422,9 +453,9 @@ class Fleet:
         for a cooldown, here and in the store, so the next call probes then
         (else the store would keep the probe out for ``PROBE_LEASE_S``)."""
         for key in [k for k in self._probes if k[0] == run_id and call_id in (None, k[1])]:
-            tool = self._probes.pop(key)
+            tool, shared = self._probes.pop(key)
             self._record_local(tool, False)
-            if self.ledger:
+            if shared:
                 self._in_background(self._reopen(tool))
 
     async def _reopen(self, tool: str) -> None:
@@ -462,8 +493,13 @@ class Fleet:
             functools.partial(store.lease_release, lease.key, lease.id) for lease in held
         ]
         if taken and isinstance(store, RateRefund):
-            gives += [functools.partial(store.rate_refund, t.key, t.per_min, units)
-                      for t in taken if (units := t.still_held()) > 0]
+            for t in taken:
+                units = t.still_held()
+                if units > 0:  # the units after it in the bucket end that much sooner
+                    gives.append(functools.partial(store.rate_refund, t.key, t.per_min, units))
+                    ends = self._units_end.get(t.key)
+                    if ends is not None:
+                        self._units_end[t.key] = max(time.monotonic(), ends - t.width * units / t.cost)
         for give in gives:
             try:
                 await self._call(give(), "limits store", None)
@@ -756,15 +792,6 @@ def _unavailable(tool: str, why: str) -> HookRejectSignal:
     return HookRejectSignal(
         f"{tool} is unavailable ({why}). Do not retry; tell the user.", code="dependency_down",
     )
-
-
-def _claim_local_probe(ctx: ToolCallContext, breaker: Breaker, waited: float) -> None:
-    """The local half-open probe goes to one call that will run: claimed at
-    admission, after every other gate passed."""
-    if breaker.half_open_probe:
-        raise _unavailable(ctx.tool.name, "another call is checking whether it is back")
-    breaker.half_open_probe = True
-    ctx.decide("half_open", detail=f"probe after {waited:.1f}s")
 
 
 __all__ = [
