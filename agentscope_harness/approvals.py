@@ -12,12 +12,13 @@ and budget extensions they granted.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +77,16 @@ class ApprovalBook:
     _usd: weakref.WeakKeyDictionary[Any, UsdExtension] = field(
         default_factory=weakref.WeakKeyDictionary,
     )
+    _rules: weakref.WeakKeyDictionary[Any, list[tuple[Any, str]]] = field(
+        default_factory=weakref.WeakKeyDictionary,
+    )
+    """Per agent, the permission rules a confirmation gave it and the key of
+    the principal who gave each."""
+    _hidden: weakref.WeakKeyDictionary[Any, tuple[int, list[tuple[list[Any], list[Any]]]]] = field(
+        default_factory=weakref.WeakKeyDictionary,
+    )
+    """Per agent whose engine runs without others' rules now: how many calls
+    judge it so, and each rule list as it was."""
 
     # ---------------------------------------------------- remembered approvals
 
@@ -130,6 +141,43 @@ class ApprovalBook:
                 return True
         return False
 
+    # ----------------------------------------------- AgentScope's permission rules
+
+    def rules_given(self, agent: Any, rules: Iterable[Any], principal: Principal | None) -> None:
+        """``principal`` confirmed a call with these rules ("always allow"):
+        AgentScope keeps them on ``agent``, for whoever it serves next."""
+        given = [(rule, principal.key if principal is not None else "") for rule in rules]
+        if given:
+            self._rules.setdefault(agent, []).extend(given)
+
+    @contextlib.contextmanager
+    def only_rules_of(self, agent: Any, principal: Principal | None) -> Iterator[None]:
+        """AgentScope's permission engine of ``agent`` without the rules other
+        principals gave it, while a call of ``principal``'s is judged: an
+        "always allow" serves the principal who gave it, as a remembered
+        approval does. Parallel calls share one hiding (counted)."""
+        key = principal.key if principal is not None else ""
+        foreign = [rule for rule, owner in self._rules.get(agent, ()) if owner != key]
+        engine = getattr(agent, "_engine", None)
+        context = getattr(engine, "context", None)
+        if not foreign or context is None:
+            yield
+            return
+        count, saved = self._hidden.get(agent, (0, []))
+        if count == 0:
+            saved = _without(context, foreign)
+        self._hidden[agent] = (count + 1, saved)
+        try:
+            yield
+        finally:
+            count, saved = self._hidden[agent]
+            if count == 1:
+                del self._hidden[agent]
+                for rules, before in saved:
+                    rules[:] = before
+            else:
+                self._hidden[agent] = (count - 1, saved)
+
     # -------------------------------------------------------- USD extensions
 
     def budget_parked(
@@ -162,6 +210,19 @@ class ApprovalBook:
             return self._usd.pop(agent, None)
         except TypeError:
             return None
+
+
+def _without(context: Any, foreign: list[Any]) -> list[tuple[list[Any], list[Any]]]:
+    """Take ``foreign`` rules out of a permission context's rule lists (by
+    identity); each list changed, with what it held."""
+    saved = []
+    for bucket in (context.allow_rules, context.deny_rules, context.ask_rules):
+        for rules in bucket.values():
+            kept = [rule for rule in rules if not any(rule is f for f in foreign)]
+            if len(kept) != len(rules):
+                saved.append((rules, list(rules)))
+                rules[:] = kept
+    return saved
 
 
 async def _holds(

@@ -97,7 +97,7 @@ class CallFlow:
             run.remember_sentinel(refusal.code, refusal.text)
             return Verdict(refusal=refusal, ctx=ctx)
         try:
-            reason = ctx.ask_reason or await self._ask_when(ctx)
+            reason = ctx.ask_reason if ctx.ask_reason is not None else await self._ask_when(ctx)
         except TimeoutError:  # the rule took the run's time: the call is not made
             return Verdict(refusal=self._out_of_time(ctx), ctx=ctx)
         if reason is not None and view.resumed and not run.asked_here:

@@ -325,11 +325,12 @@ class HookContext:
 
     def ask(self, reason: str) -> None:
         """At ``pre_tool_call``: park the call for a human (AgentScope's own
-        confirmation flow). The run reports ``waiting_input`` with ``reason``."""
+        confirmation flow). The run reports ``waiting_input`` with ``reason``
+        (an empty one says which hook asks: a call is parked all the same)."""
         if self.point != "pre_tool_call":
             raise ValueError("ctx.ask() is only available at pre_tool_call")
-        self.ask_reason = reason
-        self.decide("ask", detail=reason)
+        self.ask_reason = str(reason or "") or f"{self.hook_name} asks a human to confirm this call"
+        self.decide("ask", detail=self.ask_reason)
 
     def admit(self, charge: Callable[[], Callable[[], None] | None]) -> None:
         """Run ``charge`` only once every gate of this call has passed, with

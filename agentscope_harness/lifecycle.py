@@ -54,6 +54,7 @@ from .runner import AUDIT_HOOK, OUTCOME_HOOK
 from .stores import bounded, daily_left, store_timeout
 
 if TYPE_CHECKING:
+    from .approvals import ApprovalBook
     from .harness import Harness
     from .services import Services
 
@@ -137,17 +138,22 @@ async def _taken(agent: Any, event: Any) -> bool:
     return bool(results) and await _shape_kept(agent, results[0], results[0].name)
 
 
-def _rules_only_for_shown_calls(agent: Any, event: UserConfirmResultEvent, unverified: bool) -> None:
+def _rules_only_for_shown_calls(
+    agent: Any, event: UserConfirmResultEvent, unverified: bool, approvals: ApprovalBook, principal: Any,
+) -> None:
     """A confirmation's permission rules ("always allow", which AgentScope
     adds to the agent as it takes the event) stand only for the very call
     the human was shown, confirmed by the caller who parked it (none when
     that cannot be told: ``unverified``): the harness refuses any other,
-    and the rules would outlive the refusal."""
+    and the rules would outlive the refusal. Those that stand serve the
+    principal who gave them only (``ApprovalBook.only_rules_of``):
+    AgentScope keeps them on the agent, for whoever it serves next."""
     shown = {call.id: (call.name, call.input) for call in agent.state.get_awaiting_tool_calls(agent.name)}
     for result in event.confirm_results:
         call = result.tool_call
         if result.rules and (unverified or shown.get(call.id) != (call.name, call.input)):
             result.rules = None
+        approvals.rules_given(agent, result.rules or (), principal)
 
 
 async def _shape_kept(agent: Any, block: ToolResultBlock, tool_name: str) -> bool:
@@ -360,7 +366,8 @@ class ReplyLifecycle:
         if by_another:
             self._resumed_by_another(run)  # a human's approval or a client's result alike
         if isinstance(inputs, UserConfirmResultEvent):  # restored: what was shown is not known here
-            _rules_only_for_shown_calls(self.agent, inputs, by_another or parked_here is None)
+            _rules_only_for_shown_calls(self.agent, inputs, by_another or parked_here is None,
+                                        self.harness.services.approvals, run.resumed_by)
         self.run = run
         await self.harness.services.fleet.resume_run(run)
         return run

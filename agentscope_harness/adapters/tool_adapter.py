@@ -120,7 +120,8 @@ class HarnessToolAdapter(HarnessMiddleware):
                 return PermissionDecision(
                     behavior=PermissionBehavior.ASK, message=verdict.ask, decision_reason=verdict.ask,
                 )
-            decision = await next_handler(**input_kwargs)
+            with self.harness.services.approvals.only_rules_of(agent, run.principal):
+                decision = await next_handler(**input_kwargs)
             if decision.behavior in (PermissionBehavior.ASK, PermissionBehavior.PASSTHROUGH):
                 flow.shown(run, view)  # parked for a human: judged again on resume
                 run.awaiting_human.add(view.id)
