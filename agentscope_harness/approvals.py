@@ -77,16 +77,13 @@ class ApprovalBook:
     _usd: weakref.WeakKeyDictionary[Any, UsdExtension] = field(
         default_factory=weakref.WeakKeyDictionary,
     )
-    _rules: weakref.WeakKeyDictionary[Any, list[tuple[Any, str]]] = field(
-        default_factory=weakref.WeakKeyDictionary,
-    )
-    """Per agent, the permission rules a confirmation gave it and the key of
-    the principal who gave each."""
-    _hidden: weakref.WeakKeyDictionary[Any, tuple[int, list[tuple[list[Any], list[Any]]]]] = field(
-        default_factory=weakref.WeakKeyDictionary,
-    )
-    """Per agent whose engine runs without others' rules now: how many calls
-    judge it so, and each rule list as it was."""
+    _rules: dict[int, tuple[weakref.ref[Any], list[tuple[Any, str]]]] = field(default_factory=dict)
+    """Per permission context (by id, with a weak reference to it: agents
+    may share one), the rules confirmations gave it and the key of the
+    principal who gave each."""
+    _hidden: dict[int, tuple[int, list[tuple[list[Any], list[Any]]]]] = field(default_factory=dict)
+    """Per permission context judged without others' rules now: how many
+    calls judge it so, and each rule list as it was."""
 
     # ---------------------------------------------------- remembered approvals
 
@@ -147,8 +144,13 @@ class ApprovalBook:
         """``principal`` confirmed a call with these rules ("always allow"):
         AgentScope keeps them on ``agent``, for whoever it serves next."""
         given = [(rule, principal.key if principal is not None else "") for rule in rules]
-        if given:
-            self._rules.setdefault(agent, []).extend(given)
+        context = _permission_context(agent)
+        if not given or context is None:
+            return
+        for key in [k for k, (ref, _) in self._rules.items() if ref() is None]:  # contexts gone
+            del self._rules[key]
+        owned = self._rules.setdefault(id(context), (weakref.ref(context), []))[1]
+        owned.extend(given)
 
     @contextlib.contextmanager
     def only_rules_of(self, agent: Any, principal: Principal | None) -> Iterator[None]:
@@ -156,27 +158,27 @@ class ApprovalBook:
         principals gave it, while a call of ``principal``'s is judged: an
         "always allow" serves the principal who gave it, as a remembered
         approval does. Parallel calls share one hiding (counted)."""
+        context = _permission_context(agent)
+        entry = self._rules.get(id(context)) if context is not None else None
         key = principal.key if principal is not None else ""
-        foreign = [rule for rule, owner in self._rules.get(agent, ()) if owner != key]
-        engine = getattr(agent, "_engine", None)
-        context = getattr(engine, "context", None)
-        if not foreign or context is None:
+        foreign = [rule for rule, owner in entry[1] if owner != key] if entry and entry[0]() is context else []
+        if not foreign:
             yield
             return
-        count, saved = self._hidden.get(agent, (0, []))
+        count, saved = self._hidden.get(id(context), (0, []))
         if count == 0:
             saved = _without(context, foreign)
-        self._hidden[agent] = (count + 1, saved)
+        self._hidden[id(context)] = (count + 1, saved)
         try:
             yield
         finally:
-            count, saved = self._hidden[agent]
+            count, saved = self._hidden[id(context)]
             if count == 1:
-                del self._hidden[agent]
+                del self._hidden[id(context)]
                 for rules, before in saved:
                     rules[:] = before
             else:
-                self._hidden[agent] = (count - 1, saved)
+                self._hidden[id(context)] = (count - 1, saved)
 
     # -------------------------------------------------------- USD extensions
 
@@ -210,6 +212,12 @@ class ApprovalBook:
             return self._usd.pop(agent, None)
         except TypeError:
             return None
+
+
+def _permission_context(agent: Any) -> Any:
+    """The permission context AgentScope's engine of ``agent`` judges with
+    (agents may share one), if it has one."""
+    return getattr(getattr(agent, "_engine", None), "context", None)
 
 
 def _without(context: Any, foreign: list[Any]) -> list[tuple[list[Any], list[Any]]]:

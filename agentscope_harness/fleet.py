@@ -116,18 +116,26 @@ class _Taken:
     cost: int
     ends: float
     """When they stop counting (``time.monotonic``), as far as this worker
-    knows (``Fleet._unit_ends``): never later than they really do."""
+    knows when it takes them (``Fleet._unit_ends``): never later than they
+    really do."""
+    given_back: float
+    """The seconds this worker had given back on ``key`` when it took them
+    (``Fleet._given_back``): what it gives back later moves them earlier."""
 
     @property
     def width(self) -> float:
         """The seconds of the bucket they fill (it drains 60 s / ``per_min`` a unit)."""
         return 60.0 * self.cost / self.per_min
 
-    def still_held(self) -> float:
-        """The units that still count now: a unit whose window has passed
-        counts for nothing (given back whole, it would free a later
-        caller's), one partly past for what is left of it."""
-        return self.cost * min(1.0, max(0.0, (self.ends - time.monotonic()) / self.width))
+    def still_held(self, given_back: float) -> float:
+        """The units that still count now, ``given_back`` the seconds this
+        worker has given back on the key so far: a unit whose window has
+        passed counts for nothing (given back whole, it would free a later
+        caller's), one partly past for what is left of it. Every refund
+        since it was taken moves its window earlier (one of a unit taken
+        after it need not: reckoned early, never late)."""
+        ends = self.ends - max(0.0, given_back - self.given_back)
+        return self.cost * min(1.0, max(0.0, (ends - time.monotonic()) / self.width))
 
 
 @dataclass
@@ -182,6 +190,8 @@ class Fleet:
         self._units_end: dict[str, float] = {}
         """Per rate key, when the units this worker took there stop counting
         (see ``_unit_ends``)."""
+        self._given_back: dict[str, float] = {}
+        """Per rate key, the seconds of units this worker has given back."""
         self._probes: dict[tuple[str, str], tuple[str, bool]] = {}
         """The calls (run id, call id) that are their tool's half-open probe:
         the tool, and whether the probe is the store's (else this process's)."""
@@ -357,7 +367,8 @@ class Fleet:
                 assert rate.calls_per_min is not None  # a tool limit counts calls
                 key = _rate_key(rate, run, "calls")
                 if await self._rate(rate, key, rate.calls_per_min, 1, deadline, wait_until, tool):
-                    taken.append(_Taken(key, rate.calls_per_min, 1, self._unit_ends(key, rate.calls_per_min, 1)))
+                    ends = self._unit_ends(key, rate.calls_per_min, 1)
+                    taken.append(_Taken(key, rate.calls_per_min, 1, ends, self._given_back.get(key, 0.0)))
             for limit in limits:
                 key = _lease_key(limit, run)
                 lease = await self._call(
@@ -422,6 +433,7 @@ class Fleet:
         ends = self._units_end[key] = max(self._units_end.get(key, now), now) + 60.0 * cost / per_min
         if len(self._units_end) > UNIT_KEYS_KEPT:  # keys whose units all passed are forgotten
             self._units_end = {k: t for k, t in self._units_end.items() if t > now}
+            self._given_back = {k: s for k, s in self._given_back.items() if k in self._units_end}
         return ends
 
     def running(self, run: RunState, call_id: str) -> None:
@@ -494,12 +506,14 @@ class Fleet:
         ]
         if taken and isinstance(store, RateRefund):
             for t in taken:
-                units = t.still_held()
+                units = t.still_held(self._given_back.get(t.key, 0.0))
                 if units > 0:  # the units after it in the bucket end that much sooner
                     gives.append(functools.partial(store.rate_refund, t.key, t.per_min, units))
+                    seconds = t.width * units / t.cost
+                    self._given_back[t.key] = self._given_back.get(t.key, 0.0) + seconds
                     ends = self._units_end.get(t.key)
                     if ends is not None:
-                        self._units_end[t.key] = max(time.monotonic(), ends - t.width * units / t.cost)
+                        self._units_end[t.key] = max(time.monotonic(), ends - seconds)
         for give in gives:
             try:
                 await self._call(give(), "limits store", None)
