@@ -84,7 +84,7 @@ _WORD = re.compile(r"\w+")
 # Every pattern starts with a character class (``re`` then skips to its
 # candidates in C) and has no unbounded backtracking: linear in the text.
 _VOLATILE_SPAN = re.compile(
-    r"[\da-f](?<![\w.:-][\da-f])(?:"
+    r"[\da-f](?<![\w.][\da-f])(?:"
     r"(?<=\d)\d*+(?:[.,]\d++)?+\x20?+(?:[nuµm]?s|secs?|(?:milli|micro|nano)?seconds?)\b"  # 12ms, 0.5 s
     r"|(?<=\d)\d{3}-\d\d-\d\d[t\x20]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:z|[+-]\d\d:?\d\d)?"  # ISO datetime
     r"|(?<=\d)\d?:\d\d:\d\d(?:[.,]\d+)?"  # time of day

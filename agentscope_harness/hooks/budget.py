@@ -443,7 +443,9 @@ def _disclose(ctx: HookContext) -> None:
     if line is None:
         return
     ctx.run.remember_sentinel("budget", line)
+    last = facts.last_hint
     ctx.hint(line, key=f"budget_status:{ctx.run.root.model_calls}")
+    facts.last_hint = last  # a status line is no nudge: it does not let the last one be given again
 
 
 @harness_hook("post_tool_call", priority=20, name="result_nudges", kind="observer")

@@ -66,7 +66,8 @@ def truncate_result(ctx: ToolResultContext) -> None:
     marker = f"\n[... {omitted} characters omitted; the full result is kept as ref {ref} ...]\n"
     if not result.ok:
         first = _ERROR_LINE.search(text)
-        if first is not None and first.start() >= head_len and first.end() <= len(text) - tail_len:
+        # whole, unless the head or the tail already keeps it whole
+        if first is not None and first.end() > head_len and first.start() < len(text) - tail_len:
             marker += first.group(0)[:500] + "\n"
     result.text = head + marker + tail
     ctx.decide("rewrite", detail=f"truncated {len(text)} to {budget} characters (ref {ref})")

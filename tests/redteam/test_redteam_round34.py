@@ -87,10 +87,9 @@ async def test_alices_rule_does_not_serve_bob_on_another_agent_sharing_the_permi
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "README 'Security' (Human in the loop) and 'Either adapter works alone' (the tool adapter alone "
-    "'still gates every tool call'; its stated limits are client-executed results only): Alice's "
-    "'always allow' runs Bob's refund unasked. The rules are recorded for only_rules_of by "
-    "lifecycle._rules_only_for_shown_calls, called from ReplyLifecycle.resume (on_reply) alone"))
+    "a limit the README states ('Either adapter works alone', Limits of the tool adapter alone): a "
+    "confirmation's permission rules are not kept to the principal who gave them without on_reply, "
+    "so Alice's 'always allow' runs Bob's refund unasked"))
 async def test_alices_rule_does_not_serve_bob_with_the_tool_adapter_alone() -> None:
     h = Harness(HarnessConfig(), load_entry_points=False)
     ran = Ran()
