@@ -157,7 +157,9 @@ class ApprovalBook:
         """AgentScope's permission engine of ``agent`` without the rules other
         principals gave it, while a call of ``principal``'s is judged: an
         "always allow" serves the principal who gave it, as a remembered
-        approval does. Parallel calls share one hiding (counted)."""
+        approval does. Calls judged at once share one hiding (counted): each
+        takes out the rules foreign to it too, and all come back with the
+        last."""
         context = _permission_context(agent)
         entry = self._rules.get(id(context)) if context is not None else None
         key = principal.key if principal is not None else ""
@@ -166,16 +168,14 @@ class ApprovalBook:
             yield
             return
         count, saved = self._hidden.get(id(context), (0, []))
-        if count == 0:
-            saved = _without(context, foreign)
-        self._hidden[id(context)] = (count + 1, saved)
+        self._hidden[id(context)] = (count + 1, [*saved, *_without(context, foreign)])
         try:
             yield
         finally:
             count, saved = self._hidden[id(context)]
             if count == 1:
                 del self._hidden[id(context)]
-                for rules, before in saved:
+                for rules, before in reversed(saved):  # the earliest state last: as it was
                     rules[:] = before
             else:
                 self._hidden[id(context)] = (count - 1, saved)

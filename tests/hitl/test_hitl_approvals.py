@@ -558,3 +558,33 @@ def test_a_parked_or_settled_run_lends_no_identity() -> None:
         assert h.caller_principal() is None
     finally:
         RUN_HANDLE.reset(token)
+
+
+def test_rules_hidden_for_overlapping_judgements_of_two_principals_all_come_back() -> None:
+    """Alice's call and Bob's are judged at once on one permission context:
+    each is judged without the rules the other principals gave (Carol's
+    hidden for Alice, Alice's and Carol's for Bob), and every rule is back,
+    in its order, once the last judgement ends."""
+    from types import SimpleNamespace
+
+    from agentscope.permission import PermissionBehavior, PermissionContext, PermissionRule
+
+    from agentscope_harness.approvals import ApprovalBook
+
+    def rule(tool: str) -> PermissionRule:
+        return PermissionRule(tool_name=tool, rule_content=None, behavior=PermissionBehavior.ALLOW, source="session")
+
+    context = PermissionContext()
+    app_rule, alices, carols = rule("refund"), rule("refund"), rule("lookup")
+    context.allow_rules.update({"refund": [app_rule, alices], "lookup": [carols]})
+    agent = SimpleNamespace(_engine=SimpleNamespace(context=context))
+    book = ApprovalBook()
+    carol = Principal(user_id="carol", tenant="acme")
+    book.rules_given(agent, [alices], ALICE)
+    book.rules_given(agent, [carols], carol)
+    with book.only_rules_of(agent, ALICE):
+        assert context.allow_rules == {"refund": [app_rule, alices], "lookup": []}
+        with book.only_rules_of(agent, BOB):
+            assert context.allow_rules == {"refund": [app_rule], "lookup": []}
+        assert context.allow_rules["refund"] == [app_rule]  # Bob's judgement still counted until Alice's ends
+    assert context.allow_rules == {"refund": [app_rule, alices], "lookup": [carols]}
