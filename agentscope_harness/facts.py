@@ -84,10 +84,15 @@ _WORD = re.compile(r"\w+")
 # Every pattern starts with a character class (``re`` then skips to its
 # candidates in C) and has no unbounded backtracking: linear in the text.
 _VOLATILE_SPAN = re.compile(
-    r"[\da-f](?<![\w.][\da-f])(?:"
-    r"(?<=\d)\d*+(?:[.,]\d++)?+\x20?+(?:[nuµm]?s|secs?|(?:milli|micro|nano)?seconds?)\b"  # 12ms, 0.5 s
-    r"|(?<=\d)\d{3}-\d\d-\d\d[t\x20]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:z|[+-]\d\d:?\d\d)?"  # ISO datetime
-    r"|(?<=\d)\d?:\d\d:\d\d(?:[.,]\d+)?"  # time of day
+    # not inside a word or a number; a UUID may follow ``_``, ``:`` or ``-``
+    # (``run_<uuid>``, ``urn:uuid:<uuid>``), a duration ``:`` (``latency:17ms``,
+    # not ``iphone-6s``), a date or time neither (a MAC's digit triples are no time)
+    r"[\da-f](?<![^\W_][\da-f])(?<!\.[\da-f])(?:"
+    r"(?<=\d)(?<![_-]\d)\d*+(?:[.,]\d++)?+\x20?+"
+    r"(?:[nuµm]?s|msecs?|secs?|(?:milli|micro|nano)?seconds?)\b"  # 12ms, 0.5 s, 17msec
+    r"|(?<=\d)(?<![_-]\d)\d*+m\d++(?:[.,]\d++)?+s\b"  # 1m17s
+    r"|(?<=\d)(?<![_:-]\d)\d{3}-\d\d-\d\d[t\x20]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:z|[+-]\d\d:?\d\d)?"  # ISO
+    r"|(?<=\d)(?<![_:-]\d)\d?:\d\d:\d\d(?:[.,]\d+)?"  # time of day
     r"|[\da-f]{7}-[\da-f]{4}-[\da-f]{4}-[\da-f]{4}-[\da-f]{12}\b"  # UUID
     r")"
 )

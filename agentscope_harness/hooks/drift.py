@@ -57,6 +57,8 @@ def drift_detector(ctx: ReflectContext) -> None:
     if facts.new_fact_this_round:
         facts.rounds_without_progress = 0
         facts.cycle_hinted = False
+        if facts.last_hint in ("drift", "cycle"):  # a stall after progress is a new one: hinted again
+            facts.last_hint = None
     else:
         facts.rounds_without_progress += 1
     facts.new_fact_this_round = False
