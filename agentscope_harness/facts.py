@@ -86,13 +86,15 @@ _WORD = re.compile(r"\w+")
 _VOLATILE_SPAN = re.compile(
     # not inside a word or a number; a UUID may follow ``_``, ``:`` or ``-``
     # (``run_<uuid>``, ``urn:uuid:<uuid>``), a duration ``:`` (``latency:17ms``,
-    # not ``iphone-6s``), a date or time neither (a MAC's digit triples are no time)
+    # not ``iphone-6s``; nor a decade, ``1950s``), a date or time neither (a
+    # MAC's digit triples are no time), but a time after a year and ``:`` (an
+    # access log's ``03/Dec/2026:10:11:12``)
     r"[\da-f](?<![^\W_][\da-f])(?<!\.[\da-f])(?:"
-    r"(?<=\d)(?<![_-]\d)\d*+(?:[.,]\d++)?+\x20?+"
+    r"(?<=\d)(?<![_-]\d)(?!\d\d0s\b)\d*+(?:[.,]\d++)?+\x20?+"
     r"(?:[nuµm]?s|msecs?|secs?|(?:milli|micro|nano)?seconds?)\b"  # 12ms, 0.5 s, 17msec
-    r"|(?<=\d)(?<![_-]\d)\d*+m\d++(?:[.,]\d++)?+s\b"  # 1m17s
+    r"|(?<=\d)(?<![_-]\d)\d*+(?:h\d++)?+m\d++(?:[.,]\d++)?+s\b"  # 1m17s, 1h2m13s
     r"|(?<=\d)(?<![_:-]\d)\d{3}-\d\d-\d\d[t\x20]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:z|[+-]\d\d:?\d\d)?"  # ISO
-    r"|(?<=\d)(?<![_:-]\d)\d?:\d\d:\d\d(?:[.,]\d+)?"  # time of day
+    r"|(?<=\d)(?:(?<![_:-]\d)|(?<=\d{4}:\d))\d?:\d\d:\d\d(?:[.,]\d+)?"  # time of day
     r"|[\da-f]{7}-[\da-f]{4}-[\da-f]{4}-[\da-f]{4}-[\da-f]{12}\b"  # UUID
     r")"
 )

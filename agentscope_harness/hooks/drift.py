@@ -1,6 +1,6 @@
 """Drift: rounds that bring nothing new. The ladder climbs hint, then
-constrain (``force_conclude``), then stop; never the same hint twice, never
-a step back down.
+constrain (``force_conclude``), then stop; never the same hint twice in a
+row (a stall after progress is a new one), never a step back down.
 
 Progress is new information, not new arguments or new noise: a result
 counts when enough of it is new to the run (``Novelty``: volatile tokens
