@@ -152,21 +152,25 @@ class ApprovalBook:
         owned = self._rules.setdefault(id(context), (weakref.ref(context), []))[1]
         owned.extend(given)
 
-    @contextlib.contextmanager
-    def only_rules_of(self, agent: Any, principal: Principal | None) -> Iterator[None]:
+    def only_rules_of(self, agent: Any, principal: Principal | None) -> contextlib.AbstractContextManager[None]:
         """AgentScope's permission engine of ``agent`` without the rules other
         principals gave it, while a call of ``principal``'s is judged: an
         "always allow" serves the principal who gave it, as a remembered
-        approval does. Calls judged at once share one hiding (counted): each
-        takes out the rules foreign to it too, and all come back with the
-        last."""
+        approval does. Nothing to do (the common case, on every call) costs
+        no generator."""
+        if not self._rules:
+            return _NOTHING_HIDDEN
         context = _permission_context(agent)
         entry = self._rules.get(id(context)) if context is not None else None
         key = principal.key if principal is not None else ""
         foreign = [rule for rule, owner in entry[1] if owner != key] if entry and entry[0]() is context else []
-        if not foreign:
-            yield
-            return
+        return self._hiding(context, foreign) if foreign else _NOTHING_HIDDEN
+
+    @contextlib.contextmanager
+    def _hiding(self, context: Any, foreign: list[Any]) -> Iterator[None]:
+        """``foreign`` out of ``context`` while the call is judged. Calls
+        judged at once share one hiding (counted): each takes out the rules
+        foreign to it too, and all come back with the last."""
         count, saved = self._hidden.get(id(context), (0, []))
         self._hidden[id(context)] = (count + 1, [*saved, *_without(context, foreign)])
         try:
@@ -212,6 +216,9 @@ class ApprovalBook:
             return self._usd.pop(agent, None)
         except TypeError:
             return None
+
+
+_NOTHING_HIDDEN = contextlib.nullcontext()
 
 
 def _permission_context(agent: Any) -> Any:

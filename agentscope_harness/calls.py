@@ -128,13 +128,17 @@ class CallFlow:
         run.park_reason = reason if run.park_reason is None else f"{run.park_reason}; {reason}"
         return Verdict(ask=reason, ctx=ctx)
 
-    def _out_of_time(self, ctx: HookContext) -> Refusal:
-        """A call whose judgement outlasted the run's deadline: not made, and
-        the deadline ends the run (shadow mode too)."""
-        run, name = ctx.run, ctx.tool.name if ctx.tool is not None else "tool"
-        self.services.record(run, "liveness_watchdog", "pre_tool_call", "stop", code="deadline", tool=name,
-                             detail=f"deadline: the call to {name} was not made", enforced=True)
+    def deadline_stopped(self, run: RunState, point: str, tool: str, what: str) -> None:
+        """A call the run's deadline stopped (``what``: "not made", "cut
+        short"): recorded, and the deadline ends the run (shadow mode too)."""
+        self.services.record(run, "liveness_watchdog", point, "stop", code="deadline", tool=tool,
+                             detail=f"deadline: the call to {tool} was {what}", enforced=True)
         run.facts.time_is_up(self.services.shadow)
+
+    def _out_of_time(self, ctx: HookContext) -> Refusal:
+        """A call whose judgement outlasted the run's deadline: not made."""
+        run, name = ctx.run, ctx.tool.name if ctx.tool is not None else "tool"
+        self.deadline_stopped(run, "pre_tool_call", name, "not made")
         text = format_sentinel("run_concluded", DEADLINE_PASSED.format(name=name))
         run.remember_sentinel("run_concluded", text)
         return Refusal(hook="liveness_watchdog", code="run_concluded", text=text)

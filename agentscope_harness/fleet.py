@@ -116,11 +116,11 @@ class _Taken:
     cost: int
     ends: float
     """When they stop counting (``time.monotonic``), as far as this worker
-    knows when it takes them (``Fleet._unit_ends``): never later than they
+    knows when it takes them (``Fleet._take_unit``): never later than they
     really do."""
     given_back: float
     """The seconds this worker had given back on ``key`` when it took them
-    (``Fleet._given_back``): what it gives back later moves them earlier."""
+    (``_KeyUnits.given_back``): what it gives back later moves them earlier."""
 
     @property
     def width(self) -> float:
@@ -136,6 +136,15 @@ class _Taken:
         after it need not: reckoned early, never late)."""
         ends = self.ends - max(0.0, given_back - self.given_back)
         return self.cost * min(1.0, max(0.0, (ends - time.monotonic()) / self.width))
+
+
+@dataclass(slots=True)
+class _KeyUnits:
+    """The units this worker took on one rate key: when the last stops
+    counting, and the seconds of them it has given back."""
+
+    ends: float
+    given_back: float = 0.0
 
 
 @dataclass
@@ -187,11 +196,8 @@ class Fleet:
         self._store_retry_at = 0.0
         self._spare_probes: dict[str, float] = {}
         self._seen_open: set[str] = set()
-        self._units_end: dict[str, float] = {}
-        """Per rate key, when the units this worker took there stop counting
-        (see ``_unit_ends``)."""
-        self._given_back: dict[str, float] = {}
-        """Per rate key, the seconds of units this worker has given back."""
+        self._units: dict[str, _KeyUnits] = {}
+        """Per rate key, this worker's units there (see ``_take_unit``)."""
         self._probes: dict[tuple[str, str], tuple[str, bool]] = {}
         """The calls (run id, call id) that are their tool's half-open probe:
         the tool, and whether the probe is the store's (else this process's)."""
@@ -367,8 +373,7 @@ class Fleet:
                 assert rate.calls_per_min is not None  # a tool limit counts calls
                 key = _rate_key(rate, run, "calls")
                 if await self._rate(rate, key, rate.calls_per_min, 1, deadline, wait_until, tool):
-                    ends = self._unit_ends(key, rate.calls_per_min, 1)
-                    taken.append(_Taken(key, rate.calls_per_min, 1, ends, self._given_back.get(key, 0.0)))
+                    taken.append(self._take_unit(key, rate.calls_per_min, 1))
             for limit in limits:
                 key = _lease_key(limit, run)
                 lease = await self._call(
@@ -424,17 +429,19 @@ class Fleet:
             await asyncio.sleep(wait)
             waited += wait
 
-    def _unit_ends(self, key: str, per_min: int, cost: int) -> float:
-        """When units just taken from ``key`` stop counting: after those this
+    def _take_unit(self, key: str, per_min: int, cost: int) -> _Taken:
+        """Units just taken from ``key``: they stop counting after those this
         worker took there before (the bucket drains in order). Other
         workers' units only make the real end later, so a refund reckoned
         from this never frees another caller's unit."""
         now = time.monotonic()
-        ends = self._units_end[key] = max(self._units_end.get(key, now), now) + 60.0 * cost / per_min
-        if len(self._units_end) > UNIT_KEYS_KEPT:  # keys whose units all passed are forgotten
-            self._units_end = {k: t for k, t in self._units_end.items() if t > now}
-            self._given_back = {k: s for k, s in self._given_back.items() if k in self._units_end}
-        return ends
+        units = self._units.get(key)
+        if units is None:
+            units = self._units[key] = _KeyUnits(now)
+        units.ends = max(units.ends, now) + 60.0 * cost / per_min
+        if len(self._units) > UNIT_KEYS_KEPT:  # keys whose units all passed are forgotten
+            self._units = {k: u for k, u in self._units.items() if u.ends > now}
+        return _Taken(key, per_min, cost, units.ends, units.given_back)
 
     def running(self, run: RunState, call_id: str) -> None:
         """The call starts: the rate units it took are spent (whatever then
@@ -506,14 +513,14 @@ class Fleet:
         ]
         if taken and isinstance(store, RateRefund):
             for t in taken:
-                units = t.still_held(self._given_back.get(t.key, 0.0))
-                if units > 0:  # the units after it in the bucket end that much sooner
+                mine = self._units.get(t.key)  # forgotten: all its units passed
+                units = t.still_held(mine.given_back if mine is not None else 0.0)
+                if units > 0:
                     gives.append(functools.partial(store.rate_refund, t.key, t.per_min, units))
-                    seconds = t.width * units / t.cost
-                    self._given_back[t.key] = self._given_back.get(t.key, 0.0) + seconds
-                    ends = self._units_end.get(t.key)
-                    if ends is not None:
-                        self._units_end[t.key] = max(time.monotonic(), ends - seconds)
+                    if mine is not None:  # the units after it in the bucket end that much sooner
+                        seconds = t.width * units / t.cost
+                        mine.given_back += seconds
+                        mine.ends = max(time.monotonic(), mine.ends - seconds)
         for give in gives:
             try:
                 await self._call(give(), "limits store", None)

@@ -320,7 +320,7 @@ class Harness:
                 usd = price.usd(input_tokens, output_tokens, cached)
         if usage is not None:
             run.add_usage(input_tokens, output_tokens, usd, name, cached)
-            charge_candidates(run, input_tokens, output_tokens, usd, name, cached)
+            run.charge_candidates(input_tokens, output_tokens, usd, name, cached)
         if reservation is not None:
             await self.services.fleet.settle(run, reservation, usd)
             return
@@ -415,23 +415,6 @@ def _check_declared_args(config: HarnessConfig, toolkit: Any) -> None:
                 typo = undeclared_same_args(name, i, prereq, tool, declared[tool]) if tool in declared else None
                 if typo is not None:
                     raise typo
-
-
-def charge_candidates(
-    run: RunState, input_tokens: int, output_tokens: int, usd: float, model_name: str, cached: int,
-) -> None:
-    """A model call's usage on the candidate policy of every Harness whose
-    runs ``run`` is (or is nested in), once each, at its own prices: a
-    sub-agent under another Harness spends its lead's candidate budget as it
-    spends the live one."""
-    charged: set[int] = set()
-    at: RunState | None = run
-    while at is not None:
-        candidate = at.table.candidate
-        if candidate is not None and id(candidate) not in charged:
-            charged.add(id(candidate))
-            candidate.charged(at, input_tokens, output_tokens, usd, model_name, cached)
-        at = at.parent
 
 
 def _effective_config(config: HarnessConfig, env: EnvFlags) -> HarnessConfig:

@@ -483,11 +483,9 @@ class ModelGuard:
         while the live policy prices nothing (then only the candidate is)."""
         if response.usage is not None:
             return response.usage
-        if self.harness.config.cost is None:
-            candidate = self.harness.candidate
-            if candidate is not None and candidate.config.cost is not None:
-                spent = _estimated_usage(input_tokens, _chars(response), model)
-                candidate.charged(run, spent.input_tokens, spent.output_tokens, 0.0, _name(model), 0)
+        if self.harness.config.cost is None:  # nothing live to price: the candidates' estimate only
+            spent = _estimated_usage(input_tokens, _chars(response), model)
+            run.charge_candidates(spent.input_tokens, spent.output_tokens, 0.0, _name(model))
             return None
         if not run.root.usage_estimated:
             run.root.usage_estimated = True

@@ -393,6 +393,23 @@ class RunState:
             run.facts.spent_usd += usd if price is None else price.usd(input_tokens, output_tokens, cached_input_tokens)
             run = run.parent
 
+    def charge_candidates(
+        self, input_tokens: int, output_tokens: int, usd: float, model_name: str, cached_input_tokens: int = 0,
+    ) -> None:
+        """A model call's usage on the candidate policy of every Harness
+        whose runs this one is (or is nested in), once each, at its own
+        prices (``usd``: the charging Harness's price, where it has none): a
+        sub-agent under another Harness spends its lead's candidate budget
+        as it spends the live one."""
+        charged: set[int] = set()
+        run: RunState | None = self
+        while run is not None:
+            candidate = run.table.candidate
+            if candidate is not None and id(candidate) not in charged:
+                charged.add(id(candidate))
+                candidate.charged(run, input_tokens, output_tokens, usd, model_name, cached_input_tokens)
+            run = run.parent
+
     def tell_enclosing_runs(self, succeeded_tool: str) -> None:
         """A tool succeeded here: every run this one is nested in knows its
         sub-agents did it (``claims`` are checked run-wide)."""

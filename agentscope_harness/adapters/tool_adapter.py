@@ -217,11 +217,7 @@ class HarnessToolAdapter(HarnessMiddleware):
         a sentinel, as an error, not AgentScope's interrupted result (which
         ends a reply as a user's interruption)."""
         run = ctx.run
-        self.harness.services.record(
-            run, "liveness_watchdog", "on_acting", "stop", code="deadline", tool=call.name,
-            detail=f"deadline: the call to {call.name} was {what}", enforced=True,  # shadow mode too
-        )
-        run.facts.time_is_up(self.harness.shadow)
+        self.harness.flow.deadline_stopped(run, "on_acting", call.name, what)
         if not ran:  # neither running nor counted as made
             run.in_flight.pop(call.id, None)
             run.facts.called_tools[call.name] -= 1
