@@ -10,21 +10,27 @@ from collections.abc import Callable
 from typing import Any
 
 from agentscope.agent import Agent, InjectionConfig, ReActConfig
+from agentscope.event import ConfirmResult, UserConfirmResultEvent
 from agentscope.message import Msg, UserMsg
 from agentscope.model import ChatModelBase
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import FunctionTool, ToolBase, Toolkit
 
+from agentscope_harness import Principal
 from agentscope_harness.testing import ScriptedModel, Turn, calls, text
 
 __all__ = [
+    "ALICE",
     "ALLOW",
+    "BOB",
     "RAN",
     "ScriptedModel",
     "Turn",
     "calls",
     "client_tool",
+    "confirm",
     "decisions",
+    "drain",
     "last_tool_message",
     "make_agent",
     "payload_bytes",
@@ -37,6 +43,10 @@ __all__ = [
 ]
 
 ALLOW = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="allowed in tests")
+
+ALICE = Principal(user_id="u-42", tenant="acme")
+BOB = Principal(user_id="u-7", tenant="acme")
+"""Two callers of one tenant (the red-team tests' signed-in users)."""
 
 RAN: list[str] = []
 """What the shared tools below ran; emptied before every test (conftest)."""
@@ -99,6 +109,17 @@ async def run(agent: Agent, prompt: str = "hi", inputs: Any = None) -> tuple[lis
         else:
             events.append(item)
     return events, final
+
+
+async def drain(agent: Agent, inputs: Any) -> list[Any]:
+    """Every item of one reply's stream, the final message last."""
+    return [e async for e in agent.reply_stream(inputs, yield_final_msg=True)]
+
+
+def confirm(ask: Any, call: Any, confirmed: bool = True) -> UserConfirmResultEvent:
+    """A human's answer to ``ask`` (a ``RequireUserConfirmEvent``) on ``call``."""
+    return UserConfirmResultEvent(reply_id=ask.reply_id,
+                                  confirm_results=[ConfirmResult(confirmed=confirmed, tool_call=call)])
 
 
 def tool_messages(call: dict[str, Any]) -> list[str]:

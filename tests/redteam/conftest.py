@@ -1,6 +1,44 @@
-"""Red-team tests: ``tests/hooks`` helpers importable."""
+"""Red-team tests: ``tests/hooks`` helpers importable, and two workers'
+handles on one shared store."""
 
 import os
 import sys
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from agentscope_harness.stores import MemoryStore, RedisStore, SQLiteStore
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "hooks"))
+
+REDIS_URL = "redis://127.0.0.1:6399/1"
+"""The Redis ``.ci/run`` starts (db 1; each test under a key prefix of its own)."""
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+async def two_workers(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[tuple[Any, Any]]:
+    """Two handles on one shared store, as two workers hold them: one
+    ``MemoryStore`` object, two ``SQLiteStore``s on one file, two
+    ``RedisStore``s on one Redis (their keys deleted after)."""
+    if request.param == "memory":
+        store = MemoryStore()
+        yield store, store
+    elif request.param == "sqlite":
+        path = str(tmp_path / "fleet.db")
+        yield SQLiteStore(path), SQLiteStore(path)
+    else:
+        import redis
+
+        prefix = f"rt:{uuid.uuid4().hex[:8]}"
+        a, b = RedisStore(REDIS_URL, prefix=prefix), RedisStore(REDIS_URL, prefix=prefix)
+        try:
+            yield a, b
+        finally:
+            await a.aclose()
+            await b.aclose()
+            client = redis.Redis.from_url(REDIS_URL)
+            for key in client.scan_iter(f"{prefix}:*"):
+                client.delete(key)
+            client.close()

@@ -25,28 +25,15 @@ from agentscope.message import ToolResultBlock, ToolResultState, UserMsg
 from agentscope.tool import Toolkit
 from hookkit import Ran, refunding, searcher
 from jsonschema import ValidationError
-from scripted import ScriptedModel, calls, make_agent, text, tool
+from scripted import ALICE, BOB, ScriptedModel, calls, confirm, drain, make_agent, text, tool
 
 from agentscope_harness import (
     Harness,
     HarnessConfig,
     Prerequisite,
-    Principal,
     TerminalState,
     ToolPolicy,
 )
-
-ALICE = Principal(user_id="u-42", tenant="acme")
-BOB = Principal(user_id="u-7", tenant="acme")
-
-
-async def _drain(agent: Any, inputs: Any) -> list[Any]:
-    return [e async for e in agent.reply_stream(inputs, yield_final_msg=True)]
-
-
-def _confirm(ask: Any, call: Any, confirmed: bool = True) -> UserConfirmResultEvent:
-    return UserConfirmResultEvent(reply_id=ask.reply_id,
-                                  confirm_results=[ConfirmResult(confirmed=confirmed, tool_call=call)])
 
 
 def _asking_refund(ran: Ran, script: list[Any] | None = None) -> tuple[Harness, Any]:
@@ -59,7 +46,7 @@ def _asking_refund(ran: Ran, script: list[Any] | None = None) -> tuple[Harness, 
 
 async def _parked(h: Harness, agent: Any) -> Any:
     with h.acting_for(ALICE):
-        events = await _drain(agent, UserMsg("user", "refund o-1"))
+        events = await drain(agent, UserMsg("user", "refund o-1"))
     return next(e for e in events if isinstance(e, RequireUserConfirmEvent))
 
 
@@ -76,9 +63,9 @@ async def test_another_callers_rejected_resume_then_the_owners_approval_reports_
     ask = await _parked(h, agent)
     shown = ask.tool_calls[0]
     with h.acting_for(BOB), pytest.raises(ValueError):
-        await _drain(agent, _confirm(ask, shown.model_copy(update={"id": "call_typo"})))
+        await drain(agent, confirm(ask, shown.model_copy(update={"id": "call_typo"})))
     with h.acting_for(ALICE):
-        await _drain(agent, _confirm(ask, shown))
+        await drain(agent, confirm(ask, shown))
     report = h.last_report(agent)
     # the event AgentScope refused resumed nothing: Bob neither ran nor blocked Alice's call
     assert ran.of("refund") == [shown_args(shown)], ran
@@ -93,11 +80,11 @@ async def test_approve_edit_after_a_rejected_resume_runs_the_edit_once_and_drain
     shown = ask.tool_calls[0]
     with h.acting_for(ALICE):
         with pytest.raises(ValueError):
-            await _drain(agent, _confirm(ask, shown.model_copy(update={"id": "call_typo"})))
+            await drain(agent, confirm(ask, shown.model_copy(update={"id": "call_typo"})))
         with h.acting_for(BOB), pytest.raises(PermissionError):
             h.approve_edit(agent, shown, {"order_id": "o-999"})
         edited = h.approve_edit(agent, shown, {"order_id": "o-2"})
-        await _drain(agent, _confirm(ask, edited))
+        await drain(agent, confirm(ask, edited))
     assert ran.of("refund") == [{"order_id": "o-2"}], ran
     assert h.last_report(agent).terminal_state is TerminalState.COMPLETED
     assert len(h.table) == 0
@@ -110,10 +97,10 @@ async def test_a_new_reply_after_a_rejected_resume_drops_the_park_and_the_old_co
     shown = ask.tool_calls[0]
     with h.acting_for(ALICE):
         with pytest.raises(ValueError):
-            await _drain(agent, _confirm(ask, shown.model_copy(update={"id": "call_typo"})))
+            await drain(agent, confirm(ask, shown.model_copy(update={"id": "call_typo"})))
         with pytest.raises(ValueError):  # AgentScope: a new message while a call awaits confirmation
-            await _drain(agent, UserMsg("user", "never mind"))
-        await _drain(agent, _confirm(ask, shown))
+            await drain(agent, UserMsg("user", "never mind"))
+        await drain(agent, confirm(ask, shown))
     assert ran.of("refund") == [{"order_id": "o-1"}], ran
     assert len(h.table) == 0
 
@@ -140,11 +127,11 @@ async def test_a_rejected_resume_at_a_busy_moment_does_not_stop_the_later_resume
     await asyncio.sleep(0.3)  # the parked run's lease lapsed (a parked run is not in flight)
     other = await store.lease_acquire(key, 1, 30) if busy else None  # Alice's other session runs
     with h.acting_for(ALICE), pytest.raises(ValueError):
-        await _drain(agent, _confirm(ask, shown.model_copy(update={"id": "call_typo"})))
+        await drain(agent, confirm(ask, shown.model_copy(update={"id": "call_typo"})))
     if other is not None:
         await store.lease_release(key, other)  # ... and ends: the slot is free again
     with h.acting_for(ALICE):
-        await _drain(agent, _confirm(ask, shown))
+        await drain(agent, confirm(ask, shown))
     report = h.last_report(agent)
     assert ran.of("refund") == [{"order_id": "o-1"}], (ran, report.reason)
     assert report.terminal_state is TerminalState.COMPLETED, report.reason
@@ -165,10 +152,10 @@ async def test_another_callers_refused_confirmation_leaves_no_permission_rule(ru
     ask = await _parked(h, agent)
     confirm = ConfirmResult(confirmed=True, tool_call=ask.tool_calls[0], rules=[_allow_refund_rule()] if rules else None)
     with h.acting_for(BOB):
-        await _drain(agent, UserConfirmResultEvent(reply_id=ask.reply_id, confirm_results=[confirm]))
+        await drain(agent, UserConfirmResultEvent(reply_id=ask.reply_id, confirm_results=[confirm]))
     assert h.last_report(agent).reason == "refused:permission_denied"
     with h.acting_for(ALICE):
-        events = await _drain(agent, UserMsg("user", "and o-999?"))
+        events = await drain(agent, UserMsg("user", "and o-999?"))
     assert ran.of("refund") == [], ran
     assert any(isinstance(e, RequireUserConfirmEvent) for e in events)
 
@@ -222,10 +209,10 @@ async def test_control_a_clients_failed_prerequisite_stops_the_refund() -> None:
     ran = Ran()
     h, agent, model = _verify_then_refund(ran, list(VERIFY_SCRIPT))
     with h.acting_for(ALICE):
-        events = await _drain(agent, UserMsg("user", "refund A-1, my code is 1234"))
+        events = await drain(agent, UserMsg("user", "refund A-1, my code is 1234"))
         call = next(e for e in events if isinstance(e, RequireExternalExecutionEvent)).tool_calls[0]
         wrong = _client_result(call, "wrong code", ToolResultState.ERROR)
-        await _drain(agent, ExternalExecutionResultEvent(reply_id=agent.state.reply_id, execution_results=[wrong]))
+        await drain(agent, ExternalExecutionResultEvent(reply_id=agent.state.reply_id, execution_results=[wrong]))
     assert ran.of("refund") == [], ran
     assert h.last_report(agent).refusals.get("prerequisite_missing") == 1
 
@@ -235,15 +222,15 @@ async def test_a_clients_rejected_success_is_no_prerequisite(rejected_by: str) -
     ran = Ran()
     h, agent, model = _verify_then_refund(ran, list(VERIFY_SCRIPT))
     with h.acting_for(ALICE):
-        events = await _drain(agent, UserMsg("user", "refund A-1, my code is 1234"))
+        events = await drain(agent, UserMsg("user", "refund A-1, my code is 1234"))
         call = next(e for e in events if isinstance(e, RequireExternalExecutionEvent)).tool_calls[0]
         ok = _client_result(call, "code accepted", ToolResultState.SUCCESS,
                             {} if rejected_by == "metadata_schema" else {"checked_at": "now"})
         sent = [ok] if rejected_by == "metadata_schema" else [ok, ok.model_copy(update={"id": "call_typo"})]
         with pytest.raises((ValueError, ValidationError)):  # AgentScope rejects it: the reply stays parked
-            await _drain(agent, ExternalExecutionResultEvent(reply_id=agent.state.reply_id, execution_results=sent))
+            await drain(agent, ExternalExecutionResultEvent(reply_id=agent.state.reply_id, execution_results=sent))
         wrong = _client_result(call, "wrong code", ToolResultState.ERROR)
-        await _drain(agent, ExternalExecutionResultEvent(reply_id=agent.state.reply_id, execution_results=[wrong]))
+        await drain(agent, ExternalExecutionResultEvent(reply_id=agent.state.reply_id, execution_results=[wrong]))
     assert ran.of("refund") == [], ran
 
 
@@ -259,7 +246,7 @@ async def test_a_no_op_interrupt_after_a_finished_run_publishes_no_report() -> N
     ran = Ran()
     h, agent = _finished_shop(ran)
     with h.acting_for(ALICE):
-        await _drain(agent, UserMsg("user", "a?"))
+        await drain(agent, UserMsg("user", "a?"))
     first = h.last_report(agent)
     assert first.terminal_state is TerminalState.COMPLETED
     with h.acting_for(BOB):
@@ -271,10 +258,10 @@ async def test_a_rejected_result_after_a_finished_run_does_not_rewrite_its_repor
     ran = Ran()
     h, agent = _finished_shop(ran)
     with h.acting_for(ALICE):
-        await _drain(agent, UserMsg("user", "a?"))
+        await drain(agent, UserMsg("user", "a?"))
         block = ToolResultBlock(id="call_x", name="search", output="o", state=ToolResultState.SUCCESS)
         with pytest.raises(ValueError):
-            await _drain(agent, ExternalExecutionResultEvent(reply_id=agent.state.reply_id, execution_results=[block]))
+            await drain(agent, ExternalExecutionResultEvent(reply_id=agent.state.reply_id, execution_results=[block]))
     report = h.last_report(agent)
     assert report.terminal_state is TerminalState.COMPLETED, (report.terminal_state, report.reason)
     assert len(h.table) == 0
@@ -342,7 +329,7 @@ async def test_an_answer_without_usage_is_charged_within_max_tokens(stream: bool
                       middlewares=h.middlewares(), react_config=ReActConfig(max_iters=3),
                       injection_config=InjectionConfig(inject_runtime_state=False))
         with h.acting_for(ALICE):
-            await _drain(agent, UserMsg("user", "a mug?"))
+            await drain(agent, UserMsg("user", "a mug?"))
         report = h.last_report(agent)
         assert len(seen) == 1 and seen[0]["max_completion_tokens"] == 20
         assert 0 < report.output_tokens <= 20, report.output_tokens

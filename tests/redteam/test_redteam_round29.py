@@ -25,12 +25,11 @@ from agentscope.event import (
 )
 from agentscope.message import ToolResultBlock, ToolResultState, UserMsg
 from hookkit import Ran
-from scripted import calls, text, tool
+from scripted import ALICE, BOB, calls, drain, text, tool
 from test_redteam_round28 import (
     VERIFY_SCRIPT,
     _allow_rule,
     _asked_verify,
-    _drain,
     _r,
     _refund_shop,
     _verify_then_refund,
@@ -38,13 +37,10 @@ from test_redteam_round28 import (
 
 from agentscope_harness import Principal, TerminalState
 
-ALICE = Principal(user_id="u-42", tenant="acme")
-BOB = Principal(user_id="u-7", tenant="acme")
-
 
 async def _asked(h: Any, agent: Any, who: Principal = ALICE) -> list[Any]:
     with h.acting_for(who):
-        events = await _drain(agent, UserMsg("user", "refund"))
+        events = await drain(agent, UserMsg("user", "refund"))
     return [c for e in events if isinstance(e, RequireUserConfirmEvent) for c in e.tool_calls]
 
 
@@ -67,7 +63,7 @@ async def test_one_call_confirmed_as_shown_then_edited_runs_no_edit() -> None:
     shown = (await _asked(h, agent))[0]
     edited = shown.model_copy(update={"input": _edit(shown, amount=500)})
     with h.acting_for(ALICE):
-        await _drain(agent, UserConfirmResultEvent(reply_id=agent.state.reply_id, confirm_results=[
+        await drain(agent, UserConfirmResultEvent(reply_id=agent.state.reply_id, confirm_results=[
             ConfirmResult(confirmed=True, tool_call=shown, rules=[_allow_rule("*")]),
             ConfirmResult(confirmed=True, tool_call=edited)]))
     assert all(a["amount"] != 500 for a in ran.of("refund")), ran
@@ -82,11 +78,11 @@ async def test_a_rule_with_the_shown_call_and_an_edited_second_confirmation_leav
     shown = (await _asked(h, agent))[0]
     edited = shown.model_copy(update={"input": _edit(shown, amount=11)})
     with h.acting_for(ALICE):
-        await _drain(agent, UserConfirmResultEvent(reply_id=agent.state.reply_id, confirm_results=[
+        await drain(agent, UserConfirmResultEvent(reply_id=agent.state.reply_id, confirm_results=[
             ConfirmResult(confirmed=True, tool_call=edited),
             ConfirmResult(confirmed=True, tool_call=shown, rules=[_allow_rule()])]))
         assert ran.of("refund") == [{"order_id": "o-1", "amount": 10, "user_id": "u-42"}], ran
-        events = await _drain(agent, UserMsg("user", "and o-2"))
+        events = await drain(agent, UserMsg("user", "and o-2"))
     # the legit rule (the shown call, by its owner) stands: o-2 runs unasked
     assert len(ran.of("refund")) == 2 and not any(isinstance(e, RequireUserConfirmEvent) for e in events)
 
@@ -98,10 +94,10 @@ async def test_another_callers_interrupt_leaves_no_rule_and_nothing_runs() -> No
     h, agent, _ = _refund_shop(ran, [calls(_r("o-1", 10)), calls(_r("o-2", 10)), text("y")])
     await _asked(h, agent)
     with h.acting_for(BOB):
-        await _drain(agent, UserInterruptEvent(reply_id=agent.state.reply_id))
+        await drain(agent, UserInterruptEvent(reply_id=agent.state.reply_id))
     assert ran.of("refund") == []
     with h.acting_for(ALICE):
-        events = await _drain(agent, UserMsg("user", "o-2"))
+        events = await drain(agent, UserMsg("user", "o-2"))
     assert ran.of("refund") == [] and any(isinstance(e, RequireUserConfirmEvent) for e in events)
 
 
@@ -116,7 +112,7 @@ async def test_a_non_success_client_result_is_no_prerequisite(state: ToolResultS
     call = await _asked_verify(h, agent)
     block = ToolResultBlock(id=call.id, name=call.name, output="code accepted", state=state, metadata={})
     with h.acting_for(ALICE):
-        await _drain(agent, ExternalExecutionResultEvent(reply_id=agent.state.reply_id, execution_results=[block]))
+        await drain(agent, ExternalExecutionResultEvent(reply_id=agent.state.reply_id, execution_results=[block]))
     assert ran.of("refund") == [], ran
 
 
@@ -132,7 +128,7 @@ async def test_a_dup_success_misshapen_is_not_what_makes_a_later_result_taken() 
                            metadata={"checked_at": "now"})
     dup = ToolResultBlock(id=call.id, name=call.name, output="dup", state=ToolResultState.SUCCESS, metadata={})
     with h.acting_for(ALICE):
-        await _drain(agent, ExternalExecutionResultEvent(reply_id=agent.state.reply_id,
+        await drain(agent, ExternalExecutionResultEvent(reply_id=agent.state.reply_id,
                                                          execution_results=[good, dup]))
     assert ran.of("refund") == [{"order_id": "A-1"}], ran
     assert h.last_report(agent).terminal_state is TerminalState.COMPLETED
@@ -171,11 +167,11 @@ async def test_a_late_stop_after_another_callers_resume_reveals_nothing_found() 
                            text("never")])
     agent = make_agent(model, h.instrument(Toolkit(tools=[tool(lookup), client_tool()])), h.middlewares())
     with h.acting_for(ALICE):
-        events = await _drain(agent, UserMsg("user", "where do I live?"))
+        events = await drain(agent, UserMsg("user", "where do I live?"))
     call = next(e for e in events if isinstance(e, RequireExternalExecutionEvent)).tool_calls[0]
     block = ToolResultBlock(id=call.id, name=call.name, output="bob's data", state=ToolResultState.SUCCESS)
     with h.acting_for(BOB):
-        events = await _drain(agent, ExternalExecutionResultEvent(reply_id=agent.state.reply_id,
+        events = await drain(agent, ExternalExecutionResultEvent(reply_id=agent.state.reply_id,
                                                                   execution_results=[block]))
     said = events[-1].get_text_content() or ""
     assert FOUND not in said, said

@@ -27,7 +27,7 @@ from agentscope.message import UserMsg
 from agentscope.tool import Toolkit
 from hookkit import Ran, searcher
 from pydantic import BaseModel
-from scripted import ScriptedModel, calls, make_agent, text, tool
+from scripted import ALICE, ScriptedModel, calls, make_agent, text, tool
 
 from agentscope_harness import (
     ConcurrencyLimit,
@@ -36,14 +36,11 @@ from agentscope_harness import (
     HarnessConfig,
     HookContext,
     Ledger,
-    Principal,
     RateLimit,
     TerminalState,
     ToolPolicy,
     harness_hook,
 )
-
-ALICE = Principal(user_id="u-42", tenant="acme")
 
 
 def _agent(h: Harness, script: list[Any], tools: list[Any], **kw: Any) -> tuple[Any, ScriptedModel]:

@@ -22,8 +22,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
-import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -31,7 +29,19 @@ from agentscope.event import ConfirmResult, RequireUserConfirmEvent, UserConfirm
 from agentscope.message import UserMsg
 from agentscope.tool import Toolkit
 from hookkit import Ran, refunding, searcher
-from scripted import ScriptedModel, calls, delegating_tool, make_agent, run, text, tool, tool_messages
+from scripted import (
+    ALICE,
+    BOB,
+    ScriptedModel,
+    calls,
+    delegating_tool,
+    drain,
+    make_agent,
+    run,
+    text,
+    tool,
+    tool_messages,
+)
 
 from agentscope_harness import (
     ConcurrencyLimit,
@@ -43,47 +53,13 @@ from agentscope_harness import (
     RateLimit,
     TerminalState,
 )
-from agentscope_harness.stores import MemoryStore, RedisStore, SQLiteStore
-
-ALICE = Principal(user_id="u-42", tenant="acme")
-BOB = Principal(user_id="u-7", tenant="acme")
-REDIS_URL = "redis://127.0.0.1:6399/1"
-
-
-async def _drain(agent: Any, inputs: Any) -> list[Any]:
-    return [e async for e in agent.reply_stream(inputs, yield_final_msg=True)]
+from agentscope_harness.stores import MemoryStore
 
 
 def _told(model: ScriptedModel) -> list[str]:
     """The tool results the model read in its last call."""
     return tool_messages(model.calls[-1]) if model.calls else []
 
-
-@pytest.fixture(params=["memory", "sqlite", "redis"])
-async def two_workers(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[tuple[Any, Any]]:
-    """Two handles on one shared store, as two workers hold them: one
-    ``MemoryStore`` object, two ``SQLiteStore``s on one file, two
-    ``RedisStore``s on one Redis (db 1, a prefix of this test's own)."""
-    if request.param == "memory":
-        store = MemoryStore()
-        yield store, store
-    elif request.param == "sqlite":
-        path = str(tmp_path / "fleet.db")
-        yield SQLiteStore(path), SQLiteStore(path)
-    else:
-        import redis
-
-        prefix = f"rt30:{uuid.uuid4().hex[:8]}"
-        a, b = RedisStore(REDIS_URL, prefix=prefix), RedisStore(REDIS_URL, prefix=prefix)
-        try:
-            yield a, b
-        finally:
-            await a.aclose()
-            await b.aclose()
-            client = redis.Redis.from_url(REDIS_URL)
-            for key in client.scan_iter(f"{prefix}:*"):
-                client.delete(key)
-            client.close()
 
 
 def _blocking(ran: Ran, gate: asyncio.Event) -> Any:
@@ -125,9 +101,9 @@ async def test_a_confirmed_call_counts_once_against_its_tools_rate() -> None:
     model = ScriptedModel([calls(("refund", {"order_id": "o-1"})), text("Refunded o-1.")])
     agent = make_agent(model, h.instrument(Toolkit(tools=[refunding(ran)])), h.middlewares())
     with h.acting_for(ALICE):
-        events = await _drain(agent, UserMsg("user", "refund o-1"))
+        events = await drain(agent, UserMsg("user", "refund o-1"))
         ask = next(e for e in events if isinstance(e, RequireUserConfirmEvent))
-        await _drain(agent, UserConfirmResultEvent(reply_id=ask.reply_id, confirm_results=[
+        await drain(agent, UserConfirmResultEvent(reply_id=ask.reply_id, confirm_results=[
             ConfirmResult(confirmed=True, tool_call=c) for c in ask.tool_calls]))
     assert ran.of("refund") == [{"order_id": "o-1"}]
     assert not any(m.startswith("[harness:rate_limited]") for m in _told(model))
@@ -290,14 +266,14 @@ async def test_a_parked_call_gives_its_tool_slot_back_and_takes_it_again_on_resu
     model = ScriptedModel([calls(("refund", {"order_id": "o-1"})), text("Refunded o-1.")])
     agent = make_agent(model, h.instrument(Toolkit(tools=[refunding(ran)])), h.middlewares())
     with h.acting_for(ALICE):
-        events = await _drain(agent, UserMsg("user", "refund o-1"))
+        events = await drain(agent, UserMsg("user", "refund o-1"))
     ask = next(e for e in events if isinstance(e, RequireUserConfirmEvent))
     other = make_agent(ScriptedModel([calls(("refund", {"order_id": "o-9"})), text("x")]),
                        h.instrument(Toolkit(tools=[tool(_refund_fn(ran))])), h.middlewares(), name="other")
     with h.acting_for(BOB):  # while Alice's refund waits for her, Bob's runs
         await run(other, "refund o-9")
     with h.acting_for(ALICE):
-        await _drain(agent, UserConfirmResultEvent(reply_id=ask.reply_id, confirm_results=[
+        await drain(agent, UserConfirmResultEvent(reply_id=ask.reply_id, confirm_results=[
             ConfirmResult(confirmed=True, tool_call=c) for c in ask.tool_calls]))
     assert ran.of("refund") == [{"order_id": "o-9"}, {"order_id": "o-1"}]
     assert await store.lease_acquire("calls:refund:tool:*", 1, 60) is not None

@@ -39,8 +39,7 @@ from agentscope.event import (
 from agentscope.message import ToolResultBlock, UserMsg
 from agentscope.tool import FunctionTool, Toolkit
 from hookkit import Ran, searcher
-from scripted import ScriptedModel, calls, client_tool, delegating_tool, make_agent, run, text, tool
-from test_redteam_round30_fleet import ALICE, BOB, two_workers  # noqa: F401  (the fixture)
+from scripted import ALICE, BOB, ScriptedModel, calls, client_tool, delegating_tool, drain, make_agent, run, text, tool
 
 from agentscope_harness import (
     ConcurrencyLimit,
@@ -60,15 +59,6 @@ from agentscope_harness.stores import MemoryStore
 CAROL = ALICE.model_copy(update={"user_id": "u-9"})
 
 
-@pytest.fixture
-def workers(two_workers: tuple[Any, Any]) -> tuple[Any, Any]:  # noqa: F811  (round 30's fixture)
-    """Two handles on one shared store (round 30's ``two_workers``): one
-    ``MemoryStore``, two ``SQLiteStore``s on one file, two ``RedisStore``s."""
-    return two_workers
-
-
-async def _drain(agent: Any, inputs: Any) -> list[Any]:
-    return [e async for e in agent.reply_stream(inputs, yield_final_msg=True)]
 
 
 async def _dropped_at_its_start(agent: Any, prompt: str = "go") -> None:
@@ -100,8 +90,8 @@ def _refund_tool(ran: Ran, **kw: Any) -> FunctionTool:
 # ====================================================== 1. rate units given back
 
 
-async def test_a_call_dropped_before_it_ran_gives_its_rate_unit_back(workers: tuple[Any, Any]) -> None:
-    store_a, store_b = workers
+async def test_a_call_dropped_before_it_ran_gives_its_rate_unit_back(two_workers: tuple[Any, Any]) -> None:
+    store_a, store_b = two_workers
     rate = RateLimit(scope="principal", tool="refund", calls_per_min=1)
     w1 = Harness(HarnessConfig(store=store_a, rate_limits=[rate]), load_entry_points=False)
     w2 = Harness(HarnessConfig(store=store_b, rate_limits=[rate]), load_entry_points=False)
@@ -181,7 +171,7 @@ async def test_a_unit_given_back_after_the_bucket_refilled_grants_no_second_call
 
     alice = shop("o-big", "alice")
     with h.acting_for(ALICE):  # takes the minute's unit at t=0, then its approval rule looks the order up
-        parked = asyncio.create_task(_drain(alice, UserMsg("user", "refund o-big")))
+        parked = asyncio.create_task(drain(alice, UserMsg("user", "refund o-big")))
         await asyncio.wait_for(looking.wait(), 2)
     clock.now += 61  # the lookup is slow: the bucket refilled (at calls_per_min=30 a 2 s lookup is enough)
     bob = shop("o-2", "bob")
@@ -220,21 +210,21 @@ async def test_a_parallel_batch_of_confirmed_calls_runs_within_its_rate() -> Non
                            text("Refunded both."), calls(("refund", {"order_id": "o-3"})), text("no")])
     agent = make_agent(model, h.instrument(Toolkit(tools=[tool(refund)])), h.middlewares())
     with h.acting_for(ALICE):
-        events = await _drain(agent, UserMsg("user", "refund o-1 and o-2"))
+        events = await drain(agent, UserMsg("user", "refund o-1 and o-2"))
         shown = [c for e in events if isinstance(e, RequireUserConfirmEvent) for c in e.tool_calls]
         assert len(shown) == 2 and ran == []
-        await _drain(agent, UserConfirmResultEvent(reply_id=agent.state.reply_id, confirm_results=[
+        await drain(agent, UserConfirmResultEvent(reply_id=agent.state.reply_id, confirm_results=[
             ConfirmResult(confirmed=True, tool_call=c) for c in shown]))
         assert sorted(a["order_id"] for a in ran.of("refund")) == ["o-1", "o-2"]
         assert h.last_report(agent).refusals == {}
-        await _drain(agent, UserMsg("user", "and o-3"))
+        await drain(agent, UserMsg("user", "and o-3"))
     assert h.last_report(agent).refusals == {"rate_limited": 1} and len(ran.of("refund")) == 2
 
 
-async def test_a_call_cancelled_while_a_later_gate_decides_gives_its_unit_back(workers: tuple[Any, Any]) -> None:
+async def test_a_call_cancelled_while_a_later_gate_decides_gives_its_unit_back(two_workers: tuple[Any, Any]) -> None:
     """Regression guard: the unit taken by ``spend_gate`` comes back when the
     caller cancels during a slower gate after it (a house hook at priority 45)."""
-    store_a, store_b = workers
+    store_a, store_b = two_workers
     rate = RateLimit(scope="principal", tool="refund", calls_per_min=1)
     entered = asyncio.Event()
 
@@ -289,9 +279,9 @@ def _stock_agent(h: Harness, ran: Ran, down: list[bool], sku: str, name: str) ->
 
 
 async def test_an_abandoned_probe_does_not_keep_a_recovered_tool_from_the_fleet(
-    workers: tuple[Any, Any],
+    two_workers: tuple[Any, Any],
 ) -> None:
-    store_a, store_b = workers
+    store_a, store_b = two_workers
     cfg = dict(breaker_failures=1, breaker_cooldown_s=0.05)
     w1 = Harness(HarnessConfig(store=store_a, **cfg), load_entry_points=False)
     w2 = Harness(HarnessConfig(store=store_b, **cfg), load_entry_points=False)
@@ -311,13 +301,13 @@ async def test_an_abandoned_probe_does_not_keep_a_recovered_tool_from_the_fleet(
 
 
 async def test_a_probe_failing_on_its_own_arguments_while_the_dependency_is_down_reopens_it(
-    workers: tuple[Any, Any],
+    two_workers: tuple[Any, Any],
 ) -> None:
     """Regression guard on fix 2 as a malicious caller uses it: Mallory's
     probe with a bad sku closes the breaker while the inventory API is still
     down (as documented: the tool answered); the next real call fails on the
     dependency and opens it again, so every later call is refused, not sent."""
-    store_a, store_b = workers
+    store_a, store_b = two_workers
     cfg = dict(breaker_failures=1, breaker_cooldown_s=0.4)  # the calls below fit in it
     w1 = Harness(HarnessConfig(store=store_a, **cfg), load_entry_points=False)
     w2 = Harness(HarnessConfig(store=store_b, **cfg), load_entry_points=False)
@@ -438,10 +428,10 @@ async def test_a_candidate_equal_to_the_live_policy_agrees_after_an_interrupted_
                            text("asked again")])
     agent = make_agent(model, h.instrument(Toolkit(tools=[client_tool()])), h.middlewares())
     with h.acting_for(ALICE):
-        events = await _drain(agent, UserMsg("user", "check my code 1234"))
+        events = await drain(agent, UserMsg("user", "check my code 1234"))
         asked = next(e for e in events if isinstance(e, RequireExternalExecutionEvent)).tool_calls[0]
         done = ToolResultBlock(id=asked.id, name=asked.name, output="the app was closed", state="interrupted")
-        events = await _drain(agent, ExternalExecutionResultEvent(reply_id=agent.state.reply_id,
+        events = await drain(agent, ExternalExecutionResultEvent(reply_id=agent.state.reply_id,
                                                                   execution_results=[done]))
     assert any(isinstance(e, RequireExternalExecutionEvent) for e in events)  # the live policy asked again
     assert h.last_report(agent).candidate_differences == []
@@ -466,13 +456,13 @@ async def test_a_same_turn_refund_is_refused_when_the_reply_resumes_in_another_p
         calls(("verify_code", {"code": "1234"}), ("refund", {"order_id": "A-1"})), text("Could not refund."),
     ])
     with h1.acting_for(ALICE):
-        events = await _drain(agent1, UserMsg("user", "refund A-1, code 1234"))
+        events = await drain(agent1, UserMsg("user", "refund A-1, code 1234"))
     asked = next(e for e in events if isinstance(e, RequireExternalExecutionEvent)).tool_calls[0]
     state = AgentState.model_validate_json(agent1.state.model_dump_json())
     h2, agent2, _ = _verified_refunds(ran, model=model, state=state)  # another worker
     done = ToolResultBlock(id=asked.id, name=asked.name, output="code checked", state="success")
     with h2.acting_for(ALICE):
-        await _drain(agent2, ExternalExecutionResultEvent(reply_id=agent2.state.reply_id, execution_results=[done]))
+        await drain(agent2, ExternalExecutionResultEvent(reply_id=agent2.state.reply_id, execution_results=[done]))
     assert ran == []
     assert h2.last_report(agent2).refusals == {"prerequisite_missing": 1}
 
@@ -483,8 +473,8 @@ async def test_control_a_same_turn_refund_is_refused_when_the_reply_resumes_here
         calls(("verify_code", {"code": "1234"}), ("refund", {"order_id": "A-1"})), text("Could not refund."),
     ])
     with h.acting_for(ALICE):
-        events = await _drain(agent, UserMsg("user", "refund A-1, code 1234"))
+        events = await drain(agent, UserMsg("user", "refund A-1, code 1234"))
         asked = next(e for e in events if isinstance(e, RequireExternalExecutionEvent)).tool_calls[0]
         done = ToolResultBlock(id=asked.id, name=asked.name, output="code checked", state="success")
-        await _drain(agent, ExternalExecutionResultEvent(reply_id=agent.state.reply_id, execution_results=[done]))
+        await drain(agent, ExternalExecutionResultEvent(reply_id=agent.state.reply_id, execution_results=[done]))
     assert ran == [] and h.last_report(agent).refusals == {"prerequisite_missing": 1}

@@ -36,7 +36,7 @@ from agentscope.message import ToolResultBlock, UserMsg
 from agentscope.model import ChatResponse
 from agentscope.tool import FunctionTool, ToolBase, Toolkit
 from hookkit import Ran, every_event, searcher
-from scripted import ScriptedModel, calls, make_agent, parking_tools, text, tool
+from scripted import ALICE, ScriptedModel, calls, make_agent, parking_tools, text, tool
 
 from agentscope_harness import (
     ConcurrencyLimit,
@@ -45,13 +45,11 @@ from agentscope_harness import (
     HarnessConfig,
     HookContext,
     Ledger,
-    Principal,
     TerminalState,
     ToolPolicy,
     harness_hook,
 )
 
-ALICE = Principal(user_id="u-42", tenant="acme")
 SECRET = "zq7-CORAL-harbor-88421-tango"
 """An exact secret value (``secret_values``)."""
 

@@ -22,7 +22,7 @@
 A test marked ``xfail(strict=True)`` is an attack that succeeds today (the
 promise named in its reason is broken); the others are regression guards.
 Real ``Agent``s, real tools in real ``Toolkit``s, real stores (the Redis at
-``redis://127.0.0.1:6399/2``, under a key prefix of the test's own).
+``redis://127.0.0.1:6399/1``, under a key prefix of the test's own).
 """
 
 from __future__ import annotations
@@ -30,19 +30,16 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from agentscope.event import ExternalExecutionResultEvent, RequireExternalExecutionEvent
 from agentscope.message import ToolResultBlock, UserMsg
 from hookkit import Ran, every_event, searcher
-from scripted import ScriptedModel, calls, delegating_tool, make_agent, run, text, tool
+from scripted import ALICE, BOB, ScriptedModel, calls, delegating_tool, drain, make_agent, run, text, tool
 from test_redteam_round31_fleet import (
     _Clock,
     _DailySpendOnly,
-    _drain,
     _dropped_at_its_start,
     _refund_tool,
     _stock_agent,
@@ -60,39 +57,11 @@ from agentscope_harness import (
     ToolPolicy,
     harness_hook,
 )
-from agentscope_harness.stores import MemoryStore, RedisStore, SQLiteStore
+from agentscope_harness.stores import MemoryStore
 
-ALICE = Principal(user_id="u-42", tenant="acme")
-BOB = Principal(user_id="u-7", tenant="acme")
 CAROL = Principal(user_id="u-9", tenant="acme")
-REDIS_URL = "redis://127.0.0.1:6399/2"
 SECRET = "zq7-CORAL-harbor-88421-tango"
 
-
-@pytest.fixture(params=["memory", "sqlite", "redis"])
-async def shared(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[tuple[Any, Any]]:
-    """Two handles on one shared store, as two workers hold them (Redis: db 2,
-    a prefix of this test's own, deleted after)."""
-    if request.param == "memory":
-        store = MemoryStore()
-        yield store, store
-    elif request.param == "sqlite":
-        path = str(tmp_path / "fleet.db")
-        yield SQLiteStore(path), SQLiteStore(path)
-    else:
-        import redis
-
-        prefix = f"rt32:{uuid.uuid4().hex[:8]}"
-        a, b = RedisStore(REDIS_URL, prefix=prefix), RedisStore(REDIS_URL, prefix=prefix)
-        try:
-            yield a, b
-        finally:
-            await a.aclose()
-            await b.aclose()
-            client = redis.Redis.from_url(REDIS_URL)
-            for key in client.scan_iter(f"{prefix}:*"):
-                client.delete(key)
-            client.close()
 
 
 def _fake_minute(monkeypatch: pytest.MonkeyPatch) -> tuple[_Clock, MemoryStore]:
@@ -211,7 +180,7 @@ async def test_a_candidate_equal_to_the_live_policy_agrees_after_a_call_dropped_
     first = make_agent(ScriptedModel([calls(("refund", {"order_id": "o-1"})), text("x")]),
                        [tool(refund, is_concurrency_safe=False)], h.middlewares(), name="first")
     with h.acting_for(ALICE):
-        task = asyncio.create_task(_drain(first, UserMsg("user", "refund o-1")))
+        task = asyncio.create_task(drain(first, UserMsg("user", "refund o-1")))
         await asyncio.wait_for(started.wait(), 2)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
@@ -268,12 +237,12 @@ async def test_control_a_local_probe_that_ran_closes_the_breaker() -> None:
 
 
 async def test_an_abandoned_shared_probe_does_not_open_a_breaker_closed_meanwhile(
-    shared: tuple[Any, Any],
+    two_workers: tuple[Any, Any],
 ) -> None:
     """The store's probe abandoned by a run that closes after another
     worker's late success closed the breaker: the reopening counts one
     failure on a closed breaker (``breaker_failures=2``: still closed)."""
-    store_a, store_b = shared
+    store_a, store_b = two_workers
     cfg = dict(breaker_failures=2, breaker_cooldown_s=0.05)
     w1 = Harness(HarnessConfig(store=store_a, **cfg), load_entry_points=False)
     w2 = Harness(HarnessConfig(store=store_b, **cfg), load_entry_points=False)
@@ -449,13 +418,13 @@ async def test_a_refund_in_the_turn_after_a_client_result_restored_elsewhere_run
         calls(("verify_code", {"code": "1234"})), calls(("refund", {"order_id": "A-1"})), text("Refunded A-1."),
     ])
     with h1.acting_for(ALICE):
-        events = await _drain(agent1, UserMsg("user", "refund A-1, code 1234"))
+        events = await drain(agent1, UserMsg("user", "refund A-1, code 1234"))
     asked = next(e for e in events if isinstance(e, RequireExternalExecutionEvent)).tool_calls[0]
     state = AgentState.model_validate_json(agent1.state.model_dump_json())
     h2, agent2, _ = _verified_refunds(ran, model=model, state=state)
     done = ToolResultBlock(id=asked.id, name=asked.name, output="code checked", state="success")
     with h2.acting_for(ALICE):
-        await _drain(agent2, ExternalExecutionResultEvent(reply_id=agent2.state.reply_id, execution_results=[done]))
+        await drain(agent2, ExternalExecutionResultEvent(reply_id=agent2.state.reply_id, execution_results=[done]))
     assert ran.of("refund") == [{"order_id": "A-1"}]
     assert h2.last_report(agent2).refusals == {}
 
@@ -497,7 +466,7 @@ async def test_a_remembered_approvals_slow_when_is_bounded_by_the_hook_timeout()
     h.approve(ALICE, agent.state.session_id, "search", when=slow_when)
     started = time.monotonic()
     with h.acting_for(ALICE):
-        events = await _drain(agent, UserMsg("user", "go"))
+        events = await drain(agent, UserMsg("user", "go"))
     assert time.monotonic() - started < 1.5
     assert ran == [] and h.last_report(agent).terminal_state.value == "waiting_input"
     assert any(type(e).__name__ == "RequireUserConfirmEvent" for e in events)

@@ -32,8 +32,8 @@ from agentscope.event import (
 from agentscope.message import UserMsg
 from agentscope.tool import Toolkit
 from hookkit import Ran, every_event, searcher
-from scripted import calls, make_agent, text, tool
-from test_redteam_round27 import ALICE, BOB, _allow_refund_rule, _asking_refund, _drain, _parked
+from scripted import ALICE, BOB, calls, drain, make_agent, text, tool
+from test_redteam_round27 import _allow_refund_rule, _asking_refund, _parked
 from test_redteam_round31_hooks import SECRET, _agent, _reply
 from test_redteam_round32 import _real_model
 
@@ -56,10 +56,10 @@ async def test_alices_always_allow_rule_does_not_run_bobs_refund_unasked() -> No
     ask = await _parked(h, agent)
     confirm = ConfirmResult(confirmed=True, tool_call=ask.tool_calls[0], rules=[_allow_refund_rule()])
     with h.acting_for(ALICE):
-        await _drain(agent, UserConfirmResultEvent(reply_id=ask.reply_id, confirm_results=[confirm]))
+        await drain(agent, UserConfirmResultEvent(reply_id=ask.reply_id, confirm_results=[confirm]))
     assert ran.of("refund") == [{"order_id": "o-1"}]  # Alice's own call, as she confirmed it
     with h.acting_for(BOB):
-        events = await _drain(agent, UserMsg("user", "and refund o-999 for me"))
+        events = await drain(agent, UserMsg("user", "and refund o-999 for me"))
     assert ran.of("refund") == [{"order_id": "o-1"}], ran
     assert any(isinstance(e, RequireUserConfirmEvent) for e in events)
 
@@ -73,8 +73,8 @@ async def test_alices_always_allow_rule_still_serves_alice() -> None:
     ask = await _parked(h, agent)
     confirm = ConfirmResult(confirmed=True, tool_call=ask.tool_calls[0], rules=[_allow_refund_rule()])
     with h.acting_for(ALICE):
-        await _drain(agent, UserConfirmResultEvent(reply_id=ask.reply_id, confirm_results=[confirm]))
-        events = await _drain(agent, UserMsg("user", "and refund o-2"))
+        await drain(agent, UserConfirmResultEvent(reply_id=ask.reply_id, confirm_results=[confirm]))
+        events = await drain(agent, UserMsg("user", "and refund o-2"))
     assert ran.of("refund") == [{"order_id": "o-1"}, {"order_id": "o-2"}], ran
     assert not any(isinstance(e, RequireUserConfirmEvent) for e in events)
 
@@ -200,8 +200,8 @@ async def test_a_streamed_identity_argument_acts_only_for_alice(server: Any, raw
     server.plan(Reply(text="Hello Bob."), Reply(tool_calls=[("orders", raw)]), Reply(text="done"))
     agent = make_agent(_real_model(server), h.instrument(Toolkit(tools=[tool(orders)])), h.middlewares())
     with h.acting_for(BOB):
-        await _drain(agent, UserMsg("user", "hi"))
+        await drain(agent, UserMsg("user", "hi"))
     with h.acting_for(ALICE):
-        await _drain(agent, UserMsg("user", "my order o-1"))
+        await drain(agent, UserMsg("user", "my order o-1"))
     assert all(args["user_id"] == "u-42" for args in ran.of("orders")), ran
     assert bool(ran.of("orders")) is runs, ran

@@ -30,9 +30,8 @@ from agentscope.permission import PermissionBehavior, PermissionContext, Permiss
 from agentscope.state import AgentState
 from agentscope.tool import FunctionTool, Toolkit
 from hookkit import Ran, refunding
-from scripted import ScriptedModel, calls, delegating_tool, make_agent, run, text, tool
-from test_redteam_round27 import ALICE, BOB
-from test_redteam_round28 import _asking_refund, _drain, _parked
+from scripted import ALICE, BOB, ScriptedModel, calls, delegating_tool, drain, make_agent, run, text, tool
+from test_redteam_round28 import _asking_refund, _parked
 from test_redteam_round31_fleet import _dropped_at_its_start, _stock_agent
 from test_redteam_round32 import CAROL, _fake_minute, _refund_tool
 
@@ -57,7 +56,7 @@ async def _alice_allows_refunds(h: Harness, agent: Any, rules: list[Any] | None 
     ask = await _parked(h, agent)
     confirm = ConfirmResult(confirmed=True, tool_call=ask.tool_calls[0], rules=rules or [_rule()])
     with h.acting_for(ALICE):
-        await _drain(agent, UserConfirmResultEvent(reply_id=ask.reply_id, confirm_results=[confirm]))
+        await drain(agent, UserConfirmResultEvent(reply_id=ask.reply_id, confirm_results=[confirm]))
 
 
 def _asked(events: list[Any]) -> bool:
@@ -81,7 +80,7 @@ async def test_alices_rule_does_not_serve_bob_on_another_agent_sharing_the_permi
     await _alice_allows_refunds(h, alices)
     assert ran.of("refund") == [{"order_id": "o-1"}]
     with h.acting_for(BOB):
-        events = await _drain(bobs, UserMsg("user", "refund o-999 for me"))
+        events = await drain(bobs, UserMsg("user", "refund o-999 for me"))
     assert ran.of("refund") == [{"order_id": "o-1"}], ran
     assert _asked(events)
 
@@ -100,7 +99,7 @@ async def test_alices_rule_does_not_serve_bob_with_the_tool_adapter_alone() -> N
     await _alice_allows_refunds(h, agent)
     assert ran.of("refund") == [{"order_id": "o-1"}]
     with h.acting_for(BOB):
-        events = await _drain(agent, UserMsg("user", "refund o-999 for me"))
+        events = await drain(agent, UserMsg("user", "refund o-999 for me"))
     assert ran.of("refund") == [{"order_id": "o-1"}], ran
     assert _asked(events)
 
@@ -150,7 +149,7 @@ async def test_bobs_parallel_refunds_are_asked_not_run_on_alices_rule() -> None:
     ], safe=True)
     await _alice_allows_refunds(h, agent)
     with h.acting_for(BOB):
-        events = await _drain(agent, UserMsg("user", "refund o-5 and o-6"))
+        events = await drain(agent, UserMsg("user", "refund o-5 and o-6"))
     assert ran.of("refund") == [{"order_id": "o-1"}], ran
     assert _asked(events)
     assert len(agent.state.permission_context.allow_rules["refund"]) == 1
@@ -169,9 +168,9 @@ async def test_the_applications_own_rules_serve_bob_beside_alices() -> None:
     ask = await _parked(h, agent)  # Alice's lookup asks
     confirm = ConfirmResult(confirmed=True, tool_call=ask.tool_calls[0], rules=[_rule("lookup")])
     with h.acting_for(ALICE):
-        await _drain(agent, UserConfirmResultEvent(reply_id=ask.reply_id, confirm_results=[confirm]))
+        await drain(agent, UserConfirmResultEvent(reply_id=ask.reply_id, confirm_results=[confirm]))
     with h.acting_for(BOB):
-        events = await _drain(agent, UserMsg("user", "refund o-7 and look it up"))
+        events = await drain(agent, UserMsg("user", "refund o-7 and look it up"))
     assert ran == [("lookup", {"order_id": "o-1"}), ("refund", {"order_id": "o-7"})], ran
     assert _asked(events)  # his lookup, on Alice's rule: asked
     rules = agent.state.permission_context.allow_rules
@@ -188,7 +187,7 @@ async def test_a_sub_agent_alice_gave_a_rule_asks_before_refunding_for_bob() -> 
     lead = make_agent(ScriptedModel([calls(("delegate", {"task": "refund o-999"})), text("done")]),
                       h.instrument(Toolkit(tools=[tool(delegating_tool(desk))])), h.middlewares(), name="lead")
     with h.acting_for(BOB):
-        await _drain(lead, UserMsg("user", "refund o-999"))
+        await drain(lead, UserMsg("user", "refund o-999"))
     assert ran.of("refund") == [{"order_id": "o-1"}], ran
 
 
@@ -226,7 +225,7 @@ async def test_alices_rule_is_back_for_her_after_bobs_judgement_fails(how: str) 
     agent = make_agent(model, h.instrument(Toolkit(tools=[_Flaky(ran, gate, entered)])), h.middlewares())
     await _alice_allows_refunds(h, agent)
     with h.acting_for(BOB):
-        task = asyncio.create_task(_drain(agent, UserMsg("user", f"refund {bobs_order}")))
+        task = asyncio.create_task(drain(agent, UserMsg("user", f"refund {bobs_order}")))
         if how == "cancelled-mid-judgement":
             await asyncio.wait_for(entered.wait(), 2)
             assert agent.state.permission_context.allow_rules["refund"] == []  # hidden while judged
@@ -234,11 +233,11 @@ async def test_alices_rule_is_back_for_her_after_bobs_judgement_fails(how: str) 
         await asyncio.gather(task, return_exceptions=True)
     assert len(agent.state.permission_context.allow_rules["refund"]) == 1
     with h.acting_for(ALICE):
-        events = await _drain(agent, UserMsg("user", "refund o-2"))
+        events = await drain(agent, UserMsg("user", "refund o-2"))
     assert ran.of("refund") == [{"order_id": "o-1"}, {"order_id": "o-2"}], ran
     assert not _asked(events)
     with h.acting_for(BOB):
-        events = await _drain(agent, UserMsg("user", "refund o-999"))
+        events = await drain(agent, UserMsg("user", "refund o-999"))
     assert ran.of("refund")[-1] == {"order_id": "o-2"}, ran
 
 

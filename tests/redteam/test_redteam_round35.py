@@ -36,9 +36,8 @@ from agentscope.permission import PermissionContext
 from agentscope.state import AgentState
 from agentscope.tool import Toolkit
 from hookkit import Ran, harnessed, refunding, submit
-from scripted import ScriptedModel, calls, make_agent, run, text, tool_messages
-from test_redteam_round27 import ALICE, BOB
-from test_redteam_round28 import _drain, _parked
+from scripted import ALICE, BOB, ScriptedModel, calls, drain, make_agent, run, text, tool_messages
+from test_redteam_round28 import _parked
 from test_redteam_round32 import CAROL
 from test_redteam_round34 import _asked, _Flaky, _rule
 
@@ -234,7 +233,7 @@ async def _gives_rule(h: Harness, agent: Any, who: Any) -> None:
     ask = await _parked(h, agent, who)
     confirm = ConfirmResult(confirmed=True, tool_call=ask.tool_calls[0], rules=[_rule()])
     with h.acting_for(who):
-        await _drain(agent, UserConfirmResultEvent(reply_id=ask.reply_id, confirm_results=[confirm]))
+        await drain(agent, UserConfirmResultEvent(reply_id=ask.reply_id, confirm_results=[confirm]))
 
 
 async def test_carol_judged_while_bobs_judgement_hides_alices_rule_is_asked() -> None:
@@ -258,11 +257,11 @@ async def test_carol_judged_while_bobs_judgement_hides_alices_rule_is_asked() ->
     await _gives_rule(h, bobs, BOB)
     assert len(shared.allow_rules["refund"]) == 2
     with h.acting_for(BOB):
-        slow = asyncio.create_task(_drain(bobs, UserMsg("user", "refund o-slow")))
+        slow = asyncio.create_task(drain(bobs, UserMsg("user", "refund o-slow")))
     try:
         await asyncio.wait_for(entered.wait(), 2)
         with h.acting_for(CAROL):
-            events = await asyncio.wait_for(_drain(carols, UserMsg("user", "refund o-666")), 5)
+            events = await asyncio.wait_for(drain(carols, UserMsg("user", "refund o-666")), 5)
     finally:
         gate.set()
         await asyncio.gather(slow, return_exceptions=True)
@@ -297,11 +296,11 @@ async def test_bobs_own_rule_serves_him_while_carols_judgement_hides_it() -> Non
     await _gives_rule(h, alices, ALICE)
     await _gives_rule(h, bobs, BOB)
     with h.acting_for(CAROL):
-        slow = asyncio.create_task(_drain(carols, UserMsg("user", "refund o-slow")))
+        slow = asyncio.create_task(drain(carols, UserMsg("user", "refund o-slow")))
     try:
         await asyncio.wait_for(entered.wait(), 2)
         with h.acting_for(BOB):
-            events = await asyncio.wait_for(_drain(bobs, UserMsg("user", "refund o-77")), 5)
+            events = await asyncio.wait_for(drain(bobs, UserMsg("user", "refund o-77")), 5)
     finally:
         gate.set()
         await asyncio.gather(slow, return_exceptions=True)
@@ -325,7 +324,7 @@ async def test_carol_alone_is_asked_beside_alices_and_bobs_rules() -> None:
     await _gives_rule(h, alices, ALICE)
     await _gives_rule(h, bobs, BOB)
     with h.acting_for(CAROL):
-        events = await _drain(carols, UserMsg("user", "refund o-666"))
+        events = await drain(carols, UserMsg("user", "refund o-666"))
     assert {"order_id": "o-666"} not in ran.of("refund") and _asked(events)
 
 
@@ -345,6 +344,6 @@ async def test_alices_rule_copied_with_the_session_in_this_process_does_not_serv
                         h.instrument(Toolkit(tools=[refunding(ran)])), h.middlewares(), name="second",
                         state=AgentState(permission_context=copied))
     with h.acting_for(BOB):
-        events = await _drain(second, UserMsg("user", "refund o-999"))
+        events = await drain(second, UserMsg("user", "refund o-999"))
     assert ran.of("refund") == [{"order_id": "o-1"}], ran
     assert _asked(events)
