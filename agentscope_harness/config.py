@@ -276,6 +276,15 @@ class ToolPolicy(_Strict):
     def _pii_known(cls, value: dict[str, str]) -> dict[str, str]:
         return _pii(value)
 
+    @field_validator("ledgers")
+    @classmethod
+    def _ledgers_once(cls, value: list[str]) -> list[str]:
+        # a ledger named twice would be charged twice a call: its cap silently halved
+        twice = sorted({name for name in value if value.count(name) > 1})
+        if twice:
+            raise ValueError(f"ledger(s) {twice} named more than once; name each ledger once")
+        return value
+
     @model_validator(mode="after")
     def _waivable_subset(self) -> ToolPolicy:
         extra = set(self.waivable_facts) - set(self.requires_facts)

@@ -335,7 +335,8 @@ class HookContext:
     def admit(self, charge: Callable[[], Callable[[], None] | None]) -> None:
         """Run ``charge`` only once every gate of this call has passed, with
         no await between the gates' last check and the charge: it re-checks
-        and charges (returning an undo, or ``None``) or raises
+        and charges (returning an undo callable; any other value, ``None``
+        or not, has nothing to undo) or raises
         ``HookRejectSignal``. So an async gate can never hold a charge while
         other calls of the batch are judged."""
         self.admissions.append((self.hook_name, charge))

@@ -791,8 +791,8 @@ def _who(scope: str, run: RunState) -> str:
     principal = run.root.principal
     if scope == "principal":
         return principal.key if principal is not None else "-/-"
-    if scope == "tenant":
-        return (principal.tenant if principal is not None else None) or "-"
+    if scope == "tenant":  # the key's own tenant part: escaped as the key escapes it ("-" for none)
+        return principal.key.partition("/")[0] if principal is not None else "-"
     return "*"
 
 

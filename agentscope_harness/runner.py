@@ -260,7 +260,7 @@ class HookRunner:
             except Exception as exc:
                 refusal = self._failed(spec, exc, ctx)
             else:
-                if undo is not None:
+                if callable(undo):  # any other value (a counter's next ticket) has nothing to undo
                     undos.append(undo)
                 continue
             if refusal is not None:

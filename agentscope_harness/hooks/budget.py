@@ -347,8 +347,9 @@ def _budget_left(run: RunState) -> list[BudgetLeft]:
         run_cap = None if cost.cap_usd is None else cost.cap_usd + bound.usd_extra
         run_left = None if run_cap is None else run_cap - bound.facts.spent_usd - bound.usd_carried
         # the principal's daily quota binds under the policy that keeps one, on the root's spend
+        # (a parked run's spend it carries on is already in the store's spend for the day)
         daily = root.daily_left_usd if cost.daily_quota_usd is not None else None
-        daily_left_usd = None if daily is None else daily - root.facts.spent_usd - root.usd_carried
+        daily_left_usd = None if daily is None else daily - root.facts.spent_usd
         if daily is not None and daily_left_usd is not None and (run_left is None or daily_left_usd < run_left):
             out.append(BudgetLeft(daily_left_usd / daily if daily > 0 else 0.0, "daily_usd", daily_left_usd,
                                   daily, "usd", cost))

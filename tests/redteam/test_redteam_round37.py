@@ -1,0 +1,187 @@
+"""Red team, round 37: spend, shared limits and the extension API from a
+production user's side.
+
+1. a run parked on its budget and extended by a human: its parked spend is
+   in the day's spend once, not twice;
+2. tenant-scoped limits keyed as ``Principal.key`` keys the tenant (a tenant
+   named ``-`` or ``""`` is not "no tenant");
+3. a custom gate's charge that returns a value (a counter's next ticket);
+4. a tool naming one ledger twice.
+
+A test marked ``xfail(strict=True)`` is an attack that succeeds today (the
+promise named in its reason is broken); the others are regression guards.
+Real ``Agent``s, real tools in real ``Toolkit``s, real stores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+from scripted import RAN, ScriptedModel, calls, make_agent, run, search, slow, text
+
+from agentscope_harness import (
+    ConcurrencyLimit,
+    CostPolicy,
+    Harness,
+    HarnessConfig,
+    HookContext,
+    HookRejectSignal,
+    Ledger,
+    ModelPrice,
+    Principal,
+    RateLimit,
+    TerminalState,
+    ToolPolicy,
+    harness_hook,
+)
+
+ALICE = Principal(user_id="alice", tenant="acme")
+PRICE = {"scripted": ModelPrice(input_per_mtok=100.0, output_per_mtok=0.0)}  # 1 input token: $0.0001
+
+# ================================================ 1. an extension and the day
+
+
+async def test_an_extended_run_counts_its_parked_spend_once_against_the_daily_quota(
+    two_workers: tuple[Any, Any],
+) -> None:
+    """README 'Budgets users can see': the agent's next reply continues the
+    task under the extended budget; an extension never raises the daily
+    quota. $0.29 spent and parked, $0.21 of the day's $0.50 left: the
+    continued run is served (it was stopped at once: 0.21 - 0.29 < 0)."""
+    store = two_workers[0]
+    h = Harness(HarnessConfig(
+        cost=CostPolicy(cap_usd=0.30, daily_quota_usd=0.50, on_exhausted="ask", prices=PRICE), store=store,
+    ), load_entry_points=False)
+    model = ScriptedModel([calls(("search", {"q": "mugs"}), inp=2900, out=0), text("Here are the mugs.", inp=100, out=0)])
+    agent = make_agent(model, [search], h.middlewares())
+    with h.acting_for(ALICE):
+        await run(agent, "find mugs")
+        parked = h.last_report(agent)
+        assert parked.terminal_state is TerminalState.WAITING_INPUT
+        assert await store.get_spend(ALICE.key) == pytest.approx(0.29)
+        h.extend(agent, usd=0.30)
+        _, final = await run(agent, "yes, continue")
+    report = h.last_report(agent)
+    assert len(model.calls) == 2, report.reason
+    assert report.terminal_state is TerminalState.COMPLETED
+    assert final.get_text_content() == "Here are the mugs."
+    assert await store.get_spend(ALICE.key) == pytest.approx(0.30)
+
+
+async def test_an_extension_still_stops_at_the_daily_quota(two_workers: tuple[Any, Any]) -> None:
+    """Regression guard: the day's spend elsewhere leaves $0.005 of the
+    quota; the extended run's next call ($0.01) is not made."""
+    store = two_workers[0]
+    h = Harness(HarnessConfig(
+        cost=CostPolicy(cap_usd=0.30, daily_quota_usd=0.50, on_exhausted="ask", prices=PRICE), store=store,
+    ), load_entry_points=False)
+    model = ScriptedModel([calls(("search", {"q": "mugs"}), inp=2900, out=0), text("Here are the mugs.", inp=100, out=0)])
+    agent = make_agent(model, [search], h.middlewares())
+    with h.acting_for(ALICE):
+        await run(agent, "find mugs")
+        await store.add_spend(ALICE.key, 0.205)  # another tab of Alice's
+        h.extend(agent, usd=0.30)
+        await run(agent, "yes, continue")
+    report = h.last_report(agent)
+    assert len(model.calls) == 1
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "budget")
+    assert await store.get_spend(ALICE.key) <= 0.50 + 1e-9
+
+
+# ====================================================== 2. a tenant's bucket
+
+DASH = Principal(user_id="a", tenant="-")
+EMPTY = Principal(user_id="c", tenant="")
+NO_TENANT = Principal(user_id="b")
+
+
+@pytest.mark.parametrize("other", [DASH, EMPTY], ids=["tenant-dash", "tenant-empty"])
+async def test_a_tenant_named_like_no_tenant_has_its_own_run_slot(other: Principal) -> None:
+    """README 'Running many workers': limits are kept per ``Principal.key``
+    (``-`` for no tenant; escaped, so two principals never share a key)."""
+    h = Harness(HarnessConfig(concurrency_limits=[ConcurrencyLimit(scope="tenant", max_in_flight=1)]),
+                load_entry_points=False)
+    busy = make_agent(ScriptedModel([calls(("slow", {"seconds": 0.5})), text("done a")]), [slow], h.middlewares(),
+                      name="busy")
+    second = make_agent(ScriptedModel([text("done b")]), [slow], h.middlewares(), name="second")
+
+    async def first() -> None:
+        with h.acting_for(other):
+            await run(busy)
+
+    async def then() -> None:
+        await asyncio.sleep(0.2)  # while the other tenant's run is in flight
+        with h.acting_for(NO_TENANT):
+            await run(second)
+
+    await asyncio.gather(first(), then())
+    report = h.last_report(second)
+    assert (report.terminal_state, report.reason) == (TerminalState.COMPLETED, "answered")
+
+
+async def test_a_tenant_named_dash_has_its_own_rate() -> None:
+    h = Harness(HarnessConfig(rate_limits=[RateLimit(scope="tenant", calls_per_min=1)]), load_entry_points=False)
+    dash, none = ScriptedModel([text("done a")]), ScriptedModel([text("done b")])
+    with h.acting_for(DASH):
+        await run(make_agent(dash, [search], h.middlewares(), name="a"))
+    with h.acting_for(NO_TENANT):
+        await run(make_agent(none, [search], h.middlewares(), name="b"))
+    assert len(none.calls) == 1
+
+
+async def test_one_tenant_still_shares_its_rate() -> None:
+    """Regression guard: two users of one tenant share the tenant's bucket."""
+    h = Harness(HarnessConfig(rate_limits=[RateLimit(scope="tenant", calls_per_min=1)]), load_entry_points=False)
+    first, second = ScriptedModel([text("done a")]), ScriptedModel([text("done b")])
+    with h.acting_for(ALICE):
+        await run(make_agent(first, [search], h.middlewares(), name="a"))
+    with h.acting_for(Principal(user_id="bob", tenant="acme")):
+        await run(make_agent(second, [search], h.middlewares(), name="b"))
+    assert len(second.calls) == 0
+
+
+# ================================================ 3. a charge returning a value
+
+_TICKETS = itertools.count(1)
+
+
+@harness_hook("pre_tool_call", priority=25, name="ticketing", kind="observer")
+def ticketing(ctx: HookContext) -> None:
+    ctx.admit(lambda: next(_TICKETS))  # a counter's next ticket: an int, not an undo
+
+
+@harness_hook("pre_tool_call", priority=26, name="late_check", kind="safety")
+def late_check(ctx: HookContext) -> None:
+    def charge() -> None:
+        raise HookRejectSignal("Not now. Do not retry.", code="policy_refused")
+
+    ctx.admit(charge)
+
+
+async def test_a_charge_returning_a_value_then_a_later_refusal_is_one_refusal() -> None:
+    """README 'Writing a hook': ``ctx.admit(charge)``. A charge that returns
+    what ``next()`` returns crashed the reply (the int called as an undo)."""
+    h = Harness(HarnessConfig(), hooks=[ticketing, late_check], load_entry_points=False)
+    model = ScriptedModel([calls(("search", {"q": "mugs"})), text("No mugs.")])
+    agent = make_agent(model, [search], h.middlewares())
+    _, final = await run(agent)
+    report = h.last_report(agent)
+    assert RAN == []
+    assert report.refusals == {"policy_refused": 1}
+    assert report.terminal_state is TerminalState.COMPLETED
+    assert final.get_text_content() == "No mugs."
+
+
+# ===================================================== 4. a ledger named twice
+
+
+def test_a_ledger_named_twice_fails_at_construction_naming_the_field() -> None:
+    """README 'Configuration': invalid values fail at construction with the
+    field named; a ledger named twice was charged twice a call (cap halved)."""
+    with pytest.raises(ValidationError, match=r"ledgers[\s\S]*'retrieval'.*named more than once"):
+        HarnessConfig(tools={"search": ToolPolicy(role="retrieval", ledgers=["retrieval", "retrieval"])},
+                      ledgers={"retrieval": Ledger(cap=4)})
