@@ -67,6 +67,7 @@ REASONS = {
     "rate_limited": "too many requests were made in the last minute",
     "concurrency_limited": "too many requests are already running",
     "finish_tool_not_called": "it did not deliver its result the way this task requires",
+    "no_answer": "no answer was given",
 }
 """Plain words for the reasons a run is stopped, used in fallback answers
 (``refused:<code>`` reads as ``refused``)."""

@@ -33,7 +33,7 @@ from .outputs import json_spelling
 from .redaction import Redactor
 from .registry import HookSpec, collect
 from .report import RunReport
-from .run_state import RunLimits, RunState, RunTable, live_parent
+from .run_state import RunLimits, RunState, RunTable, current_run, live_parent
 from .runner import HookRunner
 from .services import Breaker, Services
 from .stores import LedgerStore, MemoryStore, bounded, daily_left, store_timeout
@@ -281,10 +281,14 @@ class Harness:
         scratch = RunTable(loop_window=self.config.loop_window).open(
             "system_prompt", "", None, None, None, None, self.config.mode,
         )
+        asking = current_run()
+        scratch.set_deadline(asking.deadline if asking is not None else None)  # an async hook is bounded by it
         ctx = HookContext("on_system_prompt", scratch, self.services)
         await self.runner.run("on_system_prompt", ctx)
-        self._prompt_addition = "".join(ctx.prompt_addition)
-        return self._prompt_addition
+        addition = "".join(ctx.prompt_addition)
+        if not scratch.past_deadline():  # a hook the deadline cut short is asked again by the next run
+            self._prompt_addition = addition
+        return addition
 
     def session_context(
         self, run: RunState, agent: Any, final_text: str, end_reason: str | None,

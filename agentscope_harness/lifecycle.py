@@ -46,6 +46,7 @@ from .outcome import (
     corrected_answer,
     structured_output_is_withheld,
     terminal_state,
+    unanswered,
 )
 from .outputs import answer_filter, cleaned_args, readable_data, shown_name
 from .report import RunReport, TerminalState
@@ -466,7 +467,14 @@ class ReplyLifecycle:
             run.facts.conclude(TerminalState.INCOMPLETE, "audit_failed", override=True)
             if self.structured is not None:
                 self.structured = (None,)
-        if (reaudited or refusal is not None or not structured_ok) and OUTCOME_HOOK in harness.runner.by_name:
+        state, reason = terminal_state(run, harness.config.finish_required(), self.end_reason)
+        if state is TerminalState.COMPLETED and not harness.shadow and self._says_nothing(msg, final):
+            final = answer_filter(harness.services, run).apply(unanswered(run, harness.config.fallback_text))[0]
+            run.facts.conclude(TerminalState.INCOMPLETE, "no_answer", override=True)
+            state, reason = TerminalState.INCOMPLETE, "no_answer"
+        if (
+            reaudited or refusal is not None or not structured_ok or reason == "no_answer"
+        ) and OUTCOME_HOOK in harness.runner.by_name:
             await harness.runner.rerun(OUTCOME_HOOK, ctx)  # the end changed after it was recorded, or cut it short
         self.answer = final
         if msg is not None and final != original:
@@ -475,8 +483,17 @@ class ReplyLifecycle:
             # a correction, a withheld answer or a hook's rewrite: the stream
             # showed the answer, so what replaced it follows it there
             self.corrections = text_block_events(run.run_id, f"harness-{uuid.uuid4().hex[:12]}", f"\n\n{final}")
-        state, reason = terminal_state(run, harness.config.finish_required(), self.end_reason)
         await self.settle(run, state, reason)
+
+    def _says_nothing(self, msg: Msg | None, final: str) -> bool:
+        """The answer a completed run would end with says nothing: no text once
+        audited (a provider's empty answer, or one made only of markers the
+        audit strips), no structured output, no data. Not an answer."""
+        if msg is None or final.strip():
+            return False
+        if self.structured is not None and self.structured[0] is not None:
+            return False
+        return not any(isinstance(block, DataBlock) for block in msg.get_content_blocks())
 
     def _filter_structured(self, run: RunState) -> bool:
         """The reply's structured output (its schema already judged what the

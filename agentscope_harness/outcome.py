@@ -99,6 +99,12 @@ def replacement(run: RunState, fallback_text: str) -> str:
     return fallback_text.format(reason=reason_words(facts.stuck or "dependency_down")) + found_so_far(run)
 
 
+def unanswered(run: RunState, fallback_text: str) -> str:
+    """What the user receives when a run that would end ``completed`` says
+    nothing (``no_answer``): the fallback answer, and what the run found."""
+    return fallback_text.format(reason=reason_words("no_answer")) + found_so_far(run)
+
+
 def corrected_answer(run: RunState, text: str, fallback_text: str) -> str:
     """The answer the user may receive, as ``terminal_state`` judges the
     run: one that asserts an action whose tool never succeeded in the run

@@ -130,22 +130,27 @@ SHAPES: tuple[_Shape, ...] = (
     ),
     _Shape("aws_access_key", ("AKIA", "ASIA"), (("[0-9A-Z]", 16, 16),)),
     # a key id and its secret side by side (a console credentials CSV, a
-    # "id secret" line): the secret carries no label of its own
+    # "id secret" line, or glued, as two text blocks of one answer stream):
+    # the secret carries no label of its own
     _Shape(
         "aws_secret_key", ("AKIA", "ASIA"),
-        (("[0-9A-Z]", 16, 16), ("[\\s,;:|\"'=]", 1, 8), ("[A-Za-z0-9/+]", 40, 40)),
+        (("[0-9A-Z]", 16, 16), ("[\\s,;:|\"'=]", 0, 8), ("[A-Za-z0-9/+]", 40, 40)),
     ),
     _Shape(
         "github_token", tuple(f"gh{c}_" for c in "pousr"), (("[A-Za-z0-9]", 30, None),),
     ),
     _Shape("github_token", ("github_pat_",), (("[A-Za-z0-9_]", 22, None),)),
     _Shape("google_api_key", ("AIza",), ((r"[0-9A-Za-z_\-]", 35, 35),)),
+    # bot, user, legacy and refresh tokens (``xoxe.xoxp-…`` rotating ones too), and app-level ones
     _Shape(
-        "slack_token", tuple(f"xox{c}-" for c in "abposr"), ((r"[A-Za-z0-9\-]", 10, None),),
+        "slack_token", (*(f"xox{c}-" for c in "abposre"), "xoxe."), ((r"[A-Za-z0-9\-]", 10, None),),
     ),
-    _Shape(
-        "jwt", ("eyJ",),
-        ((_TOKEN, 4, None), (r"\.", 1, 1), (_TOKEN, 4, None), (r"\.", 1, 1), (_TOKEN, 0, None)),
+    _Shape("slack_token", ("xapp-",), ((r"[A-Za-z0-9\-]", 10, None),)),
+    # a header written ``{"``, ``{ "`` or ``{`` and a line break (any JSON is a valid JOSE header)
+    *(
+        _Shape("jwt", (opening,),
+               ((_TOKEN, 4, None), (r"\.", 1, 1), (_TOKEN, 4, None), (r"\.", 1, 1), (_TOKEN, 0, None)))
+        for opening in ("eyJ", "eyAi", "ewo")
     ),
     _Shape(
         "bearer_token", ("bearer",),

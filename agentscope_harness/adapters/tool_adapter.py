@@ -313,14 +313,15 @@ def to_response(ctx: HookContext, result: ToolResultView, original: ToolResponse
     sent = [] if result.withheld or not result.has_data else [b for b in original.content if isinstance(b, DataBlock)]
     data: list[TextBlock | DataBlock] = [readable_data(b, ctx.services.redactor) for b in sent]
     nested = _sub_runs(ctx, original.id)
+    meta = _readable_metadata(ctx, original.metadata)
     if (
         not result.withheld and not result.notices and not result.error_class and nested is None
         and result.text == result.raw_text and result.state == _state_name(original.state)
-        and all(a is b for a, b in zip(data, sent, strict=True))
+        and all(a is b for a, b in zip(data, sent, strict=True)) and meta is original.metadata
     ):
         return original
     body = "\n".join(p for p in [result.text, *result.notices] if p)
-    meta = dict(original.metadata)
+    meta = dict(meta)
     own = dict(meta.get(METADATA_KEY) or {})
     if "dependency" in own:  # it streams to the UI with the result
         own["dependency"] = dependency_label(ctx.services.redactor, str(own["dependency"]))
@@ -337,6 +338,22 @@ def to_response(ctx: HookContext, result: ToolResultView, original: ToolResponse
         state=_STATES.get(result.state, ToolResultState.ERROR),  # type: ignore[arg-type]
         metadata=meta,
     )
+
+
+def _readable_metadata(ctx: HookContext, metadata: dict[str, Any]) -> dict[str, Any]:
+    """A result's metadata as it may be kept and shown: it streams to the UI
+    in the result's end event and stays in the context, so its strings are
+    redacted (keys too; a value its key labels a secret), the harness's own
+    entry aside. The tool's own dict when nothing in it is a secret."""
+    theirs = {k: v for k, v in metadata.items() if k != METADATA_KEY}
+    if not theirs:
+        return metadata
+    cleaned = cleaned_args(theirs, ctx.services.redactor.redact)
+    if cleaned == theirs:
+        return metadata
+    if METADATA_KEY in metadata:
+        cleaned[METADATA_KEY] = metadata[METADATA_KEY]
+    return cleaned
 
 
 def _sub_runs(ctx: HookContext, call_id: str) -> list[dict[str, str]] | None:

@@ -6,7 +6,11 @@ production user's side.
 2. tenant-scoped limits keyed as ``Principal.key`` keys the tenant (a tenant
    named ``-`` or ``""`` is not "no tenant");
 3. a custom gate's charge that returns a value (a counter's next ticket);
-4. a tool naming one ledger twice.
+4. a tool naming one ledger twice;
+5. secrets: a tool result's metadata (it streams to the UI and stays in the
+   context), Slack app and refresh tokens, JWTs whose header has spaces, a
+   key split across two text blocks of one answer;
+6. an answer that says nothing (the finishing tool's too).
 
 A test marked ``xfail(strict=True)`` is an attack that succeeds today (the
 promise named in its reason is broken); the others are regression guards.
@@ -16,10 +20,19 @@ Real ``Agent``s, real tools in real ``Toolkit``s, real stores.
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import hmac
 import itertools
+import json
 from typing import Any
 
 import pytest
+from agentscope.event import TextBlockDeltaEvent, ToolResultEndEvent
+from agentscope.message import TextBlock, ToolResultState
+from agentscope.model import ChatResponse, ChatUsage
+from agentscope.tool import ToolChunk
+from hookkit import drive, harnessed, submit
 from pydantic import ValidationError
 from scripted import RAN, ScriptedModel, calls, make_agent, run, search, slow, text
 
@@ -185,3 +198,123 @@ def test_a_ledger_named_twice_fails_at_construction_naming_the_field() -> None:
     with pytest.raises(ValidationError, match=r"ledgers[\s\S]*'retrieval'.*named more than once"):
         HarnessConfig(tools={"search": ToolPolicy(role="retrieval", ledgers=["retrieval", "retrieval"])},
                       ledgers={"retrieval": Ledger(cap=4)})
+
+
+# ================================================================ 5. secrets
+
+PROVIDER_KEY = "sk-proj-" + "Q" * 40
+
+
+async def fetch(url: str) -> ToolChunk:
+    """Fetch a URL (an HTTP tool reporting the request it made).
+
+    Args:
+        url (str): The URL.
+    """
+    return ToolChunk(
+        content=[TextBlock(text=f"200 OK from {url}")],
+        state=ToolResultState.RUNNING,
+        metadata={"request": {"url": url, "headers": {"Authorization": f"Bearer {PROVIDER_KEY}"},
+                              "password": "hunter2-hunter2"}, "status": 200},
+    )
+
+
+async def test_a_tool_results_metadata_is_redacted_in_the_stream_and_the_context() -> None:
+    """README 'Security': secrets are redacted from tool results and streams;
+    a result's metadata streams to the UI in its end event and stays in the
+    context (it had carried the tool's ``Authorization`` header whole)."""
+    h, _, agent = harnessed(HarnessConfig(tools={"fetch": ToolPolicy(role="retrieval")}),
+                            [calls(("fetch", {"url": "https://api.example.com/v1"})), text("done")], [fetch],
+                            stream=True)
+    events, _, _ = await drive(h, agent)
+    ends = [e for e in events if isinstance(e, ToolResultEndEvent)]
+    streamed = json.dumps([e.model_dump(mode="json") for e in ends])
+    kept = agent.state.model_dump_json()
+    for where in (streamed, kept):
+        assert PROVIDER_KEY not in where and "hunter2-hunter2" not in where
+    assert '"status": 200' in streamed and "https://api.example.com/v1" in streamed  # the rest as it was
+
+
+def _b64(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode()
+
+
+def _jwt(header: str) -> str:
+    signed = _b64(header) + "." + _b64('{"sub":"admin","role":"root"}')
+    signature = hmac.new(b"k", signed.encode(), hashlib.sha256).digest()
+    return signed + "." + base64.urlsafe_b64encode(signature).rstrip(b"=").decode()
+
+
+TOKENS = {
+    "jwt, header with spaces": _jwt('{ "alg": "HS256", "typ": "JWT" }'),
+    "jwt, header on lines": _jwt('{\n  "alg": "HS256"\n}'),
+    "slack app-level token": "xapp-1-A0123456789-1234567890123-abcdef0123456789abcdef0123456789",
+    "slack refresh token": "xoxe-1-My0xLTEyMzQ1Njc4OTAxMjMtNDU2Nzg5MDEyMzQ1Ng",
+    "slack rotating token": "xoxe.xoxp-1-Mi0yLTEyMzQ1Njc4OTAxMjMtNDU2Nzg5MDEy",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TOKENS))
+async def test_slack_and_jwt_spellings_are_redacted_before_the_model_reads_them(name: str) -> None:
+    """README 'Security': built-in shapes (Slack, JWTs of any length) are
+    redacted in tool results; these reached the model as written."""
+    secret = TOKENS[name]
+
+    async def config(service: str) -> str:
+        """Read a service's config.
+
+        Args:
+            service (str): The service.
+        """
+        return f"{service}: token={secret}"
+
+    h, model, agent = harnessed(HarnessConfig(tools={"config": ToolPolicy(role="lookup")}),
+                                [calls(("config", {"service": "slack"})), text("done")], [config])
+    await drive(h, agent)
+    assert secret not in json.dumps(model.calls[-1].formatted)
+
+
+def _two_text_blocks(first: str, second: str) -> ChatResponse:
+    return ChatResponse(content=[TextBlock(text=first), TextBlock(text=second)], is_last=True,
+                        usage=ChatUsage(input_tokens=10, output_tokens=10, time=0.0))
+
+
+async def _shown_and_final(first: str, second: str) -> tuple[str, str]:
+    h, _, agent = harnessed(HarnessConfig(), [_two_text_blocks(first, second)], [], stream=True)
+    events, final, _ = await drive(h, agent)
+    return "".join(e.delta for e in events if isinstance(e, TextBlockDeltaEvent)), final.get_text_content()
+
+
+AWS_ID, AWS_SECRET = "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+
+async def test_an_aws_key_pair_split_across_two_text_blocks_is_redacted_in_the_stream() -> None:
+    """README: what a streaming UI shows tells the same story. AgentScope
+    streams two text blocks of one answer glued; the answer joins them with a
+    line break: a key id and its secret are one secret either way."""
+    shown, final = await _shown_and_final(f"Your credentials: {AWS_ID}", f"{AWS_SECRET} (keep safe)")
+    assert AWS_SECRET not in final and AWS_SECRET not in shown, shown
+
+
+@pytest.mark.xfail(strict=True, reason="stated limit (README 'Security'): a secret whose shape needs a separator, "
+                   "split across two text blocks at it, streams glued and is caught in the answer only")
+async def test_a_bearer_token_split_after_bearer_across_two_text_blocks_is_redacted_in_the_stream() -> None:
+    token = "4f9a2b7c1d8e6f3a0b5c9d2e7f1a4b8c"
+    shown, final = await _shown_and_final("curl -H 'Authorization: Bearer", f"{token}' https://api.example.com")
+    assert token not in final
+    assert token not in shown
+
+
+# =================================================== 6. an answer of nothing
+
+
+async def test_a_finishing_tool_delivering_nothing_is_not_completed() -> None:
+    """README: a run ends ``completed`` only when its delivery contract
+    holds; an empty delivered answer is no answer: ``no_answer``, the
+    fallback."""
+    h, model, agent = harnessed(HarnessConfig(tools={"submit": ToolPolicy(role="finish")}),
+                                [calls(("submit", {"answer": ""}))], [submit])
+    _, final, report = await drive(h, agent)
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "no_answer")
+    assert final.get_text_content().startswith("I could not complete this request (no answer was given)")
+    assert len(model.calls) == 1
