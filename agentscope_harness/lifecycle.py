@@ -48,7 +48,7 @@ from .outcome import (
     terminal_state,
     unanswered,
 )
-from .outputs import answer_filter, cleaned_args, readable_data, shown_name
+from .outputs import answer_filter, cleaned_args, readable_data, readable_metadata, shown_name
 from .report import RunReport, TerminalState
 from .run_state import RUN_HANDLE, TOOL_CALL, RunState, live_parent
 from .runner import AUDIT_HOOK, OUTCOME_HOOK
@@ -407,8 +407,10 @@ class ReplyLifecycle:
         flow, redactor = self.harness.flow, self.harness.redactor
         awaited = {call.id: call for call in self.agent.state.get_awaiting_tool_calls(self.agent.name)}
         for block in inputs.execution_results:
-            # the client speaks for its tool's result, never for the harness
-            block.metadata = {k: v for k, v in (block.metadata or {}).items() if k != METADATA_KEY}
+            # the client speaks for its tool's result, never for the harness; what it says is kept and shown
+            block.metadata = readable_metadata(
+                redactor, {k: v for k, v in (block.metadata or {}).items() if k != METADATA_KEY},
+            )
             call = awaited.pop(block.id, None)
             if call is None:  # each awaited call is answered once: a second result reaches no one
                 block.output, block.state = _SECOND_RESULT, ToolResultState.ERROR

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from .errors import METADATA_KEY
 from .pii import PiiOutcome, apply_pii, find_pii, rewrite_pii
 from .redaction import Redactor, sliced
 from .sentinels import MarkerStream, neutralise_markers, strip_markers
@@ -412,6 +413,22 @@ def readable_data(block: Any, redactor: Redactor) -> Any:
     return block.model_copy(update=update)
 
 
+def readable_metadata(redactor: Redactor, metadata: dict[str, Any]) -> dict[str, Any]:
+    """A tool result's metadata as it may be kept and shown: it streams to the
+    UI in the result's end event and stays in the context, so its strings
+    are redacted (keys too; a value its key labels a secret), the harness's
+    own entry aside. The given dict itself when nothing in it is a secret."""
+    theirs = {k: v for k, v in metadata.items() if k != METADATA_KEY}
+    if not theirs:
+        return metadata
+    cleaned = cleaned_args(theirs, redactor.redact)
+    if cleaned == theirs:
+        return metadata
+    if METADATA_KEY in metadata:
+        cleaned[METADATA_KEY] = metadata[METADATA_KEY]
+    return cleaned
+
+
 def shown_name(redactor: Redactor, event: Any) -> Any:
     """A tool call or result event as the user is shown it: the tool's
     name is the model's to write (an invented one can carry a secret), so
@@ -422,5 +439,5 @@ def shown_name(redactor: Redactor, event: Any) -> Any:
 
 __all__ = [
     "PII_HOLD", "PII_INLINE", "OutputFilter", "OutputStream", "PiiStream", "answer_filter", "cleaned_args",
-    "filter_result", "pii_modes", "pii_salt", "shown_name",
+    "filter_result", "pii_modes", "pii_salt", "readable_metadata", "shown_name",
 ]

@@ -31,7 +31,7 @@ from ..context import HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception, error_text
 from ..facts import thawed
 from ..lifecycle import rejoin
-from ..outputs import cleaned_args, dependency_label, readable_data
+from ..outputs import cleaned_args, dependency_label, readable_data, readable_metadata
 from ..run_state import RUN_HANDLE, TOOL_CALL, current_run
 from ..runner import first_step
 from ..sentinels import format_sentinel
@@ -313,7 +313,7 @@ def to_response(ctx: HookContext, result: ToolResultView, original: ToolResponse
     sent = [] if result.withheld or not result.has_data else [b for b in original.content if isinstance(b, DataBlock)]
     data: list[TextBlock | DataBlock] = [readable_data(b, ctx.services.redactor) for b in sent]
     nested = _sub_runs(ctx, original.id)
-    meta = _readable_metadata(ctx, original.metadata)
+    meta = readable_metadata(ctx.services.redactor, original.metadata)
     if (
         not result.withheld and not result.notices and not result.error_class and nested is None
         and result.text == result.raw_text and result.state == _state_name(original.state)
@@ -338,22 +338,6 @@ def to_response(ctx: HookContext, result: ToolResultView, original: ToolResponse
         state=_STATES.get(result.state, ToolResultState.ERROR),  # type: ignore[arg-type]
         metadata=meta,
     )
-
-
-def _readable_metadata(ctx: HookContext, metadata: dict[str, Any]) -> dict[str, Any]:
-    """A result's metadata as it may be kept and shown: it streams to the UI
-    in the result's end event and stays in the context, so its strings are
-    redacted (keys too; a value its key labels a secret), the harness's own
-    entry aside. The tool's own dict when nothing in it is a secret."""
-    theirs = {k: v for k, v in metadata.items() if k != METADATA_KEY}
-    if not theirs:
-        return metadata
-    cleaned = cleaned_args(theirs, ctx.services.redactor.redact)
-    if cleaned == theirs:
-        return metadata
-    if METADATA_KEY in metadata:
-        cleaned[METADATA_KEY] = metadata[METADATA_KEY]
-    return cleaned
 
 
 def _sub_runs(ctx: HookContext, call_id: str) -> list[dict[str, str]] | None:

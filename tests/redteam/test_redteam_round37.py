@@ -28,13 +28,18 @@ import json
 from typing import Any
 
 import pytest
-from agentscope.event import TextBlockDeltaEvent, ToolResultEndEvent
-from agentscope.message import TextBlock, ToolResultState
+from agentscope.event import (
+    ExternalExecutionResultEvent,
+    RequireExternalExecutionEvent,
+    TextBlockDeltaEvent,
+    ToolResultEndEvent,
+)
+from agentscope.message import TextBlock, ToolResultBlock, ToolResultState, UserMsg
 from agentscope.model import ChatResponse, ChatUsage
 from agentscope.tool import ToolChunk
 from hookkit import drive, harnessed, submit
 from pydantic import ValidationError
-from scripted import RAN, ScriptedModel, calls, make_agent, run, search, slow, text
+from scripted import RAN, ScriptedModel, calls, client_tool, drain, make_agent, run, search, slow, text
 
 from agentscope_harness import (
     ConcurrencyLimit,
@@ -233,6 +238,22 @@ async def test_a_tool_results_metadata_is_redacted_in_the_stream_and_the_context
     for where in (streamed, kept):
         assert PROVIDER_KEY not in where and "hunter2-hunter2" not in where
     assert '"status": 200' in streamed and "https://api.example.com/v1" in streamed  # the rest as it was
+
+
+async def test_a_client_results_metadata_is_redacted_in_the_context() -> None:
+    """The same for a client-executed tool's result: what the client says
+    is kept in the context, its secrets redacted (the harness's own entry,
+    which the client may not write, dropped as before)."""
+    h, _, agent = harnessed(HarnessConfig(), [calls(("verify_code", {"code": "1234"})), text("done")],
+                            [client_tool()])
+    events = await drain(agent, UserMsg("user", "check 1234"))
+    asked = next(e for e in events if isinstance(e, RequireExternalExecutionEvent)).tool_calls[0]
+    done = ToolResultBlock(id=asked.id, name=asked.name, output="code checked", state="success",
+                           metadata={"device": {"session": f"Bearer {PROVIDER_KEY}"}, "harness": {"code": "x"}})
+    await drain(agent, ExternalExecutionResultEvent(reply_id=agent.state.reply_id, execution_results=[done]))
+    kept = agent.state.model_dump_json()
+    assert PROVIDER_KEY not in kept and "code checked" in kept
+    assert '"code":"x"' not in kept.replace(" ", "")
 
 
 def _b64(text: str) -> str:
