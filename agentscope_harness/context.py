@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .facts import OUT_OF_TIME, Batch, Declared, GuardState, call_digest, frozen
 from .report import TerminalState
+from .sentinels import neutralise_markers
 
 if TYPE_CHECKING:
     from .config import HarnessConfig, ToolPolicy
@@ -267,10 +268,11 @@ class HookContext:
 
     def notice(self, text: str) -> None:
         """Append a note to this call's result (outside the fence, its secrets
-        redacted), recorded as a hint once it reaches the result. A note given
-        before the call runs is dropped, unrecorded, if its dependency turns
-        out to be down."""
-        text = self.services.redactor.redact(text)
+        redacted and markers someone else wrote defanged: it may quote the
+        tool's output), recorded as a hint once it reaches the result. A note
+        given before the call runs is dropped, unrecorded, if its dependency
+        turns out to be down."""
+        text = neutralise_markers(self.services.redactor.redact(text))
         if self.result is not None:
             self.result.notices.append(text)
             self.decide("hint", detail=text)
