@@ -11,6 +11,7 @@ keys read by one script."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
@@ -156,8 +157,25 @@ return 1
 """
 
 
+_SCRIPTS = {
+    "reserve": RESERVE, "settle": SETTLE, "allow": BREAKER_ALLOW, "record": BREAKER_RECORD,
+    "rate": RATE, "rate_refund": RATE_REFUND, "lease": LEASE, "renew": RENEW,
+}
+"""The Lua scripts, by the name a store method runs them with."""
+
+
 def _us(seconds: float) -> str:
     return f"{seconds * 1e6:.0f}"
+
+
+class _Connection:
+    """One event loop's client and the store's scripts registered on it."""
+
+    __slots__ = ("client", "scripts")
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.scripts = {name: client.register_script(source) for name, source in _SCRIPTS.items()}
 
 
 class RedisStore:
@@ -201,17 +219,28 @@ class RedisStore:
         self._errors: tuple[type[BaseException], ...] = (RedisError, OSError)
         # a blocking pool: a call beyond max_connections waits its turn (within
         # timeout_s and the caller's deadline) instead of failing at once
-        pool = redis_asyncio.BlockingConnectionPool.from_url(
-            url, max_connections=max_connections, timeout=timeout_s,
-            socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
-            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
-        )
-        self._client = redis_asyncio.Redis.from_pool(pool)
-        register = self._client.register_script
-        self._reserve, self._settle = register(RESERVE), register(SETTLE)
-        self._allow, self._record = register(BREAKER_ALLOW), register(BREAKER_RECORD)
-        self._rate, self._lease, self._renew = register(RATE), register(LEASE), register(RENEW)
-        self._rate_refund = register(RATE_REFUND)
+        self._pool_kw: dict[str, Any] = {
+            "max_connections": max_connections, "timeout": timeout_s, "socket_timeout": timeout_s,
+            "socket_connect_timeout": timeout_s,
+            "retry": Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+        }
+        self._redis = redis_asyncio
+        self._by_loop: dict[asyncio.AbstractEventLoop, _Connection] = {}
+
+    def _connection(self) -> _Connection:
+        """The connection pool and scripts of the running event loop. An
+        asyncio connection belongs to the loop that opened it: a worker that
+        runs each request in its own ``asyncio.run`` gets a pool per loop (one
+        shared pool failed every other request with ``dependency_down``)."""
+        loop = asyncio.get_running_loop()
+        connection = self._by_loop.get(loop)
+        if connection is None:
+            # a closed loop's connections can no longer be used, or closed: dropped with it
+            for closed in [other for other in self._by_loop if other.is_closed()]:
+                del self._by_loop[closed]
+            pool = self._redis.BlockingConnectionPool.from_url(self.url, **self._pool_kw)
+            connection = self._by_loop[loop] = _Connection(self._redis.Redis.from_pool(pool))
+        return connection
 
     def _key(self, kind: str, *parts: str) -> str:
         return ":".join((self.prefix, kind, *parts))
@@ -233,8 +262,9 @@ class RedisStore:
         work = guarded() if give_back is None else given_back_if_abandoned(guarded, give_back)
         return await bounded(work, self._what, self.timeout_s, deadline)
 
-    async def _script(self, script: Any, keys: list[str], args: list[Any],
+    async def _script(self, name: str, keys: list[str], args: list[Any],
                       deadline: float | None, give_back: Callable[[Any], Awaitable[object]] | None = None) -> Any:
+        script = self._connection().scripts[name]
         return await self._run(lambda: cast(Awaitable[Any], script(keys=keys, args=args)), deadline, give_back)
 
     # ------------------------------------------------------------ spend
@@ -242,7 +272,7 @@ class RedisStore:
     async def get_spend(self, key: str, day: str | None = None, *,
                         deadline: float | None = None) -> float:
         name = self._key("spend", day or today(), key)
-        value = await self._run(lambda: self._client.get(name), deadline)
+        value = await self._run(lambda: self._connection().client.get(name), deadline)
         return float(value) if value is not None else 0.0
 
     async def add_spend(self, key: str, usd: float, day: str | None = None, *,
@@ -250,7 +280,7 @@ class RedisStore:
         name = self._key("spend", day or today(), key)
 
         async def charge() -> float:
-            async with self._client.pipeline(transaction=True) as pipe:
+            async with self._connection().client.pipeline(transaction=True) as pipe:
                 pipe.incrbyfloat(name, usd)
                 pipe.expire(name, self.ttl_s)
                 total, _ = await pipe.execute()
@@ -263,7 +293,7 @@ class RedisStore:
         day = day or today()
         rid = new_reservation_id(day)
         held = await self._script(
-            self._reserve, [self._key("spend", day, key), self._key("holds", day, key)],
+            "reserve", [self._key("spend", day, key), self._key("holds", day, key)],
             [rid, repr(float(usd)), repr(float(quota)), _us(ttl_s), self.ttl_s], deadline,
             give_back=lambda _: self.settle_spend(key, rid, 0.0, day))
         return rid if held else None
@@ -272,7 +302,7 @@ class RedisStore:
                            day: str | None = None, *, deadline: float | None = None) -> float:
         day = day or reservation_day(reservation_id)
         total = await self._script(
-            self._settle, [self._key("spend", day, key), self._key("holds", day, key)],
+            "settle", [self._key("spend", day, key), self._key("holds", day, key)],
             [reservation_id, repr(float(actual_usd)), self.ttl_s], deadline)
         return float(total)
 
@@ -281,13 +311,13 @@ class RedisStore:
     async def breaker_allow(self, tool: str, cooldown_s: float, *, probe_lease_s: float = 60.0,
                             deadline: float | None = None) -> BreakerDecision:
         ttl = max(self.state_ttl_s, math.ceil(cooldown_s + probe_lease_s) + 1)
-        decision = await self._script(self._allow, [self._key("breaker", tool)],
+        decision = await self._script("allow", [self._key("breaker", tool)],
                                       [_us(cooldown_s), _us(probe_lease_s), ttl], deadline)
         return cast(BreakerDecision, decision.decode())
 
     async def breaker_record(self, tool: str, ok: bool, failures_to_open: int, *,
                              deadline: float | None = None) -> BreakerState:
-        state = await self._script(self._record, [self._key("breaker", tool)],
+        state = await self._script("record", [self._key("breaker", tool)],
                                    [1 if ok else 0, failures_to_open, self.state_ttl_s], deadline)
         return cast(BreakerState, state.decode())
 
@@ -299,33 +329,36 @@ class RedisStore:
             raise ValueError(f"rate limit needs per_min > 0 and cost >= 0 (got {per_min}, {cost})")
         if cost > per_min:
             return math.inf
-        wait_us = await self._script(self._rate, [self._key("rate", key)], [per_min, cost], deadline)
+        wait_us = await self._script("rate", [self._key("rate", key)], [per_min, cost], deadline)
         return float(wait_us) / 1e6
 
     async def rate_refund(self, key: str, per_min: int, cost: float = 1, *,
                           deadline: float | None = None) -> None:
-        await self._script(self._rate_refund, [self._key("rate", key)], [per_min, cost], deadline)
+        await self._script("rate_refund", [self._key("rate", key)], [per_min, cost], deadline)
 
     # ------------------------------------------------------------ leases
 
     async def lease_acquire(self, key: str, max_in_flight: int, lease_s: float, *,
                             deadline: float | None = None) -> str | None:
         lid = new_lease_id()
-        got = await self._script(self._lease, [self._key("lease", key)],
+        got = await self._script("lease", [self._key("lease", key)],
                                  [lid, max_in_flight, _us(lease_s)], deadline,
                                  give_back=lambda _: self.lease_release(key, lid))
         return lid if got else None
 
     async def lease_renew(self, key: str, lease_id: str, lease_s: float, *,
                           deadline: float | None = None) -> bool:
-        renewed = await self._script(self._renew, [self._key("lease", key)], [lease_id, _us(lease_s)], deadline)
+        renewed = await self._script("renew", [self._key("lease", key)], [lease_id, _us(lease_s)], deadline)
         return bool(renewed)
 
     async def lease_release(self, key: str, lease_id: str, *,
                             deadline: float | None = None) -> None:
         name = self._key("lease", key)
-        await self._run(lambda: self._client.zrem(name, lease_id), deadline)
+        await self._run(lambda: self._connection().client.zrem(name, lease_id), deadline)
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
-        await self._client.aclose()
+        """Close the running event loop's connection pool (another loop's
+        connections cannot be closed from here: they go with their loop)."""
+        connection = self._by_loop.pop(asyncio.get_running_loop(), None)
+        if connection is not None:
+            await connection.client.aclose()

@@ -11,7 +11,8 @@ production user's side.
    context), Slack app and refresh tokens, JWTs whose header has spaces, a
    key split across two text blocks of one answer;
 6. an answer that says nothing (the finishing tool's too);
-7. a hook's notice quoting a tool's output (outside the fence).
+7. a hook's notice quoting a tool's output (outside the fence);
+8. a worker running each request in its own ``asyncio.run`` on one RedisStore.
 
 A test marked ``xfail(strict=True)`` is an attack that succeeds today (the
 promise named in its reason is broken); the others are regression guards.
@@ -370,3 +371,45 @@ async def test_a_notice_quoting_tool_output_defangs_forged_markers() -> None:
     note = told[told.index("The service said"):]
     assert "[harness(unverified):dependency_down]" in note and "&lt;/tool-output" in note
     assert "[harness:dependency_down]" not in note
+
+
+# =========================================== 8. one RedisStore, many event loops
+
+
+def test_a_redis_store_serves_a_worker_that_runs_each_request_in_its_own_loop() -> None:
+    """README 'Running many workers': one shared ``RedisStore(url)``. A sync
+    worker (one ``asyncio.run`` per request) had every other reply end
+    ``dependency_down``: the pool's connections belonged to the first loop."""
+    import uuid
+
+    import redis
+    from conftest import REDIS_URL
+
+    from agentscope_harness.stores import RedisStore
+
+    prefix = f"rt37:{uuid.uuid4().hex[:8]}"
+    store = RedisStore(REDIS_URL, prefix=prefix)
+    h = Harness(HarnessConfig(store=store, cost=CostPolicy(daily_quota_usd=5.0, prices=PRICE)),
+                load_entry_points=False)
+
+    def one_request() -> tuple[TerminalState, str, int]:
+        model = ScriptedModel([text("hi", inp=100, out=0)])
+        agent = make_agent(model, [search], h.middlewares())
+
+        async def serve() -> None:
+            with h.acting_for(ALICE):
+                await run(agent, "go")
+
+        asyncio.run(serve())
+        report = h.last_report(agent)
+        return report.terminal_state, report.reason, len(model.calls)
+
+    try:
+        outcomes = [one_request() for _ in range(4)]
+        assert outcomes == [(TerminalState.COMPLETED, "answered", 1)] * 4
+        assert asyncio.run(store.get_spend(ALICE.key)) == pytest.approx(0.04)
+    finally:
+        client = redis.Redis.from_url(REDIS_URL)
+        for key in client.scan_iter(f"{prefix}:*"):
+            client.delete(key)
+        client.close()
