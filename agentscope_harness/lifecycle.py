@@ -13,6 +13,7 @@ consumer, even when it abandons the stream.
 from __future__ import annotations
 
 import time
+import unicodedata
 import uuid
 from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
@@ -470,10 +471,11 @@ class ReplyLifecycle:
             if self.structured is not None:
                 self.structured = (None,)
         state, reason = terminal_state(run, harness.config.finish_required(), self.end_reason)
-        if state is TerminalState.COMPLETED and not harness.shadow and self._says_nothing(msg, final):
-            final = answer_filter(harness.services, run).apply(unanswered(run, harness.config.fallback_text))[0]
+        if reason == "answered" and self._says_nothing(msg, final):
             run.facts.conclude(TerminalState.INCOMPLETE, "no_answer", override=True)
             state, reason = TerminalState.INCOMPLETE, "no_answer"
+            if not harness.shadow:  # shadow mode delivers what the model said, and reports the end
+                final = answer_filter(harness.services, run).apply(unanswered(run, harness.config.fallback_text))[0]
         if (
             reaudited or refusal is not None or not structured_ok or reason == "no_answer"
         ) and OUTCOME_HOOK in harness.runner.by_name:
@@ -488,10 +490,12 @@ class ReplyLifecycle:
         await self.settle(run, state, reason)
 
     def _says_nothing(self, msg: Msg | None, final: str) -> bool:
-        """The answer a completed run would end with says nothing: no text once
-        audited (a provider's empty answer, or one made only of markers the
-        audit strips), no structured output, no data. Not an answer."""
-        if msg is None or final.strip():
+        """The model's answer says nothing: nothing visible once audited (a
+        provider's empty answer, or one made only of markers the audit strips,
+        spaces and invisible format characters), no structured output, no
+        data. Not an answer. (A finishing tool's answer is its tool's contract:
+        its ``verify`` judges it.)"""
+        if msg is None or any(unicodedata.category(ch)[0] not in "CZ" for ch in final):
             return False
         if self.structured is not None and self.structured[0] is not None:
             return False

@@ -24,6 +24,7 @@ __all__ = [
     "ALLOW",
     "BOB",
     "RAN",
+    "REDIS_URL",
     "ScriptedModel",
     "Turn",
     "calls",
@@ -43,6 +44,10 @@ __all__ = [
 ]
 
 ALLOW = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="allowed in tests")
+
+REDIS_URL = "redis://127.0.0.1:6399/1"
+"""The Redis ``.ci/run`` starts, as the red-team tests use it (db 1; each
+test under a key prefix of its own)."""
 
 ALICE = Principal(user_id="u-42", tenant="acme")
 BOB = Principal(user_id="u-7", tenant="acme")

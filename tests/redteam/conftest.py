@@ -13,8 +13,7 @@ from agentscope_harness.stores import MemoryStore, RedisStore, SQLiteStore
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "hooks"))
 
-REDIS_URL = "redis://127.0.0.1:6399/1"
-"""The Redis ``.ci/run`` starts (db 1; each test under a key prefix of its own)."""
+from scripted import REDIS_URL
 
 
 @pytest.fixture(params=["memory", "sqlite", "redis"])

@@ -331,16 +331,52 @@ async def test_a_bearer_token_split_after_bearer_across_two_text_blocks_is_redac
 # =================================================== 6. an answer of nothing
 
 
-async def test_a_finishing_tool_delivering_nothing_is_not_completed() -> None:
-    """README: a run ends ``completed`` only when its delivery contract
-    holds; an empty delivered answer is no answer: ``no_answer``, the
-    fallback."""
+async def test_a_finishing_tools_empty_answer_is_its_verifys_to_judge() -> None:
+    """Regression guard (README 'What the caller receives'): a finishing
+    tool that succeeded and passed ``verify`` completes the run, whatever its
+    answer (it may deliver an image); ``verify`` refuses an empty one."""
     h, model, agent = harnessed(HarnessConfig(tools={"submit": ToolPolicy(role="finish")}),
                                 [calls(("submit", {"answer": ""}))], [submit])
+    _, _, report = await drive(h, agent)
+    assert (report.terminal_state, report.reason) == (TerminalState.COMPLETED, "finished")
+
+    async def deliver(answer: str) -> str:
+        """Deliver the final answer.
+
+        Args:
+            answer (str): The answer.
+        """
+        return answer
+
+    strict = HarnessConfig(tools={"deliver": ToolPolicy(role="finish", verify=lambda text: None if text else "an answer")})
+    h, model, agent = harnessed(strict, [calls(("deliver", {"answer": ""})), calls(("deliver", {"answer": "A kettle."}))],
+                                [deliver])
+    _, final, report = await drive(h, agent)
+    assert (report.terminal_state, report.reason, final.get_text_content()) == (
+        TerminalState.COMPLETED, "finished", "A kettle.")
+    assert len(model.calls) == 2
+
+
+INVISIBLE = ["\u200b", "\ufeff", " \u2060\n", "[harness:permission_denied]\u200b"]
+
+
+@pytest.mark.parametrize("answer", INVISIBLE, ids=["zero-width space", "bom", "word joiner", "marker and zwsp"])
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+async def test_an_answer_showing_nothing_is_no_answer(answer: str, stream: bool) -> None:
+    """An answer of invisible format characters shows nothing: ``no_answer``."""
+    h, _, agent = harnessed(HarnessConfig(), [text(answer)], [search], stream=stream)
     _, final, report = await drive(h, agent)
     assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "no_answer")
-    assert final.get_text_content().startswith("I could not complete this request (no answer was given)")
-    assert len(model.calls) == 1
+    assert final.get_text_content().startswith("I could not complete this request")
+
+
+async def test_shadow_mode_reports_no_answer_and_delivers_the_answer() -> None:
+    """README: shadow mode delivers the model's answer and the report says
+    what enforcement would have ended with."""
+    h, _, agent = harnessed(HarnessConfig(mode="shadow"), [text("")], [search])
+    _, final, report = await drive(h, agent)
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "no_answer")
+    assert (final.get_text_content() or "") == ""
 
 
 # ============================================== 7. a notice quoting the output
@@ -383,7 +419,7 @@ def test_a_redis_store_serves_a_worker_that_runs_each_request_in_its_own_loop() 
     import uuid
 
     import redis
-    from conftest import REDIS_URL
+    from scripted import REDIS_URL
 
     from agentscope_harness.stores import RedisStore
 
