@@ -797,12 +797,18 @@ def _who(scope: str, run: RunState) -> str:
 
 
 def _rate_key(rate: RateLimit, run: RunState, unit: str) -> str:
-    return f"rate:{rate.tool or 'model'}:{unit}:{rate.scope}:{_who(rate.scope, run)}"
+    # a tool's name is the user's (one named ``model``, or holding ``:``): tagged and escaped
+    what = "model" if rate.tool is None else f"tool={_escaped(rate.tool)}"
+    return f"rate:{what}:{unit}:{rate.scope}:{_who(rate.scope, run)}"
 
 
 def _lease_key(limit: ConcurrencyLimit, run: RunState) -> str:
-    what = f"calls:{limit.tool}" if limit.tool is not None else "runs"
+    what = f"calls:{_escaped(limit.tool)}" if limit.tool is not None else "runs"
     return f"{what}:{limit.scope}:{_who(limit.scope, run)}"
+
+
+def _escaped(name: str) -> str:
+    return name.replace("%", "%25").replace(":", "%3A")
 
 
 def _whose(scope: str) -> str:

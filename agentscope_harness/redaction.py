@@ -146,11 +146,18 @@ SHAPES: tuple[_Shape, ...] = (
         "slack_token", (*(f"xox{c}-" for c in "abposre"), "xoxe."), ((r"[A-Za-z0-9\-]", 10, None),),
     ),
     _Shape("slack_token", ("xapp-",), ((r"[A-Za-z0-9\-]", 10, None),)),
-    # a header written ``{"``, ``{ "`` or ``{`` and a line break (any JSON is a valid JOSE header)
+    _Shape(
+        "jwt", ("eyJ",),
+        ((_TOKEN, 4, None), (r"\.", 1, 1), (_TOKEN, 4, None), (r"\.", 1, 1), (_TOKEN, 0, None)),
+    ),
+    # a header written ``{ "`` or with a line break (``{\n``, ``{\r\n``; any JSON is a valid
+    # JOSE header): its whole opening, and a payload that opens as JSON does, so a dotted
+    # name holding ``ewo`` (``homework_assignments.chapter_one``) is not one
     *(
-        _Shape("jwt", (opening,),
-               ((_TOKEN, 4, None), (r"\.", 1, 1), (_TOKEN, 4, None), (r"\.", 1, 1), (_TOKEN, 0, None)))
-        for opening in ("eyJ", "eyAi", "ewo")
+        _Shape("jwt", (opening,), (
+            (_TOKEN, 4, None), (r"\.", 1, 1), ("e[yw]", 1, 1), (_TOKEN, 2, None), (r"\.", 1, 1), (_TOKEN, 0, None),
+        ))
+        for opening in ("eyAi", "ewog", "ewoi", "ewoJ", "ew0K")
     ),
     _Shape(
         "bearer_token", ("bearer",),

@@ -128,7 +128,7 @@ async def test_a_tool_rate_of_5_per_minute_runs_the_tool_exactly_5_times_in_200_
     refused = [told for ran, told, *_ in runs if not ran]
     assert len(refused) == ALL - 5 and all(t.startswith("[harness:rate_limited]") for t in refused)
     store = store_of(backend)
-    assert await store.rate_acquire("rate:search:calls:tool:*", per_min=5) > 0  # the store agrees
+    assert await store.rate_acquire("rate:tool=search:calls:tool:*", per_min=5) > 0  # the store agrees
     if isinstance(store, RedisStore):
         await store.aclose()
 

@@ -116,7 +116,7 @@ async def test_a_tool_call_over_its_rate_waits_within_wait_s_and_runs() -> None:
     store = MemoryStore()
     rate = RateLimit(scope="principal", tool="search", calls_per_min=600, wait_s=1.0)
     h = Harness(HarnessConfig(store=store, rate_limits=[rate]), load_entry_points=False)
-    assert await store.rate_acquire(f"rate:search:calls:principal:{ALICE.key}", 600, 600) == 0
+    assert await store.rate_acquire(f"rate:tool=search:calls:principal:{ALICE.key}", 600, 600) == 0
     ran = Ran()
     model = ScriptedModel([calls(("search", {"q": "a"})), text("done")])
     agent = make_agent(model, [searcher(ran)], h.middlewares())

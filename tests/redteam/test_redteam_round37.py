@@ -12,7 +12,8 @@ production user's side.
    key split across two text blocks of one answer;
 6. an answer that says nothing (the finishing tool's too);
 7. a hook's notice quoting a tool's output (outside the fence);
-8. a worker running each request in its own ``asyncio.run`` on one RedisStore.
+8. a worker running each request in its own ``asyncio.run`` on one RedisStore;
+9. (round 38, on these fixes) a tool named ``model``; dotted names holding ``ewo``.
 
 A test marked ``xfail(strict=True)`` is an attack that succeeds today (the
 promise named in its reason is broken); the others are regression guards.
@@ -449,3 +450,46 @@ def test_a_redis_store_serves_a_worker_that_runs_each_request_in_its_own_loop() 
         for key in client.scan_iter(f"{prefix}:*"):
             client.delete(key)
         client.close()
+
+
+# ====================================================== 9. round 38 on round 37
+
+
+def _valuation(name: str) -> Any:
+    async def fn(ticker: str) -> str:
+        """Run the valuation model for a ticker.
+
+        Args:
+            ticker (str): The ticker.
+        """
+        return f"valuation of {ticker}: 42"
+
+    fn.__name__ = name
+    return fn
+
+
+@pytest.mark.parametrize("name", ["valuation", "model", "model:calls"])
+async def test_a_tools_rate_limit_never_spends_the_model_call_rate(name: str) -> None:
+    """README 'Running many workers': a ``RateLimit`` counts model calls, or
+    calls of ``tool`` when set. A tool named ``model`` had taken its calls
+    from the model's bucket (one key for both)."""
+    cfg = HarnessConfig(rate_limits=[RateLimit(scope="principal", calls_per_min=3),
+                                     RateLimit(scope="principal", tool=name, calls_per_min=60)])
+    h, _, agent = harnessed(cfg, [calls((name, {"ticker": "A"})), calls((name, {"ticker": "B"})),
+                                  text("A is 42, B is 42.")], [_valuation(name)])
+    _, final, report = await drive(h, agent, principal=ALICE)
+    assert (report.terminal_state, report.reason) == (TerminalState.COMPLETED, "answered")
+    assert final.get_text_content() == "A is 42, B is 42."
+
+
+@pytest.mark.parametrize("line", [
+    "homework_assignments.chapter_one.pdf",
+    "https://api.newowner.service.local/v1",
+    "pip install ewoksdata.tools.io",
+])
+async def test_dotted_names_holding_ewo_are_left_as_written(line: str) -> None:
+    """README 'Transparency': with nothing to trigger, the answer is the
+    model's. A JWT opening ``ewo`` had read these as tokens."""
+    h, _, agent = harnessed(HarnessConfig(), [text(line)], [search])
+    _, final, _ = await drive(h, agent)
+    assert final.get_text_content() == line
