@@ -49,7 +49,7 @@ from .outcome import (
     terminal_state,
     unanswered,
 )
-from .outputs import answer_filter, cleaned_args, readable_data, readable_metadata, shown_name
+from .outputs import answer_filter, cleaned_args, pii_salt, readable_data, readable_metadata, shown_name
 from .report import RunReport, TerminalState
 from .run_state import RUN_HANDLE, TOOL_CALL, RunState, live_parent
 from .runner import AUDIT_HOOK, OUTCOME_HOOK
@@ -408,7 +408,8 @@ class ReplyLifecycle:
         flow, redactor = self.harness.flow, self.harness.redactor
         awaited = {call.id: call for call in self.agent.state.get_awaiting_tool_calls(self.agent.name)}
         for block in inputs.execution_results:
-            # the client speaks for its tool's result, never for the harness; what it says is kept and shown
+            # the client speaks for its tool's result, never for the harness; what it says
+            # is kept and shown: redacted as a server tool's result is (its tool's pii below)
             block.metadata = readable_metadata(
                 redactor, {k: v for k, v in (block.metadata or {}).items() if k != METADATA_KEY},
             )
@@ -422,6 +423,9 @@ class ReplyLifecycle:
                 block.output, block.state = _MISSHAPEN_RESULT, ToolResultState.ERROR
                 continue
             ctx = run.admitted.pop(block.id, None) or flow.unjudged(run, self.agent, call)
+            pii = ctx.tool.policy.pii if ctx.tool is not None and ctx.tool.policy is not None else None
+            if pii:
+                block.metadata = readable_metadata(redactor, block.metadata, pii, pii_salt(run))
             if not isinstance(block.output, str):
                 block.output = [readable_data(b, redactor) if isinstance(b, DataBlock) else b for b in block.output]
             text = _block_text(block)

@@ -372,6 +372,8 @@ def cleaned_args(value: Any, clean: Callable[[str], str], numbers: bool = False)
         return {cleaned_args(k, clean, numbers): _labelled(k, v, clean, numbers) for k, v in value.items()}
     if isinstance(value, list):
         return [cleaned_args(v, clean, numbers) for v in value]
+    if isinstance(value, (tuple, set, frozenset)):  # parsed JSON has none; a tool's metadata may
+        return type(value)(cleaned_args(v, clean, numbers) for v in value)
     return value
 
 
@@ -413,15 +415,25 @@ def readable_data(block: Any, redactor: Redactor) -> Any:
     return block.model_copy(update=update)
 
 
-def readable_metadata(redactor: Redactor, metadata: dict[str, Any]) -> dict[str, Any]:
+def readable_metadata(
+    redactor: Redactor, metadata: dict[str, Any], pii: Mapping[str, str] | None = None, salt: bytes = b"",
+) -> dict[str, Any]:
     """A tool result's metadata as it may be kept and shown: it streams to the
     UI in the result's end event and stays in the context, so its strings
-    are redacted (keys too; a value its key labels a secret), the harness's
-    own entry aside. The given dict itself when nothing in it is a secret."""
+    (keys too, in mappings, lists, tuples and sets; a value, a number too,
+    that its key labels a secret) are redacted and their personal data
+    rewritten as the tool's ``pii`` says, the harness's own entry aside. The
+    given dict itself when nothing in it changes."""
     theirs = {k: v for k, v in metadata.items() if k != METADATA_KEY}
     if not theirs:
         return metadata
-    cleaned = cleaned_args(theirs, redactor.redact)
+    modes = pii_modes(pii) if pii else {}
+
+    def clean(text: str) -> str:
+        text = redactor.redact(text)
+        return apply_pii(text, modes, salt).text if modes else text
+
+    cleaned = cleaned_args(theirs, clean, numbers=True)
     if cleaned == theirs:
         return metadata
     if METADATA_KEY in metadata:

@@ -31,7 +31,7 @@ from ..context import HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception, error_text
 from ..facts import thawed
 from ..lifecycle import rejoin
-from ..outputs import cleaned_args, dependency_label, readable_data, readable_metadata
+from ..outputs import cleaned_args, dependency_label, pii_salt, readable_data, readable_metadata
 from ..run_state import RUN_HANDLE, TOOL_CALL, current_run
 from ..runner import first_step
 from ..sentinels import format_sentinel
@@ -313,7 +313,9 @@ def to_response(ctx: HookContext, result: ToolResultView, original: ToolResponse
     sent = [] if result.withheld or not result.has_data else [b for b in original.content if isinstance(b, DataBlock)]
     data: list[TextBlock | DataBlock] = [readable_data(b, ctx.services.redactor) for b in sent]
     nested = _sub_runs(ctx, original.id)
-    meta = readable_metadata(ctx.services.redactor, original.metadata)
+    policy = ctx.tool.policy if ctx.tool is not None else None
+    pii = policy.pii if policy is not None else None
+    meta = readable_metadata(ctx.services.redactor, original.metadata, pii, pii_salt(ctx.run) if pii else b"")
     if (
         not result.withheld and not result.notices and not result.error_class and nested is None
         and result.text == result.raw_text and result.state == _state_name(original.state)

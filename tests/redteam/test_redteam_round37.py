@@ -13,7 +13,8 @@ production user's side.
 6. an answer that says nothing (the finishing tool's too);
 7. a hook's notice quoting a tool's output (outside the fence);
 8. a worker running each request in its own ``asyncio.run`` on one RedisStore;
-9. (round 38, on these fixes) a tool named ``model``; dotted names holding ``ewo``.
+9. (round 38, on these fixes) a tool named ``model``; dotted names holding
+   ``ewo``; metadata in tuples, numbers its key labels, its tool's ``pii``.
 
 A test marked ``xfail(strict=True)`` is an attack that succeeds today (the
 promise named in its reason is broken); the others are regression guards.
@@ -40,7 +41,7 @@ from agentscope.event import (
 from agentscope.message import TextBlock, ToolResultBlock, ToolResultState, UserMsg
 from agentscope.model import ChatResponse, ChatUsage
 from agentscope.tool import ToolChunk
-from hookkit import drive, harnessed, submit
+from hookkit import drive, every_event, harnessed, submit
 from pydantic import ValidationError
 from scripted import RAN, ScriptedModel, calls, client_tool, drain, make_agent, run, search, slow, text
 
@@ -493,3 +494,44 @@ async def test_dotted_names_holding_ewo_are_left_as_written(line: str) -> None:
     h, _, agent = harnessed(HarnessConfig(), [text(line)], [search])
     _, final, _ = await drive(h, agent)
     assert final.get_text_content() == line
+
+
+def _fetching(metadata: dict[str, Any]) -> Any:
+    async def fetch(url: str) -> ToolChunk:
+        """Fetch a URL.
+
+        Args:
+            url (str): The URL.
+        """
+        return ToolChunk(content=[TextBlock(text=f"200 OK from {url}, mail alice@example.com")],
+                         state=ToolResultState.RUNNING, metadata=metadata)
+
+    return fetch
+
+
+@pytest.mark.parametrize("metadata", [
+    {"request": {"headers": [("Authorization", f"Bearer {PROVIDER_KEY}")]}},
+    {"auth": ("bearer", PROVIDER_KEY)},
+    {"keys": frozenset({PROVIDER_KEY})},
+    {"password": 918273645546},
+], ids=["headers as pairs", "tuple", "frozenset", "a number its key labels"])
+async def test_metadata_secrets_in_any_container_are_redacted(metadata: dict[str, Any]) -> None:
+    h, _, agent = harnessed(HarnessConfig(tools={"fetch": ToolPolicy(role="retrieval")}),
+                            [calls(("fetch", {"url": "https://api.example.com/v1"})), text("done")],
+                            [_fetching(metadata)], stream=True)
+    events, _, _ = await drive(h, agent)
+    for where in (every_event(events), agent.state.model_dump_json()):
+        assert PROVIDER_KEY not in where and "918273645546" not in where
+
+
+async def test_a_results_metadata_follows_its_tools_pii() -> None:
+    """README 'Personal data': a tool's results, as the model reads and the
+    stream shows them, follow its tool's ``pii``; its metadata streams in
+    the same end event."""
+    h, _, agent = harnessed(HarnessConfig(tools={"fetch": ToolPolicy(role="retrieval", pii={"email": "redact"})}),
+                            [calls(("fetch", {"url": "https://api.example.com/v1"})), text("done")],
+                            [_fetching({"to": "alice@example.com", "status": 200})], stream=True)
+    events, _, _ = await drive(h, agent)
+    shown = every_event(events)
+    assert "alice@example.com" not in shown and "alice@example.com" not in agent.state.model_dump_json()
+    assert "200 OK from" in shown
