@@ -174,6 +174,10 @@ async def _shape_kept(agent: Any, block: ToolResultBlock, tool_name: str) -> boo
     return True
 
 
+_INVISIBLE = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
+"""Unicode categories that show nothing: controls, format characters, spaces."""
+
+
 class ReplyLifecycle:
     """The run of one ``agent.reply`` call (a resumption continues the run
     its reply parked)."""
@@ -499,7 +503,7 @@ class ReplyLifecycle:
         spaces and invisible format characters), no structured output, no
         data. Not an answer. (A finishing tool's answer is its tool's contract:
         its ``verify`` judges it.)"""
-        if msg is None or any(unicodedata.category(ch)[0] not in "CZ" for ch in final):
+        if msg is None or any(unicodedata.category(ch) not in _INVISIBLE for ch in final):
             return False
         if self.structured is not None and self.structured[0] is not None:
             return False

@@ -141,11 +141,12 @@ SHAPES: tuple[_Shape, ...] = (
     ),
     _Shape("github_token", ("github_pat_",), (("[A-Za-z0-9_]", 22, None),)),
     _Shape("google_api_key", ("AIza",), ((r"[0-9A-Za-z_\-]", 35, 35),)),
-    # bot, user, legacy and refresh tokens (``xoxe.xoxp-…`` rotating ones too), and app-level ones
-    _Shape(
-        "slack_token", (*(f"xox{c}-" for c in "abposre"), "xoxe."), ((r"[A-Za-z0-9\-]", 10, None),),
+    # bot, user, legacy and refresh tokens, rotating ones (``xoxe.xoxp-…``) and app-level ones;
+    # an opening with a character its run cannot hold (``.``) is a shape of its own (see _one_run)
+    *(
+        _Shape("slack_token", anchors, ((r"[A-Za-z0-9\-]", 10, None),))
+        for anchors in (tuple(f"xox{c}-" for c in "abposre"), ("xoxe.",), ("xapp-",))
     ),
-    _Shape("slack_token", ("xapp-",), ((r"[A-Za-z0-9\-]", 10, None),)),
     _Shape(
         "jwt", ("eyJ",),
         ((_TOKEN, 4, None), (r"\.", 1, 1), (_TOKEN, 4, None), (r"\.", 1, 1), (_TOKEN, 0, None)),
@@ -287,6 +288,16 @@ def _self_overlapping(shape: _Shape) -> tuple[str, re.Pattern[str], re.Pattern[s
     if len(shape.anchors) != 1 or shape.items[1][1] < 1:
         raise ValueError(f"{shape.label}: a self-overlapping shape has one anchor and a required second item")
     return shape.anchors[0], re.compile(f"{cls}*"), re.compile(shape.items[1][0])
+
+
+def _one_run(shape: _Shape) -> bool:
+    """A shape that is its anchor and one unbounded run of characters the
+    anchor is made of (``xoxb-`` then ``[A-Za-z0-9-]+``): a later anchor
+    inside a match's run is covered by it (``xoxe-xoxe-…``, one token)."""
+    if len(shape.items) != 1:
+        return False
+    cls, _, hi = shape.items[0]
+    return hi is None and all(re.fullmatch(cls, ch) for a in shape.anchors for ch in a)
 
 
 def _window_find(text: str, literal: str, pos: int, end: int) -> tuple[int, int]:
@@ -513,13 +524,16 @@ class _Compiled:
     pattern and opening, its self-overlap (``_self_overlapping``) and the
     automaton a stream steps it with."""
 
-    __slots__ = ("automaton", "opening", "regex", "shape", "skip")
+    __slots__ = ("automaton", "one_run", "opening", "regex", "shape", "skip")
 
     def __init__(self, shape: _Shape) -> None:
         self.shape = shape
         self.regex = re.compile(shape.pattern())
         self.opening = re.compile(shape.opening())
         self.skip = _self_overlapping(shape)
+        self.one_run = self.skip is not None or _one_run(shape)
+        """A later anchor inside a live match's first run ends where it ends:
+        a stream steps the earlier one only."""
         self.automaton = _Automaton(shape)
 
 
@@ -877,7 +891,7 @@ class StreamRedactor:
                 continue
             state = self._step(cand, end)
             if state is True:
-                if cand.kind >= 0 and self._compiled[cand.kind].skip is not None and all(i == 0 for i, _ in cand.states):
+                if cand.kind >= 0 and self._compiled[cand.kind].one_run and all(i == 0 for i, _ in cand.states):
                     in_run.add(cand.kind)
                 live.append(cand)
                 hold = min(hold, cand.start)

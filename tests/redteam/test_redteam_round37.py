@@ -535,3 +535,22 @@ async def test_a_results_metadata_follows_its_tools_pii() -> None:
     shown = every_event(events)
     assert "alice@example.com" not in shown and "alice@example.com" not in agent.state.model_dump_json()
     assert "200 OK from" in shown
+
+
+@pytest.mark.parametrize("opening", ["xoxe-", "xoxb-", "xapp-", "sk-ab", "github_pat_", "ghp_", "xoxe.", "AKIA", "eyJ"])
+def test_a_stream_of_repeated_openings_keeps_few_undecided_candidates(opening: str) -> None:
+    """README 'Security': redaction is linear in the input. A streamed answer
+    of ``xoxe-`` repeated kept every opening undecided (each one a token
+    growing to the end), stepping them all at every delta: 30 KB took 18 s.
+    A later opening inside a live token's run is covered by it."""
+    from agentscope_harness.redaction import Redactor
+
+    redactor = Redactor()
+    stream, text, most = redactor.stream(), opening * (10_000 // len(opening)), 0
+    out = []
+    for at in range(0, len(text), 5):
+        out.append(stream.feed(text[at:at + 5]))
+        most = max(most, len(stream._live))
+    out.append(stream.flush())
+    assert "".join(out) == redactor.redact(text)
+    assert most <= 20, most
