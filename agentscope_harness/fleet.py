@@ -39,7 +39,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 from .context import found_so_far, reason_words
 from .errors import DependencyDown
 from .registry import HookRejectSignal
-from .stores import LedgerStore, MemoryStore, RateRefund, bounded, daily_left, store_timeout
+from .stores import LedgerStore, MemoryStore, RateRefund, bounded, store_timeout
 
 if TYPE_CHECKING:
     from .config import ConcurrencyLimit, HarnessConfig, RateLimit
@@ -709,7 +709,7 @@ class Fleet:
         cost = self.config.cost
         if cost is None or cost.daily_quota_usd is None or root.principal is None:
             return None
-        if not self.ledger or root.daily_left_usd is None:
+        if not self.ledger or root.daily_spent_usd is None:
             return None
         price = cost.price_of(str(getattr(model, "model", "")))
         return None if price is None else (cost.daily_quota_usd, price)
@@ -733,7 +733,7 @@ class Fleet:
             self.record(run, "budget_router", "on_model_call", "error", code="dependency_down",
                         detail=f"reservation not settled (settled before this user's next model call): {exc}")
             return
-        root.daily_left_usd = daily_left(cost.daily_quota_usd, total) + root.facts.spent_usd
+        root.daily_spent_usd = total - root.facts.spent_usd
 
     async def _settled(self, key: str, reservation: str, usd: float) -> float:
         """The settle, retried over a short blip (``SETTLE_ATTEMPTS``). A

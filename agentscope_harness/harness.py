@@ -36,7 +36,7 @@ from .report import RunReport
 from .run_state import RunLimits, RunState, RunTable, current_run, live_parent
 from .runner import HookRunner
 from .services import Breaker, Services
-from .stores import LedgerStore, MemoryStore, bounded, daily_left, store_timeout
+from .stores import LedgerStore, MemoryStore, bounded, store_timeout
 
 ENTRY_POINT_GROUP = "agentscope_harness.hooks"
 
@@ -331,7 +331,7 @@ class Harness:
         root = run.root
         if usage is None or cost is None or cost.daily_quota_usd is None:
             return
-        if usd <= 0 or root.daily_left_usd is None or root.principal is None:
+        if usd <= 0 or root.daily_spent_usd is None or root.principal is None:
             return
         try:
             total = await bounded(
@@ -345,7 +345,7 @@ class Harness:
                 code="dependency_down", detail=f"daily spend not charged: {exc}",
             )
             return
-        root.daily_left_usd = daily_left(cost.daily_quota_usd, total) + root.facts.spent_usd
+        root.daily_spent_usd = total - root.facts.spent_usd
 
     async def publish(self, report: RunReport, agent: Any) -> None:
         """A settled report: into the history, as the agent's last, and to

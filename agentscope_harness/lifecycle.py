@@ -12,6 +12,7 @@ consumer, even when it abandons the stream.
 
 from __future__ import annotations
 
+import math
 import time
 import unicodedata
 import uuid
@@ -53,7 +54,7 @@ from .outputs import answer_filter, cleaned_args, pii_salt, readable_data, reada
 from .report import RunReport, TerminalState
 from .run_state import RUN_HANDLE, TOOL_CALL, RunState, live_parent
 from .runner import AUDIT_HOOK, OUTCOME_HOOK
-from .stores import bounded, daily_left, store_timeout
+from .stores import bounded, store_timeout
 
 if TYPE_CHECKING:
     from .approvals import ApprovalBook
@@ -333,10 +334,10 @@ class ReplyLifecycle:
         daily quota (a sub-agent's Harness may keep one its lead's does not)."""
         cost = self.harness.config.cost
         root = run.root
-        if cost is None or cost.daily_quota_usd is None or root.daily_left_usd is not None:
+        if cost is None or cost.daily_quota_usd is None or root.daily_spent_usd is not None:
             return
         if root.principal is None:  # a quota per principal, and nobody to keep it for: fail closed
-            root.daily_left_usd = 0.0
+            root.daily_spent_usd = math.inf
             self.harness.services.record(
                 run, "budget_router", "on_reply", "refuse", code="quota_exhausted",
                 detail="daily_quota_usd is kept per principal and none is bound (harness.acting_for)",
@@ -347,9 +348,9 @@ class ReplyLifecycle:
             spent = await bounded(
                 store.get_spend(root.principal.key), "spend store", store_timeout(store), run.deadline,
             )
-            root.daily_left_usd = daily_left(cost.daily_quota_usd, spent)
+            root.daily_spent_usd = spent
         except Exception as exc:
-            root.daily_left_usd = 0.0
+            root.daily_spent_usd = math.inf
             root.store_error = str(exc if isinstance(exc, DependencyDown) else DependencyDown("spend store", exc))
 
     # ------------------------------------------------------------ resume

@@ -148,7 +148,11 @@ class RunState:
     with the tool adapter alone, each leaves once answered (or resumed), and
     the run is timed again then: the other calls of its batch go on in the
     same reply, with the time it had."""
-    daily_left_usd: float | None = None
+    daily_spent_usd: float | None = None
+    """The principal's spend today beside this run's own (read when the run
+    opens, moved on at each charge): what each policy's ``daily_quota_usd``
+    is judged against, a candidate's too. ``inf`` when it cannot be known
+    (no principal bound, the store unreachable): nothing is left."""
     store_error: str | None = None
     report: RunReport | None = None
     candidate: Any = None

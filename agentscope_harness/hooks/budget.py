@@ -10,6 +10,7 @@ from ..context import HookContext, ToolCallContext, ToolResultContext, reason_wo
 from ..outcome import terminal_state
 from ..registry import HookRejectSignal, harness_hook
 from ..report import TerminalState
+from ..stores import daily_left
 
 if TYPE_CHECKING:
     from ..config import CostPolicy
@@ -348,7 +349,9 @@ def _budget_left(run: RunState) -> list[BudgetLeft]:
         run_left = None if run_cap is None else run_cap - bound.facts.spent_usd - bound.usd_carried
         # the principal's daily quota binds under the policy that keeps one, on the root's spend
         # (a parked run's spend it carries on is already in the store's spend for the day)
-        daily = root.daily_left_usd if cost.daily_quota_usd is not None else None
+        # what was left of this policy's quota when the run opened: the tiers are fractions of it
+        quota, spent_beside = cost.daily_quota_usd, root.daily_spent_usd
+        daily = None if quota is None or spent_beside is None else daily_left(quota, spent_beside)
         daily_left_usd = None if daily is None else daily - root.facts.spent_usd
         if daily is not None and daily_left_usd is not None and (run_left is None or daily_left_usd < run_left):
             out.append(BudgetLeft(daily_left_usd / daily if daily > 0 else 0.0, "daily_usd", daily_left_usd,

@@ -14,7 +14,8 @@ production user's side.
 7. a hook's notice quoting a tool's output (outside the fence);
 8. a worker running each request in its own ``asyncio.run`` on one RedisStore;
 9. (round 38, on these fixes) a tool named ``model``; dotted names holding
-   ``ewo``; metadata in tuples, numbers its key labels, its tool's ``pii``.
+   ``ewo``; metadata in tuples, numbers its key labels, its tool's ``pii``;
+   streams of one key opening repeated; a candidate's own daily quota.
 
 A test marked ``xfail(strict=True)`` is an attack that succeeds today (the
 promise named in its reason is broken); the others are regression guards.
@@ -554,3 +555,23 @@ def test_a_stream_of_repeated_openings_keeps_few_undecided_candidates(opening: s
     out.append(stream.flush())
     assert "".join(out) == redactor.redact(text)
     assert most <= 20, most
+
+
+@pytest.mark.parametrize(("candidate_quota", "differs"), [(0.50, True), (5.0, False)])
+async def test_a_candidate_is_judged_by_its_own_daily_quota(candidate_quota: float, differs: bool) -> None:
+    """README 'Candidate policies': the candidate is judged on the same
+    traffic, ``pre_think`` budget decisions included. Alice spent $0.60
+    today: a candidate quota of $0.50 would not serve her (it had been read
+    as the live one's $10)."""
+    from agentscope_harness.stores import MemoryStore
+
+    store = MemoryStore()
+    await store.add_spend(ALICE.key, 0.60)
+    live = HarnessConfig(cost=CostPolicy(daily_quota_usd=10.0, prices=PRICE), store=store)
+    candidate = HarnessConfig(cost=CostPolicy(daily_quota_usd=candidate_quota, prices=PRICE), store=store)
+    h = Harness(live, candidate=candidate, load_entry_points=False)
+    _, model, agent = harnessed(None, [text("Here.", inp=100, out=0)], [search], harness=h)
+    _, final, report = await drive(h, agent, principal=ALICE)
+    assert (report.terminal_state, final.get_text_content(), len(model.calls)) == (
+        TerminalState.COMPLETED, "Here.", 1)
+    assert bool(report.candidate_differences) is differs
