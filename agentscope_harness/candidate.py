@@ -257,7 +257,7 @@ def _keep_own(shadow: _Shadow | None) -> None:
 
 
 _MIRRORED_RUN = (
-    "model_calls", "input_tokens", "output_tokens", "daily_spent_usd", "store_error",
+    "model_calls", "input_tokens", "output_tokens", "daily_spent_usd", "stored_usd", "store_error",
     "deadline", "principal", "usd_extra", "usd_carried",
 )
 """Run counters read by gates, mirrored from the live run (the shadow keeps

@@ -733,7 +733,8 @@ class Fleet:
             self.record(run, "budget_router", "on_model_call", "error", code="dependency_down",
                         detail=f"reservation not settled (settled before this user's next model call): {exc}")
             return
-        root.daily_spent_usd = total - root.facts.spent_usd
+        root.stored_usd += usd
+        root.daily_spent_usd = total - root.stored_usd
 
     async def _settled(self, key: str, reservation: str, usd: float) -> float:
         """The settle, retried over a short blip (``SETTLE_ATTEMPTS``). A
@@ -790,7 +791,7 @@ def max_output_tokens(model: Any, config: HarnessConfig) -> int:
 def _who(scope: str, run: RunState) -> str:
     principal = run.root.principal
     if scope == "principal":
-        return principal.key if principal is not None else "-/-"
+        return principal.key if principal is not None else "-"  # no principal's key has no "/"
     if scope == "tenant":  # the key's own tenant part: escaped as the key escapes it ("-" for none)
         return principal.key.partition("/")[0] if principal is not None else "-"
     return "*"

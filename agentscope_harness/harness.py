@@ -345,7 +345,8 @@ class Harness:
                 code="dependency_down", detail=f"daily spend not charged: {exc}",
             )
             return
-        root.daily_spent_usd = total - root.facts.spent_usd
+        root.stored_usd += usd
+        root.daily_spent_usd = total - root.stored_usd
 
     async def publish(self, report: RunReport, agent: Any) -> None:
         """A settled report: into the history, as the agent's last, and to

@@ -175,8 +175,26 @@ async def _shape_kept(agent: Any, block: ToolResultBlock, tool_name: str) -> boo
     return True
 
 
-_INVISIBLE = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
+def _keeps_quota(config: Any) -> bool:
+    return config.cost is not None and config.cost.daily_quota_usd is not None
+
+
+_BLANK_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
 """Unicode categories that show nothing: controls, format characters, spaces."""
+_SHOWN_ANYWAY = frozenset("\u0600\u0601\u0602\u0603\u0604\u0605\u06dd\u070f\u0890\u0891\u08e2\u1680")
+"""Of those, the ones drawn as a glyph (number signs, the Ogham space mark)."""
+_BLANK_ANYWAY = frozenset(
+    "\u034f\u115f\u1160\u17b4\u17b5\u2800\u3164\uffa0"
+    + "".join(map(chr, range(0x180B, 0x1810))) + "".join(map(chr, range(0xFE00, 0xFE10)))
+    + "".join(map(chr, range(0xE0100, 0xE01F0))),
+)
+"""Letters and marks drawn as nothing: fillers, joiners, variation selectors, the blank braille pattern."""
+
+
+def _shows_something(ch: str) -> bool:
+    if ch in _BLANK_ANYWAY:
+        return False
+    return ch in _SHOWN_ANYWAY or unicodedata.category(ch) not in _BLANK_CATEGORIES
 
 
 class ReplyLifecycle:
@@ -331,17 +349,20 @@ class ReplyLifecycle:
     async def _read_quota(self, run: RunState) -> None:
         """A nested run spends its root's quota (its principal's): read into
         the root once, by the first run of the nesting whose Harness keeps a
-        daily quota (a sub-agent's Harness may keep one its lead's does not)."""
-        cost = self.harness.config.cost
+        daily quota (a sub-agent's Harness may keep one its lead's does not),
+        or judges one (a candidate's; a read only it needs changes nothing live)."""
         root = run.root
-        if cost is None or cost.daily_quota_usd is None or root.daily_spent_usd is not None:
+        live = _keeps_quota(self.harness.config)
+        candidate = self.harness.candidate
+        if root.daily_spent_usd is not None or not (live or (candidate is not None and _keeps_quota(candidate.config))):
             return
         if root.principal is None:  # a quota per principal, and nobody to keep it for: fail closed
             root.daily_spent_usd = math.inf
-            self.harness.services.record(
-                run, "budget_router", "on_reply", "refuse", code="quota_exhausted",
-                detail="daily_quota_usd is kept per principal and none is bound (harness.acting_for)",
-            )
+            if live:
+                self.harness.services.record(
+                    run, "budget_router", "on_reply", "refuse", code="quota_exhausted",
+                    detail="daily_quota_usd is kept per principal and none is bound (harness.acting_for)",
+                )
             return
         store = self.harness.store
         try:
@@ -351,7 +372,8 @@ class ReplyLifecycle:
             root.daily_spent_usd = spent
         except Exception as exc:
             root.daily_spent_usd = math.inf
-            root.store_error = str(exc if isinstance(exc, DependencyDown) else DependencyDown("spend store", exc))
+            if live:
+                root.store_error = str(exc if isinstance(exc, DependencyDown) else DependencyDown("spend store", exc))
 
     # ------------------------------------------------------------ resume
 
@@ -504,7 +526,7 @@ class ReplyLifecycle:
         spaces and invisible format characters), no structured output, no
         data. Not an answer. (A finishing tool's answer is its tool's contract:
         its ``verify`` judges it.)"""
-        if msg is None or any(unicodedata.category(ch) not in _INVISIBLE for ch in final):
+        if msg is None or any(_shows_something(ch) for ch in final):
             return False
         if self.structured is not None and self.structured[0] is not None:
             return False

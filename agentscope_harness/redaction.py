@@ -156,7 +156,8 @@ SHAPES: tuple[_Shape, ...] = (
     # name holding ``ewo`` (``homework_assignments.chapter_one``) is not one
     *(
         _Shape("jwt", (opening,), (
-            (_TOKEN, 4, None), (r"\.", 1, 1), ("e[yw]", 1, 1), (_TOKEN, 2, None), (r"\.", 1, 1), (_TOKEN, 0, None),
+            (_TOKEN, 4, None), (r"\.", 1, 1), ("e", 1, 1), ("[yw]", 1, 1), (_TOKEN, 2, None), (r"\.", 1, 1),
+            (_TOKEN, 0, None),
         ))
         for opening in ("eyAi", "ewog", "ewoi", "ewoJ", "ew0K")
     ),

@@ -153,6 +153,10 @@ class RunState:
     opens, moved on at each charge): what each policy's ``daily_quota_usd``
     is judged against, a candidate's too. ``inf`` when it cannot be known
     (no principal bound, the store unreachable): nothing is left."""
+    stored_usd: float = 0.0
+    """What of this run's spend the store has counted (a lead whose Harness
+    keeps no quota spends without it): the rest of the store's day is the
+    spend beside it."""
     store_error: str | None = None
     report: RunReport | None = None
     candidate: Any = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
@@ -226,6 +227,7 @@ class RedisStore:
         }
         self._redis = redis_asyncio
         self._by_loop: dict[asyncio.AbstractEventLoop, _Connection] = {}
+        self._loops_lock = threading.Lock()
 
     def _connection(self) -> _Connection:
         """The connection pool and scripts of the running event loop. An
@@ -234,10 +236,11 @@ class RedisStore:
         shared pool failed every other request with ``dependency_down``)."""
         loop = asyncio.get_running_loop()
         connection = self._by_loop.get(loop)
-        if connection is None:
+        if connection is not None:
+            return connection
+        with self._loops_lock:  # loops of several threads (a threaded sync worker) at once
             # a closed loop's connections can no longer be used, or closed: dropped with it
-            for closed in [other for other in self._by_loop if other.is_closed()]:
-                del self._by_loop[closed]
+            self._by_loop = {other: c for other, c in self._by_loop.items() if not other.is_closed()}
             pool = self._redis.BlockingConnectionPool.from_url(self.url, **self._pool_kw)
             connection = self._by_loop[loop] = _Connection(self._redis.Redis.from_pool(pool))
         return connection
@@ -359,6 +362,7 @@ class RedisStore:
     async def aclose(self) -> None:
         """Close the running event loop's connection pool (another loop's
         connections cannot be closed from here: they go with their loop)."""
-        connection = self._by_loop.pop(asyncio.get_running_loop(), None)
+        with self._loops_lock:
+            connection = self._by_loop.pop(asyncio.get_running_loop(), None)
         if connection is not None:
             await connection.client.aclose()

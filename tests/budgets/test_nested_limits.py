@@ -124,7 +124,7 @@ async def test_parallel_sub_agents_see_each_others_calls_in_flight(same_harness:
     store = MemoryStore()
     limits: list[RateLimit] = []
     if waiting:  # the fleet used this minute's calls: each call waits its turn
-        await store.rate_acquire("rate:model:calls:principal:-/-", 120, 120)
+        await store.rate_acquire("rate:model:calls:principal:-", 120, 120)
         limits = [RateLimit(scope="principal", calls_per_min=120, wait_s=10)]
     h = Harness(HarnessConfig(store=store, rate_limits=limits, cost=CostPolicy(cap_usd=0.05, prices=PRICES)),
                 load_entry_points=False)

@@ -15,7 +15,10 @@ production user's side.
 8. a worker running each request in its own ``asyncio.run`` on one RedisStore;
 9. (round 38, on these fixes) a tool named ``model``; dotted names holding
    ``ewo``; metadata in tuples, numbers its key labels, its tool's ``pii``;
-   streams of one key opening repeated; a candidate's own daily quota.
+   streams of one key opening repeated; a candidate's own daily quota;
+10. (round 39, on round 38's fixes) JWT spellings in a stream, a candidate's
+   quota with none live, a sub-agent's quota beside its lead's unstored
+   spend, glyphs that show nothing, an anonymous run's rate key, threads.
 
 A test marked ``xfail(strict=True)`` is an attack that succeeds today (the
 promise named in its reason is broken); the others are regression guards.
@@ -30,6 +33,7 @@ import hashlib
 import hmac
 import itertools
 import json
+import time
 from typing import Any
 
 import pytest
@@ -43,6 +47,8 @@ from agentscope.message import TextBlock, ToolResultBlock, ToolResultState, User
 from agentscope.model import ChatResponse, ChatUsage
 from agentscope.tool import ToolChunk
 from hookkit import drive, every_event, harnessed, submit
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 from scripted import RAN, ScriptedModel, calls, client_tool, drain, make_agent, run, search, slow, text
 
@@ -575,3 +581,174 @@ async def test_a_candidate_is_judged_by_its_own_daily_quota(candidate_quota: flo
     assert (report.terminal_state, final.get_text_content(), len(model.calls)) == (
         TerminalState.COMPLETED, "Here.", 1)
     assert bool(report.candidate_differences) is differs
+
+
+# ====================================================== 10. round 39 on round 38
+
+_PIECES = ["xoxb-", "xoxe-", "xoxe.", "xapp-", "sk-", "sk-ant-", "github_pat_", "ghp_", "AKIA", "eyJ", "eyAi",
+           "ewog", "ewoi", "ewoJ", "ew0K", "AIza", "sk_live_", "Bearer ", "password=", "secret=", "a", "B", "7",
+           "-", "_", ".", " ", "\n", "=", "/", "aaaaaaaaaa", "0123456789", "ABCDEFGHIJKLMNOP", "abcdefghij_klmnop"]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=40), st.lists(st.integers(1, 12), min_size=1, max_size=20))
+def test_a_stream_redacts_every_shape_as_the_whole_text_is(pieces: list[str], cuts: list[int]) -> None:
+    """README 'Security': a stream's output equals ``redact`` of the whole
+    text, whatever the split. The JWT spellings of round 38 had never matched
+    in a stream (a two-character item its automaton cannot step)."""
+    from agentscope_harness.redaction import Redactor
+
+    redactor, whole = Redactor(), "".join(pieces)
+    stream, out, at, i = redactor.stream(), [], 0, 0
+    while at < len(whole):
+        out.append(stream.feed(whole[at:at + cuts[i % len(cuts)]]))
+        at, i = at + cuts[i % len(cuts)], i + 1
+    out.append(stream.flush())
+    assert "".join(out) == redactor.redact(whole)
+
+
+@pytest.mark.parametrize("header", ['{ "alg": "HS256", "typ": "JWT" }', '{\n  "alg": "HS256"\n}', '{\r\n "alg": 1}'])
+async def test_a_streamed_answer_never_shows_a_jwt_the_answer_hides(header: str) -> None:
+    token = _jwt(header)
+    h, _, agent = harnessed(HarnessConfig(), [text(f"Use this session: {token} (expires soon)")], [search],
+                            stream=True)
+    events, final, _ = await drive(h, agent)
+    shown = "".join(e.delta for e in events if isinstance(e, TextBlockDeltaEvent))
+    assert token not in shown and token not in final.get_text_content()
+
+
+@pytest.mark.parametrize("live", [None, CostPolicy(prices=PRICE), CostPolicy(cap_usd=10.0, prices=PRICE)],
+                         ids=["no cost policy", "prices only", "a run cap"])
+async def test_a_candidate_quota_is_judged_when_the_live_policy_keeps_none(live: CostPolicy | None) -> None:
+    from agentscope_harness.stores import MemoryStore
+
+    store = MemoryStore()
+    await store.add_spend(ALICE.key, 0.60)
+    candidate = HarnessConfig(cost=CostPolicy(daily_quota_usd=0.50, prices=PRICE), store=store)
+    h = Harness(HarnessConfig(cost=live, store=store), candidate=candidate, load_entry_points=False)
+    _, model, agent = harnessed(None, [text("Here.", inp=100, out=0)], [search], harness=h)
+    _, _, report = await drive(h, agent, principal=ALICE)
+    assert (report.terminal_state, len(model.calls)) == (TerminalState.COMPLETED, 1)
+    assert report.candidate_differences and not report.refusals
+
+
+@pytest.mark.parametrize("answer", ["\u3164", "\uffa0", "\u115f", "\u034f", "\ufe0f", "\u2800"])
+async def test_an_answer_of_blank_glyphs_is_no_answer(answer: str) -> None:
+    h, _, agent = harnessed(HarnessConfig(), [text(answer)], [search])
+    _, _, report = await drive(h, agent)
+    assert report.reason == "no_answer"
+
+
+@pytest.mark.parametrize("answer", ["\u06dd", "\u0600", "\u1680", "\ud7fc"])
+async def test_an_answer_of_a_drawn_sign_is_an_answer(answer: str) -> None:
+    h, _, agent = harnessed(HarnessConfig(), [text(answer)], [search])
+    _, _, report = await drive(h, agent)
+    assert report.reason == "answered"
+
+
+async def test_an_anonymous_run_never_spends_a_users_rate() -> None:
+    """README: limits are kept per ``Principal.key``, two principals never
+    share one. A run with no principal had been keyed ``-/-``, the key of
+    ``Principal(user_id="-")``."""
+    h = Harness(HarnessConfig(rate_limits=[RateLimit(scope="principal", calls_per_min=1)]), load_entry_points=False)
+    await run(make_agent(ScriptedModel([text("a")]), [search], h.middlewares(), name="anon"))
+    dash = ScriptedModel([text("b")])
+    with h.acting_for(Principal(user_id="-")):
+        await run(make_agent(dash, [search], h.middlewares(), name="dash"))
+    assert len(dash.calls) == 1
+
+
+async def test_a_sub_agents_daily_quota_is_kept_beside_its_leads_unstored_spend() -> None:
+    """README 'Budgets users can see': a sub-agent's Harness keeping a $0.20
+    daily quota holds its calls to it on everything the principal spent
+    today, its lead's too (whose Harness keeps none, so the store never saw
+    it). Its status line had shown the quota grow to $0.29 after a spend."""
+    import re
+
+    from hookkit import Ran, searcher
+    from scripted import delegating_tool
+
+    from agentscope_harness.stores import MemoryStore
+
+    price = {"scripted": ModelPrice(input_per_mtok=100.0, output_per_mtok=0.0)}  # 300 input tokens: $0.03
+    store = MemoryStore()
+    sub = Harness(HarnessConfig(store=store, disclose_budget="every_call",
+                                cost=CostPolicy(prices=price, daily_quota_usd=0.20)), load_entry_points=False)
+    ran = Ran()
+    researcher = make_agent(ScriptedModel([calls(("search", {"q": f"r{i}"}), inp=300, out=10) for i in range(5)]
+                                          + [text("researched", inp=300, out=10)]),
+                            [searcher(ran)], sub.middlewares(), name="researcher")
+    lead_h = Harness(HarnessConfig(store=store, cost=CostPolicy(prices=price, cap_usd=10.0)), load_entry_points=False)
+    lead = make_agent(ScriptedModel([calls(("search", {"q": "l0"}), inp=300, out=10),
+                                     calls(("search", {"q": "l1"}), inp=300, out=10),
+                                     calls(("delegate", {"task": "t"}), inp=300, out=10), text("done", inp=300, out=10)]),
+                      [searcher(ran), delegating_tool(researcher)], lead_h.middlewares(), name="lead")
+    with lead_h.acting_for(ALICE):
+        await run(lead, "go")
+    lines = [d.detail for d in sub.last_report(researcher).decisions
+             if d.hook == "budget_router" and (d.detail or "").startswith("[harness:budget]")]
+    daily = [re.findall(r"\$([0-9.]+) of \$([0-9.]+) left", line)[-1] for line in lines]
+    assert len(daily) >= 2 and {cap for _, cap in daily} == {"0.20"}, lines
+    lefts = [float(left) for left, _ in daily]
+    assert lefts == sorted(lefts, reverse=True), lines
+
+
+def test_one_redis_store_serves_event_loops_of_several_threads_at_once() -> None:
+    """README 'Running many workers': a worker that runs each request in its
+    own ``asyncio.run`` gets a pool per loop; threads of one worker had
+    raced on the table of pools (``KeyError``, "dictionary changed size")."""
+    import sys
+    import threading
+    import uuid
+    import warnings
+
+    from scripted import REDIS_URL
+
+    from agentscope_harness.stores import RedisStore
+
+    store, errors = RedisStore(REDIS_URL, prefix=f"rt37:{uuid.uuid4().hex[:8]}"), []
+    interval = sys.getswitchinterval()
+
+    def worker() -> None:
+        for _ in range(40):
+            try:
+                asyncio.run(store.get_spend(ALICE.key))
+            except Exception as exc:  # any failure is the finding
+                errors.append(type(exc).__name__)
+
+    sys.setswitchinterval(1e-6)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            threads = [threading.Thread(target=worker) for _ in range(6)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
+
+
+@pytest.mark.xfail(strict=True, reason="stated limit (README 'Security'): a result's metadata is cleaned in one "
+                   "step; megabytes of it hold the event loop (~0.3 s a MB)")
+async def test_megabytes_of_result_metadata_never_hold_the_event_loop() -> None:
+    rows = [{"sku": f"MUG-{i:06d}", "title": f"Ceramic mug number {i}, blue glaze"} for i in range(12_000)]
+    h, _, agent = harnessed(HarnessConfig(tools={"fetch": ToolPolicy(role="retrieval")}),
+                            [calls(("fetch", {"url": "https://shop.example/all"})), text("done")],
+                            [_fetching({"rows": rows})])
+    worst, stop = 0.0, False
+
+    async def ticker() -> None:
+        nonlocal worst
+        last = time.perf_counter()
+        while not stop:
+            await asyncio.sleep(0.001)
+            now = time.perf_counter()
+            worst, last = max(worst, now - last), now
+
+    task = asyncio.create_task(ticker())
+    await drive(h, agent)
+    stop = True
+    await task
+    assert worst < 0.05, worst
