@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import time
-import unicodedata
 import uuid
 from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
@@ -46,6 +45,7 @@ from .outcome import (
     WITHHELD_ANSWER,
     build_report,
     corrected_answer,
+    shows_nothing,
     structured_output_is_withheld,
     terminal_state,
     unanswered,
@@ -177,24 +177,6 @@ async def _shape_kept(agent: Any, block: ToolResultBlock, tool_name: str) -> boo
 
 def _keeps_quota(config: Any) -> bool:
     return config.cost is not None and config.cost.daily_quota_usd is not None
-
-
-_BLANK_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
-"""Unicode categories that show nothing: controls, format characters, spaces."""
-_SHOWN_ANYWAY = frozenset("\u0600\u0601\u0602\u0603\u0604\u0605\u06dd\u070f\u0890\u0891\u08e2\u1680")
-"""Of those, the ones drawn as a glyph (number signs, the Ogham space mark)."""
-_BLANK_ANYWAY = frozenset(
-    "\u034f\u115f\u1160\u17b4\u17b5\u2800\u3164\uffa0"
-    + "".join(map(chr, range(0x180B, 0x1810))) + "".join(map(chr, range(0xFE00, 0xFE10)))
-    + "".join(map(chr, range(0xE0100, 0xE01F0))),
-)
-"""Letters and marks drawn as nothing: fillers, joiners, variation selectors, the blank braille pattern."""
-
-
-def _shows_something(ch: str) -> bool:
-    if ch in _BLANK_ANYWAY:
-        return False
-    return ch in _SHOWN_ANYWAY or unicodedata.category(ch) not in _BLANK_CATEGORIES
 
 
 class ReplyLifecycle:
@@ -526,7 +508,7 @@ class ReplyLifecycle:
         spaces and invisible format characters), no structured output, no
         data. Not an answer. (A finishing tool's answer is its tool's contract:
         its ``verify`` judges it.)"""
-        if msg is None or any(_shows_something(ch) for ch in final):
+        if msg is None or not shows_nothing(final):
             return False
         if self.structured is not None and self.structured[0] is not None:
             return False

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import unicodedata
 from collections.abc import Callable
 
 from .context import found_so_far, reason_words
@@ -97,6 +98,30 @@ def replacement(run: RunState, fallback_text: str) -> str:
     if facts.stop_text is not None:
         return facts.stop_text
     return fallback_text.format(reason=reason_words(facts.stuck or "dependency_down")) + found_so_far(run)
+
+
+_BLANK_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
+"""Unicode categories that show nothing: controls, format characters, spaces."""
+_SHOWN_ANYWAY = frozenset("\u0600\u0601\u0602\u0603\u0604\u0605\u06dd\u070f\u0890\u0891\u08e2\u1680")
+"""Of those, the ones drawn as a glyph (number signs, the Ogham space mark)."""
+_BLANK_ANYWAY = frozenset(
+    "\u034f\u115f\u1160\u17b4\u17b5\u2800\u3164\uffa0"
+    + "".join(map(chr, range(0x180B, 0x1810))) + "".join(map(chr, range(0xFE00, 0xFE10)))
+    + "".join(map(chr, range(0xE0100, 0xE01F0))),
+)
+"""Letters and marks drawn as nothing: fillers, joiners, variation selectors, the blank braille pattern."""
+
+
+def _shows_something(ch: str) -> bool:
+    if ch in _BLANK_ANYWAY:
+        return False
+    return ch in _SHOWN_ANYWAY or unicodedata.category(ch) not in _BLANK_CATEGORIES
+
+
+def shows_nothing(text: str) -> bool:
+    """Whether ``text`` draws nothing a reader could see (an answer of it is
+    ``no_answer``): spaces, controls, format characters, blank glyphs."""
+    return not any(_shows_something(ch) for ch in text)
 
 
 def unanswered(run: RunState, fallback_text: str) -> str:

@@ -74,6 +74,16 @@ PRICE = {"scripted": ModelPrice(input_per_mtok=100.0, output_per_mtok=0.0)}  # 1
 # ================================================ 1. an extension and the day
 
 
+def _parks_at_29_cents(store: Any) -> tuple[Harness, ScriptedModel, Any]:
+    """A $0.30 run cap that asks, a $0.50 daily quota: the first reply
+    spends $0.29 and parks; the next call costs $0.01."""
+    h = Harness(HarnessConfig(
+        cost=CostPolicy(cap_usd=0.30, daily_quota_usd=0.50, on_exhausted="ask", prices=PRICE), store=store,
+    ), load_entry_points=False)
+    model = ScriptedModel([calls(("search", {"q": "mugs"}), inp=2900, out=0), text("Here are the mugs.", inp=100, out=0)])
+    return h, model, make_agent(model, [search], h.middlewares())
+
+
 async def test_an_extended_run_counts_its_parked_spend_once_against_the_daily_quota(
     two_workers: tuple[Any, Any],
 ) -> None:
@@ -82,11 +92,7 @@ async def test_an_extended_run_counts_its_parked_spend_once_against_the_daily_qu
     quota. $0.29 spent and parked, $0.21 of the day's $0.50 left: the
     continued run is served (it was stopped at once: 0.21 - 0.29 < 0)."""
     store = two_workers[0]
-    h = Harness(HarnessConfig(
-        cost=CostPolicy(cap_usd=0.30, daily_quota_usd=0.50, on_exhausted="ask", prices=PRICE), store=store,
-    ), load_entry_points=False)
-    model = ScriptedModel([calls(("search", {"q": "mugs"}), inp=2900, out=0), text("Here are the mugs.", inp=100, out=0)])
-    agent = make_agent(model, [search], h.middlewares())
+    h, model, agent = _parks_at_29_cents(store)
     with h.acting_for(ALICE):
         await run(agent, "find mugs")
         parked = h.last_report(agent)
@@ -105,11 +111,7 @@ async def test_an_extension_still_stops_at_the_daily_quota(two_workers: tuple[An
     """Regression guard: the day's spend elsewhere leaves $0.005 of the
     quota; the extended run's next call ($0.01) is not made."""
     store = two_workers[0]
-    h = Harness(HarnessConfig(
-        cost=CostPolicy(cap_usd=0.30, daily_quota_usd=0.50, on_exhausted="ask", prices=PRICE), store=store,
-    ), load_entry_points=False)
-    model = ScriptedModel([calls(("search", {"q": "mugs"}), inp=2900, out=0), text("Here are the mugs.", inp=100, out=0)])
-    agent = make_agent(model, [search], h.middlewares())
+    h, model, agent = _parks_at_29_cents(store)
     with h.acting_for(ALICE):
         await run(agent, "find mugs")
         await store.add_spend(ALICE.key, 0.205)  # another tab of Alice's
