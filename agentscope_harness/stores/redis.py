@@ -195,7 +195,8 @@ class RedisStore:
     connection is sent once more; should the first one have run, a charge
     over-counts (charged twice), never under-counts, and a lease or a
     reservation is taken once (its id is the client's: a resend finds it).
-    At most ``max_connections`` connections are open; more concurrent calls
+    At most ``max_connections`` connections are open per event loop (a pool
+    each: a worker may run each request in its own); more concurrent calls
     wait for one (within ``timeout_s``), they do not fail."""
 
     def __init__(self, url: str, prefix: str = "harness", ttl_days: int = 2, *,
