@@ -733,8 +733,7 @@ class Fleet:
             self.record(run, "budget_router", "on_model_call", "error", code="dependency_down",
                         detail=f"reservation not settled (settled before this user's next model call): {exc}")
             return
-        root.stored_usd += usd
-        root.daily_spent_usd = total - root.stored_usd
+        root.stored_today(usd, total)
 
     async def _settled(self, key: str, reservation: str, usd: float) -> float:
         """The settle, retried over a short blip (``SETTLE_ATTEMPTS``). A

@@ -345,8 +345,7 @@ class Harness:
                 code="dependency_down", detail=f"daily spend not charged: {exc}",
             )
             return
-        root.stored_usd += usd
-        root.daily_spent_usd = total - root.stored_usd
+        root.stored_today(usd, total)
 
     async def publish(self, report: RunReport, agent: Any) -> None:
         """A settled report: into the history, as the agent's last, and to

@@ -401,6 +401,12 @@ class RunState:
             run.facts.spent_usd += usd if price is None else price.usd(input_tokens, output_tokens, cached_input_tokens)
             run = run.parent
 
+    def stored_today(self, usd: float, total: float) -> None:
+        """The store counted ``usd`` more of this run's spend, the day's total
+        now ``total``: the spend beside this run's own moves on with it."""
+        self.stored_usd += usd
+        self.daily_spent_usd = total - self.stored_usd
+
     def charge_candidates(
         self, input_tokens: int, output_tokens: int, usd: float, model_name: str, cached_input_tokens: int = 0,
     ) -> None:
