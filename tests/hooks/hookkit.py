@@ -35,9 +35,8 @@ def searcher(ran: Ran, name: str = "search") -> Any:
     return search
 
 
-def refunding(ran: Ran, answer: str = "refunded {order_id}") -> Any:
-    """A ``refund`` tool with no permission of its own (AgentScope asks)."""
-    from agentscope.tool import FunctionTool
+def refund_fn(ran: Ran, answer: str = "refunded {order_id}") -> Any:
+    """The ``refund`` function, for a tool a test wraps its own way."""
 
     async def refund(order_id: str) -> str:
         """Refund an order.
@@ -48,7 +47,14 @@ def refunding(ran: Ran, answer: str = "refunded {order_id}") -> Any:
         ran.append(("refund", {"order_id": order_id}))
         return answer.format(order_id=order_id)
 
-    return FunctionTool(refund)
+    return refund
+
+
+def refunding(ran: Ran, answer: str = "refunded {order_id}") -> Any:
+    """A ``refund`` tool with no permission of its own (AgentScope asks)."""
+    from agentscope.tool import FunctionTool
+
+    return FunctionTool(refund_fn(ran, answer))
 
 
 def crawling(ran: Ran, seconds: float) -> Any:

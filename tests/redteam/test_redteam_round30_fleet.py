@@ -28,7 +28,7 @@ import pytest
 from agentscope.event import ConfirmResult, RequireUserConfirmEvent, UserConfirmResultEvent
 from agentscope.message import UserMsg
 from agentscope.tool import Toolkit
-from hookkit import Ran, refunding, searcher
+from hookkit import Ran, refund_fn, refunding, searcher
 from scripted import (
     ALICE,
     BOB,
@@ -246,19 +246,6 @@ async def test_control_a_root_runs_model_call_does_not_wait_past_its_deadline() 
 # ====================================================== 4. slots given back
 
 
-def _refund_fn(ran: Ran) -> Any:
-    async def refund(order_id: str) -> str:
-        """Refund an order.
-
-        Args:
-            order_id (str): The order.
-        """
-        ran.append(("refund", {"order_id": order_id}))
-        return f"refunded {order_id}"
-
-    return refund
-
-
 async def test_a_parked_call_gives_its_tool_slot_back_and_takes_it_again_on_resume() -> None:
     ran, store = Ran(), MemoryStore()
     limit = ConcurrencyLimit(scope="tool", tool="refund", max_in_flight=1)
@@ -269,7 +256,7 @@ async def test_a_parked_call_gives_its_tool_slot_back_and_takes_it_again_on_resu
         events = await drain(agent, UserMsg("user", "refund o-1"))
     ask = next(e for e in events if isinstance(e, RequireUserConfirmEvent))
     other = make_agent(ScriptedModel([calls(("refund", {"order_id": "o-9"})), text("x")]),
-                       h.instrument(Toolkit(tools=[tool(_refund_fn(ran))])), h.middlewares(), name="other")
+                       h.instrument(Toolkit(tools=[tool(refund_fn(ran))])), h.middlewares(), name="other")
     with h.acting_for(BOB):  # while Alice's refund waits for her, Bob's runs
         await run(other, "refund o-9")
     with h.acting_for(ALICE):

@@ -29,7 +29,7 @@ from agentscope.message import UserMsg
 from agentscope.permission import PermissionBehavior, PermissionContext, PermissionRule
 from agentscope.state import AgentState
 from agentscope.tool import FunctionTool, Toolkit
-from hookkit import Ran, refunding
+from hookkit import Ran, refund_fn, refunding
 from scripted import ALICE, BOB, ScriptedModel, calls, delegating_tool, drain, make_agent, run, text, tool
 from test_redteam_round28 import _asking_refund, _parked
 from test_redteam_round31_fleet import _dropped_at_its_start, _stock_agent
@@ -104,19 +104,6 @@ async def test_alices_rule_does_not_serve_bob_with_the_tool_adapter_alone() -> N
     assert _asked(events)
 
 
-def _refund_fn(ran: Ran) -> Any:
-    async def refund(order_id: str) -> str:
-        """Refund an order.
-
-        Args:
-            order_id (str): The order.
-        """
-        ran.append(("refund", {"order_id": order_id}))
-        return f"refunded {order_id}"
-
-    return refund
-
-
 def _refunds_and_lookups(ran: Ran, script: list[Any], context: PermissionContext | None = None,
                          safe: bool = False) -> tuple[Harness, Any]:
     """``refund`` and ``lookup``, neither with a permission of its own (AgentScope asks)."""
@@ -131,7 +118,7 @@ def _refunds_and_lookups(ran: Ran, script: list[Any], context: PermissionContext
         ran.append(("lookup", {"order_id": order_id}))
         return f"order {order_id}: 2 mugs"
 
-    tools = [FunctionTool(_refund_fn(ran), is_concurrency_safe=safe), FunctionTool(lookup)]
+    tools = [FunctionTool(refund_fn(ran), is_concurrency_safe=safe), FunctionTool(lookup)]
     state = AgentState(permission_context=context) if context is not None else None
     agent = make_agent(ScriptedModel(script), h.instrument(Toolkit(tools=tools)), h.middlewares(),
                        **({"state": state} if state is not None else {}))
@@ -196,7 +183,7 @@ class _Flaky(FunctionTool):
     fails for one order, and waits on ``gate`` for another."""
 
     def __init__(self, ran: Ran, gate: asyncio.Event, entered: asyncio.Event) -> None:
-        super().__init__(_refund_fn(ran))
+        super().__init__(refund_fn(ran))
         self.gate, self.entered = gate, entered
 
     async def check_permissions(self, tool_input: dict[str, Any], context: Any) -> Any:  # type: ignore[override]
