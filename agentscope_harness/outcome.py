@@ -102,7 +102,9 @@ def replacement(run: RunState, fallback_text: str) -> str:
 
 _BLANK_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
 """Unicode categories that show nothing: controls, format characters, spaces."""
-_SHOWN_ANYWAY = frozenset("\u0600\u0601\u0602\u0603\u0604\u0605\u06dd\u070f\u0890\u0891\u08e2\u1680")
+_SHOWN_ANYWAY = frozenset(
+    "\u0600\u0601\u0602\u0603\u0604\u0605\u06dd\u070f\u0890\u0891\u08e2\u1680\U000110bd\U000110cd",
+)
 """Of those, the ones drawn as a glyph (number signs, the Ogham space mark)."""
 _BLANK_ANYWAY = frozenset(
     "\u034f\u115f\u1160\u17b4\u17b5\u2800\u3164\uffa0"

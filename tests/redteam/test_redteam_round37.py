@@ -645,7 +645,7 @@ async def test_an_answer_of_blank_glyphs_is_no_answer(answer: str) -> None:
     assert report.reason == "no_answer"
 
 
-@pytest.mark.parametrize("answer", ["\u06dd", "\u0600", "\u1680", "\ud7fc"])
+@pytest.mark.parametrize("answer", ["\u06dd", "\u0600", "\u1680", "\ud7fc", "\U000110bd", "\U000110cd"])
 async def test_an_answer_of_a_drawn_sign_is_an_answer(answer: str) -> None:
     h, _, agent = harnessed(HarnessConfig(), [text(answer)], [search])
     _, _, report = await drive(h, agent)
