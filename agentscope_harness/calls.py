@@ -19,6 +19,7 @@ from .context import HookContext, ToolCallView, ToolResultView, awaited
 from .errors import ErrorClass, error_class_of
 from .facts import NO_DEFAULTS, call_digest, thawed
 from .hooks.budget import tool_calls_used_up
+from .hooks.termination import CONCLUDED
 from .run_state import FINDING_CHARS
 from .runner import Refusal, being_cancelled
 from .sentinels import format_sentinel, unfenced
@@ -91,13 +92,16 @@ class CallFlow:
         mismatch = self._resume_mismatch(run, view)
         if mismatch is not None:
             return Verdict(refusal=self._refuse(ctx, mismatch), ctx=ctx)
+        concluded = run.facts.terminal is not None
         refusal = await self.runner.run("pre_tool_call", ctx)
+        if refusal is None and not concluded and run.facts.terminal is not None:
+            refusal = self._stopped_by_gate(ctx)
         self._defer_hints(ctx)
         if refusal is not None:
             run.remember_sentinel(refusal.code, refusal.text)
             return Verdict(refusal=refusal, ctx=ctx)
         try:
-            reason = ctx.ask_reason if ctx.ask_reason is not None else await self._ask_when(ctx)
+            reason = ctx.ask_reason if ctx.ask_reason is not None else await self.ask_when(ctx)
         except TimeoutError:  # the rule took the run's time: the call is not made
             return Verdict(refusal=self._out_of_time(ctx), ctx=ctx)
         if reason is not None and view.resumed and not run.asked_here:
@@ -124,9 +128,19 @@ class CallFlow:
         if self.services.shadow:
             return Verdict(ctx=ctx)
         self.shown(run, view)
+        if self.runner.candidate is not None:
+            self.runner.candidate.asked(ctx)
         reason = self.services.scrubbed(reason)  # the report states it: a reason may quote the call
         run.park_reason = reason if run.park_reason is None else f"{run.park_reason}; {reason}"
         return Verdict(ask=reason, ctx=ctx)
+
+    def _stopped_by_gate(self, ctx: HookContext) -> Refusal:
+        """A gate stopped the run while judging this call (``ctx.stop``):
+        the call is not made, as every later call of the run is not."""
+        terminal = ctx.run.facts.terminal
+        assert terminal is not None
+        return self._refuse(ctx, ("run_concluded", CONCLUDED.format(reason=terminal.reason)),
+                            hook="terminal_reached_gate")
 
     def deadline_stopped(self, run: RunState, point: str, tool: str, what: str) -> None:
         """A call the run's deadline stopped (``what``: "not made", "cut
@@ -158,7 +172,7 @@ class CallFlow:
         run.approvals[view.id] = (view.name, approval_digest(view.name, view.args))
         run.asked_here = True
 
-    async def _ask_when(self, ctx: HookContext) -> str | None:
+    async def ask_when(self, ctx: HookContext) -> str | None:
         """The policy's ``ask_when`` on the call's arguments (sync or async,
         within ``hook_timeout_s`` and the deadline); one that fails asks
         (fail closed: a human decides). ``TimeoutError``: the deadline passed."""
@@ -190,7 +204,7 @@ class CallFlow:
             self.services.record(run, "resume_check", "pre_tool_call", "resume_unverified", tool=view.name,
                                  detail="the park was not seen by this process")
             return None
-        if run.resumed_by != run.principal:
+        if run.resumed_by_another():
             return ("permission_denied", "This call was approved for another user. Do not retry.")
         if run.approvals.pop(view.id, None) != (view.name, approval_digest(view.name, view.args)):
             return (

@@ -29,6 +29,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .calls import CallFlow
 from .context import HookContext
 from .facts import GuardState
 from .model_guard import precall_stop
@@ -104,6 +105,7 @@ class Candidate:
         quiet.shadow = False  # it decides as if enforcing; nothing it decides is applied
         quiet.fleet.waits = False
         self.services = quiet
+        self.flow = CallFlow(quiet, self.runner)  # its policy's ``ask_when``, judged as the live one's is
         self.table = RunTable(loop_window=config.loop_window, limits=RunLimits.of(config))
         self._shadows: weakref.WeakKeyDictionary[RunState, _Shadow] = weakref.WeakKeyDictionary()
 
@@ -145,6 +147,17 @@ class Candidate:
         self._compare(live, "allow" if refusal is None else f"refuse:{refusal.code}", verdict)
         if refusal is None:
             _count_ran(shadow.run, self.config.tools.get(view.name))
+
+    def asked(self, live: HookContext) -> None:
+        """The live policy parks the call for a human (its ``ask_when``; a
+        hook's ``ctx.ask`` is compared in ``judge``): compare now, as a
+        parked call is never admitted."""
+        view = live.tool
+        assert view is not None
+        shadow = self._shadows.get(live.run)
+        verdict = shadow.pending.pop(view.id, None) if shadow is not None else None
+        if verdict is not None:
+            self._compare(live, "ask", verdict)
 
     def call_over(self, live: RunState, call_id: str, ran: bool) -> None:
         """The live call is over (its result shaped, or it was not admitted
@@ -192,7 +205,27 @@ class Candidate:
             _keep_own(shadow)
         if refusal is not None:
             return f"refuse:{refusal.code}"
-        return "ask" if ctx.ask_reason is not None else "allow"
+        if ctx.ask_reason is not None:
+            return "ask"
+        return "ask" if await self._asks(ctx, live) else "allow"
+
+    async def _asks(self, ctx: HookContext, live: HookContext) -> bool:
+        """The candidate policy's ``ask_when`` asks about the call, and no
+        approval the live caller gave before covers it (the live store's)."""
+        view = ctx.tool
+        assert view is not None
+        try:
+            reason = await self.flow.ask_when(ctx)
+        except TimeoutError:
+            return False  # the run's deadline passed: the live side stops the call
+        if reason is None or view.resumed:
+            return False
+        run = live.run
+        covered = await live.services.approvals.covers(
+            run.principal, run.session_id, view.name, view.args,
+            lambda waiting: self.runner.bounded(waiting, run.deadline),
+        )
+        return not covered
 
     def _compare(self, live: HookContext, mine: str, theirs: str) -> None:
         tool = live.tool.name if live.tool is not None else None

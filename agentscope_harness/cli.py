@@ -467,19 +467,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------ diff-policy
 
 
-def _differences(report: Mapping[str, Any]) -> Any:
-    """A report's candidate differences, its children's included."""
-    yield from report.get("candidate_differences") or ()
-    for child in report.get("children") or ():
-        yield from _differences(child)
+def _runs(report: Mapping[str, Any], where: str) -> Any:
+    """``(run id, its own differences)`` of a report and of the reports of
+    the sub-agent runs nested in it (``where`` names a run without an id)."""
+    yield str(report.get("run_id") or where), list(report.get("candidate_differences") or ())
+    for index, child in enumerate(report.get("children") or ()):
+        if isinstance(child, Mapping):
+            yield from _runs(child, f"{where}/{index}")
 
 
 def diff_summary(lines: Sequence[str]) -> dict[str, Any]:
     """Counts of candidate differences in a log of reports: by point, tool
-    and code, and by what the live and candidate policies decided."""
-    runs = with_diff = 0
-    by_key: Counter[tuple[str, str, str]] = Counter()
-    by_change: Counter[tuple[str, str]] = Counter()
+    and code, and by what the live and candidate policies decided. Each run
+    counts once: a sub-agent's report logged on its own and nested in its
+    lead's, a parked reply's provisional report and the one its resumption
+    gives (the last in the log stands, as it supersedes the earlier)."""
+    runs: dict[str, list[Any]] = {}
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -489,14 +492,16 @@ def diff_summary(lines: Sequence[str]) -> dict[str, Any]:
             raise CliError(f"line {number}: not a JSON report ({exc.msg})") from exc
         if not isinstance(report, dict):
             raise CliError(f"line {number}: not a JSON report object")
-        runs += 1
-        diffs = list(_differences(report))
-        with_diff += bool(diffs)
+        runs.update(_runs(report, f"line {number}"))
+    with_diff = sum(bool(diffs) for diffs in runs.values())
+    by_key: Counter[tuple[str, str, str]] = Counter()
+    by_change: Counter[tuple[str, str]] = Counter()
+    for diffs in runs.values():
         for d in diffs:
             by_key[(str(d.get("point")), str(d.get("tool") or "-"), str(d.get("code") or "-"))] += 1
             by_change[(str(d.get("live")), str(d.get("candidate")))] += 1
     return {
-        "runs": runs, "runs_with_differences": with_diff,
+        "runs": len(runs), "runs_with_differences": with_diff,
         "differences": sum(by_key.values()),
         "by_point_tool_code": [
             {"point": p, "tool": t, "code": c, "count": n} for (p, t, c), n in by_key.most_common()

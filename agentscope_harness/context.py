@@ -25,7 +25,7 @@ from .report import TerminalState
 from .sentinels import neutralise_markers
 
 if TYPE_CHECKING:
-    from .config import HarnessConfig, ToolPolicy
+    from .config import CostPolicy, HarnessConfig, ToolPolicy
     from .harness import Principal
     from .run_state import RunState
     from .services import Services
@@ -313,7 +313,7 @@ class HookContext:
             text = facts.stop_text or facts.ended_by_tool()
         end_state, end_reason = (state, reason) if ended is None else (TerminalState(ended.state), ended.reason)
         if text is None:
-            text = self.config.fallback_text.format(reason=reason_words(end_reason))
+            text = fallback(self.config, end_reason)
         if end_state not in (TerminalState.COMPLETED, TerminalState.WAITING_INPUT):
             found = found_so_far(self.run)
             if found not in text:
@@ -375,6 +375,15 @@ def structured_output_owed(agent: Any) -> bool:
     """The reply owes a structured output it has not produced yet."""
     reply = getattr(getattr(agent, "state", None), "reply_context", None)
     return reply is not None and reply.structured_schema is not None and reply.structured_output is None
+
+
+def fallback(config: HarnessConfig, reason: str, cost: CostPolicy | None = None) -> str:
+    """The answer of a run stopped for ``reason``: the text of the budget
+    that was spent (``cost``, default the config's) when the reason is
+    ``budget``, the config's ``fallback_text`` for every other reason."""
+    cost = cost or config.cost
+    text = cost.fallback_text if reason == "budget" and cost is not None else config.fallback_text
+    return text.format(reason=reason_words(reason))
 
 
 def found_so_far(run: RunState) -> str:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential, wait_random
 
-from .context import found_so_far, reason_words
+from .context import fallback, found_so_far
 from .errors import DependencyDown
 from .registry import HookRejectSignal
 from .stores import LedgerStore, MemoryStore, RateRefund, bounded, store_timeout
@@ -202,6 +202,9 @@ class Fleet:
         """The calls (run id, call id) that are their tool's half-open probe:
         the tool, and whether the probe is the store's (else this process's)."""
         self._holds: dict[str, _Holds] = {}
+        self._tokens_taken: dict[str, list[_Taken]] = {}
+        """Per run, the token units its model call in flight took at its
+        worst case (``tokens_used`` gives back what it did not use)."""
         self._unsettled: dict[str, list[tuple[str, float]]] = {}
         """Settlements the store did not take, by principal key: made before
         that principal's next reservation (money spent is never dropped)."""
@@ -632,6 +635,7 @@ class Fleet:
         that came to no outcome."""
         if self._probes:
             self._abandon_probes(run.run_id)
+        self._tokens_taken.pop(run.run_id, None)
         holds = self._holds.pop(run.run_id, None)
         renewer = self._renewer
         if not self._holds and renewer is not None:  # nothing left to renew
@@ -646,14 +650,8 @@ class Fleet:
         """End a run from outside a hook, as ``ctx.stop`` would: incomplete,
         with the fallback answer at its next step."""
         if self.config.mode != "shadow":  # as any stop: the fallback answer and what the run found
-            run.facts.stop(reason, self.fallback_text(reason) + found_so_far(run))
+            run.facts.stop(reason, fallback(self.config, reason) + found_so_far(run))
         self.record(run, "fleet", "pre_think", "stop", code=code, detail=f"{reason}: {detail}")
-
-    def fallback_text(self, reason: str) -> str:
-        """The answer a run stopped for ``reason`` gives."""
-        cost = self.config.cost
-        text = cost.fallback_text if reason == "budget" and cost is not None else self.config.fallback_text
-        return text.format(reason=reason_words(reason))
 
     # ------------------------------------------------------------ model calls
 
@@ -668,14 +666,19 @@ class Fleet:
             return ModelAdmission()
         input_tokens = estimate_input_tokens(messages, tools)
         output_tokens = max_output_tokens(model, self.config)
+        taken: list[_Taken] = []  # kept by a call that fails: its units lapse within the minute
+        if self._tasks:
+            await self._released_here()  # what the last calls did not use is back first
         try:
             for rate in self.model_rates:
                 if rate.calls_per_min is not None:
                     await self._rate(rate, _rate_key(rate, root, "calls"), rate.calls_per_min, 1,
                                      run.deadline, None, "The model")
                 if rate.tokens_per_min is not None:
-                    await self._rate(rate, _rate_key(rate, root, "tokens"), rate.tokens_per_min,
-                                     input_tokens + output_tokens, run.deadline, None, "The model")
+                    key, worst = _rate_key(rate, root, "tokens"), input_tokens + output_tokens
+                    if await self._rate(rate, key, rate.tokens_per_min, worst, run.deadline, None, "The model"):
+                        taken.append(self._take_unit(key, rate.tokens_per_min, worst))
+                        self._tokens_taken[run.run_id] = taken
             if reserve is None:
                 return ModelAdmission()
             quota, price = reserve
@@ -697,6 +700,16 @@ class Fleet:
             return self._refuse(run, "budget", "quota_exhausted",
                                 f"a call estimated at ${usd:.6f} does not fit in the daily quota")
         return ModelAdmission(reservation=rid)
+
+    def tokens_used(self, run: RunState, tokens: int) -> None:
+        """The model call in flight was billed ``tokens``: the token units
+        it took beyond them (its output's worst case) go back, so a
+        ``tokens_per_min`` limit counts the tokens used."""
+        taken = self._tokens_taken.pop(run.run_id, None)
+        if taken and isinstance(self.store, RateRefund):
+            unused = [_Taken(t.key, t.per_min, t.cost - tokens, t.ends, t.given_back)
+                      for t in taken if t.cost > tokens]  # the block's tail: its last units
+            self._release_later([], unused)
 
     def _refuse(self, run: RunState, reason: str, code: str, detail: str) -> ModelAdmission:
         self.stop(run, reason, code, detail)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -33,12 +34,14 @@ from .outputs import json_spelling
 from .redaction import Redactor
 from .registry import HookSpec, collect
 from .report import RunReport
-from .run_state import RunLimits, RunState, RunTable, current_run, live_parent
+from .run_state import RunLimits, RunState, RunTable, current_run, live_parent, same_caller
 from .runner import HookRunner
 from .services import Breaker, Services
 from .stores import LedgerStore, MemoryStore, bounded, store_timeout
 
 ENTRY_POINT_GROUP = "agentscope_harness.hooks"
+
+log = logging.getLogger("agentscope_harness")
 
 _PRINCIPAL: ContextVar[Principal | None] = ContextVar("harness_principal", default=None)
 
@@ -121,6 +124,7 @@ class Harness:
         self.table = RunTable(loop_window=self.config.loop_window, limits=RunLimits.of(self.config))
         self.store: LedgerStore = self.config.store or MemoryStore()
         values = self.config.resolved_secret_values()
+        self._secrets = set(values)
         self.redactor = Redactor(self.config.redact_patterns, self.config.redact_window, values)
         spelled = [spelling for value in values if (spelling := json_spelling(value)) != value]
         self.args_redactor = (  # tool-call arguments: exact values also as JSON spells them
@@ -146,6 +150,24 @@ class Harness:
             weakref.WeakKeyDictionary()
         )
         self.stream_redaction = any(s.name == "final_answer_audit" for s in self.hooks)
+
+    def refresh_secrets(self) -> None:
+        """``secret_env`` read again as a run opens: a value set or rotated
+        since construction is redacted from then on, and the values read
+        before stay secrets (a rotated-out key is still one). A value too
+        short to redact is not taken (logged: it failed construction)."""
+        if not self.config.secret_env:
+            return
+        try:
+            values = self.config.resolved_secret_values()
+        except HarnessConfigError as exc:
+            log.warning("harness secret_env not read again: %s", exc)
+            return
+        fresh = [value for value in values if value not in self._secrets]
+        if fresh:
+            self._secrets.update(fresh)
+            self.redactor.learn(fresh)
+            self.args_redactor.learn([*fresh, *map(json_spelling, fresh)])
 
     @property
     def enabled(self) -> bool:
@@ -232,7 +254,7 @@ class Harness:
         shown = run.approvals.get(tool_call.id) if run is not None else None
         if run is None or shown is None:
             raise ValueError(f"tool call {tool_call.id!r} is not waiting for approval")
-        if self.current_principal() != run.principal:
+        if not same_caller(self.current_principal(), run.principal):
             raise PermissionError("only the caller who parked this call may edit it")
         if tool_call.name != shown[0]:
             raise ValueError(f"tool call {tool_call.id!r} was parked as {shown[0]!r}, not {tool_call.name!r}")
@@ -325,6 +347,7 @@ class Harness:
         if usage is not None:
             run.add_usage(input_tokens, output_tokens, usd, name, cached)
             run.charge_candidates(input_tokens, output_tokens, usd, name, cached)
+            self.services.fleet.tokens_used(run, input_tokens + output_tokens)
         if reservation is not None:
             await self.services.fleet.settle(run, reservation, usd)
             return
@@ -383,6 +406,7 @@ class Harness:
             life.run = previous
             await life.close(None)
         parent = live_parent(reply_id)  # a sub-agent run from a live run's tool answers to its limits
+        self.refresh_secrets()
         run = slot[0] = self.table.open(
             reply_id, getattr(agent, "name", "agent"), agent.state.session_id,
             self.caller_principal(), run_deadline(self, parent), parent, self.config.mode,

@@ -38,7 +38,7 @@ from agentscope.types import ReplyFinishedReason
 from .arguments import guide_invalid_arguments
 from .calls import result_view
 from .chains import release
-from .context import reason_words
+from .context import fallback
 from .deadline import current_deadline, tighter
 from .errors import METADATA_KEY, DependencyDown
 from .outcome import (
@@ -302,6 +302,7 @@ class ReplyLifecycle:
         its principal's daily quota: every run this reply opens, a new one
         or one restored from storage, is held to it."""
         harness = self.harness
+        harness.refresh_secrets()
         self.run = run = harness.table.open(
             run_id=run_id,
             agent_name=getattr(self.agent, "name", "agent"),
@@ -373,7 +374,7 @@ class ReplyLifecycle:
         run.resumed_by, run.resumer_recorded = self.harness.caller_principal(run), True
         run.awaiting_human.clear()
         rejoin(self.harness, run)
-        by_another = parked_here is not None and run.resumed_by != run.principal
+        by_another = parked_here is not None and run.resumed_by_another()
         if by_another:
             self._resumed_by_another(run)  # a human's approval or a client's result alike
         if isinstance(inputs, UserConfirmResultEvent):  # restored: what was shown is not known here
@@ -395,7 +396,7 @@ class ReplyLifecycle:
         reason = "refused:permission_denied"
         run.findings.clear()
         run.facts.conclude(TerminalState.INCOMPLETE, reason, override=True)
-        run.facts.stop_text = self.harness.config.fallback_text.format(reason=reason_words(reason))
+        run.facts.stop_text = fallback(self.harness.config, reason)
 
     async def _restored(self) -> RunState:
         """A reply parked in another process (its state restored from

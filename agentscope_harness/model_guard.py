@@ -26,7 +26,7 @@ from agentscope.message import TextBlock
 from agentscope.model import ChatResponse, ChatUsage
 from agentscope.model._model_response import FinishedReason
 
-from .context import REASONS, found_so_far, reason_words
+from .context import REASONS, fallback, found_so_far
 from .fleet import estimate_input_tokens
 from .hooks.budget import Held, Overspend, budget_spent, hold, overspend, release
 from .prefix import observe, over_request_cap
@@ -442,8 +442,7 @@ class ModelGuard:
 
     def _stop(self, run: RunState, reason: str) -> str:
         """The run ends here: the fallback answer and what the run found."""
-        text = self.harness.config.fallback_text.format(reason=reason_words(reason))
-        return run.facts.stop(reason, text + found_so_far(run))
+        return run.facts.stop(reason, fallback(self.harness.config, reason) + found_so_far(run))
 
     async def _bounded(self, run: RunState, awaitable: Any) -> Any:
         """The call, cut at the deadline: ``None`` then, not a response (the

@@ -74,6 +74,14 @@ def answer_is_replaced(run: RunState) -> bool:
     return facts.terminal is None and (facts.stuck is not None or bool(facts.dependency_down))
 
 
+def finish_bypassed(run: RunState) -> bool:
+    """The run ended because the model answered in text where a finishing
+    tool is required, past its nudge (``terminal_enforcer``): that answer
+    went around the finishing tool and its ``verify``, so it is not given."""
+    terminal = run.facts.terminal
+    return terminal is not None and terminal.reason == "finish_tool_not_called"
+
+
 def structured_output_is_withheld(run: RunState) -> bool:
     """Whether the reply's structured output is withheld: it asserts an
     action whose tool never succeeded (the correction is the answer, as for
@@ -97,7 +105,8 @@ def replacement(run: RunState, fallback_text: str) -> str:
     facts = run.facts
     if facts.stop_text is not None:
         return facts.stop_text
-    return fallback_text.format(reason=reason_words(facts.stuck or "dependency_down")) + found_so_far(run)
+    why = facts.stuck or ("dependency_down" if facts.dependency_down else "finish_tool_not_called")
+    return fallback_text.format(reason=reason_words(why)) + found_so_far(run)
 
 
 _BLANK_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
@@ -141,8 +150,9 @@ def corrected_answer(run: RunState, text: str, fallback_text: str) -> str:
     went down, by the fallback answer that run ends with (``replacement``),
     as its report says ``incomplete``, also when another rule ended the run
     in that answer's own round (``RunState.answer_made_up``): a model left
-    without its data is the one most tempted to make the answer up."""
-    replaced = answer_is_replaced(run) or run.answer_made_up
+    without its data is the one most tempted to make the answer up; and one
+    given in text around a required finishing tool (``finish_bypassed``)."""
+    replaced = answer_is_replaced(run) or run.answer_made_up or finish_bypassed(run)
     if replaced and run.facts.stuck is not None:
         return replacement(run, fallback_text)
     claims = run.facts.unsupported_claims

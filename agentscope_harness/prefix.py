@@ -40,7 +40,7 @@ from agentscope.message import (
     ToolResultBlock,
 )
 
-from .context import CHARS_PER_TOKEN, REASONS
+from .context import CHARS_PER_TOKEN, fallback, found_so_far
 
 if TYPE_CHECKING:
     from .run_state import RunState
@@ -132,9 +132,7 @@ def over_request_cap(services: Services, run: RunState, tokens: int) -> str | No
     )
     if not binding:
         return None
-    cost = services.config.cost
-    fallback = cost.fallback_text if cost is not None else services.config.fallback_text
-    return run.facts.stop("budget", fallback.format(reason=REASONS["budget"]))
+    return run.facts.stop("budget", fallback(services.config, "budget") + found_so_far(run))
 
 
 # ---------------------------------------------------------------- chunks

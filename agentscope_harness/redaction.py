@@ -612,23 +612,29 @@ class Redactor:
         self._any_anchor = re.compile("|".join(
             re.escape(a) for a in sorted({a.lower() for s in SHAPES for a in s.anchors}, key=len, reverse=True)
         ))
-        values = set()
+        self._values: list[str] = []
+        self._values_re: re.Pattern[str] | None = None
+        self._heads: re.Pattern[str] | None = None
+        self.learn(secret_values)
+        longest = max(len(a) for s in SHAPES for a in s.anchors)
+        self.window = max(window, longest, MIN_SECRET_VALUE, len(_BEGIN))
+        self._longest_anchor = max(longest, len(_BEGIN), MIN_SECRET_VALUE)
+
+    def learn(self, secret_values: Iterable[str]) -> None:
+        """Exact secret values redacted from now on, beside those known
+        (every holder of this redactor, streams in flight included, sees them)."""
+        values = set(self._values)
         for value in secret_values:
             if not value or not value.strip():
                 raise ValueError("secret_values: an empty or blank value would match everywhere")
             if len(value) >= MIN_SECRET_VALUE:
                 values.add(value)
-        self._values = sorted(values, key=len, reverse=True)
-        self._values_re = (
-            re.compile("|".join(map(re.escape, self._values))) if self._values else None
-        )
-        longest = max(len(a) for s in SHAPES for a in s.anchors)
-        self.window = max(window, longest, MIN_SECRET_VALUE, len(_BEGIN))
-        self._heads = (
-            re.compile("|".join(sorted({re.escape(v[:MIN_SECRET_VALUE]) for v in self._values})))
-            if self._values else None
-        )
-        self._longest_anchor = max(longest, len(_BEGIN), MIN_SECRET_VALUE)
+        if len(values) == len(self._values):
+            return
+        ordered = sorted(values, key=len, reverse=True)
+        self._heads = re.compile("|".join(sorted({re.escape(v[:MIN_SECRET_VALUE]) for v in ordered})))
+        self._values_re = re.compile("|".join(map(re.escape, ordered)))
+        self._values = ordered
 
     def _steps(
         self, text: str, pos: int, end: int, folded: str | None = None,

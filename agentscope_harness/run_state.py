@@ -299,6 +299,13 @@ class RunState:
         self.deadline = self.handle.deadline = deadline
         self.timed_from = time.monotonic()
 
+    def resumed_by_another(self) -> bool:
+        """Whether the caller bound at a resume is not the one who parked the
+        run: another tenant or user, or nobody. The same caller's other
+        attributes may differ (a web app's per-request id): a caller is its
+        ``Principal.key``, as its approvals and spend are."""
+        return not same_caller(self.principal, self.resumed_by)
+
     def ledger_cap(self, name: str, cap: int) -> int:
         """A ledger's cap in this run (call on the root): the configured
         ``cap`` plus what a human approved."""
@@ -637,6 +644,15 @@ class RunTable:
 
     def __len__(self) -> int:
         return len(self.slots)
+
+
+def same_caller(one: Principal | None, other: Principal | None) -> bool:
+    """Whether two bound principals are the same caller: the same
+    ``Principal.key`` (tenant and user), whatever their other attributes (a
+    web app's per-request id); nobody is only nobody."""
+    if one is None or other is None:
+        return one is other
+    return one.key == other.key
 
 
 def principal_dict(principal: Any) -> dict[str, Any] | None:

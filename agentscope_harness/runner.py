@@ -342,10 +342,12 @@ class HookRunner:
 
     def _failed(self, spec: HookSpec, exc: BaseException, ctx: HookContext) -> Refusal | None:
         timed_out = isinstance(exc, (asyncio.TimeoutError, TimeoutError))
-        what = (
-            f"timed out after {self.hook_timeout_s}s" if timed_out
-            else f"raised {type(exc).__name__}: {exc}"
-        )
+        if not timed_out:
+            what = f"raised {type(exc).__name__}: {exc}"
+        elif ctx.run.past_deadline():  # the sooner bound of the two
+            what = "timed out at the run's deadline"
+        else:
+            what = f"timed out after {self.hook_timeout_s}s"
         what = ctx.services.scrubbed(what)  # an exception's message may quote what the call carried
         log.warning("harness hook %s at %s %s", spec.name, spec.point, what)
         tool = ctx.tool.name if ctx.tool else None

@@ -16,7 +16,8 @@ from agentscope.model import ChatModelBase
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import FunctionTool, ToolBase, Toolkit
 
-from agentscope_harness import Principal
+from agentscope_harness import HarnessConfig, Principal
+from agentscope_harness.context import REASONS
 from agentscope_harness.testing import ScriptedModel, Turn, calls, text
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "BOB",
     "RAN",
     "REDIS_URL",
+    "STORE_DOWN",
     "ScriptedModel",
     "Turn",
     "calls",
@@ -52,6 +54,9 @@ test under a key prefix of its own)."""
 ALICE = Principal(user_id="u-42", tenant="acme")
 BOB = Principal(user_id="u-7", tenant="acme")
 """Two callers of one tenant (the red-team tests' signed-in users)."""
+
+STORE_DOWN = HarnessConfig().fallback_text.format(reason=REASONS["dependency_down"])
+"""The answer of a run whose store is down: the truth, not the budget's words."""
 
 RAN: list[str] = []
 """What the shared tools below ran; emptied before every test (conftest)."""

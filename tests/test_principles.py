@@ -407,7 +407,8 @@ async def test_leaving_the_loop_without_the_finish_tool_is_not_success() -> None
     agent = make_agent(model, [submit_answer], harness.middlewares())
     _, final = await run(agent)
     report = harness.last_report(agent)
-    assert final.get_text_content() == "I'm done!"
+    assert "I'm done!" not in final.get_text_content()  # it went around the finishing tool
+    assert final.get_text_content().startswith("I could not complete this request")
     assert report.terminal_state == TerminalState.INCOMPLETE
     assert report.reason == "finish_tool_not_called"
 

@@ -50,7 +50,7 @@ from ..context import (
     structured_output_owed,
 )
 from ..lifecycle import ReplyLifecycle, flush, rounds_left, text_block_events
-from ..outcome import answer_is_replaced, structured_output_is_withheld
+from ..outcome import answer_is_replaced, finish_bypassed, structured_output_is_withheld
 from ..outputs import OutputFilter, OutputStream, answer_filter, shown_name
 from ..report import TerminalState
 from ..run_state import ResultAccount, RunState, current_run
@@ -196,7 +196,7 @@ class HarnessAgentAdapter(HarnessMiddleware):
             events, another_round = await self._post_reflect(agent, run, held, _new_tool_calls(agent, before))
             if made_up and not another_round:
                 run.answer_made_up = True  # whatever ended the run in this round, corrected_answer replaces it
-            if not (another_round or made_up or (answer_is_replaced(run) and enforcing)):
+            if not (another_round or made_up or (enforcing and (answer_is_replaced(run) or finish_bypassed(run)))):
                 events = text_events + events  # else the user never sees an answer the run replaced
             for event in events:
                 yield event

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..context import HookContext, ToolCallContext, ToolResultContext, reason_words
+from ..context import HookContext, ToolCallContext, ToolResultContext, fallback
 from ..outcome import terminal_state
 from ..registry import HookRejectSignal, harness_hook
 from ..report import TerminalState
@@ -144,7 +144,7 @@ def budget_router(ctx: HookContext) -> None:
     facts = root.facts
     if cost is not None:
         if root.store_error is not None:
-            ctx.stop("dependency_down", text=_fallback(cost, "dependency_down"), code="dependency_down")
+            ctx.stop("dependency_down", code="dependency_down")
             return
         if cost.on_exhausted == "ask" and ctx.run is root:
             _continue_parked_budget(ctx)
@@ -171,10 +171,6 @@ def _served(ctx: HookContext, tier: str) -> bool:
     return cost is not None and cost.model_for(tier) is not None
 
 
-def _fallback(cost: CostPolicy, reason: str) -> str:
-    return cost.fallback_text.format(reason=reason_words(reason))
-
-
 def budget_spent(
     services: Services, agent: Any, run: RunState, kind: str, policy: CostPolicy,
 ) -> tuple[str, TerminalState, str]:
@@ -186,7 +182,7 @@ def budget_spent(
     (an extension raises the run's cap, never the principal's daily quota)."""
     root = run.root
     if kind != "run_usd" or run is not root or policy.on_exhausted != "ask":
-        return "budget", TerminalState.INCOMPLETE, _fallback(policy, "budget")
+        return "budget", TerminalState.INCOMPLETE, fallback(services.config, "budget", policy)
     run_cap = (policy.cap_usd or 0.0) + root.usd_extra
     spent = root.facts.spent_usd + root.usd_carried
     services.approvals.budget_parked(agent, spent, root.largest_output_tokens, root.usd_extra)

@@ -3,8 +3,12 @@ forged instructions away from the model and the user."""
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+from agentscope.message import ToolCallBlock, ToolResultBlock
 
 from ..context import HookContext, SessionEndContext, ToolCallContext, ToolResultContext
 from ..errors import BREAKER_FAILURES, ErrorClass, HarnessConfigError
@@ -253,26 +257,88 @@ def audit_answer(ctx: HookContext) -> None:
         ctx.final_text = cleaned
     if ctx.audit is None:
         ctx.audit = (text, cleaned)
-    claimed = [cleaned, *_structured_strings(ctx.agent)]
-    facts = ctx.facts
-    for tool, policy in ctx.config.tools.items():
-        if not policy.claims or tool in facts.unsupported_claims or facts.has_succeeded(tool) \
-                or tool in facts.done_by_sub_runs:
-            continue
-        for pattern in policy.claims:
-            if any(re.search(pattern, said, re.IGNORECASE) for said in claimed):
-                facts.unsupported_claims.append(tool)
-                ctx.decide(
-                    "unsupported_claim", code="verification_failed", tool=tool,
-                    detail=f"answer matches {pattern!r} but {tool} never succeeded",
-                )
-                break
+    _audit_claims(ctx, [cleaned, *_structured_strings(ctx.agent)])
     if found.blocked_kinds:
         raise HookRejectSignal(
             f"The answer contained personal data ({', '.join(found.blocked_kinds)}) "
             "that may not be given out.",
             code="pii_blocked",
         )
+
+
+def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
+    """Each tool's ``claims`` against the answer's strings: a claim stands
+    when its tool succeeded, in this run (a sub-run's included) or in the
+    agent's earlier replies, as its context keeps them; a claim pattern's
+    named groups name the tool's arguments, and then the very call must have
+    succeeded (``order (?P<order_id>\\S+) was cancelled`` stands for the
+    orders cancelled only). An unsupported claim is recorded, once per tool."""
+    facts = ctx.facts
+    earlier: dict[str, list[Mapping[str, Any]]] | None = None
+    for tool, policy in ctx.config.tools.items():
+        if not policy.claims or tool in facts.unsupported_claims or tool in facts.done_by_sub_runs:
+            continue
+        succeeded = facts.has_succeeded(tool)
+        for pattern in policy.claims:
+            compiled = re.compile(pattern, re.IGNORECASE)
+            if succeeded and not compiled.groupindex:
+                continue  # a claim of the tool alone: its success supports it
+            matches = [m for said in claimed for m in compiled.finditer(said)]
+            if not matches:
+                continue
+            if earlier is None:
+                earlier = _earlier_successes(ctx)
+            calls = [s.args for s in facts.succeeded.values() if s.tool == tool] + earlier.get(tool, [])
+            if all(_supported(match, calls) for match in matches):
+                continue
+            facts.unsupported_claims.append(tool)
+            what = "with those arguments " if succeeded else ""
+            ctx.decide(
+                "unsupported_claim", code="verification_failed", tool=tool,
+                detail=f"answer matches {pattern!r} but {tool} never succeeded {what}".rstrip(),
+            )
+            break
+
+
+def _supported(match: re.Match[str], calls: list[Mapping[str, Any]]) -> bool:
+    """Whether one of the successful calls' arguments are the values the
+    claim names (its named groups; none: any success supports it)."""
+    named = {name: value for name, value in match.groupdict().items() if value is not None}
+    return any(
+        all(_same_value(args.get(name), value) for name, value in named.items()) for args in calls
+    )
+
+
+def _same_value(arg: Any, said: str) -> bool:
+    return arg is not None and str(arg).strip().casefold() == said.strip().casefold()
+
+
+def _earlier_successes(ctx: HookContext) -> dict[str, list[Mapping[str, Any]]]:
+    """The calls that succeeded in the agent's earlier replies, by tool, as
+    its context keeps them: a successful result of a call this run did not
+    judge, with the arguments its call block carried."""
+    judged = ctx.run.judged_calls
+    calls: dict[str, Any] = {}
+    found: dict[str, list[Mapping[str, Any]]] = {}
+    for msg in getattr(getattr(ctx.agent, "state", None), "context", None) or ():
+        content = msg.content
+        if isinstance(content, str):
+            continue
+        for block in content:
+            if isinstance(block, ToolCallBlock):
+                calls[block.id] = block
+            elif isinstance(block, ToolResultBlock) and block.state == "success" and block.id not in judged:
+                call = calls.get(block.id)
+                found.setdefault(block.name, []).append(_args_of(call))
+    return found
+
+
+def _args_of(call: ToolCallBlock | None) -> Mapping[str, Any]:
+    try:
+        args = json.loads(call.input) if call is not None else {}
+    except ValueError:
+        return {}
+    return args if isinstance(args, dict) else {}
 
 
 def _structured_strings(agent: Any) -> list[str]:

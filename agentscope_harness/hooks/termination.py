@@ -78,16 +78,17 @@ def _ignored(facts: GuardState) -> str:
     return facts.constrained_for or "stalled"
 
 
+CONCLUDED = "This task is already concluded ({reason}). Do not call more tools; answer the user now."
+"""What a call of a concluded run answers (``run_concluded``)."""
+
+
 @harness_hook("pre_tool_call", priority=5, name="terminal_reached_gate", kind="safety")
 def terminal_reached_gate(ctx: ToolCallContext) -> None:
-    """Once the run is terminal, no more tools: answer the user."""
+    """Once the run is terminal, no more tools: answer the user. (A later
+    gate that stops the run refuses its own call: ``CallFlow``.)"""
     terminal = ctx.facts.terminal
     if terminal is not None:
-        raise HookRejectSignal(
-            f"This task is already concluded ({terminal.reason}). "
-            "Do not call more tools; answer the user now.",
-            code="run_concluded",
-        )
+        raise HookRejectSignal(CONCLUDED.format(reason=terminal.reason), code="run_concluded")
 
 
 @harness_hook(

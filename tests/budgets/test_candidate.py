@@ -109,7 +109,8 @@ def test_diff_policy_summarises_a_log_of_reports(tmp_path, capsys):
     log.write_text("\n".join(lines))
     assert main(["diff-policy", str(log), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["runs"] == 2 and summary["runs_with_differences"] == 1
+    # three runs: the lead, its sub-agent's run nested in its report, the other
+    assert summary["runs"] == 3 and summary["runs_with_differences"] == 2
     assert summary["by_point_tool_code"] == [
         {"point": "pre_tool_call", "tool": "search", "code": "quota_exhausted", "count": 3},
     ]

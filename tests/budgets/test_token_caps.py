@@ -100,7 +100,7 @@ async def test_a_request_over_the_per_request_cap_is_never_sent():
     report = h.last_report(agent)
     assert len(model.calls) == 1  # the 2nd request (with the 8000-character result) was not sent
     assert report.model_calls == 1
-    assert final.get_text_content() == FALLBACK
+    assert final.get_text_content().startswith(FALLBACK + "\n\nWhat I found before stopping:\n- fetch: ")
     assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "budget")
     [stop] = [d for d in report.decisions if d.point == "on_model_call" and d.action == "fallback"]
     tokens = int(stop.detail.split("~")[1].split()[0])

@@ -138,7 +138,9 @@ async def test_text_answer_without_finish_tool_gets_one_more_round_then_incomple
     assert hint_texts(model.calls[0]) == []
     assert report.terminal_state.value == "incomplete"
     assert report.reason == "finish_tool_not_called"
-    assert final.get_text_content() == "The red mug, really."
+    # the answer went around the finishing tool (and its verify): the fallback, not the answer
+    assert final.get_text_content().startswith("I could not complete this request (it did not deliver its result")
+    assert "The red mug" not in final.get_text_content()
 
 
 async def test_enforcer_nudge_then_finish_tool_completes():

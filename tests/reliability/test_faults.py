@@ -16,6 +16,7 @@ from relkit import (
 )
 from scripted import (
     RAN,
+    STORE_DOWN,
     ScriptedModel,
     calls,
     make_agent,
@@ -372,7 +373,7 @@ async def test_a_store_that_is_down_fails_the_budget_closed() -> None:
     with harness.acting_for(Principal(user_id="u")):
         _, final = await run(agent)
     assert model.calls == [] and RAN == []
-    assert final.get_text_content() == harness.config.cost.fallback_text
+    assert final.get_text_content().startswith(STORE_DOWN)
     report = harness.last_report(agent)
     assert report.terminal_state == TerminalState.INCOMPLETE
     assert report.reason == "dependency_down"
@@ -396,7 +397,7 @@ async def test_a_store_failing_on_charge_fails_the_budget_closed_at_the_next_cal
         _, final = await run(agent)
     # the first call's spend could not be charged: no second model call
     assert len(model.calls) == 1 and RAN == ["a"]
-    assert final.get_text_content().startswith(harness.config.cost.fallback_text)
+    assert final.get_text_content().startswith(STORE_DOWN)
     report = harness.last_report(agent)
     assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "dependency_down")
     assert any(d.code == "dependency_down" and "not charged" in d.detail for d in report.decisions)

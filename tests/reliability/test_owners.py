@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 from relkit import assert_context_well_formed
-from scripted import ScriptedModel, calls, make_agent, run, text, tool_messages
+from scripted import STORE_DOWN, ScriptedModel, calls, make_agent, run, text, tool_messages
 
 from agentscope_harness import (
     CostPolicy,
@@ -400,7 +400,7 @@ async def test_a_store_that_never_answers_fails_the_budget_closed_within_the_dea
     report = harness.last_report(agent)
     assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "dependency_down")
     assert model.calls == []
-    assert final.get_text_content().startswith(harness.config.cost.fallback_text)
+    assert final.get_text_content().startswith(STORE_DOWN)
 
 
 # ------------------------------------------------ structured output survives a stop
