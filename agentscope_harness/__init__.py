@@ -14,7 +14,7 @@ from .config import (
     RateLimit,
     ToolPolicy,
 )
-from .context import HookContext
+from .context import HookContext, ReflectContext, SessionEndContext, ToolCallContext, ToolResultContext
 from .deadline import clamp_timeout, remaining_time
 from .errors import (
     METADATA_KEY,
@@ -26,6 +26,7 @@ from .errors import (
     InvalidArguments,
 )
 from .harness import Harness, Principal
+from .injection import InjectionDetector
 from .registry import HOOK_POINTS, HookRejectSignal, HookSpec, harness_hook
 from .report import Decision, RunReport, TerminalState
 from .retry import retry_call
@@ -49,6 +50,7 @@ __all__ = [
     "HookContext",
     "HookRejectSignal",
     "HookSpec",
+    "InjectionDetector",
     "InvalidArguments",
     "Ledger",
     "LedgerStore",
@@ -58,10 +60,14 @@ __all__ = [
     "Principal",
     "RateLimit",
     "RedisStore",
+    "ReflectContext",
     "RunReport",
     "SQLiteStore",
+    "SessionEndContext",
     "TerminalState",
+    "ToolCallContext",
     "ToolPolicy",
+    "ToolResultContext",
     "clamp_timeout",
     "harness_hook",
     "remaining_time",

@@ -210,6 +210,15 @@ class ApprovalBook:
         pending.approved_by = approved_by
         return pending
 
+    def decline(self, agent: Any) -> None:
+        """A human declined to extend ``agent``'s parked budget: forget it."""
+        try:
+            pending = self._usd.pop(agent, None)
+        except TypeError:
+            pending = None
+        if pending is None:
+            raise ValueError("this agent has no run waiting on its budget")
+
     def take(self, agent: Any) -> UsdExtension | None:
         """The budget ``agent``'s new run continues (and forget it)."""
         try:

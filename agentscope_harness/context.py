@@ -69,9 +69,12 @@ REASONS = {
     "concurrency_limited": "too many requests are already running",
     "finish_tool_not_called": "it did not deliver its result the way this task requires",
     "no_answer": "no answer was given",
+    "policy_error": "a safety check could not run",
+    "policy_refused": "a rule of this service does not allow it",
 }
 """Plain words for the reasons a run is stopped, used in fallback answers
-(``refused:<code>`` reads as ``refused``)."""
+(``refused:<code>`` reads as ``refused``; a hook's own reason reads as its
+hook wrote it, so write it for the user, or give ``ctx.stop`` a text)."""
 
 
 def reason_words(reason: str) -> str:

@@ -270,6 +270,13 @@ class Harness:
         principal = self.current_principal()
         self.services.approvals.extend(agent, usd, principal.user_id if principal else None)
 
+    def decline(self, agent: Any) -> None:
+        """Decline to extend ``agent``'s run that parked on its budget: the
+        agent's next reply is a new task with a budget of its own (until
+        then, every reply continues the spent budget and asks again, so a
+        new message never resets it by itself); the daily quota still binds."""
+        self.services.approvals.decline(agent)
+
     def last_report(self, agent: Any) -> RunReport | None:
         """The report of ``agent``'s most recent finished run."""
         try:

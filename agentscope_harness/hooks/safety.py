@@ -50,8 +50,14 @@ def authorization_gate(ctx: ToolCallContext) -> None:
     for arg, attr in policy.identity_args.items():
         expected = principal.attr(attr)
         given = call.args.get(arg)
+        if expected is None:  # the signed-in user has no such attribute: nothing the model sends is right
+            raise HookRejectSignal(
+                f"{call.name} needs the signed-in user's {attr}, which this user does not have. "
+                "Do not retry; tell the user this action is not available for their account.",
+                code="permission_denied",
+            )
         # exact: "acme " or "Alice" would reach the tool as another identity
-        if expected is None or type(given) is not type(expected) or given != expected:
+        if type(given) is not type(expected) or given != expected:
             raise HookRejectSignal(
                 f"{call.name} may only act for the signed-in user: {arg} must be "
                 f"{expected!r}. You cannot act for anyone else.",

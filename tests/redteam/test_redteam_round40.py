@@ -324,3 +324,31 @@ async def test_tokens_per_min_still_limits_what_was_billed() -> None:
             await run(agent)
         states.append(h.last_report(agent).reason)
     assert states[:2] == ["answered", "answered"] and "rate_limited" in states[2:]
+
+
+async def test_a_declined_budget_question_lets_the_next_reply_start_afresh() -> None:
+    from agentscope_harness import CostPolicy
+
+    async def search(q: str) -> str:
+        """Search. Args: q (str): The query."""
+        RAN.append(("search", q))
+        return f"results for {q}"
+
+    cost = CostPolicy(cap_usd=0.02, prices={"scripted": (10.0, 10.0)}, on_exhausted="ask")
+    h = Harness(HarnessConfig(cost=cost), load_entry_points=False)
+    model = ScriptedModel([calls(("search", {"q": str(i)}), inp=500, out=500) for i in range(20)]
+                          + [text("Here is a fresh answer.", inp=50, out=5)])
+    agent = make_agent(model, [search], h.middlewares())
+    with h.acting_for(ALICE):
+        await run(agent)
+        assert h.last_report(agent).terminal_state is TerminalState.WAITING_INPUT
+        made = len(model.calls)
+        assert made > 0
+        await run(agent, "what about something else?")  # no answer to the question: it is asked again
+        assert (h.last_report(agent).terminal_state, len(model.calls)) == (TerminalState.WAITING_INPUT, made)
+        h.decline(agent)
+        with pytest.raises(ValueError, match="no run waiting on its budget"):
+            h.decline(agent)
+        _, final = await run(agent, "what about something else?")
+    assert len(model.calls) > made  # a budget of its own: it works again
+    assert not any(d.action == "continue_budget" for d in h.last_report(agent).decisions)

@@ -224,7 +224,7 @@ async def test_a_failing_or_hanging_hook(point: str, kind: str, hang: bool | str
         # no call to refuse: a safety hook that fails there stops the run
         assert RAN == []
         assert report.terminal_state == TerminalState.INCOMPLETE and report.reason == "policy_error"
-        assert final.get_text_content() == harness.config.fallback_text.format(reason="policy_error")
+        assert final.get_text_content() == harness.config.fallback_text.format(reason="a safety check could not run")
         assert len(model.calls) == (0 if point == "pre_think" else 1)
         assert_context_well_formed(agent)
         assert len(harness.table) == 0
