@@ -199,7 +199,11 @@ async def test_a_secret_env_value_set_after_construction_is_redacted(
 # ------------------------------------------------------------------ HITL
 
 
-async def test_the_same_user_resumes_their_approval_from_a_new_request() -> None:
+@pytest.mark.parametrize(("resumer", "runs"), [
+    (Principal(user_id="alice", tenant="acme", request_id="req-2"), True),  # her next request
+    (Principal(user_id="mallory", tenant="acme", request_id="req-1"), False),  # another user
+])
+async def test_a_resume_is_the_same_caller_by_tenant_and_user(resumer: Principal, runs: bool) -> None:
     policy = ToolPolicy(role="mutation", ask_when=lambda a: "big" if a["amount"] > 50 else None)
     h = Harness(HarnessConfig(tools={"refund": policy}), load_entry_points=False)
     model = ScriptedModel([calls(("refund", {"order_id": "A-1", "amount": 80.0})), text("Refunded.")])
@@ -207,24 +211,11 @@ async def test_the_same_user_resumes_their_approval_from_a_new_request() -> None
     with h.acting_for(Principal(user_id="alice", tenant="acme", request_id="req-1")):
         events, _ = await run(agent)
     ask = next(e for e in events if isinstance(e, RequireUserConfirmEvent))
-    with h.acting_for(Principal(user_id="alice", tenant="acme", request_id="req-2")):
-        _, final = await run(agent, inputs=confirm(ask, ask.tool_calls[0]))
-    assert RAN == [("refund", "A-1")]
-    assert h.last_report(agent).terminal_state == TerminalState.COMPLETED
-
-
-async def test_another_user_of_the_tenant_still_cannot_resume_it() -> None:
-    policy = ToolPolicy(role="mutation", ask_when=lambda a: "big")
-    h = Harness(HarnessConfig(tools={"refund": policy}), load_entry_points=False)
-    model = ScriptedModel([calls(("refund", {"order_id": "A-1", "amount": 80.0})), text("Refunded.")])
-    agent = make_agent(model, [refund], h.middlewares())
-    with h.acting_for(Principal(user_id="alice", tenant="acme", request_id="req-1")):
-        events, _ = await run(agent)
-    ask = next(e for e in events if isinstance(e, RequireUserConfirmEvent))
-    with h.acting_for(Principal(user_id="mallory", tenant="acme", request_id="req-1")):
+    with h.acting_for(resumer):
         await run(agent, inputs=confirm(ask, ask.tool_calls[0]))
-    assert RAN == []
-    assert h.last_report(agent).reason == "refused:permission_denied"
+    report = h.last_report(agent)
+    assert RAN == ([("refund", "A-1")] if runs else [])
+    assert report.reason == ("answered" if runs else "refused:permission_denied")
 
 
 # ---------------------------------------------------- extension and ops
@@ -297,33 +288,31 @@ async def test_a_hook_cut_at_the_deadline_says_so() -> None:
     assert errors == ["timed out at the run's deadline"] and RAN == []
 
 
-async def test_tokens_per_min_counts_the_tokens_the_provider_billed() -> None:
-    # each call's worst case is ~4,100 tokens (4,096 of output without max_tokens): five
-    # calls of 320 billed tokens fit in 10,000 a minute only if the unused part goes back
+async def replies_under_10k_tokens_a_minute(inp: int, out: int, replies: int) -> list[tuple[str, int]]:
+    """Replies of one call billed ``inp`` + ``out`` tokens, one after another
+    under ``tokens_per_min=10_000``: (reason, tokens billed) of each."""
     h = Harness(HarnessConfig(rate_limits=[RateLimit(scope="principal", tokens_per_min=10_000)]),
                 load_entry_points=False)
     outcomes = []
-    for i in range(5):
-        model = ScriptedModel([text(f"Sure {i}.", inp=300, out=20)])
+    for i in range(replies):
+        model = ScriptedModel([text(f"Answer {i}.", inp=inp, out=out)])
         agent = make_agent(model, [refund], h.middlewares())
         with h.acting_for(ALICE):
             await run(agent)
         report = h.last_report(agent)
-        outcomes.append((report.terminal_state, report.input_tokens + report.output_tokens))
-    assert outcomes == [(TerminalState.COMPLETED, 320)] * 5
+        outcomes.append((report.reason, report.input_tokens + report.output_tokens))
+    return outcomes
+
+
+async def test_tokens_per_min_counts_the_tokens_the_provider_billed() -> None:
+    # each call's worst case is ~4,100 tokens (4,096 of output without max_tokens): five
+    # calls of 320 billed tokens fit in 10,000 a minute only if the unused part goes back
+    assert await replies_under_10k_tokens_a_minute(300, 20, 5) == [("answered", 320)] * 5
 
 
 async def test_tokens_per_min_still_limits_what_was_billed() -> None:
-    h = Harness(HarnessConfig(rate_limits=[RateLimit(scope="principal", tokens_per_min=10_000)]),
-                load_entry_points=False)
-    states = []
-    for i in range(4):
-        model = ScriptedModel([text(f"Long {i}.", inp=3_000, out=1_000)])
-        agent = make_agent(model, [refund], h.middlewares())
-        with h.acting_for(ALICE):
-            await run(agent)
-        states.append(h.last_report(agent).reason)
-    assert states[:2] == ["answered", "answered"] and "rate_limited" in states[2:]
+    reasons = [reason for reason, _ in await replies_under_10k_tokens_a_minute(3_000, 1_000, 4)]
+    assert reasons[:2] == ["answered", "answered"] and "rate_limited" in reasons[2:]
 
 
 async def test_a_declined_budget_question_lets_the_next_reply_start_afresh() -> None:
