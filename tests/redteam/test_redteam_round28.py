@@ -25,6 +25,7 @@ from agentscope.message import ToolResultBlock, ToolResultState, UserMsg
 from agentscope.tool import Toolkit
 from hookkit import Ran, client_tool, refunding, searcher
 from scripted import ALICE, BOB, ScriptedModel, calls, drain, make_agent, text, tool
+from test_redteam_round27 import VERIFY_SCRIPT, _verify_then_refund
 
 from agentscope_harness import (
     Harness,
@@ -128,48 +129,6 @@ async def test_an_interrupt_from_nobody_while_nothing_awaits_in_a_restored_agent
 
 
 # ====================================================== 2. _shape_kept
-
-
-def _verify_then_refund(ran: Ran, script: list[Any]) -> tuple[Harness, Any, ScriptedModel]:
-    """``verify_code`` runs on the client (its result must carry
-    ``checked_at``); ``refund`` requires it."""
-    from agentscope.tool import ToolBase
-
-    from agentscope_harness import Prerequisite
-
-    class VerifyCode(ToolBase):
-        name = "verify_code"
-        description = "Check the one-time code on the user's device."
-        input_schema = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
-        is_concurrency_safe = False
-        is_read_only = True
-        is_external_tool = True
-        metadata_schema = {"type": "object", "required": ["checked_at"]}
-
-        async def check_permissions(self, tool_input: dict[str, Any], context: Any) -> Any:
-            from scripted import ALLOW
-            return ALLOW
-
-    async def refund(order_id: str) -> str:
-        """Refund an order.
-
-        Args:
-            order_id (str): The order.
-        """
-        ran.append(("refund", {"order_id": order_id}))
-        return f"refunded {order_id}"
-
-    h = Harness(HarnessConfig(tools={"refund": ToolPolicy(role="mutation",
-                                                         requires=[Prerequisite(tool="verify_code")])}),
-                load_entry_points=False)
-    model = ScriptedModel(script)
-    toolkit = Toolkit(tools=[VerifyCode(), tool(refund), tool(searcher(ran))])
-    agent = make_agent(model, h.instrument(toolkit), h.middlewares())
-    return h, agent, model
-
-
-VERIFY_SCRIPT = [calls(("verify_code", {"code": "1234"})), calls(("search", {"q": "A-1"})),
-                 calls(("refund", {"order_id": "A-1"})), text("Refunded A-1.")]
 
 
 async def _asked_verify(h: Harness, agent: Any) -> Any:
