@@ -94,7 +94,7 @@ class CallFlow:
             return Verdict(refusal=self._refuse(ctx, mismatch), ctx=ctx)
         concluded = run.facts.terminal is not None
         refusal = await self.runner.run("pre_tool_call", ctx)
-        if refusal is None and not concluded and run.facts.terminal is not None:
+        if refusal is None and not concluded and run.facts.terminal is not None and not self.services.shadow:
             refusal = self._stopped_by_gate(ctx)
         self._defer_hints(ctx)
         if refusal is not None:
@@ -288,7 +288,7 @@ class CallFlow:
             view.declared.defaults if view.declared is not None else NO_DEFAULTS,
         )
         if result.ok:
-            run.tell_enclosing_runs(view.name)
+            run.tell_enclosing_runs(view.name, view.args)
         return result
 
     async def _count_results(self, ctx: HookContext, text: str) -> int | None:

@@ -407,9 +407,10 @@ class GuardState:
     pool_emptied: bool = False
     last_hint: str | None = None
     unsupported_claims: list[str] = field(default_factory=list)
-    done_by_sub_runs: set[str] = field(default_factory=set)
-    """Tools that succeeded in a run nested in this one (a sub-agent's
-    action is this conversation's: an answer claiming it is not made up)."""
+    done_by_sub_runs: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)
+    """The calls that succeeded in runs nested in this one, their arguments
+    by tool (a sub-agent's action is this conversation's: an answer
+    claiming it is not made up)."""
     wrap_up_hinted: bool = False
     nudged: set[str] = field(default_factory=set)
     # Model calls made (run-wide) when force_conclude was set: a later call

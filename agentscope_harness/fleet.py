@@ -706,10 +706,25 @@ class Fleet:
         it took beyond them (its output's worst case) go back, so a
         ``tokens_per_min`` limit counts the tokens used."""
         taken = self._tokens_taken.pop(run.run_id, None)
-        if taken and isinstance(self.store, RateRefund):
-            unused = [_Taken(t.key, t.per_min, t.cost - tokens, t.ends, t.given_back)
-                      for t in taken if t.cost > tokens]  # the block's tail: its last units
-            self._release_later([], unused)
+        if not taken or not isinstance(self.store, RateRefund):
+            return
+        unused = [_Taken(t.key, t.per_min, t.cost - tokens, t.ends, t.given_back)
+                  for t in taken if t.cost > tokens]  # the block's tail: its last units
+        self._release_later([], unused)
+        for t in taken:
+            if tokens > t.cost:  # billed past its worst case (text that tokenizes densely): taken too
+                self._take_unit(t.key, t.per_min, tokens - t.cost)
+                self._in_background(self._take_past(t.key, t.per_min, tokens - t.cost))
+
+    async def _take_past(self, key: str, per_min: int, units: int) -> None:
+        """Units already used, taken whatever the bucket holds (a refund of
+        minus ``units``); a store that cannot take them lets them go."""
+        store = self.store
+        assert isinstance(store, RateRefund)
+        try:
+            await self._call(store.rate_refund(key, per_min, -units), "limits store", None)
+        except DependencyDown:
+            pass
 
     def _refuse(self, run: RunState, reason: str, code: str, detail: str) -> ModelAdmission:
         self.stop(run, reason, code, detail)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -21,7 +22,7 @@ from .adapters.tool_adapter import ErrorClassMiddleware, instrument_toolkit
 from .approvals import approval_digest
 from .calls import CallFlow
 from .candidate import Candidate
-from .config import _UNSET, EnvFlags, HarnessConfig, build_config, given
+from .config import _UNSET, MIN_SECRET_CHARS, EnvFlags, HarnessConfig, build_config, given
 from .context import HookContext
 from .errors import DependencyDown, HarnessConfigError
 from .facts import declared_in
@@ -124,7 +125,7 @@ class Harness:
         self.table = RunTable(loop_window=self.config.loop_window, limits=RunLimits.of(self.config))
         self.store: LedgerStore = self.config.store or MemoryStore()
         values = self.config.resolved_secret_values()
-        self._secrets = set(values)
+        self._secrets = set(values)  # every secret_env value seen (one too short is seen, not taken)
         self.redactor = Redactor(self.config.redact_patterns, self.config.redact_window, values)
         spelled = [spelling for value in values if (spelling := json_spelling(value)) != value]
         self.args_redactor = (  # tool-call arguments: exact values also as JSON spells them
@@ -151,19 +152,32 @@ class Harness:
         )
         self.stream_redaction = any(s.name == "final_answer_audit" for s in self.hooks)
 
+    def opened(self, run: RunState, agent: Any) -> None:
+        """What a run learns as it opens, wherever it is opened: the
+        ``secret_env`` values now, and whether it owes the finishing tool (a
+        sub-agent without one answers its lead in text; a root run always
+        owes it: an agent without it cannot complete, as its config says)."""
+        self.refresh_secrets()
+        finish = self.services.finish_tools
+        if finish and run.parent is not None:
+            groups = getattr(getattr(agent, "toolkit", None), "tool_groups", ())
+            run.owes_finish = any(tool.name in finish for group in groups for tool in group.tools)
+
     def refresh_secrets(self) -> None:
         """``secret_env`` read again as a run opens: a value set or rotated
         since construction is redacted from then on, and the values read
         before stay secrets (a rotated-out key is still one). A value too
         short to redact is not taken (logged: it failed construction)."""
-        if not self.config.secret_env:
-            return
-        try:
-            values = self.config.resolved_secret_values()
-        except HarnessConfigError as exc:
-            log.warning("harness secret_env not read again: %s", exc)
-            return
-        fresh = [value for value in values if value not in self._secrets]
+        fresh = []
+        for name in self.config.secret_env:
+            value = os.environ.get(name, "")
+            if not value or value in self._secrets:
+                continue
+            if len(value) < MIN_SECRET_CHARS:
+                self._secrets.add(value)  # seen: said once
+                log.warning("harness secret_env: the value of %s is too short to redact; not taken", name)
+                continue
+            fresh.append(value)
         if fresh:
             self._secrets.update(fresh)
             self.redactor.learn(fresh)
@@ -413,11 +427,11 @@ class Harness:
             life.run = previous
             await life.close(None)
         parent = live_parent(reply_id)  # a sub-agent run from a live run's tool answers to its limits
-        self.refresh_secrets()
         run = slot[0] = self.table.open(
             reply_id, getattr(agent, "name", "agent"), agent.state.session_id,
             self.caller_principal(), run_deadline(self, parent), parent, self.config.mode,
         )
+        self.opened(run, agent)
         return run
 
 

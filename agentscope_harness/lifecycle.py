@@ -45,6 +45,7 @@ from .outcome import (
     WITHHELD_ANSWER,
     build_report,
     corrected_answer,
+    finish_required,
     shows_nothing,
     structured_output_is_withheld,
     terminal_state,
@@ -302,7 +303,6 @@ class ReplyLifecycle:
         its principal's daily quota: every run this reply opens, a new one
         or one restored from storage, is held to it."""
         harness = self.harness
-        harness.refresh_secrets()
         self.run = run = harness.table.open(
             run_id=run_id,
             agent_name=getattr(self.agent, "name", "agent"),
@@ -313,6 +313,7 @@ class ReplyLifecycle:
             mode=harness.config.mode,
         )
         harness.table.bind(self.agent, run)
+        harness.opened(run, self.agent)
         if parent is not None:
             run.called_by = TOOL_CALL.get()
         await self._read_quota(run)
@@ -371,7 +372,8 @@ class ReplyLifecycle:
         self.resumed_park = run.report
         run.report = None  # the park's provisional report is superseded
         run.park_reason = None  # a later park states its own reason
-        run.resumed_by, run.resumer_recorded = self.harness.caller_principal(run), True
+        run.resume_by(self.harness.caller_principal(run))
+        run.resumer_recorded = True
         run.awaiting_human.clear()
         rejoin(self.harness, run)
         by_another = parked_here is not None and run.resumed_by_another()
@@ -471,7 +473,7 @@ class ReplyLifecycle:
         if reaudited:
             refusal = await harness.runner.rerun(AUDIT_HOOK, ctx)  # a later hook's rewrite
         audited = ctx.final_text or ""  # cleaned as the stream was (or a hook's rewrite, audited)
-        final = audited if harness.shadow else corrected_answer(run, audited, harness.config.fallback_text)
+        final = audited if harness.shadow else corrected_answer(run, audited, harness.config)
         if not (ended or harness.shadow) and run.facts.stop_text is not None:
             final = run.facts.stop_text  # a hook stopped the run here: its text, as a stop elsewhere gives
         if final != audited:  # a replacement (a hook's stop text may quote anything) takes the answer's filter
@@ -484,7 +486,7 @@ class ReplyLifecycle:
             run.facts.conclude(TerminalState.INCOMPLETE, "audit_failed", override=True)
             if self.structured is not None:
                 self.structured = (None,)
-        state, reason = terminal_state(run, harness.config.finish_required(), self.end_reason)
+        state, reason = terminal_state(run, finish_required(run, harness.config), self.end_reason)
         if reason == "answered" and self._says_nothing(msg, final):
             run.facts.conclude(TerminalState.INCOMPLETE, "no_answer", override=True)
             state, reason = TerminalState.INCOMPLETE, "no_answer"
@@ -588,7 +590,7 @@ class ReplyLifecycle:
                 await self._park_again(run, failure, self.resumed_park.reason)
             elif run.report is None:
                 state, reason = terminal_state(
-                    run, self.harness.config.finish_required(), self.end_reason, failure,
+                    run, finish_required(run, self.harness.config), self.end_reason, failure,
                 )
                 await self.settle(run, state, reason)
         finally:

@@ -13,11 +13,15 @@ import asyncio
 import time
 import unicodedata
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .context import found_so_far, reason_words
 from .outputs import cleaned_args
 from .report import RunReport, TerminalState
 from .run_state import RunState, principal_dict
+
+if TYPE_CHECKING:
+    from .config import HarnessConfig
 
 WITHHELD_ANSWER = (
     "I'm sorry, I could not produce an answer I can stand behind. "
@@ -74,12 +78,23 @@ def answer_is_replaced(run: RunState) -> bool:
     return facts.terminal is None and (facts.stuck is not None or bool(facts.dependency_down))
 
 
-def finish_bypassed(run: RunState) -> bool:
-    """The run ended because the model answered in text where a finishing
-    tool is required, past its nudge (``terminal_enforcer``): that answer
-    went around the finishing tool and its ``verify``, so it is not given."""
-    terminal = run.facts.terminal
-    return terminal is not None and terminal.reason == "finish_tool_not_called"
+def finish_required(run: RunState, config: HarnessConfig) -> bool:
+    """A finishing tool must deliver this run's answer: the config requires
+    one and the run owes it (``RunState.owes_finish``: a sub-agent without
+    the tool answers its lead in text)."""
+    return config.finish_required() and run.owes_finish
+
+
+def finish_bypassed(run: RunState, config: HarnessConfig) -> bool:
+    """The model's text answer went around a required finishing tool and
+    its ``verify``, so it is not given: the run ended for that, past the
+    nudge (``terminal_enforcer``), or a rule stopped it in that answer's
+    round (its stop text is given instead)."""
+    facts = run.facts
+    terminal = facts.terminal
+    if terminal is None or facts.delivered or not finish_required(run, config):
+        return False
+    return terminal.reason == "finish_tool_not_called" or facts.stop_text is not None
 
 
 def structured_output_is_withheld(run: RunState) -> bool:
@@ -141,7 +156,7 @@ def unanswered(run: RunState, fallback_text: str) -> str:
     return fallback_text.format(reason=reason_words("no_answer")) + found_so_far(run)
 
 
-def corrected_answer(run: RunState, text: str, fallback_text: str) -> str:
+def corrected_answer(run: RunState, text: str, config: HarnessConfig) -> str:
     """The answer the user may receive, as ``terminal_state`` judges the
     run: one that asserts an action whose tool never succeeded in the run
     is replaced by a correction saying what did not happen (the report names
@@ -152,7 +167,8 @@ def corrected_answer(run: RunState, text: str, fallback_text: str) -> str:
     in that answer's own round (``RunState.answer_made_up``): a model left
     without its data is the one most tempted to make the answer up; and one
     given in text around a required finishing tool (``finish_bypassed``)."""
-    replaced = answer_is_replaced(run) or run.answer_made_up or finish_bypassed(run)
+    fallback_text = config.fallback_text
+    replaced = answer_is_replaced(run) or run.answer_made_up or finish_bypassed(run, config)
     if replaced and run.facts.stuck is not None:
         return replacement(run, fallback_text)
     claims = run.facts.unsupported_claims

@@ -17,7 +17,7 @@ import secrets
 import time
 import weakref
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -202,6 +202,10 @@ class RunState:
     match what was shown); false for a run restored in another process."""
     park_reason: str | None = None
     """Why a hook parked a call for a human (``ctx.ask``)."""
+    owes_finish: bool = True
+    """The run is held to ``require_finish_tool``: every root run, and a
+    sub-agent's run whose agent has a finishing tool (one without it answers
+    its lead, which delivers; ``Harness.opened``)."""
     resumed_by: Any = None
     """The principal bound when a parked run was resumed (``None``: nobody)."""
     resumer_recorded: bool = False
@@ -298,6 +302,15 @@ class RunState:
         it started read, through its handle, even after the run is freed."""
         self.deadline = self.handle.deadline = deadline
         self.timed_from = time.monotonic()
+
+    def resume_by(self, principal: Principal | None) -> None:
+        """Who resumes the parked run. The caller who parked it acts with
+        what is bound now, so every gate judges the resumed call on it (a
+        tool taken from ``allowed_tools`` or an account changed since the
+        park counts); another caller is recorded, and refused."""
+        self.resumed_by = principal
+        if same_caller(self.principal, principal):
+            self.principal = principal
 
     def resumed_by_another(self) -> bool:
         """Whether the caller bound at a resume is not the one who parked the
@@ -431,12 +444,12 @@ class RunState:
                 candidate.charged(run, input_tokens, output_tokens, usd, model_name, cached_input_tokens)
             run = run.parent
 
-    def tell_enclosing_runs(self, succeeded_tool: str) -> None:
-        """A tool succeeded here: every run this one is nested in knows its
-        sub-agents did it (``claims`` are checked run-wide)."""
+    def tell_enclosing_runs(self, succeeded_tool: str, args: Mapping[str, Any]) -> None:
+        """A tool succeeded here with ``args``: every run this one is nested
+        in knows its sub-agents did it (``claims`` are checked run-wide)."""
         run = self.parent
         while run is not None:
-            run.facts.done_by_sub_runs.add(succeeded_tool)
+            run.facts.done_by_sub_runs.setdefault(succeeded_tool, []).append(args)
             run = run.parent
 
     def add_tool_call(self, n: int = 1) -> None:

@@ -149,7 +149,7 @@ class HarnessAgentAdapter(HarnessMiddleware):
             replaced = answer_is_replaced(run) and enforcing
             # held back until the round is known to call tools: a text answer
             # another round replaces, or the fallback replaces whatever it says
-            interim = replaced or (bool(self.harness.finish_tools) and enforcing)
+            interim = replaced or (bool(self.harness.finish_tools) and run.owes_finish and enforcing)
             owed = enforcing and structured_output_owed(agent)
             outputs = _OutputCalls(structured_output_is_withheld(run)) if owed else None
             text_events: list[Any] = []
@@ -196,7 +196,8 @@ class HarnessAgentAdapter(HarnessMiddleware):
             events, another_round = await self._post_reflect(agent, run, held, _new_tool_calls(agent, before))
             if made_up and not another_round:
                 run.answer_made_up = True  # whatever ended the run in this round, corrected_answer replaces it
-            if not (another_round or made_up or (enforcing and (answer_is_replaced(run) or finish_bypassed(run)))):
+            not_given = answer_is_replaced(run) or finish_bypassed(run, self.harness.config)
+            if not (another_round or made_up or (enforcing and not_given)):
                 events = text_events + events  # else the user never sees an answer the run replaced
             for event in events:
                 yield event
@@ -308,7 +309,7 @@ class HarnessAgentAdapter(HarnessMiddleware):
         if structured_output_owed(agent):
             return ToolChoice(mode=STRUCTURED_OUTPUT_TOOL)
         finish = sorted(self.harness.finish_tools)
-        if run.facts.terminal is not None or not finish:
+        if run.facts.terminal is not None or not finish or not run.owes_finish:
             return ToolChoice(mode="none")
         return ToolChoice(mode=finish[0] if len(finish) == 1 else "required")
 

@@ -108,7 +108,7 @@ class HarnessToolAdapter(HarnessMiddleware):
         if run.awaiting_human and _drop_answered(agent, run, view):
             rejoin(self.harness, run)  # the tool adapter alone: resumed, and no on_reply said so
         if view.resumed and not run.resumer_recorded:  # the tool adapter alone: the caller bound now
-            run.resumed_by = self.harness.caller_principal(run)
+            run.resume_by(self.harness.caller_principal(run))
         verdict: Verdict | None = None
         admitted = False
         try:

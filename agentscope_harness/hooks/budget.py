@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..context import HookContext, ToolCallContext, ToolResultContext, fallback
-from ..outcome import terminal_state
+from ..outcome import finish_required, terminal_state
 from ..registry import HookRejectSignal, harness_hook
 from ..report import TerminalState
 from ..stores import daily_left
@@ -484,7 +484,7 @@ def strategy_feedback(ctx: HookContext) -> None:
     before the run settles (the lifecycle settles it: the report, the
     report event, the callback; the daily spend was charged per model
     call, as it was spent)."""
-    state, reason = terminal_state(ctx.run, ctx.config.finish_required(), ctx.end_reason)
+    state, reason = terminal_state(ctx.run, finish_required(ctx.run, ctx.config), ctx.end_reason)
     ctx.decide(
         "terminal", code=state.value,
         detail=f"{reason}; spent ${ctx.run.facts.spent_usd:.6f} in {ctx.run.model_calls} model calls",

@@ -282,9 +282,9 @@ def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
     facts = ctx.facts
     earlier: dict[str, list[Mapping[str, Any]]] | None = None
     for tool, policy in ctx.config.tools.items():
-        if not policy.claims or tool in facts.unsupported_claims or tool in facts.done_by_sub_runs:
+        if not policy.claims or tool in facts.unsupported_claims:
             continue
-        succeeded = facts.has_succeeded(tool)
+        succeeded = facts.has_succeeded(tool) or tool in facts.done_by_sub_runs
         for pattern in policy.claims:
             compiled = re.compile(pattern, re.IGNORECASE)
             if succeeded and not compiled.groupindex:
@@ -294,7 +294,8 @@ def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
                 continue
             if earlier is None:
                 earlier = _earlier_successes(ctx)
-            calls = [s.args for s in facts.succeeded.values() if s.tool == tool] + earlier.get(tool, [])
+            calls = [s.args for s in facts.succeeded.values() if s.tool == tool]
+            calls += facts.done_by_sub_runs.get(tool, []) + earlier.get(tool, [])
             if all(_supported(match, calls) for match in matches):
                 continue
             facts.unsupported_claims.append(tool)
@@ -316,6 +317,13 @@ def _supported(match: re.Match[str], calls: list[Mapping[str, Any]]) -> bool:
 
 
 def _same_value(arg: Any, said: str) -> bool:
+    """A call's argument is what the claim says: numbers as numbers ("80.00"
+    is 80; "1,200" is 1200), text case-insensitively."""
+    if isinstance(arg, (int, float)) and not isinstance(arg, bool):
+        try:
+            return float(said.replace(",", "").strip()) == float(arg)
+        except ValueError:
+            return False
     return arg is not None and str(arg).strip().casefold() == said.strip().casefold()
 
 
@@ -334,14 +342,15 @@ def _earlier_successes(ctx: HookContext) -> dict[str, list[Mapping[str, Any]]]:
             if isinstance(block, ToolCallBlock):
                 calls[block.id] = block
             elif isinstance(block, ToolResultBlock) and block.state == "success" and block.id not in judged:
-                call = calls.get(block.id)
-                found.setdefault(block.name, []).append(_args_of(call))
+                call = calls.get(block.id)  # its call's name: a client's result may say another
+                if call is not None:
+                    found.setdefault(call.name, []).append(_args_of(call))
     return found
 
 
-def _args_of(call: ToolCallBlock | None) -> Mapping[str, Any]:
+def _args_of(call: ToolCallBlock) -> Mapping[str, Any]:
     try:
-        args = json.loads(call.input) if call is not None else {}
+        args = json.loads(call.input)
     except ValueError:
         return {}
     return args if isinstance(args, dict) else {}

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..context import STRUCTURED_OUTPUT_TOOL, HookContext, ReflectContext, ToolCallContext, ToolResultContext
 from ..facts import FINISHED, OUT_OF_TIME, GuardState
+from ..outcome import finish_required
 from ..registry import HookRejectSignal, harness_hook
 from ..report import TerminalState
 from ..sentinels import format_sentinel
@@ -180,7 +181,7 @@ def terminal_enforcer(ctx: ReflectContext) -> None:
         facts.conclude(TerminalState.INCOMPLETE, _ignored(facts))
         ctx.decide("terminal", code="incomplete", detail="kept calling tools after being told to conclude")
         return
-    if not out.is_final or facts.terminal is not None or not ctx.config.finish_required():
+    if not out.is_final or facts.terminal is not None or not finish_required(ctx.run, ctx.config):
         return
     if facts.enforce_retries < ctx.config.max_enforce_retries:
         facts.enforce_retries += 1

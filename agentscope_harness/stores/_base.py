@@ -84,7 +84,10 @@ def gcra(tat: float, now: float, per_min: int, cost: int) -> tuple[float, float]
 def gcra_refund(tat: float, now: float, per_min: int, cost: float) -> float:
     """The theoretical arrival time once ``cost`` units a rate admitted are
     given back (a call that then did not run): never before ``now``, so a
-    bucket never holds more than full."""
+    bucket never holds more than full. A negative ``cost`` takes units
+    already used, from ``now`` at the earliest."""
+    if cost < 0:
+        return max(now, tat) - MINUTE_S * cost / per_min
     return max(now, tat - MINUTE_S * cost / per_min)
 
 
@@ -273,7 +276,9 @@ class RateRefund(Protocol):
     async def rate_refund(self, key: str, per_min: int, cost: float = 1, *,
                           deadline: float | None = None) -> None:
         """Give back ``cost`` units taken from ``key`` (see ``gcra_refund``;
-        a fraction: what is left of a unit's window)."""
+        a fraction: what is left of a unit's window). A negative ``cost``
+        takes units whatever the bucket holds: ones already used (tokens a
+        provider billed past a call's estimate)."""
         ...
 
 

@@ -136,9 +136,10 @@ class MemoryStore:
 
     async def rate_refund(self, key: str, per_min: int, cost: float = 1, *,
                           deadline: float | None = None) -> None:
-        tat = self._rates.get(key)
+        now = self._clock()
+        tat = self._rates.get(key, now if cost < 0 else None)  # units taken count from now at the earliest
         if tat is not None:
-            self._rates[key] = gcra_refund(tat, self._clock(), per_min, cost)
+            self._rates[key] = gcra_refund(tat, now, per_min, cost)
 
     # ------------------------------------------------------------ leases
 

@@ -124,9 +124,11 @@ redis.call('SET', KEYS[1], num(new_tat), 'PX', math.floor((new_tat - now) / 1000
 return '0'
 """
 
-# KEYS: rate. ARGV: per_min, cost. Mirrors _base.gcra_refund.
+# KEYS: rate. ARGV: per_min, cost. Mirrors _base.gcra_refund (a negative
+# cost takes units already used, from now at the earliest).
 RATE_REFUND = _NOW + """
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tonumber(ARGV[2]) < 0 and tat < now then tat = now end
 local back = tat - 60000000 * tonumber(ARGV[2]) / tonumber(ARGV[1])
 if back <= now then
   redis.call('DEL', KEYS[1])

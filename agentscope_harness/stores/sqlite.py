@@ -228,9 +228,10 @@ class SQLiteStore:
                           deadline: float | None = None) -> None:
         def refund(conn: sqlite3.Connection, now: float) -> None:
             row = conn.execute("SELECT tat FROM harness_rates WHERE key=?", (key,)).fetchone()
-            if row:
-                conn.execute("UPDATE harness_rates SET tat=? WHERE key=?",
-                             (gcra_refund(float(row[0]), now, per_min, cost), key))
+            if row or cost < 0:  # units taken count from now at the earliest
+                conn.execute("INSERT INTO harness_rates(key, tat) VALUES (?, ?) "
+                             "ON CONFLICT(key) DO UPDATE SET tat=excluded.tat",
+                             (key, gcra_refund(float(row[0]) if row else now, now, per_min, cost)))
 
         await self._run(lambda: self._write(refund), deadline)
 
