@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -448,9 +449,11 @@ def billed_tokens(model: Any, usage: Any) -> tuple[int, int, int]:
 
 
 def _check_declared_args(config: HarnessConfig, toolkit: Any) -> None:
-    """Every ``identity_args`` name is an argument of its tool, and every
-    ``same_args`` name one of the gated tool and of its prerequisite, where
-    ``toolkit`` has them (with a schema)."""
+    """Every ``identity_args`` name is an argument of its tool, every
+    ``same_args`` name one of the gated tool and of its prerequisite, and
+    every named group of a ``claims`` pattern one of its tool (a claim naming
+    a value no call carries could never stand), where ``toolkit`` has them
+    (with a schema)."""
     declared = {
         tool.name: found for group in getattr(toolkit, "tool_groups", []) for tool in group.tools
         if (found := declared_in(getattr(tool, "input_schema", None))) is not None
@@ -464,6 +467,13 @@ def _check_declared_args(config: HarnessConfig, toolkit: Any) -> None:
                 typo = undeclared_same_args(name, i, prereq, tool, declared[tool]) if tool in declared else None
                 if typo is not None:
                     raise typo
+        for i, claim in enumerate(policy.claims if name in declared else ()):
+            unknown = sorted(set(re.compile(claim).groupindex) - declared[name].names)
+            if unknown:
+                raise HarnessConfigError(
+                    f"tools.{name}.claims[{i}]: its named groups {unknown} are not arguments of {name} "
+                    f"(its schema declares {sorted(declared[name].names)})",
+                )
 
 
 def _effective_config(config: HarnessConfig, env: EnvFlags) -> HarnessConfig:

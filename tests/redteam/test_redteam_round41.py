@@ -206,3 +206,11 @@ async def test_tokens_billed_past_the_estimate_count_too() -> None:
     # ~4,100 tokens estimated a call, 9,000 billed: a second call within the minute would pass 10,000
     outcomes = await replies_under_10k_tokens_a_minute(8_900, 100, 3)
     assert outcomes[0] == ("answered", 9_000) and sum(tokens for _, tokens in outcomes) <= 10_000
+
+
+def test_a_claims_named_group_that_is_no_argument_is_refused_at_instrument() -> None:
+    from agentscope_harness import HarnessConfigError
+
+    h = shop(r"\border (?P<order>[A-Z]-\d+) was cancell?ed\b")  # the argument is order_id
+    with pytest.raises(HarnessConfigError, match=r"tools\.cancel_order\.claims\[0\]: its named groups \['order'\]"):
+        h.instrument(Toolkit(tools=[tool(lookup_order), tool(cancel_order)]))
