@@ -703,8 +703,9 @@ class Fleet:
 
     def tokens_used(self, run: RunState, tokens: int) -> None:
         """The model call in flight was billed ``tokens``: the token units
-        it took beyond them (its output's worst case) go back, so a
-        ``tokens_per_min`` limit counts the tokens used."""
+        it took beyond them (its output's worst case) go back, and those it
+        was billed past them are taken, so a ``tokens_per_min`` limit counts
+        the tokens used."""
         taken = self._tokens_taken.pop(run.run_id, None)
         if not taken or not isinstance(self.store, RateRefund):
             return

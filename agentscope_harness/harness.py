@@ -126,7 +126,7 @@ class Harness:
         self.table = RunTable(loop_window=self.config.loop_window, limits=RunLimits.of(self.config))
         self.store: LedgerStore = self.config.store or MemoryStore()
         values = self.config.resolved_secret_values()
-        self._secrets = set(values)  # every secret_env value seen (one too short is seen, not taken)
+        self._secrets = set(values)  # every secret value seen (one too short or blank is seen, not taken)
         self.redactor = Redactor(self.config.redact_patterns, self.config.redact_window, values)
         spelled = [spelling for value in values if (spelling := json_spelling(value)) != value]
         self.args_redactor = (  # tool-call arguments: exact values also as JSON spells them
@@ -155,32 +155,29 @@ class Harness:
 
     def opened(self, run: RunState, agent: Any) -> None:
         """What a run learns as it opens, wherever it is opened: the
-        ``secret_env`` values now, and whether it owes the finishing tool (a
-        sub-agent without one answers its lead in text; a root run always
-        owes it: an agent without it cannot complete, as its config says)."""
+        ``secret_env`` values now, and a sub-agent's toolkit (whether it owes
+        the finishing tool: ``outcome.owes_finish``)."""
         self.refresh_secrets()
-        finish = self.services.finish_tools
-        if finish and run.parent is not None:
-            groups = getattr(getattr(agent, "toolkit", None), "tool_groups", ())
-            run.owes_finish = any(tool.name in finish for group in groups for tool in group.tools)
+        if run.parent is not None:
+            run.toolkit = getattr(agent, "toolkit", None)
 
     def refresh_secrets(self) -> None:
         """``secret_env`` read again as a run opens: a value set or rotated
         since construction is redacted from then on, and the values read
         before stay secrets (a rotated-out key is still one). A value too
-        short to redact is not taken (logged: it failed construction)."""
+        short to redact, or blank, is not taken (logged once: it would fail
+        construction); the others are."""
         fresh = []
         for name in self.config.secret_env:
             value = os.environ.get(name, "")
             if not value or value in self._secrets:
                 continue
-            if len(value) < MIN_SECRET_CHARS:
-                self._secrets.add(value)  # seen: said once
+            self._secrets.add(value)
+            if len(value.strip()) < MIN_SECRET_CHARS:  # seen, said once
                 log.warning("harness secret_env: the value of %s is too short to redact; not taken", name)
                 continue
             fresh.append(value)
         if fresh:
-            self._secrets.update(fresh)
             self.redactor.learn(fresh)
             self.args_redactor.learn([*fresh, *map(json_spelling, fresh)])
 

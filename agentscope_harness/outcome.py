@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from .context import found_so_far, reason_words
@@ -78,11 +78,23 @@ def answer_is_replaced(run: RunState) -> bool:
     return facts.terminal is None and (facts.stuck is not None or bool(facts.dependency_down))
 
 
+def owes_finish(run: RunState, finish_tools: Collection[str]) -> bool:
+    """Whether the run is held to its finishing tool: a root run always (an
+    agent without it cannot complete, as its config says); a sub-agent's
+    while its toolkit has one (read each time: a toolkit may change in a
+    run; a group's MCP servers may serve one), else it answers its lead."""
+    if run.parent is None:
+        return True
+    groups = getattr(run.toolkit, "tool_groups", ())
+    return any(
+        getattr(group, "mcps", None) or any(tool.name in finish_tools for tool in group.tools) for group in groups
+    )
+
+
 def finish_required(run: RunState, config: HarnessConfig) -> bool:
     """A finishing tool must deliver this run's answer: the config requires
-    one and the run owes it (``RunState.owes_finish``: a sub-agent without
-    the tool answers its lead in text)."""
-    return config.finish_required() and run.owes_finish
+    one and the run owes it (``owes_finish``)."""
+    return config.finish_required() and owes_finish(run, config.finish_tools())
 
 
 def finish_bypassed(run: RunState, config: HarnessConfig) -> bool:
@@ -95,6 +107,17 @@ def finish_bypassed(run: RunState, config: HarnessConfig) -> bool:
     if terminal is None or facts.delivered or not finish_required(run, config):
         return False
     return terminal.reason == "finish_tool_not_called" or facts.stop_text is not None
+
+
+def stopped_with_text(run: RunState) -> bool:
+    """A rule ended the run short of its task (``incomplete``, ``failed``)
+    with a text of its own: that text is the answer, in that answer's own
+    round too (a ``post_reflect`` ``ctx.stop`` on the model's final answer),
+    and the model's is not given; a stop that completes the run, or leaves
+    it waiting, lets the answer stand."""
+    terminal = run.facts.terminal
+    stopped = (TerminalState.INCOMPLETE.value, TerminalState.FAILED.value)
+    return terminal is not None and run.facts.stop_text is not None and terminal.state in stopped
 
 
 def structured_output_is_withheld(run: RunState) -> bool:
@@ -168,7 +191,7 @@ def corrected_answer(run: RunState, text: str, config: HarnessConfig) -> str:
     without its data is the one most tempted to make the answer up; and one
     given in text around a required finishing tool (``finish_bypassed``)."""
     fallback_text = config.fallback_text
-    replaced = answer_is_replaced(run) or run.answer_made_up or finish_bypassed(run, config)
+    replaced = answer_is_replaced(run) or run.answer_made_up or finish_bypassed(run, config) or stopped_with_text(run)
     if replaced and run.facts.stuck is not None:
         return replacement(run, fallback_text)
     claims = run.facts.unsupported_claims

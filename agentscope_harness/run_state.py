@@ -202,10 +202,9 @@ class RunState:
     match what was shown); false for a run restored in another process."""
     park_reason: str | None = None
     """Why a hook parked a call for a human (``ctx.ask``)."""
-    owes_finish: bool = True
-    """The run is held to ``require_finish_tool``: every root run, and a
-    sub-agent's run whose agent has a finishing tool (one without it answers
-    its lead, which delivers; ``Harness.opened``)."""
+    toolkit: Any = None
+    """A sub-agent run's toolkit (``Harness.opened``): whether it owes the
+    finishing tool is read from it (``outcome.owes_finish``)."""
     resumed_by: Any = None
     """The principal bound when a parked run was resumed (``None``: nobody)."""
     resumer_recorded: bool = False

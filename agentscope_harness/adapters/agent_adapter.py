@@ -50,7 +50,13 @@ from ..context import (
     structured_output_owed,
 )
 from ..lifecycle import ReplyLifecycle, flush, rounds_left, text_block_events
-from ..outcome import answer_is_replaced, finish_bypassed, structured_output_is_withheld
+from ..outcome import (
+    answer_is_replaced,
+    finish_bypassed,
+    owes_finish,
+    stopped_with_text,
+    structured_output_is_withheld,
+)
 from ..outputs import OutputFilter, OutputStream, answer_filter, shown_name
 from ..report import TerminalState
 from ..run_state import ResultAccount, RunState, current_run
@@ -149,7 +155,8 @@ class HarnessAgentAdapter(HarnessMiddleware):
             replaced = answer_is_replaced(run) and enforcing
             # held back until the round is known to call tools: a text answer
             # another round replaces, or the fallback replaces whatever it says
-            interim = replaced or (bool(self.harness.finish_tools) and run.owes_finish and enforcing)
+            finish = self.harness.finish_tools
+            interim = replaced or (enforcing and bool(finish) and owes_finish(run, finish))
             owed = enforcing and structured_output_owed(agent)
             outputs = _OutputCalls(structured_output_is_withheld(run)) if owed else None
             text_events: list[Any] = []
@@ -196,7 +203,7 @@ class HarnessAgentAdapter(HarnessMiddleware):
             events, another_round = await self._post_reflect(agent, run, held, _new_tool_calls(agent, before))
             if made_up and not another_round:
                 run.answer_made_up = True  # whatever ended the run in this round, corrected_answer replaces it
-            not_given = answer_is_replaced(run) or finish_bypassed(run, self.harness.config)
+            not_given = answer_is_replaced(run) or finish_bypassed(run, self.harness.config) or stopped_with_text(run)
             if not (another_round or made_up or (enforcing and not_given)):
                 events = text_events + events  # else the user never sees an answer the run replaced
             for event in events:
@@ -309,7 +316,7 @@ class HarnessAgentAdapter(HarnessMiddleware):
         if structured_output_owed(agent):
             return ToolChoice(mode=STRUCTURED_OUTPUT_TOOL)
         finish = sorted(self.harness.finish_tools)
-        if run.facts.terminal is not None or not finish or not run.owes_finish:
+        if run.facts.terminal is not None or not finish or not owes_finish(run, finish):
             return ToolChoice(mode="none")
         return ToolChoice(mode=finish[0] if len(finish) == 1 else "required")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from agentscope.message import ToolCallBlock, ToolResultBlock
@@ -317,14 +318,27 @@ def _supported(match: re.Match[str], calls: list[Mapping[str, Any]]) -> bool:
 
 
 def _same_value(arg: Any, said: str) -> bool:
-    """A call's argument is what the claim says: numbers as numbers ("80.00"
-    is 80; "1,200" is 1200), text case-insensitively."""
-    if isinstance(arg, (int, float)) and not isinstance(arg, bool):
-        try:
-            return float(said.replace(",", "").strip()) == float(arg)
-        except ValueError:
-            return False
-    return arg is not None and str(arg).strip().casefold() == said.strip().casefold()
+    """A call's argument is what the claim says: numbers as numbers, exactly
+    ("80.00" is 80 and "80"; "1,200" is 1200: commas separate thousands),
+    a number written as text too (but "007" is an id, text); other values
+    as text, case-insensitively."""
+    if arg is None:
+        return False
+    number = _number(str(arg)) if isinstance(arg, (int, float, str)) and not isinstance(arg, bool) else None
+    if number is not None:
+        claimed = _number(said)
+        if claimed is not None or not isinstance(arg, str):
+            return claimed == number
+    return str(arg).strip().casefold() == said.strip().casefold()
+
+
+_NUMBER = re.compile(r"[-+]?(?:0|[1-9][\d,]*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def _number(text: str) -> Decimal | None:
+    """``text`` as an exact number, or ``None`` when it is not one."""
+    text = text.strip()
+    return Decimal(text.replace(",", "")) if _NUMBER.fullmatch(text) else None
 
 
 def _earlier_successes(ctx: HookContext) -> dict[str, list[Mapping[str, Any]]]:
