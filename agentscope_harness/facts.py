@@ -281,8 +281,9 @@ class Novelty:
 
 @dataclass
 class Success:
-    """A call that succeeded: what ran, with which arguments, and where its
-    result is (the tool call id)."""
+    """A call that succeeded: what ran, with which arguments (the tool's
+    declared defaults filled in: what it ran with), and where its result is
+    (the tool call id)."""
 
     tool: str
     args: Mapping[str, Any]
@@ -536,7 +537,7 @@ class GuardState:
         if ok:
             if digest not in self.succeeded:
                 self.success_counts[tool] += 1
-            self.succeeded[digest] = Success(tool, args, ref)
+            self.succeeded[digest] = Success(tool, {**defaults, **args} if defaults else args, ref)
             self.failures.pop(digest, None)
             for names in index_keys:
                 self.success_index.setdefault((tool, names, exact_key(args, names, defaults)), batch)

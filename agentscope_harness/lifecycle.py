@@ -46,6 +46,7 @@ from .outcome import (
     build_report,
     corrected_answer,
     finish_required,
+    overrules_answer,
     shows_nothing,
     structured_output_is_withheld,
     terminal_state,
@@ -474,8 +475,8 @@ class ReplyLifecycle:
             refusal = await harness.runner.rerun(AUDIT_HOOK, ctx)  # a later hook's rewrite
         audited = ctx.final_text or ""  # cleaned as the stream was (or a hook's rewrite, audited)
         final = audited if harness.shadow else corrected_answer(run, audited, harness.config)
-        if not (ended or harness.shadow) and run.facts.stop_text is not None:
-            final = run.facts.stop_text  # a hook stopped the run here: its text, as a stop elsewhere gives
+        if not (ended or harness.shadow) and overrules_answer(run, harness.config):
+            final = run.facts.stop_text or final  # a hook stopped the run here: its text, as a stop elsewhere gives
         if final != audited:  # a replacement (a hook's stop text may quote anything) takes the answer's filter
             final = answer_filter(harness.services, run).apply(final)[0]
         structured_ok = self._filter_structured(run) or harness.shadow  # shadow mode withholds nothing

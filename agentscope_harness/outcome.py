@@ -81,14 +81,13 @@ def answer_is_replaced(run: RunState) -> bool:
 def owes_finish(run: RunState, finish_tools: Collection[str]) -> bool:
     """Whether the run is held to its finishing tool: a root run always (an
     agent without it cannot complete, as its config says); a sub-agent's
-    while its toolkit has one (read each time: a toolkit may change in a
-    run; a group's MCP servers may serve one), else it answers its lead."""
+    while its toolkit has one of its own (read each time: a toolkit may
+    change in a run; a tool an MCP server serves is not known here), else
+    it answers its lead."""
     if run.parent is None:
         return True
     groups = getattr(run.toolkit, "tool_groups", ())
-    return any(
-        getattr(group, "mcps", None) or any(tool.name in finish_tools for tool in group.tools) for group in groups
-    )
+    return any(tool.name in finish_tools for group in groups for tool in group.tools)
 
 
 def finish_required(run: RunState, config: HarnessConfig) -> bool:
@@ -98,26 +97,29 @@ def finish_required(run: RunState, config: HarnessConfig) -> bool:
 
 
 def finish_bypassed(run: RunState, config: HarnessConfig) -> bool:
-    """The model's text answer went around a required finishing tool and
-    its ``verify``, so it is not given: the run ended for that, past the
-    nudge (``terminal_enforcer``), or a rule stopped it in that answer's
-    round (its stop text is given instead)."""
-    facts = run.facts
-    terminal = facts.terminal
-    if terminal is None or facts.delivered or not finish_required(run, config):
-        return False
-    return terminal.reason == "finish_tool_not_called" or facts.stop_text is not None
-
-
-def stopped_with_text(run: RunState) -> bool:
-    """A rule ended the run short of its task (``incomplete``, ``failed``)
-    with a text of its own: that text is the answer, in that answer's own
-    round too (a ``post_reflect`` ``ctx.stop`` on the model's final answer),
-    and the model's is not given; a stop that completes the run, or leaves
-    it waiting, lets the answer stand."""
+    """The run ended because the model answered in text where it owes a
+    finishing tool, past the nudge (``terminal_enforcer``): that answer went
+    around the tool and its ``verify``, so it is not given. (A rule that
+    stopped the run in that answer's round gives its stop text instead:
+    ``overrules_answer``.)"""
     terminal = run.facts.terminal
-    stopped = (TerminalState.INCOMPLETE.value, TerminalState.FAILED.value)
-    return terminal is not None and run.facts.stop_text is not None and terminal.state in stopped
+    return terminal is not None and terminal.reason == "finish_tool_not_called" and finish_required(run, config)
+
+
+def overrules_answer(run: RunState, config: HarnessConfig) -> bool:
+    """A rule ended the run, with a text of its own, in the round of the
+    model's answer (a ``post_reflect`` ``ctx.stop`` on the final answer):
+    that text is the answer, not the model's (the adapter marks it
+    ``answer_made_up``), when the stop falls short of the task
+    (``incomplete``, ``failed``) or the run owes a finishing tool (only it
+    delivers); a stop that completes the run, or leaves it waiting, lets
+    the answer stand."""
+    terminal = run.facts.terminal
+    if terminal is None or run.facts.stop_text is None:
+        return False
+    if terminal.state in (TerminalState.INCOMPLETE.value, TerminalState.FAILED.value):
+        return True
+    return terminal.state == TerminalState.COMPLETED.value and not run.facts.delivered and finish_required(run, config)
 
 
 def structured_output_is_withheld(run: RunState) -> bool:
@@ -191,9 +193,11 @@ def corrected_answer(run: RunState, text: str, config: HarnessConfig) -> str:
     without its data is the one most tempted to make the answer up; and one
     given in text around a required finishing tool (``finish_bypassed``)."""
     fallback_text = config.fallback_text
-    replaced = answer_is_replaced(run) or run.answer_made_up or finish_bypassed(run, config) or stopped_with_text(run)
-    if replaced and run.facts.stuck is not None:
-        return replacement(run, fallback_text)
+    bypassed = finish_bypassed(run, config)
+    replaced = answer_is_replaced(run) or run.answer_made_up or bypassed
+    facts = run.facts
+    if replaced and (facts.stuck is not None or facts.stop_text is not None or bypassed):
+        return replacement(run, fallback_text)  # the answer is not given: a correction of it would not be either
     claims = run.facts.unsupported_claims
     if not claims:
         return replacement(run, fallback_text) if replaced else text

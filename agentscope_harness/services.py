@@ -6,6 +6,7 @@ redactor. Hooks get this, never the
 from __future__ import annotations
 
 import logging
+import re
 import traceback
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -67,8 +68,8 @@ class Services:
                 keys.setdefault(prereq.tool, set()).add(tuple(prereq.same_args))
                 if prereq.same_args:
                     compared |= {name, prereq.tool}
-            if policy.identity_args:
-                compared.add(name)
+            if policy.identity_args or any(re.compile(claim).groupindex for claim in policy.claims):
+                compared.add(name)  # a claim naming its call compares the values the tool ran with
         return cls(
             config=config,
             redactor=redactor,

@@ -53,8 +53,8 @@ from ..lifecycle import ReplyLifecycle, flush, rounds_left, text_block_events
 from ..outcome import (
     answer_is_replaced,
     finish_bypassed,
+    overrules_answer,
     owes_finish,
-    stopped_with_text,
     structured_output_is_withheld,
 )
 from ..outputs import OutputFilter, OutputStream, answer_filter, shown_name
@@ -200,10 +200,13 @@ class HarnessAgentAdapter(HarnessMiddleware):
             # the model itself answered where the fallback replaces it (not a
             # stop during the call, such as the deadline's, in its place)
             made_up = replaced and run.facts.terminal is None and (held is not None or bool(outputs and outputs.ids))
+            config = self.harness.config
+            answered = enforcing and held is not None and run.facts.terminal is None  # not a stop in its place
             events, another_round = await self._post_reflect(agent, run, held, _new_tool_calls(agent, before))
-            if made_up and not another_round:
+            overruled = answered and overrules_answer(run, config)  # a rule's stop on this very answer stands
+            if (made_up and not another_round) or overruled:
                 run.answer_made_up = True  # whatever ended the run in this round, corrected_answer replaces it
-            not_given = answer_is_replaced(run) or finish_bypassed(run, self.harness.config) or stopped_with_text(run)
+            not_given = answer_is_replaced(run) or finish_bypassed(run, config) or overruled
             if not (another_round or made_up or (enforcing and not_given)):
                 events = text_events + events  # else the user never sees an answer the run replaced
             for event in events:

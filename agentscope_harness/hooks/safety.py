@@ -3,16 +3,18 @@ forged instructions away from the model and the user."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from agentscope._utils._common import _json_loads_with_repair
+from agentscope.exception import ToolJSONDecodeError
 from agentscope.message import ToolCallBlock, ToolResultBlock
 
 from ..context import HookContext, SessionEndContext, ToolCallContext, ToolResultContext
 from ..errors import BREAKER_FAILURES, ErrorClass, HarnessConfigError
+from ..facts import declared_in
 from ..injection import HeuristicDetector
 from ..outputs import answer_filter, dependency_label, filter_result, pii_modes, pii_salt
 from ..registry import HookRejectSignal, harness_hook
@@ -332,7 +334,7 @@ def _same_value(arg: Any, said: str) -> bool:
     return str(arg).strip().casefold() == said.strip().casefold()
 
 
-_NUMBER = re.compile(r"[-+]?(?:0|[1-9][\d,]*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_NUMBER = re.compile(r"[-+]?(?:0|[1-9][\d,]*)(?:\.\d*)?(?:[eE][-+]?\d+)?")
 
 
 def _number(text: str) -> Decimal | None:
@@ -359,13 +361,25 @@ def _earlier_successes(ctx: HookContext) -> dict[str, list[Mapping[str, Any]]]:
                 call = calls.get(block.id)  # its call's name: a client's result may say another
                 if call is not None:
                     found.setdefault(call.name, []).append(_args_of(call))
+    if found:  # as the tools ran: their declared defaults filled in
+        for tool in _tools_of(ctx.agent):
+            declared = declared_in(getattr(tool, "input_schema", None)) if tool.name in found else None
+            if declared is not None and declared.defaults:
+                found[tool.name] = [{**declared.defaults, **args} for args in found[tool.name]]
     return found
 
 
+def _tools_of(agent: Any) -> list[Any]:
+    """The tools of ``agent``'s toolkit, every group's."""
+    groups = getattr(getattr(agent, "toolkit", None), "tool_groups", ())
+    return [tool for group in groups for tool in group.tools]
+
+
 def _args_of(call: ToolCallBlock) -> Mapping[str, Any]:
+    """A call's arguments as AgentScope read them (its repairing parser)."""
     try:
-        args = json.loads(call.input)
-    except ValueError:
+        args = _json_loads_with_repair(call.input or "")
+    except (ValueError, ToolJSONDecodeError):  # unreadable: no argument supports a claim
         return {}
     return args if isinstance(args, dict) else {}
 
