@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from agentscope.message import UserMsg
 from agentscope.tool import Toolkit
@@ -104,16 +106,19 @@ async def test_a_sub_agent_owes_the_finishing_tool_while_its_toolkit_has_it(gain
 # ------------------------------------------- a stop in the answer's round
 
 
-@harness_hook("post_reflect", priority=30, name="answer_stopper", kind="safety")
-def answer_stopper(ctx: object) -> None:
-    if ctx.model_output.is_final:  # type: ignore[attr-defined]
-        ctx.stop("policy_refused", text="STOPPED-BY-HOOK.")  # type: ignore[attr-defined]
+def stopping_the_answer(name: str, reason: str, state: TerminalState, text: str | None = None) -> Any:
+    """A ``post_reflect`` hook that stops the run on the model's final answer."""
+
+    @harness_hook("post_reflect", priority=30, name=name, kind="observer")
+    def stop(ctx: Any) -> None:
+        if ctx.model_output.is_final:
+            ctx.stop(reason, state=state, text=text)
+
+    return stop
 
 
-@harness_hook("post_reflect", priority=30, name="answer_completer", kind="observer")
-def answer_completer(ctx: object) -> None:
-    if ctx.model_output.is_final:  # type: ignore[attr-defined]
-        ctx.stop("good_enough", state=TerminalState.COMPLETED)  # type: ignore[attr-defined]
+answer_stopper = stopping_the_answer("answer_stopper", "policy_refused", TerminalState.INCOMPLETE, "STOPPED-BY-HOOK.")
+answer_completer = stopping_the_answer("answer_completer", "good_enough", TerminalState.COMPLETED)
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -19,7 +19,7 @@ from agentscope.tool import Toolkit
 from hookkit import streamed
 from scripted import ALICE, ScriptedModel, calls, delegating_tool, drain, make_agent, payload_bytes, run, text, tool
 from test_redteam_round40 import RAN, cancel_order, submit_answer
-from test_redteam_round42 import search
+from test_redteam_round42 import search, stopping_the_answer
 
 from agentscope_harness import Harness, HarnessConfig, TerminalState, ToolPolicy, harness_hook
 
@@ -86,10 +86,7 @@ async def test_a_claim_of_a_defaulted_argument_stands(later: bool, said: str) ->
 # ------------------------------------------- what replaces what, and when
 
 
-@harness_hook("post_reflect", priority=30, name="stops_the_answer", kind="safety")
-def stops_the_answer(ctx: object) -> None:
-    if ctx.model_output.is_final:  # type: ignore[attr-defined]
-        ctx.stop("policy_refused", text="STOPPED.")  # type: ignore[attr-defined]
+stops_the_answer = stopping_the_answer("stops_the_answer", "policy_refused", TerminalState.INCOMPLETE, "STOPPED.")
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -125,10 +122,7 @@ async def test_a_stop_at_session_end_that_completes_the_run_lets_the_answer_stan
     assert (report.terminal_state, report.reason) == (TerminalState.COMPLETED, "good_enough")
 
 
-@harness_hook("post_reflect", priority=30, name="waits_on_the_answer", kind="observer")
-def waits_on_the_answer(ctx: object) -> None:
-    if ctx.model_output.is_final:  # type: ignore[attr-defined]
-        ctx.stop("needs_human", state=TerminalState.WAITING_INPUT)  # type: ignore[attr-defined]
+waits_on_the_answer = stopping_the_answer("waits_on_the_answer", "needs_human", TerminalState.WAITING_INPUT)
 
 
 @pytest.mark.parametrize("stream", [False, True])
