@@ -338,8 +338,9 @@ _NUMBER = re.compile(r"[-+]?(?:0|[1-9][\d,]*)(?:\.\d*)?(?:[eE][-+]?\d+)?")
 
 
 def _number(text: str) -> Decimal | None:
-    """``text`` as an exact number, or ``None`` when it is not one."""
-    text = text.strip()
+    """``text`` as an exact number (a currency sign before it left out:
+    "$80.00" is 80), or ``None`` when it is not one."""
+    text = text.strip().lstrip("$€£¥").strip()
     return Decimal(text.replace(",", "")) if _NUMBER.fullmatch(text) else None
 
 

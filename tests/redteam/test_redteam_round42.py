@@ -54,6 +54,8 @@ AMOUNT = r"refunded \$(?P<amount>\d[\d,]*(?:\.\d+)?)"
      "I refunded $80.00.", True),  # a number the tool takes as text
     (refund_text, AMOUNT, {"order_id": "A-1", "amount": "80"},
      "I refunded $800.", False),
+    (refund_text, r"refunded (?P<amount>\$?\d[\d,]*(?:\.\d+)?)", {"order_id": "A-1", "amount": "80"},
+     "I refunded $80.00.", True),  # round 44: the currency sign inside the group
 ])
 async def test_a_claimed_number_is_compared_exactly(
     fn: object, claim: str, args: dict[str, object], said: str, stands: bool,
