@@ -106,6 +106,14 @@ class _Lease:
     seconds: float
 
 
+@dataclass
+class _ModelUnits:
+    """The rate units one model call took: calls and tokens."""
+
+    calls: list[_Taken] = field(default_factory=list)
+    tokens: list[_Taken] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class _Taken:
     """Units a tool's rate limit admitted for one call: given back if the
@@ -202,9 +210,10 @@ class Fleet:
         """The calls (run id, call id) that are their tool's half-open probe:
         the tool, and whether the probe is the store's (else this process's)."""
         self._holds: dict[str, _Holds] = {}
-        self._tokens_taken: dict[str, list[_Taken]] = {}
-        """Per run, the token units its model call in flight took at its
-        worst case (``tokens_used`` gives back what it did not use)."""
+        self._model_units: dict[str, _ModelUnits] = {}
+        """Per run, the rate units its model call in flight took: given back
+        whole if the call is not made (``not_made``), the token units beyond
+        what it was billed once it answers (``tokens_used``)."""
         self._unsettled: dict[str, list[tuple[str, float]]] = {}
         """Settlements the store did not take, by principal key: made before
         that principal's next reservation (money spent is never dropped)."""
@@ -635,7 +644,7 @@ class Fleet:
         that came to no outcome."""
         if self._probes:
             self._abandon_probes(run.run_id)
-        self._tokens_taken.pop(run.run_id, None)
+        self._model_units.pop(run.run_id, None)
         holds = self._holds.pop(run.run_id, None)
         renewer = self._renewer
         if not self._holds and renewer is not None:  # nothing left to renew
@@ -666,19 +675,19 @@ class Fleet:
             return ModelAdmission()
         input_tokens = estimate_input_tokens(messages, tools)
         output_tokens = max_output_tokens(model, self.config)
-        taken: list[_Taken] = []  # kept by a call that fails: its units lapse within the minute
+        units = self._model_units[run.run_id] = _ModelUnits()  # a call that fails keeps them: they lapse
         if self._tasks:
             await self._released_here()  # what the last calls did not use is back first
         try:
             for rate in self.model_rates:
                 if rate.calls_per_min is not None:
-                    await self._rate(rate, _rate_key(rate, root, "calls"), rate.calls_per_min, 1,
-                                     run.deadline, None, "The model")
+                    key = _rate_key(rate, root, "calls")
+                    if await self._rate(rate, key, rate.calls_per_min, 1, run.deadline, None, "The model"):
+                        units.calls.append(self._take_unit(key, rate.calls_per_min, 1))
                 if rate.tokens_per_min is not None:
                     key, worst = _rate_key(rate, root, "tokens"), input_tokens + output_tokens
                     if await self._rate(rate, key, rate.tokens_per_min, worst, run.deadline, None, "The model"):
-                        taken.append(self._take_unit(key, rate.tokens_per_min, worst))
-                        self._tokens_taken[run.run_id] = taken
+                        units.tokens.append(self._take_unit(key, rate.tokens_per_min, worst))
             if reserve is None:
                 return ModelAdmission()
             quota, price = reserve
@@ -692,30 +701,48 @@ class Fleet:
                 "spend store", run.deadline,
             )
         except _Limited as exc:
+            await self.not_made(run)
             return self._refuse(run, "rate_limited", "rate_limited", exc.text)
         except DependencyDown as exc:
+            await self.not_made(run)
             root.store_error = str(exc)
             return self._refuse(run, "dependency_down", "dependency_down", str(exc))
+        except BaseException:  # cancelled while waiting: nothing was made
+            await asyncio.shield(self.not_made(run))
+            raise
         if rid is None:
+            await self.not_made(run)
             return self._refuse(run, "budget", "quota_exhausted",
                                 f"a call estimated at ${usd:.6f} does not fit in the daily quota")
         return ModelAdmission(reservation=rid)
 
-    def tokens_used(self, run: RunState, tokens: int) -> None:
+    async def not_made(self, run: RunState, reservation: str | None = None) -> None:
+        """The model call admitted (or being admitted) is not made: its
+        reservation settles at nothing and its rate units go back whole."""
+        if reservation is not None:
+            await self.settle(run, reservation, 0.0)
+        units = self._model_units.pop(run.run_id, None)
+        if units is not None and (units.calls or units.tokens):
+            await self._release([], [*units.calls, *units.tokens])
+
+    async def tokens_used(self, run: RunState, tokens: int) -> None:
         """The model call in flight was billed ``tokens``: the token units
         it took beyond them (its output's worst case) go back, and those it
-        was billed past them are taken, so a ``tokens_per_min`` limit counts
-        the tokens used."""
-        taken = self._tokens_taken.pop(run.run_id, None)
+        was billed past them are taken, before the reply goes on (another
+        worker reads the bucket at once), so a ``tokens_per_min`` limit
+        counts the tokens used."""
+        units = self._model_units.pop(run.run_id, None)
+        taken = units.tokens if units is not None else []
         if not taken or not isinstance(self.store, RateRefund):
             return
         unused = [_Taken(t.key, t.per_min, t.cost - tokens, t.ends, t.given_back)
                   for t in taken if t.cost > tokens]  # the block's tail: its last units
-        self._release_later([], unused)
+        if unused:
+            await self._release([], unused)
         for t in taken:
             if tokens > t.cost:  # billed past its worst case (text that tokenizes densely): taken too
                 self._take_unit(t.key, t.per_min, tokens - t.cost)
-                self._in_background(self._take_past(t.key, t.per_min, tokens - t.cost))
+                await self._take_past(t.key, t.per_min, tokens - t.cost)
 
     async def _take_past(self, key: str, per_min: int, units: int) -> None:
         """Units already used, taken whatever the bucket holds (a refund of

@@ -366,7 +366,7 @@ class Harness:
         if usage is not None:
             run.add_usage(input_tokens, output_tokens, usd, name, cached)
             run.charge_candidates(input_tokens, output_tokens, usd, name, cached)
-            self.services.fleet.tokens_used(run, input_tokens + output_tokens)
+            await self.services.fleet.tokens_used(run, input_tokens + output_tokens)
         if reservation is not None:
             await self.services.fleet.settle(run, reservation, usd)
             return

@@ -216,8 +216,7 @@ class ModelGuard:
             self._over_budget(run, agent, overspend(run, name, tokens, output)) if over is None else None
         )
         if refusal is not None:
-            if held is not None:
-                await fleet.settle(run, held, 0.0)
+            await fleet.not_made(run, held)
             return _final(refusal)
         estimate = hold(run, name, tokens, output)  # no await since the check: no call slips between
         run.add_model_call()
@@ -282,8 +281,8 @@ class ModelGuard:
             if refusal is None:  # again: other calls ran while it waited (and may have raised the output seen)
                 output = _output_estimate(run, model)
                 refusal = self._compression_refusal(run, model, tokens, output)
-                if refusal is not None and admission.reservation is not None:
-                    await fleet.settle(run, admission.reservation, 0.0)
+                if refusal is not None:
+                    await fleet.not_made(run, admission.reservation)
         if refusal is not None:
             self._compression_skipped(run, refusal)
             raise CompressionRefused(refusal)
