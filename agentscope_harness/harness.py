@@ -158,8 +158,9 @@ class Harness:
         ``secret_env`` values now, and a sub-agent's toolkit (whether it owes
         the finishing tool: ``outcome.owes_finish``)."""
         self.refresh_secrets()
-        if run.parent is not None:
-            run.toolkit = getattr(agent, "toolkit", None)
+        toolkit = getattr(agent, "toolkit", None)
+        if run.parent is not None and toolkit is not None:
+            run.toolkit = weakref.ref(toolkit)
 
     def refresh_secrets(self) -> None:
         """``secret_env`` read again as a run opens: a value set or rotated

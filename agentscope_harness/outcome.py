@@ -86,7 +86,8 @@ def owes_finish(run: RunState, finish_tools: Collection[str]) -> bool:
     it answers its lead."""
     if run.parent is None:
         return True
-    groups = getattr(run.toolkit, "tool_groups", ())
+    toolkit = run.toolkit() if run.toolkit is not None else None
+    groups = getattr(toolkit, "tool_groups", ())
     return any(tool.name in finish_tools for group in groups for tool in group.tools)
 
 

@@ -203,8 +203,9 @@ class RunState:
     park_reason: str | None = None
     """Why a hook parked a call for a human (``ctx.ask``)."""
     toolkit: Any = None
-    """A sub-agent run's toolkit (``Harness.opened``): whether it owes the
-    finishing tool is read from it (``outcome.owes_finish``)."""
+    """A weak reference to a sub-agent run's toolkit (``Harness.opened``;
+    weak: a run that outlives its agent keeps none of it): whether it owes
+    the finishing tool is read from it (``outcome.owes_finish``)."""
     resumed_by: Any = None
     """The principal bound when a parked run was resumed (``None``: nobody)."""
     resumer_recorded: bool = False
