@@ -326,6 +326,12 @@ class Declared:
     defaults: Mapping[str, Any]
 
 
+def tools_in(toolkit: Any) -> list[Any]:
+    """The tools registered in an AgentScope ``toolkit``, every group's
+    (none for ``None``)."""
+    return [tool for group in getattr(toolkit, "tool_groups", ()) for tool in group.tools]
+
+
 def declared_in(schema: Any) -> Declared | None:
     """What ``schema`` declares (``None``: no schema with properties)."""
     properties = schema.get("properties") if isinstance(schema, dict) else None

@@ -26,7 +26,7 @@ from .candidate import Candidate
 from .config import _UNSET, MIN_SECRET_CHARS, EnvFlags, HarnessConfig, build_config, given
 from .context import HookContext
 from .errors import DependencyDown, HarnessConfigError
-from .facts import declared_in
+from .facts import declared_in, tools_in
 from .hooks import BUILTIN_HOOKS
 from .hooks.safety import undeclared_identity_args
 from .hooks.sequencing import undeclared_same_args
@@ -453,7 +453,7 @@ def _check_declared_args(config: HarnessConfig, toolkit: Any) -> None:
     a value no call carries could never stand), where ``toolkit`` has them
     (with a schema)."""
     declared = {
-        tool.name: found for group in getattr(toolkit, "tool_groups", []) for tool in group.tools
+        tool.name: found for tool in tools_in(toolkit)
         if (found := declared_in(getattr(tool, "input_schema", None))) is not None
     }
     for name, policy in config.tools.items():

@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from .context import found_so_far, reason_words
+from .facts import tools_in
 from .outputs import cleaned_args
 from .report import RunReport, TerminalState
 from .run_state import RunState, principal_dict
@@ -87,8 +88,7 @@ def owes_finish(run: RunState, finish_tools: Collection[str]) -> bool:
     if run.parent is None:
         return True
     toolkit = run.toolkit() if run.toolkit is not None else None
-    groups = getattr(toolkit, "tool_groups", ())
-    return any(tool.name in finish_tools for group in groups for tool in group.tools)
+    return any(tool.name in finish_tools for tool in tools_in(toolkit))
 
 
 def finish_required(run: RunState, config: HarnessConfig) -> bool:

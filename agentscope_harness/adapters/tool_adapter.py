@@ -29,7 +29,7 @@ from ..calls import DEADLINE_PASSED, Verdict, result_view
 from ..chains import release
 from ..context import HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception, error_text
-from ..facts import thawed
+from ..facts import thawed, tools_in
 from ..lifecycle import rejoin
 from ..outputs import cleaned_args, dependency_label, pii_salt, readable_data, readable_metadata
 from ..run_state import RUN_HANDLE, TOOL_CALL, current_run
@@ -418,14 +418,13 @@ def instrument_toolkit(toolkit: Any, middleware: ToolMiddlewareBase) -> None:
     exists; this is the one place that touches its private ``_middlewares``
     list (a test fails loudly if AgentScope renames it).
     """
-    for group in getattr(toolkit, "tool_groups", []):
-        for tool in group.tools:
-            chain = getattr(tool, "_middlewares", None)
-            if chain is None:
-                raise RuntimeError(
-                    f"cannot instrument tool {getattr(tool, 'name', tool)!r}: AgentScope's "
-                    "ToolBase no longer has _middlewares; use harness.tool_middleware() "
-                    "when building the tool",
-                )
-            if not any(isinstance(m, ErrorClassMiddleware) for m in chain):
-                chain.insert(0, middleware)
+    for tool in tools_in(toolkit):
+        chain = getattr(tool, "_middlewares", None)
+        if chain is None:
+            raise RuntimeError(
+                f"cannot instrument tool {getattr(tool, 'name', tool)!r}: AgentScope's "
+                "ToolBase no longer has _middlewares; use harness.tool_middleware() "
+                "when building the tool",
+            )
+        if not any(isinstance(m, ErrorClassMiddleware) for m in chain):
+            chain.insert(0, middleware)

@@ -14,7 +14,7 @@ from agentscope.message import ToolCallBlock, ToolResultBlock
 
 from ..context import HookContext, SessionEndContext, ToolCallContext, ToolResultContext
 from ..errors import BREAKER_FAILURES, ErrorClass, HarnessConfigError
-from ..facts import declared_in
+from ..facts import declared_in, tools_in
 from ..injection import HeuristicDetector
 from ..outputs import answer_filter, dependency_label, filter_result, pii_modes, pii_salt
 from ..registry import HookRejectSignal, harness_hook
@@ -363,17 +363,11 @@ def _earlier_successes(ctx: HookContext) -> dict[str, list[Mapping[str, Any]]]:
                 if call is not None:
                     found.setdefault(call.name, []).append(_args_of(call))
     if found:  # as the tools ran: their declared defaults filled in
-        for tool in _tools_of(ctx.agent):
+        for tool in tools_in(getattr(ctx.agent, "toolkit", None)):
             declared = declared_in(getattr(tool, "input_schema", None)) if tool.name in found else None
             if declared is not None and declared.defaults:
                 found[tool.name] = [{**declared.defaults, **args} for args in found[tool.name]]
     return found
-
-
-def _tools_of(agent: Any) -> list[Any]:
-    """The tools of ``agent``'s toolkit, every group's."""
-    groups = getattr(getattr(agent, "toolkit", None), "tool_groups", ())
-    return [tool for group in groups for tool in group.tools]
 
 
 def _args_of(call: ToolCallBlock) -> Mapping[str, Any]:
