@@ -675,7 +675,9 @@ class Fleet:
             return ModelAdmission()
         input_tokens = estimate_input_tokens(messages, tools)
         output_tokens = max_output_tokens(model, self.config)
-        units = self._model_units[run.run_id] = _ModelUnits()  # a call that fails keeps them: they lapse
+        units = _ModelUnits()  # a call that fails keeps them: they lapse
+        if self.model_rates:
+            self._model_units[run.run_id] = units
         if self._tasks:
             await self._released_here()  # what the last calls did not use is back first
         try:
