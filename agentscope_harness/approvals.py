@@ -74,9 +74,11 @@ class ApprovalBook:
 
     clock: Callable[[], float] = time.monotonic
     _grants: OrderedDict[tuple[str, str | None], list[Grant]] = field(default_factory=OrderedDict)
-    _usd: weakref.WeakKeyDictionary[Any, UsdExtension] = field(
+    _usd: weakref.WeakKeyDictionary[Any, dict[str | None, UsdExtension]] = field(
         default_factory=weakref.WeakKeyDictionary,
     )
+    """Per agent, the parked budget of each caller (by ``Principal.key``)
+    whose run parked on it: only that caller's next reply continues it."""
     _rules: dict[int, tuple[weakref.ref[Any], list[tuple[Any, str]]]] = field(default_factory=dict)
     """Per permission context (by id, with a weak reference to it: agents
     may share one), the rules confirmations gave it and the key of the
@@ -187,44 +189,69 @@ class ApprovalBook:
     # -------------------------------------------------------- USD extensions
 
     def budget_parked(
-        self, agent: Any, spent_usd: float, largest_output_tokens: int, extra_usd: float = 0.0,
+        self, agent: Any, owner: Principal | None, spent_usd: float, largest_output_tokens: int,
+        extra_usd: float = 0.0,
     ) -> None:
-        """``agent``'s run parked on its budget having spent ``spent_usd``,
-        its cap raised by ``extra_usd`` of earlier extensions: its next reply
-        continues that budget until a human extends it."""
+        """``agent``'s run for ``owner`` parked on its budget having spent
+        ``spent_usd``, its cap raised by ``extra_usd`` of earlier extensions:
+        the owner's next reply continues that budget until a human extends it."""
         try:
-            self._usd[agent] = UsdExtension(
-                carried_usd=spent_usd, largest_output_tokens=largest_output_tokens, carried_extra_usd=extra_usd,
-            )
+            parked = self._usd.setdefault(agent, {})
         except TypeError:
-            pass
+            return
+        parked[_key_of(owner)] = UsdExtension(
+            carried_usd=spent_usd, largest_output_tokens=largest_output_tokens, carried_extra_usd=extra_usd,
+        )
 
-    def extend(self, agent: Any, usd: float, approved_by: str | None) -> UsdExtension:
-        """A human approved ``usd`` more for ``agent``'s parked budget."""
+    def extend(self, agent: Any, usd: float, approved_by: Principal | None) -> UsdExtension:
+        """A human (``approved_by``) approved ``usd`` more for ``agent``'s
+        parked budget: the approver's own, else the only one parked."""
         if usd <= 0:
             raise ValueError("an extension must be positive")
-        pending = self._usd.get(agent)
-        if pending is None:
-            raise ValueError("this agent has no run waiting on its budget")
+        pending = self._parked(agent, approved_by)
         pending.usd += usd
-        pending.approved_by = approved_by
+        pending.approved_by = approved_by.user_id if approved_by is not None else None
         return pending
 
-    def decline(self, agent: Any) -> None:
-        """A human declined to extend ``agent``'s parked budget: forget it."""
-        try:
-            pending = self._usd.pop(agent, None)
-        except TypeError:
-            pending = None
-        if pending is None:
-            raise ValueError("this agent has no run waiting on its budget")
+    def decline(self, agent: Any, declined_by: Principal | None) -> None:
+        """A human declined to extend ``agent``'s parked budget (the
+        decliner's own, else the only one parked): forget it."""
+        pending = self._parked(agent, declined_by)
+        parked = self._usd[agent]
+        for owner in [k for k, v in parked.items() if v is pending]:
+            del parked[owner]
 
-    def take(self, agent: Any) -> UsdExtension | None:
-        """The budget ``agent``'s new run continues (and forget it)."""
+    def _parked(self, agent: Any, bound: Principal | None) -> UsdExtension:
+        """The parked budget a human acting as ``bound`` decides on."""
         try:
-            return self._usd.pop(agent, None)
+            parked = self._usd.get(agent) or {}
+        except TypeError:
+            parked = {}
+        if not parked:
+            raise ValueError("this agent has no run waiting on its budget")
+        own = parked.get(_key_of(bound))
+        if own is not None:
+            return own
+        if len(parked) > 1:
+            raise ValueError(
+                "runs of several callers wait on this agent's budget: bind the caller "
+                "(Harness.acting_for) whose run to decide on",
+            )
+        return next(iter(parked.values()))
+
+    def take(self, agent: Any, caller: Principal | None) -> UsdExtension | None:
+        """The budget ``agent``'s new run for ``caller`` continues (and forget
+        it). Another caller's run is a task of its own: a parked budget and
+        its extension stay for the caller whose run parked."""
+        try:
+            parked = self._usd.get(agent)
         except TypeError:
             return None
+        return parked.pop(_key_of(caller), None) if parked else None
+
+
+def _key_of(principal: Principal | None) -> str | None:
+    return principal.key if principal is not None else None
 
 
 _NOTHING_HIDDEN = contextlib.nullcontext()

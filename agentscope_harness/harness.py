@@ -277,18 +277,20 @@ class Harness:
 
     def extend(self, agent: Any, usd: float) -> None:
         """Approve ``usd`` more for ``agent``'s run that parked on its budget
-        (``CostPolicy(on_exhausted="ask")``): its next reply continues with
-        the extension, recorded in that run's ``RunReport.extensions`` with
-        the principal bound here as ``approved_by``."""
-        principal = self.current_principal()
-        self.services.approvals.extend(agent, usd, principal.user_id if principal else None)
+        (``CostPolicy(on_exhausted="ask")``): the next reply of the caller
+        whose run parked continues with the extension, recorded in that run's
+        ``RunReport.extensions`` with the principal bound here as
+        ``approved_by``. Another caller's reply to the same agent is a task
+        of its own and takes neither. When several callers' runs wait, the
+        bound principal says whose."""
+        self.services.approvals.extend(agent, usd, self.current_principal())
 
     def decline(self, agent: Any) -> None:
         """Decline to extend ``agent``'s run that parked on its budget: the
         agent's next reply is a new task with a budget of its own (until
         then, every reply continues the spent budget and asks again, so a
         new message never resets it by itself); the daily quota still binds."""
-        self.services.approvals.decline(agent)
+        self.services.approvals.decline(agent, self.current_principal())
 
     def last_report(self, agent: Any) -> RunReport | None:
         """The report of ``agent``'s most recent finished run."""

@@ -185,7 +185,7 @@ def budget_spent(
         return "budget", TerminalState.INCOMPLETE, fallback(services.config, "budget", policy)
     run_cap = (policy.cap_usd or 0.0) + root.usd_extra
     spent = root.facts.spent_usd + root.usd_carried
-    services.approvals.budget_parked(agent, spent, root.largest_output_tokens, root.usd_extra)
+    services.approvals.budget_parked(agent, root.principal, spent, root.largest_output_tokens, root.usd_extra)
     return (
         f"the budget of this task (${run_cap:.4f}) is used up; approve an extension to continue",
         TerminalState.WAITING_INPUT,
@@ -301,7 +301,7 @@ def _continue_parked_budget(ctx: HookContext) -> None:
     """A run of an agent whose last run parked on its budget continues that
     budget (so sending another message does not reset it), plus whatever a
     human approved with ``Harness.extend``."""
-    pending = ctx.services.approvals.take(ctx.agent)
+    pending = ctx.services.approvals.take(ctx.agent, ctx.run.root.principal)
     if pending is None:
         return
     root = ctx.run.root
