@@ -441,11 +441,13 @@ def billed_tokens(model: Any, usage: Any) -> tuple[int, int, int]:
     counting every token sent: AgentScope's Anthropic model reports the
     prompt cache's reads and writes beside ``input_tokens``, the others
     (OpenAI's ``cached_tokens``) within it."""
-    input_tokens = int(getattr(usage, "input_tokens", 0) or 0)
-    cached = int(getattr(usage, "cache_input_tokens", 0) or 0)
+    def count(name: str) -> int:  # never below 0: a negative count would be credit
+        return max(0, int(getattr(usage, name, 0) or 0))
+
+    input_tokens, cached = count("input_tokens"), count("cache_input_tokens")
     if isinstance(model, AnthropicChatModel):
-        input_tokens += cached + int(getattr(usage, "cache_creation_input_tokens", 0) or 0)
-    return input_tokens, cached, int(getattr(usage, "output_tokens", 0) or 0)
+        input_tokens += cached + count("cache_creation_input_tokens")
+    return input_tokens, cached, count("output_tokens")
 
 
 def _check_declared_args(config: HarnessConfig, toolkit: Any) -> None:

@@ -160,7 +160,7 @@ async def _usage_of_stream(stream: Any, usages: list[Any]) -> AsyncGenerator:
     try:
         async for chunk in stream:
             usage = getattr(chunk, "usage", None)
-            if usage is not None:
+            if _billable(usage):
                 usages[slot] = usage
             elif not isinstance(usages[slot], ChatUsage):
                 usages[slot] += _chars(chunk) or 1
@@ -169,6 +169,16 @@ async def _usage_of_stream(stream: Any, usages: list[Any]) -> AsyncGenerator:
         if usages[slot] == 0:
             usages[slot] = _NOTHING
         raise
+
+
+def _billable(usage: Any) -> bool:
+    """A usage a provider reported that can be charged: no negative count (a
+    negative one, from a broken or hostile server, would be credit against
+    the cap and the day's quota). Anything else is charged an estimate."""
+    if not isinstance(usage, ChatUsage):
+        return False
+    counts = (usage.input_tokens, usage.output_tokens, usage.cache_input_tokens, usage.cache_creation_input_tokens)
+    return all((c or 0) >= 0 for c in counts)
 
 
 _NOTHING = ChatUsage(input_tokens=0, output_tokens=0, time=0.0)
@@ -334,7 +344,7 @@ class ModelGuard:
         """What a compression's attempts used, summed; an attempt whose
         provider reported no usage is charged its request's estimate
         (``input_tokens``) and what it streamed (4 characters a token)."""
-        usages = [u if isinstance(u, ChatUsage) else _estimated_usage(input_tokens, u or 0, model)
+        usages = [u if _billable(u) else _estimated_usage(input_tokens, u if isinstance(u, int) else 0, model)
                   for u in attempts.usages or []]
         if not usages:
             return None
@@ -472,6 +482,8 @@ class ModelGuard:
             enforced=True,  # shadow mode too: time is not a refusal
         )
         run.facts.time_is_up(self.harness.shadow)
+        if run.shown is not None:  # the held-back openings of the cut blocks are never sent
+            run.shown.cut()
         return self._stop(run, "deadline")
 
     def _usage(self, run: RunState, model: Any, response: ChatResponse, input_tokens: int) -> Any:
@@ -479,7 +491,7 @@ class ModelGuard:
         estimate (the request's, and 4 characters a token of the answer), so
         a capped budget is never spent at $0: a candidate policy's neither,
         while the live policy prices nothing (then only the candidate is)."""
-        if response.usage is not None:
+        if _billable(response.usage):
             return response.usage
         if self.harness.config.cost is None:  # nothing live to price: the candidates' estimate only
             spent = _estimated_usage(input_tokens, _chars(response), model)
@@ -488,7 +500,7 @@ class ModelGuard:
         if not run.root.usage_estimated:
             run.root.usage_estimated = True
             self.harness.services.record(run, "budget_router", "on_model_call", "usage_estimated",
-                                         detail="the provider reported no usage: charged an estimate")
+                                         detail="the provider reported no usable usage: charged an estimate")
         return _estimated_usage(input_tokens, _chars(response), model)
 
     async def _counted(

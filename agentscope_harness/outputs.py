@@ -97,8 +97,10 @@ class OutputStream:
     """One stream of text (a text or thinking block, a tool call's
     arguments) through the output filter's steps."""
 
-    def __init__(self, stages: list[_Stage]) -> None:
+    def __init__(self, stages: list[_Stage], source: OutputFilter) -> None:
         self._stages = stages
+        self.source = source
+        """The filter that made this stream (a fresh one starts from it)."""
 
     def feed(self, delta: str) -> str:
         """Add a delta; what is now safe to show."""
@@ -291,7 +293,7 @@ class OutputFilter:
         stages: list[_Stage] = [JsonEscapes() if self.json_args else MarkerStream(), self.redactor.stream()]
         if self.pii:
             stages.append(PiiStream(self.pii, self.salt))
-        return OutputStream(stages)
+        return OutputStream(stages, self)
 
 
 async def filter_result(

@@ -138,6 +138,9 @@ class RunState:
     """Hints given at the next pre_think: a tool point's, and post_reflect's
     of a round that called tools."""
     mode: str = "enforce"
+    shown: Any = None
+    """The filter of the model events of the run's latest round (the agent
+    adapter's): a call cut at the deadline drops what it holds back."""
     answer_made_up: bool = False
     """The model answered in a round whose answer the fallback replaces (a
     dependency down, made to conclude): whatever rule then ended the run in

@@ -246,7 +246,8 @@ class HarnessAgentAdapter(HarnessMiddleware):
         audit, nothing to filter)."""
         if not self.harness.stream_redaction:
             return None
-        return _Shown(self.harness, *self._filters(run))
+        shown = run.shown = _Shown(self.harness, *self._filters(run))
+        return shown
 
     def _filters(self, run: RunState) -> tuple[OutputFilter, OutputFilter, OutputFilter]:
         """The filters of the answer, of the finishing tool's arguments and of
@@ -373,6 +374,13 @@ class _Shown:
         self.answer, self.finish, self.args = answer, finish, args
         self.finish_tools, self.redactor = harness.finish_tools, harness.redactor
         self.streams: dict[str, OutputStream] = {}
+
+    def cut(self) -> None:
+        """The model call was cut short (the deadline): what each block holds
+        back, a secret's opening the cut left unfinished among it, is dropped,
+        never sent; what follows starts afresh."""
+        for key, stream in self.streams.items():
+            self.streams[key] = stream.source.stream()
 
     def __call__(self, item: Any) -> tuple[Any, ...]:
         """What the user receives for ``item``: nothing (a delta held

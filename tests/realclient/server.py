@@ -46,6 +46,11 @@ class Reply:
     drop_after: int | None = None
     """Streamed: the connection is cut after this many chunks (a provider
     that breaks mid-answer), with no last chunk and no ``[DONE]``."""
+    reasoning: bool = False
+    """Streamed: ``text`` is sent as thinking (``reasoning_content``)."""
+    stall_after: int | None = None
+    """Streamed: after this many chunks the server sends nothing more (a
+    provider that hangs mid-answer) until the client gives up."""
 
 
 def fail(status: int, times: int = 1, delay_s: float = 0.0) -> list[Reply]:
@@ -132,9 +137,13 @@ class FakeOpenAI:
             if sent == reply.drop_after and request.transport is not None:
                 request.transport.abort()
                 return resp
+            if sent == reply.stall_after:
+                await asyncio.sleep(3600)  # cancelled when the client disconnects
             if not first and reply.chunk_delay_s:
                 await asyncio.sleep(reply.chunk_delay_s)
             first = False
+            if reply.reasoning and delta is not None and "content" in delta:
+                delta = {"reasoning_content": delta["content"]}
             payload: dict[str, Any] = {
                 "id": chunk_id, "object": "chat.completion.chunk", "created": 0, "model": model,
                 "choices": [] if delta is None else [
