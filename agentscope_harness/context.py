@@ -304,10 +304,13 @@ class HookContext:
         code: str | None = None,
     ) -> None:
         """Last rung: end the run with ``state`` and ``reason``. At
-        ``pre_think`` the user gets ``text`` (default: the config's fallback
-        text) without another model call; elsewhere every further tool call
-        is refused and the next round answers that way. A run that ended
-        already keeps its end, and answers what that end does."""
+        ``pre_think`` the user gets ``text`` without another model call;
+        elsewhere every further tool call is refused and the next round
+        answers that way. ``text`` defaults to ``reason`` itself for a stop
+        that completes the run or leaves it waiting (what was done, the
+        question: a completed run never answers that it failed), unless a
+        finishing tool must deliver; else to the config's fallback text.
+        A run that ended already keeps its end, and answers what that end does."""
         if self.fallback_answer is not None:
             return  # the first stop of a point stands
         facts = self.run.facts
@@ -315,9 +318,10 @@ class HookContext:
         if ended is not None:  # the run's first end stands, and so does what it answers
             text = facts.stop_text or facts.ended_by_tool()
         end_state, end_reason = (state, reason) if ended is None else (TerminalState(ended.state), ended.reason)
+        settled = end_state in (TerminalState.COMPLETED, TerminalState.WAITING_INPUT)
         if text is None:
-            text = fallback(self.config, end_reason)
-        if end_state not in (TerminalState.COMPLETED, TerminalState.WAITING_INPUT):
+            text = reason if settled and not self.config.finish_required() else fallback(self.config, end_reason)
+        if not settled:
             found = found_so_far(self.run)
             if found not in text:
                 text += found

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 import weakref
@@ -318,20 +319,26 @@ class Harness:
         return principal
 
     async def system_prompt_addition(self) -> str:
-        """What ``on_system_prompt`` hooks append: computed from the config
-        alone (no run facts, no clock), so the prompt is byte-stable."""
-        if self._prompt_addition is not None:  # pure in the config: once per Harness
+        """What ``on_system_prompt`` hooks append: a pure function of the
+        config (judged on a run of their own: no principal, no run facts), so
+        the prompt is byte-stable, computed once per Harness, bounded by the
+        asking run's deadline. A safety hook that refuses or fails stops the
+        asking run (its model call not made, the decisions in its report)
+        and is asked again by the next run: only a clean pass is kept."""
+        if self._prompt_addition is not None:
             return self._prompt_addition
         scratch = RunTable(loop_window=self.config.loop_window).open(
             "system_prompt", "", None, None, None, None, self.config.mode,
         )
         asking = current_run()
-        scratch.set_deadline(asking.deadline if asking is not None else None)  # an async hook is bounded by it
+        scratch.set_deadline(asking.deadline if asking is not None else None)
         ctx = HookContext("on_system_prompt", scratch, self.services)
-        await self.runner.run("on_system_prompt", ctx)
+        refusal = await self.runner.run("on_system_prompt", ctx)
         addition = "".join(ctx.prompt_addition)
-        if not scratch.past_deadline():  # a hook the deadline cut short is asked again by the next run
+        if refusal is None and scratch.facts.terminal is None and not scratch.past_deadline():
             self._prompt_addition = addition
+        elif asking is not None:
+            _stopped_by_prompt_hooks(scratch, asking)
         return addition
 
     def session_context(
@@ -436,13 +443,25 @@ class Harness:
         return run
 
 
+def _stopped_by_prompt_hooks(scratch: RunState, asking: RunState) -> None:
+    """What ``on_system_prompt`` hooks decided on their own run, in the run
+    that asked: their decisions, and the stop one of them made."""
+    asking.decisions += scratch.decisions
+    asking.unflushed += scratch.unflushed
+    terminal = scratch.facts.terminal
+    if terminal is not None and asking.facts.terminal is None:
+        asking.facts.conclude(terminal.state, terminal.reason)
+        asking.facts.stop_text = scratch.facts.stop_text
+
+
 def billed_tokens(model: Any, usage: Any) -> tuple[int, int, int]:
     """A response's ``(input, cached input, output)`` tokens, its input
     counting every token sent: AgentScope's Anthropic model reports the
     prompt cache's reads and writes beside ``input_tokens``, the others
     (OpenAI's ``cached_tokens``) within it."""
-    def count(name: str) -> int:  # never below 0: a negative count would be credit
-        return max(0, int(getattr(usage, name, 0) or 0))
+    def count(name: str) -> int:  # never below 0 (credit) nor unbounded (inf, NaN)
+        value = getattr(usage, name, 0) or 0
+        return max(0, int(value)) if math.isfinite(value) else 0
 
     input_tokens, cached = count("input_tokens"), count("cache_input_tokens")
     if isinstance(model, AnthropicChatModel):

@@ -172,13 +172,21 @@ async def _usage_of_stream(stream: Any, usages: list[Any]) -> AsyncGenerator:
 
 
 def _billable(usage: Any) -> bool:
-    """A usage a provider reported that can be charged: no negative count (a
-    negative one, from a broken or hostile server, would be credit against
-    the cap and the day's quota). Anything else is charged an estimate."""
+    """A usage a provider reported that can be charged: every count a whole
+    number, 0 or more (a negative one, from a broken or hostile server, would
+    be credit against the cap and the day's quota; an infinite one no number),
+    and some input (every request has a prompt: a usage of none is no report).
+    Anything else is charged an estimate."""
     if not isinstance(usage, ChatUsage):
         return False
     counts = (usage.input_tokens, usage.output_tokens, usage.cache_input_tokens, usage.cache_creation_input_tokens)
-    return all((c or 0) >= 0 for c in counts)
+    return all(_whole(c or 0) for c in counts) and (
+        (usage.input_tokens or 0) + (usage.cache_input_tokens or 0) + (usage.cache_creation_input_tokens or 0) > 0
+    )
+
+
+def _whole(count: Any) -> bool:
+    return (isinstance(count, int) or (isinstance(count, float) and count.is_integer())) and count >= 0
 
 
 _NOTHING = ChatUsage(input_tokens=0, output_tokens=0, time=0.0)
@@ -194,6 +202,9 @@ class ModelGuard:
     async def call(self, run: RunState, agent: Any, input_kwargs: dict, next_handler: Callable[..., Any]) -> Any:
         """Serve one model call (its retries inside AgentScope are counted by ``_count_attempts``)."""
         narrowed, run.narrowed_round = run.narrowed_round, False
+        stopped = self._stopped_in_round(run, narrowed)
+        if stopped is not None:
+            return _final(stopped)
         swap = self.harness.tier_model(run)
         if swap is not None:
             input_kwargs["current_model"] = swap
@@ -422,6 +433,16 @@ class ModelGuard:
         run.facts.stop_text = text
         return text
 
+    def _stopped_in_round(self, run: RunState, narrowed: bool) -> str | None:
+        """The stop text of a run a hook stopped after ``pre_think`` let its
+        round go on (an ``on_system_prompt`` safety hook, judged while the
+        model's request is assembled): the call is not made. A narrowed round
+        (a stopped run's structured output) is made."""
+        facts = run.facts
+        if facts.terminal is None or facts.stop_text is None or narrowed or self.harness.shadow:
+            return None
+        return facts.stop_text
+
     def _out_of_calls(self, run: RunState, narrowed: bool) -> str | None:
         """The stop text when an enforcing ``max_model_calls`` this run
         answers to is reached: checked where the call is counted, with no
@@ -490,9 +511,14 @@ class ModelGuard:
         """The response's usage; a provider that reports none is charged an
         estimate (the request's, and 4 characters a token of the answer), so
         a capped budget is never spent at $0: a candidate policy's neither,
-        while the live policy prices nothing (then only the candidate is)."""
+        while the live policy prices nothing (then only the candidate is).
+        A usage with counts no provider bills (negative, infinite) is
+        replaced by the estimate in the response too: AgentScope's events
+        carry it, and they take finite counts only."""
         if _billable(response.usage):
             return response.usage
+        if response.usage is not None:
+            response.usage = _estimated_usage(input_tokens, _chars(response), model)
         if self.harness.config.cost is None:  # nothing live to price: the candidates' estimate only
             spent = _estimated_usage(input_tokens, _chars(response), model)
             run.charge_candidates(spent.input_tokens, spent.output_tokens, 0.0, _name(model))
@@ -500,7 +526,8 @@ class ModelGuard:
         if not run.root.usage_estimated:
             run.root.usage_estimated = True
             self.harness.services.record(run, "budget_router", "on_model_call", "usage_estimated",
-                                         detail="the provider reported no usable usage: charged an estimate")
+                                         detail="the provider reported no usage (or a negative count): "
+                                                "charged an estimate")
         return _estimated_usage(input_tokens, _chars(response), model)
 
     async def _counted(

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from .errors import METADATA_KEY
 from .pii import PiiOutcome, apply_pii, find_pii, rewrite_pii
 from .redaction import Redactor, sliced
-from .sentinels import MarkerStream, neutralise_markers, strip_markers
+from .sentinels import MarkerStream, neutralise_markers, neutralise_markers_sliced, strip_markers
 
 PII_HOLD = 320
 """Characters a PII stream holds back: longer than any value a detector
@@ -313,6 +313,57 @@ async def filter_result(
         out = await sliced(_pii_in_pieces(stream, text))
         outcome = PiiOutcome("".join(out), stream.blocked_kinds, stream.counts)
     return outcome.text, changed, outcome
+
+
+async def written_by_hook(
+    before: str, after: str, redactor: Redactor, pii: Mapping[str, str], salt: bytes,
+) -> str:
+    """A tool result a user hook rewrote after the harness shaped it: what
+    the hook wrote, and the text around each seam it made (what it kept of
+    ``before`` and what it wrote may join into a secret or a marker, and so
+    may a cut), shaped as a notice is: forged markers defanged (fence markers
+    where the hook wrote, sentinels on the whole span), secrets redacted and
+    the tool's ``pii`` applied. The span runs ``SEAM`` characters past each
+    seam, to the nearest space, so each word or marker is judged whole. In
+    slices: a large write never holds the event loop."""
+    start = _shared_head(before, after)
+    end = max(start, len(after) - _shared_head(before[start:][::-1], after[start:][::-1]))
+    lo, hi = _word_edge(after, start - SEAM, -1), _word_edge(after, end + SEAM, 1)
+    written = await neutralise_markers_sliced(after[start:end])
+    span = await neutralise_markers_sliced(after[lo:start] + written + after[end:hi], fences=False)
+    shaped, _, _ = await filter_result(redactor, span, pii, salt)
+    return after[:lo] + shaped + after[hi:]
+
+
+SEAM = 4096
+"""How far past a hook's seam the text is judged with it: as far as a
+disguised marker reaches, and past the longest secret."""
+
+
+def _word_edge(text: str, at: int, way: int) -> int:
+    """``at`` (clamped to the text) moved outwards to the nearest space, so
+    the span does not cut a word; the text's end when there is none."""
+    if at <= 0:
+        return 0
+    if at >= len(text):
+        return len(text)
+    if way < 0:
+        space = max(text.rfind(c, 0, at) for c in " \n\t")
+        return space + 1 if space >= 0 else 0
+    found = [i for i in (text.find(c, at) for c in " \n\t") if i >= 0]
+    return min(found) if found else len(text)
+
+
+def _shared_head(a: str, b: str) -> int:
+    """The length of the longest common prefix: halving, each step one C comparison."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _pii_in_pieces(stream: PiiStream, text: str) -> Iterator[str]:

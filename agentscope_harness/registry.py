@@ -74,6 +74,11 @@ class HookSpec:
     false, so it must not depend on the run."""
 
     @property
+    def builtin(self) -> bool:
+        """One of the harness's own hooks (a user's hook is shaped after)."""
+        return self.module.startswith("agentscope_harness.")
+
+    @property
     def sort_key(self) -> tuple[int, str]:
         """Ascending priority, then name."""
         return (self.priority, self.name)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .context import HookContext
 from .deadline import MIN_TIMEOUT_S
+from .outputs import pii_modes, pii_salt, written_by_hook
 from .registry import HOOK_POINTS, TOOL_POINTS, HookRejectSignal, HookSpec
 from .sentinels import format_sentinel
 
@@ -103,6 +104,18 @@ def first_step(coro: Any) -> tuple[bool, Any]:
     except StopIteration as done:
         return True, done.value
     return False, _Resumed(coro, pending)
+
+
+async def _shape_written(ctx: HookContext, before: str) -> None:
+    """What a user's ``post_tool_call`` hook wrote into the result the model
+    reads is shaped as a notice is (``written_by_hook``): the harness's
+    shaping may run before it, never be gone around by it."""
+    result, policy = ctx.result, ctx.tool.policy if ctx.tool is not None else None
+    assert result is not None
+    modes = pii_modes(policy.pii) if policy is not None else {}
+    result.text = await written_by_hook(
+        before, result.text, ctx.services.redactor, modes, pii_salt(ctx.run) if modes else b"",
+    )
 
 
 def _returned(value: Any) -> Exception:
@@ -201,9 +214,11 @@ class HookRunner:
         return await self._chain(spec.point, (spec,), ctx)
 
     async def _chain(self, point: str, specs: tuple[HookSpec, ...], ctx: HookContext) -> Refusal | None:
+        result_read = ctx.result if point == "post_tool_call" else None  # by the model: shaped
         for spec in specs:
             ctx.hook_name = spec.name
             tool, answer, audit = ctx.tool, ctx.final_text, ctx.audit
+            before = result_read.text if result_read is not None and not spec.builtin else None
             try:
                 try:
                     result = spec.fn(ctx)
@@ -229,6 +244,8 @@ class HookRunner:
             except Exception as exc:
                 refusal = self._failed(spec, exc, ctx)
             else:
+                if result_read is not None and before is not None and result_read.text != before:
+                    await _shape_written(ctx, before)
                 continue
             if refusal is not None:
                 ctx.admissions.clear()

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from functools import lru_cache
+
+from .redaction import sliced
 
 CODES = frozenset(
     {
@@ -91,24 +94,43 @@ def neutralise_markers(text: str, fences: bool = True) -> str:
     other format characters, fullwidth forms, spaces, dash variants or case
     (matched on the NFKC-normalised reading; the rest of the text is kept
     as it was). ``fences=False``: sentinel markers only."""
-    out: list[str] = []
+    out = list(_neutralised(text, fences))
+    return text if len(out) == 1 else "".join(out)
+
+
+_EXAMINED = 64
+
+
+async def neutralise_markers_sliced(text: str, fences: bool = True) -> str:
+    """``neutralise_markers``, the event loop given a turn whenever the work
+    has held it for a slice (a long text full of markers costs a few µs a
+    marker)."""
+    out = await sliced(_neutralised(text, fences))
+    return text if len(out) == 1 else "".join(out)
+
+
+def _neutralised(text: str, fences: bool) -> Iterator[str]:
+    """``text`` in pieces, its foreign markers defanged (the text itself
+    when it has none and few brackets: an empty piece every ``_EXAMINED``
+    brackets examined, a turn for ``sliced`` where none is a marker)."""
     done = 0
-    for m in _SUSPECT.finditer(text):
+    for n, m in enumerate(_SUSPECT.finditer(text), 1):
+        if not n % _EXAMINED:
+            yield ""
         at = m.start()
         if at < done:
             continue
         if _reads(text[at]) == "[":
             end = _reads_as(text, at + 1, ("harness:",))
             if end > 0:
-                out += [text[done:at], _FORGED]
+                yield text[done:at]
+                yield _FORGED
                 done = end
         elif fences and _reads_as(text, at + 1, ("tool-output", "/tool-output")) > 0:
-            out += [text[done:at], _ESCAPED_LT]
+            yield text[done:at]
+            yield _ESCAPED_LT
             done = at + 1
-    if not out:
-        return text
-    out.append(text[done:])
-    return "".join(out)
+    yield text[done:] if done else text
 
 
 _ECHOED = re.compile(r"\[harness:[a-z0-9_]{0,40}\]|</?tool-output(?![\w-])[^<>\n]{0,300}>", re.IGNORECASE)

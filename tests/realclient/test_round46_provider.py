@@ -58,6 +58,39 @@ async def test_a_negative_usage_report_is_no_credit(server: Any, make_model: Any
     assert "usage_estimated" in [d.action for d in report.decisions]
 
 
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "not streamed"])
+async def test_a_usage_of_no_tokens_is_no_free_ride(server: Any, make_model: Any, stream: bool) -> None:
+    """Round 47, README 'No usage, no free ride': a proxy that reports 0
+    tokens in and out for every call ran nine calls at $0 against a $0.02
+    cap. Every request has a prompt: such a usage is no report, and the
+    estimate is charged."""
+    server.plan(*[Reply(tool_calls=[("search", {"q": f"kettle {i} " + "x" * 4000})], usage=(0, 0)) for i in range(12)])
+    h = Harness(HarnessConfig(cost=CostPolicy(cap_usd=0.01, prices={"gpt-test": (2.5, 10.0)})),
+                load_entry_points=False)
+    agent = make_agent(make_model(server, stream=stream), [search], middlewares=h.middlewares())
+    await _reply(h, agent)
+    report = h.last_report(agent)
+    assert report.spent_usd > 0 and "usage_estimated" in [d.action for d in report.decisions]
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "budget")
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "not streamed"])
+async def test_an_infinite_usage_count_is_charged_an_estimate(server: Any, make_model: Any, stream: bool) -> None:
+    """Round 47: ``"prompt_tokens": Infinity`` (Python's json reads it) made
+    ``int(inf)`` raise and the reply fail; AgentScope's own events take
+    finite counts only. The estimate stands in for it: the run goes on,
+    charged, to its end (here the stall detector's: nothing new is found)."""
+    server.plan(*[Reply(tool_calls=[("search", {"q": f"kettle {i}"})], usage=(float("inf"), 0)) for i in range(12)])
+    h = Harness(HarnessConfig(cost=CostPolicy(cap_usd=0.02, prices={"gpt-test": (2.5, 10.0)})),
+                load_entry_points=False)
+    agent = make_agent(make_model(server, stream=stream), [search], middlewares=h.middlewares())
+    await _reply(h, agent)
+    report = h.last_report(agent)
+    assert report.terminal_state is not TerminalState.FAILED, report.reason
+    assert len(server.requests) > 2
+    assert 0 < report.spent_usd < 0.02 and "usage_estimated" in [d.action for d in report.decisions]
+
+
 @pytest.mark.parametrize("field", ["content", "reasoning_content"], ids=["text", "thinking"])
 async def test_a_deadline_cut_never_shows_the_opening_of_a_secret(server: Any, make_model: Any, field: str) -> None:
     """README: secrets are redacted from streams; a stream holds back only
