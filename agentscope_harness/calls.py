@@ -54,6 +54,20 @@ class Verdict:
         return self.refusal is None and self.ask is None
 
 
+FINISH_WAITS = (
+    "A call of this task waits for the user's approval: deliver the answer once it is "
+    "answered, not beside it."
+)
+"""A finishing tool called while a call of its run is parked for a human:
+the answer would be given, and the run end, before the human decides."""
+ANSWER_UNDER_WAY = (
+    "The answer is being delivered in this same step: this call is not made, and the user "
+    "is not asked about it."
+)
+"""A call that would be parked for a human while the run's finishing tool,
+admitted in the same batch, is delivering: nobody would ever run it."""
+
+
 class CallFlow:
     """Runs the tool points of one call for a Harness."""
 
@@ -101,9 +115,14 @@ class CallFlow:
             run.remember_sentinel(refusal.code, refusal.text)
             return Verdict(refusal=refusal, ctx=ctx)
         try:
-            reason = ctx.ask_reason if ctx.ask_reason is not None else await self.ask_when(ctx)
+            # the policy's own rule is asked too: a hook's question (a ledger's
+            # extension) must not hide why the call itself needs a human
+            reasons = [r for r in (ctx.ask_reason, await self.ask_when(ctx)) if r is not None]
         except TimeoutError:  # the rule took the run's time: the call is not made
             return Verdict(refusal=self._out_of_time(ctx), ctx=ctx)
+        reason = "; ".join(reasons) if reasons else None
+        if reason is None and view.role == "finish" and (run.park_reason is not None or run.awaiting_human):
+            return Verdict(refusal=self._refuse(ctx, ("not_ready", FINISH_WAITS), hook="finish_gate"), ctx=ctx)
         if reason is not None and view.resumed and not run.asked_here:
             # the human's approval was given elsewhere and cannot be compared
             # with this call: a call that needs approval is not run on it
@@ -127,6 +146,8 @@ class CallFlow:
             self.services.record(run, "ask_when", "pre_tool_call", "ask", tool=view.name, detail=reason)
         if self.services.shadow:
             return Verdict(ctx=ctx)
+        if not set(self.services.config.finish_tools()).isdisjoint(run.in_flight.values()):
+            return Verdict(refusal=self._refuse(ctx, ("run_concluded", ANSWER_UNDER_WAY), hook="finish_gate"), ctx=ctx)
         self.shown(run, view)
         if self.runner.candidate is not None:
             self.runner.candidate.asked(ctx)

@@ -93,6 +93,14 @@ def _line_in(exc: BaseException, file: Path | None) -> int | None:
     return found
 
 
+def _text_of(file: Path) -> str:
+    """A file's text, read as UTF-8; another encoding is named: ``CliError``."""
+    try:
+        return file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{file}: not valid UTF-8 (byte {exc.start}): save it as UTF-8") from exc
+
+
 def load_config(path: str | os.PathLike[str]) -> HarnessConfig:
     """Load a policy file: a Python file exposing ``config`` or ``CONFIG``
     (a ``HarnessConfig`` or a mapping), or a YAML/JSON mapping of
@@ -122,12 +130,12 @@ def load_config(path: str | os.PathLike[str]) -> HarnessConfig:
                     "YAML policy files need PyYAML: pip install 'agentscope-harness[yaml]'",
                 ) from exc
             try:
-                raw = yaml.safe_load(file.read_text(encoding="utf-8"))
+                raw = yaml.safe_load(_text_of(file))
             except yaml.YAMLError as exc:
                 raise CliError(f"{file}: not valid YAML: {exc}") from exc
         elif suffix == ".json":
             try:
-                raw = json.loads(file.read_text(encoding="utf-8"))
+                raw = json.loads(_text_of(file))
             except json.JSONDecodeError as exc:
                 raise CliError(f"{file}: not valid JSON: {exc}") from exc
         else:
@@ -467,13 +475,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------ diff-policy
 
 
-def _runs(report: Mapping[str, Any], where: str) -> Any:
+def _runs(report: Mapping[str, Any], where: str, depth: int = 0) -> Any:
     """``(run id, its own differences)`` of a report and of the reports of
-    the sub-agent runs nested in it (``where`` names a run without an id)."""
-    yield str(report.get("run_id") or where), list(report.get("candidate_differences") or ())
-    for index, child in enumerate(report.get("children") or ()):
+    the sub-agent runs nested in it (``where`` names a run without an id).
+    A report of another shape is named: ``CliError``."""
+    differences, children = report.get("candidate_differences") or [], report.get("children") or []
+    if not isinstance(differences, list) or not all(isinstance(d, Mapping) for d in differences):
+        raise CliError(f"{where}: candidate_differences is not a list of objects")
+    if not isinstance(children, list) or depth > _MAX_NESTING:
+        raise CliError(f"{where}: children is not a list of reports (or nests past {_MAX_NESTING})")
+    yield str(report.get("run_id") or where), differences
+    for index, child in enumerate(children):
         if isinstance(child, Mapping):
-            yield from _runs(child, f"{where}/{index}")
+            yield from _runs(child, f"{where}/{index}", depth + 1)
+
+
+_MAX_NESTING = 100
+"""Sub-agent reports nest this deep at most in a log the CLI reads."""
 
 
 def diff_summary(lines: Sequence[str]) -> dict[str, Any]:
@@ -490,6 +508,8 @@ def diff_summary(lines: Sequence[str]) -> dict[str, Any]:
             report = json.loads(line)
         except json.JSONDecodeError as exc:
             raise CliError(f"line {number}: not a JSON report ({exc.msg})") from exc
+        except RecursionError as exc:
+            raise CliError(f"line {number}: not a JSON report (nested too deep)") from exc
         if not isinstance(report, dict):
             raise CliError(f"line {number}: not a JSON report object")
         runs.update(_runs(report, f"line {number}"))
@@ -516,7 +536,7 @@ def cmd_diff_policy(args: argparse.Namespace) -> int:
     """Summarise candidate-versus-live differences in a log of reports."""
     path = Path(args.file)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = _text_of(path).splitlines()
     except OSError as exc:
         raise CliError(f"{path}: {exc.strerror or exc}") from exc
     summary = diff_summary(lines)

@@ -414,6 +414,10 @@ class GuardState:
     pool_emptied: bool = False
     last_hint: str | None = None
     unsupported_claims: list[str] = field(default_factory=list)
+    claimed_steps: list[tuple[str, bool]] = field(default_factory=list)
+    """The steps the answer claimed of tools with an unsupported claim, in
+    words, and whether each succeeded: the correction says which did not,
+    and which did (a retry must not repeat those)."""
     done_by_sub_runs: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)
     """The calls that succeeded in runs nested in this one, their arguments
     by tool (a sub-agent's action is this conversation's: an answer

@@ -220,8 +220,14 @@ class Harness:
         ``toolkit``, and check each ``identity_args`` and prerequisite's
         ``same_args`` against the schemas of the tools there (a name a tool
         does not declare is a check of a value the tool never reads). Under
-        ``HARNESS_ENABLED=0`` the toolkit is left as it is (checked all the same)."""
+        ``HARNESS_ENABLED=0`` the toolkit is left as it is (checked all the same).
+        A candidate policy's names are checked too (its error says so)."""
         _check_declared_args(self.config, toolkit)
+        if self.candidate is not None:
+            try:
+                _check_declared_args(self.candidate.config, toolkit)
+            except HarnessConfigError as exc:
+                raise HarnessConfigError(f"candidate policy: {exc}") from exc
         if self.enabled:
             instrument_toolkit(toolkit, self.tool_middleware())
         return toolkit
@@ -401,7 +407,8 @@ class Harness:
 
     async def publish(self, report: RunReport, agent: Any) -> None:
         """A settled report: into the history, as the agent's last, and to
-        the ``on_report`` callback."""
+        the ``on_report`` callback (an async one bounded by ``hook_timeout_s``
+        as an async hook is: a sink that hangs must not hold the reply)."""
         self.reports.append(report)
         if agent is not None:
             try:
@@ -412,7 +419,7 @@ class Harness:
             try:
                 out = self.config.on_report(report)
                 if hasattr(out, "__await__"):
-                    await out
+                    await self.runner.bounded(out, None)
             except Exception as exc:
                 self.services.log_failure("harness on_report callback", exc)
 

@@ -355,8 +355,11 @@ class ModelGuard:
         """What a compression's attempts used, summed; an attempt whose
         provider reported no usage is charged its request's estimate
         (``input_tokens``) and what it streamed (4 characters a token)."""
-        usages = [u if _billable(u) else _estimated_usage(input_tokens, u if isinstance(u, int) else 0, model)
-                  for u in attempts.usages or []]
+        usages = [
+            u if u is _NOTHING or _billable(u)  # _NOTHING: broken before its first chunk, nothing served
+            else _estimated_usage(input_tokens, u if isinstance(u, int) else 0, model)
+            for u in attempts.usages or []
+        ]
         if not usages:
             return None
         return ChatUsage(

@@ -202,10 +202,12 @@ def corrected_answer(run: RunState, text: str, config: HarnessConfig) -> str:
     claims = run.facts.unsupported_claims
     if not claims:
         return replacement(run, fallback_text) if replaced else text
-    steps = ", ".join(dict.fromkeys(claims))
+    failed = dict.fromkeys(step for step, done in facts.claimed_steps if not done) or dict.fromkeys(claims)
+    done = [step for step in dict.fromkeys(step for step, ok in facts.claimed_steps if ok) if step not in failed]
+    also = f" What did succeed: {', '.join(done)}." if done else ""
     return (
-        f"I have to correct myself: {steps} did not succeed in this conversation, so that "
-        "has not been done. Please try again or ask for help."
+        f"I have to correct myself: {', '.join(failed)} did not succeed in this conversation, so that "
+        f"has not been done.{also} Please try again or ask for help."
     )
 
 

@@ -299,15 +299,23 @@ def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
                 earlier = _earlier_successes(ctx)
             calls = [s.args for s in facts.succeeded.values() if s.tool == tool]
             calls += facts.done_by_sub_runs.get(tool, []) + earlier.get(tool, [])
-            if all(_supported(match, calls) for match in matches):
+            unsupported = [m for m in matches if not _supported(m, calls)]
+            if not unsupported:
                 continue
             facts.unsupported_claims.append(tool)
+            facts.claimed_steps += [(_step(tool, m), m not in unsupported) for m in dict.fromkeys(matches)]
             what = "with those arguments " if succeeded else ""
             ctx.decide(
                 "unsupported_claim", code="verification_failed", tool=tool,
                 detail=f"answer matches {pattern!r} but {tool} never succeeded {what}".rstrip(),
             )
             break
+
+
+def _step(tool: str, match: re.Match[str]) -> str:
+    """A claimed step in words: the tool, and the values its claim names."""
+    named = [f"{name} {value.strip()}" for name, value in match.groupdict().items() if value is not None]
+    return f"{tool} ({', '.join(named)})" if named else tool
 
 
 def _supported(match: re.Match[str], calls: list[Mapping[str, Any]]) -> bool:
