@@ -466,8 +466,11 @@ def billed_tokens(model: Any, usage: Any) -> tuple[int, int, int]:
     counting every token sent: AgentScope's Anthropic model reports the
     prompt cache's reads and writes beside ``input_tokens``, the others
     (OpenAI's ``cached_tokens``) within it."""
-    def count(name: str) -> int:  # never below 0 (credit) nor unbounded (inf, NaN)
-        value = getattr(usage, name, 0) or 0
+    def count(name: str) -> int:  # never below 0 (credit) nor unbounded (inf, NaN), nor a crash
+        try:
+            value = float(getattr(usage, name, 0) or 0)
+        except (TypeError, ValueError):
+            return 0
         return max(0, int(value)) if math.isfinite(value) else 0
 
     input_tokens, cached = count("input_tokens"), count("cache_input_tokens")
