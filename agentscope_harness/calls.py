@@ -55,11 +55,12 @@ class Verdict:
 
 
 FINISH_WAITS = (
-    "A call of this task waits for the user's approval: deliver the answer once it is "
-    "answered, not beside it."
+    "A call of this step waits for the user (an approval, or a result the client runs): "
+    "deliver the answer once it is answered, written from what it says, not beside it."
 )
-"""A finishing tool called while a call of its run is parked for a human:
-the answer would be given, and the run end, before the human decides."""
+"""A finishing tool called while a call of its run waits for a human or a
+client, or in the batch of one that did: the answer was written before the
+human decided."""
 ANSWER_UNDER_WAY = (
     "The answer is being delivered in this same step: this call is not made, and the user "
     "is not asked about it."
@@ -117,11 +118,13 @@ class CallFlow:
         try:
             # the policy's own rule is asked too: a hook's question (a ledger's
             # extension) must not hide why the call itself needs a human
-            reasons = [r for r in (ctx.ask_reason, await self.ask_when(ctx)) if r is not None]
+            by_rule = await self.ask_when(ctx)
+            reasons = [r for r in (ctx.ask_reason, by_rule) if r is not None]
         except TimeoutError:  # the rule took the run's time: the call is not made
             return Verdict(refusal=self._out_of_time(ctx), ctx=ctx)
         reason = "; ".join(reasons) if reasons else None
-        if reason is None and view.role == "finish" and (run.park_reason is not None or run.awaiting_human):
+        if (reason is None and view.role == "finish" and not view.resumed  # resumed: the human approved this very call
+                and (view.batch in run.parked_batches or run.awaiting_human)):
             return Verdict(refusal=self._refuse(ctx, ("not_ready", FINISH_WAITS), hook="finish_gate"), ctx=ctx)
         if reason is not None and view.resumed and not run.asked_here:
             # the human's approval was given elsewhere and cannot be compared
@@ -142,18 +145,27 @@ class CallFlow:
             return Verdict(ctx=ctx)
         if run.past_deadline():  # the approval's ``when`` took the run's time: nothing is asked
             return Verdict(refusal=self._out_of_time(ctx), ctx=ctx)
-        if ctx.ask_reason is None:  # a hook's ctx.ask records its own decision
-            self.services.record(run, "ask_when", "pre_tool_call", "ask", tool=view.name, detail=reason)
+        if by_rule is not None:  # a hook's ctx.ask records its own decision
+            self.services.record(run, "ask_when", "pre_tool_call", "ask", tool=view.name, detail=by_rule)
         if self.services.shadow:
             return Verdict(ctx=ctx)
-        if not set(self.services.config.finish_tools()).isdisjoint(run.in_flight.values()):
-            return Verdict(refusal=self._refuse(ctx, ("run_concluded", ANSWER_UNDER_WAY), hook="finish_gate"), ctx=ctx)
+        under_way = self.answer_under_way(ctx)
+        if under_way is not None:
+            return Verdict(refusal=under_way, ctx=ctx)
         self.shown(run, view)
         if self.runner.candidate is not None:
             self.runner.candidate.asked(ctx)
         reason = self.services.scrubbed(reason)  # the report states it: a reason may quote the call
         run.park_reason = reason if run.park_reason is None else f"{run.park_reason}; {reason}"
         return Verdict(ask=reason, ctx=ctx)
+
+    def answer_under_way(self, ctx: HookContext) -> Refusal | None:
+        """The refusal of a call about to be parked for a human (by the
+        harness or AgentScope's own engine) while a finishing tool of the run
+        is delivering: nobody would ever run it, so nobody is asked."""
+        if set(self.services.config.finish_tools()).isdisjoint(ctx.run.in_flight.values()):
+            return None
+        return self._refuse(ctx, ("run_concluded", ANSWER_UNDER_WAY), hook="finish_gate")
 
     def _stopped_by_gate(self, ctx: HookContext) -> Refusal:
         """A gate stopped the run while judging this call (``ctx.stop``):

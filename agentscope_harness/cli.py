@@ -42,9 +42,11 @@ EXIT_OK, EXIT_ERROR, EXIT_INVALID = 0, 1, 2
 
 
 def _escape(text: str) -> str:
+    """Text from a file, as the console prints it: markup escaped, and a lone
+    surrogate (valid JSON, no character) replaced, not a crash."""
     from rich.markup import escape
 
-    return escape(text)
+    return escape(text.encode("utf-8", "replace").decode("utf-8"))
 
 
 class CliError(Exception):
@@ -131,12 +133,12 @@ def load_config(path: str | os.PathLike[str]) -> HarnessConfig:
                 ) from exc
             try:
                 raw = yaml.safe_load(_text_of(file))
-            except yaml.YAMLError as exc:
+            except (yaml.YAMLError, ValueError) as exc:  # ValueError: an integer past Python's digit limit
                 raise CliError(f"{file}: not valid YAML: {exc}") from exc
         elif suffix == ".json":
             try:
                 raw = json.loads(_text_of(file))
-            except json.JSONDecodeError as exc:
+            except ValueError as exc:  # JSONDecodeError, or an integer past Python's digit limit
                 raise CliError(f"{file}: not valid JSON: {exc}") from exc
         else:
             raise CliError(f"{file}: unknown policy file type {suffix!r} (use .py, .yaml, .yml or .json)")
@@ -506,8 +508,8 @@ def diff_summary(lines: Sequence[str]) -> dict[str, Any]:
             continue
         try:
             report = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CliError(f"line {number}: not a JSON report ({exc.msg})") from exc
+        except ValueError as exc:  # JSONDecodeError, or an integer past Python's digit limit
+            raise CliError(f"line {number}: not a JSON report ({getattr(exc, 'msg', exc)})") from exc
         except RecursionError as exc:
             raise CliError(f"line {number}: not a JSON report (nested too deep)") from exc
         if not isinstance(report, dict):
@@ -554,7 +556,7 @@ def cmd_diff_policy(args: argparse.Namespace) -> int:
         return EXIT_OK
     table = Table("point", "tool", "code", "count")
     for row in summary["by_point_tool_code"]:
-        table.add_row(row["point"], _escape(row["tool"]), _escape(row["code"]), str(row["count"]))
+        table.add_row(_escape(row["point"]), _escape(row["tool"]), _escape(row["code"]), str(row["count"]))
     console.print(table)
     changes = Table("live", "candidate", "count")
     for row in summary["by_change"]:

@@ -407,8 +407,11 @@ class Harness:
 
     async def publish(self, report: RunReport, agent: Any) -> None:
         """A settled report: into the history, as the agent's last, and to
-        the ``on_report`` callback (an async one bounded by ``hook_timeout_s``
-        as an async hook is: a sink that hangs must not hold the reply)."""
+        the ``on_report`` callback. An async one is awaited before the reply
+        returns (a loop closed after it would cancel it: the report would be
+        lost), bounded by ``hook_timeout_s`` as an async hook is, not by the
+        run's deadline (a run stopped there still gets its report written):
+        a sink that hangs holds the reply that long at most."""
         self.reports.append(report)
         if agent is not None:
             try:

@@ -202,13 +202,22 @@ def corrected_answer(run: RunState, text: str, config: HarnessConfig) -> str:
     claims = run.facts.unsupported_claims
     if not claims:
         return replacement(run, fallback_text) if replaced else text
-    failed = dict.fromkeys(step for step, done in facts.claimed_steps if not done) or dict.fromkeys(claims)
+    failed = list(dict.fromkeys(step for step, done in facts.claimed_steps if not done)) or list(dict.fromkeys(claims))
     done = [step for step in dict.fromkeys(step for step, ok in facts.claimed_steps if ok) if step not in failed]
-    also = f" What did succeed: {', '.join(done)}." if done else ""
+    also = f" What did succeed: {_listed(done)}." if done else ""
     return (
-        f"I have to correct myself: {', '.join(failed)} did not succeed in this conversation, so that "
+        f"I have to correct myself: {_listed(failed)} did not succeed in this conversation, so that "
         f"has not been done.{also} Please try again or ask for help."
     )
+
+
+STEPS_LISTED = 10
+"""Claimed steps a correction names of each kind; more are counted."""
+
+
+def _listed(steps: list[str]) -> str:
+    more = len(steps) - STEPS_LISTED
+    return ", ".join(steps[:STEPS_LISTED]) + (f" and {more} more" if more > 0 else "")
 
 
 def build_report(

@@ -145,6 +145,9 @@ class RunState:
     """The model answered in a round whose answer the fallback replaces (a
     dependency down, made to conclude): whatever rule then ended the run in
     that round, the user receives ``outcome.replacement``, not the answer."""
+    parked_batches: set[Batch] = field(default_factory=set)
+    """The batches a call of which waited for a human or a client: a
+    finishing tool of such a batch was written before they answered."""
     awaiting_human: set[str] = field(default_factory=set)
     """The ids of this run's calls parked on a human or a client (asked, or
     run by the client). ``on_reply`` clears them when it resumes the run;

@@ -116,21 +116,24 @@ class HarnessToolAdapter(HarnessMiddleware):
             if verdict.refusal is not None:
                 return _deny(verdict.refusal.text)
             if verdict.ask is not None:
-                run.awaiting_human.add(view.id)
+                _waits(run, view)
                 return PermissionDecision(
                     behavior=PermissionBehavior.ASK, message=verdict.ask, decision_reason=verdict.ask,
                 )
             with self.harness.services.approvals.only_rules_of(agent, run.principal):
                 decision = await next_handler(**input_kwargs)
             if decision.behavior in (PermissionBehavior.ASK, PermissionBehavior.PASSTHROUGH):
+                under_way = flow.answer_under_way(verdict.ctx) if verdict.ctx is not None else None
+                if under_way is not None:
+                    return _deny(under_way.text)
                 flow.shown(run, view)  # parked for a human: judged again on resume
-                run.awaiting_human.add(view.id)
+                _waits(run, view)
             if decision.behavior != PermissionBehavior.ALLOW:
                 return decision
             refusal = flow.admit(verdict)
             admitted = refusal is None
             if admitted and getattr(input_kwargs.get("tool"), "is_external_tool", False):
-                run.awaiting_human.add(view.id)  # the client runs it: the reply parks until its result
+                _waits(run, view)  # the client runs it: the reply parks until its result
             return _deny(refusal.text) if refusal is not None else decision
         finally:
             # a call not admitted (refused, asked or denied by AgentScope's own
@@ -240,6 +243,13 @@ class HarnessToolAdapter(HarnessMiddleware):
             ctx.run, original.id, "policy_error",
             f"The call to {name} could not be completed safely. Do not retry it; tell the user.",
         )
+
+
+def _waits(run: RunState, view: ToolCallView) -> None:
+    """The call waits for a human or a client: the reply parks, and no
+    answer of its batch is delivered (``CallFlow.judge``'s finish rule)."""
+    run.awaiting_human.add(view.id)
+    run.parked_batches.add(view.batch)
 
 
 def _drop_answered(agent: Any, run: RunState, view: ToolCallView) -> bool:

@@ -281,35 +281,38 @@ def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
     agent's earlier replies, as its context keeps them; a claim pattern's
     named groups name the tool's arguments, and then the very call must have
     succeeded (``order (?P<order_id>\\S+) was cancelled`` stands for the
-    orders cancelled only). An unsupported claim is recorded, once per tool."""
+    orders cancelled only). An unsupported claim is recorded, once per tool;
+    every claimed step, of every pattern and tool, is kept in words with
+    whether it succeeded (the correction names both kinds)."""
     facts = ctx.facts
     earlier: dict[str, list[Mapping[str, Any]]] | None = None
+    steps: list[tuple[str, bool]] = []
     for tool, policy in ctx.config.tools.items():
-        if not policy.claims or tool in facts.unsupported_claims:
-            continue
         succeeded = facts.has_succeeded(tool) or tool in facts.done_by_sub_runs
         for pattern in policy.claims:
             compiled = re.compile(pattern, re.IGNORECASE)
-            if succeeded and not compiled.groupindex:
-                continue  # a claim of the tool alone: its success supports it
             matches = [m for said in claimed for m in compiled.finditer(said)]
             if not matches:
+                continue
+            if succeeded and not compiled.groupindex:  # a claim of the tool alone: its success supports it
+                steps.append((tool, True))
                 continue
             if earlier is None:
                 earlier = _earlier_successes(ctx)
             calls = [s.args for s in facts.succeeded.values() if s.tool == tool]
             calls += facts.done_by_sub_runs.get(tool, []) + earlier.get(tool, [])
-            unsupported = [m for m in matches if not _supported(m, calls)]
-            if not unsupported:
+            supported = [_supported(m, calls) for m in matches]
+            steps += [(_step(tool, m), ok) for m, ok in zip(matches, supported, strict=True)]
+            if all(supported) or tool in facts.unsupported_claims:
                 continue
             facts.unsupported_claims.append(tool)
-            facts.claimed_steps += [(_step(tool, m), m not in unsupported) for m in dict.fromkeys(matches)]
             what = "with those arguments " if succeeded else ""
             ctx.decide(
                 "unsupported_claim", code="verification_failed", tool=tool,
                 detail=f"answer matches {pattern!r} but {tool} never succeeded {what}".rstrip(),
             )
-            break
+    if any(not ok for _, ok in steps):
+        facts.claimed_steps += steps
 
 
 def _step(tool: str, match: re.Match[str]) -> str:

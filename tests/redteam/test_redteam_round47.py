@@ -11,7 +11,13 @@ the correction of a claim.
    under way is not asked about;
 4. operations: the CLI on malformed logs and policy files (a clear
    ``error:``, exit 2, no traceback), a candidate policy's argument names
-   checked at ``instrument``, an async ``on_report`` bounded.
+   checked at ``instrument``, an async ``on_report`` bounded;
+5. (round 49, on these fixes) AgentScope's own ASK beside a finish under
+   way, a finish of a batch whose call was parked (then denied), a
+   correction over two patterns and two tools, the CLI on huge integers and
+   lone surrogates, ``ask_when`` beside a hook's question in shadow mode;
+   (round 50) a slow async ``on_report`` under ``asyncio.run`` per request,
+   a finishing tool AgentScope asks about.
 
 Real ``Agent``s, real tools in real ``Toolkit``s.
 """
@@ -27,7 +33,8 @@ from typing import Any
 import pytest
 from agentscope.event import RequireUserConfirmEvent
 from agentscope.message import Msg, UserMsg
-from scripted import ScriptedModel, calls, confirm, make_agent, text
+from agentscope.tool import FunctionTool
+from scripted import ScriptedModel, calls, confirm, make_agent, text, tool
 
 from agentscope_harness import Harness, HarnessConfig, Ledger, Principal, TerminalState, ToolPolicy
 from agentscope_harness.cli import main
@@ -267,3 +274,166 @@ async def test_a_hanging_report_sink_does_not_hold_the_reply() -> None:
     _, final = await _reply(h, agent, UserMsg("user", "hi"))
     assert time.monotonic() - started < 2.0
     assert final.get_text_content() == "answer" and h.last_report(agent).terminal_state is TerminalState.COMPLETED
+
+
+# ============================================================ 5. round 49
+
+
+def _finish_and_refund(**refund_policy: Any) -> Harness:
+    return Harness(HarnessConfig(tools={
+        "refund": ToolPolicy(role="mutation", identity_args={"user_id": "user_id"}, **refund_policy),
+        "submit_answer": ToolPolicy(role="finish"),
+    }), load_entry_points=False)
+
+
+async def test_agentscopes_own_ask_beside_a_finish_under_way_is_not_asked() -> None:
+    """Round 49: the refund is a ``FunctionTool`` AgentScope itself asks
+    about; the finish of its batch was admitted first. The human was asked,
+    approved, and the refund was never made."""
+    REFUNDED.clear()
+
+    async def delivering(answer: str) -> str:
+        """Give the user the final answer.
+
+        Args:
+            answer (str): The answer.
+        """
+        await asyncio.sleep(0.05)  # still delivering while the refund is judged
+        return answer
+
+    h = Harness(HarnessConfig(tools={
+        "refund": ToolPolicy(role="mutation", identity_args={"user_id": "user_id"}),
+        "delivering": ToolPolicy(role="finish"),
+    }), load_entry_points=False)
+    model = ScriptedModel([calls(("delivering", {"answer": "Done."}), _refund("o-1", 80.0))])
+    agent = make_agent(model, [FunctionTool(refund), tool(delivering)], h.middlewares())
+    events, _ = await _reply(h, agent, UserMsg("user", "refund o-1"))
+    assert not any(isinstance(e, RequireUserConfirmEvent) for e in events)
+    assert h.last_report(agent).refusals.get("run_concluded") == 1 and REFUNDED == []
+
+
+async def test_a_finish_written_beside_a_parked_call_waits_even_after_a_denial() -> None:
+    """Round 49: the refund (not concurrency-safe) parks and AgentScope
+    holds the rest of the batch; the human denies it, and the finish written
+    before anyone decided was then delivered. It is refused (``not_ready``):
+    the model answers again, knowing the denial."""
+    REFUNDED.clear()
+    h = _finish_and_refund(ask_when=_over_50)
+    model = ScriptedModel([
+        calls(_refund("o-1", 80.0), ("submit_answer", {"answer": "Your refund is on its way."})),
+        calls(("submit_answer", {"answer": "The refund of o-1 was declined."})),
+    ])
+    agent = make_agent(model, [tool(refund, is_concurrency_safe=False), tool(submit_answer)], h.middlewares())
+    events, _ = await _reply(h, agent, UserMsg("user", "refund o-1"))
+    ask = _asked(events)
+    _, final = await _reply(h, agent, confirm(ask, ask.tool_calls[0], confirmed=False))
+    assert final.get_text_content() == "The refund of o-1 was declined."
+    assert h.last_report(agent).refusals.get("not_ready") == 1 and len(model.calls) == 2
+
+
+async def test_a_correction_covers_every_pattern_and_every_claimed_tool() -> None:
+    """Round 49: the audit stopped at a tool's first unsupported pattern and
+    named no other tool's success: o-3's claim went uncorrected, o-2's
+    cancellation unmentioned (a retry would repeat it)."""
+
+    async def cancel(order_id: str) -> str:
+        """Cancel an order.
+
+        Args:
+            order_id (str): The order.
+        """
+        return f"cancelled {order_id}"
+
+    h = Harness(HarnessConfig(tools={
+        "refund": ToolPolicy(role="mutation", claims=[r"refunded (?P<order_id>o-\d+)",
+                                                      r"refund of (?P<order_id>o-\d+) is done"]),
+        "cancel": ToolPolicy(role="mutation", claims=[r"cancelled (?P<order_id>o-\d+)"]),
+    }), load_entry_points=False)
+    model = ScriptedModel([calls(("cancel", {"order_id": "o-2"})),
+                           text("I cancelled o-2, refunded o-1, and the refund of o-3 is done.")])
+    agent = make_agent(model, [refund, cancel], h.middlewares())
+    _, final = await _reply(h, agent, UserMsg("user", "sort it out"))
+    answer = final.get_text_content()
+    assert "refund (order_id o-1), refund (order_id o-3) did not succeed" in answer
+    assert "What did succeed: cancel (order_id o-2)" in answer
+
+
+def test_a_report_sink_slower_than_the_time_left_loses_no_report_under_asyncio_run() -> None:
+    """Round 50: delivering a slow async ``on_report`` in the background
+    (round 49) lost every report of a worker running each request in its
+    own ``asyncio.run`` (the loop's close cancelled it). It is awaited before
+    the reply returns, bounded by ``hook_timeout_s``, not by the deadline."""
+    got: list[Any] = []
+
+    async def sink(report: Any) -> None:
+        await asyncio.sleep(0.3)
+        got.append(report.run_id)
+
+    h = Harness(HarnessConfig(deadline_s=0.2, on_report=sink), load_entry_points=False)
+    agent = make_agent(ScriptedModel([text("one"), text("two")]), [refund], h.middlewares())
+    for prompt in ("first", "second"):
+        asyncio.run(_reply(h, agent, UserMsg("user", prompt)))
+    assert got == [r.run_id for r in h.reports]
+
+
+async def test_a_finishing_tool_agentscope_asks_about_runs_once_approved() -> None:
+    """Round 50: a finishing tool AgentScope itself asks about (a plain
+    ``FunctionTool``) was refused ``not_ready`` after the human approved it
+    (its own batch was parked), and asked again forever."""
+    sent: list[str] = []
+
+    async def send_email(body: str) -> str:
+        """Send the answer by email.
+
+        Args:
+            body (str): The answer.
+        """
+        sent.append(body)
+        return body
+
+    h = Harness(HarnessConfig(tools={"send_email": ToolPolicy(role="finish")}), load_entry_points=False)
+    model = ScriptedModel([calls(("send_email", {"body": "Your order shipped."}))])
+    agent = make_agent(model, [FunctionTool(send_email)], h.middlewares())
+    events, _ = await _reply(h, agent, UserMsg("user", "email me"))
+    ask = _asked(events)
+    await _reply(h, agent, confirm(ask, ask.tool_calls[0]))
+    report = h.last_report(agent)
+    assert sent == ["Your order shipped."] and report.terminal_state is TerminalState.COMPLETED
+    assert len(model.calls) == 1
+
+
+@pytest.mark.parametrize(("command", "name", "content"), [
+    ("diff-policy", "big.jsonl", '{"run_id": ' + "9" * 5000 + "}"),
+    ("diff-policy", "surrogate.jsonl", json.dumps({"run_id": "a", "candidate_differences": [
+        {"point": "pre_tool_call", "tool": "\ud800", "live": "allow", "candidate": "refuse", "code": "x"}]})),
+    ("check-config", "big.json", '{"max_tool_calls": ' + "9" * 5000 + "}"),
+])
+def test_the_cli_names_huge_integers_and_prints_lone_surrogates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, name: str, content: str,
+) -> None:
+    """Round 49: an integer past Python's digit limit (``ValueError``) and a
+    lone surrogate in a printed cell (``UnicodeEncodeError``) gave tracebacks."""
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    code = main([command, str(path)])
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    assert code == (0 if "surrogate" in name else 2)
+
+
+async def test_shadow_mode_records_ask_when_beside_a_hooks_question() -> None:
+    """Round 49: in shadow mode nothing parks, and ``ask_when``'s own reason
+    was recorded only when no hook had asked: it was nowhere in the report."""
+    from agentscope_harness import HookContext, harness_hook
+
+    @harness_hook("pre_tool_call", priority=60, name="kyc_check")
+    def kyc_check(ctx: HookContext) -> None:
+        ctx.ask("new customer: KYC review")
+
+    h = Harness(HarnessConfig(mode="shadow", tools={"refund": ToolPolicy(
+        role="mutation", identity_args={"user_id": "user_id"}, ask_when=_over_50)}),
+        hooks=[kyc_check], load_entry_points=False)
+    agent = make_agent(ScriptedModel([calls(_refund("o-1", 80.0)), text("Done.")]), [refund], h.middlewares())
+    await _reply(h, agent, UserMsg("user", "refund o-1"))
+    asks = [(d.hook, d.detail) for d in h.last_report(agent).decisions if d.action == "ask"]
+    assert ("ask_when", "refunds over $50 need a human") in asks and ("kyc_check", "new customer: KYC review") in asks
