@@ -73,9 +73,10 @@ class HookSpec:
     The runner asks once per (point, tool) and skips the hook where it is
     false, so it must not depend on the run."""
 
-    @property
+    @functools.cached_property
     def builtin(self) -> bool:
-        """One of the harness's own hooks (a user's hook is shaped after)."""
+        """One of the harness's own hooks (a user's hook is shaped after);
+        asked of every ``post_tool_call`` hook on every call: computed once."""
         return self.module.startswith("agentscope_harness.")
 
     @property
