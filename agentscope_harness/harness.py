@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import os
 import re
 import weakref
@@ -16,7 +15,6 @@ from contextvars import ContextVar
 from importlib.metadata import entry_points
 from typing import Any
 
-from agentscope.model import AnthropicChatModel
 from pydantic import BaseModel, ConfigDict
 
 from .adapters import HarnessAgentAdapter, HarnessToolAdapter
@@ -32,7 +30,7 @@ from .hooks import BUILTIN_HOOKS
 from .hooks.safety import undeclared_identity_args
 from .hooks.sequencing import undeclared_same_args
 from .lifecycle import ReplyLifecycle, run_deadline
-from .model_guard import ModelGuard
+from .model_guard import ModelGuard, billed_tokens
 from .outputs import json_spelling
 from .redaction import Redactor
 from .registry import HookSpec, collect
@@ -462,24 +460,6 @@ def _stopped_by_prompt_hooks(scratch: RunState, asking: RunState) -> None:
     if terminal is not None and asking.facts.terminal is None:
         asking.facts.conclude(terminal.state, terminal.reason)
         asking.facts.stop_text = scratch.facts.stop_text
-
-
-def billed_tokens(model: Any, usage: Any) -> tuple[int, int, int]:
-    """A response's ``(input, cached input, output)`` tokens, its input
-    counting every token sent: AgentScope's Anthropic model reports the
-    prompt cache's reads and writes beside ``input_tokens``, the others
-    (OpenAI's ``cached_tokens``) within it."""
-    def count(name: str) -> int:  # never below 0 (credit) nor unbounded (inf, NaN), nor a crash
-        try:
-            value = float(getattr(usage, name, 0) or 0)
-        except (TypeError, ValueError):
-            return 0
-        return max(0, int(value)) if math.isfinite(value) else 0
-
-    input_tokens, cached = count("input_tokens"), count("cache_input_tokens")
-    if isinstance(model, AnthropicChatModel):
-        input_tokens += cached + count("cache_creation_input_tokens")
-    return input_tokens, cached, count("output_tokens")
 
 
 def _check_declared_args(config: HarnessConfig, toolkit: Any) -> None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentscope.message import TextBlock
-from agentscope.model import ChatResponse, ChatUsage
+from agentscope.model import AnthropicChatModel, ChatResponse, ChatUsage
 from agentscope.model._model_response import FinishedReason
 
 from .context import REASONS, fallback, found_so_far
@@ -180,13 +180,37 @@ def _billable(usage: Any) -> bool:
     if not isinstance(usage, ChatUsage):
         return False
     counts = (usage.input_tokens, usage.output_tokens, usage.cache_input_tokens, usage.cache_creation_input_tokens)
-    return all(_whole(c or 0) for c in counts) and (
+    return all(token_count(c) is not None for c in counts) and (
         (usage.input_tokens or 0) + (usage.cache_input_tokens or 0) + (usage.cache_creation_input_tokens or 0) > 0
     )
 
 
-def _whole(count: Any) -> bool:
-    return (isinstance(count, int) or (isinstance(count, float) and count.is_integer())) and count >= 0
+def token_count(value: Any) -> int | None:
+    """A reported token count as a whole number of 0 or more (``None`` and
+    0 alike are none); ``None`` for anything else: negative, fractional,
+    infinite or not a number."""
+    value = value or 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    return int(value) if value >= 0 else None
+
+
+def billed_tokens(model: Any, usage: Any) -> tuple[int, int, int]:
+    """A response's ``(input, cached input, output)`` tokens, its input
+    counting every token sent: AgentScope's Anthropic model reports the
+    prompt cache's reads and writes beside ``input_tokens``, the others
+    (OpenAI's ``cached_tokens``) within it. A count that is no whole number
+    of 0 or more counts 0 (callers charge only billable usage or estimates;
+    this is the last line, never a credit nor a crash)."""
+    def count(name: str) -> int:
+        return token_count(getattr(usage, name, 0)) or 0
+
+    input_tokens, cached = count("input_tokens"), count("cache_input_tokens")
+    if isinstance(model, AnthropicChatModel):
+        input_tokens += cached + count("cache_creation_input_tokens")
+    return input_tokens, cached, count("output_tokens")
 
 
 _NOTHING = ChatUsage(input_tokens=0, output_tokens=0, time=0.0)

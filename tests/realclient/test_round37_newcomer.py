@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from agentscope.event import TextBlockDeltaEvent
-from agentscope.message import Msg, UserMsg
-from scripted import make_agent
+from agentscope.message import Msg
+from scripted import make_agent, run
 from server import Reply
 
 from agentscope_harness import Harness, HarnessConfig, HookContext, Principal, TerminalState, ToolPolicy, harness_hook
@@ -36,14 +36,8 @@ def _sentinel_only(body: dict[str, Any]) -> str:
 
 
 async def _reply(h: Harness, agent: Any) -> tuple[list[Any], Msg | None]:
-    events, final = [], None
     with h.acting_for(U42):
-        async for item in agent.reply_stream(UserMsg("user", "cancel order A-1"), yield_final_msg=True):
-            if isinstance(item, Msg):
-                final = item
-            else:
-                events.append(item)
-    return events, final
+        return await run(agent, "cancel order A-1")
 
 
 @pytest.mark.parametrize("script", [

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from agentscope.event import TextBlockDeltaEvent, ThinkingBlockDeltaEvent
-from agentscope.message import Msg, UserMsg
-from scripted import make_agent
+from agentscope.message import Msg
+from scripted import make_agent, run
 from server import Reply
 
 from agentscope_harness import CostPolicy, Harness, HarnessConfig, Principal, TerminalState
@@ -28,14 +28,8 @@ async def search(q: str) -> str:
 
 
 async def _reply(h: Harness, agent: Any) -> tuple[list[Any], Msg | None]:
-    events, final = [], None
     with h.acting_for(U42):
-        async for item in agent.reply_stream(UserMsg("user", "find kettles"), yield_final_msg=True):
-            if isinstance(item, Msg):
-                final = item
-            else:
-                events.append(item)
-    return events, final
+        return await run(agent, "find kettles")
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "not streamed"])

@@ -34,7 +34,7 @@ import pytest
 from agentscope.event import RequireUserConfirmEvent
 from agentscope.message import Msg, UserMsg
 from agentscope.tool import FunctionTool
-from scripted import ScriptedModel, calls, confirm, make_agent, text, tool
+from scripted import ScriptedModel, calls, confirm, make_agent, run, text, tool
 
 from agentscope_harness import Harness, HarnessConfig, Ledger, Principal, TerminalState, ToolPolicy
 from agentscope_harness.cli import main
@@ -74,14 +74,8 @@ def _refund(order: str, amount: float) -> tuple[str, dict[str, Any]]:
 
 
 async def _reply(h: Harness, agent: Any, message: Any) -> tuple[list[Any], Msg | None]:
-    events, final = [], None
     with h.acting_for(ALICE):
-        async for item in agent.reply_stream(message, yield_final_msg=True):
-            if isinstance(item, Msg):
-                final = item
-            else:
-                events.append(item)
-    return events, final
+        return await run(agent, inputs=message)
 
 
 def _asked(events: list[Any]) -> RequireUserConfirmEvent:
