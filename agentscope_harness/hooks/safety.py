@@ -315,10 +315,19 @@ def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
         facts.claimed_steps += steps
 
 
+STEP_VALUE_CHARS = 80
+"""The most characters of a claimed value a correction quotes (a claim
+pattern's group may span a page of the answer)."""
+
+
 def _step(tool: str, match: re.Match[str]) -> str:
     """A claimed step in words: the tool, and the values its claim names."""
-    named = [f"{name} {value.strip()}" for name, value in match.groupdict().items() if value is not None]
+    named = [f"{name} {_quoted(value.strip())}" for name, value in match.groupdict().items() if value is not None]
     return f"{tool} ({', '.join(named)})" if named else tool
+
+
+def _quoted(value: str) -> str:
+    return value if len(value) <= STEP_VALUE_CHARS else value[: STEP_VALUE_CHARS - 1] + "…"
 
 
 def _supported(match: re.Match[str], calls: list[Mapping[str, Any]]) -> bool:
