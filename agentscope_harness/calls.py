@@ -69,6 +69,14 @@ ANSWER_UNDER_WAY = (
 admitted in the same batch, is delivering: nobody would ever run it."""
 
 
+def _written_before_a_decision(run: RunState, view: ToolCallView) -> bool:
+    """A finishing tool written while a call waits for a human or a client,
+    or beside one that did (in its batch): its answer could not know what
+    they answered. Its own approval answers for itself only."""
+    others = run.parked_calls.get(view.batch, set()) - {view.id}
+    return bool(others) or (not view.resumed and (view.batch in run.parked_calls or bool(run.awaiting_human)))
+
+
 class CallFlow:
     """Runs the tool points of one call for a Harness."""
 
@@ -123,8 +131,7 @@ class CallFlow:
         except TimeoutError:  # the rule took the run's time: the call is not made
             return Verdict(refusal=self._out_of_time(ctx), ctx=ctx)
         reason = "; ".join(reasons) if reasons else None
-        if (reason is None and view.role == "finish" and not view.resumed  # resumed: the human approved this very call
-                and (view.batch in run.parked_batches or run.awaiting_human)):
+        if view.role == "finish" and _written_before_a_decision(run, view):  # asked about or not
             return Verdict(refusal=self._refuse(ctx, ("not_ready", FINISH_WAITS), hook="finish_gate"), ctx=ctx)
         if reason is not None and view.resumed and not run.asked_here:
             # the human's approval was given elsewhere and cannot be compared

@@ -3,6 +3,7 @@ the store, and hands out the two AgentScope middlewares."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -36,7 +37,7 @@ from .redaction import Redactor
 from .registry import HookSpec, collect
 from .report import RunReport
 from .run_state import RunLimits, RunState, RunTable, current_run, live_parent, same_caller
-from .runner import HookRunner
+from .runner import HookRunner, being_cancelled
 from .services import Breaker, Services
 from .stores import LedgerStore, MemoryStore, bounded, store_timeout
 
@@ -421,6 +422,10 @@ class Harness:
                 out = self.config.on_report(report)
                 if hasattr(out, "__await__"):
                     await self.runner.bounded(out, None)
+            except asyncio.CancelledError as exc:
+                if being_cancelled():
+                    raise
+                self.services.log_failure("harness on_report callback", exc)  # the sink's own (its I/O cancelled)
             except Exception as exc:
                 self.services.log_failure("harness on_report callback", exc)
 

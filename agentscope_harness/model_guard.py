@@ -185,16 +185,22 @@ def _billable(usage: Any) -> bool:
     )
 
 
+MAX_TOKEN_COUNT = 10**9
+"""The most tokens one response may report: no request or answer comes near
+it, and a count past it (``10**400`` from a broken proxy) would overflow
+its price."""
+
+
 def token_count(value: Any) -> int | None:
-    """A reported token count as a whole number of 0 or more (``None`` and
-    0 alike are none); ``None`` for anything else: negative, fractional,
-    infinite or not a number."""
+    """A reported token count as a whole number from 0 to
+    ``MAX_TOKEN_COUNT`` (``None`` and 0 alike are none); ``None`` for
+    anything else: negative, fractional, infinite, absurd or not a number."""
     value = value or 0
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     if isinstance(value, float) and not value.is_integer():
         return None
-    return int(value) if value >= 0 else None
+    return int(value) if 0 <= value <= MAX_TOKEN_COUNT else None
 
 
 def billed_tokens(model: Any, usage: Any) -> tuple[int, int, int]:

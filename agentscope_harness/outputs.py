@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from .errors import METADATA_KEY
 from .pii import PiiOutcome, apply_pii, find_pii, rewrite_pii
 from .redaction import Redactor, sliced
-from .sentinels import MarkerStream, neutralise_markers, neutralise_markers_sliced, strip_markers
+from .sentinels import MarkerStream, fences_touching, neutralise_markers, neutralise_markers_sliced, strip_markers
 
 PII_HOLD = 320
 """Characters a PII stream holds back: longer than any value a detector
@@ -45,6 +45,8 @@ class _Stage(Protocol):
     def feed(self, delta: str) -> str: ...
 
     def flush(self) -> str: ...
+
+    def open(self) -> bool: ...
 
 
 @dataclass
@@ -71,6 +73,10 @@ class PiiStream:
     def flush(self) -> str:
         """The rest, rewritten (at the end of the stream)."""
         return self._send(len(self._buf)) if self._buf else ""
+
+    def open(self) -> bool:
+        """Whether text is held (a value may run across it: any held text)."""
+        return bool(self._buf)
 
     def _send(self, cut: int) -> str:
         k = len(self._before)
@@ -109,6 +115,12 @@ class OutputStream:
                 return ""
             delta = stage.feed(delta)
         return delta
+
+    def open(self) -> bool:
+        """Whether what it holds back may still change with more text (the
+        opening of a secret, a bracket that may become a marker): then its
+        block's end is not its end yet."""
+        return any(stage.open() for stage in self._stages)
 
     def flush(self) -> str:
         """The rest (at the end of the block)."""
@@ -251,6 +263,10 @@ class JsonEscapes:
             self._held = held
         return text
 
+    def open(self) -> bool:
+        """Whether an escape is held unfinished."""
+        return bool(self._held or self._run or self._spaces is not None)
+
     def flush(self) -> str:
         """A trailing escape never completed, as it came."""
         rest, run, spaces = self._held, self._run, self._spaces
@@ -322,12 +338,14 @@ async def written_by_hook(
     the hook wrote, and the text around each seam it made (what it kept of
     ``before`` and what it wrote may join into a secret or a marker, and so
     may a cut), shaped as a notice is: forged markers defanged (fence markers
-    where the hook wrote, sentinels on the whole span), secrets redacted and
+    where the hook wrote or that its edit completes, sentinels on the whole
+    span), secrets redacted and
     the tool's ``pii`` applied. The span runs ``SEAM`` characters past each
     seam, to the nearest space, so each word or marker is judged whole. In
     slices: a large write never holds the event loop."""
     start = _shared_head(before, after)
     end = max(start, len(after) - _shared_head(before[start:][::-1], after[start:][::-1]))
+    start, end = fences_touching(after, start, end)
     lo, hi = _word_edge(after, start - SEAM, -1), _word_edge(after, end + SEAM, 1)
     written = await neutralise_markers_sliced(after[start:end])
     span = await neutralise_markers_sliced(after[lo:start] + written + after[end:hi], fences=False)

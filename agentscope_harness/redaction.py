@@ -615,6 +615,9 @@ class Redactor:
         self._values: list[str] = []
         self._values_re: re.Pattern[str] | None = None
         self._heads: re.Pattern[str] | None = None
+        self._openings = frozenset({a.lower() for s in SHAPES for a in s.anchors} | {_BEGIN.lower()})
+        """What a secret begins with, lowercased (a stream's tail that begins
+        one of them may still become a secret)."""
         self.learn(secret_values)
         longest = max(len(a) for s in SHAPES for a in s.anchors)
         self.window = max(window, longest, MIN_SECRET_VALUE, len(_BEGIN))
@@ -633,6 +636,7 @@ class Redactor:
             return
         ordered = sorted(values, key=len, reverse=True)
         self._heads = re.compile("|".join(sorted({re.escape(v[:MIN_SECRET_VALUE]) for v in ordered})))
+        self._openings |= {v[:MIN_SECRET_VALUE].lower() for v in ordered}
         self._values_re = re.compile("|".join(map(re.escape, ordered)))
         self._values = ordered
 
@@ -923,6 +927,20 @@ class StreamRedactor:
             self._buf, self._low = self._buf[keep - base:], self._low[keep - base:]
             self._off = keep
         return out
+
+    def open(self) -> bool:
+        """Whether the text held back may still become part of a secret: a
+        candidate under way, a tail that begins an opening (``sk``, ``passw``,
+        a secret value's first characters; case aside), or any held text
+        under configured patterns (they cannot be read ahead)."""
+        end = self._off + len(self._buf)
+        if self._sent >= end:
+            return False
+        if self._live or self._r._extra:
+            return True
+        tail = self._low[max(self._sent, end - self._longest) - self._off:]
+        openings = self._r._openings
+        return any(o.startswith(tail[i:]) for i in range(len(tail)) for o in openings)
 
     def flush(self) -> str:
         """The rest of the text, redacted (at the end of the stream)."""

@@ -145,9 +145,10 @@ class RunState:
     """The model answered in a round whose answer the fallback replaces (a
     dependency down, made to conclude): whatever rule then ended the run in
     that round, the user receives ``outcome.replacement``, not the answer."""
-    parked_batches: set[Batch] = field(default_factory=set)
-    """The batches a call of which waited for a human or a client: a
-    finishing tool of such a batch was written before they answered."""
+    parked_calls: dict[Batch, set[str]] = field(default_factory=dict)
+    """Per batch, the ids of its calls that waited for a human or a client:
+    a finishing tool of such a batch was written before they answered (its
+    own approval answers for itself only)."""
     awaiting_human: set[str] = field(default_factory=set)
     """The ids of this run's calls parked on a human or a client (asked, or
     run by the client). ``on_reply`` clears them when it resumes the run;

@@ -133,6 +133,25 @@ def _neutralised(text: str, fences: bool) -> Iterator[str]:
     yield text[done:] if done else text
 
 
+def fences_touching(text: str, start: int, end: int) -> tuple[int, int]:
+    """``text[start:end]`` widened to cover every fence marker that crosses
+    one of its edges (its reading, disguises included, reaches in from
+    before ``start`` or out past ``end``): an edit of one character
+    (``&lt;`` unescaped to ``<``) completes a marker it does not contain.
+    Markers inside it are the caller's to find; only the ``_REACH`` before
+    each edge is read, so a large edit costs no more."""
+    lo, hi = start, end
+    for edge in (start, end):
+        for m in _SUSPECT.finditer(text, max(0, edge - _REACH)):  # no endpos: its lookahead reads on
+            at = m.start()
+            if at >= edge:
+                break
+            reach = _reads_as(text, at + 1, ("tool-output", "/tool-output"))
+            if reach > edge:
+                lo, hi = min(lo, at), max(hi, reach)
+    return lo, hi
+
+
 _ECHOED = re.compile(r"\[harness:[a-z0-9_]{0,40}\]|</?tool-output(?![\w-])[^<>\n]{0,300}>", re.IGNORECASE)
 """A sentinel code or a fence marker, as the model may echo them."""
 _CODE_CHARS = re.compile(r"[a-z0-9_]{0,40}", re.IGNORECASE)
@@ -193,6 +212,10 @@ class MarkerStream:
                 break
         self._buf = buf[cut:]
         return strip_markers(buf[:cut]) if cut else ""
+
+    def open(self) -> bool:
+        """Whether a bracket that may still become a marker is held."""
+        return bool(self._buf)
 
     def flush(self) -> str:
         """The rest (at the end of the stream)."""

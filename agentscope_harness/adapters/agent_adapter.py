@@ -23,6 +23,7 @@ from agentscope.event import (
     TextBlockStartEvent,
     ThinkingBlockDeltaEvent,
     ThinkingBlockEndEvent,
+    ThinkingBlockStartEvent,
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
@@ -364,50 +365,107 @@ class _Shown:
     the final answer goes through (one output path): text and thinking
     deltas (markers stripped, secrets redacted, ``HarnessConfig.pii``
     applied), every tool call's argument deltas (secrets redacted; a
-    finishing tool's, its answer, also ``pii``). Each block is held back
-    only as long as what it ends with could still change; the rest is sent
-    at its end event. A call per event, not a generator layer per round."""
+    finishing tool's, its answer, also ``pii``). One filter per stream of
+    the model's message: its text, its thinking, each call's arguments.
+    AgentScope ends and reopens a block whenever a chunk lacks it (a
+    thinking delta amid the text, parallel calls' argument pieces taking
+    turns): a stream's end is held until it goes on (the block is shown as
+    one, under its first id) or the model call ends, so a secret across the
+    break is judged whole. An end whose stream holds back nothing that more
+    text could change is shown where it came (AgentScope's order). Each
+    stream holds back only as long as what it ends with could still change.
+    A call per event, not a generator layer per round."""
 
-    __slots__ = ("answer", "args", "finish", "finish_tools", "redactor", "streams")
+    __slots__ = ("aliases", "answer", "args", "ends", "finish", "finish_tools", "redactor", "streams")
 
     def __init__(self, harness: Harness, answer: OutputFilter, finish: OutputFilter, args: OutputFilter) -> None:
         self.answer, self.finish, self.args = answer, finish, args
         self.finish_tools, self.redactor = harness.finish_tools, harness.redactor
         self.streams: dict[str, OutputStream] = {}
+        self.ends: dict[str, Any] = {}
+        """Per stream, its end event, held (while what the stream holds back
+        may still change) until it goes on or the call ends."""
+        self.aliases: dict[str, str] = {}
+        """A reopened text or thinking block's id: the id it is shown under."""
 
     def cut(self) -> None:
-        """The model call was cut short (the deadline): what each block holds
+        """The model call was cut short (the deadline): what each stream holds
         back, a secret's opening the cut left unfinished among it, is dropped,
         never sent; what follows starts afresh."""
         for key, stream in self.streams.items():
             self.streams[key] = stream.source.stream()
 
     def __call__(self, item: Any) -> tuple[Any, ...]:
-        """What the user receives for ``item``: nothing (a delta held
-        back), the item (filtered), or a block's held-back rest before its end."""
+        """What the user receives for ``item``: nothing (a delta held back,
+        a block's end or reopening), the item (filtered), or, at the model
+        call's end, each stream's held-back rest and end before it."""
         cls = type(item)
         if cls in _DELTAS:
-            key = item.tool_call_id if cls is ToolCallDeltaEvent else item.block_id
-            filtered = self.streams.get(key)
-            if filtered is None:
-                filtered = self.streams[key] = (self.args if cls is ToolCallDeltaEvent else self.answer).stream()
-            safe = filtered.feed(item.delta)
-            if not safe:
-                return ()
-            return (item if safe == item.delta else item.model_copy(update={"delta": safe}),)
+            return self._delta(item, cls)
         if cls is ToolCallStartEvent:
-            delivers = item.tool_call_name in self.finish_tools or item.tool_call_name == STRUCTURED_OUTPUT_TOOL
-            chosen = self.finish if delivers else self.args
-            self.streams[item.tool_call_id] = chosen.stream()
+            key = item.tool_call_id
+            if self.ends.pop(key, None) is not None:  # the call's arguments go on
+                return ()
+            if key not in self.streams:
+                delivers = item.tool_call_name in self.finish_tools or item.tool_call_name == STRUCTURED_OUTPUT_TOOL
+                self.streams[key] = (self.finish if delivers else self.args).stream()
             return (shown_name(self.redactor, item),)
+        if cls in _STARTS:
+            ended = self.ends.pop(_STREAM_OF[cls], None)
+            if ended is None:
+                return (item,)
+            self.aliases[item.block_id] = ended.block_id  # the same text goes on: one block
+            return ()
         if cls in _ENDS:
-            key = item.tool_call_id if cls is ToolCallEndEvent else item.block_id
-            filtered = self.streams.pop(key, None)
-            rest = filtered.flush() if filtered is not None else ""
-            return (_delta_for(item, rest), item) if rest else (item,)
+            key = item.tool_call_id if cls is ToolCallEndEvent else _STREAM_OF[cls]
+            filtered = self.streams.get(key)
+            if cls is not ToolCallEndEvent:
+                item = _shown_as(item, self.aliases)
+            if filtered is None or not filtered.open():  # nothing held could change: ended here
+                rest = filtered.flush() if filtered is not None else ""
+                return (_delta_for(item, rest), item) if rest else (item,)
+            self.ends[key] = item
+            return ()
+        if cls is ModelCallEndEvent:
+            return (*self._ended(), item)
         if isinstance(item, Msg):  # the final message: its thinking is shown too
             _filter_thinking(item, self.answer)
         return (item,)
+
+    def _delta(self, item: Any, cls: type) -> tuple[Any, ...]:
+        key = item.tool_call_id if cls is ToolCallDeltaEvent else _STREAM_OF[cls]
+        filtered = self.streams.get(key)
+        if filtered is None:
+            filtered = self.streams[key] = (self.args if cls is ToolCallDeltaEvent else self.answer).stream()
+        safe = filtered.feed(item.delta)
+        if not safe:
+            return ()
+        shown = item if safe == item.delta else item.model_copy(update={"delta": safe})
+        return (_shown_as(shown, self.aliases) if cls is not ToolCallDeltaEvent else shown,)
+
+    def _ended(self) -> list[Any]:
+        """Each ended stream's held-back rest, then its end."""
+        events: list[Any] = []
+        for key, end in self.ends.items():
+            rest = self.streams[key].flush()
+            events += (_delta_for(end, rest), end) if rest else (end,)
+        self.ends.clear()
+        return events
+
+
+_STARTS = (TextBlockStartEvent, ThinkingBlockStartEvent)
+_STREAM_OF: dict[type, str] = {
+    TextBlockStartEvent: "text", TextBlockDeltaEvent: "text", TextBlockEndEvent: "text",
+    ThinkingBlockStartEvent: "thinking", ThinkingBlockDeltaEvent: "thinking", ThinkingBlockEndEvent: "thinking",
+}
+"""The stream of a text or thinking event: one each per model call, as the
+model's message has one of each."""
+
+
+def _shown_as(event: Any, aliases: dict[str, str]) -> Any:
+    """A text or thinking event under the id its block is shown with."""
+    shown = aliases.get(event.block_id)
+    return event if shown is None else event.model_copy(update={"block_id": shown})
 
 
 class _OutputCalls:

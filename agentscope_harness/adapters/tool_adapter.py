@@ -249,7 +249,7 @@ def _waits(run: RunState, view: ToolCallView) -> None:
     """The call waits for a human or a client: the reply parks, and no
     answer of its batch is delivered (``CallFlow.judge``'s finish rule)."""
     run.awaiting_human.add(view.id)
-    run.parked_batches.add(view.batch)
+    run.parked_calls.setdefault(view.batch, set()).add(view.id)
 
 
 def _drop_answered(agent: Any, run: RunState, view: ToolCallView) -> bool:

@@ -38,7 +38,8 @@ class Reply:
 
     text: str | Callable[[dict[str, Any]], str] | None = None
     tool_calls: list[tuple[str, dict[str, Any] | str]] = field(default_factory=list)
-    usage: tuple[int, int] = (100, 10)
+    usage: tuple[int, int] | dict[str, Any] = (100, 10)
+    """(prompt, completion) tokens, or the usage object as sent (a broken proxy's)."""
     delay_s: float = 0.0
     chunk_delay_s: float = 0.0
     status: int = 200
@@ -51,6 +52,9 @@ class Reply:
     stall_after: int | None = None
     """Streamed: after this many chunks the server sends nothing more (a
     provider that hangs mid-answer) until the client gives up."""
+    deltas: list[dict[str, Any]] | None = None
+    """Streamed: these deltas as they are, in place of ``text``'s pieces (a
+    thinking delta amid the text)."""
 
 
 def fail(status: int, times: int = 1, delay_s: float = 0.0) -> list[Reply]:
@@ -133,7 +137,7 @@ class FakeOpenAI:
         await resp.prepare(request)
         chunk_id = f"chatcmpl-{uuid.uuid4().hex[:12]}"
         first = True
-        for sent, (delta, finish, usage) in enumerate(_chunks(text, calls, reply.usage, include_usage)):
+        for sent, (delta, finish, usage) in enumerate(_chunks(text, calls, reply.usage, include_usage, reply.deltas)):
             if sent == reply.drop_after and request.transport is not None:
                 request.transport.abort()
                 return resp
@@ -158,7 +162,9 @@ class FakeOpenAI:
         return resp
 
 
-def _usage(usage: tuple[int, int]) -> dict[str, int]:
+def _usage(usage: tuple[int, int] | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(usage, dict):
+        return usage
     return {
         "prompt_tokens": usage[0], "completion_tokens": usage[1],
         "total_tokens": usage[0] + usage[1],
@@ -173,17 +179,19 @@ def _pieces(s: str, n: int) -> list[str]:
 
 
 def _chunks(
-    text: str | None, calls: list[tuple[str, str, str]], usage: tuple[int, int],
-    include_usage: bool,
-) -> list[tuple[dict[str, Any] | None, str | None, dict[str, int] | None]]:
+    text: str | None, calls: list[tuple[str, str, str]], usage: tuple[int, int] | dict[str, Any],
+    include_usage: bool, deltas: list[dict[str, Any]] | None = None,
+) -> list[tuple[dict[str, Any] | None, str | None, dict[str, Any] | None]]:
     """The SSE deltas of one answer: ``(delta or None, finish_reason, usage)``.
     Text comes in small pieces; each tool call opens with its id and name,
     then its arguments follow in ``ARG_PIECES`` pieces, the calls' pieces
     interleaved by ``index`` as providers do with parallel calls."""
-    out: list[tuple[dict[str, Any] | None, str | None, dict[str, int] | None]] = [
+    out: list[tuple[dict[str, Any] | None, str | None, dict[str, Any] | None]] = [
         ({"role": "assistant", "content": ""}, None, None),
     ]
-    if text:
+    if deltas is not None:
+        out += [(delta, None, None) for delta in deltas]
+    elif text:
         out += [({"content": piece}, None, None) for piece in _pieces(text, max(2, len(text) // 4))]
     for index, (call_id, name, _) in enumerate(calls):
         out.append(({"tool_calls": [{
@@ -203,7 +211,7 @@ def _chunks(
 
 
 def _completion(
-    model: str, text: str | None, calls: list[tuple[str, str, str]], usage: tuple[int, int],
+    model: str, text: str | None, calls: list[tuple[str, str, str]], usage: tuple[int, int] | dict[str, Any],
 ) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": text}
     if calls:

@@ -233,7 +233,7 @@ async def test_a_provider_that_sends_no_usage_is_charged_an_estimate(
     import server as scripted_server
 
     chunks = scripted_server._chunks
-    monkeypatch.setattr(scripted_server, "_chunks", lambda t, c, u, _inc: chunks(t, c, u, False))
+    monkeypatch.setattr(scripted_server, "_chunks", lambda t, c, u, _inc, *rest: chunks(t, c, u, False, *rest))
     server.plan(*[Reply(tool_calls=[("search", {"q": f"query {i} " + "x" * 400})]) for i in range(20)])
     harness, agent = build(HarnessConfig(tools={"search": ToolPolicy(role="retrieval")}, cost=priced(0.01)),
                            make_model(server), [search])
@@ -368,8 +368,8 @@ async def test_no_secret_reaches_the_user_from_text_thinking_args_results_or_err
     thinking = [f"I recall {SECRET} from before."]
     chunks = scripted_server._chunks
 
-    def with_thinking(text: Any, calls: Any, usage: Any, include_usage: bool) -> Any:
-        out = chunks(text, calls, usage, include_usage)
+    def with_thinking(text: Any, calls: Any, usage: Any, include_usage: bool, deltas: Any = None) -> Any:
+        out = chunks(text, calls, usage, include_usage, deltas)
         if thinking:
             t = thinking.pop(0)
             out[1:1] = [({"reasoning_content": t[i:i + 5]}, None, None) for i in range(0, len(t), 5)]
