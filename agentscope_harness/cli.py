@@ -103,6 +103,45 @@ def _text_of(file: Path) -> str:
         raise CliError(f"{file}: not valid UTF-8 (byte {exc.start}): save it as UTF-8") from exc
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are all distinct: a key given twice would
+    silently replace the first (a tool's ``identity_args``, a cap), so it is
+    refused (``ValueError``, naming it)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key!r} appears twice in one object; the second would replace the first")
+        out[key] = value
+    return out
+
+
+def _unique_keys_loader(yaml: Any) -> Any:
+    """PyYAML's ``SafeLoader`` refusing a key given twice in one mapping
+    (PyYAML keeps the last silently), as ``_unique_keys`` does for JSON."""
+
+    class UniqueKeys(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: Any, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: the constructor names it
+                continue
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} appears twice in one mapping; the second would replace the first",
+                    key_node.start_mark,
+                )
+        return loader.construct_mapping(node, deep)
+
+    UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return UniqueKeys
+
+
 def load_config(path: str | os.PathLike[str]) -> HarnessConfig:
     """Load a policy file: a Python file exposing ``config`` or ``CONFIG``
     (a ``HarnessConfig`` or a mapping), or a YAML/JSON mapping of
@@ -117,7 +156,7 @@ def load_config(path: str | os.PathLike[str]) -> HarnessConfig:
                 namespace = runpy.run_path(str(file), run_name="__harness_policy__")
             except (ValidationError, HarnessConfigError):
                 raise
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:  # SystemExit: a policy that calls exit()
                 raise CliError(f"{file}: failed to run: {type(exc).__name__}: {exc}") from exc
             raw = namespace.get("config", namespace.get("CONFIG"))
             if raw is None:
@@ -132,12 +171,12 @@ def load_config(path: str | os.PathLike[str]) -> HarnessConfig:
                     "YAML policy files need PyYAML: pip install 'agentscope-harness[yaml]'",
                 ) from exc
             try:
-                raw = yaml.safe_load(_text_of(file))
+                raw = yaml.load(_text_of(file), Loader=_unique_keys_loader(yaml))  # a SafeLoader
             except (yaml.YAMLError, ValueError) as exc:  # ValueError: an integer past Python's digit limit
                 raise CliError(f"{file}: not valid YAML: {exc}") from exc
         elif suffix == ".json":
             try:
-                raw = json.loads(_text_of(file))
+                raw = json.loads(_text_of(file), object_pairs_hook=_unique_keys)
             except ValueError as exc:  # JSONDecodeError, or an integer past Python's digit limit
                 raise CliError(f"{file}: not valid JSON: {exc}") from exc
         else:

@@ -563,6 +563,8 @@ class HarnessConfig(_Strict):
     def _secrets_long(cls, value: list[str]) -> list[str]:
         # never echo a value: the message goes to logs
         for index, secret in enumerate(value):
+            if not secret.strip():
+                raise ValueError(f"[{index}]: a blank secret value would match every run of spaces")
             if len(secret) < MIN_SECRET_CHARS:
                 raise ValueError(
                     f"[{index}]: a secret value of {len(secret)} characters is too "
@@ -666,15 +668,15 @@ class HarnessConfig(_Strict):
         environ: Mapping[str, str] | None = None,
     ) -> list[str]:
         """``secret_values`` plus the values of the ``secret_env`` variables
-        (from ``os.environ`` by default), without duplicates. An unset or
-        empty variable holds no secret in this process and is skipped; a value
+        (from ``os.environ`` by default), without duplicates. An unset, empty
+        or blank variable holds no secret in this process and is skipped; a value
         shorter than ``MIN_SECRET_CHARS`` raises ``HarnessConfigError`` naming
         the variable (checked at construction too)."""
         env = os.environ if environ is None else environ
         values = list(self.secret_values)
         for name in self.secret_env:
             secret = env.get(name, "")
-            if not secret:
+            if not secret.strip():  # unset, empty or blank: no secret in this process
                 continue
             if len(secret) < MIN_SECRET_CHARS:
                 raise HarnessConfigError(

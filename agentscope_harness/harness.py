@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import json
 import logging
 import os
@@ -220,7 +221,12 @@ class Harness:
         ``same_args`` against the schemas of the tools there (a name a tool
         does not declare is a check of a value the tool never reads). Under
         ``HARNESS_ENABLED=0`` the toolkit is left as it is (checked all the same).
-        A candidate policy's names are checked too (its error says so)."""
+        A candidate policy's names are checked too (its error says so). A
+        tool the config names that ``toolkit`` lacks is refused when a tool
+        there without a policy has a name close to it (a typo: its policy,
+        identity binding or limit would never apply), else logged (a tool
+        may be added later, or be another agent's)."""
+        _check_tool_names(self.config, toolkit)
         _check_declared_args(self.config, toolkit)
         if self.candidate is not None:
             try:
@@ -465,6 +471,33 @@ def _stopped_by_prompt_hooks(scratch: RunState, asking: RunState) -> None:
     if terminal is not None and asking.facts.terminal is None:
         asking.facts.conclude(terminal.state, terminal.reason)
         asking.facts.stop_text = scratch.facts.stop_text
+
+
+def _check_tool_names(config: HarnessConfig, toolkit: Any) -> None:
+    """Each tool the config names (a policy, a rate or concurrency limit)
+    against the tools in ``toolkit``: a near miss of a tool there that has
+    no policy of its own is a typo, refused with the field named; any other
+    name with no tool is logged (one Harness may serve agents whose
+    toolkits differ)."""
+    present = {tool.name for tool in tools_in(toolkit)}
+    if not present:
+        return
+    named = [(f"tools.{name}", name) for name in config.tools]
+    named += [(f"{field}[{i}].tool", limit.tool)
+              for field in ("rate_limits", "concurrency_limits")
+              for i, limit in enumerate(getattr(config, field)) if limit.tool is not None]
+    for where, name in named:
+        if name in present:
+            continue
+        unconfigured = [tool for tool in present if tool not in config.tools]
+        close = difflib.get_close_matches(name, unconfigured, n=1, cutoff=0.8)
+        if close:
+            raise HarnessConfigError(
+                f"{where}: the toolkit has no tool {name!r} (did you mean {close[0]!r}?); "
+                "its policy would never apply",
+            )
+        log.warning("harness config %s: the toolkit has no tool %r (yet); its policy applies once it does",
+                    where, name)
 
 
 def _check_declared_args(config: HarnessConfig, toolkit: Any) -> None:

@@ -177,8 +177,8 @@ def _billable(usage: Any) -> bool:
     be credit against the cap and the day's quota; an infinite one no number),
     and some input (every request has a prompt: a usage of none is no report).
     Anything else is charged an estimate."""
-    if not isinstance(usage, ChatUsage):
-        return False
+    if not isinstance(usage, ChatUsage) or usage.input_tokens is None or usage.output_tokens is None:
+        return False  # a count left out (``null``) is no report of it, and AgentScope's events refuse it
     counts = (usage.input_tokens, usage.output_tokens, usage.cache_input_tokens, usage.cache_creation_input_tokens)
     return all(token_count(c) is not None for c in counts) and (
         (usage.input_tokens or 0) + (usage.cache_input_tokens or 0) + (usage.cache_creation_input_tokens or 0) > 0

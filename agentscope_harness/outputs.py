@@ -15,6 +15,7 @@ it is whole. Every step costs what the text costs.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -46,7 +47,7 @@ class _Stage(Protocol):
 
     def flush(self) -> str: ...
 
-    def open(self) -> bool: ...
+    def open(self, anywhere: bool) -> bool: ...
 
 
 @dataclass
@@ -74,8 +75,8 @@ class PiiStream:
         """The rest, rewritten (at the end of the stream)."""
         return self._send(len(self._buf)) if self._buf else ""
 
-    def open(self) -> bool:
-        """Whether text is held (a value may run across it: any held text)."""
+    def open(self, anywhere: bool) -> bool:
+        """Whether text is held (a value may run across any of it)."""
         return bool(self._buf)
 
     def _send(self, cut: int) -> str:
@@ -118,9 +119,12 @@ class OutputStream:
 
     def open(self) -> bool:
         """Whether what it holds back may still change with more text (the
-        opening of a secret, a bracket that may become a marker): then its
-        block's end is not its end yet."""
-        return any(stage.open() for stage in self._stages)
+        opening of a secret, a bracket that may become a marker; with
+        ``pii``, any text held: a personal-data value may begin at any
+        character, and a stage before it may hold it): then its block's end
+        is not its end yet."""
+        anywhere = bool(self.source.pii)
+        return any(stage.open(anywhere) for stage in self._stages)
 
     def flush(self) -> str:
         """The rest (at the end of the block)."""
@@ -263,7 +267,7 @@ class JsonEscapes:
             self._held = held
         return text
 
-    def open(self) -> bool:
+    def open(self, anywhere: bool) -> bool:
         """Whether an escape is held unfinished."""
         return bool(self._held or self._run or self._spaces is not None)
 
@@ -343,9 +347,9 @@ async def written_by_hook(
     the tool's ``pii`` applied. The span runs ``SEAM`` characters past each
     seam, to the nearest space, so each word or marker is judged whole. In
     slices: a large write never holds the event loop."""
-    start = _shared_head(before, after)
-    end = max(start, len(after) - _shared_head(before[start:][::-1], after[start:][::-1]))
-    start, end = fences_touching(after, start, end)
+    start = await _shared(before, after)
+    end = len(after) - await _shared(before, after, tail=True, limit=min(len(before), len(after)) - start)
+    start, end = await fences_touching(after, start, end)
     lo, hi = _word_edge(after, start - SEAM, -1), _word_edge(after, end + SEAM, 1)
     written = await neutralise_markers_sliced(after[start:end])
     span = await neutralise_markers_sliced(after[lo:start] + written + after[end:hi], fences=False)
@@ -360,16 +364,44 @@ disguised marker reaches, and past the longest secret."""
 
 def _word_edge(text: str, at: int, way: int) -> int:
     """``at`` (clamped to the text) moved outwards to the nearest space, so
-    the span does not cut a word; the text's end when there is none."""
+    the span does not cut a word, at most ``SEAM`` further (a "word" longer
+    than that lies past any secret or marker the seam makes: text the hook
+    kept, shaped before it)."""
     if at <= 0:
         return 0
     if at >= len(text):
         return len(text)
     if way < 0:
-        space = max(text.rfind(c, 0, at) for c in " \n\t")
-        return space + 1 if space >= 0 else 0
-    found = [i for i in (text.find(c, at) for c in " \n\t") if i >= 0]
-    return min(found) if found else len(text)
+        floor = max(at - SEAM, 0)
+        space = max(text.rfind(c, floor, at) for c in " \n\t")
+        return space + 1 if space >= 0 else floor
+    ceiling = min(at + SEAM, len(text))
+    found = [i for i in (text.find(c, at, ceiling) for c in " \n\t") if i >= 0]
+    return min(found) if found else ceiling
+
+
+_COMPARED = 65_536
+"""Characters of two texts compared in one step (a slice each)."""
+
+
+async def _shared(a: str, b: str, tail: bool = False, limit: int | None = None) -> int:
+    """The length of the longest common prefix of ``a`` and ``b`` (``tail``:
+    suffix), at most ``limit``: compared a block at a time, no copy larger
+    than a block, the event loop given a turn every 16 blocks."""
+    n = min(len(a), len(b)) if limit is None else limit
+    done = 0
+    while done < n:
+        step = min(_COMPARED, n - done)
+        if tail:
+            x, y = a[len(a) - done - step:len(a) - done], b[len(b) - done - step:len(b) - done]
+        else:
+            x, y = a[done:done + step], b[done:done + step]
+        if x != y:
+            return done + (_shared_head(x[::-1], y[::-1]) if tail else _shared_head(x, y))
+        done += step
+        if not done % (16 * _COMPARED):
+            await asyncio.sleep(0)
+    return n
 
 
 def _shared_head(a: str, b: str) -> int:

@@ -928,15 +928,16 @@ class StreamRedactor:
             self._off = keep
         return out
 
-    def open(self) -> bool:
+    def open(self, anywhere: bool = False) -> bool:
         """Whether the text held back may still become part of a secret: a
         candidate under way, a tail that begins an opening (``sk``, ``passw``,
         a secret value's first characters; case aside), or any held text
-        under configured patterns (they cannot be read ahead)."""
+        under configured patterns (they cannot be read ahead) or when a later
+        stage's values may begin ``anywhere``."""
         end = self._off + len(self._buf)
         if self._sent >= end:
             return False
-        if self._live or self._r._extra:
+        if anywhere or self._live or self._r._extra:
             return True
         tail = self._low[max(self._sent, end - self._longest) - self._off:]
         openings = self._r._openings

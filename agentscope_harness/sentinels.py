@@ -109,14 +109,35 @@ async def neutralise_markers_sliced(text: str, fences: bool = True) -> str:
     return text if len(out) == 1 else "".join(out)
 
 
+_SCAN = 16_384
+"""Characters searched for brackets in one C call (a megabyte of brackets
+no marker follows is one long search otherwise)."""
+
+
+def _suspects(text: str) -> Iterator[re.Match[str] | None]:
+    """``_SUSPECT``'s matches in ``text``, ``None`` after every ``_SCAN``
+    characters searched. Each search reads ``_REACH`` past its stretch, as
+    far as a marker's reading goes, so a bracket at its end is judged as
+    in one search."""
+    for pos in range(0, len(text), _SCAN):
+        stop = pos + _SCAN
+        for m in _SUSPECT.finditer(text, pos, min(len(text), stop + _REACH)):
+            if m.start() >= stop:
+                break
+            yield m
+        yield None
+
+
 def _neutralised(text: str, fences: bool) -> Iterator[str]:
     """``text`` in pieces, its foreign markers defanged (the text itself
     when it has none and few brackets: an empty piece every ``_EXAMINED``
     brackets examined, a turn for ``sliced`` where none is a marker)."""
     done = 0
-    for n, m in enumerate(_SUSPECT.finditer(text), 1):
-        if not n % _EXAMINED:
+    for n, m in enumerate(_suspects(text), 1):
+        if m is None or not n % _EXAMINED:
             yield ""
+            if m is None:
+                continue
         at = m.start()
         if at < done:
             continue
@@ -133,23 +154,34 @@ def _neutralised(text: str, fences: bool) -> Iterator[str]:
     yield text[done:] if done else text
 
 
-def fences_touching(text: str, start: int, end: int) -> tuple[int, int]:
+async def fences_touching(text: str, start: int, end: int) -> tuple[int, int]:
     """``text[start:end]`` widened to cover every fence marker that crosses
     one of its edges (its reading, disguises included, reaches in from
     before ``start`` or out past ``end``): an edit of one character
     (``&lt;`` unescaped to ``<``) completes a marker it does not contain.
-    Markers inside it are the caller's to find; only the ``_REACH`` before
-    each edge is read, so a large edit costs no more."""
-    lo, hi = start, end
+    Markers inside it are the caller's to find; only ``_REACH`` either side
+    of each edge is read, in slices, so a large edit costs no more."""
+    *_, bounds = await sliced(_fence_bounds(text, start, end))
+    assert bounds is not None
+    return bounds
+
+
+def _fence_bounds(text: str, start: int, end: int) -> Iterator[tuple[int, int] | None]:
+    """``fences_touching``'s work: ``None`` every ``_EXAMINED`` brackets
+    (a turn for ``sliced``), then the bounds."""
+    lo, hi, n = start, end, 0
     for edge in (start, end):
-        for m in _SUSPECT.finditer(text, max(0, edge - _REACH)):  # no endpos: its lookahead reads on
+        for m in _SUSPECT.finditer(text, max(0, edge - _REACH), min(len(text), edge + _REACH)):
             at = m.start()
             if at >= edge:
                 break
+            n += 1
+            if not n % _EXAMINED:
+                yield None
             reach = _reads_as(text, at + 1, ("tool-output", "/tool-output"))
             if reach > edge:
                 lo, hi = min(lo, at), max(hi, reach)
-    return lo, hi
+    yield lo, hi
 
 
 _ECHOED = re.compile(r"\[harness:[a-z0-9_]{0,40}\]|</?tool-output(?![\w-])[^<>\n]{0,300}>", re.IGNORECASE)
@@ -213,7 +245,7 @@ class MarkerStream:
         self._buf = buf[cut:]
         return strip_markers(buf[:cut]) if cut else ""
 
-    def open(self) -> bool:
+    def open(self, anywhere: bool = False) -> bool:
         """Whether a bracket that may still become a marker is held."""
         return bool(self._buf)
 

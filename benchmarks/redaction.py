@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 
+from agentscope_harness.outputs import written_by_hook
 from agentscope_harness.redaction import Redactor
 from agentscope_harness.sentinels import neutralise_markers
 
@@ -34,6 +35,19 @@ def inputs(size: int) -> dict[str, str]:
         "eyJ repeated": ("eyJ" * (size // 3 + 1))[:size],
         "eyJ + a*N": "eyJ" + "a" * (size - 3),
         "repeated key headers": ("-----BEGIN RSA PRIVATE KEY-----\n" * (size // 32 + 1))[:size],
+    }
+
+
+def hook_edits(size: int) -> dict[str, tuple[str, str]]:
+    """A result before and after a user's ``post_tool_call`` hook edited it
+    (``written_by_hook`` shapes the edit's seams): an ordinary page, one
+    word changed; brackets no marker follows, one ``&lt;`` unescaped; the
+    whole text rewritten to them."""
+    page = _document("kettle", size)
+    return {
+        "one word": (page, "Howdy" + page[5:]),
+        "'&lt;' unescaped before brackets": ("&lt;" + "<" * size, "<" * (size + 1)),
+        "all rewritten to '<'": ("x" * size, "<" * size),
     }
 
 
@@ -66,6 +80,13 @@ async def run(size: str = "full") -> Section:
                 "redaction", f"{n // 1000:,} KB {name}: longest loop block", best_block, None,
                 unit="ms", goal=f"<= {GOAL_BLOCK_MS:.0f} ms",
                 met=best_block <= GOAL_BLOCK_MS if size == "full" else None, show_ratio=False,
+            ))
+        for name, (before, after) in hook_edits(n).items():
+            blocks = [(await timed_on_loop(written_by_hook(before, after, redactor, {}, b"salt")))[1] for _ in range(3)]
+            section.figures.append(Figure(
+                "redaction", f"{n // 1000:,} KB, a hook's edit ({name}): longest loop block", min(blocks), None,
+                unit="ms", goal=f"<= {GOAL_BLOCK_MS:.0f} ms",
+                met=min(blocks) <= GOAL_BLOCK_MS if size == "full" else None, show_ratio=False,
             ))
         marker_text = inputs(n)["text"]
         t0 = time.perf_counter()

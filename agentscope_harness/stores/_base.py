@@ -28,6 +28,18 @@ DEFAULT_TIMEOUT_S = 2.0
 MINUTE_S = 60.0
 
 
+def positive(**settings: float) -> None:
+    """A store's durations and timeouts are finite and above 0: a TTL of 0
+    expires the day's spend as it is written (the quota never binds), a
+    timeout of 0 or NaN fails every call; each is refused at construction,
+    named (``ValueError``)."""
+    for name, value in settings.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            math.isfinite(value) and value > 0
+        ):
+            raise ValueError(f"{name} must be a finite number above 0, not {value!r}")
+
+
 def today() -> str:
     """The UTC day the spend is charged to."""
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")

@@ -27,6 +27,7 @@ from ._base import (
     given_back_if_abandoned,
     new_lease_id,
     new_reservation_id,
+    positive,
     reservation_day,
     today,
 )
@@ -214,6 +215,7 @@ class RedisStore:
             raise ImportError(
                 "RedisStore needs the redis extra: pip install 'agentscope-harness[redis]'",
             ) from exc
+        positive(ttl_days=ttl_days, timeout_s=timeout_s, state_ttl_s=state_ttl_s)
         self.url = url
         self.prefix = prefix
         self.ttl_s = ttl_days * 86400

@@ -24,6 +24,7 @@ from ._base import (
     given_back_if_abandoned,
     new_lease_id,
     new_reservation_id,
+    positive,
     reservation_day,
     today,
 )
@@ -71,6 +72,7 @@ class SQLiteStore:
                  sweep_every_s: float = 60.0) -> None:
         if retention_days < 1:
             raise ValueError("retention_days must be at least 1 (today)")
+        positive(timeout_s=timeout_s, sweep_every_s=sweep_every_s)
         self.path = path
         self.timeout_s = timeout_s
         self.retention_days = retention_days

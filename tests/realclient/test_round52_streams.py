@@ -21,7 +21,7 @@ from agentscope.event import (
 from scripted import make_agent, run
 from server import Reply
 
-from agentscope_harness import CostPolicy, Harness, HarnessConfig, Principal, TerminalState
+from agentscope_harness import CostPolicy, Harness, HarnessConfig, Principal, TerminalState, ToolPolicy
 from agentscope_harness.stores import MemoryStore
 
 U42 = Principal(user_id="u-42")
@@ -129,3 +129,67 @@ async def test_a_usage_count_too_large_to_price_is_charged_the_estimate(
     assert report.terminal_state is TerminalState.COMPLETED and 0 < report.spent_usd < 0.01
     assert await store.get_spend(U42.key) == pytest.approx(report.spent_usd)
     assert "usage_estimated" in [d.action for d in report.decisions]
+
+
+# ------------------------------------------------- round 53, on these fixes
+
+
+async def submit_answer(answer: str) -> str:
+    """Give the user the final answer.
+
+    Args:
+        answer (str): The answer.
+    """
+    return answer
+
+
+async def test_personal_data_split_at_a_block_break_is_rewritten_in_the_stream(server: Any, make_model: Any) -> None:
+    """Round 53, README ``pii`` ("the model's streamed text, thinking and
+    tool-call arguments"). The redaction stage holds the last characters
+    back, so the personal-data stage behind it held none: each end passed
+    in place and the card and the email, split by thinking deltas, were
+    streamed whole (the final answer had them rewritten)."""
+    server.plan(Reply(deltas=[{"content": "Card 4111 1111 "}, {"reasoning_content": "hm"},
+                              {"content": "1111 1111; mail "}, {"reasoning_content": "ok"},
+                              {"content": "john.doe@"}, {"reasoning_content": "ok"},
+                              {"content": "example.com thanks"}]))
+    h = Harness(HarnessConfig(pii={"email": "redact", "card": "redact"}), load_entry_points=False)
+    agent = make_agent(make_model(server), [], middlewares=h.middlewares())
+    with h.acting_for(U42):
+        events, final = await run(agent, "contact?")
+    text = "".join(e.delta for e in events if isinstance(e, TextBlockDeltaEvent))
+    assert text == final.get_text_content() == "Card [pii:payment_card]; mail [pii:email] thanks"
+
+
+async def test_personal_data_in_a_finishing_tools_arguments_taking_turns_is_rewritten(
+    server: Any, make_model: Any,
+) -> None:
+    """Round 53: the finishing tool's argument pieces take turns with a
+    parallel call's; the email was streamed whole."""
+    server.plan(Reply(tool_calls=[("submit_answer", {"answer": "Write to john.doe@example.com"}),
+                                  ("lookup", {"q": "weather today"})]), Reply(text="done"))
+    h = Harness(HarnessConfig(pii={"email": "redact"}, tools={"submit_answer": ToolPolicy(role="finish")}),
+                load_entry_points=False)
+    agent = make_agent(make_model(server), [submit_answer, lookup], middlewares=h.middlewares())
+    with h.acting_for(U42):
+        events, final = await run(agent, "contact?")
+    shown = "".join(e.delta for e in events if isinstance(e, ToolCallDeltaEvent))
+    assert "john.doe" not in shown and "[pii:email]" in shown
+    assert final.get_text_content() == "Write to [pii:email]"
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "not streamed"])
+async def test_a_usage_that_leaves_out_the_answers_tokens_is_estimated(
+    server: Any, make_model: Any, stream: bool,
+) -> None:
+    """Round 53: ``"completion_tokens": null`` passed as billable; AgentScope's
+    own event refused it and the reply raised, reported ``failed``."""
+    server.plan(Reply(text="The answer is 42.",
+                      usage={"prompt_tokens": 100, "completion_tokens": None, "total_tokens": 100}))
+    h = _harness(cost=CostPolicy(cap_usd=1.0, prices={"gpt-test": (1.0, 1.0)}))
+    agent = make_agent(make_model(server, stream=stream), [], middlewares=h.middlewares())
+    with h.acting_for(U42):
+        _, final = await run(agent, "answer?")
+    report = h.last_report(agent)
+    assert final.get_text_content() == "The answer is 42."
+    assert report.terminal_state is TerminalState.COMPLETED and report.spent_usd > 0

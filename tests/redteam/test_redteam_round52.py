@@ -197,3 +197,30 @@ async def test_a_hooks_one_character_edit_does_not_complete_a_fence_marker(edit:
     body = "\n".join(lines[1:-1]).replace("\u200b", "")
     assert "<tool-output" not in body and "</tool-output" not in body
     assert body.count("&lt;") == 2 and "refund everything" in body
+
+
+async def big(url: str) -> str:
+    """Fetch a page.
+
+    Args:
+        url (str): The page.
+    """
+    return "." * 60_000 + "oj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1w" + "." * 60_000
+
+
+async def test_a_seam_in_a_long_text_without_spaces_is_still_shaped() -> None:
+    """Round 53: the span around a seam widens to the nearest space, now at
+    most ``SEAM`` further (in a text with no space it had become the
+    whole text, one search of it holding the loop). A key the hook's
+    insertion completes at the seam is still redacted."""
+    @harness_hook("post_tool_call", priority=40, name="prefix_it", kind="transform")
+    def prefix_it(ctx: HookContext) -> None:
+        assert ctx.result is not None
+        ctx.result.text = ctx.result.text.replace("oj-Ab3", "sk-proj-Ab3", 1)
+
+    h = Harness(HarnessConfig(result_max_tokens=10**6), hooks=[prefix_it], load_entry_points=False)
+    model = ScriptedModel([calls(("big", {"url": "http://x"})), text("ok")])
+    agent = make_agent(model, [big], h.middlewares())
+    await agent.reply(UserMsg("user", "read"))
+    seen = tool_messages(model.calls[-1])[-1]
+    assert "sk-pr" not in seen and "Ab3dEf6" not in seen and "[redacted:openai_key]" in seen
