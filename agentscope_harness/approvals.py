@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import time
 import weakref
 from collections import OrderedDict
@@ -94,8 +95,8 @@ class ApprovalBook:
         when: Callable[[dict[str, Any]], Any] | None, ttl_s: float,
     ) -> Grant:
         """Remember that ``principal`` approved ``tool`` in ``session_id``."""
-        if ttl_s <= 0:
-            raise ValueError("ttl_s must be positive: a remembered approval always expires")
+        if not (math.isfinite(ttl_s) and ttl_s > 0):  # NaN and infinity too: neither expires
+            raise ValueError("ttl_s must be a finite number above 0: a remembered approval always expires")
         key = (principal.key, session_id)
         grants = [g for g in self._grants.pop(key, []) if g.expires_at > self.clock()]
         item = Grant(tool=tool, when=when, expires_at=self.clock() + ttl_s)
@@ -206,9 +207,11 @@ class ApprovalBook:
     def extend(self, agent: Any, usd: float, approved_by: Principal | None) -> UsdExtension:
         """A human (``approved_by``) approved ``usd`` more for ``agent``'s
         parked budget: the approver's own, else the only one parked."""
-        if usd <= 0:
-            raise ValueError("an extension must be positive")
+        if not (math.isfinite(usd) and usd > 0):  # NaN would poison the sum, infinity lift the cap
+            raise ValueError(f"an extension must be a finite amount above 0, not {usd!r}")
         pending = self._parked(agent, approved_by)
+        if not math.isfinite(pending.usd + usd):  # finite amounts whose sum is not
+            raise ValueError(f"an extension must be a finite amount above 0: {usd!r} more is not")
         pending.usd += usd
         pending.approved_by = approved_by.user_id if approved_by is not None else None
         return pending

@@ -391,8 +391,13 @@ def _finding(shaped: str) -> str:
     """A short line of a result as the model read it: already redacted and
     PII-filtered whole by ``content_filter``, so the cut never reveals part
     of a secret; the fence lines are left out."""
-    line = " ".join(unfenced(shaped).split())
-    return line[:FINDING_CHARS] + ("…" if len(line) > FINDING_CHARS else "")
+    head = unfenced(shaped[:_FINDING_READ])  # a megabyte's words split and joined whole held the loop
+    line = " ".join(head.split())
+    return line[:FINDING_CHARS] + ("…" if len(line) > FINDING_CHARS or len(shaped) > _FINDING_READ else "")
+
+
+_FINDING_READ = 65_536
+"""The most of a result read for its finding line."""
 
 
 def result_view(text: str, state: str, metadata: dict[str, Any], has_data: bool = False) -> ToolResultView:

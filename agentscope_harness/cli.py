@@ -117,7 +117,9 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _unique_keys_loader(yaml: Any) -> Any:
     """PyYAML's ``SafeLoader`` refusing a key given twice in one mapping
-    (PyYAML keeps the last silently), as ``_unique_keys`` does for JSON."""
+    (PyYAML keeps the last silently), as ``_unique_keys`` does for JSON. A
+    merge (``<<: *base``) is YAML's own way to override: the keys written
+    beside it may replace the base's; only those written are compared."""
 
     class UniqueKeys(yaml.SafeLoader):
         pass
@@ -125,6 +127,8 @@ def _unique_keys_loader(yaml: Any) -> Any:
     def mapping(loader: Any, node: Any, deep: bool = False) -> Any:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
             key = loader.construct_object(key_node, deep=True)
             try:
                 duplicate = key in seen

@@ -222,10 +222,11 @@ class Harness:
         does not declare is a check of a value the tool never reads). Under
         ``HARNESS_ENABLED=0`` the toolkit is left as it is (checked all the same).
         A candidate policy's names are checked too (its error says so). A
-        tool the config names that ``toolkit`` lacks is refused when a tool
-        there without a policy has a name close to it (a typo: its policy,
-        identity binding or limit would never apply), else logged (a tool
-        may be added later, or be another agent's)."""
+        tool the config names that ``toolkit`` lacks is logged, with the
+        nearest name there (a typo: its policy, identity binding or limit
+        would never apply), not refused: it may be added later, or be
+        another agent's (one Harness may serve agents whose toolkits differ,
+        ``get_order`` beside ``get_orders``)."""
         _check_tool_names(self.config, toolkit)
         _check_declared_args(self.config, toolkit)
         if self.candidate is not None:
@@ -475,10 +476,8 @@ def _stopped_by_prompt_hooks(scratch: RunState, asking: RunState) -> None:
 
 def _check_tool_names(config: HarnessConfig, toolkit: Any) -> None:
     """Each tool the config names (a policy, a rate or concurrency limit)
-    against the tools in ``toolkit``: a near miss of a tool there that has
-    no policy of its own is a typo, refused with the field named; any other
-    name with no tool is logged (one Harness may serve agents whose
-    toolkits differ)."""
+    against the tools in ``toolkit``: a name with no tool there is logged,
+    naming the field and the nearest tool (a likely typo)."""
     present = {tool.name for tool in tools_in(toolkit)}
     if not present:
         return
@@ -489,15 +488,10 @@ def _check_tool_names(config: HarnessConfig, toolkit: Any) -> None:
     for where, name in named:
         if name in present:
             continue
-        unconfigured = [tool for tool in present if tool not in config.tools]
-        close = difflib.get_close_matches(name, unconfigured, n=1, cutoff=0.8)
-        if close:
-            raise HarnessConfigError(
-                f"{where}: the toolkit has no tool {name!r} (did you mean {close[0]!r}?); "
-                "its policy would never apply",
-            )
-        log.warning("harness config %s: the toolkit has no tool %r (yet); its policy applies once it does",
-                    where, name)
+        close = difflib.get_close_matches(name, present, n=1, cutoff=0.8)
+        hint = f" (did you mean {close[0]!r}? a misspelt name's policy never applies)" if close else ""
+        log.warning("harness config %s: this toolkit has no tool %r%s; its policy applies where a toolkit has it",
+                    where, name, hint)
 
 
 def _check_declared_args(config: HarnessConfig, toolkit: Any) -> None:

@@ -256,7 +256,7 @@ class ReplyLifecycle:
             # refused call quotes the model's arguments) are never shaped, and a
             # fenced result is not proof of redaction (the filter may be disabled,
             # fail open in shadow mode, or a notice may follow the fence)
-            shown = self.harness.services.redactor.redact(item.delta)
+            shown = await self.harness.services.redactor.redact_async(item.delta)  # megabytes: in slices
             return [item if shown == item.delta else item.model_copy(update={"delta": shown})]
         if kind == _TOOL_START:  # the tool name is the model's to write: shown redacted
             return [shown_name(self.harness.services.redactor, item)]

@@ -352,8 +352,12 @@ async def written_by_hook(
     start, end = await fences_touching(after, start, end)
     lo, hi = _word_edge(after, start - SEAM, -1), _word_edge(after, end + SEAM, 1)
     written = await neutralise_markers_sliced(after[start:end])
-    span = await neutralise_markers_sliced(after[lo:start] + written + after[end:hi], fences=False)
+    await asyncio.sleep(0)  # each copy of megabytes below is a step of its own
+    span = after[lo:start] + written + after[end:hi]
+    await asyncio.sleep(0)
+    span = await neutralise_markers_sliced(span, fences=False)
     shaped, _, _ = await filter_result(redactor, span, pii, salt)
+    await asyncio.sleep(0)
     return after[:lo] + shaped + after[hi:]
 
 

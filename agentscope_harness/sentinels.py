@@ -8,6 +8,7 @@ audit because forged markers are neutralised before the model sees them.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import unicodedata
 from collections.abc import Iterator
@@ -75,16 +76,27 @@ def _reads(char: str) -> str:
 
 def _reads_as(text: str, pos: int, words: tuple[str, ...]) -> int:
     """The end of ``text[pos:]`` if it reads as one of ``words`` (ignoring
-    disguises), else -1. Looks at most ``_REACH`` characters."""
-    read, end = "", min(len(text), pos + _REACH)
+    disguises), else -1. Looks at most ``_REACH`` characters: a reading
+    still on its way to a word after that many, through invisible
+    characters (format characters, marks: thousands of zero-width spaces
+    after a bracket), is a disguise, taken as the marker (its end where the
+    look stopped); through spacing alone (a padded document) it is text, as
+    is a text that ends on the way."""
+    for word in words:  # written plainly (the common forgery): no character to read
+        if text.startswith(word, pos):
+            return pos + len(word)
+    read, end, hidden = "", min(len(text), pos + _REACH), False
     while pos < end:
-        read += _reads(text[pos])
+        char = text[pos]
+        shown = _reads(char)
+        hidden = hidden or (not shown and not char.isspace())
+        read += shown
         pos += 1
         if read in words:
             return pos
         if not any(w.startswith(read) for w in words):
             return -1
-    return -1
+    return pos if hidden and pos < len(text) else -1
 
 
 def neutralise_markers(text: str, fences: bool = True) -> str:
@@ -95,10 +107,12 @@ def neutralise_markers(text: str, fences: bool = True) -> str:
     (matched on the NFKC-normalised reading; the rest of the text is kept
     as it was). ``fences=False``: sentinel markers only."""
     out = list(_neutralised(text, fences))
-    return text if len(out) == 1 else "".join(out)
+    return text if out[-1] is text else "".join(out)  # the text itself last: nothing defanged
 
 
 _EXAMINED = 64
+_JOINED = 65_536
+"""Pieces joined in one step."""
 
 
 async def neutralise_markers_sliced(text: str, fences: bool = True) -> str:
@@ -106,7 +120,15 @@ async def neutralise_markers_sliced(text: str, fences: bool = True) -> str:
     has held it for a slice (a long text full of markers costs a few µs a
     marker)."""
     out = await sliced(_neutralised(text, fences))
-    return text if len(out) == 1 else "".join(out)
+    if out[-1] is text:  # the text itself last: nothing defanged
+        return text
+    if len(out) <= _JOINED:
+        return "".join(out)
+    joined = []
+    for at in range(0, len(out), _JOINED):  # a joining of a million pieces is a step of its own
+        joined.append("".join(out[at:at + _JOINED]))
+        await asyncio.sleep(0)
+    return "".join(joined)
 
 
 _SCAN = 16_384
@@ -179,8 +201,8 @@ def _fence_bounds(text: str, start: int, end: int) -> Iterator[tuple[int, int] |
             if not n % _EXAMINED:
                 yield None
             reach = _reads_as(text, at + 1, ("tool-output", "/tool-output"))
-            if reach > edge:
-                lo, hi = min(lo, at), max(hi, reach)
+            if reach > edge:  # one past its end: a disguise read to the limit is read so again
+                lo, hi = min(lo, at), max(hi, min(reach + 1, len(text)))
     yield lo, hi
 
 

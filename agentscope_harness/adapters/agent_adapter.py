@@ -95,8 +95,7 @@ class HarnessAgentAdapter(HarnessMiddleware):
 
     def __init__(self, harness: Harness) -> None:
         self.harness = harness
-        self._args_filter = OutputFilter(harness.args_redactor, json_args=True)
-        self._plain_filters: tuple[OutputFilter, OutputFilter, OutputFilter] | None = None
+        self._plain_filters: tuple[OutputFilter, OutputFilter] | None = None
 
     async def get_middleware_key(self) -> str:
         """Distinct from other middlewares' keys in ``middle_context``."""
@@ -192,6 +191,10 @@ class HarnessAgentAdapter(HarnessMiddleware):
                 answer = self.harness.model_guard.model_failed(run)
                 if answer is None:
                     raise
+                withheld = {_id_of(e) for e in (*text_events, *(outputs.events if outputs is not None else ()))}
+                for event in shown.broken() if shown is not None else ():  # the blocks it showed open end
+                    if _id_of(event) not in withheld:
+                        yield event
                 async for item in self._answer(agent, run, answer):
                     yield item
                 return
@@ -250,16 +253,16 @@ class HarnessAgentAdapter(HarnessMiddleware):
         shown = run.shown = _Shown(self.harness, *self._filters(run))
         return shown
 
-    def _filters(self, run: RunState) -> tuple[OutputFilter, OutputFilter, OutputFilter]:
-        """The filters of the answer, of the finishing tool's arguments and of
-        other calls' arguments. Built once per harness; with ``pii``
-        configured the first two depend on the run (its hash salt) and are
+    def _filters(self, run: RunState) -> tuple[OutputFilter, OutputFilter]:
+        """The filters of the answer and of every call's arguments (the
+        README's ``pii`` covers all of them, a finishing tool's or not).
+        Built once per harness; with ``pii`` configured both depend on the
+        run (its hash salt) and are
         built per round."""
         if self._plain_filters is not None:
             return self._plain_filters
         answer = answer_filter(self.harness.services, run)
-        finish_args = OutputFilter(self.harness.args_redactor, answer.pii, answer.salt, json_args=True)
-        filters = answer, finish_args, self._args_filter
+        filters = answer, OutputFilter(self.harness.args_redactor, answer.pii, answer.salt, json_args=True)
         if not answer.pii:
             self._plain_filters = filters
         return filters
@@ -364,8 +367,8 @@ class _Shown:
     """The model's events as the user may see them, through the output filter
     the final answer goes through (one output path): text and thinking
     deltas (markers stripped, secrets redacted, ``HarnessConfig.pii``
-    applied), every tool call's argument deltas (secrets redacted; a
-    finishing tool's, its answer, also ``pii``). One filter per stream of
+    applied), every tool call's argument deltas (secrets redacted, ``pii``
+    applied). One filter per stream of
     the model's message: its text, its thinking, each call's arguments.
     AgentScope ends and reopens a block whenever a chunk lacks it (a
     thinking delta amid the text, parallel calls' argument pieces taking
@@ -376,17 +379,18 @@ class _Shown:
     stream holds back only as long as what it ends with could still change.
     A call per event, not a generator layer per round."""
 
-    __slots__ = ("aliases", "answer", "args", "ends", "finish", "finish_tools", "redactor", "streams")
+    __slots__ = ("aliases", "answer", "args", "ends", "opened", "redactor", "streams")
 
-    def __init__(self, harness: Harness, answer: OutputFilter, finish: OutputFilter, args: OutputFilter) -> None:
-        self.answer, self.finish, self.args = answer, finish, args
-        self.finish_tools, self.redactor = harness.finish_tools, harness.redactor
+    def __init__(self, harness: Harness, answer: OutputFilter, args: OutputFilter) -> None:
+        self.answer, self.args, self.redactor = answer, args, harness.redactor
         self.streams: dict[str, OutputStream] = {}
         self.ends: dict[str, Any] = {}
         """Per stream, its end event, held (while what the stream holds back
         may still change) until it goes on or the call ends."""
         self.aliases: dict[str, str] = {}
         """A reopened text or thinking block's id: the id it is shown under."""
+        self.opened: dict[str, Any] = {}
+        """The start of each block shown and not yet ended, by its shown id."""
 
     def cut(self) -> None:
         """The model call was cut short (the deadline): what each stream holds
@@ -407,12 +411,13 @@ class _Shown:
             if self.ends.pop(key, None) is not None:  # the call's arguments go on
                 return ()
             if key not in self.streams:
-                delivers = item.tool_call_name in self.finish_tools or item.tool_call_name == STRUCTURED_OUTPUT_TOOL
-                self.streams[key] = (self.finish if delivers else self.args).stream()
+                self.streams[key] = self.args.stream()
+            self.opened[key] = item
             return (shown_name(self.redactor, item),)
         if cls in _STARTS:
             ended = self.ends.pop(_STREAM_OF[cls], None)
             if ended is None:
+                self.opened[item.block_id] = item
                 return (item,)
             self.aliases[item.block_id] = ended.block_id  # the same text goes on: one block
             return ()
@@ -423,6 +428,7 @@ class _Shown:
                 item = _shown_as(item, self.aliases)
             if filtered is None or not filtered.open():  # nothing held could change: ended here
                 rest = filtered.flush() if filtered is not None else ""
+                self.opened.pop(_block_of(item), None)
                 return (_delta_for(item, rest), item) if rest else (item,)
             self.ends[key] = item
             return ()
@@ -443,12 +449,24 @@ class _Shown:
         shown = item if safe == item.delta else item.model_copy(update={"delta": safe})
         return (_shown_as(shown, self.aliases) if cls is not ToolCallDeltaEvent else shown,)
 
+    def broken(self) -> list[Any]:
+        """The model's stream broke (the harness answers in its place): the
+        end of every block it showed open, without what its stream held back
+        (a secret's opening the break left unfinished is never sent, as at
+        ``cut``)."""
+        self.cut()
+        events = self._ended()
+        events += [_end_of(start) for start in self.opened.values()]
+        self.opened.clear()
+        return events
+
     def _ended(self) -> list[Any]:
         """Each ended stream's held-back rest, then its end."""
         events: list[Any] = []
         for key, end in self.ends.items():
             rest = self.streams[key].flush()
             events += (_delta_for(end, rest), end) if rest else (end,)
+            self.opened.pop(_block_of(end), None)
         self.ends.clear()
         return events
 
@@ -460,6 +478,24 @@ _STREAM_OF: dict[type, str] = {
 }
 """The stream of a text or thinking event: one each per model call, as the
 model's message has one of each."""
+
+
+def _id_of(event: Any) -> str | None:
+    """The block or call id of any model event (``None``: it has none)."""
+    return getattr(event, "tool_call_id", None) or getattr(event, "block_id", None)
+
+
+def _block_of(event: Any) -> str:
+    """The id of the block (or call) an event belongs to."""
+    return event.tool_call_id if type(event) in (ToolCallStartEvent, ToolCallEndEvent) else event.block_id
+
+
+def _end_of(start: Any) -> Any:
+    """The end event of the block ``start`` opened."""
+    if type(start) is ToolCallStartEvent:
+        return ToolCallEndEvent(reply_id=start.reply_id, tool_call_id=start.tool_call_id)
+    cls = ThinkingBlockEndEvent if type(start) is ThinkingBlockStartEvent else TextBlockEndEvent
+    return cls(reply_id=start.reply_id, block_id=start.block_id)
 
 
 def _shown_as(event: Any, aliases: dict[str, str]) -> Any:

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..context import ReflectContext, ToolResultContext, kept_ends
+from ..context import CHARS_PER_TOKEN, ReflectContext, ToolResultContext, kept_ends
 from ..registry import harness_hook
 from ..sentinels import unfenced
 
 _ACTING_ROLES = frozenset({"mutation", "finish"})
+NOVELTY_TOKENS = 16_000
+"""The most of a result (its two ends, as truncation keeps them) judged for
+news: 64 KB, a few milliseconds of shingles."""
 _PERIODS = (2, 3)
 
 
@@ -33,9 +36,15 @@ def drift_result_tracker(ctx: ToolResultContext) -> None:
     # judged on what the model reads (redacted, truncated, inside the fence):
     # the rest is not information it was given, and a 1 MB result would
     # cost its shingles on the event loop (in shadow mode, where nothing is
-    # truncated, on the two ends truncation would keep)
-    read = unfenced(result.text)
-    ends = kept_ends(read, ctx.config.result_max_tokens)
+    # truncated, on the two ends truncation would keep); a model told to read
+    # megabytes (``result_max_tokens`` raised) is judged on their two ends
+    # too: whether a result is news does not take all of it
+    budget = min(ctx.config.result_max_tokens, NOVELTY_TOKENS)
+    text, margin = result.text, budget * CHARS_PER_TOKEN + 512  # the ends, with their fence lines
+    if len(text) > 2 * margin:  # megabytes: cut to the ends first, not copied whole to unfence
+        text = text[:margin] + "\n" + text[-margin:]
+    read = unfenced(text)
+    ends = kept_ends(read, budget)
     novel = facts.novelty.add(read if ends is None else "\n".join(ends), echo=ctx.tool.args)
     if novel or ctx.tool.role in _ACTING_ROLES:
         facts.new_fact_this_round = True

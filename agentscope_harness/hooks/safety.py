@@ -18,7 +18,7 @@ from ..facts import declared_in, tools_in
 from ..injection import HeuristicDetector
 from ..outputs import answer_filter, dependency_label, filter_result, pii_modes, pii_salt
 from ..registry import HookRejectSignal, harness_hook
-from ..sentinels import fence_close, fence_open, format_sentinel, neutralise_markers, strip_issued
+from ..sentinels import fence_close, fence_open, format_sentinel, neutralise_markers_sliced, strip_issued
 
 if TYPE_CHECKING:
     from ..config import ToolPolicy
@@ -180,7 +180,7 @@ _HEURISTIC = HeuristicDetector()
 
 
 @harness_hook("post_tool_call", priority=15, name="content_fence", kind="transform", fail_closed=True)
-def content_fence(ctx: ToolResultContext) -> None:
+async def content_fence(ctx: ToolResultContext) -> None:
     """Mark tool output as data: neutralise forged sentinels and fence
     markers in it (disguised ones too), then wrap it in this run's nonce
     fence. Instructions addressed to the model are flagged (a note inside
@@ -196,7 +196,7 @@ def content_fence(ctx: ToolResultContext) -> None:
         if not text.strip():
             return
     flagged = _injection(ctx, text)  # on the raw text: disguises are signals
-    text = neutralise_markers(text, fences=ctx.config.fence)
+    text = await neutralise_markers_sliced(text, fences=ctx.config.fence)  # megabytes: in slices
     if flagged == "flag" and not ctx.services.shadow:
         text = f"{INJECTION_NOTE}\n{text}"
     if ctx.config.fence:

@@ -8,6 +8,7 @@ import asyncio
 import datetime as _dt
 import inspect
 import math
+import operator
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -38,6 +39,25 @@ def positive(**settings: float) -> None:
             math.isfinite(value) and value > 0
         ):
             raise ValueError(f"{name} must be a finite number above 0, not {value!r}")
+
+
+def whole(name: str, value: Any) -> int:
+    """A count a store takes whole (days, seconds Redis expires keys by,
+    connections), as an ``int``: an integer (``2``, ``2.0``, a NumPy integer)
+    of 1 or more (at least today, for a number of days), named
+    (``ValueError``) else."""
+    count: int | None = None
+    if isinstance(value, float) and value.is_integer():
+        count = int(value)
+    elif not isinstance(value, (bool, float)):
+        try:
+            count = operator.index(value)
+        except TypeError:
+            count = None
+    if count is None or count < 1:
+        today = " (today)" if name.endswith("_days") else ""
+        raise ValueError(f"{name} must be a whole number of 1 or more{today}, not {value!r}")
+    return count
 
 
 def today() -> str:

@@ -17,8 +17,10 @@ from ._base import (
     gcra_refund,
     new_lease_id,
     new_reservation_id,
+    positive,
     reservation_day,
     today,
+    whole,
 )
 
 
@@ -50,8 +52,8 @@ class MemoryStore:
 
     def __init__(self, retention_days: int = 2, *, clock: Callable[[], float] = time.monotonic,
                  sweep_every_s: float = 60.0) -> None:
-        if retention_days < 1:
-            raise ValueError("retention_days must be at least 1 (today)")
+        retention_days = whole("retention_days", retention_days)
+        positive(sweep_every_s=sweep_every_s)
         self.retention_days = retention_days
         self.sweep_every_s = sweep_every_s
         self._clock = clock

@@ -30,6 +30,7 @@ from ._base import (
     positive,
     reservation_day,
     today,
+    whole,
 )
 
 T = TypeVar("T")
@@ -215,7 +216,9 @@ class RedisStore:
             raise ImportError(
                 "RedisStore needs the redis extra: pip install 'agentscope-harness[redis]'",
             ) from exc
-        positive(ttl_days=ttl_days, timeout_s=timeout_s, state_ttl_s=state_ttl_s)
+        ttl_days, state_ttl_s = whole("ttl_days", ttl_days), whole("state_ttl_s", state_ttl_s)
+        max_connections = whole("max_connections", max_connections)
+        positive(timeout_s=timeout_s)
         self.url = url
         self.prefix = prefix
         self.ttl_s = ttl_days * 86400

@@ -27,6 +27,7 @@ from ._base import (
     positive,
     reservation_day,
     today,
+    whole,
 )
 
 T = TypeVar("T")
@@ -70,8 +71,7 @@ class SQLiteStore:
     def __init__(self, path: str, timeout_s: float = DEFAULT_TIMEOUT_S, *,
                  clock: Callable[[], float] = time.time, retention_days: int = 2,
                  sweep_every_s: float = 60.0) -> None:
-        if retention_days < 1:
-            raise ValueError("retention_days must be at least 1 (today)")
+        retention_days = whole("retention_days", retention_days)
         positive(timeout_s=timeout_s, sweep_every_s=sweep_every_s)
         self.path = path
         self.timeout_s = timeout_s

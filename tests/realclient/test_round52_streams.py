@@ -15,6 +15,8 @@ from agentscope.event import (
     TextBlockEndEvent,
     TextBlockStartEvent,
     ThinkingBlockDeltaEvent,
+    ThinkingBlockEndEvent,
+    ThinkingBlockStartEvent,
     ToolCallDeltaEvent,
     ToolCallEndEvent,
 )
@@ -193,3 +195,64 @@ async def test_a_usage_that_leaves_out_the_answers_tokens_is_estimated(
     report = h.last_report(agent)
     assert final.get_text_content() == "The answer is 42."
     assert report.terminal_state is TerminalState.COMPLETED and report.spent_usd > 0
+
+
+# ------------------------------------------------- round 54, on these fixes
+
+
+async def test_personal_data_in_an_ordinary_calls_arguments_is_rewritten_in_the_stream(
+    server: Any, make_model: Any,
+) -> None:
+    """Round 54, README ``pii``: "the model's streamed text, thinking and
+    tool-call arguments". Only a finishing tool's arguments were rewritten:
+    ``lookup``'s streamed the email, card and phone whole."""
+    server.plan(Reply(tool_calls=[("lookup", {"q": "refund jane.doe@example.org card 4111 1111 1111 1111"})]),
+                Reply(text="done"))
+    h = Harness(HarnessConfig(pii={"email": "redact", "card": "redact"}), load_entry_points=False)
+    agent = make_agent(make_model(server), [lookup], middlewares=h.middlewares())
+    with h.acting_for(U42):
+        events, _ = await run(agent, "refund")
+    shown = "".join(e.delta for e in events if isinstance(e, ToolCallDeltaEvent))
+    assert json.loads(shown) == {"q": "refund [pii:email] card [pii:payment_card]"}
+
+
+async def test_a_stream_the_provider_breaks_ends_every_block_it_showed_open(server: Any, make_model: Any) -> None:
+    """Round 54: text, thinking, text, then the connection drops; the
+    harness answers with ``model_error_text``. The first text block's end
+    stayed held and the thinking block never ended; the key's opening the
+    break left unfinished is never sent."""
+    server.plan(Reply(deltas=[{"content": "Key: " + KEY[:6]}, {"reasoning_content": "hmm"},
+                              {"content": KEY[6:12]}, {"content": KEY[12:]}], drop_after=3))
+    h = _harness(model_error_text="Sorry, the model failed.")
+    agent = make_agent(make_model(server), [], middlewares=h.middlewares())
+    with h.acting_for(U42):
+        events, final = await run(agent, "key?")
+    opened: set[str] = set()
+    for e in events:
+        if isinstance(e, (TextBlockStartEvent, ThinkingBlockStartEvent)):
+            opened.add(e.block_id)
+        elif isinstance(e, (TextBlockEndEvent, ThinkingBlockEndEvent)):
+            opened.discard(e.block_id)
+    assert opened == set() and final.get_text_content() == "Sorry, the model failed."
+    text = "".join(e.delta for e in events if isinstance(e, TextBlockDeltaEvent))
+    assert KEY[:6] not in text and "sk-" not in text
+
+
+async def test_a_broken_stream_ends_no_block_the_user_never_saw(server: Any, make_model: Any) -> None:
+    """Round 55: with a finishing tool, the interim text is held back; the
+    break sent an end for that text block, whose start was never shown."""
+    server.plan(Reply(deltas=[{"content": "Working on it "}, {"reasoning_content": "hmm"},
+                              {"content": "still"}, {"content": " more"}], drop_after=3))
+    h = Harness(HarnessConfig(tools={"submit_answer": ToolPolicy(role="finish")},
+                              model_error_text="Sorry, the model failed."), load_entry_points=False)
+    agent = make_agent(make_model(server), [submit_answer], middlewares=h.middlewares())
+    with h.acting_for(U42):
+        events, _ = await run(agent, "go")
+    started: set[str] = set()
+    for e in events:
+        if isinstance(e, (TextBlockStartEvent, ThinkingBlockStartEvent)):
+            started.add(e.block_id)
+        elif isinstance(e, (TextBlockEndEvent, ThinkingBlockEndEvent)):
+            assert e.block_id in started, "an end for a block never shown"
+            started.discard(e.block_id)
+    assert started == set()

@@ -4,7 +4,7 @@
    a tool's ``identity_args`` and ``max_tool_calls`` were gone, and the tool
    ran for another user);
 2. a policy or limit naming a tool the toolkit lacks, by a typo: it never
-   applied (``instrument`` refuses a near miss of an unconfigured tool);
+   applied (``instrument`` logs it, naming the tool it likely meant);
 3. store settings that switch a limit off or fail every call (a Redis TTL
    of 0 expired the day's spend as it was written);
 4. a blank secret value (a traceback at ``Harness()``; a blank ``secret_env``
@@ -19,17 +19,14 @@ from __future__ import annotations
 import json
 import logging
 import math
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-from agentscope.tool import Toolkit
-from scripted import ScriptedModel, calls, make_agent, run, text, tool
+from scripted import ScriptedModel, calls, make_agent, run, text
 
 from agentscope_harness import Harness, HarnessConfig, Ledger, Principal, RateLimit, ToolPolicy
 from agentscope_harness.cli import CliError, load_config, main
-from agentscope_harness.errors import HarnessConfigError
 from agentscope_harness.stores import SQLiteStore
 
 U42 = Principal(user_id="u-42")
@@ -103,40 +100,46 @@ async def test_the_file_as_written_once_binds_the_identity(tmp_path: Path) -> No
     assert RAN == [] and h.last_report(agent).refusals.get("permission_denied") == 1
 
 
-def _toolkit(*fns: Any) -> Toolkit:
-    toolkit = Toolkit()
-    for fn in fns:
-        toolkit.register_function(fn) if hasattr(toolkit, "register_function") else toolkit.register_tool(tool(fn))
-    return toolkit
-
-
-@pytest.mark.parametrize(("config", "field"), [
+@pytest.mark.parametrize(("config", "field", "near"), [
     (HarnessConfig(tools={"serach": ToolPolicy(role="retrieval", ledgers=["web"])}, ledgers={"web": Ledger(cap=1)}),
-     "tools.serach"),
+     "tools.serach", "search"),
     (HarnessConfig(tools={"lookup-order": ToolPolicy(role="lookup", identity_args={"user_id": "user_id"})}),
-     "tools.lookup-order"),
-    (HarnessConfig(rate_limits=[RateLimit(scope="tool", tool="serach", calls_per_min=1)]), "rate_limits[0].tool"),
+     "tools.lookup-order", "lookup_order"),
+    (HarnessConfig(tools={"search": ToolPolicy(role="retrieval")},
+                   rate_limits=[RateLimit(scope="tool", tool="serach", calls_per_min=1)]),
+     "rate_limits[0].tool", "search"),
 ])
-def test_a_policy_for_a_misspelt_tool_fails_at_instrument(config: HarnessConfig, field: str) -> None:
+def test_a_policy_for_a_misspelt_tool_is_named_at_instrument(
+    config: HarnessConfig, field: str, near: str, caplog: pytest.LogCaptureFixture,
+) -> None:
     """A policy keyed ``serach`` never applied to ``search``: it ran four
     times past a ledger cap of 1; ``lookup-order``'s identity binding never
-    applied to ``lookup_order``."""
+    applied to ``lookup_order``. ``instrument`` names each, and the tool it
+    likely meant (round 54: a warning, not an error: one Harness may serve
+    agents whose toolkits differ, ``get_order`` beside ``get_orders``)."""
     h = Harness(config, load_entry_points=False)
     agent = make_agent(ScriptedModel([text("hi")]), [search, lookup_order], h.middlewares())
-    with pytest.raises(HarnessConfigError, match=re.escape(field) + ".*did you mean"):
-        h.instrument(agent.toolkit)
-
-
-def test_a_policy_for_another_agents_tool_is_only_logged(caplog: pytest.LogCaptureFixture) -> None:
-    """One Harness may serve agents whose toolkits differ: a tool of the
-    lead's, absent from a sub-agent's toolkit, is logged, not refused (even
-    close to a sub-agent tool that has its own policy)."""
-    h = Harness(HarnessConfig(tools={"research": ToolPolicy(role="retrieval"),
-                                     "search": ToolPolicy(role="retrieval")}), load_entry_points=False)
-    agent = make_agent(ScriptedModel([text("hi")]), [search], h.middlewares())
     with caplog.at_level(logging.WARNING, logger="agentscope_harness"):
         h.instrument(agent.toolkit)
-    assert "tools.research" in caplog.text
+    assert field in caplog.text and f"did you mean {near!r}" in caplog.text
+
+
+def test_one_harness_for_two_agents_whose_tools_differ_instruments_both(caplog: pytest.LogCaptureFixture) -> None:
+    """Round 54: the customer agent's ``get_order`` beside the staff agent's
+    ``get_orders``, one Harness: instrumenting the staff toolkit raised."""
+    async def get_orders(status: str) -> str:
+        """List orders.
+
+        Args:
+            status (str): Their status.
+        """
+        return "none"
+
+    h = Harness(HarnessConfig(tools={"get_order": ToolPolicy(role="lookup")}), load_entry_points=False)
+    staff = make_agent(ScriptedModel([text("hi")]), [get_orders], h.middlewares())
+    with caplog.at_level(logging.WARNING, logger="agentscope_harness"):
+        h.instrument(staff.toolkit)
+    assert "tools.get_order" in caplog.text
 
 
 @pytest.mark.parametrize("kw", [{"ttl_days": 0}, {"ttl_days": -1}, {"timeout_s": math.nan},
