@@ -389,7 +389,7 @@ class _Shown:
         may still change) until it goes on or the call ends."""
         self.aliases: dict[str, str] = {}
         """A reopened text or thinking block's id: the id it is shown under."""
-        self.opened: dict[str, Any] = {}
+        self.opened: dict[str | None, Any] = {}
         """The start of each block shown and not yet ended, by its shown id."""
 
     def cut(self) -> None:
@@ -428,7 +428,7 @@ class _Shown:
                 item = _shown_as(item, self.aliases)
             if filtered is None or not filtered.open():  # nothing held could change: ended here
                 rest = filtered.flush() if filtered is not None else ""
-                self.opened.pop(_block_of(item), None)
+                self.opened.pop(_id_of(item), None)
                 return (_delta_for(item, rest), item) if rest else (item,)
             self.ends[key] = item
             return ()
@@ -466,7 +466,7 @@ class _Shown:
         for key, end in self.ends.items():
             rest = self.streams[key].flush()
             events += (_delta_for(end, rest), end) if rest else (end,)
-            self.opened.pop(_block_of(end), None)
+            self.opened.pop(_id_of(end), None)
         self.ends.clear()
         return events
 
@@ -483,11 +483,6 @@ model's message has one of each."""
 def _id_of(event: Any) -> str | None:
     """The block or call id of any model event (``None``: it has none)."""
     return getattr(event, "tool_call_id", None) or getattr(event, "block_id", None)
-
-
-def _block_of(event: Any) -> str:
-    """The id of the block (or call) an event belongs to."""
-    return event.tool_call_id if type(event) in (ToolCallStartEvent, ToolCallEndEvent) else event.block_id
 
 
 def _end_of(start: Any) -> Any:
