@@ -115,18 +115,25 @@ def test_redis_store_counts_are_whole(kw: dict[str, Any]) -> None:
         RedisStore("redis://127.0.0.1:6399/8", **kw)
 
 
-@pytest.mark.parametrize("usd", [math.nan, math.inf, float("1e999"), -1.0, 0.0])
-async def test_an_extension_is_a_finite_amount(usd: float) -> None:
-    """README 'Ask a human': ``harness.extend(agent, usd=0.25)``. NaN parked
-    the run for good (NaN plus a real extension is NaN); infinity lifted the
-    cap (198 model calls against $0.003) and broke the budget ladder."""
+async def _parked_on_its_budget() -> tuple[Harness, Any]:
+    """Alice's run parked on a $0.25 cap that asks (every call $0.10)."""
     h = Harness(HarnessConfig(cost=CostPolicy(cap_usd=0.25, on_exhausted="ask", prices=PRICE)),
                 load_entry_points=False)
     model = ScriptedModel(lambda _: calls(("search", {"q": f"mugs {len(model.calls)}"}), inp=1000, out=0))
     agent = make_agent(model, [search], h.middlewares())
     with h.acting_for(ALICE):
         await run(agent, "research mugs")
-        assert h.last_report(agent).terminal_state is TerminalState.WAITING_INPUT
+    assert h.last_report(agent).terminal_state is TerminalState.WAITING_INPUT
+    return h, agent
+
+
+@pytest.mark.parametrize("usd", [math.nan, math.inf, float("1e999"), -1.0, 0.0])
+async def test_an_extension_is_a_finite_amount(usd: float) -> None:
+    """README 'Ask a human': ``harness.extend(agent, usd=0.25)``. NaN parked
+    the run for good (NaN plus a real extension is NaN); infinity lifted the
+    cap (198 model calls against $0.003) and broke the budget ladder."""
+    h, agent = await _parked_on_its_budget()
+    with h.acting_for(ALICE):
         with pytest.raises(ValueError, match="finite amount above 0"):
             h.extend(agent, usd=usd)
         h.extend(agent, usd=0.1)  # the parked budget is as it was: a real extension still counts
@@ -172,12 +179,8 @@ def test_integral_store_counts_are_taken(tmp_path: Path) -> None:
 
 async def test_extensions_whose_sum_is_not_finite_are_refused() -> None:
     """Round 55: ``extend(agent, usd=1e308)`` twice summed to infinity."""
-    h = Harness(HarnessConfig(cost=CostPolicy(cap_usd=0.25, on_exhausted="ask", prices=PRICE)),
-                load_entry_points=False)
-    model = ScriptedModel(lambda _: calls(("search", {"q": f"mugs {len(model.calls)}"}), inp=1000, out=0))
-    agent = make_agent(model, [search], h.middlewares())
+    h, agent = await _parked_on_its_budget()
     with h.acting_for(ALICE):
-        await run(agent, "research mugs")
         h.extend(agent, usd=1e308)
         with pytest.raises(ValueError, match="finite amount"):
             h.extend(agent, usd=1e308)
