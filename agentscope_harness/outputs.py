@@ -352,13 +352,20 @@ async def written_by_hook(
     start, end = await fences_touching(after, start, end)
     lo, hi = _word_edge(after, start - SEAM, -1), _word_edge(after, end + SEAM, 1)
     written = await neutralise_markers_sliced(after[start:end])
-    await asyncio.sleep(0)  # each copy of megabytes below is a step of its own
+    await _turn_after(len(written))  # each copy of megabytes below is a step of its own
     span = after[lo:start] + written + after[end:hi]
-    await asyncio.sleep(0)
+    await _turn_after(len(span))
     span = await neutralise_markers_sliced(span, fences=False)
     shaped, _, _ = await filter_result(redactor, span, pii, salt)
-    await asyncio.sleep(0)
+    await _turn_after(len(after))
     return after[:lo] + shaped + after[hi:]
+
+
+async def _turn_after(copied: int) -> None:
+    """A turn for the event loop before a copy of megabytes (one C call: a
+    step of its own); none for a small text, whose copies cost nothing."""
+    if copied > _COMPARED:
+        await asyncio.sleep(0)
 
 
 SEAM = 4096
@@ -447,6 +454,14 @@ _DETECTOR_OF = {"card": "payment_card"}
 def pii_modes(modes: Mapping[str, str]) -> dict[str, str]:
     """A config ``pii`` mapping in the detectors' own names."""
     return {_DETECTOR_OF.get(kind, kind): mode for kind, mode in modes.items()}
+
+
+def result_pii(policy: Any, run: Any) -> tuple[dict[str, str], bytes]:
+    """The ``pii`` modes a tool's result is shaped by (its ``ToolPolicy.pii``)
+    and the run's hash salt for them (none without modes): the content
+    filter's, and a user hook's write's, the same."""
+    modes = pii_modes(policy.pii) if policy is not None else {}
+    return modes, pii_salt(run) if modes else b""
 
 
 def answer_filter(services: Any, run: Any) -> OutputFilter:

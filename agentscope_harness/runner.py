@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .context import HookContext
 from .deadline import MIN_TIMEOUT_S
-from .outputs import pii_modes, pii_salt, written_by_hook
+from .outputs import result_pii, written_by_hook
 from .registry import HOOK_POINTS, TOOL_POINTS, HookRejectSignal, HookSpec
 from .sentinels import format_sentinel
 
@@ -110,12 +110,10 @@ async def _shape_written(ctx: HookContext, before: str) -> None:
     """What a user's ``post_tool_call`` hook wrote into the result the model
     reads is shaped as a notice is (``written_by_hook``): the harness's
     shaping may run before it, never be gone around by it."""
-    result, policy = ctx.result, ctx.tool.policy if ctx.tool is not None else None
+    result = ctx.result
     assert result is not None
-    modes = pii_modes(policy.pii) if policy is not None else {}
-    result.text = await written_by_hook(
-        before, result.text, ctx.services.redactor, modes, pii_salt(ctx.run) if modes else b"",
-    )
+    modes, salt = result_pii(ctx.tool.policy if ctx.tool is not None else None, ctx.run)
+    result.text = await written_by_hook(before, result.text, ctx.services.redactor, modes, salt)
 
 
 def _returned(value: Any) -> Exception:

@@ -16,7 +16,7 @@ from ..context import HookContext, SessionEndContext, ToolCallContext, ToolResul
 from ..errors import BREAKER_FAILURES, ErrorClass, HarnessConfigError
 from ..facts import declared_in, tools_in
 from ..injection import HeuristicDetector
-from ..outputs import answer_filter, dependency_label, filter_result, pii_modes, pii_salt
+from ..outputs import answer_filter, dependency_label, filter_result, result_pii
 from ..registry import HookRejectSignal, harness_hook
 from ..sentinels import fence_close, fence_open, format_sentinel, neutralise_markers_sliced, strip_issued
 
@@ -150,11 +150,8 @@ async def content_filter(ctx: ToolResultContext) -> None:
     result = ctx.result
     if not result.text:
         return
-    policy = ctx.tool.policy
-    modes = pii_modes(policy.pii) if policy is not None else {}
-    text, redacted, found = await filter_result(
-        ctx.services.redactor, result.text, modes, pii_salt(ctx.run) if modes else b"",
-    )
+    modes, salt = result_pii(ctx.tool.policy, ctx.run)
+    text, redacted, found = await filter_result(ctx.services.redactor, result.text, modes, salt)
     if text == result.text:
         return
     result.text = text
