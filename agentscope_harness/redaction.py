@@ -615,9 +615,12 @@ class Redactor:
         self._values: list[str] = []
         self._values_re: re.Pattern[str] | None = None
         self._heads: re.Pattern[str] | None = None
-        self._openings = frozenset({a.lower() for s in SHAPES for a in s.anchors} | {_BEGIN.lower()})
-        """What a secret begins with, lowercased (a stream's tail that begins
-        one of them may still become a secret)."""
+        self._openings: frozenset[str] = frozenset()
+        """Every beginning of what a secret begins with, lowercased: a
+        stream's tail that is one of them may still become a secret (a set,
+        so a stream's check is a lookup per tail length, not a scan)."""
+        self._open_to(a.lower() for s in SHAPES for a in s.anchors)
+        self._open_to([_BEGIN.lower()])
         self.learn(secret_values)
         longest = max(len(a) for s in SHAPES for a in s.anchors)
         self.window = max(window, longest, MIN_SECRET_VALUE, len(_BEGIN))
@@ -636,9 +639,12 @@ class Redactor:
             return
         ordered = sorted(values, key=len, reverse=True)
         self._heads = re.compile("|".join(sorted({re.escape(v[:MIN_SECRET_VALUE]) for v in ordered})))
-        self._openings |= {v[:MIN_SECRET_VALUE].lower() for v in ordered}
+        self._open_to(v[:MIN_SECRET_VALUE].lower() for v in ordered)
         self._values_re = re.compile("|".join(map(re.escape, ordered)))
         self._values = ordered
+
+    def _open_to(self, openings: Iterable[str]) -> None:
+        self._openings |= {o[:n] for o in openings for n in range(1, len(o) + 1)}
 
     def _steps(
         self, text: str, pos: int, end: int, folded: str | None = None,
@@ -941,7 +947,7 @@ class StreamRedactor:
             return True
         tail = self._low[max(self._sent, end - self._longest) - self._off:]
         openings = self._r._openings
-        return any(o.startswith(tail[i:]) for i in range(len(tail)) for o in openings)
+        return any(tail[i:] in openings for i in range(len(tail)))
 
     def flush(self) -> str:
         """The rest of the text, redacted (at the end of the stream)."""
