@@ -103,6 +103,11 @@ def _text_of(file: Path) -> str:
         raise CliError(f"{file}: not valid UTF-8 (byte {exc.start}): save it as UTF-8") from exc
 
 
+def _no_content(node: Any) -> bool:
+    """A YAML document with nothing in it (comments alone, or ``---``)."""
+    return node is None or node.value == ""
+
+
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object whose keys are all distinct: a key given twice would
     silently replace the first (a tool's ``identity_args``, a cap), so it is
@@ -174,8 +179,11 @@ def load_config(path: str | os.PathLike[str]) -> HarnessConfig:
                 raise CliError(
                     "YAML policy files need PyYAML: pip install 'agentscope-harness[yaml]'",
                 ) from exc
+            text = _text_of(file)
             try:
-                raw = yaml.load(_text_of(file), Loader=_unique_keys_loader(yaml))  # a SafeLoader
+                raw = yaml.load(text, Loader=_unique_keys_loader(yaml))  # a SafeLoader
+                if raw is None and _no_content(yaml.compose(text, Loader=yaml.SafeLoader)):
+                    raw = {}  # an empty document is the defaults; a written `null` is no policy
             except (yaml.YAMLError, ValueError) as exc:  # ValueError: an integer past Python's digit limit
                 raise CliError(f"{file}: not valid YAML: {exc}") from exc
         elif suffix == ".json":
@@ -185,12 +193,10 @@ def load_config(path: str | os.PathLike[str]) -> HarnessConfig:
                 raise CliError(f"{file}: not valid JSON: {exc}") from exc
         else:
             raise CliError(f"{file}: unknown policy file type {suffix!r} (use .py, .yaml, .yml or .json)")
-        if raw is None:
-            raw = {}
         if not isinstance(raw, (HarnessConfig, Mapping)):
             raise CliError(
                 f"{file}: the policy must be a mapping of HarnessConfig fields, "
-                f"not {type(raw).__name__}",
+                f"not {'null' if raw is None else type(raw).__name__}",
             )
         return build_config(raw)
     except ValidationError as exc:

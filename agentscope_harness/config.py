@@ -10,13 +10,14 @@ import re
 import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     PlainSerializer,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -153,6 +154,21 @@ class _Strict(BaseModel):
         allow_inf_nan=False,
         hide_input_in_errors=True,
     )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_as_number(cls, value: Any, info: ValidationInfo) -> Any:
+        # pydantic reads True as 1 in a number field: Ledger(cap=True) would
+        # be a cap of one unit, a typo's limit nobody meant
+        if type(value) is bool and info.field_name and not _takes_bool(cls.model_fields[info.field_name].annotation):
+            raise ValueError("a boolean where a number or text is expected")
+        return value
+
+
+def _takes_bool(annotation: Any) -> bool:
+    if annotation is bool or annotation is Any:
+        return True
+    return get_origin(annotation) in (Union, type(int | None)) and any(map(_takes_bool, get_args(annotation)))
 
 
 class Prerequisite(_Strict):
