@@ -54,6 +54,12 @@ class Verdict:
         return self.refusal is None and self.ask is None
 
 
+ID_TAKEN = (
+    "The call to {name} was not made: another call of this run has the same id ({id}). "
+    "Call it again if you still need it."
+)
+"""A call under an id another call of the run holds (judged, admitted,
+running or parked): its state would take the other's place."""
 FINISH_WAITS = (
     "A call of this step waits for the user (an approval, or a result the client runs): "
     "deliver the answer once it is answered, written from what it says, not beside it."
@@ -196,6 +202,15 @@ class CallFlow:
         text = format_sentinel("run_concluded", DEADLINE_PASSED.format(name=name))
         run.remember_sentinel("run_concluded", text)
         return Refusal(hook="liveness_watchdog", code="run_concluded", text=text)
+
+    def id_taken(self, run: RunState, view: ToolCallView) -> str:
+        """The sentinel of a call whose id another call of the run holds
+        (a provider that numbers or repeats ids): recorded, never run."""
+        text = format_sentinel("duplicate_call", ID_TAKEN.format(name=view.name, id=view.id))
+        self.services.record(run, "call_id_check", "pre_tool_call", "refuse", code="duplicate_call",
+                             tool=view.name, detail=f"call id {view.id!r} is held by another call")
+        run.remember_sentinel("duplicate_call", text)
+        return text
 
     def call_over(self, run: RunState, call_id: str, ran: bool) -> None:
         """A call is over: its result shaped, or it was not admitted, or not

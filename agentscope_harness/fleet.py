@@ -320,6 +320,8 @@ class Fleet:
         outcome (successes, and dependency-class failures only)."""
         tool = ctx.tool.name
         probe = self._probes.pop((ctx.run.run_id, ctx.tool.id), None) is not None
+        if not ok and not probe and self._failed_again(ctx):
+            return
         local = self._record_local(tool, ok)
         shared: str | None = None
         if self.ledger and time.monotonic() >= self._store_retry_at:
@@ -344,6 +346,19 @@ class Fleet:
             self._seen_open.add(tool)
             ctx.decide("breaker_open", code="dependency_down",
                        detail="probe failed" if probe else "failures reached the limit")
+
+    def _failed_again(self, ctx: ToolResultContext) -> bool:
+        """Whether the run already counted a failure of this tool towards
+        its breaker: this one counts towards the run's own (at
+        ``breaker_failures`` the run goes without the tool, as if it had
+        reported its dependency down)."""
+        tool, failures = ctx.tool.name, ctx.run.root.breaker_failures
+        failures[tool] += 1
+        if failures[tool] == 1:
+            return False
+        if failures[tool] >= self.config.breaker_failures:
+            ctx.facts.dependency_down.add(tool)
+        return True
 
     def _record_local(self, tool: str, ok: bool) -> tuple[str, ...] | None:
         """Update the local breaker; the decision its transition calls for."""

@@ -19,7 +19,7 @@ import time
 import weakref
 from collections.abc import AsyncGenerator, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from agentscope.message import TextBlock
@@ -548,20 +548,29 @@ class ModelGuard:
         A usage with counts no provider bills (negative, infinite) is
         replaced by the estimate in the response too: AgentScope's events
         carry it, and they take finite counts only."""
-        if _billable(response.usage):
+        chars = _chars(response)
+        if _billable(response.usage) and (response.usage.output_tokens or not chars):
             return response.usage
+        filled = _output_filled(response.usage, chars, model)
+        if filled is not None:  # the input as the provider counted it, the output estimated
+            response.usage = filled
+            self._estimated(run, "the provider left out the output's count: its output was estimated")
+            return filled
         if response.usage is not None:
-            response.usage = _estimated_usage(input_tokens, _chars(response), model)
+            response.usage = _estimated_usage(input_tokens, chars, model)
         if self.harness.config.cost is None:  # nothing live to price: the candidates' estimate only
-            spent = _estimated_usage(input_tokens, _chars(response), model)
+            spent = _estimated_usage(input_tokens, chars, model)
             run.charge_candidates(spent.input_tokens, spent.output_tokens, 0.0, _name(model))
             return None
-        if not run.root.usage_estimated:
+        self._estimated(run, "the provider reported no usage (or a negative count): charged an estimate")
+        return _estimated_usage(input_tokens, chars, model)
+
+    def _estimated(self, run: RunState, detail: str) -> None:
+        """The run's first estimated usage is recorded (the report's figures
+        are then estimates in part)."""
+        if not run.root.usage_estimated and self.harness.config.cost is not None:
             run.root.usage_estimated = True
-            self.harness.services.record(run, "budget_router", "on_model_call", "usage_estimated",
-                                         detail="the provider reported no usage (or a negative count): "
-                                                "charged an estimate")
-        return _estimated_usage(input_tokens, _chars(response), model)
+            self.harness.services.record(run, "budget_router", "on_model_call", "usage_estimated", detail=detail)
 
     async def _counted(
         self, run: RunState, model: Any, stream: AsyncGenerator, started: float, flight: _Streaming,
@@ -718,6 +727,17 @@ def _estimated_usage(input_tokens: int, chars: int, model: Any) -> ChatUsage:
     output (the stop text in its place was never the model's)."""
     output, bound = chars // 4, _output_bound(model)
     return ChatUsage(input_tokens=input_tokens, output_tokens=output if bound is None else min(output, bound), time=0.0)
+
+
+def _output_filled(usage: Any, chars: int, model: Any) -> ChatUsage | None:
+    """A usage whose input the provider counted but whose output it left out
+    (``null``) or counted as none for an answer that has characters (a proxy
+    that reports usage on the first chunk only): the input as counted, the
+    output estimated (4 characters a token). ``None``: not such a usage."""
+    if not chars or not isinstance(usage, ChatUsage) or usage.output_tokens not in (None, 0):
+        return None
+    filled = replace(usage, output_tokens=_estimated_usage(0, chars, model).output_tokens)
+    return filled if _billable(filled) else None
 
 
 def _chars(response: ChatResponse) -> int:

@@ -175,6 +175,14 @@ class RunState:
     admitted: dict[str, Any] = field(default_factory=dict)
     """Calls judged and admitted at the permission point, by call id: the
     view (AgentScope's own parse) their result is shaped against."""
+    breaker_failures: Counter = field(default_factory=Counter)
+    """Per tool, its dependency failures in this run (the root's count: a
+    run tree is one caller's). The first counts towards the tool's breaker,
+    the rest towards this run's own: one caller's arguments (a batch of
+    calls to closed ports) cannot open the breaker for everyone."""
+    judging: set[str] = field(default_factory=set)
+    """Ids of the calls being judged now (their gates' slots are held
+    under the id)."""
     approvals: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Calls parked for a human, by call id: the tool the human was shown,
     and the digest of that tool with the arguments shown."""
@@ -478,6 +486,14 @@ class RunState:
         """Decisions not yet emitted as events (then forgotten by the buffer)."""
         out, self.unflushed = self.unflushed, []
         return out
+
+    def holds_call(self, call_id: str) -> bool:
+        """Whether a call of this run holds ``call_id``: being judged,
+        admitted, running, or parked for a human or a client."""
+        return (
+            call_id in self.judging or call_id in self.admitted
+            or call_id in self.in_flight or call_id in self.awaiting_human
+        )
 
     def remember_sentinel(self, code: str, text: str) -> None:
         """Sentinels the audit may strip from the final answer."""

@@ -109,8 +109,14 @@ class HarnessToolAdapter(HarnessMiddleware):
             rejoin(self.harness, run)  # the tool adapter alone: resumed, and no on_reply said so
         if view.resumed and not run.resumer_recorded:  # the tool adapter alone: the caller bound now
             run.resume_by(self.harness.caller_principal(run))
+        if not view.resumed and run.holds_call(view.id):
+            # judged, admitted, running or parked state is kept by call id: a
+            # second call under a held id would take the first one's place (its
+            # judgement, its slots), so it is refused before it takes any
+            return _deny(flow.id_taken(run, view))
         verdict: Verdict | None = None
         admitted = False
+        run.judging.add(view.id)
         try:
             verdict = await flow.judge(run, agent, view)
             if verdict.refusal is not None:
@@ -141,6 +147,7 @@ class HarnessToolAdapter(HarnessMiddleware):
             # slots and rate units its gates took (a resume is judged afresh) and drops the
             # charges they asked for: each refers to the call's context, a cycle
             # holding the run (a judging cut short drops its own)
+            run.judging.discard(view.id)
             if not admitted:
                 flow.call_over(run, view.id, ran=False)
             if verdict is not None and verdict.ctx is not None:

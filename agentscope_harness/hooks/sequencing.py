@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from ..config import Prerequisite
 from ..context import ToolCallContext
 from ..errors import HarnessConfigError
-from ..facts import MISSING, NO_DEFAULTS, Declared
+from ..facts import MISSING, NO_DEFAULTS, Declared, thawed
 from ..registry import HookRejectSignal, harness_hook
 
 
@@ -34,12 +37,17 @@ def sequence_gate(ctx: ToolCallContext) -> None:
         same = {arg: args[arg] if arg in args else own.get(arg, MISSING) for arg in prereq.same_args}
         if ctx.facts.has_succeeded(prereq.tool, same, before=call.batch):  # indexed as it ran
             continue
-        shown = ", ".join(f"{k}={v!r}" for k, v in same.items() if v is not MISSING)
+        # as JSON writes them, the form the model writes its arguments in
+        shown = ", ".join(f"{k}={_json(v)}" for k, v in same.items() if v is not MISSING)
         raise HookRejectSignal(
             f"Call {prereq.tool}{' for ' + shown if shown else ''} first and check its result "
             f"before calling {call.name}.",
             code="prerequisite_missing",
         )
+
+
+def _json(value: Any) -> str:
+    return json.dumps(thawed(value), ensure_ascii=False, default=str)
 
 
 def undeclared_same_args(

@@ -193,20 +193,28 @@ async def test_breaker_opens_refuses_half_opens_and_closes_across_runs():
     _, _, report = await drive(h, agent)
     msgs = results(model)
     assert "503" in msgs[0] and "503" in msgs[1]
-    assert msgs[2].startswith("[harness:dependency_down]")
+    assert msgs[2].startswith("[harness:dependency_down]")  # the run's own two failures
     assert [a["sku"] for a in ran.of("inventory")] == ["a", "b"]  # c never ran
     assert report.refusals == {"dependency_down": 1}
-    assert any(d.action == "breaker_open" for d in report.decisions)
+    # one run's failures count once towards the breaker: one caller cannot open it
+    assert not any(d.action == "breaker_open" for d in report.decisions)
+    assert h.breakers["inventory"].failures == 1
+
+    # another run's failure opens it
+    _, model2, agent2 = harnessed(None, [calls(("inventory", {"sku": "d"})), text("down")], toolkit, harness=h)
+    _, _, report2 = await drive(h, agent2)
+    assert "503" in results(model2)[0]
+    assert any(d.action == "breaker_open" for d in report2.decisions)
     assert h.breakers["inventory"].opened_at is not None
 
     # shared by all runs of the Harness: another agent, another run, still open
     _, model2, agent2 = harnessed(
-        None, [calls(("inventory", {"sku": "d"})), text("down")], toolkit, harness=h,
+        None, [calls(("inventory", {"sku": "d2"})), text("down")], toolkit, harness=h,
     )
     _, _, report2 = await drive(h, agent2)
     assert results(model2)[0].startswith("[harness:dependency_down]")
     assert report2.refusals == {"dependency_down": 1}
-    assert len(ran) == 2
+    assert len(ran) == 3
 
     # after the cooldown one probe goes through (half-open); a success closes it
     await asyncio.sleep(0.06)

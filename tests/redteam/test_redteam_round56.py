@@ -3,21 +3,48 @@
 1. pydantic reads ``True`` as 1 in a number field: ``Ledger(cap=True)`` was
    a cap of one unit, ``max_tool_calls=True`` one call, ``deadline_s=True``
    one second; a boolean in a number field is refused, named;
-2. a policy file of ``null`` loaded as the defaults (an empty file still does).
+2. a policy file of ``null`` loaded as the defaults (an empty file still does);
+3. two calls of one turn under one id (a provider that numbers its calls),
+   behind an outer middleware that awaits: the second call's judgement took
+   the first's place, so ``search``'s result was recorded as
+   ``lookup_order``'s success and ``cancel_order`` passed its prerequisite
+   with no lookup ever run; a call under an id the run holds is refused;
+4. the ``prerequisite_missing`` sentinel quoted values as Python writes them
+   (``('a', 'b')``, ``True``, ``None``): it quotes JSON, as the model writes;
+5. one caller's arguments opened a tool's breaker for everyone: three calls
+   of one batch to closed ports (a fetch tool whose arguments choose the
+   endpoint) were three connection errors; a run's failures of a tool now
+   count once towards its breaker (the rest towards the run's own).
 
 Real ``Agent``s, real tools in real ``Toolkit``s.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from agentscope.middleware import MiddlewareBase
+from agentscope.tool import Toolkit
 from pydantic import ValidationError
+from scripted import ScriptedModel, calls, make_agent, run, text, tool, tool_messages
 
-from agentscope_harness import CostPolicy, HarnessConfig, Ledger, ToolPolicy
+import agentscope_harness.testing as harness_testing
+from agentscope_harness import (
+    CostPolicy,
+    Harness,
+    HarnessConfig,
+    Ledger,
+    Prerequisite,
+    Principal,
+    ToolPolicy,
+)
 from agentscope_harness.cli import CliError, load_config
+
+U42 = Principal(user_id="u-42")
 
 
 @pytest.mark.parametrize(("make", "field"), [
@@ -53,3 +80,177 @@ def test_an_empty_yaml_policy_is_the_defaults(tmp_path: Path, text: str) -> None
     policy = tmp_path / "p.yaml"
     policy.write_text(text)
     assert load_config(policy) == HarnessConfig()
+
+
+# ------------------------------------------------------------ call ids
+
+
+class AwaitingAudit(MiddlewareBase):
+    """An ordinary outer middleware that awaits before passing a call on
+    (an audit log's write)."""
+
+    async def get_middleware_key(self) -> str:
+        return "audit"
+
+    async def on_acting(self, agent: Any, input_kwargs: dict, next_handler: Any) -> AsyncGenerator:
+        await asyncio.sleep(0.01)
+        async for item in next_handler(**input_kwargs):
+            yield item
+
+
+def _shop(ran: list[tuple[str, str]]) -> list[Any]:
+    async def search(q: str) -> str:
+        """Search the catalogue.
+
+        Args:
+            q (str): The query.
+        """
+        ran.append(("search", q))
+        return f"results for {q}"
+
+    async def lookup_order(order_id: str, user_id: str) -> str:
+        """Look up an order.
+
+        Args:
+            order_id (str): The order.
+            user_id (str): Its owner.
+        """
+        ran.append(("lookup_order", order_id))
+        await asyncio.sleep(0.05)
+        return f"order {order_id}: paid"
+
+    async def cancel_order(order_id: str, user_id: str) -> str:
+        """Cancel an order.
+
+        Args:
+            order_id (str): The order.
+            user_id (str): Its owner.
+        """
+        ran.append(("cancel_order", order_id))
+        return f"order {order_id} cancelled"
+
+    return [search, lookup_order, cancel_order]
+
+
+SHOP_POLICY = {
+    "lookup_order": ToolPolicy(role="lookup", identity_args={"user_id": "user_id"}),
+    "cancel_order": ToolPolicy(
+        role="mutation", identity_args={"user_id": "user_id"},
+        requires=[Prerequisite(tool="lookup_order", same_args=["order_id"])],
+    ),
+}
+
+
+@pytest.mark.parametrize("outer", [True, False])
+async def test_two_calls_under_one_id_never_swap_judgements(monkeypatch: Any, outer: bool) -> None:
+    """DESIGN 4.1: a call is judged on exactly what the tool receives. With
+    an awaiting outer middleware the two calls of one turn are judged before
+    either runs: the second (same id) is refused, the first runs as judged,
+    and the cancel finds no lookup. Without one, they run one after the
+    other and both run."""
+    ran: list[tuple[str, str]] = []
+    h = Harness(HarnessConfig(tools=SHOP_POLICY), load_entry_points=False)
+    toolkit = h.instrument(Toolkit(tools=[tool(f) for f in _shop(ran)]))
+    model = ScriptedModel([
+        calls(("search", {"q": "shoes"}), ("lookup_order", {"order_id": "A-9", "user_id": "u-42"})),
+        calls(("cancel_order", {"order_id": "A-9", "user_id": "u-42"})),
+        text("Done."),
+    ])
+    ids = iter(["call_0", "call_0", "call_1"])  # as the model plays its turns
+    monkeypatch.setattr(harness_testing, "_call_id", lambda: next(ids))
+    middlewares = [AwaitingAudit(), *h.middlewares()] if outer else h.middlewares()
+    agent = make_agent(model, toolkit, middlewares=middlewares)
+    with h.acting_for(U42):
+        await run(agent, "cancel A-9")
+    report = h.last_report(agent)
+    told = tool_messages(model.calls[1])
+    if not outer:
+        assert ran == [("search", "shoes"), ("lookup_order", "A-9"), ("cancel_order", "A-9")]
+        return
+    assert ran == [("search", "shoes")]
+    assert any(t.startswith("[harness:duplicate_call] The call to lookup_order was not made") for t in told)
+    assert any('tool="search"' in t and "results for shoes" in t for t in told)
+    assert not any('tool="lookup_order"' in t for t in told)
+    assert report.tool_calls == {"search": 1}
+    assert report.refusals == {"duplicate_call": 1, "prerequisite_missing": 1}
+    assert [d.hook for d in report.decisions if d.code == "duplicate_call"] == ["call_id_check"]
+
+
+async def test_the_prerequisite_sentinel_quotes_values_as_json() -> None:
+    async def quote(items: list[str], options: dict, express: bool, note: str | None = None) -> str:
+        """Quote a shipment.
+
+        Args:
+            items (list[str]): The items.
+            options (dict): Options.
+            express (bool): Express delivery.
+            note (str | None): A note.
+        """
+        return "quoted"
+
+    async def ship(items: list[str], options: dict, express: bool, note: str | None = None) -> str:
+        """Ship it.
+
+        Args:
+            items (list[str]): The items.
+            options (dict): Options.
+            express (bool): Express delivery.
+            note (str | None): A note.
+        """
+        return "shipped"
+
+    same = ["items", "options", "express", "note"]
+    h = Harness(HarnessConfig(tools={"ship": ToolPolicy(role="mutation", requires=[Prerequisite("quote", same)])}),
+                load_entry_points=False)
+    toolkit = h.instrument(Toolkit(tools=[tool(quote), tool(ship)]))
+    args = {"items": ["a", "b"], "options": {"gift": True}, "express": False, "note": None}
+    model = ScriptedModel([calls(("ship", args)), text("x")])
+    with h.acting_for(U42):
+        await run(make_agent(model, toolkit, middlewares=h.middlewares()), "ship")
+    assert tool_messages(model.calls[-1])[-1] == (
+        '[harness:prerequisite_missing] Call quote for items=["a", "b"], options={"gift": true}, '
+        "express=false, note=null first and check its result before calling ship."
+    )
+
+
+# ------------------------------------------------------------ breaker
+
+
+async def test_one_callers_batch_of_failures_does_not_open_the_breaker_for_everyone() -> None:
+    """README 'The breaker': one caller's arguments cannot deny a tool to
+    everyone. Bob's batch fails three times (connection refused on the ports
+    he chose); Alice's call still runs. Bob's own run goes without it."""
+    ran: list[int] = []
+
+    async def fetch(host: str, port: int) -> str:
+        """Fetch a page.
+
+        Args:
+            host (str): The host.
+            port (int): The port.
+        """
+        ran.append(port)
+        await asyncio.sleep(0.01)  # connecting: the batch's other calls are judged meanwhile
+        if port != 443:
+            raise ConnectionRefusedError(f"connection refused: {host}:{port}")
+        return "<html>welcome</html>"
+
+    h = Harness(HarnessConfig(breaker_failures=3), load_entry_points=False)
+    toolkit = h.instrument(Toolkit(tools=[tool(fetch)]))
+    bob = ScriptedModel([
+        calls(*[("fetch", {"host": "shop.example", "port": p}) for p in (1, 2, 3)]),
+        calls(("fetch", {"host": "shop.example", "port": 4})),
+        text("nothing"),
+    ])
+    with h.acting_for(Principal(user_id="bob")):
+        await run(make_agent(bob, toolkit, middlewares=h.middlewares()), "fetch")
+    assert ran == [1, 2, 3]  # his fourth call is refused in his own run
+    assert tool_messages(bob.calls[2])[-1].startswith("[harness:dependency_down]")
+    assert h.breakers["fetch"].opened_at is None
+
+    alice = ScriptedModel([calls(("fetch", {"host": "shop.example", "port": 443})), text("done")])
+    agent = make_agent(alice, toolkit, middlewares=h.middlewares())
+    with h.acting_for(Principal(user_id="alice")):
+        await run(agent, "fetch")
+    assert ran[-1] == 443 and "welcome" in tool_messages(alice.calls[1])[-1]
+    assert h.last_report(agent).refusals == {}
