@@ -548,10 +548,10 @@ class ModelGuard:
         A usage with counts no provider bills (negative, infinite) is
         replaced by the estimate in the response too: AgentScope's events
         carry it, and they take finite counts only."""
-        chars = _chars(response)
-        if _billable(response.usage) and (response.usage.output_tokens or not chars):
-            return response.usage
-        filled = _output_filled(response.usage, chars, model)
+        chars, usage = _chars(response), response.usage
+        if usage is not None and _billable(usage) and (usage.output_tokens or not chars):
+            return usage
+        filled = _output_filled(usage, chars, model)
         if filled is not None:  # the input as the provider counted it, the output estimated
             response.usage = filled
             self._estimated(run, "the provider left out the output's count: its output was estimated")
