@@ -12,6 +12,7 @@ consumer, even when it abandons the stream.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import uuid
@@ -570,10 +571,15 @@ class ReplyLifecycle:
         reason = harness.services.scrubbed(reason)[:REASON_CHARS]
         run.children[:] = [_adopted(harness.services, child) for child in run.children]
         report = run.report = build_report(run, state, reason, name, harness.config.mode, harness.services.scrubbed)
-        if run.parent is not None:
-            run.parent.children.append(report)
+        run.adopt_late = functools.partial(_adopted, harness.services)
+        parent = run.parent
+        if parent is not None:
+            parent.open_children.pop(run.run_id, None)
+            parent.children.append(report)
             if run.called_by is not None:
-                run.parent.ended_inside.setdefault(run.called_by, []).append(report)
+                parent.ended_inside.setdefault(run.called_by, []).append(report)
+            if parent.report is not None and parent.adopt_late is not None:  # it outlived its parent
+                parent.report.children.append(parent.adopt_late(report))
         await harness.publish(report, self.agent)
         return report
 

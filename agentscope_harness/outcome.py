@@ -244,7 +244,7 @@ def build_report(
         decisions=list(run.decisions),
         wall_s=round(now - run.started, 6),
         deadline_left_s=None if run.deadline is None else round(run.deadline - now, 6),
-        in_flight=[f"{name}:{call_id}" for call_id, name in run.in_flight.items()],
+        in_flight=run.still_running(),
         unsupported_claims=list(run.facts.unsupported_claims),
         facts=sorted(run.facts.progress_marks),
         children=list(run.children),

@@ -17,7 +17,7 @@ import secrets
 import time
 import weakref
 from collections import Counter, deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -128,6 +128,13 @@ class RunState:
     children: list[RunReport] = field(default_factory=list)
     called_by: str | None = None
     """The parent's tool call this nested run ran inside (``TOOL_CALL``)."""
+    open_children: dict[str, RunState] = field(default_factory=dict)
+    """Nested runs not settled yet, by run id (a sub-agent a tool started in
+    a background task may outlive this run): the report lists them, and
+    their calls still running, in ``in_flight``."""
+    adopt_late: Callable[[RunReport], RunReport] | None = None
+    """Once this run has settled: how its Harness takes a nested run's
+    report that settles later into this run's report's ``children``."""
     ended_inside: dict[str, list[RunReport]] = field(default_factory=dict)
     """Reports of nested runs that ended inside a call of this run, by call
     id, until the call's result takes them."""
@@ -270,8 +277,11 @@ class RunState:
     def _nest(self, parent: RunState | None) -> None:
         """Answer to ``parent`` (and what it answers to): its caps bind this
         run, and its ledgers (its root's) are the ones this run spends."""
+        if self.parent is not None and self.parent is not parent:
+            self.parent.open_children.pop(self.run_id, None)
         self.parent = parent
         if parent is not None:
+            parent.open_children[self.run_id] = self
             self.facts.ledger_used = parent.facts.ledger_used
         enclosing = parent.bounds if parent is not None else ()
         # a shadow Harness's caps bind its own runs only
@@ -486,6 +496,16 @@ class RunState:
         """Decisions not yet emitted as events (then forgotten by the buffer)."""
         out, self.unflushed = self.unflushed, []
         return out
+
+    def still_running(self) -> list[str]:
+        """Its calls still running (``tool:call_id``), then each nested run
+        not settled (``sub_run:agent:run_id``) and what runs in it
+        (``agent/`` before each entry): side effects that may still happen."""
+        running = [f"{name}:{call_id}" for call_id, name in self.in_flight.items()]
+        for child in list(self.open_children.values()):
+            running.append(f"sub_run:{child.agent_name}:{child.run_id}")
+            running += [f"{child.agent_name}/{entry}" for entry in child.still_running()]
+        return running
 
     def holds_call(self, call_id: str) -> bool:
         """Whether a call of this run holds ``call_id``: being judged,

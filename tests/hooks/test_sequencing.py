@@ -42,7 +42,7 @@ async def test_cancel_without_lookup_is_refused_and_never_escapes():
     _, _, report = await drive(h, agent, U42)
     msgs = results(model)
     assert all(m.startswith("[harness:prerequisite_missing]") for m in msgs[:2])
-    assert "Call lookup_order for order_id='o1' first" in msgs[0]
+    assert 'Call lookup_order for order_id="o1" first' in msgs[0]
     assert ran == []
     # refused again: constrained; trying a third time ends the run
     assert len(model.calls) == 3 and model.calls[2]["tool_choice"].mode == "submit"
@@ -81,7 +81,7 @@ async def test_cancel_needs_a_lookup_of_that_very_order():
     )
     _, _, report = await drive(h, agent, U42)
     msgs = results(model)
-    assert msgs[1].startswith("[harness:prerequisite_missing]") and "'o2'" in msgs[1]
+    assert msgs[1].startswith("[harness:prerequisite_missing]") and '"o2"' in msgs[1]
     assert "order o1 cancelled" in msgs[2]
     assert ran.of("cancel_order") == [{"order_id": "o1", "user_id": "u-42"}]
     assert report.refusals == {"prerequisite_missing": 1}

@@ -114,7 +114,7 @@ async def test_both_defaulted_compare_the_defaults_each_tool_runs_with():
     _, _, report = await drive(h, agent)
     msgs = results(model)
     assert msgs[1].startswith("[harness:prerequisite_missing]")
-    assert "region='us'" in msgs[1]
+    assert 'region="us"' in msgs[1]
     assert ran.of("cancel_order") == []
     assert report.refusals == {"prerequisite_missing": 1}
 
@@ -131,7 +131,7 @@ async def test_a_different_explicit_region_is_still_refused():
     )
     _, _, report = await drive(h, agent)
     msgs = results(model)
-    assert msgs[1].startswith("[harness:prerequisite_missing]") and "region='us'" in msgs[1]
+    assert msgs[1].startswith("[harness:prerequisite_missing]") and 'region="us"' in msgs[1]
     assert ran.of("cancel_order") == [{"order_id": "A-1", "region": "eu"}]
     assert report.refusals == {"prerequisite_missing": 1}
 
@@ -145,7 +145,7 @@ async def test_a_different_explicit_region_is_still_refused():
     )
     _, _, report = await drive(h, agent)
     msgs = results(model)
-    assert msgs[1].startswith("[harness:prerequisite_missing]") and "region='eu'" in msgs[1]
+    assert msgs[1].startswith("[harness:prerequisite_missing]") and 'region="eu"' in msgs[1]
     assert ran.of("cancel_order") == [{"order_id": "A-1", "region": "us"}]
     assert report.refusals == {"prerequisite_missing": 1}
 
@@ -181,7 +181,7 @@ async def test_a_required_region_missing_on_the_lookup_side_is_no_prerequisite()
                    ("cancel_order", {"order_id": "A-1", "region": "eu"})]
     msgs = results(model)
     assert msgs[0].startswith("[harness:bad_arguments]")
-    assert msgs[1].startswith("[harness:prerequisite_missing]") and "region='eu'" in msgs[1]
+    assert msgs[1].startswith("[harness:prerequisite_missing]") and 'region="eu"' in msgs[1]
     assert report.refusals == {"prerequisite_missing": 1}
 
 

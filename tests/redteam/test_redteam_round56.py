@@ -14,7 +14,10 @@
 5. one caller's arguments opened a tool's breaker for everyone: three calls
    of one batch to closed ports (a fetch tool whose arguments choose the
    endpoint) were three connection errors; a run's failures of a tool now
-   count once towards its breaker (the rest towards the run's own).
+   count once towards its breaker (the rest towards the run's own);
+6. a sub-agent a tool started in a background task, still running when its
+   lead settled (a cancelled lead: mid-way through a transfer), was in no
+   report of the lead: it is in ``in_flight``, and in ``children`` once it ends.
 
 Real ``Agent``s, real tools in real ``Toolkit``s.
 """
@@ -22,11 +25,13 @@ Real ``Agent``s, real tools in real ``Toolkit``s.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from agentscope.message import UserMsg
 from agentscope.middleware import MiddlewareBase
 from agentscope.tool import Toolkit
 from pydantic import ValidationError
@@ -254,3 +259,69 @@ async def test_one_callers_batch_of_failures_does_not_open_the_breaker_for_every
         await run(agent, "fetch")
     assert ran[-1] == 443 and "welcome" in tool_messages(alice.calls[1])[-1]
     assert h.last_report(agent).refusals == {}
+
+
+# ------------------------------------------------------------ background sub-agents
+
+
+async def test_a_background_sub_agent_outliving_its_lead_is_in_the_leads_report() -> None:
+    """DESIGN 3.1: ``in_flight`` holds the side effects that may still
+    happen, ``children`` the nested runs. The lead is cancelled while the
+    sub-agent it started in the background is transferring money."""
+    ran: list[str] = []
+
+    async def transfer(amount: float) -> str:
+        """Transfer money.
+
+        Args:
+            amount (float): USD.
+        """
+        ran.append("start")
+        await asyncio.sleep(0.3)
+        ran.append("done")
+        return "transferred"
+
+    async def slow(seconds: float) -> str:
+        """Wait.
+
+        Args:
+            seconds (float): How long.
+        """
+        await asyncio.sleep(seconds)
+        return "ok"
+
+    h = Harness(HarnessConfig(deadline_s=30), load_entry_points=False)
+    child = make_agent(ScriptedModel([calls(("transfer", {"amount": 500})), text("sent")]), [transfer],
+                       h.middlewares(), name="payer")
+    background: list[asyncio.Task[Any]] = []
+
+    async def spawn(task: str) -> str:
+        """Start a payment in the background.
+
+        Args:
+            task (str): What to pay.
+        """
+        background.append(asyncio.create_task(child.reply(UserMsg("lead", task))))
+        return "started"
+
+    lead = make_agent(ScriptedModel([calls(("spawn", {"task": "pay"})), calls(("slow", {"seconds": 5})), text("ok")]),
+                      [spawn, slow], h.middlewares(), name="lead")
+    with h.acting_for(U42):
+        reply = asyncio.create_task(run(lead, "pay the supplier"))
+        while ran != ["start"]:
+            await asyncio.sleep(0.01)
+        reply.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reply
+    report = h.last_report(lead)
+    assert report.terminal_state.value == "cancelled"
+    child_run = report.in_flight[1].split(":")[2]
+    assert report.in_flight[0].startswith("slow:")
+    assert report.in_flight[1:] == [f"sub_run:payer:{child_run}", report.in_flight[2]]
+    assert report.in_flight[2].startswith("payer/transfer:call_")
+    assert report.children == []
+    await background[0]
+    assert ran == ["start", "done"]
+    assert [(c.agent, c.run_id, c.terminal_state.value) for c in h.last_report(lead).children] == [
+        ("payer", child_run, "completed"),
+    ]
