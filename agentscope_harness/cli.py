@@ -103,9 +103,13 @@ def _text_of(file: Path) -> str:
         raise CliError(f"{file}: not valid UTF-8 (byte {exc.start}): save it as UTF-8") from exc
 
 
-def _no_content(node: Any) -> bool:
-    """A YAML document with nothing in it (comments alone, or ``---``)."""
-    return node is None or node.value == ""
+def _no_content(yaml: Any, text: str) -> bool:
+    """A YAML stream with nothing in it: comments alone, or a document
+    marker with no node (``--- !!null`` writes one, tagged)."""
+    nodes = [e for e in yaml.parse(text, Loader=yaml.SafeLoader) if isinstance(e, yaml.NodeEvent)]
+    return not nodes or (
+        len(nodes) == 1 and isinstance(nodes[0], yaml.ScalarEvent) and nodes[0].tag is None and nodes[0].value == ""
+    )
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -182,7 +186,7 @@ def load_config(path: str | os.PathLike[str]) -> HarnessConfig:
             text = _text_of(file)
             try:
                 raw = yaml.load(text, Loader=_unique_keys_loader(yaml))  # a SafeLoader
-                if raw is None and _no_content(yaml.compose(text, Loader=yaml.SafeLoader)):
+                if raw is None and _no_content(yaml, text):
                     raw = {}  # an empty document is the defaults; a written `null` is no policy
             except (yaml.YAMLError, ValueError) as exc:  # ValueError: an integer past Python's digit limit
                 raise CliError(f"{file}: not valid YAML: {exc}") from exc

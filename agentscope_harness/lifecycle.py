@@ -107,6 +107,22 @@ def _adopted(services: Services, child: RunReport) -> RunReport:
     })
 
 
+def _join_late(run: RunState, report: RunReport) -> None:
+    """A nested run that settles after runs it is nested in have settled
+    joins their reports: in each settled ancestor's report, its place is
+    the report of the run it ran in, found by run id down the nesting."""
+    below: list[str] = []  # the run ids from the ancestor's child down to the parent
+    ancestor = run.parent
+    while ancestor is not None:
+        host: RunReport | None = ancestor.report
+        for run_id in below:
+            host = next((c for c in host.children if c.run_id == run_id), None) if host is not None else None
+        if host is not None and ancestor.adopt_late is not None:
+            host.children.append(ancestor.adopt_late(report))
+        below.insert(0, ancestor.run_id)
+        ancestor = ancestor.parent
+
+
 def rejoin(harness: Harness, run: RunState) -> None:
     """A parked run resumed (by ``on_reply``, or, with the tool adapter
     alone, at the first call judged once a call it parked on is answered:
@@ -571,15 +587,14 @@ class ReplyLifecycle:
         reason = harness.services.scrubbed(reason)[:REASON_CHARS]
         run.children[:] = [_adopted(harness.services, child) for child in run.children]
         report = run.report = build_report(run, state, reason, name, harness.config.mode, harness.services.scrubbed)
-        run.adopt_late = functools.partial(_adopted, harness.services)
+        run.adopt_late = functools.partial(_adopted, harness.services)  # for a child that settles later
         parent = run.parent
         if parent is not None:
             parent.open_children.pop(run.run_id, None)
             parent.children.append(report)
             if run.called_by is not None:
                 parent.ended_inside.setdefault(run.called_by, []).append(report)
-            if parent.report is not None and parent.adopt_late is not None:  # it outlived its parent
-                parent.report.children.append(parent.adopt_late(report))
+            _join_late(run, report)
         await harness.publish(report, self.agent)
         return report
 

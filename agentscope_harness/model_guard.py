@@ -441,8 +441,13 @@ class ModelGuard:
                 detail=f"model {name!r} has no price; "
                 + ("the call is refused" if refused else "charged at the stated unpriced price"),
             )
-        # a shadow Harness's own cap records it; an enclosing enforcing one's refuses
-        return self._stop(run, "unpriced_model") if _unpriceable(unlisted, name, enforced_only=True) else None
+        # an enforcing cap refuses; a shadow Harness's own ends its run's report as
+        # enforcing would (the call is made): never another Harness's run's
+        if _unpriceable(unlisted, name, enforced_only=True):
+            return self._stop(run, "unpriced_model")
+        if refused and self.harness.shadow:
+            self._stop(run, "unpriced_model")
+        return None
 
     def _over_budget(self, run: RunState, agent: Any, over: Overspend | None) -> str | None:
         """The answer in the model's place when this call, at its estimated

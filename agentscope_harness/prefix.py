@@ -130,9 +130,10 @@ def over_request_cap(services: Services, run: RunState, tokens: int) -> str | No
         detail=f"request of ~{tokens} input tokens over max_request_input_tokens ({cap})",
         enforced=binding,
     )
-    if not binding:
-        return None
-    return run.facts.stop("budget", fallback(services.config, "budget") + found_so_far(run))
+    if not binding and not services.shadow:
+        return None  # another Harness's shadow cap: recorded on this run, never its end
+    text = run.facts.stop("budget", fallback(services.config, "budget") + found_so_far(run))
+    return text if binding else None  # shadow mode: the report ends as enforcing would, the call is made
 
 
 # ---------------------------------------------------------------- chunks

@@ -128,10 +128,11 @@ class RunState:
     children: list[RunReport] = field(default_factory=list)
     called_by: str | None = None
     """The parent's tool call this nested run ran inside (``TOOL_CALL``)."""
-    open_children: dict[str, RunState] = field(default_factory=dict)
+    open_children: weakref.WeakValueDictionary[str, RunState] = field(default_factory=weakref.WeakValueDictionary)
     """Nested runs not settled yet, by run id (a sub-agent a tool started in
     a background task may outlive this run): the report lists them, and
-    their calls still running, in ``in_flight``."""
+    their calls still running, in ``in_flight``. Weak: a child holds its
+    parent, never the other way (a dropped child frees both)."""
     adopt_late: Callable[[RunReport], RunReport] | None = None
     """Once this run has settled: how its Harness takes a nested run's
     report that settles later into this run's report's ``children``."""

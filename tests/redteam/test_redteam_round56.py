@@ -17,7 +17,10 @@
    count once towards its breaker (the rest towards the run's own);
 6. a sub-agent a tool started in a background task, still running when its
    lead settled (a cancelled lead: mid-way through a transfer), was in no
-   report of the lead: it is in ``in_flight``, and in ``children`` once it ends.
+   report of the lead: it is in ``in_flight``, and in ``children`` once it ends;
+7. shadow-mode reports: an unpriced model and the request-token cap said
+   ``completed`` where a USD cap said ``incomplete``: each ends the report as
+   enforcing would, and the user still gets the model's answer.
 
 Real ``Agent``s, real tools in real ``Toolkit``s.
 """
@@ -72,7 +75,9 @@ def test_boolean_fields_still_take_booleans() -> None:
     assert (config.fence, config.record_raw, config.require_finish_tool) == (False, True, False)
 
 
-@pytest.mark.parametrize(("name", "text"), [("p.json", "null"), ("p.yaml", "null\n"), ("p.yml", "~\n")])
+@pytest.mark.parametrize(("name", "text"), [
+    ("p.json", "null"), ("p.yaml", "null\n"), ("p.yml", "~\n"), ("p.yaml", "--- !!null\n"), ("p.yaml", "--- null\n"),
+])
 def test_a_policy_file_of_null_is_refused(tmp_path: Path, name: str, text: str) -> None:
     policy = tmp_path / name
     policy.write_text(text)
@@ -325,3 +330,104 @@ async def test_a_background_sub_agent_outliving_its_lead_is_in_the_leads_report(
     assert [(c.agent, c.run_id, c.terminal_state.value) for c in h.last_report(lead).children] == [
         ("payer", child_run, "completed"),
     ]
+
+
+async def test_a_background_sub_sub_agent_joins_the_leads_report_under_its_parent() -> None:
+    """Round 57: a grandchild that settled after its parent was added to the
+    parent's own report, not to the copy in the lead's report."""
+    ran: list[str] = []
+
+    async def transfer(amount: float) -> str:
+        """Transfer money.
+
+        Args:
+            amount (float): USD.
+        """
+        ran.append("start")
+        await asyncio.sleep(0.3)
+        ran.append("done")
+        return "transferred"
+
+    async def slow(seconds: float) -> str:
+        """Wait.
+
+        Args:
+            seconds (float): How long.
+        """
+        await asyncio.sleep(seconds)
+        return "ok"
+
+    h = Harness(HarnessConfig(deadline_s=30), load_entry_points=False)
+    background: list[asyncio.Task[Any]] = []
+    payer = make_agent(ScriptedModel([calls(("transfer", {"amount": 5})), text("sent")]), [transfer],
+                       h.middlewares(), name="payer")
+
+    async def spawn_payer(task: str) -> str:
+        """Start the payer in the background.
+
+        Args:
+            task (str): What to pay.
+        """
+        background.append(asyncio.create_task(payer.reply(UserMsg("mid", task))))
+        return "started"
+
+    mid = make_agent(ScriptedModel([calls(("spawn_payer", {"task": "pay"})), text("mid done")]),
+                     [spawn_payer], h.middlewares(), name="mid")
+
+    async def spawn(task: str) -> str:
+        """Start the organiser in the background.
+
+        Args:
+            task (str): What to organise.
+        """
+        background.append(asyncio.create_task(mid.reply(UserMsg("lead", task))))
+        return "started"
+
+    lead = make_agent(ScriptedModel([calls(("spawn", {"task": "pay"})), calls(("slow", {"seconds": 5})), text("ok")]),
+                      [spawn, slow], h.middlewares(), name="lead")
+    with h.acting_for(U42):
+        reply = asyncio.create_task(run(lead, "pay"))
+        while ran != ["start"]:
+            await asyncio.sleep(0.01)
+        reply.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reply
+    await asyncio.gather(*background)
+    assert ran == ["start", "done"]
+    assert [(c.agent, [g.agent for g in c.children]) for c in h.last_report(lead).children] == [("mid", ["payer"])]
+
+
+# ------------------------------------------------------------ shadow reports
+
+
+async def _search(q: str) -> str:
+    """Search the catalogue.
+
+    Args:
+        q (str): The query.
+    """
+    return f"results for {q}"
+
+
+@pytest.mark.parametrize(("cost", "reason"), [
+    (CostPolicy(cap_usd=0.0001, prices={"scripted": (100.0, 100.0)}), "budget"),
+    (CostPolicy(cap_usd=1.0, prices={"another-model": (1.0, 1.0)}), "unpriced_model"),
+    (CostPolicy(max_request_input_tokens=5), "budget"),
+])
+@pytest.mark.parametrize("mode", ["shadow", "enforce"])
+async def test_a_shadow_report_ends_as_enforcing_would(cost: CostPolicy, reason: str, mode: str) -> None:
+    """README 'Shadow mode': the report ends as enforcing would have ended
+    the run; the user gets the model's answer (enforcing: the fallback)."""
+    h = Harness(HarnessConfig(mode=mode, cost=cost), load_entry_points=False, environ={})
+    model = ScriptedModel([calls(("search", {"q": "kettle"})), text("The K2 kettle.")])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(_search)])), middlewares=h.middlewares())
+    with h.acting_for(U42):
+        _, final = await run(agent, "which kettle?")
+    report = h.last_report(agent)
+    assert (report.terminal_state.value, report.reason) == ("incomplete", reason)
+    if mode == "shadow":
+        assert final.get_text_content() == "The K2 kettle."
+        assert len(model.calls) == 2
+        assert not any(d.enforced for d in report.decisions if d.hook == "budget_router")
+    else:
+        assert final.get_text_content() != "The K2 kettle."
