@@ -286,6 +286,7 @@ class Fleet:
     def _use_probe(self, ctx: ToolCallContext) -> None:
         """At admission: this call is the fleet's half-open probe."""
         tool = ctx.tool.name
+        _not_a_failed_run(ctx)
         until = self._spare_probes.pop(tool, 0.0)
         if until <= time.monotonic():
             raise _unavailable(tool, "another call is checking whether it is back")
@@ -307,6 +308,7 @@ class Fleet:
         claimed at admission, after every other gate passed."""
         if breaker.half_open_probe:
             raise _unavailable(ctx.tool.name, "another call is checking whether it is back")
+        _not_a_failed_run(ctx)
         breaker.half_open_probe = True
         self._probes[(ctx.run.run_id, ctx.tool.id)] = (ctx.tool.name, False)
         ctx.decide("half_open", detail=f"probe after {waited:.1f}s")
@@ -320,7 +322,7 @@ class Fleet:
         outcome (successes, and dependency-class failures only)."""
         tool = ctx.tool.name
         probe = self._probes.pop((ctx.run.run_id, ctx.tool.id), None) is not None
-        if not ok and not probe and self._failed_again(ctx):
+        if not ok and self._failed_again(ctx) and not probe:
             return
         local = self._record_local(tool, ok)
         shared: str | None = None
@@ -886,6 +888,15 @@ def _escaped(name: str) -> str:
 
 def _whose(scope: str) -> str:
     return {"principal": "for this user", "tenant": "for this organisation"}.get(scope, "for everyone")
+
+
+def _not_a_failed_run(ctx: ToolCallContext) -> None:
+    """The half-open probe never goes to a run that already failed with the
+    tool (its sub-agents included): one caller's calls that fail on their
+    own arguments would otherwise reopen the breaker at every cooldown. The
+    probe is left for another run."""
+    if ctx.run.root.breaker_failures.get(ctx.tool.name):
+        raise _unavailable(ctx.tool.name, "it failed in this task; another task checks whether it is back")
 
 
 def _unavailable(tool: str, why: str) -> HookRejectSignal:

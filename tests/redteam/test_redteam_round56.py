@@ -397,6 +397,51 @@ async def test_a_background_sub_sub_agent_joins_the_leads_report_under_its_paren
     assert [(c.agent, [g.agent for g in c.children]) for c in h.last_report(lead).children] == [("mid", ["payer"])]
 
 
+# ------------------------------------------------------------ the refusal ladder
+
+
+async def test_another_users_lookup_beside_new_work_is_still_stopped() -> None:
+    """README: an ignored ``permission_denied`` is stopped in 3-4 model
+    calls. Round 57: a new search in the same batch as each attempt reset
+    the ladder, and the run went on to AgentScope's ``max_iters``."""
+    counter = iter(range(1000))
+
+    async def search(q: str) -> str:
+        """Search the catalogue.
+
+        Args:
+            q (str): The query.
+        """
+        return f"results for {q}: " + " ".join(f"n{q}{j}" for j in range(20))
+
+    async def lookup_order(order_id: str, user_id: str) -> str:
+        """Look up an order.
+
+        Args:
+            order_id (str): The order.
+            user_id (str): Its owner.
+        """
+        return f"order {order_id}"
+
+    def attempt(n_call: int) -> Any:
+        n = next(counter)
+        return calls(("lookup_order", {"order_id": f"o{n}", "user_id": "u-9"}), ("search", {"q": f"z{n}"}))
+
+    h = Harness(HarnessConfig(tools={
+        "search": ToolPolicy(role="retrieval"),
+        "lookup_order": ToolPolicy(role="lookup", identity_args={"user_id": "user_id"}),
+    }), load_entry_points=False)
+    model = ScriptedModel([attempt], repeat=True)
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(search), tool(lookup_order)])),
+                       middlewares=h.middlewares())
+    with h.acting_for(U42):
+        await run(agent, "show me order o1")
+    report = h.last_report(agent)
+    assert len(model.calls) <= 4
+    assert (report.terminal_state.value, report.reason) == ("incomplete", "refused:permission_denied")
+    assert "lookup_order" not in report.tool_calls
+
+
 # ------------------------------------------------------------ shadow reports
 
 
@@ -431,3 +476,53 @@ async def test_a_shadow_report_ends_as_enforcing_would(cost: CostPolicy, reason:
         assert not any(d.enforced for d in report.decisions if d.hook == "budget_router")
     else:
         assert final.get_text_content() != "The K2 kettle."
+
+
+async def test_a_run_that_failed_with_a_tool_never_gets_its_half_open_probe() -> None:
+    """Round 57: a failed probe skipped the one-failure-per-run count, so one
+    lead run, through a fresh sub-agent reply each cooldown, won the probe,
+    failed it on a port it chose, and reopened the breaker for everyone."""
+    ran: list[int] = []
+
+    async def fetch(host: str, port: int) -> str:
+        """Fetch a page.
+
+        Args:
+            host (str): The host.
+            port (int): The port.
+        """
+        ran.append(port)
+        if port != 443:
+            raise ConnectionRefusedError(f"connection refused: {host}:{port}")
+        return "<html>welcome</html>"
+
+    h = Harness(HarnessConfig(breaker_failures=1, breaker_cooldown_s=0.05), load_entry_points=False)
+    toolkit = h.instrument(Toolkit(tools=[tool(fetch)]))
+    outage = ScriptedModel([calls(("fetch", {"host": "shop.example", "port": 8080})), text("down")])
+    with h.acting_for(Principal(user_id="carol")):
+        await run(make_agent(outage, toolkit, middlewares=h.middlewares()), "fetch")
+    assert h.breakers["fetch"].opened_at is not None
+
+    fetcher_model = ScriptedModel([calls(("fetch", {"host": "shop.example", "port": 1})), text("no")] * 2)
+    fetcher = make_agent(fetcher_model, toolkit, middlewares=h.middlewares(), name="fetcher")
+
+    async def delegate(task: str) -> str:
+        """Ask the fetcher, once the breaker has cooled down.
+
+        Args:
+            task (str): What to fetch.
+        """
+        await asyncio.sleep(0.06)
+        return (await fetcher.reply(UserMsg("lead", task))).get_text_content() or ""
+
+    lead = make_agent(ScriptedModel([calls(("delegate", {"task": "a"})), calls(("delegate", {"task": "b"})),
+                                     text("done")]), [delegate], h.middlewares(), name="lead")
+    with h.acting_for(Principal(user_id="bob")):
+        await run(lead, "fetch")
+    assert ran == [8080, 1]  # his second sub-agent was refused the probe
+    assert tool_messages(fetcher_model.calls[-1])[-1].startswith("[harness:dependency_down]")
+
+    alice = ScriptedModel([calls(("fetch", {"host": "shop.example", "port": 443})), text("ok")])
+    with h.acting_for(Principal(user_id="alice")):
+        await run(make_agent(alice, toolkit, middlewares=h.middlewares(), name="alice"), "fetch")
+    assert ran[-1] == 443 and "welcome" in tool_messages(alice.calls[1])[-1]
