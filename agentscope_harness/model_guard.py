@@ -57,9 +57,9 @@ class _Attempts:
     depth: int = 0
     usages: list[Any] | None = None
     """When kept (a compression, charged here, not by ``on_model_call``):
-    each answered attempt's usage: its provider's ``ChatUsage``, else the
-    characters it streamed (``int``: charged its request and 4 characters a
-    token; ``None``: its request only)."""
+    what each answered attempt served (``_Served``; ``_NOTHING``: a stream
+    broken before its first chunk; ``None``: an attempt cut, charged its
+    request only)."""
 
     def request_out(self) -> bool:
         """Whether an attempt's request is out now (not one cut in the pause
@@ -141,7 +141,11 @@ def _count_attempts(model: Any) -> None:
             if counting.usages is not None and counting.depth == 0:  # each answered attempt was billed
                 if inspect.isasyncgen(result):
                     return _usage_of_stream(result, counting.usages)
-                counting.usages.append(result.usage if isinstance(result, ChatResponse) else None)
+                if isinstance(result, ChatResponse):
+                    counting.usages.append(_Served(result.usage, _chars(result)))
+                    result.usage = _counted_out(result.usage)
+                else:
+                    counting.usages.append(None)
             return result
 
         return attempt
@@ -149,24 +153,45 @@ def _count_attempts(model: Any) -> None:
     _wrap_once(model, "_call_api", wrap)
 
 
+def _counted_out(usage: Any) -> Any:
+    """A usage with a count left out (``null``) given 0 in its place:
+    AgentScope's compression reads its counts as whole numbers and fails on
+    none (what it is charged is found from the usage as reported)."""
+    if not isinstance(usage, ChatUsage) or (usage.input_tokens is not None and usage.output_tokens is not None):
+        return usage
+    return replace(usage, input_tokens=usage.input_tokens or 0, output_tokens=usage.output_tokens or 0)
+
+
+@dataclass
+class _Served:
+    """What one answered attempt of a compression served: the usage its
+    provider reported (``None``: none; a whole one wins over a partial one)
+    and the characters of its answer."""
+
+    usage: Any = None
+    chars: int = 0
+
+
 async def _usage_of_stream(stream: Any, usages: list[Any]) -> AsyncGenerator:
-    """A streamed attempt passed on, its usage recorded in ``usages``: the
-    last one a chunk reports (a raw provider stream never marks its last
-    chunk; usage comes with the final one), else the characters streamed.
-    A stream the provider broke before its first chunk served nothing (is
-    charged nothing); one it broke later is charged what streamed."""
+    """A streamed attempt passed on, what it served recorded in ``usages``:
+    the last usage a chunk reports (a raw provider stream never marks its
+    last chunk; usage comes with the final one) and the characters
+    streamed. A stream the provider broke before its first chunk served
+    nothing (is charged nothing); one it broke later is charged what
+    streamed."""
+    served = _Served()
     slot = len(usages)
-    usages.append(0)
+    usages.append(served)
     try:
         async for chunk in stream:
             usage = getattr(chunk, "usage", None)
-            if _billable(usage):
-                usages[slot] = usage
-            elif not isinstance(usages[slot], ChatUsage):
-                usages[slot] += _chars(chunk) or 1
+            if isinstance(usage, ChatUsage) and (_billable(usage) or not _billable(served.usage)):
+                served.usage = usage
+                chunk.usage = _counted_out(usage)
+            served.chars += _chars(chunk) or 1
             yield chunk
     except Exception:
-        if usages[slot] == 0:
+        if not served.chars:
             usages[slot] = _NOTHING
         raise
 
@@ -385,11 +410,16 @@ class ModelGuard:
         """What a compression's attempts used, summed; an attempt whose
         provider reported no usage is charged its request's estimate
         (``input_tokens``) and what it streamed (4 characters a token)."""
-        usages = [
-            u if u is _NOTHING or _billable(u)  # _NOTHING: broken before its first chunk, nothing served
-            else _estimated_usage(input_tokens, u if isinstance(u, int) else 0, model)
-            for u in attempts.usages or []
-        ]
+        usages: list[ChatUsage] = []
+        for served in attempts.usages or []:
+            if served is _NOTHING:  # broken before its first chunk: nothing served
+                usages.append(served)
+                continue
+            served = served or _Served()  # cut: its request only
+            usage, how = _charged(served.usage, served.chars, input_tokens, model)
+            usages.append(usage)
+            if how != "reported":
+                self._estimated(attempts.run, how)
         if not usages:
             return None
         return ChatUsage(
@@ -553,29 +583,26 @@ class ModelGuard:
         A usage with counts no provider bills (negative, infinite) is
         replaced by the estimate in the response too: AgentScope's events
         carry it, and they take finite counts only."""
-        chars, usage = _chars(response), response.usage
-        if usage is not None and _billable(usage) and (usage.output_tokens or not chars):
+        reported = response.usage
+        usage, how = _charged(reported, _chars(response), input_tokens, model)
+        if how == "reported":
             return usage
-        filled = _output_filled(usage, chars, model)
-        if filled is not None:  # the input as the provider counted it, the output estimated
-            response.usage = filled
-            self._estimated(run, "the provider left out the output's count: its output was estimated")
-            return filled
-        if response.usage is not None:
-            response.usage = _estimated_usage(input_tokens, chars, model)
-        if self.harness.config.cost is None:  # nothing live to price: the candidates' estimate only
-            spent = _estimated_usage(input_tokens, chars, model)
-            run.charge_candidates(spent.input_tokens, spent.output_tokens, 0.0, _name(model))
+        if reported is not None:
+            response.usage = usage
+        if how == "estimated" and self.harness.config.cost is None:
+            # nothing live to price: the candidates' estimate only
+            run.charge_candidates(usage.input_tokens, usage.output_tokens, 0.0, _name(model))
             return None
-        self._estimated(run, "the provider reported no usage (or a negative count): charged an estimate")
-        return _estimated_usage(input_tokens, chars, model)
+        self._estimated(run, how)
+        return usage
 
-    def _estimated(self, run: RunState, detail: str) -> None:
+    def _estimated(self, run: RunState, how: str) -> None:
         """The run's first estimated usage is recorded (the report's figures
         are then estimates in part)."""
         if not run.root.usage_estimated and self.harness.config.cost is not None:
             run.root.usage_estimated = True
-            self.harness.services.record(run, "budget_router", "on_model_call", "usage_estimated", detail=detail)
+            self.harness.services.record(run, "budget_router", "on_model_call", "usage_estimated",
+                                         detail=_ESTIMATED[how])
 
     async def _counted(
         self, run: RunState, model: Any, stream: AsyncGenerator, started: float, flight: _Streaming,
@@ -743,6 +770,26 @@ def _output_filled(usage: Any, chars: int, model: Any) -> ChatUsage | None:
         return None
     filled = replace(usage, output_tokens=_estimated_usage(0, chars, model).output_tokens)
     return filled if _billable(filled) else None
+
+
+_ESTIMATED = {
+    "filled": "the provider left out the output's count: its output was estimated",
+    "estimated": "the provider reported no usage (or a negative count): charged an estimate",
+}
+
+
+def _charged(usage: Any, chars: int, input_tokens: int, model: Any) -> tuple[ChatUsage, str]:
+    """What an answer of ``chars`` characters is charged, and how it was
+    found: the provider's usage when whole (``"reported"``; an answer with
+    characters has an output), else its input with the output estimated
+    (``"filled"``), else the request's estimate and the answer's
+    (``"estimated"``): never a free call, never less than the provider said."""
+    if isinstance(usage, ChatUsage) and _billable(usage) and (usage.output_tokens or not chars):
+        return usage, "reported"
+    filled = _output_filled(usage, chars, model)
+    if filled is not None:
+        return filled, "filled"
+    return _estimated_usage(input_tokens, chars, model), "estimated"
 
 
 def _chars(response: ChatResponse) -> int:

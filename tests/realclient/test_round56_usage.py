@@ -2,15 +2,17 @@
 local server: a usage whose output count is left out or zero (a proxy that
 reports usage on the first chunk only). The output was free (a run spent
 4x its cap and its report said 0 output tokens), or the provider's own
-input count was replaced by a smaller estimate."""
+input count was replaced by a smaller estimate; round 57: the same in
+AgentScope's compression call."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from scripted import make_agent, run
-from server import Reply
+from server import SUMMARY, Reply, _page
 
 from agentscope_harness import CostPolicy, Harness, HarnessConfig, Principal, TerminalState
 
@@ -56,4 +58,49 @@ async def test_a_full_usage_is_charged_as_reported(server: Any, make_model: Any,
     """The provider's counts stand, however few tokens its answer took."""
     report = await _answered(server, make_model, {"prompt_tokens": 1000, "completion_tokens": 20}, stream)
     assert (report.input_tokens, report.output_tokens) == (1000, 20)
+    assert "usage_estimated" not in [d.action for d in report.decisions]
+
+
+# ------------------------------------------- round 57: AgentScope's compression call
+
+BIG_SUMMARY = dict.fromkeys(SUMMARY, "x" * 4000)  # about 5,000 output tokens of summary
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("usage", [
+    {"prompt_tokens": 6000, "completion_tokens": 0, "total_tokens": 6000},
+    {"prompt_tokens": 6000, "completion_tokens": None, "total_tokens": 6000},
+    {"prompt_tokens": 6000},
+])
+async def test_a_compressions_output_left_out_of_its_usage_is_estimated(
+    server: Any, make_model: Any, usage: dict[str, Any], stream: bool,
+) -> None:
+    """The compression's summary (20,000 characters) was charged 0 output
+    tokens; with a ``null`` count AgentScope's own compression failed the
+    reply. Its input stands, its output is estimated."""
+    server.plan(Reply(tool_calls=[("_page", {"url": "http://x"})], usage=(1000, 10)),
+                Reply(tool_calls=[("generate_structured_output", BIG_SUMMARY)], usage=usage),
+                Reply(text="Here is the page summary.", usage=(1000, 10)))
+    h = _harness()
+    model = make_model(server, stream=stream, context_size=4000)
+    agent = make_agent(model, [_page], middlewares=h.middlewares())
+    with h.acting_for(U42):
+        _, final = await run(agent, "summarise http://x")
+    report = h.last_report(agent)
+    assert final.get_text_content() == "Here is the page summary."
+    assert report.input_tokens == 1000 + 6000 + 1000
+    assert report.output_tokens >= 10 + len(json.dumps(BIG_SUMMARY)) // 4 + 10
+    assert [d.action for d in report.decisions].count("usage_estimated") == 1
+
+
+async def test_a_compressions_whole_usage_is_charged_as_reported(server: Any, make_model: Any) -> None:
+    server.plan(Reply(tool_calls=[("_page", {"url": "http://x"})], usage=(1000, 10)),
+                Reply(tool_calls=[("generate_structured_output", BIG_SUMMARY)], usage=(6000, 5000)),
+                Reply(text="Here is the page summary.", usage=(1000, 10)))
+    h = _harness()
+    agent = make_agent(make_model(server, context_size=4000), [_page], middlewares=h.middlewares())
+    with h.acting_for(U42):
+        await run(agent, "summarise http://x")
+    report = h.last_report(agent)
+    assert (report.input_tokens, report.output_tokens) == (8000, 5020)
     assert "usage_estimated" not in [d.action for d in report.decisions]
