@@ -57,6 +57,9 @@ nor ``CostPolicy.max_output_tokens`` gives one."""
 PROBE_LEASE_S = 60.0
 """How long a claimed half-open probe is held before another may be claimed
 (a process that dies holding it delays recovery this long at most)."""
+PASSED_ON_S = 0.001
+"""How long a probe due is held when a run that failed with the tool met it
+(it may not probe): next to nothing, so the next call anywhere claims it."""
 STORE_RETRY_S = 1.0
 """After a breaker store failure, how long the local breaker decides before
 the store is asked again."""
@@ -260,14 +263,19 @@ class Fleet:
         probe whose call a later gate refuses stays with this process for its
         next call of the tool instead of being lost."""
         tool, now = ctx.tool.name, time.monotonic()
-        if self._spare_probes.get(tool, 0.0) > now:
+        failed_here = bool(ctx.run.root.breaker_failures.get(tool))
+        if self._spare_probes.get(tool, 0.0) > now and not failed_here:
             ctx.admit(lambda: self._use_probe(ctx))
             return
         if self.ledger and now >= self._store_retry_at:
             try:
                 decision = await self._call(
-                    self.store.breaker_allow(tool, ctx.config.breaker_cooldown_s,
-                                             probe_lease_s=PROBE_LEASE_S, deadline=ctx.run.deadline),
+                    self.store.breaker_allow(
+                        tool, ctx.config.breaker_cooldown_s, deadline=ctx.run.deadline,
+                        # a run that failed with the tool may not probe it: a probe due is
+                        # claimed for no time, so the next call anywhere claims it
+                        probe_lease_s=PASSED_ON_S if failed_here else PROBE_LEASE_S,
+                    ),
                     "breaker store", ctx.run.deadline,
                 )
             except DependencyDown as exc:
@@ -277,6 +285,8 @@ class Fleet:
             else:
                 if decision == "open":
                     raise _unavailable(tool, "it is failing")
+                if decision == "probe" and failed_here:
+                    _not_a_failed_run(ctx)
                 if decision == "probe":
                     self._spare_probes[tool] = now + PROBE_LEASE_S
                     ctx.admit(lambda: self._use_probe(ctx))
@@ -322,7 +332,9 @@ class Fleet:
         outcome (successes, and dependency-class failures only)."""
         tool = ctx.tool.name
         probe = self._probes.pop((ctx.run.run_id, ctx.tool.id), None) is not None
-        if not ok and self._failed_again(ctx) and not probe:
+        if ok:  # the run's own count is of consecutive failures
+            ctx.run.root.breaker_failures.pop(tool, None)
+        elif self._failed_again(ctx) and not probe:
             return
         local = self._record_local(tool, ok)
         shared: str | None = None

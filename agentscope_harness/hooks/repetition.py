@@ -90,17 +90,18 @@ _OWN_LADDER = frozenset({"dependency_down", "run_concluded"})
 constrains on the first retry (``tool_breaker_gate``); a concluded run is
 stopped before its next model call."""
 
-_NEVER_EXCUSED = frozenset({("code", "permission_denied")})
-"""Refusals new information does not make the model forget: a call for
-another user is no step of any work, so a search that brings something
-new beside each such attempt does not reset the ladder."""
+_NOT_EXCUSED_BESIDE = "permission_denied"
+"""The refusal that new information in the same round does not excuse: a
+call for another user is no step of any work, so a search that brings
+something new beside each such attempt does not reset the ladder (a round
+without one does)."""
 
 
 def escalate_refusals(ctx: HookContext) -> None:
     """The ladder for refusals, run before each model call: a model that
     meets the same refusal again (same gate or same code, any arguments; a
-    round that brought new information forgets earlier ones, but for
-    ``permission_denied``) is
+    round that brought new information forgets earlier ones, but a
+    ``permission_denied`` met in it too) is
     constrained to conclude; if it keeps calling other tools, the run ends
     ``incomplete`` with reason ``refused:<code>`` (``terminal_enforcer``).
     Met again once constrained: stopped now, without another model call. Escapable presumptions (efficiency gates)
@@ -110,7 +111,8 @@ def escalate_refusals(ctx: HookContext) -> None:
     facts = ctx.facts
     met_now, facts.refused = facts.refused, []
     if facts.new_fact_this_round:
-        facts.refusals_met.intersection_update(_NEVER_EXCUSED)
+        beside = any(code == _NOT_EXCUSED_BESIDE for _, code, _ in met_now)
+        facts.refusals_met.intersection_update({("code", _NOT_EXCUSED_BESIDE)} if beside else ())
     finish, earlier = ctx.services.finish_tools, set(facts.refusals_met)
     again = None
     for hook, code, tool in met_now:  # a parallel batch meets a refusal once

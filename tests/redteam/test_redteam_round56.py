@@ -51,6 +51,7 @@ from agentscope_harness import (
     ToolPolicy,
 )
 from agentscope_harness.cli import CliError, load_config
+from agentscope_harness.stores import SQLiteStore
 
 U42 = Principal(user_id="u-42")
 
@@ -442,6 +443,46 @@ async def test_another_users_lookup_beside_new_work_is_still_stopped() -> None:
     assert "lookup_order" not in report.tool_calls
 
 
+async def test_two_refusals_rounds_of_work_apart_do_not_end_a_productive_run() -> None:
+    """Round 58: the first fix kept a ``permission_denied`` for the whole
+    run, so a second one (another tool, 12 productive rounds later) ended it."""
+    async def search(q: str) -> str:
+        """Search the catalogue.
+
+        Args:
+            q (str): The query.
+        """
+        return f"results for {q}: " + " ".join(f"n{q}{j}" for j in range(20))
+
+    async def lookup_order(order_id: str, user_id: str) -> str:
+        """Look up an order.
+
+        Args:
+            order_id (str): The order.
+            user_id (str): Its owner.
+        """
+        return f"order {order_id}: paid"
+
+    script = [calls(("lookup_order", {"order_id": "o1", "user_id": "u-9"})),
+              calls(("lookup_order", {"order_id": "o1", "user_id": "u-42"})),
+              *[calls(("search", {"q": f"kettle {i}"})) for i in range(12)],
+              calls(("lookup_order", {"order_id": "o2", "user_id": "u-7"})),
+              *[calls(("search", {"q": f"tea {i}"})) for i in range(3)],
+              text("Here is the summary.")]
+    h = Harness(HarnessConfig(tools={
+        "search": ToolPolicy(role="retrieval"),
+        "lookup_order": ToolPolicy(role="lookup", identity_args={"user_id": "user_id"}),
+    }), load_entry_points=False)
+    model = ScriptedModel(script)
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(search), tool(lookup_order)])),
+                       middlewares=h.middlewares())
+    with h.acting_for(U42):
+        _, final = await run(agent, "summarise my order")
+    report = h.last_report(agent)
+    assert (report.terminal_state.value, report.refusals) == ("completed", {"permission_denied": 2})
+    assert final.get_text_content() == "Here is the summary." and len(model.calls) == len(script)
+
+
 # ------------------------------------------------------------ shadow reports
 
 
@@ -526,3 +567,94 @@ async def test_a_run_that_failed_with_a_tool_never_gets_its_half_open_probe() ->
     with h.acting_for(Principal(user_id="alice")):
         await run(make_agent(alice, toolkit, middlewares=h.middlewares(), name="alice"), "fetch")
     assert ran[-1] == 443 and "welcome" in tool_messages(alice.calls[1])[-1]
+
+
+async def test_a_failed_run_meeting_a_due_probe_leaves_it_to_another_process(tmp_path: Path) -> None:
+    """Round 58: a run that failed with a tool (a lead whose sub-agent met
+    the outage) claimed the shared probe from the store and could not use
+    it, so every other process was refused for the probe's lease (60 s)
+    although the dependency was back. Two Harnesses on one SQLite file
+    stand for two processes."""
+    up = {"now": False}
+    ran: list[str] = []
+
+    async def fetch(host: str) -> str:
+        """Fetch a page.
+
+        Args:
+            host (str): The host.
+        """
+        ran.append(host)
+        if not up["now"]:
+            raise ConnectionError(f"connection reset by {host}")
+        return "<html>welcome</html>"
+
+    def worker() -> tuple[Harness, Toolkit]:
+        h = Harness(HarnessConfig(breaker_failures=2, breaker_cooldown_s=0.05,
+                                  store=SQLiteStore(tmp_path / "fleet.db")), load_entry_points=False)
+        return h, h.instrument(Toolkit(tools=[tool(fetch)]))
+
+    (one, tools_one), (two, tools_two) = worker(), worker()
+    down = ScriptedModel([calls(("fetch", {"host": "api.example"})), text("down")])
+    with two.acting_for(Principal(user_id="carol")):
+        await run(make_agent(down, tools_two, middlewares=two.middlewares()), "go")
+    researchers: list[ScriptedModel] = []
+
+    async def research(task: str) -> str:
+        """Ask a new researcher.
+
+        Args:
+            task (str): What to find.
+        """
+        model = ScriptedModel([calls(("fetch", {"host": "api.example"})), text("found")])
+        researchers.append(model)
+        sub = make_agent(model, tools_one, middlewares=one.middlewares(), name=f"researcher{len(researchers)}")
+        return (await sub.reply(UserMsg("lead", task))).get_text_content() or ""
+
+    async def pause(seconds: float) -> str:
+        """Wait a while.
+
+        Args:
+            seconds (float): How long.
+        """
+        await asyncio.sleep(seconds)
+        up["now"] = True  # the dependency is back, the breaker due for a probe
+        return "waited"
+
+    lead = make_agent(ScriptedModel([calls(("research", {"task": "a"})), calls(("pause", {"seconds": 0.06})),
+                                     calls(("research", {"task": "b"})), text("done")]),
+                      [research, pause], middlewares=one.middlewares(), name="lead")
+    with one.acting_for(Principal(user_id="ops")):
+        await run(lead, "go")
+    assert ran == ["api.example", "api.example"]  # carol's and the first researcher's
+    assert tool_messages(researchers[1].calls[-1])[-1].startswith("[harness:dependency_down]")
+    fresh = ScriptedModel([calls(("fetch", {"host": "api.example"})), text("ok")])
+    with two.acting_for(Principal(user_id="alice")):
+        await run(make_agent(fresh, tools_two, middlewares=two.middlewares(), name="alice"), "go")
+    assert "welcome" in tool_messages(fresh.calls[-1])[-1]
+
+
+async def test_a_runs_own_breaker_count_is_of_consecutive_failures() -> None:
+    """Round 58: three blips among twenty successes in one run took the tool
+    from the run for good (the shared breaker never opened)."""
+    served = {"n": 0}
+
+    async def fetch(page: int) -> str:
+        """Fetch a page.
+
+        Args:
+            page (int): The page.
+        """
+        served["n"] += 1
+        if served["n"] in (1, 8, 15):
+            raise TimeoutError("upstream timed out")
+        return f"page {page}: " + " ".join(f"w{page}x{j}" for j in range(30))
+
+    h = Harness(HarnessConfig(breaker_failures=3), load_entry_points=False)
+    model = ScriptedModel([*[calls(("fetch", {"page": p})) for p in range(20)], text("report")])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(fetch)])), middlewares=h.middlewares())
+    with h.acting_for(U42):
+        await run(agent, "crawl")
+    report = h.last_report(agent)
+    assert served["n"] == 20
+    assert (report.terminal_state.value, report.refusals) == ("completed", {})

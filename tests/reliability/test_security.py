@@ -115,8 +115,13 @@ async def test_model_supplied_identities_never_get_through() -> None:
     ran: list[tuple] = []
     tries = attempts()
     random.Random(7).shuffle(tries)
-    # in parallel batches of 6, with one legitimate call per batch
-    turns = [calls(*batch, ("search", {"q": f"legit {i}"})) for i, batch in enumerate(_chunks(tries, 6))]
+    # in parallel batches of 6, with one legitimate call per batch, each batch
+    # followed by a round of work alone (an attempt in every round is stopped
+    # by the refusal ladder: tests/redteam/test_redteam_round56.py)
+    turns = []
+    for i, batch in enumerate(_chunks(tries, 6)):
+        turns.append(calls(*batch, ("search", {"q": f"legit {2 * i}"})))
+        turns.append(calls(("search", {"q": f"legit {2 * i + 1}"})))
     model = ScriptedModel(turns + [text("done")])
     agent = make_agent(model, identity_tools(ran), harness.middlewares(), max_iters=200)
     with harness.acting_for(ME):
