@@ -468,7 +468,10 @@ class ConcurrencyLimit(_Strict):
     scope: Literal["principal", "tenant", "tool"]
     max_in_flight: int = Field(ge=1)
     tool: str | None = Field(default=None, min_length=1)
-    lease_s: float = Field(default=300, gt=0)
+    lease_s: float = Field(default=300, ge=0.1)
+    """At least 0.1 s: a lease renewed four times per ``lease_s`` cannot be
+    kept much shorter (a 1 ms lease lapsed between renewals, and the limit
+    held nothing across processes)."""
 
     @model_validator(mode="after")
     def _tool_scope(self) -> ConcurrencyLimit:
@@ -626,6 +629,12 @@ class HarnessConfig(_Strict):
                     f"store: rate and concurrency limits are shared through the store, and "
                     f"{type(self.store).__name__} has no async {', '.join(missing)}",
                 )
+        state_ttl_s = getattr(self.store, "state_ttl_s", None)  # RedisStore's: an open breaker's life
+        if isinstance(state_ttl_s, (int, float)) and state_ttl_s < self.breaker_cooldown_s:
+            raise ValueError(
+                f"store.state_ttl_s ({state_ttl_s}) is shorter than breaker_cooldown_s "
+                f"({self.breaker_cooldown_s}): an open breaker would be forgotten before its cooldown",
+            )
         for name, policy in self.tools.items():
             for ledger in policy.ledgers:
                 if ledger not in self.ledgers:

@@ -65,7 +65,12 @@ STORE_RETRY_S = 1.0
 the store is asked again."""
 RESERVATION_MIN_TTL_S = 600.0
 SETTLE_ATTEMPTS = 3
-"""Tries of one settle before it is kept for the principal's next reservation."""
+"""Tries of one settle before it is kept, retried in the background and
+before the principal's next reservation here."""
+SETTLE_RETRY_S = 1.0
+"""The first wait of the background retry of settles the store did not
+take; it doubles up to ``SETTLE_RETRY_MAX_S``."""
+SETTLE_RETRY_MAX_S = 30.0
 UNIT_KEYS_KEPT = 4096
 """Rate keys whose units' ends a worker keeps before it forgets the passed ones."""
 RENEWALS = 4
@@ -218,8 +223,11 @@ class Fleet:
         whole if the call is not made (``not_made``), the token units beyond
         what it was billed once it answers (``tokens_used``)."""
         self._unsettled: dict[str, list[tuple[str, float]]] = {}
-        """Settlements the store did not take, by principal key: made before
-        that principal's next reservation (money spent is never dropped)."""
+        """Settlements the store did not take, by principal key: retried in
+        the background until it takes them (another worker may serve the
+        principal next), and made before that principal's next reservation
+        here (money spent is never dropped while the process lives)."""
+        self._settler: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._renewer: asyncio.Task[None] | None = None
         self.waits = True
@@ -816,6 +824,7 @@ class Fleet:
             total = await self._settled(key, reservation, usd)
         except DependencyDown as exc:
             self._unsettled.setdefault(key, []).append((reservation, usd))
+            self._settle_later()
             root.store_error = str(exc)
             self.record(run, "budget_router", "on_model_call", "error", code="dependency_down",
                         detail=f"reservation not settled (settled before this user's next model call): {exc}")
@@ -833,6 +842,25 @@ class Fleet:
             with attempt:
                 return await self._call(self.store.settle_spend(key, reservation, usd), "spend store", None)
         raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
+
+    def _settle_later(self) -> None:
+        """Start the background retry of kept settles on this loop, unless it
+        runs (not among ``_tasks``: a reservation never waits for it)."""
+        loop = asyncio.get_running_loop()
+        settler = self._settler
+        if settler is None or settler.done() or settler.get_loop() is not loop:
+            self._settler = loop.create_task(self._settle_until_taken())
+
+    async def _settle_until_taken(self) -> None:
+        wait = SETTLE_RETRY_S
+        while self._unsettled:
+            await asyncio.sleep(wait)
+            for key in list(self._unsettled):
+                try:
+                    await self._settle_pending(key, None)
+                except DependencyDown:
+                    break  # the store is still down: wait longer
+            wait = min(wait * 2, SETTLE_RETRY_MAX_S)
 
     async def _settle_pending(self, key: str, deadline: float | None) -> None:
         """Settlements that failed earlier, before a new reservation of the

@@ -29,6 +29,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
+import threading
+import time
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
@@ -40,8 +43,10 @@ from agentscope.tool import Toolkit
 from pydantic import ValidationError
 from scripted import ScriptedModel, calls, make_agent, run, text, tool, tool_messages
 
+import agentscope_harness.fleet as fleet_module
 import agentscope_harness.testing as harness_testing
 from agentscope_harness import (
+    ConcurrencyLimit,
     CostPolicy,
     Harness,
     HarnessConfig,
@@ -658,3 +663,68 @@ async def test_a_runs_own_breaker_count_is_of_consecutive_failures() -> None:
     report = h.last_report(agent)
     assert served["n"] == 20
     assert (report.terminal_state.value, report.refusals) == ("completed", {})
+
+
+
+# ------------------------------------------------------------ the daily quota across workers
+
+
+async def test_a_settle_the_store_did_not_take_is_retried_in_the_background(
+    tmp_path: Path, monkeypatch: Any,
+) -> None:
+    """Round 58: a settle the store did not take was kept only for the same
+    principal's next reservation in the same worker; served next by another
+    worker, the spend was gone for good once the hold lapsed (a $1 quota
+    billed $1.20). It is retried in the background until the store takes it."""
+    monkeypatch.setattr(fleet_module, "SETTLE_RETRY_S", 0.05, raising=False)
+    db = tmp_path / "quota.db"
+    config = HarnessConfig(store=SQLiteStore(db, timeout_s=0.3), cost=CostPolicy(
+        prices={"scripted": (1000.0, 1000.0)}, daily_quota_usd=1.0, max_output_tokens=100))
+    alice = Principal(user_id="alice", tenant="acme")
+
+    def lock(seconds: float) -> None:
+        held = sqlite3.connect(db, isolation_level=None)
+        held.execute("BEGIN EXCLUSIVE")
+        time.sleep(seconds)
+        held.execute("ROLLBACK")
+        held.close()
+
+    class LockingModel(ScriptedModel):
+        async def _call_api(self, *args: Any, **kwargs: Any) -> Any:
+            threading.Thread(target=lock, args=(1.5,), daemon=True).start()  # the store stalls
+            await asyncio.sleep(0.1)
+            return await super()._call_api(*args, **kwargs)
+
+    h = Harness(config, load_entry_points=False)
+    agent = make_agent(LockingModel([text("ok", inp=300, out=100)]), [], middlewares=h.middlewares())
+    with h.acting_for(alice):
+        await run(agent, "hello")
+    report = h.last_report(agent)
+    assert report.spent_usd == pytest.approx(0.4)
+    assert "dependency_down" in [d.code for d in report.decisions]  # the settle was not taken
+    store = SQLiteStore(db)
+    for _ in range(100):
+        if await store.get_spend(alice.key) > 0:
+            break
+        await asyncio.sleep(0.05)
+    assert await store.get_spend(alice.key) == pytest.approx(0.4)
+
+
+
+@pytest.mark.parametrize(("make", "field"), [
+    (lambda: ConcurrencyLimit(scope="tool", tool="search", max_in_flight=1, lease_s=0.001), "lease_s"),
+    (lambda: HarnessConfig(store=_redis_store(state_ttl_s=2), breaker_cooldown_s=30), "state_ttl_s"),
+])
+def test_a_fleet_setting_that_would_disable_its_limit_is_refused(make: Any, field: str) -> None:
+    """Round 58: a 1 ms lease lapsed between renewals (two calls in flight
+    under max_in_flight=1 across processes); a Redis state TTL shorter than
+    the breaker's cooldown forgot the open breaker."""
+    with pytest.raises(ValidationError, match=field):
+        make()
+
+
+def _redis_store(**kw: Any) -> Any:
+    pytest.importorskip("redis")
+    from agentscope_harness.stores import RedisStore
+
+    return RedisStore("redis://127.0.0.1:6399/0", **kw)
