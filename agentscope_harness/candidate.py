@@ -119,8 +119,9 @@ class Candidate:
             view = live.tool
             assert view is not None
             verdict = await self._judge_call(shadow, live)
-            if refusal is not None:
-                self._compare(live, f"refuse:{refusal.code}", verdict)
+            refused = refusal.code if refusal is not None else live.would_refuse  # shadow mode: would have
+            if refused is not None:
+                self._compare(live, f"refuse:{refused}", verdict)
             elif live.ask_reason is not None and not live.services.shadow and not view.resumed:
                 self._compare(live, "ask", verdict)
             else:

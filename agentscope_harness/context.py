@@ -211,6 +211,9 @@ class HookContext:
         default_factory=list,
     )
     ask_reason: str | None = None
+    would_refuse: str | None = None
+    """In shadow mode: the code of the first refusal a hook made and shadow
+    mode did not apply (a candidate policy is compared with it)."""
     hook_name: str = ""
     audit: tuple[str, str] | None = None
     """``on_session_end``: the answer ``final_answer_audit`` read, and the

@@ -460,6 +460,9 @@ class GuardState:
     refusals_met: set[tuple[str, str]] = field(default_factory=set)
     """``("hook", name)`` and ``("code", code)`` of refusals met in earlier
     rounds since the last progress: meeting one again escalates."""
+    rounds_since_denied: int | None = None
+    """Rounds since the last one that met a ``permission_denied`` (``None``:
+    none yet): progress forgets it only after ``stall_rounds`` of them."""
     cycle_hinted: bool = False
     """The model was told it goes round in circles (reset by progress)."""
     stuck: str | None = None

@@ -681,6 +681,8 @@ class Fleet:
         that came to no outcome."""
         if self._probes:
             self._abandon_probes(run.run_id)
+        if self._unsettled:
+            self._settle_later(0.0)
         self._model_units.pop(run.run_id, None)
         holds = self._holds.pop(run.run_id, None)
         renewer = self._renewer
@@ -706,6 +708,8 @@ class Fleet:
         """Model-call and token rate limits, then the call's reservation
         against the daily quota. A refusal stops the run (``rate_limited``,
         ``budget`` or ``dependency_down``) and gives its fallback answer."""
+        if self._unsettled:  # a loop that ended took their retry with it: now, on this one
+            self._settle_later(0.0)
         root = run.root
         reserve = self._reservable(root, model)
         if not self.model_rates and reserve is None:
@@ -833,8 +837,8 @@ class Fleet:
 
     async def _settled(self, key: str, reservation: str, usd: float) -> float:
         """The settle, retried over a short blip (``SETTLE_ATTEMPTS``). A
-        retry after a settle whose answer was lost charges again: spend is
-        over-counted, never under-counted."""
+        retry after a settle whose answer was lost charges nothing more: a
+        store settles a reservation once."""
         async for attempt in AsyncRetrying(
             stop=stop_after_attempt(SETTLE_ATTEMPTS), retry=retry_if_exception_type(DependencyDown),
             wait=wait_exponential(multiplier=0.05, max=0.5) + wait_random(0, 0.05), reraise=True,
@@ -843,16 +847,16 @@ class Fleet:
                 return await self._call(self.store.settle_spend(key, reservation, usd), "spend store", None)
         raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
 
-    def _settle_later(self) -> None:
-        """Start the background retry of kept settles on this loop, unless it
-        runs (not among ``_tasks``: a reservation never waits for it)."""
+    def _settle_later(self, wait: float = SETTLE_RETRY_S) -> None:
+        """Start the background retry of kept settles on this loop, first
+        after ``wait``, unless it runs here (not among ``_tasks``: a
+        reservation never waits for it)."""
         loop = asyncio.get_running_loop()
         settler = self._settler
         if settler is None or settler.done() or settler.get_loop() is not loop:
-            self._settler = loop.create_task(self._settle_until_taken())
+            self._settler = loop.create_task(self._settle_until_taken(wait))
 
-    async def _settle_until_taken(self) -> None:
-        wait = SETTLE_RETRY_S
+    async def _settle_until_taken(self, wait: float) -> None:
         while self._unsettled:
             await asyncio.sleep(wait)
             for key in list(self._unsettled):
@@ -870,7 +874,7 @@ class Fleet:
             reservation, usd = pending[0]
             try:
                 await self._call(self.store.settle_spend(key, reservation, usd), "spend store", deadline)
-            except DependencyDown:
+            except BaseException:  # not taken (the store down, the step cancelled): kept
                 self._unsettled.setdefault(key, [])[:0] = pending
                 raise
             pending.pop(0)

@@ -110,9 +110,14 @@ def make_spec(
             f"hook {name!r}: a safety gate judges an exact fact and must never "
             "declare an escape_key",
         )
+    if kind == "safety" and fail_closed is False:
+        raise HarnessConfigError(
+            f"hook {name!r}: a safety hook fails closed (fail_closed=False would let the call "
+            "run when the check could not); use kind='observer' for a check that may fail open",
+        )
     if kind == "efficiency" and escape_key is None:
         escape_key = name
-    if not isinstance(priority, int):
+    if not isinstance(priority, int) or isinstance(priority, bool):
         raise HarnessConfigError(f"hook {name!r}: priority must be an int")
     # a callable object: its method (``inspect`` sees through a partial itself)
     call = fn if inspect.isroutine(fn) or isinstance(fn, functools.partial) else type(fn).__call__

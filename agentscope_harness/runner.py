@@ -350,6 +350,7 @@ class HookRunner:
             code=signal.code, tool=tool, detail=signal.message,
         )
         if self.shadow:
+            ctx.would_refuse = ctx.would_refuse or signal.code
             return None
         if key is None or signal.hard:  # a presumption latches open instead
             facts.refused.append((spec.name, signal.code, tool))
@@ -382,5 +383,6 @@ class HookRunner:
             code="policy_error", tool=tool, detail="fail-closed",
         )
         if self.shadow:
+            ctx.would_refuse = ctx.would_refuse or "policy_error"
             return None
         return Refusal(hook=spec.name, code="policy_error", text=text)

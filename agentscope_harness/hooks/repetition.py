@@ -90,18 +90,19 @@ _OWN_LADDER = frozenset({"dependency_down", "run_concluded"})
 constrains on the first retry (``tool_breaker_gate``); a concluded run is
 stopped before its next model call."""
 
-_NOT_EXCUSED_BESIDE = "permission_denied"
-"""The refusal that new information in the same round does not excuse: a
-call for another user is no step of any work, so a search that brings
-something new beside each such attempt does not reset the ladder (a round
-without one does)."""
+_SLOW_TO_FORGET = "permission_denied"
+"""The refusal progress forgets only after ``stall_rounds`` rounds without
+one: a call for another user is no step of any work, so a search that
+brings something new beside each attempt, or between two, does not reset
+the ladder; a productive run that met one long ago is not stopped for the
+next."""
 
 
 def escalate_refusals(ctx: HookContext) -> None:
     """The ladder for refusals, run before each model call: a model that
     meets the same refusal again (same gate or same code, any arguments; a
-    round that brought new information forgets earlier ones, but a
-    ``permission_denied`` met in it too) is
+    round that brought new information forgets earlier ones, and a
+    ``permission_denied`` after ``stall_rounds`` rounds without one) is
     constrained to conclude; if it keeps calling other tools, the run ends
     ``incomplete`` with reason ``refused:<code>`` (``terminal_enforcer``).
     Met again once constrained: stopped now, without another model call. Escapable presumptions (efficiency gates)
@@ -110,9 +111,13 @@ def escalate_refusals(ctx: HookContext) -> None:
     Nor do refusals with a ladder of their own (``_OWN_LADDER``)."""
     facts = ctx.facts
     met_now, facts.refused = facts.refused, []
+    if any(code == _SLOW_TO_FORGET for _, code, _ in met_now):
+        facts.rounds_since_denied = 0
+    elif facts.rounds_since_denied is not None:
+        facts.rounds_since_denied += 1
     if facts.new_fact_this_round:
-        beside = any(code == _NOT_EXCUSED_BESIDE for _, code, _ in met_now)
-        facts.refusals_met.intersection_update({("code", _NOT_EXCUSED_BESIDE)} if beside else ())
+        recent = facts.rounds_since_denied is not None and facts.rounds_since_denied < ctx.config.stall_rounds
+        facts.refusals_met.intersection_update({("code", _SLOW_TO_FORGET)} if recent else ())
     finish, earlier = ctx.services.finish_tools, set(facts.refusals_met)
     again = None
     for hook, code, tool in met_now:  # a parallel batch meets a refusal once

@@ -263,8 +263,10 @@ class LedgerStore(SpendStore, Protocol):
     async def settle_spend(self, key: str, reservation_id: str, actual_usd: float,
                            day: str | None = None, *, deadline: float | None = None) -> float:
         """Replace the hold by what was spent (charged in full, even above the
-        hold or after it lapsed); the new committed total. ``day`` defaults
-        to the reservation's day."""
+        hold or after it lapsed); the new committed total. Once per
+        reservation: a settle sent again (its first answer lost, its caller
+        cancelled) charges nothing more. ``day`` defaults to the
+        reservation's day."""
         ...
 
     async def breaker_allow(self, tool: str, cooldown_s: float, *, probe_lease_s: float = 60.0,

@@ -59,6 +59,7 @@ class MemoryStore:
         self._clock = clock
         self._spend: dict[str, dict[str, float]] = {}  # day -> key -> usd
         self._holds: dict[tuple[str, str], dict[str, tuple[float, float]]] = {}  # -> id -> (usd, until)
+        self._settled: dict[str, set[str]] = {}  # day -> reservation ids settled
         self._breakers: dict[str, Breaker] = {}
         self._rates: dict[str, float] = {}  # key -> theoretical arrival time
         self._leases: dict[str, dict[str, float]] = {}  # key -> id -> until
@@ -105,6 +106,10 @@ class MemoryStore:
             holds.pop(reservation_id, None)
             if not holds:
                 del self._holds[(day, key)]
+        settled = self._settled.setdefault(day, set())
+        if reservation_id in settled:  # sent again: charged once
+            return self._spend.get(day, {}).get(key, 0.0)
+        settled.add(reservation_id)
         return self._charge(key, actual_usd, day)
 
     # ---------------------------------------------------------- breakers
@@ -187,6 +192,8 @@ class MemoryStore:
                       - _dt.timedelta(days=self.retention_days - 1)).isoformat()
         for day in [d for d in self._spend if d < first_kept]:
             del self._spend[day]
+        for day in [d for d in self._settled if d < first_kept]:
+            del self._settled[day]
         for slot, holds in list(self._holds.items()):
             for rid in [rid for rid, (_, until) in holds.items() if until <= now]:
                 del holds[rid]

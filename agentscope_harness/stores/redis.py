@@ -65,9 +65,14 @@ redis.call('EXPIRE', KEYS[2], ARGV[5])
 return 1
 """
 
-# KEYS: spend, holds. ARGV: id, actual_usd, key_ttl_s.
+# KEYS: spend, holds, settled. ARGV: id, actual_usd, key_ttl_s. Once per id:
+# a settle sent again (its first answer lost) charges nothing more.
 SETTLE = """
 redis.call('HDEL', KEYS[2], ARGV[1])
+if redis.call('SADD', KEYS[3], ARGV[1]) == 0 then
+  return redis.call('GET', KEYS[1]) or '0'
+end
+redis.call('EXPIRE', KEYS[3], ARGV[3])
 local total = redis.call('INCRBYFLOAT', KEYS[1], ARGV[2])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 return total
@@ -187,8 +192,9 @@ class RedisStore:
     """Redis store for many hosts. Needs the ``agentscope-harness[redis]`` extra.
 
     Keys (``prefix`` default ``harness``): ``{prefix}:spend:{day}:{key}``
-    (committed USD, a float string) and ``{prefix}:holds:{day}:{key}`` (hash
-    of reservations) expire after ``ttl_days``; ``{prefix}:breaker:{tool}``
+    (committed USD, a float string), ``{prefix}:holds:{day}:{key}`` (hash
+    of reservations) and ``{prefix}:settled:{day}:{key}`` (the ids settled)
+    expire after ``ttl_days``; ``{prefix}:breaker:{tool}``
     after ``state_ttl_s`` without a write; ``{prefix}:rate:{key}`` when the
     bucket is full again; ``{prefix}:lease:{key}`` when its last lease lapses.
 
@@ -313,7 +319,7 @@ class RedisStore:
                            day: str | None = None, *, deadline: float | None = None) -> float:
         day = day or reservation_day(reservation_id)
         total = await self._script(
-            "settle", [self._key("spend", day, key), self._key("holds", day, key)],
+            "settle", [self._key("spend", day, key), self._key("holds", day, key), self._key("settled", day, key)],
             [reservation_id, repr(float(actual_usd)), self.ttl_s], deadline)
         return float(total)
 

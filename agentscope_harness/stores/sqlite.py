@@ -39,6 +39,7 @@ CREATE TABLE IF NOT EXISTS harness_holds (
   id TEXT PRIMARY KEY, key TEXT NOT NULL, day TEXT NOT NULL, usd REAL NOT NULL,
   until REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS harness_holds_key ON harness_holds (key, day);
+CREATE TABLE IF NOT EXISTS harness_settled (id TEXT PRIMARY KEY, day TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS harness_breakers (
   tool TEXT PRIMARY KEY, state TEXT NOT NULL, failures INTEGER NOT NULL,
   opened REAL NOT NULL, probe_until REAL NOT NULL);
@@ -125,6 +126,7 @@ class SQLiteStore:
                       - _dt.timedelta(days=self.retention_days - 1)).isoformat()
         conn.execute("DELETE FROM harness_spend WHERE day<?", (first_kept,))
         conn.execute("DELETE FROM harness_holds WHERE until<=? OR day<?", (now, first_kept))
+        conn.execute("DELETE FROM harness_settled WHERE day<?", (first_kept,))
         conn.execute("DELETE FROM harness_leases WHERE until<=?", (now,))
         conn.execute("DELETE FROM harness_rates WHERE tat<=?", (now,))  # full again: as absent
 
@@ -178,7 +180,9 @@ class SQLiteStore:
 
         def settle(conn: sqlite3.Connection, _: float) -> float:
             conn.execute("DELETE FROM harness_holds WHERE id=?", (reservation_id,))
-            return _charge(conn, key, day, actual_usd)
+            first = conn.execute("INSERT OR IGNORE INTO harness_settled(id, day) VALUES (?, ?)",
+                                 (reservation_id, day)).rowcount
+            return _charge(conn, key, day, actual_usd) if first else _spent(conn, key, day)
 
         return await self._run(lambda: self._write(settle), deadline)
 

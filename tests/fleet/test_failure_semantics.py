@@ -145,7 +145,7 @@ async def test_every_redis_key_has_a_ttl(redis_url, prefix):
     try:
         keys = [k async for k in client.scan_iter(f"{prefix}:*")]
         kinds = {k.decode().split(":")[2] for k in keys}
-        assert kinds == {"spend", "holds", "breaker", "rate", "lease"}
+        assert kinds == {"spend", "holds", "settled", "breaker", "rate", "lease"}
         for key in keys:
             assert await client.ttl(key) > 0, key
     finally:

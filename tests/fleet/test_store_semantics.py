@@ -50,6 +50,21 @@ async def test_a_lapsed_hold_frees_the_quota_but_its_settlement_still_counts(
     assert await store.settle_spend(KEY, rid, 0.25) == 0.25  # a late settle: the money was spent
 
 
+async def test_a_reservation_is_settled_once(store: LedgerStore) -> None:
+    """A settle sent again (its first answer lost, its caller cancelled
+    while the store took it) charges nothing more, late or not."""
+    rid = await store.reserve_spend(KEY, 0.5, quota=1.0)
+    assert rid is not None
+    assert await store.settle_spend(KEY, rid, 0.4) == pytest.approx(0.4)
+    assert await store.settle_spend(KEY, rid, 0.4) == pytest.approx(0.4)
+    assert await store.get_spend(KEY) == pytest.approx(0.4)
+    other = await store.reserve_spend(KEY, 0.5, quota=1.0, ttl_s=0.05)
+    assert other is not None
+    await asyncio.sleep(0.1)  # its hold lapsed: settled once all the same
+    assert await store.settle_spend(KEY, other, 0.5) == pytest.approx(0.9)
+    assert await store.settle_spend(KEY, other, 0.5) == pytest.approx(0.9)
+
+
 async def test_float_charges_fill_the_quota_exactly(store: LedgerStore) -> None:
     rids = [await store.reserve_spend(KEY, 0.1, quota=1.0) for _ in range(10)]
     assert all(rids)

@@ -60,7 +60,9 @@ async def test_model_cannot_act_for_another_user():
     ran = Ran()
     t = shop_tools(ran)
     h, model, agent = harnessed(
-        shop_config(),
+        # the gate alone: the refusal ladder (liveness_watchdog) would stop a
+        # model insisting every other round (tests/redteam/test_redteam_round56.py)
+        shop_config(disabled_hooks={"liveness_watchdog"}),
         [calls(("lookup_order", {"order_id": "o1", "user_id": "u-99"})),
          calls(("lookup_order", {"order_id": "o1", "user_id": "u-42"})),
          calls(("lookup_order", {"order_id": "o1", "user_id": "admin"})),

@@ -406,10 +406,23 @@ async def test_a_background_sub_sub_agent_joins_the_leads_report_under_its_paren
 # ------------------------------------------------------------ the refusal ladder
 
 
-async def test_another_users_lookup_beside_new_work_is_still_stopped() -> None:
+def _attack(n: int) -> tuple[str, dict[str, Any]]:
+    return ("lookup_order", {"order_id": f"o{n}", "user_id": f"u-{n + 100}"})
+
+
+def _work(n: int) -> tuple[str, dict[str, Any]]:
+    return ("search", {"q": f"z{n}"})
+
+
+@pytest.mark.parametrize("pattern", [
+    lambda n: calls(_attack(n), _work(n)),  # round 57: an attempt beside new work, every round
+    lambda n: calls(_attack(n)) if n % 2 == 0 else calls(_work(n)),  # round 59: every other round
+    lambda n: calls(_attack(n), _work(n)) if n % 2 == 0 else calls(_work(n)),
+], ids=["beside", "alternating", "beside-then-work"])
+async def test_another_users_lookup_amid_new_work_is_still_stopped(pattern: Any) -> None:
     """README: an ignored ``permission_denied`` is stopped in 3-4 model
-    calls. Round 57: a new search in the same batch as each attempt reset
-    the ladder, and the run went on to AgentScope's ``max_iters``."""
+    calls. New work beside each attempt (round 57), or between two (round
+    59), reset the ladder: the run went on to AgentScope's ``max_iters``."""
     counter = iter(range(1000))
 
     async def search(q: str) -> str:
@@ -429,21 +442,17 @@ async def test_another_users_lookup_beside_new_work_is_still_stopped() -> None:
         """
         return f"order {order_id}"
 
-    def attempt(n_call: int) -> Any:
-        n = next(counter)
-        return calls(("lookup_order", {"order_id": f"o{n}", "user_id": "u-9"}), ("search", {"q": f"z{n}"}))
-
     h = Harness(HarnessConfig(tools={
         "search": ToolPolicy(role="retrieval"),
         "lookup_order": ToolPolicy(role="lookup", identity_args={"user_id": "user_id"}),
     }), load_entry_points=False)
-    model = ScriptedModel([attempt], repeat=True)
+    model = ScriptedModel([lambda n_call: pattern(next(counter))], repeat=True)
     agent = make_agent(model, h.instrument(Toolkit(tools=[tool(search), tool(lookup_order)])),
                        middlewares=h.middlewares())
     with h.acting_for(U42):
         await run(agent, "show me order o1")
     report = h.last_report(agent)
-    assert len(model.calls) <= 4
+    assert len(model.calls) <= 5
     assert (report.terminal_state.value, report.reason) == ("incomplete", "refused:permission_denied")
     assert "lookup_order" not in report.tool_calls
 
@@ -711,6 +720,53 @@ async def test_a_settle_the_store_did_not_take_is_retried_in_the_background(
 
 
 
+def test_settles_kept_when_a_loop_ends_are_made_once_on_the_next(tmp_path: Path) -> None:
+    """Round 59: a worker running each request in its own ``asyncio.run``.
+    The loop's end cancelled the retry, and no later loop restarted it; a
+    settle cancelled after the store took it was sent again and charged
+    again. Alice's settle is kept; Bob's and Carol's requests (new loops)
+    make it, once."""
+    db = tmp_path / "quota.db"
+    h = Harness(HarnessConfig(store=SQLiteStore(db, timeout_s=0.3), cost=CostPolicy(
+        prices={"scripted": (1000.0, 1000.0)}, daily_quota_usd=10.0, max_output_tokens=100)),
+        load_entry_points=False)
+    alice, locked = Principal(user_id="alice", tenant="acme"), threading.Event()
+
+    def lock(seconds: float) -> None:
+        held = sqlite3.connect(db, isolation_level=None)
+        held.execute("BEGIN EXCLUSIVE")
+        locked.set()
+        time.sleep(seconds)
+        held.execute("ROLLBACK")
+        held.close()
+
+    class LockingModel(ScriptedModel):
+        async def _call_api(self, *args: Any, **kwargs: Any) -> Any:
+            threading.Thread(target=lock, args=(1.5,), daemon=True).start()
+            await asyncio.to_thread(locked.wait)
+            return await super()._call_api(*args, **kwargs)
+
+    async def request(who: Principal, model: ScriptedModel) -> None:
+        with h.acting_for(who):
+            await run(make_agent(model, [], middlewares=h.middlewares()), "hello")
+
+    asyncio.run(request(alice, LockingModel([text("ok", inp=300, out=100)])))
+    assert h.services.fleet._unsettled  # kept; its loop is gone
+    time.sleep(1.5)  # the store is back
+    for user in ("bob", "carol"):
+        asyncio.run(request(Principal(user_id=user, tenant="acme"), ScriptedModel([text("ok", inp=300, out=100)])))
+
+    async def spend() -> float:
+        store = SQLiteStore(db)
+        for _ in range(40):
+            if not h.services.fleet._unsettled:
+                break
+            await asyncio.sleep(0.05)
+        return await store.get_spend(alice.key)
+
+    assert asyncio.run(spend()) == pytest.approx(0.4)
+
+
 @pytest.mark.parametrize(("make", "field"), [
     (lambda: ConcurrencyLimit(scope="tool", tool="search", max_in_flight=1, lease_s=0.001), "lease_s"),
     (lambda: HarnessConfig(store=_redis_store(state_ttl_s=2), breaker_cooldown_s=30), "state_ttl_s"),
@@ -728,3 +784,44 @@ def _redis_store(**kw: Any) -> Any:
     from agentscope_harness.stores import RedisStore
 
     return RedisStore("redis://127.0.0.1:6399/0", **kw)
+
+
+
+# ------------------------------------------------------------ operating it
+
+
+async def test_a_shadow_live_policy_is_compared_with_its_candidate_by_what_it_would_refuse() -> None:
+    """README 'Candidate policies'. In shadow mode the candidate was compared
+    with what was enforced (nothing): a candidate without the identity
+    check showed no difference."""
+    async def lookup(user_id: str) -> str:
+        """Look up an account.
+
+        Args:
+            user_id (str): Whose.
+        """
+        return f"account of {user_id}"
+
+    live = HarnessConfig(mode="shadow", tools={"lookup": ToolPolicy(role="lookup", identity_args={"user_id": "user_id"})})
+    candidate = live.model_copy(update={"disabled_hooks": {"authorization_gate"}})
+    h = Harness(live, candidate=candidate, load_entry_points=False, environ={})
+    model = ScriptedModel([calls(("lookup", {"user_id": "u-42"})), calls(("lookup", {"user_id": "u-7"})), text("ok")])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(lookup)])), middlewares=h.middlewares())
+    with h.acting_for(U42):
+        await run(agent, "look")
+    differences = h.last_report(agent).candidate_differences
+    assert [(d["live"], d["candidate"]) for d in differences] == [("refuse:permission_denied", "allow")]
+
+
+def test_a_safety_hook_that_would_fail_open_is_refused() -> None:
+    from agentscope_harness import harness_hook
+    from agentscope_harness.errors import HarnessConfigError
+
+    with pytest.raises(HarnessConfigError, match="fails closed"):
+        @harness_hook("pre_tool_call", kind="safety", fail_closed=False)
+        def gate(ctx: Any) -> None:
+            return None
+    with pytest.raises(HarnessConfigError, match="priority must be an int"):
+        @harness_hook("pre_tool_call", priority=True)  # type: ignore[arg-type]
+        def other(ctx: Any) -> None:
+            return None

@@ -116,12 +116,12 @@ async def test_model_supplied_identities_never_get_through() -> None:
     tries = attempts()
     random.Random(7).shuffle(tries)
     # in parallel batches of 6, with one legitimate call per batch, each batch
-    # followed by a round of work alone (an attempt in every round is stopped
-    # by the refusal ladder: tests/redteam/test_redteam_round56.py)
-    turns = []
-    for i, batch in enumerate(_chunks(tries, 6)):
-        turns.append(calls(*batch, ("search", {"q": f"legit {2 * i}"})))
-        turns.append(calls(("search", {"q": f"legit {2 * i + 1}"})))
+    # followed by stall_rounds (3) rounds of work alone (attempts closer
+    # together are stopped by the refusal ladder: test_redteam_round56.py)
+    turns, legit = [], iter(range(1000))
+    for batch in _chunks(tries, 6):
+        turns.append(calls(*batch, ("search", {"q": f"legit {next(legit)}"})))
+        turns += [calls(("search", {"q": f"legit {next(legit)}"})) for _ in range(3)]
     model = ScriptedModel(turns + [text("done")])
     agent = make_agent(model, identity_tools(ran), harness.middlewares(), max_iters=200)
     with harness.acting_for(ME):

@@ -177,11 +177,13 @@ async def test_an_ignored_permission_denied_stops_within_4_model_calls():
 
 
 async def test_a_refusal_met_once_between_productive_rounds_does_not_escalate():
+    # a permission_denied is forgotten after stall_rounds (3) productive rounds
+    # without one (one between two such attempts is not enough: round 59)
     ran = Ran()
-    steps = [denied, search, denied, search, lambda i: calls(("submit", {"answer": "two kettles"}))]
+    steps = [denied, search, search, search, denied, search, lambda i: calls(("submit", {"answer": "two kettles"}))]
     h, model, agent = agent_for(policy(), ran, steps, obedient=True, fresh=True)
     _, final, report = await drive(h, agent, U1)
-    assert modes(model) == [None] * 5
+    assert modes(model) == [None] * 7
     assert report.refusals == {"permission_denied": 2}
     assert report.terminal_state.value == "completed"
     assert final.get_text_content() == "two kettles"
