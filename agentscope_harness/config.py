@@ -24,7 +24,7 @@ from pydantic import (
 
 from .errors import HarnessConfigError
 from .injection import InjectionDetector
-from .stores import LeaseRenewal, LedgerStore, SpendStore
+from .stores import PROBE_LEASE_S, LeaseRenewal, LedgerStore, SpendStore
 
 Role = Literal[
     "retrieval",
@@ -630,10 +630,12 @@ class HarnessConfig(_Strict):
                     f"{type(self.store).__name__} has no async {', '.join(missing)}",
                 )
         state_ttl_s = getattr(self.store, "state_ttl_s", None)  # RedisStore's: an open breaker's life
-        if isinstance(state_ttl_s, (int, float)) and state_ttl_s < self.breaker_cooldown_s:
+        least = self.breaker_cooldown_s + PROBE_LEASE_S + 1  # open, then its probe's lease
+        if isinstance(state_ttl_s, (int, float)) and state_ttl_s < least:
             raise ValueError(
                 f"store.state_ttl_s ({state_ttl_s}) is shorter than breaker_cooldown_s "
-                f"({self.breaker_cooldown_s}): an open breaker would be forgotten before its cooldown",
+                f"({self.breaker_cooldown_s}) and the probe's {PROBE_LEASE_S:g} s lease, plus 1 s: "
+                "an open breaker would be forgotten before its one probe",
             )
         for name, policy in self.tools.items():
             for ledger in policy.ledgers:

@@ -39,7 +39,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 from .context import fallback, found_so_far
 from .errors import DependencyDown
 from .registry import HookRejectSignal
-from .stores import LedgerStore, MemoryStore, RateRefund, bounded, store_timeout
+from .stores import PROBE_LEASE_S, LedgerStore, MemoryStore, RateRefund, bounded, store_timeout
 
 if TYPE_CHECKING:
     from .config import ConcurrencyLimit, HarnessConfig, RateLimit
@@ -54,9 +54,6 @@ CHARS_PER_TOKEN = 4
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
 """A model call's output bound when neither the model's ``parameters.max_tokens``
 nor ``CostPolicy.max_output_tokens`` gives one."""
-PROBE_LEASE_S = 60.0
-"""How long a claimed half-open probe is held before another may be claimed
-(a process that dies holding it delays recovery this long at most)."""
 PASSED_ON_S = 0.001
 """How long a probe due is held when a run that failed with the tool met it
 (it may not probe): next to nothing, so the next call anywhere claims it."""

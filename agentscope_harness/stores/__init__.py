@@ -10,6 +10,7 @@ closed."""
 
 from ._base import (
     DEFAULT_TIMEOUT_S,
+    PROBE_LEASE_S,
     BreakerDecision,
     BreakerState,
     LeaseRenewal,
@@ -27,6 +28,7 @@ from .sqlite import SQLiteStore
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
+    "PROBE_LEASE_S",
     "BreakerDecision",
     "BreakerState",
     "LeaseRenewal",

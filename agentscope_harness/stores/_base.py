@@ -28,6 +28,10 @@ BreakerState = Literal["closed", "open"]
 DEFAULT_TIMEOUT_S = 2.0
 MINUTE_S = 60.0
 
+PROBE_LEASE_S = 60.0
+"""How long a claimed half-open probe is held before another may be claimed
+(a process that dies holding it delays recovery this long at most)."""
+
 
 def positive(**settings: float) -> None:
     """A store's durations and timeouts are finite and above 0: a TTL of 0

@@ -770,6 +770,7 @@ def test_settles_kept_when_a_loop_ends_are_made_once_on_the_next(tmp_path: Path)
 @pytest.mark.parametrize(("make", "field"), [
     (lambda: ConcurrencyLimit(scope="tool", tool="search", max_in_flight=1, lease_s=0.001), "lease_s"),
     (lambda: HarnessConfig(store=_redis_store(state_ttl_s=2), breaker_cooldown_s=30), "state_ttl_s"),
+    (lambda: HarnessConfig(store=_redis_store(state_ttl_s=30), breaker_cooldown_s=30), "state_ttl_s"),
 ])
 def test_a_fleet_setting_that_would_disable_its_limit_is_refused(make: Any, field: str) -> None:
     """Round 58: a 1 ms lease lapsed between renewals (two calls in flight
