@@ -161,6 +161,8 @@ class CallFlow:
         if by_rule is not None:  # a hook's ctx.ask records its own decision
             self.services.record(run, "ask_when", "pre_tool_call", "ask", tool=view.name, detail=by_rule)
         if self.services.shadow:
+            if self.runner.candidate is not None:  # compared with what the live policy would do
+                self.runner.candidate.asked(ctx)
             return Verdict(ctx=ctx)
         under_way = self.answer_under_way(ctx)
         if under_way is not None:

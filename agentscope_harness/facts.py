@@ -463,6 +463,9 @@ class GuardState:
     rounds_since_denied: int | None = None
     """Rounds since the last one that met a ``permission_denied`` (``None``:
     none yet): progress forgets it only after ``stall_rounds`` of them."""
+    rounds_denied: int = 0
+    """Rounds that met a ``permission_denied``: the third escalates however
+    far apart they are."""
     cycle_hinted: bool = False
     """The model was told it goes round in circles (reset by progress)."""
     stuck: str | None = None

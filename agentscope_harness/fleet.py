@@ -823,12 +823,14 @@ class Fleet:
         key = root.principal.key
         try:
             total = await self._settled(key, reservation, usd)
-        except DependencyDown as exc:
+        except BaseException as exc:  # the store down, or the settle cancelled: kept, made later (once)
             self._unsettled.setdefault(key, []).append((reservation, usd))
             self._settle_later()
+            if not isinstance(exc, DependencyDown):
+                raise
             root.store_error = str(exc)
             self.record(run, "budget_router", "on_model_call", "error", code="dependency_down",
-                        detail=f"reservation not settled (settled before this user's next model call): {exc}")
+                        detail=f"reservation not settled (retried until the store takes it): {exc}")
             return
         root.stored_today(usd, total)
 

@@ -110,6 +110,8 @@ def make_spec(
             f"hook {name!r}: a safety gate judges an exact fact and must never "
             "declare an escape_key",
         )
+    if fail_closed is not None and not isinstance(fail_closed, bool):
+        raise HarnessConfigError(f"hook {name!r}: fail_closed must be True, False or None (the kind's default)")
     if kind == "safety" and fail_closed is False:
         raise HarnessConfigError(
             f"hook {name!r}: a safety hook fails closed (fail_closed=False would let the call "

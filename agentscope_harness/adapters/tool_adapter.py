@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,8 @@ from .agent_adapter import HarnessMiddleware, run_of
 if TYPE_CHECKING:
     from ..harness import Harness
     from ..run_state import RunState
+
+log = logging.getLogger("agentscope_harness")
 
 
 TOOL_GRACE_S = 0.1
@@ -67,10 +70,27 @@ class HarnessToolAdapter(HarnessMiddleware):
 
     def __init__(self, harness: Harness) -> None:
         self.harness = harness
+        self._told_uninstrumented: set[str] = set()
 
     async def get_middleware_key(self) -> str:
         """Distinct from other middlewares' keys in ``middle_context``."""
         return "agentscope_harness.tool"
+
+    def _instrumented(self, tool: Any) -> None:
+        """Log once per tool a tool of AgentScope's own kind that
+        ``harness.instrument`` never reached: its failures are text to the
+        harness (no ``dependency_down``, nothing for the breaker), so a run
+        whose dependency went down would deliver the model's answer."""
+        chain = getattr(tool, "_middlewares", None)
+        name = getattr(tool, "name", "")
+        if chain is None or name in self._told_uninstrumented or getattr(tool, "is_external_tool", False):
+            return
+        if not any(isinstance(m, ErrorClassMiddleware) for m in chain):
+            self._told_uninstrumented.add(name)
+            log.warning(
+                "tool %r was not instrumented: call harness.instrument(toolkit) after adding it, or "
+                "its failures cannot be classified (dependency_down, the circuit breaker)", name,
+            )
 
     async def _run(self, agent: Any) -> RunState:
         run = run_of(self.harness, agent)
@@ -96,6 +116,7 @@ class HarnessToolAdapter(HarnessMiddleware):
         flow = self.harness.flow
         run = await self._run(agent)
         call = input_kwargs["tool_call"]
+        self._instrumented(input_kwargs.get("tool"))
         view = ToolCallView(
             id=call.id,
             name=call.name,

@@ -90,6 +90,9 @@ _OWN_LADDER = frozenset({"dependency_down", "run_concluded"})
 constrains on the first retry (``tool_breaker_gate``); a concluded run is
 stopped before its next model call."""
 
+DENIED_ROUNDS = 3
+"""Rounds meeting a ``permission_denied`` after which the next is met again
+however far apart (a model waiting out ``stall_rounds`` between attempts)."""
 _SLOW_TO_FORGET = "permission_denied"
 """The refusal progress forgets only after ``stall_rounds`` rounds without
 one: a call for another user is no step of any work, so a search that
@@ -102,7 +105,8 @@ def escalate_refusals(ctx: HookContext) -> None:
     """The ladder for refusals, run before each model call: a model that
     meets the same refusal again (same gate or same code, any arguments; a
     round that brought new information forgets earlier ones, and a
-    ``permission_denied`` after ``stall_rounds`` rounds without one) is
+    ``permission_denied`` after ``stall_rounds`` rounds without one; the
+    third round meeting one escalates however far apart) is
     constrained to conclude; if it keeps calling other tools, the run ends
     ``incomplete`` with reason ``refused:<code>`` (``terminal_enforcer``).
     Met again once constrained: stopped now, without another model call. Escapable presumptions (efficiency gates)
@@ -111,8 +115,10 @@ def escalate_refusals(ctx: HookContext) -> None:
     Nor do refusals with a ladder of their own (``_OWN_LADDER``)."""
     facts = ctx.facts
     met_now, facts.refused = facts.refused, []
-    if any(code == _SLOW_TO_FORGET for _, code, _ in met_now):
+    denied = any(code == _SLOW_TO_FORGET for _, code, _ in met_now)
+    if denied:
         facts.rounds_since_denied = 0
+        facts.rounds_denied += 1
     elif facts.rounds_since_denied is not None:
         facts.rounds_since_denied += 1
     if facts.new_fact_this_round:
@@ -127,6 +133,8 @@ def escalate_refusals(ctx: HookContext) -> None:
         if again is None and not earlier.isdisjoint(seen):
             again = code
         facts.refusals_met.update(seen)
+    if again is None and denied and facts.rounds_denied >= DENIED_ROUNDS:
+        again = _SLOW_TO_FORGET
     if again is None or facts.terminal is not None:
         return
     if facts.force_conclude:

@@ -414,12 +414,13 @@ def _work(n: int) -> tuple[str, dict[str, Any]]:
     return ("search", {"q": f"z{n}"})
 
 
-@pytest.mark.parametrize("pattern", [
-    lambda n: calls(_attack(n), _work(n)),  # round 57: an attempt beside new work, every round
-    lambda n: calls(_attack(n)) if n % 2 == 0 else calls(_work(n)),  # round 59: every other round
-    lambda n: calls(_attack(n), _work(n)) if n % 2 == 0 else calls(_work(n)),
-], ids=["beside", "alternating", "beside-then-work"])
-async def test_another_users_lookup_amid_new_work_is_still_stopped(pattern: Any) -> None:
+@pytest.mark.parametrize(("pattern", "most_calls"), [
+    (lambda n: calls(_attack(n), _work(n)), 5),  # round 57: an attempt beside new work, every round
+    (lambda n: calls(_attack(n)) if n % 2 == 0 else calls(_work(n)), 5),  # round 59: every other round
+    (lambda n: calls(_attack(n), _work(n)) if n % 2 == 0 else calls(_work(n)), 5),
+    (lambda n: calls(_attack(n)) if n % 4 == 0 else calls(_work(n)), 13),  # round 60: waiting out stall_rounds
+], ids=["beside", "alternating", "beside-then-work", "every-fourth"])
+async def test_another_users_lookup_amid_new_work_is_still_stopped(pattern: Any, most_calls: int) -> None:
     """README: an ignored ``permission_denied`` is stopped in 3-4 model
     calls. New work beside each attempt (round 57), or between two (round
     59), reset the ladder: the run went on to AgentScope's ``max_iters``."""
@@ -452,7 +453,7 @@ async def test_another_users_lookup_amid_new_work_is_still_stopped(pattern: Any)
     with h.acting_for(U42):
         await run(agent, "show me order o1")
     report = h.last_report(agent)
-    assert len(model.calls) <= 5
+    assert len(model.calls) <= most_calls
     assert (report.terminal_state.value, report.reason) == ("incomplete", "refused:permission_denied")
     assert "lookup_order" not in report.tool_calls
 
@@ -822,7 +823,99 @@ def test_a_safety_hook_that_would_fail_open_is_refused() -> None:
         @harness_hook("pre_tool_call", kind="safety", fail_closed=False)
         def gate(ctx: Any) -> None:
             return None
+    with pytest.raises(HarnessConfigError, match="fail_closed must be"):
+        @harness_hook("pre_tool_call", kind="safety", fail_closed=0)  # type: ignore[arg-type]
+        def falsy(ctx: Any) -> None:
+            return None
     with pytest.raises(HarnessConfigError, match="priority must be an int"):
         @harness_hook("pre_tool_call", priority=True)  # type: ignore[arg-type]
         def other(ctx: Any) -> None:
             return None
+
+
+
+async def test_a_shadow_live_ask_is_compared_with_its_candidate() -> None:
+    """Round 60: in shadow mode a live ``ask_when`` was compared as "allow":
+    a candidate without the approval showed no difference."""
+    async def refund(amount: float) -> str:
+        """Refund money.
+
+        Args:
+            amount (float): USD.
+        """
+        return "refunded"
+
+    asks = ToolPolicy(role="mutation", ask_when=lambda args: "over $100" if args["amount"] > 100 else None)
+    live = HarnessConfig(mode="shadow", tools={"refund": asks})
+    candidate = HarnessConfig(mode="shadow", tools={"refund": ToolPolicy(role="mutation")})
+    h = Harness(live, candidate=candidate, load_entry_points=False, environ={})
+    model = ScriptedModel([calls(("refund", {"amount": 500})), text("done")])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(refund)])), middlewares=h.middlewares())
+    with h.acting_for(U42):
+        await run(agent, "refund me")
+    differences = h.last_report(agent).candidate_differences
+    assert [(d["live"], d["candidate"]) for d in differences] == [("ask", "allow")]
+
+
+async def test_a_run_cancelled_while_its_settle_waits_keeps_the_spend(tmp_path: Path, monkeypatch: Any) -> None:
+    """Round 60: a settle cancelled while it waited on the store (the client
+    gone) was neither taken nor kept: the spend was dropped."""
+    monkeypatch.setattr(fleet_module, "SETTLE_RETRY_S", 0.05, raising=False)
+    db, locked = tmp_path / "quota.db", threading.Event()
+    store = SQLiteStore(db, timeout_s=0.3)
+    h = Harness(HarnessConfig(store=store, cost=CostPolicy(
+        prices={"scripted": (1000.0, 1000.0)}, daily_quota_usd=1.0, max_output_tokens=100)), load_entry_points=False)
+    alice = Principal(user_id="alice", tenant="acme")
+
+    def lock(seconds: float) -> None:
+        held = sqlite3.connect(db, isolation_level=None)
+        held.execute("BEGIN EXCLUSIVE")
+        locked.set()
+        time.sleep(seconds)
+        held.execute("ROLLBACK")
+        held.close()
+
+    class LockingModel(ScriptedModel):
+        async def _call_api(self, *args: Any, **kwargs: Any) -> Any:
+            threading.Thread(target=lock, args=(1.0,), daemon=True).start()
+            await asyncio.to_thread(locked.wait)
+            return await super()._call_api(*args, **kwargs)
+
+    settling = asyncio.Event()
+    settle = store.settle_spend
+
+    async def settle_spend(*args: Any, **kwargs: Any) -> float:
+        settling.set()
+        return await settle(*args, **kwargs)
+
+    store.settle_spend = settle_spend  # type: ignore[method-assign]
+    agent = make_agent(LockingModel([text("ok", inp=300, out=100)]), [], middlewares=h.middlewares())
+
+    async def request() -> None:
+        with h.acting_for(alice):
+            await run(agent, "hello")
+
+    task = asyncio.create_task(request())
+    await settling.wait()
+    await asyncio.sleep(0.05)
+    task.cancel()  # the client is gone while the settle waits
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    for _ in range(100):
+        if await SQLiteStore(db).get_spend(alice.key) > 0:
+            break
+        await asyncio.sleep(0.05)
+    assert await SQLiteStore(db).get_spend(alice.key) == pytest.approx(0.4)
+
+
+async def test_a_tool_the_harness_never_instrumented_is_logged(caplog: Any) -> None:
+    """Round 60: without ``harness.instrument(toolkit)`` a dependency down
+    is text to the harness (the model's made-up answer delivered as
+    ``completed``); the README says so, and the harness logs the tool once."""
+    h = Harness(HarnessConfig(), load_entry_points=False)
+    model = ScriptedModel([calls(("_search", {"q": "a"})), calls(("_search", {"q": "b"})), text("ok")])
+    agent = make_agent(model, Toolkit(tools=[tool(_search)]), middlewares=h.middlewares())
+    with caplog.at_level("WARNING", logger="agentscope_harness"), h.acting_for(U42):
+        await run(agent, "search")
+    told = [r.getMessage() for r in caplog.records if "was not instrumented" in r.getMessage()]
+    assert len(told) == 1 and "'_search'" in told[0] and "harness.instrument(toolkit)" in told[0]
