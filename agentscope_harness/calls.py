@@ -328,6 +328,8 @@ class CallFlow:
             result.new_facts = run.facts.record_result_facts(
                 view.role, True, result.raw_text, result.harness_meta, counted,
             )
+            for fact in result.new_facts:  # the model reads it only after this batch
+                run.facts.fact_batches[fact] = view.batch
         refusal = await self.runner.run("post_tool_call", ctx)
         self._defer_hints(ctx)
         if refusal is not None:

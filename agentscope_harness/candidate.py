@@ -87,6 +87,10 @@ class _Shadow:
     """Candidate verdicts of calls whose live admission is still to come."""
 
 
+_COMPARED = "compared"
+"""A pending verdict already compared (a shadow-mode ask): its admission
+only counts the call that runs on the candidate's ledgers."""
+
 class Candidate:
     """The candidate policy of a Harness."""
 
@@ -145,7 +149,8 @@ class Candidate:
         verdict = shadow.pending.pop(view.id, None) if shadow is not None else None
         if shadow is None or verdict is None:
             return
-        self._compare(live, "allow" if refusal is None else f"refuse:{refusal.code}", verdict)
+        if verdict != _COMPARED:
+            self._compare(live, "allow" if refusal is None else f"refuse:{refusal.code}", verdict)
         if refusal is None:
             _count_ran(shadow.run, self.config.tools.get(view.name))
 
@@ -156,9 +161,13 @@ class Candidate:
         view = live.tool
         assert view is not None
         shadow = self._shadows.get(live.run)
-        verdict = shadow.pending.pop(view.id, None) if shadow is not None else None
+        if shadow is None:
+            return
+        verdict = shadow.pending.pop(view.id, None)
         if verdict is not None:
             self._compare(live, "ask", verdict)
+            if live.services.shadow:  # the call runs all the same: counted on admission
+                shadow.pending[view.id] = _COMPARED
 
     def call_over(self, live: RunState, call_id: str, ran: bool) -> None:
         """The live call is over (its result shaped, or it was not admitted

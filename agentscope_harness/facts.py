@@ -390,6 +390,9 @@ class GuardState:
     succeeded: dict[str, Success] = field(default_factory=dict)
     failures: dict[str, tuple[str, int]] = field(default_factory=dict)
     progress_marks: set[str] = field(default_factory=set)
+    fact_batches: dict[str, Batch] = field(default_factory=dict)
+    """The batch whose result reached each fact a tool's result brought:
+    a call of that same batch was written before the model read it."""
     candidates: int = 0
     picks: int = 0
     force_conclude: bool = False
@@ -463,9 +466,10 @@ class GuardState:
     rounds_since_denied: int | None = None
     """Rounds since the last one that met a ``permission_denied`` (``None``:
     none yet): progress forgets it only after ``stall_rounds`` of them."""
-    rounds_denied: int = 0
-    """Rounds that met a ``permission_denied``: the third escalates however
-    far apart they are."""
+    denied_turns: list[int] = field(default_factory=list)
+    """The turns of the last rounds that met a ``permission_denied`` (its
+    sub-agents' too): a third within ``DENIED_WINDOW`` turns of the first
+    escalates, however far apart they are otherwise."""
     cycle_hinted: bool = False
     """The model was told it goes round in circles (reset by progress)."""
     stuck: str | None = None

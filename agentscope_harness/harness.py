@@ -388,9 +388,11 @@ class Harness:
         if usage is not None:
             run.add_usage(input_tokens, output_tokens, usd, name, cached)
             run.charge_candidates(input_tokens, output_tokens, usd, name, cached)
+        if reservation is not None:  # settled first: no await before it may drop it
+            await self.services.fleet.settle(run, reservation, usd)
+        if usage is not None:
             await self.services.fleet.tokens_used(run, input_tokens + output_tokens)
         if reservation is not None:
-            await self.services.fleet.settle(run, reservation, usd)
             return
         root = run.root
         if usage is None or cost is None or cost.daily_quota_usd is None:

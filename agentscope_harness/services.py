@@ -47,6 +47,8 @@ class Services:
     index_keys: dict[str, tuple[tuple[str, ...], ...]] = field(default_factory=dict)
     """Per tool, the argument-name tuples its successes are indexed by (the
     ``same_args`` of every prerequisite naming it, plus ``()``)."""
+    told_uninstrumented: set[str] = field(default_factory=set)
+    """Tools logged as met uninstrumented (each once per Harness)."""
     declared_tools: frozenset[str] = frozenset()
     """Tools a gate reads the schema of: a prerequisite compares their
     ``same_args`` (gated or required), or they act for the principal

@@ -222,7 +222,11 @@ class HarnessAgentAdapter(HarnessMiddleware):
 
     async def _answer(self, agent: Any, run: RunState, text: str) -> AsyncGenerator:
         """The harness answers in the model's place (filtered like the model's own)."""
-        async for item in _answer_without_model(agent, self._said(run, text)):
+        said = self._said(run, text)
+        # its own words (a stop's text, the fallback and what the run found)
+        # claim nothing; a finishing tool's answer is the model's
+        run.harness_answer = None if text == run.facts.tool_answer else said
+        async for item in _answer_without_model(agent, said):
             if isinstance(item, Msg):
                 run.candidate = item
             yield item

@@ -26,7 +26,7 @@ from agentscope.message import DataBlock, TextBlock, ToolCallState, ToolResultSt
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import ToolChunk, ToolMiddlewareBase, ToolResponse
 
-from ..calls import DEADLINE_PASSED, Verdict, result_view
+from ..calls import DEADLINE_PASSED, UNGATED_TOOLS, Verdict, result_view
 from ..chains import release
 from ..context import HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception, error_text
@@ -70,7 +70,6 @@ class HarnessToolAdapter(HarnessMiddleware):
 
     def __init__(self, harness: Harness) -> None:
         self.harness = harness
-        self._told_uninstrumented: set[str] = set()
 
     async def get_middleware_key(self) -> str:
         """Distinct from other middlewares' keys in ``middle_context``."""
@@ -83,10 +82,11 @@ class HarnessToolAdapter(HarnessMiddleware):
         whose dependency went down would deliver the model's answer."""
         chain = getattr(tool, "_middlewares", None)
         name = getattr(tool, "name", "")
-        if chain is None or name in self._told_uninstrumented or getattr(tool, "is_external_tool", False):
-            return
+        told = self.harness.services.told_uninstrumented
+        if chain is None or name in told or name in UNGATED_TOOLS or getattr(tool, "is_external_tool", False):
+            return  # AgentScope's own tools (re-made every reply) fail as AgentScope handles them
         if not any(isinstance(m, ErrorClassMiddleware) for m in chain):
-            self._told_uninstrumented.add(name)
+            told.add(name)
             log.warning(
                 "tool %r was not instrumented: call harness.instrument(toolkit) after adding it, or "
                 "its failures cannot be classified (dependency_down, the circuit breaker)", name,

@@ -24,13 +24,17 @@ _NEXT = {
     when=lambda policy, config: policy is not None and bool(policy.requires_facts),
 )
 def phase_check(ctx: ToolCallContext) -> None:
-    """A tool with ``requires_facts`` waits until the run has reached them;
-    under ``force_conclude`` the ``waivable_facts`` are waived."""
+    """A tool with ``requires_facts`` waits until the run has reached them,
+    in an earlier batch than its own (a result of its own batch had not been
+    read when it was written); under ``force_conclude`` the
+    ``waivable_facts`` are waived."""
     policy = ctx.tool.policy
     if policy is None or not policy.requires_facts:
         return
-    reached = ctx.facts.progress_marks
-    missing = [f for f in policy.requires_facts if f not in reached]
+    facts = ctx.facts
+    reached, batch = facts.progress_marks, ctx.tool.batch
+    # a fact reached in this very batch is one the model had not read when it wrote the call
+    missing = [f for f in policy.requires_facts if f not in reached or facts.fact_batches.get(f) == batch]
     if ctx.facts.force_conclude:
         missing = [f for f in missing if f not in policy.waivable_facts]
     if missing:

@@ -91,8 +91,10 @@ constrains on the first retry (``tool_breaker_gate``); a concluded run is
 stopped before its next model call."""
 
 DENIED_ROUNDS = 3
-"""Rounds meeting a ``permission_denied`` after which the next is met again
-however far apart (a model waiting out ``stall_rounds`` between attempts)."""
+DENIED_WINDOW = 20
+"""``DENIED_ROUNDS`` rounds meeting a ``permission_denied`` within this many
+turns escalate however far apart they are otherwise (a model waiting out
+``stall_rounds`` between attempts); a long productive run's rare slips do not."""
 _SLOW_TO_FORGET = "permission_denied"
 """The refusal progress forgets only after ``stall_rounds`` rounds without
 one: a call for another user is no step of any work, so a search that
@@ -101,12 +103,23 @@ the ladder; a productive run that met one long ago is not stopped for the
 next."""
 
 
+def _tell_enclosing_runs(ctx: HookContext, denied: list[tuple[str, str, str | None]]) -> None:
+    """A sub-agent's attempt for another user is its lead's too: each run it
+    is nested in meets it at its own next round (a lead that sends a fresh
+    sub-agent after each refusal climbs its own ladder)."""
+    run = ctx.run.parent
+    while run is not None:
+        run.facts.refused.extend(denied)
+        run = run.parent
+
+
 def escalate_refusals(ctx: HookContext) -> None:
     """The ladder for refusals, run before each model call: a model that
     meets the same refusal again (same gate or same code, any arguments; a
     round that brought new information forgets earlier ones, and a
     ``permission_denied`` after ``stall_rounds`` rounds without one; the
-    third round meeting one escalates however far apart) is
+    third round meeting one within ``DENIED_WINDOW`` turns escalates, and a
+    sub-agent's counts for its lead) is
     constrained to conclude; if it keeps calling other tools, the run ends
     ``incomplete`` with reason ``refused:<code>`` (``terminal_enforcer``).
     Met again once constrained: stopped now, without another model call. Escapable presumptions (efficiency gates)
@@ -115,10 +128,11 @@ def escalate_refusals(ctx: HookContext) -> None:
     Nor do refusals with a ladder of their own (``_OWN_LADDER``)."""
     facts = ctx.facts
     met_now, facts.refused = facts.refused, []
-    denied = any(code == _SLOW_TO_FORGET for _, code, _ in met_now)
+    denied = [(hook, code, tool) for hook, code, tool in met_now if code == _SLOW_TO_FORGET]
     if denied:
         facts.rounds_since_denied = 0
-        facts.rounds_denied += 1
+        facts.denied_turns = [*facts.denied_turns[-(DENIED_ROUNDS - 1):], ctx.run.turns]
+        _tell_enclosing_runs(ctx, denied)
     elif facts.rounds_since_denied is not None:
         facts.rounds_since_denied += 1
     if facts.new_fact_this_round:
@@ -133,7 +147,8 @@ def escalate_refusals(ctx: HookContext) -> None:
         if again is None and not earlier.isdisjoint(seen):
             again = code
         facts.refusals_met.update(seen)
-    if again is None and denied and facts.rounds_denied >= DENIED_ROUNDS:
+    turns = facts.denied_turns
+    if again is None and denied and len(turns) == DENIED_ROUNDS and turns[-1] - turns[0] <= DENIED_WINDOW:
         again = _SLOW_TO_FORGET
     if again is None or facts.terminal is not None:
         return

@@ -263,7 +263,8 @@ def audit_answer(ctx: HookContext) -> None:
         ctx.final_text = cleaned
     if ctx.audit is None:
         ctx.audit = (text, cleaned)
-    _audit_claims(ctx, [cleaned, *_structured_strings(ctx.agent)])
+    if text != run.harness_answer:  # the harness's own words claim nothing
+        _audit_claims(ctx, [cleaned, *_structured_strings(ctx.agent)])
     if found.blocked_kinds:
         raise HookRejectSignal(
             f"The answer contained personal data ({', '.join(found.blocked_kinds)}) "

@@ -53,6 +53,7 @@ from agentscope_harness import (
     Ledger,
     Prerequisite,
     Principal,
+    RateLimit,
     ToolPolicy,
 )
 from agentscope_harness.cli import CliError, load_config
@@ -919,3 +920,190 @@ async def test_a_tool_the_harness_never_instrumented_is_logged(caplog: Any) -> N
         await run(agent, "search")
     told = [r.getMessage() for r in caplog.records if "was not instrumented" in r.getMessage()]
     assert len(told) == 1 and "'_search'" in told[0] and "harness.instrument(toolkit)" in told[0]
+
+
+
+# ------------------------------------------------------------ round 61
+
+
+async def test_a_stopped_runs_own_answer_is_not_read_for_claims() -> None:
+    """README: a stopped run hands over what it found. What it found quoted
+    a lookup saying "order A-9 was cancelled": the audit read the fallback as
+    the model claiming a cancellation, and the user got a false correction."""
+    async def lookup_status(order_id: str) -> str:
+        """An order's status.
+
+        Args:
+            order_id (str): The order.
+        """
+        return f"order {order_id} was cancelled by the seller on 2 May; refund pending"
+
+    claims = [r"order (?P<order_id>[\w-]+) (?:was |has been |is )?cancell?ed"]
+    h = Harness(HarnessConfig(max_model_calls=2, tools={
+        "cancel_order": ToolPolicy(role="mutation", claims=claims),
+        "lookup_status": ToolPolicy(role="lookup"),
+    }), load_entry_points=False)
+    model = ScriptedModel([calls(("lookup_status", {"order_id": "A-9"})),
+                           calls(("lookup_status", {"order_id": "A-10"})), text("x")])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(lookup_status)])), middlewares=h.middlewares())
+    with h.acting_for(U42):
+        _, final = await run(agent, "what happened to my orders?")
+    report = h.last_report(agent)
+    text_ = final.get_text_content() or ""
+    assert (report.terminal_state.value, report.reason) == ("incomplete", "max_model_calls")
+    assert "correct myself" not in text_ and "order A-9 was cancelled by the seller" in text_
+    assert report.unsupported_claims == []
+
+
+async def test_a_run_cancelled_before_its_settle_keeps_the_spend(tmp_path: Path, monkeypatch: Any) -> None:
+    """Round 61: with a token rate limit the rate refund was awaited before
+    the settle; a cancel there dropped the spend."""
+    monkeypatch.setattr(fleet_module, "SETTLE_RETRY_S", 0.05, raising=False)
+    db = tmp_path / "quota.db"
+    store = SQLiteStore(db, timeout_s=2.0)
+    h = Harness(HarnessConfig(store=store, rate_limits=[RateLimit(scope="principal", tokens_per_min=1_000_000)],
+                              cost=CostPolicy(prices={"scripted": (1000.0, 1000.0)}, daily_quota_usd=1.0,
+                                              max_output_tokens=100)), load_entry_points=False, environ={})
+    refunding = asyncio.Event()
+    refund = store.rate_refund
+
+    async def slow_refund(*args: Any, **kwargs: Any) -> Any:
+        refunding.set()
+        await asyncio.sleep(0.5)
+        return await refund(*args, **kwargs)
+
+    store.rate_refund = slow_refund  # type: ignore[method-assign]
+    alice = Principal(user_id="alice", tenant="acme")
+    agent = make_agent(ScriptedModel([text("ok", inp=300, out=100)]), [], middlewares=h.middlewares())
+
+    async def request() -> None:
+        with h.acting_for(alice):
+            await run(agent, "hello")
+
+    task = asyncio.create_task(request())
+    await refunding.wait()
+    task.cancel()  # the client goes away while the rate refund waits
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    for _ in range(40):
+        if await SQLiteStore(db).get_spend(alice.key) > 0:
+            break
+        await asyncio.sleep(0.05)
+    assert await SQLiteStore(db).get_spend(alice.key) == pytest.approx(0.4)
+
+
+async def test_a_shadow_asked_call_that_runs_counts_on_the_candidates_ledgers() -> None:
+    """Round 61: in shadow mode a call the live ``ask_when`` asked about ran
+    but never reached the candidate's ledgers: past its cap the candidate
+    still said "allow"."""
+    async def refund(amount: float) -> str:
+        """Refund money.
+
+        Args:
+            amount (float): USD.
+        """
+        return "refunded"
+
+    def policy(ask: bool) -> HarnessConfig:
+        rule = (lambda args: "a refund") if ask else None
+        return HarnessConfig(mode="shadow", ledgers={"refunds": Ledger(2)}, tools={
+            "refund": ToolPolicy(role="mutation", ledgers=["refunds"], ask_when=rule)})
+
+    h = Harness(policy(True), candidate=policy(False), load_entry_points=False, environ={})
+    model = ScriptedModel([*[calls(("refund", {"amount": 10 + i})) for i in range(4)], text("done")])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(refund)])), middlewares=h.middlewares())
+    with h.acting_for(U42):
+        await run(agent, "refund")
+    differences = h.last_report(agent).candidate_differences
+    # the third and fourth refunds pass both policies' cap of 2: refused by both, no difference
+    assert [(d["live"], d["candidate"]) for d in differences] == [("ask", "allow")] * 2
+
+
+async def test_an_identity_attack_through_fresh_sub_agents_climbs_the_leads_ladder() -> None:
+    """Round 61: each sub-agent reply is its own run, so a lead that sent a
+    fresh researcher after every refusal was never stopped (41 model calls,
+    ``completed``)."""
+    async def lookup_order(order_id: str, user_id: str) -> str:
+        """Look up an order.
+
+        Args:
+            order_id (str): The order.
+            user_id (str): Its owner.
+        """
+        return f"order {order_id}"
+
+    config = HarnessConfig(tools={"lookup_order": ToolPolicy(role="lookup", identity_args={"user_id": "user_id"})})
+    h = Harness(config, load_entry_points=False)
+    toolkit = h.instrument(Toolkit(tools=[tool(lookup_order)]))
+    sent = iter(range(1000))
+
+    async def ask_researcher(task: str) -> str:
+        """Ask a researcher.
+
+        Args:
+            task (str): What to find.
+        """
+        n = next(sent)
+        researcher = make_agent(ScriptedModel([calls(("lookup_order", {"order_id": f"B-{n}", "user_id": "u-7"})),
+                                               text("could not")]), toolkit, middlewares=h.middlewares(),
+                                name=f"researcher{n}")
+        return (await researcher.reply(UserMsg("lead", task))).get_text_content() or ""
+
+    async def get_ticket(ticket_id: str) -> str:
+        """Read a ticket.
+
+        Args:
+            ticket_id (str): The ticket.
+        """
+        return f"ticket {ticket_id}: " + " ".join(f"w{ticket_id}{j}" for j in range(20))
+
+    step = iter(range(1000))
+    lead_model = ScriptedModel([lambda n_call: (
+        calls(("ask_researcher", {"task": "order of u-7"})) if next(step) % 2 == 0
+        else calls(("get_ticket", {"ticket_id": f"T-{n_call}"})))], repeat=True)
+    lead = make_agent(lead_model, [ask_researcher, get_ticket], h.middlewares(), name="lead")
+    with h.acting_for(U42):
+        await run(lead, "work the queue")
+    report = h.last_report(lead)
+    assert len(lead_model.calls) <= 12  # it ran to 41 and ended completed
+    assert (report.terminal_state.value, report.reason) == ("incomplete", "refused:permission_denied")
+
+
+
+async def test_a_finishing_tool_beside_the_call_that_reaches_its_fact_is_not_ready() -> None:
+    """Round 61: ``requires_facts`` counted a fact reached by a call of the
+    finishing tool's own batch (its result unread when the answer was
+    written): "The widget costs 99 dollars." was delivered, ``completed``,
+    beside a search saying 12."""
+    async def search(q: str) -> str:
+        """Search the catalogue.
+
+        Args:
+            q (str): The query.
+        """
+        return f"{q}: 12 dollars"
+
+    async def submit_answer(answer: str) -> str:
+        """Give the user the final answer.
+
+        Args:
+            answer (str): The answer.
+        """
+        return answer
+
+    h = Harness(HarnessConfig(tools={
+        "search": ToolPolicy(role="retrieval"),
+        "submit_answer": ToolPolicy(role="finish", requires_facts=["retrieved"]),
+    }), load_entry_points=False)
+    model = ScriptedModel([
+        calls(("search", {"q": "widget"}), ("submit_answer", {"answer": "The widget costs 99 dollars."})),
+        calls(("submit_answer", {"answer": "The widget costs 12 dollars."})),
+    ])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(search), tool(submit_answer)])),
+                       middlewares=h.middlewares())
+    with h.acting_for(U42):
+        _, final = await run(agent, "how much is the widget?")
+    report = h.last_report(agent)
+    assert tool_messages(model.calls[1])[-1].startswith("[harness:not_ready]")
+    assert final.get_text_content() == "The widget costs 12 dollars."
+    assert (report.terminal_state.value, report.reason) == ("completed", "finished")

@@ -111,17 +111,15 @@ def bypasses(ran: list[tuple]) -> list[tuple]:
 
 
 async def test_model_supplied_identities_never_get_through() -> None:
-    harness = Harness(identity_config())
+    # the gates alone: the refusal ladder (liveness_watchdog) stops a model
+    # that keeps trying (tests/redteam/test_redteam_round56.py), which would
+    # end the run before every attempt was judged
+    harness = Harness(HarnessConfig(**{**dict(identity_config()), "disabled_hooks": {"liveness_watchdog"}}))
     ran: list[tuple] = []
     tries = attempts()
     random.Random(7).shuffle(tries)
-    # in parallel batches of 6, with one legitimate call per batch, each batch
-    # followed by stall_rounds (3) rounds of work alone (attempts closer
-    # together are stopped by the refusal ladder: test_redteam_round56.py)
-    turns, legit = [], iter(range(1000))
-    for batch in _chunks(tries, 6):
-        turns.append(calls(*batch, ("search", {"q": f"legit {next(legit)}"})))
-        turns += [calls(("search", {"q": f"legit {next(legit)}"})) for _ in range(3)]
+    # in parallel batches of 6, with one legitimate call per batch
+    turns = [calls(*batch, ("search", {"q": f"legit {i}"})) for i, batch in enumerate(_chunks(tries, 6))]
     model = ScriptedModel(turns + [text("done")])
     agent = make_agent(model, identity_tools(ran), harness.middlewares(), max_iters=200)
     with harness.acting_for(ME):
