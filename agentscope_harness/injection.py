@@ -57,6 +57,14 @@ class InjectionDetector(Protocol):
 _ZERO_WIDTH = "\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff\u180e"
 _BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 _INVISIBLE = re.compile(f"[{_ZERO_WIDTH}{_BIDI}\U000e0000-\U000e007f]")
+
+
+def unhidden(text: str) -> str:
+    """``text`` as a reader sees it: invisible characters dropped, then
+    compatibility forms folded (NFKC: fullwidth letters, no-break spaces)."""
+    return unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
+
+
 # a zero-width character between two letters hides a word from a keyword filter
 _HIDDEN_IN_WORD = re.compile(f"[A-Za-z][{_ZERO_WIDTH}]+(?=[A-Za-z])")
 _BIDI_OVERRIDE = re.compile("[\u202a-\u202e\u2066-\u2069]")
@@ -106,7 +114,7 @@ def _normalise(text: str) -> tuple[str, list[tuple[str, float]]]:
             found.append(("zero_width_in_words", 0.6 if hidden > 2 else 0.35))
         if _BIDI_OVERRIDE.search(text):
             found.append(("bidi_override", 0.35))
-        text = unicodedata.normalize("NFKC", _INVISIBLE.sub("", text)).translate(_SMALL_CAPITALS)
+        text = unhidden(text).translate(_SMALL_CAPITALS)
         mixed = len(_MIXED_WORD.findall(text))
         if mixed:
             found.append(("homoglyph_mixing", 0.5 if mixed > 2 else 0.25))

@@ -15,7 +15,7 @@ from agentscope.message import ToolCallBlock, ToolResultBlock
 from ..context import HookContext, SessionEndContext, ToolCallContext, ToolResultContext
 from ..errors import BREAKER_FAILURES, ErrorClass, HarnessConfigError
 from ..facts import declared_in, tools_in
-from ..injection import HeuristicDetector
+from ..injection import HeuristicDetector, unhidden
 from ..outputs import answer_filter, dependency_label, filter_result, result_pii
 from ..registry import HookRejectSignal, harness_hook
 from ..sentinels import fence_close, fence_open, format_sentinel, neutralise_markers_sliced, strip_issued
@@ -283,6 +283,9 @@ def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
     every claimed step, of every pattern and tool, is kept in words with
     whether it succeeded (the correction names both kinds)."""
     facts = ctx.facts
+    # as the user reads it: no invisible character, no-break space or line break
+    # (two text blocks are joined by one) keeps a claim from its pattern
+    claimed = [_SPACES.sub(" ", unhidden(said)) for said in claimed]
     earlier: dict[str, list[Mapping[str, Any]]] | None = None
     steps: list[tuple[str, bool]] = []
     for tool, policy in ctx.config.tools.items():
@@ -312,6 +315,8 @@ def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
     if any(not ok for _, ok in steps):
         facts.claimed_steps += steps
 
+
+_SPACES = re.compile(r"\s+")
 
 STEP_VALUE_CHARS = 80
 """The most characters of a claimed value a correction quotes (a claim

@@ -1107,3 +1107,23 @@ async def test_a_finishing_tool_beside_the_call_that_reaches_its_fact_is_not_rea
     assert tool_messages(model.calls[1])[-1].startswith("[harness:not_ready]")
     assert final.get_text_content() == "The widget costs 12 dollars."
     assert (report.terminal_state.value, report.reason) == ("completed", "finished")
+
+
+
+@pytest.mark.parametrize("answer", [
+    "Order\xa0A-1 was\xa0cancelled.", "Order A-1 was can\u200bcelled.", "Order A-1 was\ncancelled.",
+    "ＯＲＤＥＲ A-1 was cancelled.",
+])
+async def test_a_claim_hidden_by_spacing_or_invisible_characters_is_still_read(answer: str) -> None:
+    """Round 61: claims were matched on the raw text; a no-break space, a
+    zero-width character or a line break kept the README's own pattern from
+    a claim the user reads plainly."""
+    claims = [r"order (?P<order_id>[\w-]+) (?:was |has been |is )?cancell?ed"]
+    h = Harness(HarnessConfig(tools={"cancel_order": ToolPolicy(role="mutation", claims=claims)}),
+                load_entry_points=False)
+    agent = make_agent(ScriptedModel([text(answer)]), [], middlewares=h.middlewares())
+    with h.acting_for(U42):
+        _, final = await run(agent, "cancel A-1")
+    report = h.last_report(agent)
+    assert report.unsupported_claims == ["cancel_order"]
+    assert "correct myself" in (final.get_text_content() or "")
