@@ -276,12 +276,8 @@ async def test_one_callers_batch_of_failures_does_not_open_the_breaker_for_every
 # ------------------------------------------------------------ background sub-agents
 
 
-async def test_a_background_sub_agent_outliving_its_lead_is_in_the_leads_report() -> None:
-    """DESIGN 3.1: ``in_flight`` holds the side effects that may still
-    happen, ``children`` the nested runs. The lead is cancelled while the
-    sub-agent it started in the background is transferring money."""
-    ran: list[str] = []
-
+def _payment_tools(ran: list[str]) -> tuple[Any, Any]:
+    """A transfer taking 0.3 s (``ran`` says it started, then finished) and a wait."""
     async def transfer(amount: float) -> str:
         """Transfer money.
 
@@ -302,22 +298,25 @@ async def test_a_background_sub_agent_outliving_its_lead_is_in_the_leads_report(
         await asyncio.sleep(seconds)
         return "ok"
 
-    h = Harness(HarnessConfig(deadline_s=30), load_entry_points=False)
-    child = make_agent(ScriptedModel([calls(("transfer", {"amount": 500})), text("sent")]), [transfer],
-                       h.middlewares(), name="payer")
-    background: list[asyncio.Task[Any]] = []
+    return transfer, slow
 
+
+def _spawner(agent: Any, background: list[asyncio.Task[Any]], caller: str) -> Any:
+    """A tool starting ``agent``'s reply in a background task."""
     async def spawn(task: str) -> str:
-        """Start a payment in the background.
+        """Start a sub-agent in the background.
 
         Args:
-            task (str): What to pay.
+            task (str): What it should do.
         """
-        background.append(asyncio.create_task(child.reply(UserMsg("lead", task))))
+        background.append(asyncio.create_task(agent.reply(UserMsg(caller, task))))
         return "started"
 
-    lead = make_agent(ScriptedModel([calls(("spawn", {"task": "pay"})), calls(("slow", {"seconds": 5})), text("ok")]),
-                      [spawn, slow], h.middlewares(), name="lead")
+    return spawn
+
+
+async def _cancelled_mid_transfer(h: Harness, lead: Any, ran: list[str]) -> None:
+    """The lead's reply, cancelled once the transfer it set off is under way."""
     with h.acting_for(U42):
         reply = asyncio.create_task(run(lead, "pay the supplier"))
         while ran != ["start"]:
@@ -325,6 +324,24 @@ async def test_a_background_sub_agent_outliving_its_lead_is_in_the_leads_report(
         reply.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await reply
+
+
+async def test_a_background_sub_agent_outliving_its_lead_is_in_the_leads_report() -> None:
+    """DESIGN 3.1: ``in_flight`` holds the side effects that may still
+    happen, ``children`` the nested runs. The lead is cancelled while the
+    sub-agent it started in the background is transferring money."""
+    ran: list[str] = []
+
+    transfer, slow = _payment_tools(ran)
+
+    h = Harness(HarnessConfig(deadline_s=30), load_entry_points=False)
+    child = make_agent(ScriptedModel([calls(("transfer", {"amount": 500})), text("sent")]), [transfer],
+                       h.middlewares(), name="payer")
+    background: list[asyncio.Task[Any]] = []
+
+    lead = make_agent(ScriptedModel([calls(("spawn", {"task": "pay"})), calls(("slow", {"seconds": 5})), text("ok")]),
+                      [_spawner(child, background, "lead"), slow], h.middlewares(), name="lead")
+    await _cancelled_mid_transfer(h, lead, ran)
     report = h.last_report(lead)
     assert report.terminal_state.value == "cancelled"
     child_run = report.in_flight[1].split(":")[2]
@@ -344,67 +361,53 @@ async def test_a_background_sub_sub_agent_joins_the_leads_report_under_its_paren
     parent's own report, not to the copy in the lead's report."""
     ran: list[str] = []
 
-    async def transfer(amount: float) -> str:
-        """Transfer money.
-
-        Args:
-            amount (float): USD.
-        """
-        ran.append("start")
-        await asyncio.sleep(0.3)
-        ran.append("done")
-        return "transferred"
-
-    async def slow(seconds: float) -> str:
-        """Wait.
-
-        Args:
-            seconds (float): How long.
-        """
-        await asyncio.sleep(seconds)
-        return "ok"
+    transfer, slow = _payment_tools(ran)
 
     h = Harness(HarnessConfig(deadline_s=30), load_entry_points=False)
     background: list[asyncio.Task[Any]] = []
     payer = make_agent(ScriptedModel([calls(("transfer", {"amount": 5})), text("sent")]), [transfer],
                        h.middlewares(), name="payer")
 
-    async def spawn_payer(task: str) -> str:
-        """Start the payer in the background.
 
-        Args:
-            task (str): What to pay.
-        """
-        background.append(asyncio.create_task(payer.reply(UserMsg("mid", task))))
-        return "started"
-
-    mid = make_agent(ScriptedModel([calls(("spawn_payer", {"task": "pay"})), text("mid done")]),
-                     [spawn_payer], h.middlewares(), name="mid")
-
-    async def spawn(task: str) -> str:
-        """Start the organiser in the background.
-
-        Args:
-            task (str): What to organise.
-        """
-        background.append(asyncio.create_task(mid.reply(UserMsg("lead", task))))
-        return "started"
-
+    mid = make_agent(ScriptedModel([calls(("spawn", {"task": "pay"})), text("mid done")]),
+                     [_spawner(payer, background, "mid")], h.middlewares(), name="mid")
     lead = make_agent(ScriptedModel([calls(("spawn", {"task": "pay"})), calls(("slow", {"seconds": 5})), text("ok")]),
-                      [spawn, slow], h.middlewares(), name="lead")
-    with h.acting_for(U42):
-        reply = asyncio.create_task(run(lead, "pay"))
-        while ran != ["start"]:
-            await asyncio.sleep(0.01)
-        reply.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await reply
+                      [_spawner(mid, background, "lead"), slow], h.middlewares(), name="lead")
+    await _cancelled_mid_transfer(h, lead, ran)
     await asyncio.gather(*background)
     assert ran == ["start", "done"]
     assert [(c.agent, [g.agent for g in c.children]) for c in h.last_report(lead).children] == [("mid", ["payer"])]
 
 
 # ------------------------------------------------------------ the refusal ladder
+
+
+_ORDERS_POLICY = HarnessConfig(tools={
+    "search": ToolPolicy(role="retrieval"),
+    "lookup_order": ToolPolicy(role="lookup", identity_args={"user_id": "user_id"}),
+})
+
+
+def _order_tools() -> Toolkit:
+    """A search whose every result is new, and an identity-bound lookup."""
+    async def search(q: str) -> str:
+        """Search the catalogue.
+
+        Args:
+            q (str): The query.
+        """
+        return f"results for {q}: " + " ".join(f"n{q}{j}" for j in range(20))
+
+    async def lookup_order(order_id: str, user_id: str) -> str:
+        """Look up an order.
+
+        Args:
+            order_id (str): The order.
+            user_id (str): Its owner.
+        """
+        return f"order {order_id}: paid"
+
+    return Toolkit(tools=[tool(search), tool(lookup_order)])
 
 
 def _attack(n: int) -> tuple[str, dict[str, Any]]:
@@ -427,30 +430,10 @@ async def test_another_users_lookup_amid_new_work_is_still_stopped(pattern: Any,
     59), reset the ladder: the run went on to AgentScope's ``max_iters``."""
     counter = iter(range(1000))
 
-    async def search(q: str) -> str:
-        """Search the catalogue.
 
-        Args:
-            q (str): The query.
-        """
-        return f"results for {q}: " + " ".join(f"n{q}{j}" for j in range(20))
-
-    async def lookup_order(order_id: str, user_id: str) -> str:
-        """Look up an order.
-
-        Args:
-            order_id (str): The order.
-            user_id (str): Its owner.
-        """
-        return f"order {order_id}"
-
-    h = Harness(HarnessConfig(tools={
-        "search": ToolPolicy(role="retrieval"),
-        "lookup_order": ToolPolicy(role="lookup", identity_args={"user_id": "user_id"}),
-    }), load_entry_points=False)
+    h = Harness(_ORDERS_POLICY, load_entry_points=False)
     model = ScriptedModel([lambda n_call: pattern(next(counter))], repeat=True)
-    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(search), tool(lookup_order)])),
-                       middlewares=h.middlewares())
+    agent = make_agent(model, h.instrument(_order_tools()), middlewares=h.middlewares())
     with h.acting_for(U42):
         await run(agent, "show me order o1")
     report = h.last_report(agent)
@@ -462,22 +445,6 @@ async def test_another_users_lookup_amid_new_work_is_still_stopped(pattern: Any,
 async def test_two_refusals_rounds_of_work_apart_do_not_end_a_productive_run() -> None:
     """Round 58: the first fix kept a ``permission_denied`` for the whole
     run, so a second one (another tool, 12 productive rounds later) ended it."""
-    async def search(q: str) -> str:
-        """Search the catalogue.
-
-        Args:
-            q (str): The query.
-        """
-        return f"results for {q}: " + " ".join(f"n{q}{j}" for j in range(20))
-
-    async def lookup_order(order_id: str, user_id: str) -> str:
-        """Look up an order.
-
-        Args:
-            order_id (str): The order.
-            user_id (str): Its owner.
-        """
-        return f"order {order_id}: paid"
 
     script = [calls(("lookup_order", {"order_id": "o1", "user_id": "u-9"})),
               calls(("lookup_order", {"order_id": "o1", "user_id": "u-42"})),
@@ -485,13 +452,9 @@ async def test_two_refusals_rounds_of_work_apart_do_not_end_a_productive_run() -
               calls(("lookup_order", {"order_id": "o2", "user_id": "u-7"})),
               *[calls(("search", {"q": f"tea {i}"})) for i in range(3)],
               text("Here is the summary.")]
-    h = Harness(HarnessConfig(tools={
-        "search": ToolPolicy(role="retrieval"),
-        "lookup_order": ToolPolicy(role="lookup", identity_args={"user_id": "user_id"}),
-    }), load_entry_points=False)
+    h = Harness(_ORDERS_POLICY, load_entry_points=False)
     model = ScriptedModel(script)
-    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(search), tool(lookup_order)])),
-                       middlewares=h.middlewares())
+    agent = make_agent(model, h.instrument(_order_tools()), middlewares=h.middlewares())
     with h.acting_for(U42):
         _, final = await run(agent, "summarise my order")
     report = h.last_report(agent)
@@ -680,6 +643,29 @@ async def test_a_runs_own_breaker_count_is_of_consecutive_failures() -> None:
 # ------------------------------------------------------------ the daily quota across workers
 
 
+def _stalling(db: Path, seconds: float, script: list[Any]) -> ScriptedModel:
+    """A scripted model whose call stalls the SQLite store ``db`` for
+    ``seconds`` (another connection's exclusive transaction: a backup, a
+    vacuum), answering once the lock is held: the call's settle meets it."""
+    locked = threading.Event()
+
+    def lock() -> None:
+        held = sqlite3.connect(db, isolation_level=None)
+        held.execute("BEGIN EXCLUSIVE")
+        locked.set()
+        time.sleep(seconds)
+        held.execute("ROLLBACK")
+        held.close()
+
+    class Stalling(ScriptedModel):
+        async def _call_api(self, *args: Any, **kwargs: Any) -> Any:
+            threading.Thread(target=lock, daemon=True).start()
+            await asyncio.to_thread(locked.wait)
+            return await super()._call_api(*args, **kwargs)
+
+    return Stalling(script)
+
+
 async def test_a_settle_the_store_did_not_take_is_retried_in_the_background(
     tmp_path: Path, monkeypatch: Any,
 ) -> None:
@@ -693,21 +679,8 @@ async def test_a_settle_the_store_did_not_take_is_retried_in_the_background(
         prices={"scripted": (1000.0, 1000.0)}, daily_quota_usd=1.0, max_output_tokens=100))
     alice = Principal(user_id="alice", tenant="acme")
 
-    def lock(seconds: float) -> None:
-        held = sqlite3.connect(db, isolation_level=None)
-        held.execute("BEGIN EXCLUSIVE")
-        time.sleep(seconds)
-        held.execute("ROLLBACK")
-        held.close()
-
-    class LockingModel(ScriptedModel):
-        async def _call_api(self, *args: Any, **kwargs: Any) -> Any:
-            threading.Thread(target=lock, args=(1.5,), daemon=True).start()  # the store stalls
-            await asyncio.sleep(0.1)
-            return await super()._call_api(*args, **kwargs)
-
     h = Harness(config, load_entry_points=False)
-    agent = make_agent(LockingModel([text("ok", inp=300, out=100)]), [], middlewares=h.middlewares())
+    agent = make_agent(_stalling(db, 1.5, [text("ok", inp=300, out=100)]), [], middlewares=h.middlewares())
     with h.acting_for(alice):
         await run(agent, "hello")
     report = h.last_report(agent)
@@ -732,27 +705,13 @@ def test_settles_kept_when_a_loop_ends_are_made_once_on_the_next(tmp_path: Path)
     h = Harness(HarnessConfig(store=SQLiteStore(db, timeout_s=0.3), cost=CostPolicy(
         prices={"scripted": (1000.0, 1000.0)}, daily_quota_usd=10.0, max_output_tokens=100)),
         load_entry_points=False)
-    alice, locked = Principal(user_id="alice", tenant="acme"), threading.Event()
-
-    def lock(seconds: float) -> None:
-        held = sqlite3.connect(db, isolation_level=None)
-        held.execute("BEGIN EXCLUSIVE")
-        locked.set()
-        time.sleep(seconds)
-        held.execute("ROLLBACK")
-        held.close()
-
-    class LockingModel(ScriptedModel):
-        async def _call_api(self, *args: Any, **kwargs: Any) -> Any:
-            threading.Thread(target=lock, args=(1.5,), daemon=True).start()
-            await asyncio.to_thread(locked.wait)
-            return await super()._call_api(*args, **kwargs)
+    alice = Principal(user_id="alice", tenant="acme")
 
     async def request(who: Principal, model: ScriptedModel) -> None:
         with h.acting_for(who):
             await run(make_agent(model, [], middlewares=h.middlewares()), "hello")
 
-    asyncio.run(request(alice, LockingModel([text("ok", inp=300, out=100)])))
+    asyncio.run(request(alice, _stalling(db, 1.5, [text("ok", inp=300, out=100)])))
     assert h.services.fleet._unsettled  # kept; its loop is gone
     time.sleep(1.5)  # the store is back
     for user in ("bob", "carol"):
@@ -862,25 +821,11 @@ async def test_a_run_cancelled_while_its_settle_waits_keeps_the_spend(tmp_path: 
     """Round 60: a settle cancelled while it waited on the store (the client
     gone) was neither taken nor kept: the spend was dropped."""
     monkeypatch.setattr(fleet_module, "SETTLE_RETRY_S", 0.05, raising=False)
-    db, locked = tmp_path / "quota.db", threading.Event()
+    db = tmp_path / "quota.db"
     store = SQLiteStore(db, timeout_s=0.3)
     h = Harness(HarnessConfig(store=store, cost=CostPolicy(
         prices={"scripted": (1000.0, 1000.0)}, daily_quota_usd=1.0, max_output_tokens=100)), load_entry_points=False)
     alice = Principal(user_id="alice", tenant="acme")
-
-    def lock(seconds: float) -> None:
-        held = sqlite3.connect(db, isolation_level=None)
-        held.execute("BEGIN EXCLUSIVE")
-        locked.set()
-        time.sleep(seconds)
-        held.execute("ROLLBACK")
-        held.close()
-
-    class LockingModel(ScriptedModel):
-        async def _call_api(self, *args: Any, **kwargs: Any) -> Any:
-            threading.Thread(target=lock, args=(1.0,), daemon=True).start()
-            await asyncio.to_thread(locked.wait)
-            return await super()._call_api(*args, **kwargs)
 
     settling = asyncio.Event()
     settle = store.settle_spend
@@ -890,7 +835,7 @@ async def test_a_run_cancelled_while_its_settle_waits_keeps_the_spend(tmp_path: 
         return await settle(*args, **kwargs)
 
     store.settle_spend = settle_spend  # type: ignore[method-assign]
-    agent = make_agent(LockingModel([text("ok", inp=300, out=100)]), [], middlewares=h.middlewares())
+    agent = make_agent(_stalling(db, 1.0, [text("ok", inp=300, out=100)]), [], middlewares=h.middlewares())
 
     async def request() -> None:
         with h.acting_for(alice):
