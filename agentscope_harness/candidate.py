@@ -91,6 +91,7 @@ _COMPARED = "compared"
 """A pending verdict already compared (a shadow-mode ask): its admission
 only counts the call that runs on the candidate's ledgers."""
 
+
 class Candidate:
     """The candidate policy of a Harness."""
 

@@ -850,7 +850,10 @@ class Fleet:
         """Start the background retry of kept settles on this loop, first
         after ``wait``, unless it runs here (not among ``_tasks``: a
         reservation never waits for it)."""
-        loop = asyncio.get_running_loop()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a settle closed outside any loop: the next loop's first call retries it
+            return
         settler = self._settler
         if settler is None or settler.done() or settler.get_loop() is not loop:
             self._settler = loop.create_task(self._settle_until_taken(wait))
