@@ -127,6 +127,8 @@ class Candidate:
             refused = refusal.code if refusal is not None else live.would_refuse  # shadow mode: would have
             if refused is not None:
                 self._compare(live, f"refuse:{refused}", verdict)
+                if refusal is None:  # refused in shadow only: the call runs, counted on admission
+                    shadow.pending[view.id] = _COMPARED
             elif live.ask_reason is not None and not live.services.shadow and not view.resumed:
                 self._compare(live, "ask", verdict)
             else:
@@ -165,10 +167,12 @@ class Candidate:
         if shadow is None:
             return
         verdict = shadow.pending.pop(view.id, None)
-        if verdict is not None:
+        if verdict is None:
+            return
+        if verdict != _COMPARED:  # a refusal in shadow mode was compared already
             self._compare(live, "ask", verdict)
-            if live.services.shadow:  # the call runs all the same: counted on admission
-                shadow.pending[view.id] = _COMPARED
+        if live.services.shadow:  # the call runs all the same: counted on admission
+            shadow.pending[view.id] = _COMPARED
 
     def call_over(self, live: RunState, call_id: str, ran: bool) -> None:
         """The live call is over (its result shaped, or it was not admitted

@@ -1072,3 +1072,29 @@ async def test_a_claim_hidden_by_spacing_or_invisible_characters_is_still_read(a
     report = h.last_report(agent)
     assert report.unsupported_claims == ["cancel_order"]
     assert "correct myself" in (final.get_text_content() or "")
+
+
+
+async def test_a_call_a_shadow_live_policy_would_refuse_counts_on_the_candidates_ledgers() -> None:
+    """Round 61 (review): a call the live policy would refuse runs in shadow
+    mode; the candidate that allows it must count it on its ledgers."""
+    async def lookup(user_id: str) -> str:
+        """Look up an account.
+
+        Args:
+            user_id (str): Whose.
+        """
+        return f"account of {user_id}"
+
+    live = HarnessConfig(mode="shadow", tools={"lookup": ToolPolicy(role="lookup", identity_args={"user_id": "user_id"})})
+    candidate = HarnessConfig(mode="shadow", ledgers={"lookups": Ledger(1)},
+                              tools={"lookup": ToolPolicy(role="lookup", ledgers=["lookups"])})
+    h = Harness(live, candidate=candidate, load_entry_points=False, environ={})
+    model = ScriptedModel([calls(("lookup", {"user_id": "u-7"})), calls(("lookup", {"user_id": "u-42"})), text("ok")])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(lookup)])), middlewares=h.middlewares())
+    with h.acting_for(U42):
+        await run(agent, "look")
+    differences = h.last_report(agent).candidate_differences
+    assert [(d["live"], d["candidate"]) for d in differences] == [
+        ("refuse:permission_denied", "allow"), ("allow", "refuse:quota_exhausted"),
+    ]
