@@ -463,12 +463,10 @@ class GuardState:
     refusals_met: set[tuple[str, str]] = field(default_factory=set)
     """``("hook", name)`` and ``("code", code)`` of refusals met in earlier
     rounds since the last progress: meeting one again escalates."""
-    rounds_since_denied: int | None = None
-    """Rounds since the last one that met a ``permission_denied`` (``None``:
-    none yet): progress forgets it only after ``stall_rounds`` of them."""
     denied_turns: list[int] = field(default_factory=list)
     """The turns of the last rounds that met a ``permission_denied`` (its
-    sub-agents' too): a third within ``DENIED_WINDOW`` turns of the first
+    sub-agents' too): progress forgets one only ``stall_rounds`` turns after
+    the latest, and a third within ``DENIED_WINDOW`` turns of the first
     escalates, however far apart they are otherwise."""
     cycle_hinted: bool = False
     """The model was told it goes round in circles (reset by progress)."""

@@ -85,7 +85,7 @@ class HarnessToolAdapter(HarnessMiddleware):
         told = self.harness.services.told_uninstrumented
         if chain is None or name in told or name in UNGATED_TOOLS or getattr(tool, "is_external_tool", False):
             return  # AgentScope's own tools (re-made every reply) fail as AgentScope handles them
-        if not any(isinstance(m, ErrorClassMiddleware) for m in chain):
+        if not _instrumented_chain(chain):
             told.add(name)
             log.warning(
                 "tool %r was not instrumented: call harness.instrument(toolkit) after adding it, or "
@@ -464,5 +464,10 @@ def instrument_toolkit(toolkit: Any, middleware: ToolMiddlewareBase) -> None:
                 "ToolBase no longer has _middlewares; use harness.tool_middleware() "
                 "when building the tool",
             )
-        if not any(isinstance(m, ErrorClassMiddleware) for m in chain):
+        if not _instrumented_chain(chain):
             chain.insert(0, middleware)
+
+
+def _instrumented_chain(chain: list[Any]) -> bool:
+    """Whether a tool's middleware chain has the error-class middleware."""
+    return any(isinstance(m, ErrorClassMiddleware) for m in chain)

@@ -129,14 +129,12 @@ def escalate_refusals(ctx: HookContext) -> None:
     facts = ctx.facts
     met_now, facts.refused = facts.refused, []
     denied = [(hook, code, tool) for hook, code, tool in met_now if code == _SLOW_TO_FORGET]
+    turns = facts.denied_turns
     if denied:
-        facts.rounds_since_denied = 0
-        facts.denied_turns = [*facts.denied_turns[-(DENIED_ROUNDS - 1):], ctx.run.turns]
+        turns = facts.denied_turns = [*turns[-(DENIED_ROUNDS - 1):], ctx.run.turns]
         _tell_enclosing_runs(ctx, denied)
-    elif facts.rounds_since_denied is not None:
-        facts.rounds_since_denied += 1
     if facts.new_fact_this_round:
-        recent = facts.rounds_since_denied is not None and facts.rounds_since_denied < ctx.config.stall_rounds
+        recent = bool(turns) and ctx.run.turns - turns[-1] < ctx.config.stall_rounds
         facts.refusals_met.intersection_update({("code", _SLOW_TO_FORGET)} if recent else ())
     finish, earlier = ctx.services.finish_tools, set(facts.refusals_met)
     again = None
@@ -147,7 +145,6 @@ def escalate_refusals(ctx: HookContext) -> None:
         if again is None and not earlier.isdisjoint(seen):
             again = code
         facts.refusals_met.update(seen)
-    turns = facts.denied_turns
     if again is None and denied and len(turns) == DENIED_ROUNDS and turns[-1] - turns[0] <= DENIED_WINDOW:
         again = _SLOW_TO_FORGET
     if again is None or facts.terminal is not None:
