@@ -124,6 +124,12 @@ class ToolCallView:
         """The tool's role from its policy (``"other"`` when unconfigured)."""
         return self.policy.role if self.policy is not None else "other"
 
+    @property
+    def identity_bound(self) -> bool:
+        """The tool acts for the principal (``identity_args``): its refusal
+        is a call for another user, not a tool the account may not use."""
+        return self.policy is not None and bool(self.policy.identity_args)
+
 
 @dataclass
 class ToolResultView:

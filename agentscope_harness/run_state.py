@@ -513,6 +513,16 @@ class RunState:
             running += [f"{child.agent_name}/{entry}" for entry in child.still_running()]
         return running
 
+    def met_by_enclosing_runs(self, refused: tuple[str, str, str | None]) -> None:
+        """A call for another user is every enclosing run's attempt too: each
+        meets it at its next round (a lead sending a fresh sub-agent after
+        each refusal climbs its own ladder), told as it is refused (a
+        sub-agent that ends in that batch never reaches another round)."""
+        run = self.parent
+        while run is not None:
+            run.facts.refused.append(refused)
+            run = run.parent
+
     def holds_call(self, call_id: str) -> bool:
         """Whether a call of this run holds ``call_id``: being judged,
         admitted, running, or parked for a human or a client."""

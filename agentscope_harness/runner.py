@@ -353,7 +353,10 @@ class HookRunner:
             ctx.would_refuse = ctx.would_refuse or signal.code
             return None
         if key is None or signal.hard:  # a presumption latches open instead
-            facts.refused.append((spec.name, signal.code, tool))
+            met = (spec.name, signal.code, tool)
+            facts.refused.append(met)
+            if signal.code == "permission_denied" and ctx.tool is not None and ctx.tool.identity_bound:
+                ctx.run.met_by_enclosing_runs(met)
         return Refusal(hook=spec.name, code=signal.code, text=text)
 
     def _failed(self, spec: HookSpec, exc: BaseException, ctx: HookContext) -> Refusal | None:

@@ -103,16 +103,6 @@ the ladder; a productive run that met one long ago is not stopped for the
 next."""
 
 
-def _tell_enclosing_runs(ctx: HookContext, denied: list[tuple[str, str, str | None]]) -> None:
-    """A sub-agent's attempt for another user is its lead's too: each run it
-    is nested in meets it at its own next round (a lead that sends a fresh
-    sub-agent after each refusal climbs its own ladder)."""
-    run = ctx.run.parent
-    while run is not None:
-        run.facts.refused.extend(denied)
-        run = run.parent
-
-
 def escalate_refusals(ctx: HookContext) -> None:
     """The ladder for refusals, run before each model call: a model that
     meets the same refusal again (same gate or same code, any arguments; a
@@ -132,7 +122,6 @@ def escalate_refusals(ctx: HookContext) -> None:
     turns = facts.denied_turns
     if denied:
         turns = facts.denied_turns = [*turns[-(DENIED_ROUNDS - 1):], ctx.run.turns]
-        _tell_enclosing_runs(ctx, denied)
     if facts.new_fact_this_round:
         recent = bool(turns) and ctx.run.turns - turns[-1] < ctx.config.stall_rounds
         facts.refusals_met.intersection_update({("code", _SLOW_TO_FORGET)} if recent else ())

@@ -283,16 +283,14 @@ def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
     every claimed step, of every pattern and tool, is kept in words with
     whether it succeeded (the correction names both kinds)."""
     facts = ctx.facts
-    # as the user reads it: no invisible character, no-break space or line break
-    # (two text blocks are joined by one) keeps a claim from its pattern
-    claimed = [_SPACES.sub(" ", unhidden(said)) for said in claimed]
+    shown = [_as_read(said) for said in claimed]
     earlier: dict[str, list[Mapping[str, Any]]] | None = None
     steps: list[tuple[str, bool]] = []
     for tool, policy in ctx.config.tools.items():
         succeeded = facts.has_succeeded(tool) or tool in facts.done_by_sub_runs
         for pattern in policy.claims:
             compiled = re.compile(pattern, re.IGNORECASE)
-            matches = [m for said in claimed for m in compiled.finditer(said)]
+            matches = _claims_in(compiled, claimed, shown)
             if not matches:
                 continue
             if succeeded and not compiled.groupindex:  # a claim of the tool alone: its success supports it
@@ -317,6 +315,26 @@ def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
 
 
 _SPACES = re.compile(r"\s+")
+
+
+def _as_read(text: str) -> str:
+    """``text`` as the user reads it: invisible characters dropped,
+    compatibility forms folded, every run of spacing one space."""
+    return _SPACES.sub(" ", unhidden(text))
+
+
+def _claims_in(pattern: re.Pattern[str], said: list[str], shown: list[str]) -> list[re.Match[str]]:
+    """The claims ``pattern`` finds: in the text as written (values quoted as
+    the model wrote them; a pattern written with a line break or fullwidth
+    punctuation matches there), and in the text as the user reads it those
+    the first reading missed (hidden by an invisible character, a no-break
+    space, a line break between two text blocks)."""
+    found = [m for text in said for m in pattern.finditer(text)]
+    seen = {_as_read(m.group(0)).casefold() for m in found}
+    for text, read in zip(said, shown, strict=True):
+        if read != text:
+            found += [m for m in pattern.finditer(read) if _as_read(m.group(0)).casefold() not in seen]
+    return found
 
 STEP_VALUE_CHARS = 80
 """The most characters of a claimed value a correction quotes (a claim
@@ -349,12 +367,13 @@ def _same_value(arg: Any, said: str) -> bool:
     as text, case-insensitively."""
     if arg is None:
         return False
+    said = _as_read(said)  # both as the user reads them (a claim may have been found that way)
     number = _number(str(arg)) if isinstance(arg, (int, float, str)) and not isinstance(arg, bool) else None
     if number is not None:
         claimed = _number(said)
         if claimed is not None or not isinstance(arg, str):
             return claimed == number
-    return str(arg).strip().casefold() == said.strip().casefold()
+    return _as_read(str(arg)).strip().casefold() == said.strip().casefold()
 
 
 _NUMBER = re.compile(r"[-+]?(?:0|[1-9][\d,]*)(?:\.\d*)?(?:[eE][-+]?\d+)?")

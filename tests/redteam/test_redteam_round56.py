@@ -1098,3 +1098,136 @@ async def test_a_call_a_shadow_live_policy_would_refuse_counts_on_the_candidates
     assert [(d["live"], d["candidate"]) for d in differences] == [
         ("refuse:permission_denied", "allow"), ("allow", "refuse:quota_exhausted"),
     ]
+
+
+
+# ------------------------------------------------------------ round 62 (on round 61)
+
+
+async def _renamed(name: str, answer: str) -> Any:
+    async def rename_project(name: str) -> str:
+        """Rename the project.
+
+        Args:
+            name (str): The new name.
+        """
+        return f"renamed to {name}"
+
+    policy = ToolPolicy(role="mutation", claims=[r'renamed the project to "(?P<name>[^"]+)"'])
+    h = Harness(HarnessConfig(tools={"rename_project": policy}), load_entry_points=False)
+    model = ScriptedModel([calls(("rename_project", {"name": name})), text(answer)])
+    agent = make_agent(model, [rename_project], middlewares=h.middlewares())
+    with h.acting_for(U42):
+        _, final = await run(agent, "rename it")
+    return final, h.last_report(agent)
+
+
+@pytest.mark.parametrize("name", ["Acme™ Roadmap", "Q3  plan", "ﾌﾟﾛｼﾞｪｸﾄ１"])
+async def test_a_true_claim_of_a_value_the_user_reads_otherwise_stands(name: str) -> None:
+    """Round 62: round 61 compared the claim read as the user reads it
+    (NFKC, spacing collapsed) with the argument as written: a rename that
+    ran was "corrected" (``AcmeTM Roadmap``, a value nowhere in the answer)."""
+    final, report = await _renamed(name, f'Done: I renamed the project to "{name}".')
+    assert report.unsupported_claims == []
+    assert final.get_text_content() == f'Done: I renamed the project to "{name}".'
+
+
+@pytest.mark.parametrize(("pattern", "answer"), [
+    (r"注文：(?P<order_id>\S+?)をキャンセルしました", "注文：A-9をキャンセルしました。"),
+    (r"Cancelled:\n(?P<order_id>\S+)", "Status report\nCancelled:\nA-9"),
+])
+async def test_a_pattern_written_for_the_text_as_written_still_reads_it(pattern: str, answer: str) -> None:
+    """Round 62: patterns met only the collapsed, NFKC reading, so one
+    written with fullwidth punctuation or a line break never matched and a
+    made-up cancellation was delivered ``completed``."""
+    h = Harness(HarnessConfig(tools={"cancel_order": ToolPolicy(role="mutation", claims=[pattern])}),
+                load_entry_points=False)
+    agent = make_agent(ScriptedModel([text(answer)]), [], middlewares=h.middlewares())
+    with h.acting_for(U42):
+        _, final = await run(agent, "cancel A-9")
+    assert h.last_report(agent).unsupported_claims == ["cancel_order"]
+    assert "cancel_order (order_id A-9)" in (final.get_text_content() or "")
+
+
+def _lead_of_fresh_researchers(h: Harness, scripts: list[list[Any]], tools: list[Any], rounds: int) -> Any:
+    """A lead that asks a fresh sub-agent (the next of ``scripts``) each round."""
+    made: list[Any] = []
+
+    async def delegate(task: str) -> str:
+        """Ask a fresh researcher.
+
+        Args:
+            task (str): What to research.
+        """
+        researcher = make_agent(ScriptedModel(scripts[len(made)]), tools, middlewares=h.middlewares(),
+                                name=f"researcher{len(made)}")
+        made.append(researcher)
+        return (await researcher.reply(UserMsg("lead", task))).get_text_content() or ""
+
+    script = [calls(("delegate", {"task": f"topic {i}"})) for i in range(rounds)] + [text("The report.")] * 3
+    return make_agent(ScriptedModel(script), [delegate], h.middlewares(), name="lead")
+
+
+async def test_a_sub_agents_refused_tool_not_in_the_plan_does_not_stop_its_lead() -> None:
+    """Round 62: a tool the account may not use (``allowed_tools``), tried
+    once by each of five fresh researchers, stopped a productive lead: only
+    a call for another user (an identity-bound tool) counts for the lead."""
+    async def search(q: str) -> str:
+        """Search the news.
+
+        Args:
+            q (str): The query.
+        """
+        return f"news about {q}: " + " ".join(f"n{q}{j}" for j in range(20))
+
+    async def export_csv(q: str) -> str:
+        """Export results as CSV.
+
+        Args:
+            q (str): The query.
+        """
+        return "csv"
+
+    h = Harness(HarnessConfig(), load_entry_points=False)
+    scripts = [[calls(("export_csv", {"q": f"t{i}"})), calls(("search", {"q": f"t{i}"})), text(f"Findings {i}.")]
+               for i in range(5)]
+    lead = _lead_of_fresh_researchers(h, scripts, [search, export_csv], 5)
+    with h.acting_for(Principal(user_id="u-42", allowed_tools=["delegate", "search"])):
+        _, final = await run(lead, "research five topics")
+    report = h.last_report(lead)
+    assert (report.terminal_state.value, final.get_text_content()) == ("completed", "The report.")
+    assert len(report.children) == 5
+
+
+async def test_an_identity_attempt_by_a_sub_agent_that_ends_in_its_batch_counts_for_its_lead() -> None:
+    """Round 62: a researcher's refusal reached its lead only at the
+    researcher's next round; one that delivered beside the refused call
+    never had one, and the lead ran 42 model calls."""
+    async def cancel_order(order_id: str, user_id: str) -> str:
+        """Cancel an order.
+
+        Args:
+            order_id (str): The order.
+            user_id (str): Its owner.
+        """
+        return "cancelled"
+
+    async def submit(answer: str) -> str:
+        """Deliver the answer.
+
+        Args:
+            answer (str): The answer.
+        """
+        return answer
+
+    h = Harness(HarnessConfig(tools={
+        "cancel_order": ToolPolicy(role="mutation", identity_args={"user_id": "user_id"}),
+        "submit": ToolPolicy(role="finish"),
+    }), load_entry_points=False)
+    scripts = [[calls(("cancel_order", {"order_id": f"B-{i}", "user_id": "victim"}),
+                      ("submit", {"answer": f"B-{i}: refused"}))] for i in range(20)]
+    lead = _lead_of_fresh_researchers(h, scripts, [cancel_order, submit], 20)
+    with h.acting_for(U42):
+        await run(lead, "cancel the victim's orders")
+    report = h.last_report(lead)
+    assert report.reason == "refused:permission_denied" and report.model_calls <= 8
