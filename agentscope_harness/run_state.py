@@ -177,10 +177,10 @@ class RunState:
     candidate: Any = None
     """The model's candidate final ``Msg`` of the latest round."""
     harness_answer: str | None = None
-    """The text the harness answered in the model's place (a stop's text,
-    the fallback and what the run found): the final audit filters it, but
-    reads no claim in it (the model claimed nothing; what the run found may
-    quote a result that reads like one)."""
+    """The text the harness answered in the model's place in the latest
+    round (a stop's text, the fallback and what the run found): the final
+    audit filters it, but reads no claim in it (the model claimed nothing;
+    what the run found may quote a result that reads like one)."""
     ended_at_cap: bool = False
     """The harness answered a stopped structured reply in the model's place
     and set AgentScope's iteration count at its cap to end it: AgentScope's

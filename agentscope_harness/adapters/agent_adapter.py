@@ -131,7 +131,7 @@ class HarnessAgentAdapter(HarnessMiddleware):
                 async for item in next_handler(**input_kwargs):
                     yield item
                 return
-            run.candidate = None
+            run.candidate = run.harness_answer = None  # this round's answer is still to come
             run.turns += 1
             pre = await self._pre_think(agent, run)
             for event in pre.events:
