@@ -55,13 +55,37 @@ class InjectionDetector(Protocol):
 # --- normalisation ----------------------------------------------------------
 
 _ZERO_WIDTH = "\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff\u180e"
-_BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-_INVISIBLE = re.compile(f"[{_ZERO_WIDTH}{_BIDI}\U000e0000-\U000e007f]")
+
+SHOWN_ANYWAY = frozenset(
+    "\u0600\u0601\u0602\u0603\u0604\u0605\u06dd\u070f\u0890\u0891\u08e2\u1680\U000110bd\U000110cd",
+)
+"""Format characters and spaces drawn as a glyph (number signs, the Ogham space mark)."""
+BLANK_ANYWAY = frozenset(
+    "\u034f\u115f\u1160\u17b4\u17b5\u2800\u3164\uffa0"
+    + "".join(map(chr, range(0x180B, 0x1810))) + "".join(map(chr, range(0xFE00, 0xFE10)))
+    + "".join(map(chr, range(0xE0100, 0xE01F0))),
+)
+"""Letters and marks drawn as nothing: fillers, joiners, variation selectors, the blank braille pattern."""
+
+
+def _drawn_as_nothing() -> str:
+    """Every character a reader cannot see that is not spacing: the format
+    characters (soft hyphen, direction marks, zero-width, tags; Unicode
+    places them in planes 0, 1 and 14 only) but those drawn, and the blanks."""
+    planes = (*range(0x20000), *range(0xE0000, 0xF0000))
+    found = {chr(c) for c in planes if unicodedata.category(chr(c)) == "Cf"} - SHOWN_ANYWAY
+    return "".join(sorted(found | BLANK_ANYWAY))
+
+
+_INVISIBLE = re.compile(f"[{re.escape(_drawn_as_nothing())}]")
 
 
 def unhidden(text: str) -> str:
-    """``text`` as a reader sees it: invisible characters dropped, then
+    """``text`` as a reader sees it: invisible characters dropped (every
+    format character not drawn, fillers, variation selectors), then
     compatibility forms folded (NFKC: fullwidth letters, no-break spaces)."""
+    if text.isascii():
+        return text
     return unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from .context import found_so_far, reason_words
 from .facts import tools_in
+from .injection import BLANK_ANYWAY, SHOWN_ANYWAY
 from .outputs import cleaned_args
 from .report import RunReport, TerminalState
 from .run_state import RunState, principal_dict
@@ -152,22 +153,12 @@ def replacement(run: RunState, fallback_text: str) -> str:
 
 _BLANK_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
 """Unicode categories that show nothing: controls, format characters, spaces."""
-_SHOWN_ANYWAY = frozenset(
-    "\u0600\u0601\u0602\u0603\u0604\u0605\u06dd\u070f\u0890\u0891\u08e2\u1680\U000110bd\U000110cd",
-)
-"""Of those, the ones drawn as a glyph (number signs, the Ogham space mark)."""
-_BLANK_ANYWAY = frozenset(
-    "\u034f\u115f\u1160\u17b4\u17b5\u2800\u3164\uffa0"
-    + "".join(map(chr, range(0x180B, 0x1810))) + "".join(map(chr, range(0xFE00, 0xFE10)))
-    + "".join(map(chr, range(0xE0100, 0xE01F0))),
-)
-"""Letters and marks drawn as nothing: fillers, joiners, variation selectors, the blank braille pattern."""
 
 
 def _shows_something(ch: str) -> bool:
-    if ch in _BLANK_ANYWAY:
+    if ch in BLANK_ANYWAY:
         return False
-    return ch in _SHOWN_ANYWAY or unicodedata.category(ch) not in _BLANK_CATEGORIES
+    return ch in SHOWN_ANYWAY or unicodedata.category(ch) not in _BLANK_CATEGORIES
 
 
 def shows_nothing(text: str) -> bool:

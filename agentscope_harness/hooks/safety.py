@@ -18,7 +18,7 @@ from ..facts import declared_in, tools_in
 from ..injection import HeuristicDetector, unhidden
 from ..outputs import answer_filter, dependency_label, filter_result, result_pii
 from ..registry import HookRejectSignal, harness_hook
-from ..sentinels import fence_close, fence_open, format_sentinel, neutralise_markers_sliced, strip_issued
+from ..sentinels import CONFUSABLES, fence_close, fence_open, format_sentinel, neutralise_markers_sliced, strip_issued
 
 if TYPE_CHECKING:
     from ..config import ToolPolicy
@@ -315,12 +315,21 @@ def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
 
 
 _SPACES = re.compile(r"\s+")
+_INLINE_TAG = re.compile(
+    r"</?(?:a|b|i|u|s|em|strong|code|span|mark|small|sub|sup|del|ins|kbd)(?:\s[^<>]{0,200})?/?>", re.IGNORECASE,
+)
+_OTHER_TAG = re.compile(r"</?[A-Za-z][^<>]{0,200}>")
+_EMPHASIS = re.compile(r"\*+|`+|~~|(?<!\w)_+|_+(?!\w)")
 
 
 def _as_read(text: str) -> str:
     """``text`` as the user reads it: invisible characters dropped,
-    compatibility forms folded, every run of spacing one space."""
-    return _SPACES.sub(" ", unhidden(text))
+    compatibility forms folded, letters drawn like Latin ones read as Latin,
+    markdown's emphasis and code marks and inline HTML tags gone as they are
+    when rendered (a block tag, ``<br>`` or ``<p>``, a space), every run of
+    spacing one space."""
+    shown = _OTHER_TAG.sub(" ", _INLINE_TAG.sub("", unhidden(text)))
+    return _SPACES.sub(" ", _EMPHASIS.sub("", shown).translate(CONFUSABLES))
 
 
 def _claims_in(pattern: re.Pattern[str], said: list[str], shown: list[str]) -> list[re.Match[str]]:
