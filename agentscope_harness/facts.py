@@ -487,6 +487,13 @@ class GuardState:
         self.new_fact_this_round = True
         return True
 
+    def unreach(self, facts: list[str]) -> None:
+        """Forget facts a result reached that the model never read (the
+        result was withheld): a finish requiring them waits for another."""
+        for fact in facts:
+            self.progress_marks.discard(fact)
+            self.fact_batches.pop(fact, None)
+
     def lift_deadline(self) -> None:
         """A reply resuming the run gets its time again: an end the previous
         reply's deadline caused no longer holds (any other end does)."""
