@@ -17,6 +17,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -153,7 +154,20 @@ class _Strict(BaseModel):
         arbitrary_types_allowed=True,
         allow_inf_nan=False,
         hide_input_in_errors=True,
+        # a field set after construction is checked as at construction
+        # (``config.deadline_s = -1`` would otherwise be a limit never met)
+        validate_assignment=True,
     )
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # a refused value is not kept (pydantic keeps it when a model check fails)
+        before = self.__dict__.get(name, _UNSET)
+        try:
+            super().__setattr__(name, value)
+        except ValidationError:
+            if before is not _UNSET:
+                self.__dict__[name] = before
+            raise
 
     @field_validator("*", mode="before")
     @classmethod

@@ -302,13 +302,12 @@ class ReplyLifecycle:
     async def open(self, start: ReplyStartEvent) -> RunState:
         """A new reply's run (it replaces a run the agent parked and never
         resumed), which takes its concurrency slots."""
-        harness, agent = self.harness, self.agent
+        harness = self.harness
         parent = live_parent(start.reply_id)
         principal = harness.current_principal()
         if principal is None and parent is not None:
             principal = parent.principal
-        harness.table.forget_parked(agent)
-        await self._settle_abandoned()
+        await self._replace_earlier()
         run = await self._open_run(start.reply_id, getattr(start, "session_id", None), principal, parent)
         await harness.services.fleet.open_run(run)
         return run
@@ -337,16 +336,22 @@ class ReplyLifecycle:
         await self._read_quota(run)
         return run
 
-    async def _settle_abandoned(self) -> None:
-        """A reply the consumer stopped reading and nobody closed yet (its
-        generator not collected): settled ``cancelled`` before the agent's
-        next reply opens, so its slot never outlives it."""
-        previous = self.harness.table.current.get(self.agent)
-        if previous is None or previous.report is not None or previous.run_id not in self.harness.table.slots:
+    async def _replace_earlier(self) -> None:
+        """A new reply replaces the agent's earlier run, whose slots go now:
+        one parked on a human and never resumed (its ``waiting_input``
+        report stands), and one no ``close`` reached (a stream its consumer
+        stopped reading, not yet collected), settled ``cancelled``
+        (``abandoned``) if it had not settled."""
+        table = self.harness.table
+        parked = table.take_parked(self.agent)
+        if parked is not None:
+            await self._free(parked)
+        previous = table.current.get(self.agent)
+        if previous is None or table.slots.get(previous.run_id) is not previous:
             return
-        await self.settle(previous, TerminalState.CANCELLED, "abandoned")
-        self.harness.table.drop(previous.run_id)
-        self.harness.table.unbind(self.agent, previous)
+        if previous.report is None:
+            await self.settle(previous, TerminalState.CANCELLED, "abandoned")
+        await self._free(previous)
 
     async def _read_quota(self, run: RunState) -> None:
         """A nested run spends its root's quota (its principal's): read into
@@ -387,6 +392,8 @@ class ReplyLifecycle:
             return None  # AgentScope refuses it (or, an interrupt, ignores it): nothing resumes
         parked_here = self.harness.table.get(self.agent.state.reply_id)
         run = parked_here or await self._restored()
+        self.harness.table.take_parked(self.agent)  # live again: a later reply finds it as the agent's run
+        self.harness.table.bind(self.agent, run)
         self.resumed_park = run.report
         run.report = None  # the park's provisional report is superseded
         run.park_reason = None  # a later park states its own reason
@@ -603,8 +610,8 @@ class ReplyLifecycle:
         a history left with dangling calls, drop the slot (unless parked,
         or still parked: a resume AgentScope did not take)."""
         run = self.run
-        if run is None or self.parked:
-            return
+        if run is None or self.parked or self.harness.table.slots.get(run.run_id) is not run:
+            return  # parked, or a later reply of the agent settled and freed it (abandoned)
         try:
             if failure is not None and not isinstance(failure, GeneratorExit):
                 _close_dangling_tool_calls(self.agent, failure)

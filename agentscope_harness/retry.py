@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import random
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -15,7 +16,6 @@ from tenacity import (
     retry_if_exception_type,
     stop_after_attempt,
     stop_after_delay,
-    wait_exponential_jitter,
 )
 
 from .deadline import remaining_time
@@ -51,10 +51,7 @@ async def retry_call(
     try:
         async for attempt in AsyncRetrying(
             stop=stop,
-            # jitter scaled to the backoff (tenacity's default adds up to 1 s)
-            wait=wait_exponential_jitter(
-                initial=initial_backoff_s, max=max_backoff_s, jitter=initial_backoff_s,
-            ),
+            wait=_backoff(initial_backoff_s, max_backoff_s),
             retry=retry_if_exception_type(retry_on),
             reraise=False,
             before_sleep=_not_past_deadline,
@@ -69,6 +66,17 @@ async def retry_call(
     except _DeadlineReached as exc:
         raise DependencyDown(name, exc.__cause__ or "run deadline reached") from exc
     raise DependencyDown(name)  # pragma: no cover - tenacity always returns or raises
+
+
+def _backoff(initial_s: float, most_s: float) -> Callable[[Any], float]:
+    """Exponential backoff from ``initial_s``, with jitter scaled to it
+    (tenacity's adds up to 1 s), never over ``most_s``. Ours: tenacity's
+    ``wait_exponential_jitter`` warns of a deprecated argument in one
+    version and lacks its replacement in another, and a test suite that
+    makes warnings errors would get the warning instead of ``DependencyDown``."""
+    def wait(state: Any) -> float:
+        return min(initial_s * 2 ** (state.attempt_number - 1) + random.uniform(0, initial_s), most_s)
+    return wait
 
 
 class _DeadlineReached(Exception):

@@ -667,14 +667,14 @@ class RunTable:
         except TypeError:
             pass
 
-    def forget_parked(self, agent: Any) -> None:
-        """A new reply replaces a parked one that was never resumed."""
+    def take_parked(self, agent: Any) -> RunState | None:
+        """The run the agent parked on a human, no longer parked (resumed,
+        or replaced by a new reply); ``None``: none is."""
         try:
             run_id = self.parked.pop(agent, None)
         except TypeError:
-            return
-        if run_id is not None:
-            self.drop(run_id)
+            return None
+        return None if run_id is None else self.slots.get(run_id)
 
     def open(
         self,

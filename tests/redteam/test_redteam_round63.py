@@ -1,4 +1,5 @@
-"""Red team, round 63 (on round 62's claims reading).
+"""Red team, rounds 63-65 (round 62's claims reading; DESIGN conformance;
+one agent across many replies).
 
 1. The claims check read the answer "as the user reads it" with a short list
    of invisible characters: a soft hyphen, a direction mark (LRM, RLM, ALM),
@@ -14,6 +15,13 @@
 4. A result the harness withheld (``injection="block"``, ``pii`` block)
    still reached its facts: ``retrieved`` let a finishing tool requiring it
    through, on a result the model never read.
+5. A config field set after construction was not checked.
+6. Round 64: ``retry_call`` used an argument tenacity 9 deprecates: where
+   warnings are errors, the warning was raised instead of ``DependencyDown``.
+7. Round 65: a reply whose consumer stopped reading kept its concurrency
+   slot after the next reply settled it; a resumed reply stayed the agent's
+   parked run, so the next reply dropped it unsettled (slot held); closed
+   late, such a reply read the agent's next park as its own.
 
 Real ``Agent``s, real tools in real ``Toolkit``s.
 """
@@ -22,13 +30,28 @@ from __future__ import annotations
 
 import sys
 import unicodedata
+import warnings
+from typing import Any
 
 import pytest
+from agentscope.event import RequireUserConfirmEvent, ToolResultEndEvent
+from agentscope.message import UserMsg
+from agentscope.tool import Toolkit
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scripted import ScriptedModel, calls, make_agent, run, text, tool_messages
+from pydantic import ValidationError
+from scripted import ALICE, ScriptedModel, calls, confirm, drain, make_agent, run, text, tool, tool_messages
 
-from agentscope_harness import Harness, HarnessConfig, Principal, ToolPolicy
+from agentscope_harness import (
+    ConcurrencyLimit,
+    DependencyDown,
+    Harness,
+    HarnessConfig,
+    Ledger,
+    Principal,
+    ToolPolicy,
+    retry_call,
+)
 from agentscope_harness.injection import HeuristicDetector, unhidden
 from agentscope_harness.outcome import shows_nothing
 
@@ -157,3 +180,139 @@ async def test_a_withheld_result_reaches_no_fact_a_finish_requires() -> None:
     assert told[0].startswith("[harness:injection_blocked]")
     assert told[-1].startswith("[harness:not_ready]")
     assert "99 dollars" not in (final.get_text_content() or "")
+
+
+@pytest.mark.parametrize(("make", "field", "value"), [
+    (lambda: HarnessConfig(), "deadline_s", -1),
+    (lambda: HarnessConfig(), "max_tool_calls", True),
+    (lambda: HarnessConfig(), "mode", "enforcing"),
+    (lambda: Ledger(cap=10), "soft_at", 50),
+    (lambda: HarnessConfig(ledgers={"web": Ledger(cap=3)}, tools={"fetch": ToolPolicy(ledgers=["web"])}),
+     "ledgers", {}),
+])
+def test_a_field_set_after_construction_is_checked_as_at_construction(make: Any, field: str, value: Any) -> None:
+    """Left in round 62: only construction was checked; ``config.deadline_s
+    = -1`` was a deadline already past, ``max_tool_calls = True`` a cap of
+    one, a ``soft_at`` over its cap or a dropped ledger a config the
+    constructor refuses. Refused, the field named, the old value kept."""
+    config = make()
+    before = getattr(config, field)
+    with pytest.raises(ValidationError) as refused:
+        setattr(config, field, value)
+    assert field in str(refused.value) or "ledger" in str(refused.value)
+    assert getattr(config, field) == before
+
+
+# ------------------------------------------------------------ round 65 (one agent, many replies)
+
+
+async def refund(order_id: str, amount: float) -> str:
+    """Refund an order.
+
+    Args:
+        order_id (str): The order.
+        amount (float): How much.
+    """
+    return f"refunded {order_id} {amount}"
+
+
+async def _read_until_a_result(stream: Any) -> None:
+    """A consumer that stops reading once a tool's result streamed (the
+    stream kept, neither closed nor collected)."""
+    async for item in stream:
+        if isinstance(item, ToolResultEndEvent):
+            return
+
+
+def _ends(h: Harness) -> list[tuple[str, str]]:
+    return [(r.terminal_state.value, r.reason) for r in h.reports]
+
+
+async def test_an_abandoned_reply_gives_back_its_concurrency_slot_to_the_next() -> None:
+    """Round 65: a reply whose consumer stopped reading was settled
+    ``cancelled`` (``abandoned``) as the next reply opened, but kept its
+    concurrency slot (its lease renewed): the same user's next reply was
+    refused ``concurrency_limited``, for as long as the stream was kept."""
+    h = Harness(HarnessConfig(concurrency_limits=[ConcurrencyLimit(scope="principal", max_in_flight=1)]),
+                load_entry_points=False, environ={})
+    model = ScriptedModel([calls(("refund", {"order_id": "A-1", "amount": 80})), text("Hello again.")])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(refund)])), middlewares=h.middlewares())
+    with h.acting_for(ALICE):
+        kept = agent.reply_stream(UserMsg("user", "refund A-1"), yield_final_msg=True)
+        await _read_until_a_result(kept)
+        items = await drain(agent, UserMsg("user", "hi"))
+    assert items[-1].get_text_content() == "Hello again."
+    assert _ends(h) == [("cancelled", "abandoned"), ("completed", "answered")]
+    assert not h.services.fleet._holds and len(h.table) == 0
+    await kept.aclose()  # the late close changes nothing
+    assert _ends(h) == [("cancelled", "abandoned"), ("completed", "answered")]
+
+
+def _asks_over_50() -> Harness:
+    policy = ToolPolicy(role="mutation", ask_when=lambda a: "over 50" if a["amount"] > 50 else None)
+    return Harness(HarnessConfig(tools={"refund": policy},
+                                 concurrency_limits=[ConcurrencyLimit(scope="principal", max_in_flight=1)]),
+                   load_entry_points=False, environ={})
+
+
+async def test_an_abandoned_resumed_reply_is_settled_as_the_next_reply_opens() -> None:
+    """Round 65: a resumed reply stayed the agent's parked run; the next
+    reply dropped its slot unsettled (its report still ``waiting_input``)
+    and it held its concurrency slot: every later reply was refused."""
+    h = _asks_over_50()
+    model = ScriptedModel([calls(("refund", {"order_id": "A-1", "amount": 80})), text("Hello again.")])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(refund)])), middlewares=h.middlewares())
+    with h.acting_for(ALICE):
+        asked = next(i for i in await drain(agent, UserMsg("user", "refund A-1"))
+                     if isinstance(i, RequireUserConfirmEvent))
+        kept = agent.reply_stream(confirm(asked, asked.tool_calls[0]), yield_final_msg=True)
+        await _read_until_a_result(kept)
+        items = await drain(agent, UserMsg("user", "hi"))
+    assert items[-1].get_text_content() == "Hello again."
+    assert _ends(h) == [("waiting_input", "over 50"), ("cancelled", "abandoned"), ("completed", "answered")]
+    assert h.reports[1].tool_calls == {"refund": 1}
+    assert not h.services.fleet._holds and len(h.table) == 0
+
+
+async def test_a_late_close_of_an_abandoned_reply_leaves_the_next_park_alone() -> None:
+    """Round 65: closed after the agent's next reply parked, an abandoned
+    resumed reply read that park as its own: it was parked again
+    (``waiting_input``, ``resume_failed``), and ``last_report`` said so."""
+    h = _asks_over_50()
+    model = ScriptedModel([
+        calls(("refund", {"order_id": "A-1", "amount": 80})),
+        calls(("refund", {"order_id": "A-2", "amount": 90})), text("Refunded A-2."),
+    ])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(refund)])), middlewares=h.middlewares())
+    with h.acting_for(ALICE):
+        asked = next(i for i in await drain(agent, UserMsg("user", "refund A-1"))
+                     if isinstance(i, RequireUserConfirmEvent))
+        kept = agent.reply_stream(confirm(asked, asked.tool_calls[0]), yield_final_msg=True)
+        await _read_until_a_result(kept)
+        asked = next(i for i in await drain(agent, UserMsg("user", "refund A-2"))
+                     if isinstance(i, RequireUserConfirmEvent))
+        second = h.last_report(agent)
+        await kept.aclose()
+        assert h.last_report(agent) is second
+        items = await drain(agent, confirm(asked, asked.tool_calls[0]))
+    assert items[-1].get_text_content() == "Refunded A-2."
+    assert _ends(h) == [("waiting_input", "over 50"), ("cancelled", "abandoned"),
+                        ("waiting_input", "over 50"), ("completed", "answered")]
+    assert all(d.action != "resume_failed" for r in h.reports for d in r.decisions)
+
+
+async def test_retry_call_gives_up_with_dependency_down_where_warnings_are_errors() -> None:
+    """Round 64: ``retry_call`` used an argument tenacity 9 deprecates; in
+    a test suite that makes warnings errors (``-W error``), the warning was
+    raised instead of ``DependencyDown``: an outage was never classified."""
+    tries: list[float] = []
+
+    async def pricing() -> str:
+        tries.append(1.0)
+        raise ConnectionError("refused")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(DependencyDown, match="pricing-api"):
+            await retry_call(pricing, dependency="pricing-api", attempts=3, initial_backoff_s=0.001)
+    assert len(tries) == 3
