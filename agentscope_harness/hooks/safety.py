@@ -315,20 +315,22 @@ def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
 
 
 _SPACES = re.compile(r"\s+")
+_STRUCK = re.compile(r"~~.{0,2000}?~~|<(del|s|strike)(?:\s[^<>]{0,200})?>.{0,2000}?</\1\s*>", re.DOTALL | re.IGNORECASE)
 _INLINE_TAG = re.compile(
-    r"</?(?:a|b|i|u|s|em|strong|code|span|mark|small|sub|sup|del|ins|kbd)(?:\s[^<>]{0,200})?/?>", re.IGNORECASE,
+    r"</?(?:a|b|i|u|em|strong|code|span|mark|small|sub|sup|ins|kbd)(?:\s[^<>]{0,200})?/?>", re.IGNORECASE,
 )
 _OTHER_TAG = re.compile(r"</?[A-Za-z][^<>]{0,200}>")
-_EMPHASIS = re.compile(r"\*+|`+|~~|(?<!\w)_+|_+(?!\w)")
+_EMPHASIS = re.compile(r"\*+|`+|(?<!\w)_+|_+(?!\w)")
 
 
 def _as_read(text: str) -> str:
     """``text`` as the user reads it: invisible characters dropped,
     compatibility forms folded, letters drawn like Latin ones read as Latin,
     markdown's emphasis and code marks and inline HTML tags gone as they are
-    when rendered (a block tag, ``<br>`` or ``<p>``, a space), every run of
-    spacing one space."""
-    shown = _OTHER_TAG.sub(" ", _INLINE_TAG.sub("", unhidden(text)))
+    when rendered (a block tag, ``<br>`` or ``<p>``, a space), struck-through
+    text (``~~``, ``<del>``, ``<s>``) read as deleted, every run of spacing
+    one space."""
+    shown = _OTHER_TAG.sub(" ", _INLINE_TAG.sub("", _STRUCK.sub(" ", unhidden(text))))
     return _SPACES.sub(" ", _EMPHASIS.sub("", shown).translate(CONFUSABLES))
 
 

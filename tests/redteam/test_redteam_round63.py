@@ -122,6 +122,19 @@ async def test_a_true_claim_written_with_markup_stands(answer: str) -> None:
     assert received == answer
 
 
+@pytest.mark.parametrize("answer", [
+    "Order A-1 was <del>cancelled</del> refunded.", "Order A-1 was ~~cancelled~~ refunded.",
+    "Order A-1 was <s>cancelled</s> refunded.",
+])
+async def test_struck_through_text_reads_as_deleted(answer: str) -> None:
+    """The other side of reading markup as rendered: struck-through text is
+    what the writer took back; read as a word, it made a claim the user
+    reads as withdrawn, and a true answer was "corrected"."""
+    received, report = await _answered(answer)
+    assert report.unsupported_claims == []  # type: ignore[attr-defined]
+    assert received == answer
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from(FORMAT_NOT_DRAWN), st.integers(0, len("order A-1 was cancelled")))
 def test_no_format_character_at_any_position_hides_a_word(hidden: str, at: int) -> None:
