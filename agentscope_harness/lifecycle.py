@@ -336,18 +336,18 @@ class ReplyLifecycle:
         await self._read_quota(run)
         return run
 
-    async def _replace_earlier(self) -> None:
-        """A new reply replaces the agent's earlier run, whose slots go now:
-        one parked on a human and never resumed (its ``waiting_input``
-        report stands), and one no ``close`` reached (a stream its consumer
-        stopped reading, not yet collected), settled ``cancelled``
-        (``abandoned``) if it had not settled."""
+    async def _replace_earlier(self, keep: RunState | None = None) -> None:
+        """A new reply (or a resume, of ``keep``) replaces the agent's
+        earlier run, whose slots go now: one parked on a human and never
+        resumed (its ``waiting_input`` report stands), and one no ``close``
+        reached (a stream its consumer stopped reading, not yet collected),
+        settled ``cancelled`` (``abandoned``) if it had not settled."""
         table = self.harness.table
         parked = table.take_parked(self.agent)
-        if parked is not None:
+        if parked is not None and parked is not keep:
             await self._free(parked)
         previous = table.current.get(self.agent)
-        if previous is None or table.slots.get(previous.run_id) is not previous:
+        if previous is None or previous is keep or table.slots.get(previous.run_id) is not previous:
             return
         if previous.report is None:
             await self.settle(previous, TerminalState.CANCELLED, "abandoned")
@@ -391,9 +391,9 @@ class ReplyLifecycle:
         if not isinstance(inputs, _RESUME_EVENTS) or not await _taken(self.agent, inputs):
             return None  # AgentScope refuses it (or, an interrupt, ignores it): nothing resumes
         parked_here = self.harness.table.get(self.agent.state.reply_id)
+        await self._replace_earlier(keep=parked_here)  # the resumed run is live, no longer parked
         run = parked_here or await self._restored()
-        self.harness.table.take_parked(self.agent)  # live again: a later reply finds it as the agent's run
-        self.harness.table.bind(self.agent, run)
+        self.harness.table.bind(self.agent, run)  # a later reply finds it as the agent's run
         self.resumed_park = run.report
         run.report = None  # the park's provisional report is superseded
         run.park_reason = None  # a later park states its own reason
