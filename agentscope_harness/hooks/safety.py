@@ -283,10 +283,12 @@ def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
     every claimed step, of every pattern and tool, is kept in words with
     whether it succeeded (the correction names both kinds)."""
     facts = ctx.facts
-    shown = [_as_read(said) for said in claimed]
+    shown: list[str] = []  # read once, when a tool has claims
     earlier: dict[str, list[Mapping[str, Any]]] | None = None
     steps: list[tuple[str, bool]] = []
     for tool, policy in ctx.config.tools.items():
+        if policy.claims and not shown:
+            shown = [_as_read(said) for said in claimed]
         succeeded = facts.has_succeeded(tool) or tool in facts.done_by_sub_runs
         for pattern in policy.claims:
             compiled = re.compile(pattern, re.IGNORECASE)
@@ -315,7 +317,8 @@ def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
 
 
 _SPACES = re.compile(r"\s+")
-_STRUCK = re.compile(r"~~.{0,2000}?~~|<(del|s|strike)(?:\s[^<>]{0,200})?>.{0,2000}?</\1\s*>", re.DOTALL | re.IGNORECASE)
+# each attempt stops at the next ``~`` or ``<``: linear however many openings never close
+_STRUCK = re.compile(r"~~[^~]*~~|<(del|s|strike)(?:\s[^<>]{0,200})?>[^<]*</\1\s*>", re.IGNORECASE)
 _INLINE_TAG = re.compile(
     r"</?(?:a|b|i|u|em|strong|code|span|mark|small|sub|sup|ins|kbd)(?:\s[^<>]{0,200})?/?>", re.IGNORECASE,
 )
@@ -330,8 +333,12 @@ def _as_read(text: str) -> str:
     when rendered (a block tag, ``<br>`` or ``<p>``, a space), struck-through
     text (``~~``, ``<del>``, ``<s>``) read as deleted, every run of spacing
     one space."""
-    shown = _OTHER_TAG.sub(" ", _INLINE_TAG.sub("", _STRUCK.sub(" ", unhidden(text))))
-    return _SPACES.sub(" ", _EMPHASIS.sub("", shown).translate(CONFUSABLES))
+    shown = unhidden(text)
+    if "<" in shown or "~~" in shown:
+        shown = _OTHER_TAG.sub(" ", _INLINE_TAG.sub("", _STRUCK.sub(" ", shown)))
+    if "*" in shown or "`" in shown or "_" in shown:
+        shown = _EMPHASIS.sub("", shown)
+    return _SPACES.sub(" ", shown if shown.isascii() else shown.translate(CONFUSABLES))
 
 
 def _claims_in(pattern: re.Pattern[str], said: list[str], shown: list[str]) -> list[re.Match[str]]:
