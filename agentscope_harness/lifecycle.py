@@ -136,6 +136,20 @@ def rejoin(harness: Harness, run: RunState) -> None:
     run.facts.lift_deadline()
 
 
+def end_resumed_by_another(harness: Harness, run: RunState) -> None:
+    """A reply parked in this process for one caller (on a human's
+    approval or a client-executed call) and resumed by another, or by no
+    one, acts for nobody: every call of it is refused, and it ends at its
+    next step with the fallback answer, without a model call and without
+    what the run found (the resumer may not see it)."""
+    harness.services.record(run, "resume_check", "on_reply", "stop", code="permission_denied",
+                            detail="resumed by another caller than the one who parked it", enforced=True)
+    reason = "refused:permission_denied"
+    run.findings.clear()
+    run.facts.conclude(TerminalState.INCOMPLETE, reason, override=True)
+    run.facts.stop_text = fallback(harness.config, reason)
+
+
 _SECOND_RESULT = "A second result for this call was ignored: each call is answered once."
 """What the model reads of a client's second result for one call."""
 _MISSHAPEN_RESULT = "This result does not have the shape its tool promises; it was not taken."
@@ -403,27 +417,13 @@ class ReplyLifecycle:
         rejoin(self.harness, run)
         by_another = parked_here is not None and run.resumed_by_another()
         if by_another:
-            self._resumed_by_another(run)  # a human's approval or a client's result alike
+            end_resumed_by_another(self.harness, run)  # a human's approval or a client's result alike
         if isinstance(inputs, UserConfirmResultEvent):  # restored: what was shown is not known here
             _rules_only_for_shown_calls(self.agent, inputs, by_another or parked_here is None,
                                         self.harness.services.approvals, run.resumed_by)
         self.run = run
         await self.harness.services.fleet.resume_run(run)
         return run
-
-    def _resumed_by_another(self, run: RunState) -> None:
-        """A reply parked in this process for one caller (on a human's
-        approval or a client-executed call) and resumed by another, or by no
-        one, acts for nobody: every call of it is refused, and it ends at its
-        next step with the fallback answer, without a model call and without
-        what the run found (the resumer may not see it)."""
-        services = self.harness.services
-        services.record(run, "resume_check", "on_reply", "stop", code="permission_denied",
-                        detail="resumed by another caller than the one who parked it", enforced=True)
-        reason = "refused:permission_denied"
-        run.findings.clear()
-        run.facts.conclude(TerminalState.INCOMPLETE, reason, override=True)
-        run.facts.stop_text = fallback(self.harness.config, reason)
 
     async def _restored(self) -> RunState:
         """A reply parked in another process (its state restored from

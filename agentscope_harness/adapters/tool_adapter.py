@@ -31,7 +31,7 @@ from ..chains import release
 from ..context import HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception, error_text
 from ..facts import thawed, tools_in
-from ..lifecycle import rejoin
+from ..lifecycle import end_resumed_by_another, rejoin
 from ..outputs import cleaned_args, dependency_label, pii_salt, readable_data, readable_metadata
 from ..run_state import RUN_HANDLE, TOOL_CALL, current_run
 from ..runner import first_step
@@ -128,8 +128,9 @@ class HarnessToolAdapter(HarnessMiddleware):
         )
         if run.awaiting_human and _drop_answered(agent, run, view):
             rejoin(self.harness, run)  # the tool adapter alone: resumed, and no on_reply said so
-        if view.resumed and not run.resumer_recorded:  # the tool adapter alone: the caller bound now
-            run.resume_by(self.harness.caller_principal(run))
+            self._record_resumer(run)  # answered, confirmed or denied: whoever answered acts from here
+        if view.resumed:
+            self._record_resumer(run)
         if not view.resumed and run.holds_call(view.id):
             # judged, admitted, running or parked state is kept by call id: a
             # second call under a held id would take the first one's place (its
@@ -142,13 +143,15 @@ class HarnessToolAdapter(HarnessMiddleware):
             verdict = await flow.judge(run, agent, view)
             if verdict.refusal is not None:
                 return _deny(verdict.refusal.text)
+            with self.harness.services.approvals.only_rules_of(agent, run.principal):
+                decision = await next_handler(**input_kwargs)
             if verdict.ask is not None:
+                if decision.behavior == PermissionBehavior.DENY:
+                    return decision  # a call AgentScope refuses is never put to a human (a yes would run it)
                 _waits(run, view)
                 return PermissionDecision(
                     behavior=PermissionBehavior.ASK, message=verdict.ask, decision_reason=verdict.ask,
                 )
-            with self.harness.services.approvals.only_rules_of(agent, run.principal):
-                decision = await next_handler(**input_kwargs)
             if decision.behavior in (PermissionBehavior.ASK, PermissionBehavior.PASSTHROUGH):
                 under_way = flow.answer_under_way(verdict.ctx) if verdict.ctx is not None else None
                 if under_way is not None:
@@ -173,6 +176,18 @@ class HarnessToolAdapter(HarnessMiddleware):
                 flow.call_over(run, view.id, ran=False)
             if verdict is not None and verdict.ctx is not None:
                 verdict.ctx.admissions.clear()
+
+    def _record_resumer(self, run: RunState) -> None:
+        """The tool adapter alone: the caller bound at the first call
+        judged after a resume is its resumer (no ``on_reply`` recorded one);
+        another caller than the one who parked the run, or nobody, ends it
+        as a resume by another does (no call of it runs for the first)."""
+        if run.resumer_recorded:
+            return
+        run.resume_by(self.harness.caller_principal(run))
+        run.resumer_recorded = True
+        if run.asked_here and run.resumed_by_another():
+            end_resumed_by_another(self.harness, run)
 
     # ------------------------------------------------------------ shaping
 
@@ -278,6 +293,7 @@ def _waits(run: RunState, view: ToolCallView) -> None:
     answer of its batch is delivered (``CallFlow.judge``'s finish rule)."""
     run.awaiting_human.add(view.id)
     run.parked_calls.setdefault(view.batch, set()).add(view.id)
+    run.resumer_recorded = False  # whoever resumes it is recorded then
 
 
 def _drop_answered(agent: Any, run: RunState, view: ToolCallView) -> bool:

@@ -22,12 +22,17 @@ one agent across many replies).
    slot after the next reply settled it; a resumed reply stayed the agent's
    parked run, so the next reply dropped it unsettled (slot held); closed
    late, such a reply read the agent's next park as its own.
+8. Round 67: ``ask_when`` (or a ledger's ask) put a call AgentScope's own
+   permission engine denies to a human, and a yes ran it; with the tool
+   adapter alone, a reply Alice parked and Bob (or nobody) answered went on
+   acting for Alice.
 
 Real ``Agent``s, real tools in real ``Toolkit``s.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import unicodedata
 import warnings
@@ -36,11 +41,12 @@ from typing import Any
 import pytest
 from agentscope.event import RequireUserConfirmEvent, ToolResultEndEvent
 from agentscope.message import UserMsg
-from agentscope.tool import Toolkit
+from agentscope.permission import PermissionBehavior, PermissionDecision, PermissionRule
+from agentscope.tool import FunctionTool, Toolkit
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
-from scripted import ALICE, ScriptedModel, calls, confirm, drain, make_agent, run, text, tool, tool_messages
+from scripted import ALICE, ALLOW, BOB, ScriptedModel, calls, confirm, drain, make_agent, run, text, tool, tool_messages
 
 from agentscope_harness import (
     ConcurrencyLimit,
@@ -52,6 +58,7 @@ from agentscope_harness import (
     ToolPolicy,
     retry_call,
 )
+from agentscope_harness.adapters import HarnessToolAdapter
 from agentscope_harness.injection import HeuristicDetector, unhidden
 from agentscope_harness.outcome import shows_nothing
 
@@ -329,3 +336,91 @@ async def test_retry_call_gives_up_with_dependency_down_where_warnings_are_error
         with pytest.raises(DependencyDown, match="pricing-api"):
             await retry_call(pricing, dependency="pricing-api", attempts=3, initial_backoff_s=0.001)
     assert len(tries) == 3
+
+
+# ------------------------------------------------------------ round 67 (who may act)
+
+
+ACTED: list[tuple[str, str]] = []
+
+
+async def read_inbox(user_id: str) -> str:
+    """Read a user's private inbox.
+
+    Args:
+        user_id (str): Whose inbox.
+    """
+    ACTED.append(("read_inbox", user_id))
+    return f"inbox of {user_id}: SECRET-MAIL-OF-{user_id}"
+
+
+async def pay_out(user_id: str, amount: int) -> str:
+    """Pay money out.
+
+    Args:
+        user_id (str): Whose account.
+        amount (int): How much.
+    """
+    ACTED.append(("pay_out", user_id))
+    return f"paid {amount} to {user_id}"
+
+
+DENY = PermissionDecision(behavior=PermissionBehavior.DENY, message="payouts are never allowed from chat")
+
+
+@pytest.mark.parametrize("how", ["deny rule", "tool denies", "ledger asks"])
+async def test_a_call_agentscope_denies_is_never_put_to_a_human(how: str) -> None:
+    """Round 67: ``ask_when`` (or a ledger's ``on_exhausted="ask"``) parked
+    the call before AgentScope's own permission engine judged it; a yes ran
+    it, though the agent's deny rule (or the tool's own ``DENY``) refuses it
+    in bare AgentScope, and asks nobody."""
+    ACTED.clear()
+    ledger = how == "ledger asks"
+    policy = ToolPolicy(role="mutation", ledgers=["money"] if ledger else [],
+                        ask_when=None if ledger else (lambda args: "payouts need a human"))
+    h = Harness(HarnessConfig(tools={"pay_out": policy},
+                              ledgers={"money": Ledger(cap=0, on_exhausted="ask", extend_by=1)} if ledger else {}),
+                load_entry_points=False, environ={})
+    permission = DENY if how == "tool denies" else ALLOW
+    model = ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 5000})), text("done"), text("done")])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[FunctionTool(pay_out, permission=permission)])),
+                       middlewares=h.middlewares())
+    if how != "tool denies":
+        agent._engine.add_rule(PermissionRule(tool_name="pay_out", rule_content=None,
+                                              behavior=PermissionBehavior.DENY, source="policySettings"))
+    with h.acting_for(U42):
+        events, _ = await run(agent, "pay me")
+        asked = [e for e in events if isinstance(e, RequireUserConfirmEvent)]
+        for ask in asked:
+            await drain(agent, confirm(ask, ask.tool_calls[0]))
+    assert asked == []
+    assert ACTED == []
+
+
+@pytest.mark.parametrize("confirmed", [True, False])
+@pytest.mark.parametrize("answerer", [BOB, None])
+async def test_the_tool_adapter_alone_acts_for_nobody_in_a_reply_another_caller_resumed(
+    confirmed: bool, answerer: Principal | None,
+) -> None:
+    """Round 67: with the tool adapter alone, Alice's reply parked on
+    ``ask_when`` and answered by Bob (or by nobody) went on acting for
+    Alice: the model's next call read her inbox, streamed to Bob. Only the
+    resumed call itself was checked, and a denial resumes none."""
+    ACTED.clear()
+    h = Harness(HarnessConfig(tools={
+        "pay_out": ToolPolicy(role="mutation", identity_args={"user_id": "user_id"},
+                              ask_when=lambda args: "payouts need a human"),
+        "read_inbox": ToolPolicy(role="lookup", identity_args={"user_id": "user_id"}),
+    }), load_entry_points=False, environ={})
+    tool_adapter = [m for m in h.middlewares() if isinstance(m, HarnessToolAdapter)]
+    model = ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 10})),
+                           calls(("read_inbox", {"user_id": "u-42"})), text("done")])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(pay_out), tool(read_inbox)])),
+                       middlewares=tool_adapter)
+    with h.acting_for(ALICE):
+        events, _ = await run(agent, "pay me")
+    ask = next(e for e in events if isinstance(e, RequireUserConfirmEvent))
+    with h.acting_for(answerer) if answerer is not None else contextlib.nullcontext():
+        items = await drain(agent, confirm(ask, ask.tool_calls[0], confirmed=confirmed))
+    assert ACTED == []
+    assert not any("SECRET-MAIL" in repr(item) for item in items)
