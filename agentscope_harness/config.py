@@ -17,6 +17,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -159,15 +160,39 @@ class _Strict(BaseModel):
         validate_assignment=True,
     )
 
+    _derived: frozenset[str] = PrivateAttr(default=frozenset())
+    """Fields left unset that a check worked out from the others
+    (``require_finish_tool`` from the tools, a tool's ``injection`` from its
+    role): worked out again when a field is set after construction."""
+
+    def __eq__(self, other: object) -> bool:
+        # equal values are equal configs, whichever were worked out (a round trip writes them all)
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as pydantic's models are
+
+    def _derive(self, name: str, value: Any) -> None:
+        """Fill in an unset field from the others (inside a model check)."""
+        self.__dict__[name] = value
+        self._derived = self._derived | {name}  # a new set: a copy of the model shares the old
+
     def __setattr__(self, name: str, value: Any) -> None:
-        # a refused value is not kept (pydantic keeps it when a model check fails)
-        before = self.__dict__.get(name, _UNSET)
+        if name.startswith("_"):
+            return super().__setattr__(name, value)
+        before, derived = dict(self.__dict__), self._derived
+        for field in derived - {name}:  # worked out again from the new value (``name`` is the caller's now)
+            self.__dict__[field] = None
+        self._derived = frozenset()
         try:
             super().__setattr__(name, value)
-        except ValidationError:
-            if before is not _UNSET:
-                self.__dict__[name] = before
+        except ValidationError:  # refused: nothing changes (pydantic keeps a value a model check refused)
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            self._derived = derived
             raise
+        return None
 
     @field_validator("*", mode="before")
     @classmethod
@@ -339,7 +364,7 @@ class ToolPolicy(_Strict):
         # read back as in force: ``flag`` for retrieval tools (they bring
         # outside text in), ``off`` for the rest
         if self.injection is None:
-            self.injection = "flag" if self.role == "retrieval" else "off"
+            self._derive("injection", "flag" if self.role == "retrieval" else "off")
         return self
 
     def injection_mode(self) -> str:
@@ -677,7 +702,7 @@ class HarnessConfig(_Strict):
                 "no run could ever complete",
             )
         if self.require_finish_tool is None:  # read back as in force
-            self.require_finish_tool = bool(self.finish_tools())
+            self._derive("require_finish_tool", bool(self.finish_tools()))
         self.resolved_secret_values()
         return self
 
@@ -733,6 +758,10 @@ def build_config(config: HarnessConfig | Mapping[str, Any] | None) -> HarnessCon
     if config is None:
         return HarnessConfig()
     if isinstance(config, HarnessConfig):
+        try:  # again: a nested model's field set since (``tools["s"].ledgers``) was checked by that model alone
+            config._references_exist()
+        except ValueError as exc:
+            raise HarnessConfigError(str(exc)) from exc
         return config
     try:
         return HarnessConfig.model_validate(dict(config))

@@ -53,6 +53,7 @@ from agentscope_harness import (
     DependencyDown,
     Harness,
     HarnessConfig,
+    HarnessConfigError,
     Ledger,
     Principal,
     ToolPolicy,
@@ -424,3 +425,35 @@ async def test_the_tool_adapter_alone_acts_for_nobody_in_a_reply_another_caller_
         items = await drain(agent, confirm(ask, ask.tool_calls[0], confirmed=confirmed))
     assert ACTED == []
     assert not any("SECRET-MAIL" in repr(item) for item in items)
+
+
+async def test_a_default_worked_out_from_other_fields_is_worked_out_again_on_assignment() -> None:
+    """Round 66: ``require_finish_tool`` (from the finish tools) and a tool's
+    ``injection`` (from its role) were worked out at construction only: a
+    finish tool set after construction left text answers ``completed``, a
+    role set to ``retrieval`` left its results unread for injections."""
+    config = HarnessConfig()
+    config.tools = {"submit_answer": ToolPolicy(role="finish")}
+    assert config.require_finish_tool is True
+    policy = ToolPolicy(role="lookup")
+    policy.role = "retrieval"
+    assert policy.injection == "flag"
+    policy.injection = "block"  # the caller's own value stays theirs
+    policy.role = "lookup"
+    assert policy.injection == "block"
+    h = Harness(config, load_entry_points=False, environ={})
+    agent = make_agent(ScriptedModel([text("All done, trust me.")] * 3), [], middlewares=h.middlewares())
+    await run(agent, "do it")
+    report = h.last_report(agent)
+    assert (report.terminal_state.value, report.reason) == ("incomplete", "finish_tool_not_called")
+
+
+def test_a_nested_field_set_after_construction_is_checked_when_the_harness_is_built() -> None:
+    """Round 66: ``config.tools["search"].ledgers = ["retrievals"]`` (a ledger
+    the config lacks) was checked by the tool's policy alone; at run time
+    ``spend_gate`` raised ``KeyError`` (``policy_error``)."""
+    config = HarnessConfig(ledgers={"retrieval": Ledger(cap=3)},
+                           tools={"search": ToolPolicy(ledgers=["retrieval"])})
+    config.tools["search"].ledgers = ["retrievals"]
+    with pytest.raises(HarnessConfigError, match="tools.search.ledgers: unknown ledger 'retrievals'"):
+        Harness(config, load_entry_points=False, environ={})
