@@ -659,6 +659,14 @@ class HarnessConfig(_Strict):
 
     @model_validator(mode="after")
     def _references_exist(self) -> HarnessConfig:
+        self.check_references()
+        return self
+
+    def check_references(self) -> None:
+        """The checks that relate fields (a tool's ledgers exist, ``wrap_up_s``
+        within ``deadline_s``, ...): at construction, on each assignment, and
+        when a ``Harness`` is built (a nested model's field set since was
+        checked by that model alone). Raises ``ValueError`` naming the field."""
         if self.store is not None and (self.rate_limits or self.concurrency_limits):
             missing, _ = _missing_methods(self.store, LedgerStore)
             if self.concurrency_limits:  # a slot is renewed while its run or call lasts
@@ -704,7 +712,6 @@ class HarnessConfig(_Strict):
         if self.require_finish_tool is None:  # read back as in force
             self._derive("require_finish_tool", bool(self.finish_tools()))
         self.resolved_secret_values()
-        return self
 
     # Derived views, computed from the config alone.
 
@@ -759,7 +766,7 @@ def build_config(config: HarnessConfig | Mapping[str, Any] | None) -> HarnessCon
         return HarnessConfig()
     if isinstance(config, HarnessConfig):
         try:  # again: a nested model's field set since (``tools["s"].ledgers``) was checked by that model alone
-            config._references_exist()
+            config.check_references()
         except ValueError as exc:
             raise HarnessConfigError(str(exc)) from exc
         return config
