@@ -3,6 +3,8 @@ forged instructions away from the model and the user."""
 
 from __future__ import annotations
 
+import bisect
+import html
 import re
 from collections.abc import Mapping
 from decimal import Decimal
@@ -317,25 +319,37 @@ def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
 
 
 _SPACES = re.compile(r"\s+")
-# each attempt stops at the next ``~`` or ``<``: linear however many openings never close
-_STRUCK = re.compile(r"~~[^~]*~~|<(del|s|strike)(?:\s[^<>]{0,200})?>[^<]*</\1\s*>", re.IGNORECASE)
-_INLINE_TAG = re.compile(
-    r"</?(?:a|b|i|u|em|strong|code|span|mark|small|sub|sup|ins|kbd)(?:\s[^<>]{0,200})?/?>", re.IGNORECASE,
+# Markup as rendered. Every pattern is linear on any input: an attempt stops
+# at the next ``~``, ``<`` or ``]`` (many openings that never close cost no more).
+_COMMENT = re.compile(r"<!--[^<]*?-->")
+_TAKEN_BACK = re.compile(r"~~[^~]*~~|<(del|s|strike|sup)(?:\s[^<>]{0,200})?>[^<]*</\1\s*>", re.IGNORECASE)
+"""Struck-through text (taken back) and a superscript (a footnote mark)."""
+_BLOCK_TAG = re.compile(
+    r"</?(?:p|div|br|hr|li|ul|ol|dl|dt|dd|h[1-6]|table|tr|td|th|thead|tbody|blockquote|pre|section|article"
+    r"|header|footer|nav|aside|main|figure|figcaption|details|summary)(?:\s[^<>]{0,200})?/?>",
+    re.IGNORECASE,
 )
-_OTHER_TAG = re.compile(r"</?[A-Za-z][^<>]{0,200}>")
+_TAG = re.compile(r"</?[A-Za-z][^<>]{0,200}>")
+_LINK = re.compile(r"!?\[([^\[\]]*)\]\([^()\s]*\)")
+_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _EMPHASIS = re.compile(r"\*+|`+|(?<!\w)_+|_+(?!\w)")
 
 
 def _as_read(text: str) -> str:
-    """``text`` as the user reads it: invisible characters dropped,
-    compatibility forms folded, letters drawn like Latin ones read as Latin,
-    markdown's emphasis and code marks and inline HTML tags gone as they are
-    when rendered (a block tag, ``<br>`` or ``<p>``, a space), struck-through
-    text (``~~``, ``<del>``, ``<s>``) read as deleted, every run of spacing
-    one space."""
-    shown = unhidden(text)
+    """``text`` as the user reads it: HTML entities decoded, invisible
+    characters dropped, compatibility forms folded, letters drawn like Latin
+    ones read as Latin; markup as rendered: comments, struck-through text
+    (``~~``, ``<del>``, ``<s>``: taken back) and superscripts (footnote marks)
+    gone, a block tag (``<br>``, ``<p>``) a space and any other tag nothing, a
+    markdown link its text, escapes and emphasis and code marks gone; every
+    run of spacing one space."""
+    shown = unhidden(html.unescape(text) if "&" in text else text)
     if "<" in shown or "~~" in shown:
-        shown = _OTHER_TAG.sub(" ", _INLINE_TAG.sub("", _STRUCK.sub(" ", shown)))
+        shown = _TAG.sub("", _BLOCK_TAG.sub(" ", _TAKEN_BACK.sub(" ", _COMMENT.sub("", shown))))
+    if "](" in shown:
+        shown = _LINK.sub(r"\1", shown)
+    if "\\" in shown:
+        shown = _ESCAPE.sub(r"\1", shown)
     if "*" in shown or "`" in shown or "_" in shown:
         shown = _EMPHASIS.sub("", shown)
     return _SPACES.sub(" ", shown if shown.isascii() else shown.translate(CONFUSABLES))
@@ -344,15 +358,31 @@ def _as_read(text: str) -> str:
 def _claims_in(pattern: re.Pattern[str], said: list[str], shown: list[str]) -> list[re.Match[str]]:
     """The claims ``pattern`` finds: in the text as written (values quoted as
     the model wrote them; a pattern written with a line break or fullwidth
-    punctuation matches there), and in the text as the user reads it those
-    the first reading missed (hidden by an invisible character, a no-break
-    space, a line break between two text blocks)."""
-    found = [m for text in said for m in pattern.finditer(text)]
+    punctuation matches there), but not in text taken back (struck through),
+    and in the text as the user reads it those the first reading missed
+    (hidden by an invisible character, a no-break space, markup, a line
+    break between two text blocks)."""
+    found = [m for text in said for m in _not_taken_back(text, list(pattern.finditer(text)))]
     seen = {_as_read(m.group(0)).casefold() for m in found}
     for text, read in zip(said, shown, strict=True):
         if read != text:
             found += [m for m in pattern.finditer(read) if _as_read(m.group(0)).casefold() not in seen]
     return found
+
+
+def _not_taken_back(text: str, matches: list[re.Match[str]]) -> list[re.Match[str]]:
+    """``matches`` but those within struck-through text of ``text``."""
+    if not matches or ("~~" not in text and "<" not in text):
+        return matches
+    struck = [m.span() for m in _TAKEN_BACK.finditer(text)]  # in order, apart
+    starts = [start for start, _ in struck]
+    kept = []
+    for match in matches:
+        at = bisect.bisect_right(starts, match.start()) - 1
+        if at < 0 or struck[at][1] < match.end():
+            kept.append(match)
+    return kept
+
 
 STEP_VALUE_CHARS = 80
 """The most characters of a claimed value a correction quotes (a claim

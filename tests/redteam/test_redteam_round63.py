@@ -109,6 +109,11 @@ async def _answered(answer: str, *, cancelled: str | None = None) -> tuple[str, 
     "Done: order _A-1_ was ~~cancelled~~ cancelled.",
     "Done: order A-1 was can<b></b>celled.",
     "Done: order <strong>A-1</strong> was<br>cancelled.",
+    # round 66: still hidden
+    "Done: order [A-1](https://shop.example/orders/A-1) was cancelled.",
+    "Done: order A-1 was &#99;ancelled.", "Done: order A-1 was can&shy;celled.", "Done: order A&#45;1 was cancelled.",
+    "Done: order A-1 was can<wbr>celled.", "Done: order A-1 was ca<font>ncel</font>led.",
+    "Done: order A-1 was can<!-- -->celled.", "Done: order A\\-1 was cancelled.",
 ])
 async def test_a_claim_hidden_from_the_reading_but_not_from_the_user_is_read(answer: str) -> None:
     """Round 63: each of these reached the user ``completed``, with no
@@ -121,6 +126,7 @@ async def test_a_claim_hidden_from_the_reading_but_not_from_the_user_is_read(ans
 @pytest.mark.parametrize("answer", [
     "Done: order **A-1** was cancelled.", "Done: order `A-1` was cancelled.",
     "Done: order A\u00ad-1 was cancelled.", "Done: order <b>A-1</b> was cancelled.",
+    "I cancelled it: order A-1<sup>1</sup> was cancelled.",  # round 66: read as "A-11"
 ])
 async def test_a_true_claim_written_with_markup_stands(answer: str) -> None:
     """The other side: the cancellation ran, so the claim however it is
@@ -133,6 +139,9 @@ async def test_a_true_claim_written_with_markup_stands(answer: str) -> None:
 @pytest.mark.parametrize("answer", [
     "Order A-1 was <del>cancelled</del> refunded.", "Order A-1 was ~~cancelled~~ refunded.",
     "Order A-1 was <s>cancelled</s> refunded.",
+    # round 66: a claim struck through whole was still read as written
+    "~~Order A-1 was cancelled.~~ Sorry: order A-1 could not be cancelled.",
+    "<del>Order A-1 was cancelled.</del> Sorry: it could not be.",
 ])
 async def test_struck_through_text_reads_as_deleted(answer: str) -> None:
     """The other side of reading markup as rendered: struck-through text is
