@@ -260,11 +260,19 @@ class ReplyLifecycle:
                 kind = _KINDS.get(type(item))
                 if kind is None:
                     kind = _kind(item)
-                if kind == _OTHER:  # most streamed events: nothing for the run to do
-                    yield item
+                # most streamed events (_OTHER): nothing for the run to do
+                outs = (item,) if kind == _OTHER else await self.on_item(item, kind)
+                run = self.run
+                if run is None:
+                    for out in outs:
+                        yield out
                     continue
-                for out in await self.on_item(item, kind):
+                run.with_consumer = True
+                for out in outs:
                     yield out
+                run.with_consumer = False
+                if run.replaced:  # read on after a later reply settled it: nothing more runs
+                    return
         except BaseException as exc:
             failure = exc
             raise
@@ -363,8 +371,11 @@ class ReplyLifecycle:
         previous = table.current.get(self.agent)
         if previous is None or previous is keep or table.slots.get(previous.run_id) is not previous:
             return
+        if not previous.with_consumer:
+            return  # still producing: a reply running beside this one, closed by its own end
         if previous.report is None:
             await self.settle(previous, TerminalState.CANCELLED, "abandoned")
+        previous.replaced = True
         await self._free(previous)
 
     async def _read_quota(self, run: RunState) -> None:

@@ -181,6 +181,12 @@ class RunState:
     round (a stop's text, the fallback and what the run found): the final
     audit filters it, but reads no claim in it (the model claimed nothing;
     what the run found may quote a result that reads like one)."""
+    with_consumer: bool = False
+    """The reply has handed its consumer an item and waits to be asked for
+    the next (a reply still producing one is running, never abandoned)."""
+    replaced: bool = False
+    """A later reply of its agent settled and freed it, abandoned: its
+    stream, read on, ends."""
     ended_at_cap: bool = False
     """The harness answered a stopped structured reply in the model's place
     and set AgentScope's iteration count at its cap to end it: AgentScope's

@@ -26,12 +26,15 @@ one agent across many replies).
    permission engine denies to a human, and a yes ran it; with the tool
    adapter alone, a reply Alice parked and Bob (or nobody) answered went on
    acting for Alice.
+9. Round 66 (on these): a reply read on after the next reply settled it
+   went on calling tools; a reply still running was taken for abandoned.
 
 Real ``Agent``s, real tools in real ``Toolkit``s.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sys
 import unicodedata
@@ -466,3 +469,60 @@ def test_a_nested_field_set_after_construction_is_checked_when_the_harness_is_bu
     config.tools["search"].ledgers = ["retrievals"]
     with pytest.raises(HarnessConfigError, match="tools.search.ledgers: unknown ledger 'retrievals'"):
         Harness(config, load_entry_points=False, environ={})
+
+
+async def test_an_abandoned_reply_read_on_after_the_next_reply_ends_and_runs_nothing() -> None:
+    """Round 66: read on after the agent's next reply settled it
+    (``abandoned``), a reply went on calling tools in a run of its own,
+    never settled and past the ledger its run had used up."""
+    ACTED.clear()
+    h = Harness(HarnessConfig(ledgers={"payouts": Ledger(1)},
+                              tools={"pay_out": ToolPolicy(role="mutation", ledgers=["payouts"])}),
+                load_entry_points=False, environ={})
+    model = ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 1})), text("Hello."),
+                           calls(("pay_out", {"user_id": "u-42", "amount": 2})), text("Paid twice.")])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(pay_out)])), middlewares=h.middlewares())
+    with h.acting_for(U42):
+        kept = agent.reply_stream(UserMsg("user", "pay me twice"), yield_final_msg=True)
+        await _read_until_a_result(kept)
+        await drain(agent, UserMsg("user", "hi"))
+        rest = [item async for item in kept]
+    assert rest == []
+    assert ACTED == [("pay_out", "u-42")]
+    assert _ends(h) == [("cancelled", "abandoned"), ("completed", "answered")]
+    assert len(h.table) == 0
+
+
+async def test_a_reply_still_running_is_not_taken_for_abandoned() -> None:
+    """Round 66 (on round 65): a second reply of one agent opened while the
+    first was still running (awaiting a slow tool) settled the first
+    ``cancelled`` (``abandoned``) and gave back its concurrency slot, so
+    ``max_in_flight=1`` let both run. A running reply is left alone: the
+    second is refused, the first ends as it ends."""
+    started = asyncio.Event()
+
+    async def slow_refund(order_id: str) -> str:
+        """Refund slowly.
+
+        Args:
+            order_id (str): The order.
+        """
+        started.set()
+        await asyncio.sleep(0.2)
+        return f"refunded {order_id}"
+
+    h = Harness(HarnessConfig(concurrency_limits=[ConcurrencyLimit(scope="principal", max_in_flight=1)]),
+                load_entry_points=False, environ={})
+    model = ScriptedModel([calls(("slow_refund", {"order_id": "A-1"})), text("Refunded A-1."), text("x")])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(slow_refund)])), middlewares=h.middlewares())
+
+    async def second() -> Any:
+        await started.wait()
+        with h.acting_for(U42):
+            return await agent.reply(UserMsg("user", "and A-2"))
+
+    with h.acting_for(U42):
+        first, refused = await asyncio.gather(agent.reply(UserMsg("user", "refund A-1")), second())
+    assert "too many requests" in (refused.get_text_content() or "")
+    assert first.get_text_content() == "Refunded A-1."
+    assert sorted(_ends(h)) == [("completed", "answered"), ("incomplete", "concurrency_limited")]
