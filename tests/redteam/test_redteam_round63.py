@@ -281,6 +281,15 @@ async def test_an_abandoned_reply_gives_back_its_concurrency_slot_to_the_next() 
     assert _ends(h) == [("cancelled", "abandoned"), ("completed", "answered")]
 
 
+async def _approved_then_abandoned(agent: Any, prompt: str) -> Any:
+    """A reply parked on a human, approved; the resumed stream read up to
+    its first result and kept (neither closed nor collected)."""
+    asked = next(i for i in await drain(agent, UserMsg("user", prompt)) if isinstance(i, RequireUserConfirmEvent))
+    kept = agent.reply_stream(confirm(asked, asked.tool_calls[0]), yield_final_msg=True)
+    await _read_until_a_result(kept)
+    return kept
+
+
 def _asks_over_50() -> Harness:
     policy = ToolPolicy(role="mutation", ask_when=lambda a: "over 50" if a["amount"] > 50 else None)
     return Harness(HarnessConfig(tools={"refund": policy},
@@ -296,15 +305,14 @@ async def test_an_abandoned_resumed_reply_is_settled_as_the_next_reply_opens() -
     model = ScriptedModel([calls(("refund", {"order_id": "A-1", "amount": 80})), text("Hello again.")])
     agent = make_agent(model, h.instrument(Toolkit(tools=[tool(refund)])), middlewares=h.middlewares())
     with h.acting_for(ALICE):
-        asked = next(i for i in await drain(agent, UserMsg("user", "refund A-1"))
-                     if isinstance(i, RequireUserConfirmEvent))
-        kept = agent.reply_stream(confirm(asked, asked.tool_calls[0]), yield_final_msg=True)
-        await _read_until_a_result(kept)
+        kept = await _approved_then_abandoned(agent, "refund A-1")
         items = await drain(agent, UserMsg("user", "hi"))
     assert items[-1].get_text_content() == "Hello again."
     assert _ends(h) == [("waiting_input", "over 50"), ("cancelled", "abandoned"), ("completed", "answered")]
     assert h.reports[1].tool_calls == {"refund": 1}
     assert not h.services.fleet._holds and len(h.table) == 0
+    await kept.aclose()  # kept open until here: dropped, it would be collected and closed at once
+    assert len(h.reports) == 3
 
 
 async def test_a_late_close_of_an_abandoned_reply_leaves_the_next_park_alone() -> None:
@@ -318,10 +326,7 @@ async def test_a_late_close_of_an_abandoned_reply_leaves_the_next_park_alone() -
     ])
     agent = make_agent(model, h.instrument(Toolkit(tools=[tool(refund)])), middlewares=h.middlewares())
     with h.acting_for(ALICE):
-        asked = next(i for i in await drain(agent, UserMsg("user", "refund A-1"))
-                     if isinstance(i, RequireUserConfirmEvent))
-        kept = agent.reply_stream(confirm(asked, asked.tool_calls[0]), yield_final_msg=True)
-        await _read_until_a_result(kept)
+        kept = await _approved_then_abandoned(agent, "refund A-1")
         asked = next(i for i in await drain(agent, UserMsg("user", "refund A-2"))
                      if isinstance(i, RequireUserConfirmEvent))
         second = h.last_report(agent)
