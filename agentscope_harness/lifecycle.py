@@ -24,6 +24,8 @@ from agentscope.event import (
     ExternalExecutionResultEvent,
     ReplyEndEvent,
     ReplyStartEvent,
+    RequireExternalExecutionEvent,
+    RequireUserConfirmEvent,
     TextBlockDeltaEvent,
     TextBlockEndEvent,
     TextBlockStartEvent,
@@ -68,11 +70,12 @@ _RESUME_EVENTS = (UserConfirmResultEvent, ExternalExecutionResultEvent, UserInte
 
 # What the lifecycle does with a streamed item, cached by type: ``isinstance``
 # on pydantic models goes through ABCMeta, and every event passes here.
-_CLASSES: tuple[type, ...] = (
+_CLASSES: tuple[type | tuple[type, ...], ...] = (
     ReplyStartEvent, ReplyEndEvent, Msg, ToolResultEndEvent, ToolResultTextDeltaEvent, ToolResultStartEvent,
+    (RequireUserConfirmEvent, RequireExternalExecutionEvent),
 )
 _KINDS: dict[type, int] = {}
-_OTHER, _START, _END, _MSG, _TOOL_END, _TOOL_TEXT, _TOOL_START = 0, 1, 2, 3, 4, 5, 6
+_OTHER, _START, _END, _MSG, _TOOL_END, _TOOL_TEXT, _TOOL_START, _ASK = 0, 1, 2, 3, 4, 5, 6, 7
 
 
 def _kind(item: Any) -> int:
@@ -221,6 +224,9 @@ class ReplyLifecycle:
         self.agent = agent
         self.run: RunState | None = None
         self.parked = False
+        self.asked = False
+        """The reply streamed a question for a human or a client: a consumer
+        that stops reading there leaves it parked, as at its end."""
         self.resumed_park: RunReport | None = None
         """The provisional report of the run parked here that this reply
         resumes (``None``: not such a resume): what the run says again when
@@ -297,6 +303,9 @@ class ReplyLifecycle:
             # fail open in shadow mode, or a notice may follow the fence)
             shown = await self.harness.services.redactor.redact_async(item.delta)  # megabytes: in slices
             return [item if shown == item.delta else item.model_copy(update={"delta": shown})]
+        if kind == _ASK:  # a question for a human (or a client) is out: stopped here, the reply is parked
+            self.asked = True
+            return [item]
         if kind == _TOOL_START:  # the tool name is the model's to write: shown redacted
             return [shown_name(self.harness.services.redactor, item)]
         if kind == _TOOL_END:
@@ -626,7 +635,9 @@ class ReplyLifecycle:
         try:
             if failure is not None and not isinstance(failure, GeneratorExit):
                 _close_dangling_tool_calls(self.agent, failure)
-            if failure is not None and self.resumed_park is not None and _awaits_human(self.agent):
+            if isinstance(failure, GeneratorExit) and self.asked and _awaits_human(self.agent):
+                await self._keep_parked(run, run.park_reason or _park_reason(self.agent))
+            elif failure is not None and self.resumed_park is not None and _awaits_human(self.agent):
                 await self._park_again(run, failure, self.resumed_park.reason)
             elif run.report is None:
                 state, reason = terminal_state(

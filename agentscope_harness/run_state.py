@@ -639,10 +639,12 @@ class RunTable:
     """The owning Harness's candidate policy: it judges this table's runs,
     and is charged what runs nested in them spend, whichever Harness opened
     those."""
-    parked: weakref.WeakKeyDictionary[Any, str] = field(
+    parked: weakref.WeakKeyDictionary[Any, list[str | None]] = field(
         default_factory=weakref.WeakKeyDictionary,
     )
-    """The run each agent parked on a human, kept until resumed or replaced."""
+    """The run each agent parked on a human (in a holder of one), kept until
+    resumed or replaced, or until the agent is collected (nobody can resume
+    it then: its slot goes with it)."""
     current: weakref.WeakKeyDictionary[Any, RunState] = field(
         default_factory=weakref.WeakKeyDictionary,
     )
@@ -669,18 +671,25 @@ class RunTable:
     def park(self, agent: Any, run_id: str) -> None:
         """A reply parked on human-in-the-loop keeps its slot until resumed."""
         try:
-            self.parked[agent] = run_id
+            holder = self.parked.get(agent)
+            if holder is None:  # one holder per agent, its slot dropped with the agent
+                holder = self.parked[agent] = [None]
+                weakref.finalize(agent, _drop_held, self.slots, holder)
         except TypeError:
-            pass
+            return
+        holder[0] = run_id
 
     def take_parked(self, agent: Any) -> RunState | None:
         """The run the agent parked on a human, no longer parked (resumed,
         or replaced by a new reply); ``None``: none is."""
         try:
-            run_id = self.parked.pop(agent, None)
+            holder = self.parked.get(agent)
         except TypeError:
             return None
-        return None if run_id is None else self.slots.get(run_id)
+        if holder is None or holder[0] is None:
+            return None
+        run_id, holder[0] = holder[0], None
+        return self.slots.get(run_id)
 
     def open(
         self,
@@ -722,6 +731,11 @@ class RunTable:
 
     def __len__(self) -> int:
         return len(self.slots)
+
+
+def _drop_held(slots: dict[str, RunState], holder: list[str | None]) -> None:
+    if holder[0] is not None:
+        slots.pop(holder[0], None)
 
 
 def same_caller(one: Principal | None, other: Principal | None) -> bool:

@@ -28,6 +28,9 @@ one agent across many replies).
    acting for Alice.
 9. Round 66 (on these): a reply read on after the next reply settled it
    went on calling tools; a reply still running was taken for abandoned.
+10. Round 68: a reader that stopped at AgentScope's confirmation request left
+    a run settled ``cancelled``: another caller's confirmation then ran the
+    call unchecked; a parked run outlived its agent in the table.
 
 Real ``Agent``s, real tools in real ``Toolkit``s.
 """
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import sys
 import unicodedata
 import warnings
@@ -531,3 +535,55 @@ async def test_a_reply_still_running_is_not_taken_for_abandoned() -> None:
     assert "too many requests" in (refused.get_text_content() or "")
     assert first.get_text_content() == "Refunded A-1."
     assert sorted(_ends(h)) == [("completed", "answered"), ("incomplete", "concurrency_limited")]
+
+
+# ------------------------------------------------------------ round 68 (agents sharing a Harness)
+
+
+ASK = PermissionDecision(behavior=PermissionBehavior.ASK, message="confirm")
+
+
+@pytest.mark.parametrize("stop", ["aclose", "drop"])
+async def test_a_reader_that_stops_at_the_question_leaves_the_reply_parked(stop: str) -> None:
+    """Round 68: a UI that reads until AgentScope's confirmation request
+    (its last item in bare AgentScope) and stops there left a run the
+    harness settled ``cancelled`` and dropped; the confirmation was then
+    taken for one of a reply parked in another process, unchecked: Bob's
+    confirmation ran Alice's call. The reply is parked as at its end."""
+    ACTED.clear()
+    h = Harness(load_entry_points=False, environ={})
+    model = ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 5})), text("Paid.")])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[FunctionTool(pay_out, permission=ASK)])),
+                       middlewares=h.middlewares())
+    with h.acting_for(ALICE):
+        stream = agent.reply_stream(UserMsg("user", "pay me"), yield_final_msg=True)
+        async for item in stream:
+            if isinstance(item, RequireUserConfirmEvent):
+                asked = item
+                break
+        if stop == "aclose":
+            await stream.aclose()
+        del stream
+        gc.collect()
+        await asyncio.sleep(0.01)
+    assert _ends(h) == [("waiting_input", "awaiting_confirmation")]
+    with h.acting_for(BOB):
+        items = await drain(agent, confirm(asked, asked.tool_calls[0]))
+    assert ACTED == []
+    assert "could not complete" in (items[-1].get_text_content() or "")
+    assert _ends(h)[-1] == ("incomplete", "refused:permission_denied")
+
+
+async def test_a_parked_run_goes_with_its_agent() -> None:
+    """Round 68: a parked run's slot was held strongly (only the agent's
+    mark was weak): an agent dropped while waiting for a human (its state
+    saved, resumed elsewhere) left its run in the table for good."""
+    h = _asks_over_50()
+    model = ScriptedModel([calls(("refund", {"order_id": "A-1", "amount": 80}))])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(refund)])), middlewares=h.middlewares())
+    with h.acting_for(ALICE):
+        await drain(agent, UserMsg("user", "refund A-1"))
+    assert len(h.table) == 1
+    del agent
+    gc.collect()
+    assert len(h.table) == 0
