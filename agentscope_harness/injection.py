@@ -77,16 +77,19 @@ def _drawn_as_nothing() -> str:
     return "".join(sorted(found | BLANK_ANYWAY))
 
 
-_INVISIBLE = re.compile(f"[{re.escape(_drawn_as_nothing())}]")
+_WIDE_BLANKS = "\u115f\u1160\u2800\u3164\uffa0"
+"""Of the blanks, those drawn as a space's width (fillers, the blank braille cell)."""
+_AS_SEEN = {**dict.fromkeys(map(ord, _drawn_as_nothing())), **dict.fromkeys(map(ord, _WIDE_BLANKS), " ")}
 
 
 def unhidden(text: str) -> str:
     """``text`` as a reader sees it: invisible characters dropped (every
-    format character not drawn, fillers, variation selectors), then
-    compatibility forms folded (NFKC: fullwidth letters, no-break spaces)."""
+    format character not drawn, joiners, variation selectors; a blank drawn
+    as wide as a space is one), then compatibility forms folded (NFKC:
+    fullwidth letters, no-break spaces)."""
     if text.isascii():
         return text
-    return unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
+    return unicodedata.normalize("NFKC", text.translate(_AS_SEEN))
 
 
 # a zero-width character between two letters hides a word from a keyword filter
@@ -106,7 +109,7 @@ _MIXED_WORD = re.compile(
 # ("ìgnóre" is "ignore"), and "İ" lower-cases to "i" plus a dot: the view and
 # the patterns are both read without them.
 _MARKS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
-_SMALL_CAPITALS = str.maketrans("ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘʀꜱᴛᴜᴠᴡʏᴢ", "abcdefghijklmnoprstuvwyz")
+SMALL_CAPITALS = str.maketrans("ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘʀꜱᴛᴜᴠᴡʏᴢ", "abcdefghijklmnoprstuvwyz")
 
 
 def _bare(text: str) -> str:
@@ -138,7 +141,7 @@ def _normalise(text: str) -> tuple[str, list[tuple[str, float]]]:
             found.append(("zero_width_in_words", 0.6 if hidden > 2 else 0.35))
         if _BIDI_OVERRIDE.search(text):
             found.append(("bidi_override", 0.35))
-        text = unhidden(text).translate(_SMALL_CAPITALS)
+        text = unhidden(text).translate(SMALL_CAPITALS)
         mixed = len(_MIXED_WORD.findall(text))
         if mixed:
             found.append(("homoglyph_mixing", 0.5 if mixed > 2 else 0.25))

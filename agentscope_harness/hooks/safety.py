@@ -17,7 +17,7 @@ from agentscope.message import ToolCallBlock, ToolResultBlock
 from ..context import HookContext, SessionEndContext, ToolCallContext, ToolResultContext
 from ..errors import BREAKER_FAILURES, ErrorClass, HarnessConfigError
 from ..facts import declared_in, tools_in
-from ..injection import HeuristicDetector, unhidden
+from ..injection import SMALL_CAPITALS, HeuristicDetector, unhidden
 from ..outputs import answer_filter, dependency_label, filter_result, result_pii
 from ..registry import HookRejectSignal, harness_hook
 from ..sentinels import CONFUSABLES, fence_close, fence_open, format_sentinel, neutralise_markers_sliced, strip_issued
@@ -320,39 +320,65 @@ def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
 
 _SPACES = re.compile(r"\s+")
 # Markup as rendered. Every pattern is linear on any input: an attempt stops
-# at the next ``~``, ``<`` or ``]`` (many openings that never close cost no more).
+# at the next ``~``, ``<``, ``[`` or ``]`` (many openings that never close cost no more).
 _COMMENT = re.compile(r"<!--[^<]*?-->")
-_TAKEN_BACK = re.compile(r"~~[^~]*~~|<(del|s|strike|sup)(?:\s[^<>]{0,200})?>[^<]*</\1\s*>", re.IGNORECASE)
-"""Struck-through text (taken back) and a superscript (a footnote mark)."""
+_UNSEEN = re.compile(
+    r"<(style|script|template|head)\b[^<>]{0,200}>[^<]*</\1\s*>"
+    r"|<(\w+)\b[^<>]{0,200}?(?:display\s*:\s*none|visibility\s*:\s*hidden|\shidden\b)[^<>]{0,200}>[^<]*</\2\s*>",
+    re.IGNORECASE,
+)
+"""Elements a browser does not draw: styles, scripts, hidden ones."""
+_TAKEN_BACK = re.compile(
+    r"(?<!~)~~(?!~)[^~]*(?<!~)~~(?!~)|<(del|s|strike)(?:\s[^<>]{0,200})?>[^<]*</\1\s*>"
+    r"|<sup(?:\s[^<>]{0,200})?>[^<]{0,8}</sup\s*>",
+    re.IGNORECASE,
+)
+"""Struck-through text (taken back) and a short superscript (a footnote mark)."""
 _BLOCK_TAG = re.compile(
     r"</?(?:p|div|br|hr|li|ul|ol|dl|dt|dd|h[1-6]|table|tr|td|th|thead|tbody|blockquote|pre|section|article"
     r"|header|footer|nav|aside|main|figure|figcaption|details|summary)(?:\s[^<>]{0,200})?/?>",
     re.IGNORECASE,
 )
 _TAG = re.compile(r"</?[A-Za-z][^<>]{0,200}>")
-_LINK = re.compile(r"!?\[([^\[\]]*)\]\([^()\s]*\)")
+_FOOTNOTE = re.compile(r"\[\^[^\[\]\s]{1,20}\](?!:)|[\u00b9\u00b2\u00b3\u2070\u2074-\u2079]+")
+"""A footnote mark: markdown's ``[^1]``, a superscript digit (``A-1¹`` is not ``A-11``)."""
+_LINK = re.compile(r"!?\[([^\[\]]*)\](?:\((?:[^()\s]|\([^()\s]*\))*(?:\s+\"[^\"]*\")?\)|\[[^\[\]]*\])")
 _ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _EMPHASIS = re.compile(r"\*+|`+|(?<!\w)_+|_+(?!\w)")
+_DASHES = str.maketrans("\u2010\u2011\u2012\u2013\u2212", "-----")
+_RIGHT_TO_LEFT = re.compile("\u202e([^\u202a-\u202e\u2066-\u2069\n]*)\u202c?")
+_MIXED_WORD = re.compile(r"\w*(?:[A-Za-z][\u0370-\u04ff]|[\u0370-\u04ff][A-Za-z])\w*")
+"""A word of Latin letters and Cyrillic or Greek ones: look-alikes (a word
+wholly in one script is that script's: a Russian pattern still reads it)."""
 
 
 def _as_read(text: str) -> str:
-    """``text`` as the user reads it: HTML entities decoded, invisible
-    characters dropped, compatibility forms folded, letters drawn like Latin
-    ones read as Latin; markup as rendered: comments, struck-through text
-    (``~~``, ``<del>``, ``<s>``: taken back) and superscripts (footnote marks)
-    gone, a block tag (``<br>``, ``<p>``) a space and any other tag nothing, a
-    markdown link its text, escapes and emphasis and code marks gone; every
-    run of spacing one space."""
-    shown = unhidden(html.unescape(text) if "&" in text else text)
+    """``text`` as the user reads it: HTML entities decoded, text forced
+    right to left reversed, invisible characters dropped, compatibility forms
+    folded, every hyphen and minus a hyphen, a word mixing Latin letters with
+    Cyrillic or Greek look-alikes (or written in small capitals) read as
+    Latin; markup as rendered: what a browser hides, comments,
+    struck-through text (taken back) and footnote marks gone, a block tag
+    (``<br>``, ``<p>``) or a table's ``|`` a space and any other tag nothing,
+    a markdown link its text, escapes and emphasis and code marks gone;
+    every run of spacing one space."""
+    if "&" in text:
+        text = html.unescape(text)
+    if "\u202e" in text:
+        text = _RIGHT_TO_LEFT.sub(lambda m: m.group(1)[::-1], text)
+    shown = text if text.isascii() else unhidden(_FOOTNOTE.sub("", text).translate(_DASHES))
     if "<" in shown or "~~" in shown:
-        shown = _TAG.sub("", _BLOCK_TAG.sub(" ", _TAKEN_BACK.sub(" ", _COMMENT.sub("", shown))))
-    if "](" in shown:
-        shown = _LINK.sub(r"\1", shown)
+        shown = _COMMENT.sub("", shown)
+        shown = _TAG.sub("", _BLOCK_TAG.sub(" ", _TAKEN_BACK.sub(" ", _UNSEEN.sub("", shown))))
+    if "[" in shown:
+        shown = _LINK.sub(r"\1", _FOOTNOTE.sub("", shown))
     if "\\" in shown:
         shown = _ESCAPE.sub(r"\1", shown)
-    if "*" in shown or "`" in shown or "_" in shown:
-        shown = _EMPHASIS.sub("", shown)
-    return _SPACES.sub(" ", shown if shown.isascii() else shown.translate(CONFUSABLES))
+    if "*" in shown or "`" in shown or "_" in shown or "|" in shown:
+        shown = _EMPHASIS.sub("", shown).replace("|", " ")
+    if not shown.isascii():
+        shown = _MIXED_WORD.sub(lambda m: m.group(0).translate(CONFUSABLES), shown.translate(SMALL_CAPITALS))
+    return _SPACES.sub(" ", shown)
 
 
 def _claims_in(pattern: re.Pattern[str], said: list[str], shown: list[str]) -> list[re.Match[str]]:
@@ -409,29 +435,52 @@ def _supported(match: re.Match[str], calls: list[Mapping[str, Any]]) -> bool:
 
 
 def _same_value(arg: Any, said: str) -> bool:
-    """A call's argument is what the claim says: numbers as numbers, exactly
-    ("80.00" is 80 and "80"; "1,200" is 1200: commas separate thousands),
-    a number written as text too (but "007" is an id, text); other values
-    as text, case-insensitively."""
+    """A call's argument is what the claim says: numbers as numbers, exactly,
+    in any way of writing them the claim's text allows ("80.00" is 80 and
+    "80"; "1,200" is 1200, or 1.2 where a comma marks decimals; "12,50" and
+    "1.200,50" mark decimals with a comma; "1 200" and "1'200" group
+    thousands), a number written as text too (but "007" is an id, text);
+    other values as text, case-insensitively."""
     if arg is None:
         return False
     said = _as_read(said)  # both as the user reads them (a claim may have been found that way)
     number = _number(str(arg)) if isinstance(arg, (int, float, str)) and not isinstance(arg, bool) else None
     if number is not None:
-        claimed = _number(said)
-        if claimed is not None or not isinstance(arg, str):
-            return claimed == number
+        claimed = _numbers(said)
+        if claimed or not isinstance(arg, str):
+            return number in claimed
     return _as_read(str(arg)).strip().casefold() == said.strip().casefold()
 
 
 _NUMBER = re.compile(r"[-+]?(?:0|[1-9][\d,]*)(?:\.\d*)?(?:[eE][-+]?\d+)?")
+_AROUND = re.compile(r"(?:[$€£¥]|[A-Z]{3}\s)?\s*(.*?)\s*(?:[$€£¥]|\s[A-Z]{3})?\.?")
+"""A claimed amount inside its currency (a sign or code) and a closing full stop."""
+_WRITTEN = (  # how a number is written: (pattern, its thousands separators, its decimal mark)
+    (re.compile(r"[-+]?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?"), "", "."),
+    (re.compile(r"[-+]?(?:0|[1-9]\d*),\d+"), "", ","),
+    (re.compile(r"[-+]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?"), ",", "."),
+    (re.compile(r"[-+]?[1-9]\d{0,2}(?:\.\d{3})+(?:,\d+)?"), ".", ","),
+    (re.compile(r"[-+]?[1-9]\d{0,2}(?:[ '’]\d{3})+(?:[.,]\d+)?"), " '’", ","),
+)
 
 
 def _number(text: str) -> Decimal | None:
-    """``text`` as an exact number (a currency sign before it left out:
-    "$80.00" is 80), or ``None`` when it is not one."""
+    """An argument as an exact number (as code writes one: "1200.50", a
+    currency sign before it left out), or ``None`` when it is not one."""
     text = text.strip().lstrip("$€£¥").strip()
     return Decimal(text.replace(",", "")) if _NUMBER.fullmatch(text) else None
+
+
+def _numbers(text: str) -> set[Decimal]:
+    """Every number a claimed value can be read as; empty: none."""
+    around = _AROUND.fullmatch(text.strip())
+    value = around.group(1) if around else text.strip()
+    found = set()
+    for written, thousands, decimal in _WRITTEN:
+        if written.fullmatch(value):
+            plain = value.translate(dict.fromkeys(map(ord, thousands)))
+            found.add(Decimal(plain.replace(decimal, ".") if decimal == "," else plain))
+    return found
 
 
 def _earlier_successes(ctx: HookContext) -> dict[str, list[Mapping[str, Any]]]:

@@ -587,3 +587,97 @@ async def test_a_parked_run_goes_with_its_agent() -> None:
     del agent
     gc.collect()
     assert len(h.table) == 0
+
+
+# ------------------------------------------------------------ round 69 (claims: honest answers, hidden claims)
+
+
+REFUNDED = r"refunded (?P<amount>[$€£¥]?\d[\d.,]*\d)"
+REFUNDED_SPACED = r"(?:refunded|remboursé) (?P<amount>\d[\d\s.,']*\d)"
+CANCELLED_RU = r"заказ (?P<order_id>[\w-]+) (?:был )?отмен[её]н"
+
+
+async def _audited(pattern: str, answer: str, ran_with: dict[str, Any] | None) -> tuple[str, Any]:
+    """``answer`` audited against ``claims=[pattern]`` on ``refund``, after
+    a refund with ``ran_with`` (or none): what the user received, the report."""
+    h = Harness(HarnessConfig(tools={"refund": ToolPolicy(role="mutation", claims=[pattern])}),
+                load_entry_points=False, environ={})
+    script = [calls(("refund", ran_with))] if ran_with else []
+    agent = make_agent(ScriptedModel([*script, text(answer)]), h.instrument(Toolkit(tools=[tool(refund)])),
+                       middlewares=h.middlewares())
+    with h.acting_for(U42):
+        _, final = await run(agent, "refund it")
+    return final.get_text_content() or "", h.last_report(agent)
+
+
+@pytest.mark.parametrize(("pattern", "answer", "amount"), [
+    (REFUNDED, "I refunded €12,50 to your card.", "12.50"),
+    (REFUNDED, "I refunded €1.200,50 to your card.", "1200.50"),
+    (REFUNDED_SPACED, "J'ai remboursé 1\u202f200,50 € sur votre carte.", "1200.50"),
+    (REFUNDED_SPACED, "I refunded 1'200 CHF.", "1200"),
+    (REFUNDED, "I refunded $1,200.50 today.", "1200.50"),
+])
+async def test_an_honest_amount_written_as_its_reader_writes_numbers_stands(
+    pattern: str, answer: str, amount: str,
+) -> None:
+    """Round 69: a comma was only a thousands separator ("12,50" was 1250,
+    "1.200" 1.2) and space or apostrophe groups were no number: an honest
+    refund in European notation was "corrected"."""
+    received, report = await _audited(pattern, answer, {"order_id": "A-1", "amount": amount})
+    assert report.unsupported_claims == []
+    assert received == answer
+
+
+async def test_an_amount_its_reader_reads_otherwise_is_still_corrected() -> None:
+    """The other side: the call refunded 1250; "€12,50" reads as 12.50
+    (a group of two digits is no thousands group), and was let through."""
+    _, report = await _audited(REFUNDED, "I refunded €12,50 to your card.", {"order_id": "A-1", "amount": "1250"})
+    assert report.unsupported_claims == ["refund"]
+
+
+@pytest.mark.parametrize("answer", [
+    "Done: order A\u20111 has been cancelled.", "Done: order A\u20101 has been cancelled.",
+    "Done: order A\u20131 has been cancelled.", "Done: order A\u22121 has been cancelled.",
+    "Order A-1[^1] has been cancelled.\n\n[^1]: The refund follows within 5 days.",
+    "| Order | Status |\n|---|---|\n| Order A-1 | cancelled |",
+    'Order A-1 was [cancelled](https://shop.example/o/A-1 "details").',
+    "Order A-1 was [cancelled](https://en.wikipedia.org/wiki/Order_(x)).",
+    "Order A-1 was [cancelled][1].\n\n[1]: https://shop.example/o/A-1",
+    "~~~\nOrder A-1 was cancelled\n~~~", "<sup>Order A-1 was cancelled.</sup>",
+    "Order A-1 was\u2800cancelled.", "Order\u3164A-1 was cancelled.", "Order A-1 was \u202edellecnac\u202c.",
+    'Order A-1 was <span style="display:none">not </span>cancelled.', "Order A-1 was <style>not</style> cancelled.",
+    "Order A-1 was \u1d04\u1d00\u0274\u1d04\u1d07\u029f\u029f\u1d07\u1d05.",
+])
+async def test_a_claim_the_user_reads_plainly_is_read(answer: str) -> None:
+    """Round 69: none of these was read as the claim the user reads, and a
+    made-up cancellation was delivered ``completed``."""
+    received, report = await _answered(answer)
+    assert report.unsupported_claims == ["cancel_order"]  # type: ignore[attr-defined]
+    assert received.startswith("I have to correct myself")
+
+
+@pytest.mark.parametrize(("answer", "ran_with"), [
+    ("Order A-1\u00b9 has been cancelled.\n\n\u00b9 The refund follows within 5 days.", "A-1"),
+    ("I cancelled order A\u20111.", "A-1"),
+    ('Order A-1 was <span style="display:none">cancelled</span> kept as it is.', None),
+])
+async def test_an_honest_answer_with_marks_the_user_does_not_read_as_words_stands(
+    answer: str, ran_with: str | None,
+) -> None:
+    """Round 69: a superscript footnote digit read into the id (``A-11``),
+    a non-breaking hyphen compared as another character, and hidden text
+    read as words, each corrected an honest answer."""
+    received, report = await _answered(answer, cancelled=ran_with)
+    assert report.unsupported_claims == []  # type: ignore[attr-defined]
+    assert received == answer
+
+
+@pytest.mark.parametrize("answer", [
+    "Заказ **A-1** был отменён.", "Заказ\u00a0A-1 был отменён.", "Заказ A-1 был отмен\u00adён.",
+])
+async def test_a_pattern_written_in_another_script_reads_the_answer_as_the_user_does(answer: str) -> None:
+    """Round 69: the reading folded Cyrillic letters to Latin ones, so a
+    claim pattern written in Russian never met it, and every disguise it
+    reads through hid a Russian claim."""
+    received, report = await _audited(CANCELLED_RU, answer, None)
+    assert report.unsupported_claims == ["refund"]
