@@ -13,6 +13,8 @@ consumer, even when it abandons the stream.
 from __future__ import annotations
 
 import functools
+import json
+import logging
 import math
 import time
 import uuid
@@ -59,12 +61,14 @@ from .outputs import answer_filter, cleaned_args, pii_salt, readable_data, reada
 from .report import RunReport, TerminalState
 from .run_state import RUN_HANDLE, TOOL_CALL, RunState, live_parent
 from .runner import AUDIT_HOOK, OUTCOME_HOOK
-from .stores import bounded, store_timeout
+from .stores import ParkRecords, bounded, store_timeout
 
 if TYPE_CHECKING:
     from .approvals import ApprovalBook
     from .harness import Harness
     from .services import Services
+
+log = logging.getLogger("agentscope_harness")
 
 _RESUME_EVENTS = (UserConfirmResultEvent, ExternalExecutionResultEvent, UserInterruptEvent)
 
@@ -137,6 +141,25 @@ def rejoin(harness: Harness, run: RunState) -> None:
     parent = run.parent if run.parent is not None and run.parent.report is None else None
     run.set_deadline(run_deadline(harness, parent))
     run.facts.lift_deadline()
+
+
+def _held_to(run: RunState, record: dict[str, Any]) -> None:
+    """A run restored here takes on what its parking process recorded: its
+    ledgers, call counts and spend go on from there (a resume elsewhere
+    never starts them again), and the calls the human was shown are what a
+    resumed call is compared with."""
+    facts = run.facts
+    facts.ledger_used.update({str(k): int(v) for k, v in dict(record.get("ledger_used", {})).items()})
+    facts.called_tools.update({str(k): int(v) for k, v in dict(record.get("called", {})).items()})
+    run.tool_calls_total = int(record.get("tool_calls", 0))
+    run.model_calls = int(record.get("model_calls", 0))
+    facts.spent_usd = float(record.get("spent_usd", 0.0))
+    stored = float(record.get("stored_usd", 0.0))
+    run.stored_usd = stored
+    if run.daily_spent_usd is not None and math.isfinite(run.daily_spent_usd):  # read with it: beside it now
+        run.daily_spent_usd = max(run.daily_spent_usd - stored, 0.0)
+    run.approvals = {str(k): (str(v[0]), str(v[1])) for k, v in dict(record.get("shown", {})).items()}
+    run.asked_here = True  # what was shown is known: compared, not unverified
 
 
 def end_resumed_by_another(harness: Harness, run: RunState) -> None:
@@ -426,7 +449,11 @@ class ReplyLifecycle:
             return None  # AgentScope refuses it (or, an interrupt, ignores it): nothing resumes
         parked_here = self.harness.table.get(self.agent.state.reply_id)
         await self._replace_earlier(keep=parked_here)  # the resumed run is live, no longer parked
-        run = parked_here or await self._restored()
+        parked_by_another = False
+        if parked_here is not None:
+            run = parked_here
+        else:
+            run, parked_by_another = await self._restored()
         self.harness.table.bind(self.agent, run)  # a later reply finds it as the agent's run
         self.resumed_park = run.report
         run.report = None  # the park's provisional report is superseded
@@ -435,23 +462,66 @@ class ReplyLifecycle:
         run.resumer_recorded = True
         run.awaiting_human.clear()
         rejoin(self.harness, run)
-        by_another = parked_here is not None and run.resumed_by_another()
+        by_another = (parked_here is not None and run.resumed_by_another()) or parked_by_another
         if by_another:
             end_resumed_by_another(self.harness, run)  # a human's approval or a client's result alike
         if isinstance(inputs, UserConfirmResultEvent):  # restored: what was shown is not known here
-            _rules_only_for_shown_calls(self.agent, inputs, by_another or parked_here is None,
+            _rules_only_for_shown_calls(self.agent, inputs, by_another or not run.asked_here,
                                         self.harness.services.approvals, run.resumed_by)
         self.run = run
         await self.harness.services.fleet.resume_run(run)
         return run
 
-    async def _restored(self) -> RunState:
+    async def _restored(self) -> tuple[RunState, bool]:
         """A reply parked in another process (its state restored from
         storage) resumes here: a run of its own, opened as a new reply's is
         (its principal's daily quota read), so it is judged, bounded and
-        reported like any other."""
+        reported like any other; held to what the parking process recorded
+        (``ParkRecords``), when the store keeps it. The run, and whether
+        another caller than the one who parked it resumes it."""
         state = self.agent.state
-        return await self._open_run(state.reply_id, state.session_id, self.harness.current_principal(), None)
+        caller = self.harness.current_principal()
+        run = await self._open_run(state.reply_id, state.session_id, caller, None)
+        record = await self._park_record(run)
+        if record is None:
+            return run, False
+        _held_to(run, record)
+        return run, record.get("by") != getattr(caller, "key", None)
+
+    async def _park_record(self, run: RunState) -> dict[str, Any] | None:
+        """What the parking process recorded of the run; ``None``: no store
+        keeps records, none was kept, or the store did not answer (logged:
+        the resume is then judged as unverified)."""
+        store = self.harness.store
+        if not isinstance(store, ParkRecords):
+            return None
+        try:
+            text = await bounded(store.park_get(run.run_id), "park records", store_timeout(store), run.deadline)
+            return None if text is None else dict(json.loads(text))
+        except Exception as exc:
+            log.warning("harness could not read the park record of %s: %s", run.run_id, exc)
+            return None
+
+    async def _record_park(self, run: RunState) -> None:
+        """Keep what the parked run was in a store that keeps such records,
+        for a resume in another process: who parked it, what it counted and
+        spent, the calls the human was shown. Not kept (logged), a resume
+        elsewhere is judged as unverified."""
+        store = self.harness.store
+        if not isinstance(store, ParkRecords):
+            return
+        facts = run.facts
+        record = {
+            "by": getattr(run.principal, "key", None),
+            "ledger_used": dict(facts.ledger_used), "called": dict(facts.called_tools),
+            "tool_calls": run.tool_calls_total,
+            "model_calls": run.model_calls, "spent_usd": facts.spent_usd, "stored_usd": run.stored_usd,
+            "shown": {call_id: list(shown) for call_id, shown in run.approvals.items()},
+        }
+        try:
+            await bounded(store.park_put(run.run_id, json.dumps(record)), "park records", store_timeout(store))
+        except Exception as exc:
+            log.warning("harness could not record the park of %s: %s", run.run_id, exc)
 
     async def shape_external_results(self, inputs: Any) -> None:
         """Client-executed results enter the context here, not through
@@ -600,6 +670,7 @@ class ReplyLifecycle:
         self.parked = True
         self.harness.table.park(self.agent, run.run_id)
         await self.settle(run, TerminalState.WAITING_INPUT, reason)
+        await self._record_park(run)
 
     async def settle(self, run: RunState, state: TerminalState, reason: str) -> RunReport:
         """Close the books of a run once: its report, the parent's children,

@@ -2,7 +2,8 @@
 its reservations, circuit breakers, rate limits and concurrency leases.
 
 One protocol (``LedgerStore``, plus ``LeaseRenewal`` for concurrency
-limits), three stores: ``MemoryStore`` (one process,
+limits, ``ParkRecords`` for replies parked on a human and resumed
+elsewhere), three stores: ``MemoryStore`` (one process,
 the default), ``SQLiteStore`` (one host, many processes) and ``RedisStore``
 (many hosts). A store that cannot answer within its ``timeout_s`` or the
 caller's ``deadline`` raises ``DependencyDown``: budgets and limits then fail
@@ -10,11 +11,13 @@ closed."""
 
 from ._base import (
     DEFAULT_TIMEOUT_S,
+    PARK_TTL_S,
     PROBE_LEASE_S,
     BreakerDecision,
     BreakerState,
     LeaseRenewal,
     LedgerStore,
+    ParkRecords,
     RateRefund,
     SpendStore,
     bounded,
@@ -28,12 +31,14 @@ from .sqlite import SQLiteStore
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
+    "PARK_TTL_S",
     "PROBE_LEASE_S",
     "BreakerDecision",
     "BreakerState",
     "LeaseRenewal",
     "LedgerStore",
     "MemoryStore",
+    "ParkRecords",
     "RateRefund",
     "RedisStore",
     "SQLiteStore",

@@ -320,6 +320,29 @@ class RateRefund(Protocol):
         ...
 
 
+PARK_TTL_S = 7 * 86400
+"""How long a parked reply's record is kept: answered later, it resumes as
+a reply parked elsewhere would without one (unverified)."""
+
+
+@runtime_checkable
+class ParkRecords(Protocol):
+    """A store that keeps what a reply parked on a human was (who parked
+    it, what its run had counted and spent, the calls the human was shown),
+    so that a resume in another process is held to it. Optional: without
+    it such a resume is judged by every gate, unverified."""
+
+    async def park_put(self, reply_id: str, record: str, *, ttl_s: float = PARK_TTL_S,
+                       deadline: float | None = None) -> None:
+        """Keep ``record`` (JSON text) for ``reply_id`` ``ttl_s`` seconds,
+        replacing any earlier one."""
+        ...
+
+    async def park_get(self, reply_id: str, *, deadline: float | None = None) -> str | None:
+        """The record kept for ``reply_id``; ``None``: none (or it expired)."""
+        ...
+
+
 @runtime_checkable
 class LeaseRenewal(Protocol):
     """A store whose leases can be held past ``lease_s``: what

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 
 from ._base import (
+    PARK_TTL_S,
     Breaker,
     BreakerDecision,
     BreakerState,
@@ -63,6 +64,7 @@ class MemoryStore:
         self._breakers: dict[str, Breaker] = {}
         self._rates: dict[str, float] = {}  # key -> theoretical arrival time
         self._leases: dict[str, dict[str, float]] = {}  # key -> id -> until
+        self._parked: dict[str, tuple[str, float]] = {}  # reply id -> (record, until)
         self._next_sweep = clock() + sweep_every_s
 
     # ------------------------------------------------------------ spend
@@ -182,6 +184,17 @@ class MemoryStore:
 
     # ------------------------------------------------------------- upkeep
 
+    # ------------------------------------------------------------ parked replies
+
+    async def park_put(self, reply_id: str, record: str, *, ttl_s: float = PARK_TTL_S,
+                       deadline: float | None = None) -> None:
+        self._tidy()
+        self._parked[reply_id] = (record, self._clock() + ttl_s)
+
+    async def park_get(self, reply_id: str, *, deadline: float | None = None) -> str | None:
+        kept = self._parked.get(reply_id)
+        return kept[0] if kept is not None and kept[1] > self._clock() else None
+
     def _tidy(self) -> None:
         """Sweep when due: amortised O(1) per call, and what is live stays."""
         now = self._clock()
@@ -199,6 +212,8 @@ class MemoryStore:
                 del holds[rid]
             if slot[0] < first_kept or not holds:
                 del self._holds[slot]
+        for reply_id in [r for r, (_, until) in self._parked.items() if until <= now]:
+            del self._parked[reply_id]
         for key, leases in list(self._leases.items()):
             for lid in [lid for lid, until in leases.items() if until <= now]:
                 del leases[lid]

@@ -20,6 +20,7 @@ from typing import Any, TypeVar, cast
 from ..errors import DependencyDown
 from ._base import (
     DEFAULT_TIMEOUT_S,
+    PARK_TTL_S,
     BreakerDecision,
     BreakerState,
     bounded,
@@ -196,7 +197,8 @@ class RedisStore:
     of reservations) and ``{prefix}:settled:{day}:{key}`` (the ids settled)
     expire after ``ttl_days``; ``{prefix}:breaker:{tool}``
     after ``state_ttl_s`` without a write; ``{prefix}:rate:{key}`` when the
-    bucket is full again; ``{prefix}:lease:{key}`` when its last lease lapses.
+    bucket is full again; ``{prefix}:lease:{key}`` when its last lease lapses;
+    ``{prefix}:parked:{reply_id}`` (a reply parked on a human) after its ``ttl_s``.
 
     Every call is bounded by ``timeout_s`` (socket timeouts too) and the
     caller's ``deadline``; an unreachable, slow or restarting server is
@@ -291,6 +293,16 @@ class RedisStore:
         name = self._key("spend", day or today(), key)
         value = await self._run(lambda: self._connection().client.get(name), deadline)
         return float(value) if value is not None else 0.0
+
+    async def park_put(self, reply_id: str, record: str, *, ttl_s: float = PARK_TTL_S,
+                       deadline: float | None = None) -> None:
+        name = self._key("parked", reply_id)
+        await self._run(lambda: self._connection().client.set(name, record, ex=max(1, math.ceil(ttl_s))), deadline)
+
+    async def park_get(self, reply_id: str, *, deadline: float | None = None) -> str | None:
+        name = self._key("parked", reply_id)
+        value = await self._run(lambda: self._connection().client.get(name), deadline)
+        return None if value is None else (value.decode() if isinstance(value, bytes) else str(value))
 
     async def add_spend(self, key: str, usd: float, day: str | None = None, *,
                         deadline: float | None = None) -> float:

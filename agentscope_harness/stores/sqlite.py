@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from ..errors import DependencyDown
 from ._base import (
     DEFAULT_TIMEOUT_S,
+    PARK_TTL_S,
     Breaker,
     BreakerDecision,
     BreakerState,
@@ -47,6 +48,8 @@ CREATE TABLE IF NOT EXISTS harness_rates (key TEXT PRIMARY KEY, tat REAL NOT NUL
 CREATE TABLE IF NOT EXISTS harness_leases (
   id TEXT PRIMARY KEY, key TEXT NOT NULL, until REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS harness_leases_key ON harness_leases (key, until);
+CREATE TABLE IF NOT EXISTS harness_parked (
+  reply_id TEXT PRIMARY KEY, record TEXT NOT NULL, until REAL NOT NULL);
 """
 
 
@@ -129,6 +132,7 @@ class SQLiteStore:
         conn.execute("DELETE FROM harness_settled WHERE day<?", (first_kept,))
         conn.execute("DELETE FROM harness_leases WHERE until<=?", (now,))
         conn.execute("DELETE FROM harness_rates WHERE tat<=?", (now,))  # full again: as absent
+        conn.execute("DELETE FROM harness_parked WHERE until<=?", (now,))
 
     async def _run(self, fn: Callable[[], T], deadline: float | None,
                    give_back: Callable[[Any], Awaitable[object]] | None = None) -> T:
@@ -154,6 +158,19 @@ class SQLiteStore:
                         deadline: float | None = None) -> float:
         day = day or today()
         return await self._run(lambda: self._write(lambda c, _: _charge(c, key, day, usd)), deadline)
+
+    async def park_put(self, reply_id: str, record: str, *, ttl_s: float = PARK_TTL_S,
+                       deadline: float | None = None) -> None:
+        def put(conn: sqlite3.Connection, now: float) -> None:
+            conn.execute("INSERT OR REPLACE INTO harness_parked VALUES (?, ?, ?)", (reply_id, record, now + ttl_s))
+        await self._run(lambda: self._write(put), deadline)
+
+    async def park_get(self, reply_id: str, *, deadline: float | None = None) -> str | None:
+        def get(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute("SELECT record FROM harness_parked WHERE reply_id=? AND until>?",
+                               (reply_id, self._clock())).fetchone()
+            return None if row is None else str(row[0])
+        return await self._run(lambda: self._read(get), deadline)
 
     async def reserve_spend(self, key: str, usd: float, quota: float, day: str | None = None, *,
                             ttl_s: float = 300.0, deadline: float | None = None) -> str | None:

@@ -40,15 +40,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import os
 import sys
 import unicodedata
+import uuid
 import warnings
+from pathlib import Path
 from typing import Any
 
 import pytest
 from agentscope.event import RequireUserConfirmEvent, ToolResultEndEvent
 from agentscope.message import UserMsg
 from agentscope.permission import PermissionBehavior, PermissionDecision, PermissionRule
+from agentscope.state import AgentState
 from agentscope.tool import FunctionTool, Toolkit
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -69,6 +73,7 @@ from agentscope_harness import (
 from agentscope_harness.adapters import HarnessToolAdapter
 from agentscope_harness.injection import HeuristicDetector, unhidden
 from agentscope_harness.outcome import shows_nothing
+from agentscope_harness.stores import RedisStore, SQLiteStore
 
 U42 = Principal(user_id="u-42")
 CLAIM = r"order (?P<order_id>[\w-]+) (?:was |has been )?cancell?ed"
@@ -681,3 +686,98 @@ async def test_a_pattern_written_in_another_script_reads_the_answer_as_the_user_
     reads through hid a Russian claim."""
     received, report = await _audited(CANCELLED_RU, answer, None)
     assert report.unsupported_claims == ["refund"]
+
+
+# ------------------------------------------------------------ round 68: a reply resumed in another process
+
+
+async def notify(note: str) -> str:
+    """Tell the user something.
+
+    Args:
+        note (str): What.
+    """
+    return "notified"
+
+
+def _worker(store: Any) -> Harness:
+    """One process's Harness over a shared store."""
+    return Harness(HarnessConfig(
+        store=store, max_tool_calls=5, ledgers={"payouts": Ledger(cap=1)},
+        tools={"pay_out": ToolPolicy(role="mutation", ledgers=["payouts"], identity_args={"user_id": "user_id"},
+                                     ask_when=lambda args: "over 50" if args["amount"] > 50 else None)},
+    ), load_entry_points=False, environ={})
+
+
+async def _parked_in_one_resumed_in_another(
+    store_of: Any, script: list[Any], resumer: Principal | None,
+) -> tuple[Harness, Any, list[Any]]:
+    """A reply parked by Alice on a worker, its state saved, resumed with the
+    human's yes on another worker (a new Harness and Agent over the same
+    store) by ``resumer``: the second worker, its agent, what was streamed."""
+    model = ScriptedModel(script)
+    tools = [tool(pay_out), FunctionTool(notify, permission=ASK)]
+    first = _worker(store_of())
+    agent = make_agent(model, first.instrument(Toolkit(tools=tools)), middlewares=first.middlewares())
+    with first.acting_for(ALICE):
+        asked = next(i for i in await drain(agent, UserMsg("user", "pay me")) if isinstance(i, RequireUserConfirmEvent))
+    second = _worker(store_of())
+    restored = make_agent(model, second.instrument(Toolkit(tools=tools)), middlewares=second.middlewares(),
+                          state=AgentState.model_validate_json(agent.state.model_dump_json()))
+    with second.acting_for(resumer) if resumer is not None else contextlib.nullcontext():
+        items = await drain(restored, confirm(asked, asked.tool_calls[0]))
+    return second, restored, items
+
+
+def _shared_stores() -> list[Any]:
+    kinds: list[Any] = ["sqlite"]
+    if os.environ.get("HARNESS_TEST_REDIS_URL"):
+        kinds.append("redis")
+    return kinds
+
+
+def _store_maker(kind: str, tmp_path: Path) -> Any:
+    if kind == "sqlite":
+        return lambda: SQLiteStore(str(tmp_path / "shared.db"))
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    return lambda: RedisStore(os.environ["HARNESS_TEST_REDIS_URL"], prefix=prefix)
+
+
+@pytest.mark.parametrize("kind", _shared_stores())
+async def test_a_resume_in_another_process_goes_on_with_the_runs_ledgers(kind: str, tmp_path: Path) -> None:
+    """Round 68: resumed on another worker, a run started afresh: its
+    ``Ledger(cap=1)`` of payouts, used up before the park, paid out again."""
+    ACTED.clear()
+    script = [calls(("pay_out", {"user_id": "u-42", "amount": 10})), calls(("notify", {"note": "paid"})),
+              calls(("pay_out", {"user_id": "u-42", "amount": 10})), text("Paid.")]
+    second, agent, _ = await _parked_in_one_resumed_in_another(_store_maker(kind, tmp_path), script, ALICE)
+    assert ACTED == [("pay_out", "u-42")]
+    assert second.last_report(agent).refusals == {"quota_exhausted": 1}
+
+
+@pytest.mark.parametrize("resumer", [BOB, None])
+@pytest.mark.parametrize("kind", _shared_stores())
+async def test_a_resume_in_another_process_by_another_caller_acts_for_nobody(
+    kind: str, resumer: Principal | None, tmp_path: Path,
+) -> None:
+    """Round 68: a reply Alice parked on one worker, answered on another by
+    Bob (or by nobody), ran Alice's call: nothing said who parked it."""
+    ACTED.clear()
+    script = [calls(("notify", {"note": "hello"})), calls(("pay_out", {"user_id": "u-42", "amount": 10})), text("Paid.")]
+    second, agent, items = await _parked_in_one_resumed_in_another(_store_maker(kind, tmp_path), script, resumer)
+    assert ACTED == []
+    report = second.last_report(agent)
+    assert (report.terminal_state.value, report.reason) == ("incomplete", "refused:permission_denied")
+
+
+async def test_a_call_asked_about_on_one_worker_runs_once_approved_on_another(tmp_path: Path) -> None:
+    """With the park recorded, what the human was shown is compared there
+    (it had been refused ``approval_mismatch``: not known)."""
+    ACTED.clear()
+    script = [calls(("pay_out", {"user_id": "u-42", "amount": 80})), text("Paid.")]
+    second, agent, items = await _parked_in_one_resumed_in_another(
+        lambda: SQLiteStore(str(tmp_path / "shared.db")), script, ALICE,
+    )
+    assert ACTED == [("pay_out", "u-42")]
+    assert items[-1].get_text_content() == "Paid."
+    assert all(d.action != "resume_unverified" for d in second.last_report(agent).decisions)
