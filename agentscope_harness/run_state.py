@@ -674,7 +674,7 @@ class RunTable:
             holder = self.parked.get(agent)
             if holder is None:  # one holder per agent, its slot dropped with the agent
                 holder = self.parked[agent] = [None]
-                weakref.finalize(agent, _drop_held, self.slots, holder)
+                weakref.finalize(agent, _drop_held, weakref.ref(self), holder)  # weak: the table may go first
         except TypeError:
             return
         holder[0] = run_id
@@ -733,9 +733,10 @@ class RunTable:
         return len(self.slots)
 
 
-def _drop_held(slots: dict[str, RunState], holder: list[str | None]) -> None:
-    if holder[0] is not None:
-        slots.pop(holder[0], None)
+def _drop_held(table: weakref.ref[RunTable], holder: list[str | None]) -> None:
+    live = table()
+    if live is not None and holder[0] is not None:
+        live.slots.pop(holder[0], None)
 
 
 def same_caller(one: Principal | None, other: Principal | None) -> bool:
