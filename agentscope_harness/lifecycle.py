@@ -465,6 +465,7 @@ class ReplyLifecycle:
         by_another = (parked_here is not None and run.resumed_by_another()) or parked_by_another
         if by_another:
             end_resumed_by_another(self.harness, run)  # a human's approval or a client's result alike
+        await self._record_park(run, answered=True)  # answered once: a replay elsewhere acts for nobody
         if isinstance(inputs, UserConfirmResultEvent):  # restored: what was shown is not known here
             _rules_only_for_shown_calls(self.agent, inputs, by_another or not run.asked_here,
                                         self.harness.services.approvals, run.resumed_by)
@@ -486,7 +487,8 @@ class ReplyLifecycle:
         if record is None:
             return run, False
         _held_to(run, record)
-        return run, record.get("by") != getattr(caller, "key", None)
+        # answered already (a replay of an old state), or by another caller: it acts for nobody
+        return run, bool(record.get("answered")) or record.get("by") != getattr(caller, "key", None)
 
     async def _park_record(self, run: RunState) -> dict[str, Any] | None:
         """What the parking process recorded of the run; ``None``: no store
@@ -502,17 +504,18 @@ class ReplyLifecycle:
             log.warning("harness could not read the park record of %s: %s", run.run_id, exc)
             return None
 
-    async def _record_park(self, run: RunState) -> None:
+    async def _record_park(self, run: RunState, answered: bool = False) -> None:
         """Keep what the parked run was in a store that keeps such records,
         for a resume in another process: who parked it, what it counted and
-        spent, the calls the human was shown. Not kept (logged), a resume
-        elsewhere is judged as unverified."""
+        spent, the calls the human was shown; ``answered``: a resume took
+        it (once). Not kept (logged), a resume elsewhere is judged as
+        unverified."""
         store = self.harness.store
         if not isinstance(store, ParkRecords):
             return
         facts = run.facts
         record = {
-            "by": getattr(run.principal, "key", None),
+            "by": getattr(run.principal, "key", None), "answered": answered,
             "ledger_used": dict(facts.ledger_used), "called": dict(facts.called_tools),
             "tool_calls": run.tool_calls_total,
             "model_calls": run.model_calls, "spent_usd": facts.spent_usd, "stored_usd": run.stored_usd,

@@ -781,3 +781,27 @@ async def test_a_call_asked_about_on_one_worker_runs_once_approved_on_another(tm
     assert ACTED == [("pay_out", "u-42")]
     assert items[-1].get_text_content() == "Paid."
     assert all(d.action != "resume_unverified" for d in second.last_report(agent).decisions)
+
+
+async def test_a_confirmation_replayed_elsewhere_on_an_old_state_acts_for_nobody(tmp_path: Path) -> None:
+    """A park answered once (here, the payout made) is recorded answered: the
+    same confirmation sent again on another worker with the state saved at
+    the park (an old copy) would have paid out a second time."""
+    ACTED.clear()
+    store_path = str(tmp_path / "shared.db")
+    model = ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 80})), text("Paid."),
+                           text("Paid again.")])
+    first = _worker(SQLiteStore(store_path))
+    agent = make_agent(model, first.instrument(Toolkit(tools=[tool(pay_out)])), middlewares=first.middlewares())
+    with first.acting_for(ALICE):
+        asked = next(i for i in await drain(agent, UserMsg("user", "pay me")) if isinstance(i, RequireUserConfirmEvent))
+        saved = agent.state.model_dump_json()
+        await drain(agent, confirm(asked, asked.tool_calls[0]))
+    second = _worker(SQLiteStore(store_path))
+    replayed = make_agent(model, second.instrument(Toolkit(tools=[tool(pay_out)])), middlewares=second.middlewares(),
+                          state=AgentState.model_validate_json(saved))
+    with second.acting_for(ALICE):
+        await drain(replayed, confirm(asked, asked.tool_calls[0]))
+    assert ACTED == [("pay_out", "u-42")]
+    report = second.last_report(replayed)
+    assert (report.terminal_state.value, report.reason) == ("incomplete", "refused:permission_denied")
