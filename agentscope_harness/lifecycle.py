@@ -160,16 +160,18 @@ def _held_to(run: RunState, record: dict[str, Any]) -> None:
         run.daily_spent_usd = max(run.daily_spent_usd - stored, 0.0)
     run.approvals = {str(k): (str(v[0]), str(v[1])) for k, v in dict(record.get("shown", {})).items()}
     run.asked_here = True  # what was shown is known: compared, not unverified
+    run.park_id = str(record["park"]) if record.get("park") else None
 
 
-def end_resumed_by_another(harness: Harness, run: RunState) -> None:
-    """A reply parked in this process for one caller (on a human's
-    approval or a client-executed call) and resumed by another, or by no
-    one, acts for nobody: every call of it is refused, and it ends at its
-    next step with the fallback answer, without a model call and without
-    what the run found (the resumer may not see it)."""
+def end_resumed_by_another(harness: Harness, run: RunState, why: str | None = None) -> None:
+    """A reply parked for one caller (on a human's approval or a
+    client-executed call) and resumed by another, or by no one, or whose
+    one answer was taken already (``why``), acts for nobody: every call of
+    it is refused, and it ends at its next step with the fallback answer,
+    without a model call and without what the run found (the resumer may
+    not see it)."""
     harness.services.record(run, "resume_check", "on_reply", "stop", code="permission_denied",
-                            detail="resumed by another caller than the one who parked it", enforced=True)
+                            detail=why or "resumed by another caller than the one who parked it", enforced=True)
     reason = "refused:permission_denied"
     run.findings.clear()
     run.facts.conclude(TerminalState.INCOMPLETE, reason, override=True)
@@ -463,9 +465,9 @@ class ReplyLifecycle:
         run.awaiting_human.clear()
         rejoin(self.harness, run)
         by_another = (parked_here is not None and run.resumed_by_another()) or parked_by_another
-        if by_another:
-            end_resumed_by_another(self.harness, run)  # a human's approval or a client's result alike
-        await self._record_park(run, answered=True)  # answered once: a replay elsewhere acts for nobody
+        answered_already = not await self._claimed(run)  # one answer per park, across processes
+        if by_another or answered_already:  # a human's approval or a client's result alike
+            end_resumed_by_another(self.harness, run, "answered already" if answered_already else None)
         if isinstance(inputs, UserConfirmResultEvent):  # restored: what was shown is not known here
             _rules_only_for_shown_calls(self.agent, inputs, by_another or not run.asked_here,
                                         self.harness.services.approvals, run.resumed_by)
@@ -487,8 +489,7 @@ class ReplyLifecycle:
         if record is None:
             return run, False
         _held_to(run, record)
-        # answered already (a replay of an old state), or by another caller: it acts for nobody
-        return run, bool(record.get("answered")) or record.get("by") != getattr(caller, "key", None)
+        return run, record.get("by") != getattr(caller, "key", None)
 
     async def _park_record(self, run: RunState) -> dict[str, Any] | None:
         """What the parking process recorded of the run; ``None``: no store
@@ -504,18 +505,34 @@ class ReplyLifecycle:
             log.warning("harness could not read the park record of %s: %s", run.run_id, exc)
             return None
 
-    async def _record_park(self, run: RunState, answered: bool = False) -> None:
+    async def _claimed(self, run: RunState) -> bool:
+        """Whether this resume takes the park's one answer (claimed in the
+        store, atomically across processes); a park the store keeps no
+        record of has nothing to claim. A store that does not answer: not
+        taken (the resume acts for nobody, as budgets fail closed)."""
+        store = self.harness.store
+        if run.park_id is None or not isinstance(store, ParkRecords):
+            return True
+        try:
+            return bool(await bounded(store.park_claim(run.park_id), "park records", store_timeout(store),
+                                      run.deadline))
+        except Exception as exc:
+            log.warning("harness could not claim the answer of park %s: %s", run.park_id, exc)
+            return False
+
+    async def _record_park(self, run: RunState) -> None:
         """Keep what the parked run was in a store that keeps such records,
         for a resume in another process: who parked it, what it counted and
-        spent, the calls the human was shown; ``answered``: a resume took
-        it (once). Not kept (logged), a resume elsewhere is judged as
-        unverified."""
+        spent, the calls the human was shown, and the park's id (its one
+        answer is claimed under it). Not kept (logged), a resume elsewhere
+        is judged as unverified."""
         store = self.harness.store
         if not isinstance(store, ParkRecords):
             return
         facts = run.facts
+        run.park_id = uuid.uuid4().hex
         record = {
-            "by": getattr(run.principal, "key", None), "answered": answered,
+            "by": getattr(run.principal, "key", None), "park": run.park_id,
             "ledger_used": dict(facts.ledger_used), "called": dict(facts.called_tools),
             "tool_calls": run.tool_calls_total,
             "model_calls": run.model_calls, "spent_usd": facts.spent_usd, "stored_usd": run.stored_usd,

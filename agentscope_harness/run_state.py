@@ -231,6 +231,9 @@ class RunState:
     enclosing_refusals: set[Batch] = field(default_factory=set)
     """The batches in which an enclosing enforcing Harness's
     ``max_tool_calls`` refused a call of this shadow run."""
+    park_id: str | None = None
+    """The latest park's id in the store's park records (``ParkRecords``):
+    its one answer is claimed under it."""
     asked_here: bool = False
     """This process parked a call of the run for a human (so a resume must
     match what was shown); false for a run restored in another process."""

@@ -342,6 +342,13 @@ class ParkRecords(Protocol):
         """The record kept for ``reply_id``; ``None``: none (or it expired)."""
         ...
 
+    async def park_claim(self, park_id: str, *, ttl_s: float = PARK_TTL_S,
+                         deadline: float | None = None) -> bool:
+        """Claim the one answer to the park ``park_id``: True for the first
+        claim, False for every other, at once or later (atomic across
+        processes: one approval resumes one run)."""
+        ...
+
 
 @runtime_checkable
 class LeaseRenewal(Protocol):

@@ -65,6 +65,7 @@ class MemoryStore:
         self._rates: dict[str, float] = {}  # key -> theoretical arrival time
         self._leases: dict[str, dict[str, float]] = {}  # key -> id -> until
         self._parked: dict[str, tuple[str, float]] = {}  # reply id -> (record, until)
+        self._claimed: dict[str, float] = {}  # park id -> until
         self._next_sweep = clock() + sweep_every_s
 
     # ------------------------------------------------------------ spend
@@ -195,6 +196,15 @@ class MemoryStore:
         kept = self._parked.get(reply_id)
         return kept[0] if kept is not None and kept[1] > self._clock() else None
 
+    async def park_claim(self, park_id: str, *, ttl_s: float = PARK_TTL_S,
+                         deadline: float | None = None) -> bool:
+        self._tidy()
+        now = self._clock()
+        if self._claimed.get(park_id, now) > now:
+            return False
+        self._claimed[park_id] = now + ttl_s
+        return True
+
     def _tidy(self) -> None:
         """Sweep when due: amortised O(1) per call, and what is live stays."""
         now = self._clock()
@@ -214,6 +224,8 @@ class MemoryStore:
                 del self._holds[slot]
         for reply_id in [r for r, (_, until) in self._parked.items() if until <= now]:
             del self._parked[reply_id]
+        for park_id in [p for p, until in self._claimed.items() if until <= now]:
+            del self._claimed[park_id]
         for key, leases in list(self._leases.items()):
             for lid in [lid for lid, until in leases.items() if until <= now]:
                 del leases[lid]

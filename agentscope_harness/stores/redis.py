@@ -198,7 +198,8 @@ class RedisStore:
     expire after ``ttl_days``; ``{prefix}:breaker:{tool}``
     after ``state_ttl_s`` without a write; ``{prefix}:rate:{key}`` when the
     bucket is full again; ``{prefix}:lease:{key}`` when its last lease lapses;
-    ``{prefix}:parked:{reply_id}`` (a reply parked on a human) after its ``ttl_s``.
+    ``{prefix}:parked:{reply_id}`` (a reply parked on a human) and ``{prefix}:claimed:{park_id}``
+    (its one answer) after their ``ttl_s``.
 
     Every call is bounded by ``timeout_s`` (socket timeouts too) and the
     caller's ``deadline``; an unreachable, slow or restarting server is
@@ -303,6 +304,14 @@ class RedisStore:
         name = self._key("parked", reply_id)
         value = await self._run(lambda: self._connection().client.get(name), deadline)
         return None if value is None else (value.decode() if isinstance(value, bytes) else str(value))
+
+    async def park_claim(self, park_id: str, *, ttl_s: float = PARK_TTL_S,
+                         deadline: float | None = None) -> bool:
+        name = self._key("claimed", park_id)
+        taken = await self._run(
+            lambda: self._connection().client.set(name, "1", nx=True, ex=max(1, math.ceil(ttl_s))), deadline,
+        )
+        return bool(taken)
 
     async def add_spend(self, key: str, usd: float, day: str | None = None, *,
                         deadline: float | None = None) -> float:

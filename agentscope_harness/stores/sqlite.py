@@ -50,6 +50,7 @@ CREATE TABLE IF NOT EXISTS harness_leases (
 CREATE INDEX IF NOT EXISTS harness_leases_key ON harness_leases (key, until);
 CREATE TABLE IF NOT EXISTS harness_parked (
   reply_id TEXT PRIMARY KEY, record TEXT NOT NULL, until REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS harness_park_claims (park_id TEXT PRIMARY KEY, until REAL NOT NULL);
 """
 
 
@@ -133,6 +134,7 @@ class SQLiteStore:
         conn.execute("DELETE FROM harness_leases WHERE until<=?", (now,))
         conn.execute("DELETE FROM harness_rates WHERE tat<=?", (now,))  # full again: as absent
         conn.execute("DELETE FROM harness_parked WHERE until<=?", (now,))
+        conn.execute("DELETE FROM harness_park_claims WHERE until<=?", (now,))
 
     async def _run(self, fn: Callable[[], T], deadline: float | None,
                    give_back: Callable[[Any], Awaitable[object]] | None = None) -> T:
@@ -171,6 +173,14 @@ class SQLiteStore:
                                (reply_id, self._clock())).fetchone()
             return None if row is None else str(row[0])
         return await self._run(lambda: self._read(get), deadline)
+
+    async def park_claim(self, park_id: str, *, ttl_s: float = PARK_TTL_S,
+                         deadline: float | None = None) -> bool:
+        def claim(conn: sqlite3.Connection, now: float) -> bool:
+            conn.execute("DELETE FROM harness_park_claims WHERE park_id=? AND until<=?", (park_id, now))
+            return conn.execute("INSERT OR IGNORE INTO harness_park_claims VALUES (?, ?)",
+                                (park_id, now + ttl_s)).rowcount == 1
+        return await self._run(lambda: self._write(claim), deadline)
 
     async def reserve_spend(self, key: str, usd: float, quota: float, day: str | None = None, *,
                             ttl_s: float = 300.0, deadline: float | None = None) -> str | None:

@@ -30,7 +30,10 @@ one agent across many replies).
    went on calling tools; a reply still running was taken for abandoned.
 10. Round 68: a reader that stopped at AgentScope's confirmation request left
     a run settled ``cancelled``: another caller's confirmation then ran the
-    call unchecked; a parked run outlived its agent in the table.
+    call unchecked; a parked run outlived its agent in the table; a reply
+    resumed in another process started afresh (another caller's answer ran,
+    the run's ledgers began again). Round 70: one approval sent to two
+    workers at once ran twice (its one answer is claimed atomically).
 
 Real ``Agent``s, real tools in real ``Toolkit``s.
 """
@@ -700,10 +703,10 @@ async def notify(note: str) -> str:
     return "notified"
 
 
-def _worker(store: Any) -> Harness:
+def _worker(store: Any, payouts: int = 1) -> Harness:
     """One process's Harness over a shared store."""
     return Harness(HarnessConfig(
-        store=store, max_tool_calls=5, ledgers={"payouts": Ledger(cap=1)},
+        store=store, max_tool_calls=5, ledgers={"payouts": Ledger(cap=payouts)},
         tools={"pay_out": ToolPolicy(role="mutation", ledgers=["payouts"], identity_args={"user_id": "user_id"},
                                      ask_when=lambda args: "over 50" if args["amount"] > 50 else None)},
     ), load_entry_points=False, environ={})
@@ -805,3 +808,69 @@ async def test_a_confirmation_replayed_elsewhere_on_an_old_state_acts_for_nobody
     assert ACTED == [("pay_out", "u-42")]
     report = second.last_report(replayed)
     assert (report.terminal_state.value, report.reason) == ("incomplete", "refused:permission_denied")
+
+
+# ------------------------------------------------------------ round 70 (one answer per park)
+
+
+@pytest.mark.parametrize("kind", _shared_stores())
+async def test_one_approval_sent_to_two_workers_at_once_runs_once(kind: str, tmp_path: Path) -> None:
+    """Round 70: the same yes reaching two workers at once (a double click,
+    a load balancer's retry) was read by both before either recorded it:
+    the approved payout ran twice. Its one answer is claimed atomically."""
+    ACTED.clear()
+    store_of = _store_maker(kind, tmp_path)
+    model = ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 80})), text("Paid."), text("Paid.")])
+    parker = _worker(store_of())
+    agent = make_agent(model, parker.instrument(Toolkit(tools=[tool(pay_out)])), middlewares=parker.middlewares())
+    with parker.acting_for(ALICE):
+        asked = next(i for i in await drain(agent, UserMsg("user", "pay me")) if isinstance(i, RequireUserConfirmEvent))
+    saved = agent.state.model_dump_json()
+    workers = [_worker(store_of()) for _ in range(2)]
+    agents = [make_agent(model, w.instrument(Toolkit(tools=[tool(pay_out)])), middlewares=w.middlewares(),
+                         state=AgentState.model_validate_json(saved)) for w in workers]
+
+    async def answer(worker: Harness, restored: Any) -> None:
+        with worker.acting_for(ALICE):
+            await drain(restored, confirm(asked, asked.tool_calls[0]))
+
+    await asyncio.gather(*(answer(w, a) for w, a in zip(workers, agents, strict=True)))
+    assert ACTED == [("pay_out", "u-42")]
+    assert sorted(_ends(w)[-1] for w in workers) == [("completed", "answered"), ("incomplete", "refused:permission_denied")]
+
+
+async def test_a_park_whose_answer_cannot_be_claimed_acts_for_nobody(tmp_path: Path) -> None:
+    """Round 70: fail closed, as budgets do: a store that cannot claim the
+    park's answer (down) leaves the resume acting for nobody; a replay could
+    not be told from a first answer."""
+    ACTED.clear()
+
+    class ClaimsDown(SQLiteStore):
+        async def park_claim(self, park_id: str, **kw: Any) -> bool:
+            raise DependencyDown("park records", "connection refused")
+
+    h = _worker(ClaimsDown(str(tmp_path / "s.db")))
+    model = ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 80})), text("Paid.")])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(pay_out)])), middlewares=h.middlewares())
+    with h.acting_for(ALICE):
+        asked = next(i for i in await drain(agent, UserMsg("user", "pay me")) if isinstance(i, RequireUserConfirmEvent))
+        await drain(agent, confirm(asked, asked.tool_calls[0]))
+    assert ACTED == []
+    assert _ends(h)[-1] == ("incomplete", "refused:permission_denied")
+
+
+async def test_a_run_parked_twice_is_answered_twice(tmp_path: Path) -> None:
+    """Each park has its own answer to claim: a reply that asks again after
+    a resume is resumed again (one claim per reply would refuse it)."""
+    ACTED.clear()
+    h = _worker(SQLiteStore(str(tmp_path / "s.db")), payouts=2)
+    model = ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 80})),
+                           calls(("pay_out", {"user_id": "u-42", "amount": 90})), text("Paid twice.")])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(pay_out)])), middlewares=h.middlewares())
+    with h.acting_for(ALICE):
+        first = next(i for i in await drain(agent, UserMsg("user", "pay me")) if isinstance(i, RequireUserConfirmEvent))
+        again = next(i for i in await drain(agent, confirm(first, first.tool_calls[0]))
+                     if isinstance(i, RequireUserConfirmEvent))
+        items = await drain(agent, confirm(again, again.tool_calls[0]))
+    assert ACTED == [("pay_out", "u-42"), ("pay_out", "u-42")]
+    assert items[-1].get_text_content() == "Paid twice."
