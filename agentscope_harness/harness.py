@@ -450,7 +450,7 @@ class Harness:
         slot = self._tool_only.get(agent)
         if slot is None:  # one holder per agent; its run is dropped with the agent
             slot = self._tool_only[agent] = [None]
-            weakref.finalize(agent, _drop_held_run, self.table, slot)
+            weakref.finalize(agent, _drop_held_run, weakref.ref(self.table), slot)  # weak: the table may go first
         previous = slot[0]
         if previous is not None:
             life = ReplyLifecycle(self, agent)
@@ -548,9 +548,10 @@ def _check_disabled(hooks: tuple[HookSpec, ...], env: EnvFlags, config: HarnessC
             )
 
 
-def _drop_held_run(table: RunTable, slot: list[RunState | None]) -> None:
-    if slot[0] is not None:
-        table.drop(slot[0].run_id)
+def _drop_held_run(table: weakref.ref[RunTable], slot: list[RunState | None]) -> None:
+    live = table()
+    if live is not None and slot[0] is not None:
+        live.drop(slot[0].run_id)
 
 
 def _entry_point_hooks() -> list[HookSpec]:
