@@ -765,9 +765,9 @@ def build_config(config: HarnessConfig | Mapping[str, Any] | None) -> HarnessCon
     if config is None:
         return HarnessConfig()
     if isinstance(config, HarnessConfig):
-        try:  # again: a nested model's field set since (``tools["s"].ledgers``) was checked by that model alone
-            config.check_references()
-        except ValueError as exc:
+        try:  # every value again: one set on a nested model, or a list or dict edited in place, since
+            HarnessConfig.model_validate(config.model_dump(warnings=False))
+        except ValidationError as exc:
             raise HarnessConfigError(str(exc)) from exc
         return config
     try:

@@ -489,7 +489,10 @@ class ReplyLifecycle:
         if record is None:
             return run, False
         _held_to(run, record)
-        return run, record.get("by") != getattr(caller, "key", None)
+        if record.get("by") == getattr(caller, "key", None):
+            return run, False
+        run.parked_by_another = True  # its resumed call is refused as such
+        return run, True
 
     async def _park_record(self, run: RunState) -> dict[str, Any] | None:
         """What the parking process recorded of the run; ``None``: no store

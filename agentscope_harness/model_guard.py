@@ -232,7 +232,9 @@ def billed_tokens(model: Any, usage: Any) -> tuple[int, int, int]:
     """A response's ``(input, cached input, output)`` tokens, its input
     counting every token sent: AgentScope's Anthropic model reports the
     prompt cache's reads and writes beside ``input_tokens``, the others
-    (OpenAI's ``cached_tokens``) within it. A count that is no whole number
+    (OpenAI's ``cached_tokens``) within it, unless they report more cached
+    than sent (a proxy reporting them beside it, as Anthropic does: never
+    charged as nothing). A count that is no whole number
     of 0 or more counts 0 (callers charge only billable usage or estimates;
     this is the last line, never a credit nor a crash)."""
     def count(name: str) -> int:
@@ -241,6 +243,8 @@ def billed_tokens(model: Any, usage: Any) -> tuple[int, int, int]:
     input_tokens, cached = count("input_tokens"), count("cache_input_tokens")
     if isinstance(model, AnthropicChatModel):
         input_tokens += cached + count("cache_creation_input_tokens")
+    elif cached > input_tokens:  # more cached than sent: reported beside the input (a proxy), so both are charged
+        input_tokens += cached
     return input_tokens, cached, count("output_tokens")
 
 

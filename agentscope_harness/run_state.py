@@ -231,6 +231,9 @@ class RunState:
     enclosing_refusals: set[Batch] = field(default_factory=set)
     """The batches in which an enclosing enforcing Harness's
     ``max_tool_calls`` refused a call of this shadow run."""
+    parked_by_another: bool = False
+    """Restored here from a park another caller made (its park record says
+    who): whoever resumes it resumes another's run."""
     park_id: str | None = None
     """The latest park's id in the store's park records (``ParkRecords``):
     its one answer is claimed under it."""
@@ -357,7 +360,7 @@ class RunState:
         run: another tenant or user, or nobody. The same caller's other
         attributes may differ (a web app's per-request id): a caller is its
         ``Principal.key``, as its approvals and spend are."""
-        return not same_caller(self.principal, self.resumed_by)
+        return self.parked_by_another or not same_caller(self.principal, self.resumed_by)
 
     def ledger_cap(self, name: str, cap: int) -> int:
         """A ledger's cap in this run (call on the root): the configured

@@ -384,7 +384,8 @@ def _as_read(text: str) -> str:
 def _claims_in(pattern: re.Pattern[str], said: list[str], shown: list[str]) -> list[re.Match[str]]:
     """The claims ``pattern`` finds: in the text as written (values quoted as
     the model wrote them; a pattern written with a line break or fullwidth
-    punctuation matches there), but not in text taken back (struck through),
+    punctuation matches there), but not in text taken back (struck through)
+    or hidden (``display:none``),
     and in the text as the user reads it those the first reading missed
     (hidden by an invisible character, a no-break space, markup, a line
     break between two text blocks)."""
@@ -397,10 +398,11 @@ def _claims_in(pattern: re.Pattern[str], said: list[str], shown: list[str]) -> l
 
 
 def _not_taken_back(text: str, matches: list[re.Match[str]]) -> list[re.Match[str]]:
-    """``matches`` but those within struck-through text of ``text``."""
+    """``matches`` but those within struck-through or hidden text of ``text``
+    (the user reads neither)."""
     if not matches or ("~~" not in text and "<" not in text):
         return matches
-    struck = [m.span() for m in _TAKEN_BACK.finditer(text)]  # in order, apart
+    struck = sorted([m.span() for m in _TAKEN_BACK.finditer(text)] + [m.span() for m in _UNSEEN.finditer(text)])
     starts = [start for start, _ in struck]
     kept = []
     for match in matches:

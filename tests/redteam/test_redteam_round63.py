@@ -668,6 +668,7 @@ async def test_a_claim_the_user_reads_plainly_is_read(answer: str) -> None:
     ("Order A-1\u00b9 has been cancelled.\n\n\u00b9 The refund follows within 5 days.", "A-1"),
     ("I cancelled order A\u20111.", "A-1"),
     ('Order A-1 was <span style="display:none">cancelled</span> kept as it is.', None),
+    ('Ok. <span style="display:none">order A-1 was cancelled</span>', None),  # round 72: hidden, yet read as written
 ])
 async def test_an_honest_answer_with_marks_the_user_does_not_read_as_words_stands(
     answer: str, ran_with: str | None,
@@ -771,6 +772,7 @@ async def test_a_resume_in_another_process_by_another_caller_acts_for_nobody(
     assert ACTED == []
     report = second.last_report(agent)
     assert (report.terminal_state.value, report.reason) == ("incomplete", "refused:permission_denied")
+    assert report.refusals.get("permission_denied") == 1  # counted as such (round 72: it said run_concluded)
 
 
 async def test_a_call_asked_about_on_one_worker_runs_once_approved_on_another(tmp_path: Path) -> None:
@@ -874,3 +876,19 @@ async def test_a_run_parked_twice_is_answered_twice(tmp_path: Path) -> None:
         items = await drain(agent, confirm(again, again.tool_calls[0]))
     assert ACTED == [("pay_out", "u-42"), ("pay_out", "u-42")]
     assert items[-1].get_text_content() == "Paid twice."
+
+
+@pytest.mark.parametrize(("edit", "named"), [
+    (lambda c: c.secret_values.append("x"), "secret_values"),
+    (lambda c: c.tools["search"].claims.append("x*"), "tools.search.claims"),
+    (lambda c: c.ledgers.__setitem__("web", "not a ledger"), "ledgers.web"),
+])
+def test_a_list_or_dict_edited_in_place_is_checked_when_the_harness_is_built(edit: Any, named: str) -> None:
+    """Newcomer walk (round 72): values the constructor refuses, put in by
+    editing a list or dict in place, passed the build: a claims pattern
+    ``x*`` then "corrected" a plain greeting."""
+    config = HarnessConfig(ledgers={"retrieval": Ledger(cap=3)},
+                           tools={"search": ToolPolicy(role="retrieval", ledgers=["retrieval"])})
+    edit(config)
+    with pytest.raises(HarnessConfigError, match=named.replace(".", r"\.")):
+        Harness(config, load_entry_points=False, environ={})
