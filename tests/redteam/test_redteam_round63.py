@@ -54,6 +54,7 @@ from typing import Any
 import pytest
 from agentscope.event import RequireUserConfirmEvent, ToolResultEndEvent
 from agentscope.message import UserMsg
+from agentscope.model import ChatUsage
 from agentscope.permission import PermissionBehavior, PermissionDecision, PermissionRule
 from agentscope.state import AgentState
 from agentscope.tool import FunctionTool, Toolkit
@@ -69,12 +70,14 @@ from agentscope_harness import (
     HarnessConfig,
     HarnessConfigError,
     Ledger,
+    ModelPrice,
     Principal,
     ToolPolicy,
     retry_call,
 )
 from agentscope_harness.adapters import HarnessToolAdapter
 from agentscope_harness.injection import HeuristicDetector, unhidden
+from agentscope_harness.model_guard import billed_tokens
 from agentscope_harness.outcome import shows_nothing
 from agentscope_harness.stores import RedisStore, SQLiteStore
 
@@ -892,3 +895,20 @@ def test_a_list_or_dict_edited_in_place_is_checked_when_the_harness_is_built(edi
     edit(config)
     with pytest.raises(HarnessConfigError, match=named.replace(".", r"\.")):
         Harness(config, load_entry_points=False, environ={})
+
+
+# ------------------------------------------------------------ round 71 (the real client's usage)
+
+
+def test_cached_tokens_reported_beside_the_input_are_charged() -> None:
+    """Round 71: a proxy reporting ``prompt_tokens`` without the cached part
+    and ``cached_tokens`` beside it (12,000 cached, 100 sent) was charged
+    the 100 tokens only: a run spent 3x its cap and reported $0.0024."""
+    usage = ChatUsage(time=0.1, input_tokens=100, output_tokens=20, cache_input_tokens=12_000)
+    assert billed_tokens(object(), usage) == (12_100, 12_000, 20)
+    price = ModelPrice(1.0, 10.0)
+    assert price.usd(*billed_tokens(object(), usage)[::2], cached_input_tokens=12_000) == pytest.approx(
+        (12_100 * 1.0 + 20 * 10.0) / 1e6,
+    )
+    within = ChatUsage(time=0.1, input_tokens=1_000, output_tokens=20, cache_input_tokens=900)  # OpenAI: within
+    assert billed_tokens(object(), within) == (1_000, 900, 20)
