@@ -766,14 +766,48 @@ def build_config(config: HarnessConfig | Mapping[str, Any] | None) -> HarnessCon
         return HarnessConfig()
     if isinstance(config, HarnessConfig):
         try:  # every value again: one set on a nested model, or a list or dict edited in place, since
-            HarnessConfig.model_validate(config.model_dump(warnings=False))
+            checked = HarnessConfig.model_validate(_as_given(config))
         except ValidationError as exc:
             raise HarnessConfigError(str(exc)) from exc
+        _worked_out_again(config, checked)
         return config
     try:
         return HarnessConfig.model_validate(dict(config))
     except Exception as exc:  # pydantic's message names the field
         raise HarnessConfigError(str(exc)) from exc
+
+
+def _as_given(value: Any) -> Any:
+    """A config's values as they would be given to build it again: its own
+    models as mappings of their fields (those worked out from others left
+    out, to be worked out again), containers copied, every other object
+    (a store, a detector, a callable) as it is."""
+    if isinstance(value, _Strict):
+        derived = value._derived
+        return {name: _as_given(getattr(value, name)) for name in type(value).model_fields if name not in derived}
+    if isinstance(value, dict):
+        return {key: _as_given(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return type(value)(_as_given(item) for item in value)
+    return value
+
+
+def _worked_out_again(mine: Any, checked: Any) -> None:
+    """Each field ``mine`` worked out from others takes the value worked out
+    from what it holds now (``checked``: it built again): a finish tool
+    added through a nested model or a dict still requires finishing."""
+    if isinstance(mine, _Strict) and isinstance(checked, _Strict):
+        for name in mine._derived:
+            mine.__dict__[name] = checked.__dict__[name]
+        for name in type(mine).model_fields:
+            _worked_out_again(getattr(mine, name), getattr(checked, name))
+    elif isinstance(mine, dict) and isinstance(checked, dict):
+        for key, item in mine.items():
+            if key in checked:
+                _worked_out_again(item, checked[key])
+    elif isinstance(mine, (list, tuple)) and isinstance(checked, (list, tuple)):
+        for item, again in zip(mine, checked, strict=False):
+            _worked_out_again(item, again)
 
 
 _TRUE = {"1", "true", "yes", "on"}

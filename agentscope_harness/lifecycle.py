@@ -160,7 +160,21 @@ def _held_to(run: RunState, record: dict[str, Any]) -> None:
         run.daily_spent_usd = max(run.daily_spent_usd - stored, 0.0)
     run.approvals = {str(k): (str(v[0]), str(v[1])) for k, v in dict(record.get("shown", {})).items()}
     run.asked_here = True  # what was shown is known: compared, not unverified
+    run.awaiting_human = {str(call_id) for call_id in record.get("awaiting", ())}
     run.park_id = str(record["park"]) if record.get("park") else None
+
+
+def _answers_another_park(run: RunState, inputs: Any) -> bool:
+    """Whether a resume answers calls the run's park is not waiting for (an
+    old copy of the state, parked earlier, sent its answer again): it must
+    not take the answer of the park that waits."""
+    if isinstance(inputs, UserConfirmResultEvent):
+        answered = {result.tool_call.id for result in inputs.confirm_results}
+    elif isinstance(inputs, ExternalExecutionResultEvent):
+        answered = {result.id for result in inputs.execution_results}
+    else:  # an interrupt answers whatever waits
+        return False
+    return bool(run.awaiting_human) and not answered <= run.awaiting_human
 
 
 def end_resumed_by_another(harness: Harness, run: RunState, why: str | None = None) -> None:
@@ -462,12 +476,14 @@ class ReplyLifecycle:
         run.park_reason = None  # a later park states its own reason
         run.resume_by(self.harness.caller_principal(run))
         run.resumer_recorded = True
+        stale = _answers_another_park(run, inputs)
         run.awaiting_human.clear()
         rejoin(self.harness, run)
         by_another = (parked_here is not None and run.resumed_by_another()) or parked_by_another
-        answered_already = not await self._claimed(run)  # one answer per park, across processes
-        if by_another or answered_already:  # a human's approval or a client's result alike
-            end_resumed_by_another(self.harness, run, "answered already" if answered_already else None)
+        answered_already = not stale and not await self._claimed(run)  # one answer per park, across processes
+        if by_another or stale or answered_already:  # a human's approval or a client's result alike
+            why = "answered already" if answered_already else None
+            end_resumed_by_another(self.harness, run, "answers another park than the one waiting" if stale else why)
         if isinstance(inputs, UserConfirmResultEvent):  # restored: what was shown is not known here
             _rules_only_for_shown_calls(self.agent, inputs, by_another or not run.asked_here,
                                         self.harness.services.approvals, run.resumed_by)
@@ -540,6 +556,7 @@ class ReplyLifecycle:
             "tool_calls": run.tool_calls_total,
             "model_calls": run.model_calls, "spent_usd": facts.spent_usd, "stored_usd": run.stored_usd,
             "shown": {call_id: list(shown) for call_id, shown in run.approvals.items()},
+            "awaiting": sorted(run.awaiting_human),
         }
         try:
             await bounded(store.park_put(run.run_id, json.dumps(record)), "park records", store_timeout(store))

@@ -322,14 +322,19 @@ _SPACES = re.compile(r"\s+")
 # Markup as rendered. Every pattern is linear on any input: an attempt stops
 # at the next ``~``, ``<``, ``[`` or ``]`` (many openings that never close cost no more).
 _COMMENT = re.compile(r"<!--[^<]*?-->")
+_ATTRIBUTE = r"""\s+[\w:.-]+(?:\s*=\s*(?:"[^"<]*"|'[^'<]*'|[^\s"'<>]+))?"""
 _UNSEEN = re.compile(
     r"<(style|script|template|head)\b[^<>]{0,200}>[^<]*</\1\s*>"
-    r"|<(\w+)\b[^<>]{0,200}?(?:display\s*:\s*none|visibility\s*:\s*hidden|\shidden\b)[^<>]{0,200}>[^<]*</\2\s*>",
+    rf"|<(\w+)((?:{_ATTRIBUTE}){{1,20}})\s*>[^<]*</\2\s*>",
     re.IGNORECASE,
 )
-"""Elements a browser does not draw: styles, scripts, hidden ones."""
+"""Elements a browser does not draw: styles, scripts, and an element whose
+attributes hide it (``_unless_drawn``), whatever other attributes say."""
+_NAMED = re.compile(r"""([\w:.-]+)(?:\s*=\s*("[^"<]*"|'[^'<]*'|[^\s"'<>]+))?""")
+_HIDING_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
 _TAKEN_BACK = re.compile(
-    r"(?<!~)~~(?!~)[^~]*(?<!~)~~(?!~)|<(del|s|strike)(?:\s[^<>]{0,200})?>[^<]*</\1\s*>"
+    # as markdown strikes: ``~~`` against the text (not a space), within a paragraph
+    r"(?<!~)~~(?![~\s])(?:[^~\n]|\n(?!\s*\n))*(?<![~\s])~~(?!~)|<(del|s|strike)(?:\s[^<>]{0,200})?>[^<]*</\1\s*>"
     r"|<sup(?:\s[^<>]{0,200})?>[^<]{0,8}</sup\s*>",
     re.IGNORECASE,
 )
@@ -352,6 +357,19 @@ _MIXED_WORD = re.compile(r"\w*(?:[A-Za-z][\u0370-\u04ff]|[\u0370-\u04ff][A-Za-z]
 wholly in one script is that script's: a Russian pattern still reads it)."""
 
 
+def _unless_drawn(element: re.Match[str]) -> str:
+    """An element ``_UNSEEN`` found: gone (``""``) when a browser does not
+    draw it, else as it was."""
+    attributes = element.group(3)
+    if attributes is None:  # a style or a script
+        return ""
+    for name, value in _NAMED.findall(attributes):
+        name = name.lower()
+        if name == "hidden" or (name == "style" and _HIDING_STYLE.search(value)):
+            return ""
+    return element.group(0)
+
+
 def _as_read(text: str) -> str:
     """``text`` as the user reads it: HTML entities decoded, text forced
     right to left reversed, invisible characters dropped, compatibility forms
@@ -369,7 +387,7 @@ def _as_read(text: str) -> str:
     shown = text if text.isascii() else unhidden(_FOOTNOTE.sub("", text).translate(_DASHES))
     if "<" in shown or "~~" in shown:
         shown = _COMMENT.sub("", shown)
-        shown = _TAG.sub("", _BLOCK_TAG.sub(" ", _TAKEN_BACK.sub(" ", _UNSEEN.sub("", shown))))
+        shown = _TAG.sub("", _BLOCK_TAG.sub(" ", _TAKEN_BACK.sub(" ", _UNSEEN.sub(_unless_drawn, shown))))
     if "[" in shown:
         shown = _LINK.sub(r"\1", _FOOTNOTE.sub("", shown))
     if "\\" in shown:
@@ -402,7 +420,8 @@ def _not_taken_back(text: str, matches: list[re.Match[str]]) -> list[re.Match[st
     (the user reads neither)."""
     if not matches or ("~~" not in text and "<" not in text):
         return matches
-    struck = sorted([m.span() for m in _TAKEN_BACK.finditer(text)] + [m.span() for m in _UNSEEN.finditer(text)])
+    struck = sorted([m.span() for m in _TAKEN_BACK.finditer(text)]
+                    + [m.span() for m in _UNSEEN.finditer(text) if not _unless_drawn(m)])
     starts = [start for start, _ in struck]
     kept = []
     for match in matches:
@@ -455,11 +474,13 @@ def _same_value(arg: Any, said: str) -> bool:
 
 
 _NUMBER = re.compile(r"[-+]?(?:0|[1-9][\d,]*)(?:\.\d*)?(?:[eE][-+]?\d+)?")
-_AROUND = re.compile(r"(?:[$€£¥]|[A-Z]{3}\s)?\s*(.*?)\s*(?:[$€£¥]|\s[A-Z]{3})?\.?")
+_CURRENCY = r"(?:[A-Za-z]{1,3})?[$€£¥₹₽₩₺₦₱₫฿₪₴₸₼₾]|[A-Za-z]{3}"
+_AROUND = re.compile(rf"([-+]?)\s*(?:{_CURRENCY})?\s*(.*?)\s*(?:{_CURRENCY})?\.?")
 """A claimed amount inside its currency (a sign or code) and a closing full stop."""
 _WRITTEN = (  # how a number is written: (pattern, its thousands separators, its decimal mark)
     (re.compile(r"[-+]?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?"), "", "."),
-    (re.compile(r"[-+]?(?:0|[1-9]\d*),\d+"), "", ","),
+    (re.compile(r"[-+]?(?:0|[1-9]\d*),(?!\d{3}$)\d+"), "", ","),  # "1,200" groups thousands, never 1.2
+    (re.compile(r"[-+]?[1-9]\d?(?:,\d\d)+,\d{3}(?:\.\d+)?"), ",", "."),  # Indian: 1,20,000
     (re.compile(r"[-+]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?"), ",", "."),
     (re.compile(r"[-+]?[1-9]\d{0,2}(?:\.\d{3})+(?:,\d+)?"), ".", ","),
     (re.compile(r"[-+]?[1-9]\d{0,2}(?:[ '’]\d{3})+(?:[.,]\d+)?"), " '’", ","),
@@ -476,7 +497,7 @@ def _number(text: str) -> Decimal | None:
 def _numbers(text: str) -> set[Decimal]:
     """Every number a claimed value can be read as; empty: none."""
     around = _AROUND.fullmatch(text.strip())
-    value = around.group(1) if around else text.strip()
+    value = around.group(1) + around.group(2) if around else text.strip()
     found = set()
     for written, thousands, decimal in _WRITTEN:
         if written.fullmatch(value):

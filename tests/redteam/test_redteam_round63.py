@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import os
 import sys
@@ -76,7 +77,7 @@ from agentscope_harness import (
     retry_call,
 )
 from agentscope_harness.adapters import HarnessToolAdapter
-from agentscope_harness.injection import HeuristicDetector, unhidden
+from agentscope_harness.injection import HeuristicDetector, InjectionVerdict, unhidden
 from agentscope_harness.model_guard import billed_tokens
 from agentscope_harness.outcome import shows_nothing
 from agentscope_harness.stores import RedisStore, SQLiteStore
@@ -912,3 +913,126 @@ def test_cached_tokens_reported_beside_the_input_are_charged() -> None:
     )
     within = ChatUsage(time=0.1, input_tokens=1_000, output_tokens=20, cache_input_tokens=900)  # OpenAI: within
     assert billed_tokens(object(), within) == (1_000, 900, 20)
+
+
+# ------------------------------------------------------------ round 73 (on this session's fixes)
+
+
+@dataclasses.dataclass
+class _DataclassStore:
+    """A custom store written as a dataclass (its fields are not a config's)."""
+
+    url: str = "mem://"
+
+    async def get_spend(self, key: str, day: str | None = None, **kw: Any) -> float:
+        return 0.0
+
+    async def add_spend(self, key: str, usd: float, day: str | None = None, **kw: Any) -> float:
+        return usd
+
+
+@dataclasses.dataclass
+class _DataclassDetector:
+    threshold: float = 0.8
+
+    def score(self, text: str) -> Any:
+        return InjectionVerdict(score=0.0)
+
+
+@pytest.mark.parametrize("config", [
+    lambda: HarnessConfig(store=_DataclassStore()),
+    lambda: HarnessConfig(injection_detector=_DataclassDetector()),
+])
+def test_a_config_of_objects_that_are_dataclasses_still_builds(config: Any) -> None:
+    """Round 73: the build's second check dumped every value, so a store or a
+    detector written as a dataclass became a dict and failed the check it
+    had passed: a ``Harness`` that built before no longer did."""
+    Harness(config(), load_entry_points=False, environ={})
+
+
+@pytest.mark.parametrize("edit", [
+    lambda c: setattr(c.tools["submit_answer"], "role", "finish"),
+    lambda c: c.tools.__setitem__("submit_answer", ToolPolicy(role="finish")),
+])
+async def test_a_finish_tool_made_through_a_nested_edit_is_required(edit: Any) -> None:
+    """Round 73: ``require_finish_tool`` was worked out again only on the
+    config's own fields: a tool made the finishing one through its policy or
+    the tools dict left text answers ``completed``, skipping its ``verify``."""
+    config = HarnessConfig(tools={"submit_answer": ToolPolicy(role="lookup")})
+    edit(config)
+    h = Harness(config, load_entry_points=False, environ={})
+    assert config.require_finish_tool is True
+    agent = make_agent(ScriptedModel([text("All done, trust me.")] * 3), [], middlewares=h.middlewares())
+    await run(agent, "do it")
+    assert h.last_report(agent).reason == "finish_tool_not_called"
+
+
+def test_a_finish_tool_removed_in_place_no_longer_requires_finishing() -> None:
+    """The reverse: a derived ``True`` kept after the finish tool was
+    removed failed the build with a setting the user never made."""
+    config = HarnessConfig(tools={"submit_answer": ToolPolicy(role="finish")})
+    del config.tools["submit_answer"]
+    Harness(config, load_entry_points=False, environ={})
+    assert config.require_finish_tool is False
+
+
+async def test_an_old_answer_replayed_does_not_take_the_waiting_parks_answer(tmp_path: Path) -> None:
+    """Round 73: a reply parked on A, answered, then parked on B kept B's
+    record under the reply's id; A's yes replayed on an old copy of the state
+    claimed B's one answer: the replay went on (``completed``) and Alice's
+    real yes to B was refused."""
+    ACTED.clear()
+    store_path = str(tmp_path / "shared.db")
+    model = ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 80})),
+                           calls(("pay_out", {"user_id": "u-42", "amount": 90})),
+                           text("replayed reply"), text("Paid twice.")])
+    first = _worker(SQLiteStore(store_path), payouts=3)
+    agent = make_agent(model, first.instrument(Toolkit(tools=[tool(pay_out)])), middlewares=first.middlewares())
+    with first.acting_for(ALICE):
+        a = next(i for i in await drain(agent, UserMsg("user", "pay me")) if isinstance(i, RequireUserConfirmEvent))
+        saved_at_a = agent.state.model_dump_json()
+        b = next(i for i in await drain(agent, confirm(a, a.tool_calls[0])) if isinstance(i, RequireUserConfirmEvent))
+    second = _worker(SQLiteStore(store_path), payouts=3)
+    replayed = make_agent(model, second.instrument(Toolkit(tools=[tool(pay_out)])), middlewares=second.middlewares(),
+                          state=AgentState.model_validate_json(saved_at_a))
+    with second.acting_for(ALICE):
+        await drain(replayed, confirm(a, a.tool_calls[0]))
+    assert _ends(second)[-1] == ("incomplete", "refused:permission_denied")
+    with first.acting_for(ALICE):
+        items = await drain(agent, confirm(b, b.tool_calls[0]))
+    assert ACTED == [("pay_out", "u-42"), ("pay_out", "u-42")]
+    assert _ends(first)[-1] == ("completed", "answered")
+    assert items[-1].get_text_content() in ("replayed reply", "Paid twice.")
+
+
+@pytest.mark.parametrize("answer", [
+    "Done. ~~ Order A-1 was cancelled ~~ as you asked.",  # no strikethrough: spaces inside the marks
+    "Done.\n\n~~Draft\n\nOrder A-1 was cancelled.\n\nend~~",  # a strike never crosses paragraphs
+    '<span title="is hidden now">Order A-1 was cancelled.</span>',  # "hidden" in a value hides nothing
+])
+async def test_text_markdown_and_html_draw_is_read(answer: str) -> None:
+    """Round 73: each of these was read as struck or hidden though drawn
+    plainly, and a made-up cancellation was delivered."""
+    _, report = await _answered(answer)
+    assert report.unsupported_claims == ["cancel_order"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("answer", "amount"), [
+    ("I refunded ₹80 to your card.", "80"), ("I refunded 80₽ to your card.", "80"),
+    ("I refunded US$80 to your card.", "80"), ("I refunded R$80 to your card.", "80"),
+    ("I refunded ₹1,20,000 to your card.", "120000"), ("I refunded USD80 to your card.", "80"),
+])
+async def test_an_honest_amount_in_other_currencies_stands(answer: str, amount: str) -> None:
+    """Round 73: only ``$€£¥`` and a code before a space were read around a
+    number, and Indian grouping not at all: honest refunds were corrected."""
+    pattern = r"refunded (?P<amount>\S+) to"
+    received, report = await _audited(pattern, answer, {"order_id": "A-1", "amount": amount})
+    assert report.unsupported_claims == []
+    assert received == answer
+
+
+async def test_a_thousandfold_amount_is_not_read_as_a_decimal() -> None:
+    """Round 73: after a refund of 80, "$80,000" read as 80.000 (a decimal
+    comma) and stood: a comma before three digits groups thousands."""
+    _, report = await _audited(REFUNDED, "I refunded $80,000 to your card.", {"order_id": "A-1", "amount": "80"})
+    assert report.unsupported_claims == ["refund"]
