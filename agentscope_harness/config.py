@@ -782,14 +782,21 @@ def _as_given(value: Any) -> Any:
     models as mappings of their fields (those worked out from others left
     out, to be worked out again), containers copied, every other object
     (a store, a detector, a callable) as it is."""
-    if isinstance(value, _Strict):
+    kind = type(value)
+    if kind in _OWN_MODELS:  # a subclass (fields of its own) is given as it is, as any other object
         derived = value._derived
-        return {name: _as_given(getattr(value, name)) for name in type(value).model_fields if name not in derived}
-    if isinstance(value, dict):
+        return {name: _as_given(getattr(value, name)) for name in kind.model_fields if name not in derived}
+    if kind is dict:
         return {key: _as_given(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return type(value)(_as_given(item) for item in value)
+    if kind in (list, tuple, set, frozenset):
+        return kind(_as_given(item) for item in value)
     return value
+
+
+_OWN_MODELS = frozenset({
+    Prerequisite, Ledger, ModelPrice, ToolPolicy, CostPolicy, RateLimit, ConcurrencyLimit, HarnessConfig,
+})
+"""The models a config is built of (given again field by field)."""
 
 
 def _worked_out_again(mine: Any, checked: Any) -> None:

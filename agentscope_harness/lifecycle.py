@@ -160,7 +160,7 @@ def _held_to(run: RunState, record: dict[str, Any]) -> None:
         run.daily_spent_usd = max(run.daily_spent_usd - stored, 0.0)
     run.approvals = {str(k): (str(v[0]), str(v[1])) for k, v in dict(record.get("shown", {})).items()}
     run.asked_here = True  # what was shown is known: compared, not unverified
-    run.awaiting_human = {str(call_id) for call_id in record.get("awaiting", ())}
+    run.park_awaiting = {str(call_id) for call_id in record.get("awaiting", ())}
     run.park_id = str(record["park"]) if record.get("park") else None
 
 
@@ -174,7 +174,7 @@ def _answers_another_park(run: RunState, inputs: Any) -> bool:
         answered = {result.id for result in inputs.execution_results}
     else:  # an interrupt answers whatever waits
         return False
-    return bool(run.awaiting_human) and not answered <= run.awaiting_human
+    return bool(run.park_awaiting) and not answered <= run.park_awaiting
 
 
 def end_resumed_by_another(harness: Harness, run: RunState, why: str | None = None) -> None:
@@ -556,7 +556,7 @@ class ReplyLifecycle:
             "tool_calls": run.tool_calls_total,
             "model_calls": run.model_calls, "spent_usd": facts.spent_usd, "stored_usd": run.stored_usd,
             "shown": {call_id: list(shown) for call_id, shown in run.approvals.items()},
-            "awaiting": sorted(run.awaiting_human),
+            "awaiting": sorted(run.park_awaiting),
         }
         try:
             await bounded(store.park_put(run.run_id, json.dumps(record)), "park records", store_timeout(store))
@@ -709,6 +709,8 @@ class ReplyLifecycle:
         it or a new one replaces it; its report says ``waiting_input``."""
         self.parked = True
         self.harness.table.park(self.agent, run.run_id)
+        # what AgentScope waits for (the application's own questions too): what an answer may answer
+        run.park_awaiting = {call.id for call in self.agent.state.get_awaiting_tool_calls(self.agent.name)}
         await self.settle(run, TerminalState.WAITING_INPUT, reason)
         await self._record_park(run)
 

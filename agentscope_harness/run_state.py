@@ -234,6 +234,10 @@ class RunState:
     parked_by_another: bool = False
     """Restored here from a park another caller made (its park record says
     who): whoever resumes it resumes another's run."""
+    park_awaiting: set[str] = field(default_factory=set)
+    """The calls AgentScope waited for at the run's latest park (the
+    application's own questions too): a resume answering others answers an
+    earlier park (an old copy of the state) and must not take this one's."""
     park_id: str | None = None
     """The latest park's id in the store's park records (``ParkRecords``):
     its one answer is claimed under it."""

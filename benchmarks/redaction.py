@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 
+from agentscope_harness.hooks.safety import _as_read as read_as_the_user_reads
 from agentscope_harness.outputs import written_by_hook
 from agentscope_harness.redaction import Redactor
 from agentscope_harness.sentinels import neutralise_markers
@@ -94,4 +95,31 @@ async def run(size: str = "full") -> Section:
         section.details.append(
             f"  neutralise_markers, {n // 1000:,} KB text: {(time.perf_counter() - t0) * 1000:.2f} ms",
         )
+        for name, answer in answers(n).items():
+            t0 = time.perf_counter()
+            read_as_the_user_reads(answer)
+            ms = (time.perf_counter() - t0) * 1000
+            section.figures.append(Figure(
+                "redaction", f"{n // 1000:,} KB answer read for claims ({name}): ms", ms, None, unit="ms",
+                goal=f"<= {GOAL_CLAIMS_MS_PER_MB:.0f} ms a MB",
+                met=ms <= GOAL_CLAIMS_MS_PER_MB * max(n / 1_000_000, 0.1) if size == "full" else None,
+                show_ratio=False,
+            ))
     return section
+
+
+GOAL_CLAIMS_MS_PER_MB = 500.0
+"""The final answer is read for claims once per reply (on the loop): linear, whatever it holds."""
+
+
+def answers(size: int) -> dict[str, str]:
+    """Final answers built against the claims reading's patterns: one long
+    word beside a non-ASCII letter (each word once, not each position),
+    openings that never close, mixed scripts, markup everywhere."""
+    return {
+        "one long word and an accent": "a" * (size - 2) + " é",
+        "unclosed '<a x'": ("<a x " * (size // 5 + 1))[:size],
+        "unclosed '~~'": ("~~a " * (size // 4 + 1))[:size],
+        "mixed scripts": ("Заказ A-1 cаncelled **ok** " * (size // 26 + 1))[:size],
+        "hidden elements": ('<span hidden>x</span><b title="y">z</b> ' * (size // 40 + 1))[:size],
+    }

@@ -352,9 +352,15 @@ _ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _EMPHASIS = re.compile(r"\*+|`+|(?<!\w)_+|_+(?!\w)")
 _DASHES = str.maketrans("\u2010\u2011\u2012\u2013\u2212", "-----")
 _RIGHT_TO_LEFT = re.compile("\u202e([^\u202a-\u202e\u2066-\u2069\n]*)\u202c?")
-_MIXED_WORD = re.compile(r"\w*(?:[A-Za-z][\u0370-\u04ff]|[\u0370-\u04ff][A-Za-z])\w*")
-"""A word of Latin letters and Cyrillic or Greek ones: look-alikes (a word
-wholly in one script is that script's: a Russian pattern still reads it)."""
+_MIXED = re.compile(r"[A-Za-z][\u0370-\u04ff]|[\u0370-\u04ff][A-Za-z]")
+"""Latin beside Cyrillic or Greek in one word: look-alikes (a word wholly in
+one script is that script's: a Russian pattern still reads it)."""
+_WORD = re.compile(r"\w+")
+
+
+def _latin_if_mixed(word: re.Match[str]) -> str:
+    text = word.group(0)
+    return text.translate(CONFUSABLES) if _MIXED.search(text) else text
 
 
 def _unless_drawn(element: re.Match[str]) -> str:
@@ -395,7 +401,9 @@ def _as_read(text: str) -> str:
     if "*" in shown or "`" in shown or "_" in shown or "|" in shown:
         shown = _EMPHASIS.sub("", shown).replace("|", " ")
     if not shown.isascii():
-        shown = _MIXED_WORD.sub(lambda m: m.group(0).translate(CONFUSABLES), shown.translate(SMALL_CAPITALS))
+        shown = shown.translate(SMALL_CAPITALS)
+        if _MIXED.search(shown):  # each word read once (linear): only those mixing scripts are folded
+            shown = _WORD.sub(_latin_if_mixed, shown)
     return _SPACES.sub(" ", shown)
 
 
@@ -474,7 +482,10 @@ def _same_value(arg: Any, said: str) -> bool:
 
 
 _NUMBER = re.compile(r"[-+]?(?:0|[1-9][\d,]*)(?:\.\d*)?(?:[eE][-+]?\d+)?")
-_CURRENCY = r"(?:[A-Za-z]{1,3})?[$€£¥₹₽₩₺₦₱₫฿₪₴₸₼₾]|[A-Za-z]{3}"
+_CURRENCY = r"(?:[A-Z]{1,3})?[$€£¥₹₽₩₺₦₱₫฿₪₴₸₼₾]|[A-Z]{3}|Rs\.?|zł|kr|Kč|Ft"
+"""A currency sign (after a country's letters: ``US$``, ``R$``), an ISO code
+in capitals, or a common abbreviation; never other words (``80 mil``, a
+multiplier, is no 80)."""
 _AROUND = re.compile(rf"([-+]?)\s*(?:{_CURRENCY})?\s*(.*?)\s*(?:{_CURRENCY})?\.?")
 """A claimed amount inside its currency (a sign or code) and a closing full stop."""
 _WRITTEN = (  # how a number is written: (pattern, its thousands separators, its decimal mark)

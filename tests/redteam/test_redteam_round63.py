@@ -53,8 +53,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentscope.event import RequireUserConfirmEvent, ToolResultEndEvent
+from agentscope.event import ConfirmResult, RequireUserConfirmEvent, ToolResultEndEvent, UserConfirmResultEvent
 from agentscope.message import UserMsg
+from agentscope.middleware import MiddlewareBase
 from agentscope.model import ChatUsage
 from agentscope.permission import PermissionBehavior, PermissionDecision, PermissionRule
 from agentscope.state import AgentState
@@ -939,9 +940,23 @@ class _DataclassDetector:
         return InjectionVerdict(score=0.0)
 
 
+class _OwnedToolPolicy(ToolPolicy):
+    owner: str = "payments team"
+
+
+class _DictStore(dict):  # type: ignore[type-arg]
+    async def get_spend(self, key: str, day: str | None = None, **kw: Any) -> float:
+        return 0.0
+
+    async def add_spend(self, key: str, usd: float, day: str | None = None, **kw: Any) -> float:
+        return usd
+
+
 @pytest.mark.parametrize("config", [
     lambda: HarnessConfig(store=_DataclassStore()),
     lambda: HarnessConfig(injection_detector=_DataclassDetector()),
+    lambda: HarnessConfig(tools={"pay": _OwnedToolPolicy(role="mutation")}),  # round 74
+    lambda: HarnessConfig(store=_DictStore()),  # round 74
 ])
 def test_a_config_of_objects_that_are_dataclasses_still_builds(config: Any) -> None:
     """Round 73: the build's second check dumped every value, so a store or a
@@ -1021,6 +1036,7 @@ async def test_text_markdown_and_html_draw_is_read(answer: str) -> None:
     ("I refunded ₹80 to your card.", "80"), ("I refunded 80₽ to your card.", "80"),
     ("I refunded US$80 to your card.", "80"), ("I refunded R$80 to your card.", "80"),
     ("I refunded ₹1,20,000 to your card.", "120000"), ("I refunded USD80 to your card.", "80"),
+    ("I refunded Rs. 80 to your card.", "80"), ("I refunded 80 zł to your card.", "80"),  # round 74
 ])
 async def test_an_honest_amount_in_other_currencies_stands(answer: str, amount: str) -> None:
     """Round 73: only ``$€£¥`` and a code before a space were read around a
@@ -1031,8 +1047,53 @@ async def test_an_honest_amount_in_other_currencies_stands(answer: str, amount: 
     assert received == answer
 
 
-async def test_a_thousandfold_amount_is_not_read_as_a_decimal() -> None:
-    """Round 73: after a refund of 80, "$80,000" read as 80.000 (a decimal
-    comma) and stood: a comma before three digits groups thousands."""
-    _, report = await _audited(REFUNDED, "I refunded $80,000 to your card.", {"order_id": "A-1", "amount": "80"})
+@pytest.mark.parametrize("answer", [
+    "I refunded $80,000 to your card.",  # round 73: read as 80.000
+    "I refunded R$ 80 mil to your card.", "I refunded €80 Mio to your card.",  # round 74: any three
+    "I refunded 80 mln to your card.", "I refunded $80 bil to your card.",  # letters were a currency
+])
+async def test_a_multiplied_amount_does_not_back_the_smaller_one(answer: str) -> None:
+    """After a refund of 80, each of these stood: a comma before three
+    digits groups thousands, and only a currency sign, an ISO code in
+    capitals or a known abbreviation is read around a number."""
+    _, report = await _audited(r"refunded (?P<amount>.+?) to your card", answer, {"order_id": "A-1", "amount": "80"})
     assert report.unsupported_claims == ["refund"]
+
+
+# ------------------------------------------------------------ round 74
+
+
+class _AppApprovals(MiddlewareBase):
+    """The application's own rule, before the harness: every notification
+    is confirmed by a human (the harness never sees this question)."""
+
+    async def on_check_permission(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        if input_kwargs["tool_call"].name == "notify" and input_kwargs["tool_call"].state != "allowed":
+            return PermissionDecision(behavior=PermissionBehavior.ASK, message="send this notification?")
+        return await next_handler(**input_kwargs)
+
+
+async def test_questions_asked_by_the_application_and_the_harness_answered_together_run() -> None:
+    """Round 74: the harness asked about a payout, the application's own
+    middleware about a notification, in one batch; one answer to both was
+    taken for an answer to another park (the harness had not seen the
+    second question) and acted for nobody, and the notification, approved,
+    was refused ``approval_mismatch``."""
+    ACTED.clear()
+    h = Harness(HarnessConfig(tools={"pay_out": ToolPolicy(
+        role="mutation", ask_when=lambda args: "over 50" if args["amount"] > 50 else None)}),
+        load_entry_points=False, environ={})
+    tools = [tool(pay_out, is_concurrency_safe=True), tool(notify, is_concurrency_safe=True)]
+    model = ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 80}), ("notify", {"note": "paid"})),
+                           text("Paid and notified.")])
+    agent = make_agent(model, h.instrument(Toolkit(tools=tools)), middlewares=[_AppApprovals(), *h.middlewares()])
+    with h.acting_for(ALICE):
+        asks = [i for i in await drain(agent, UserMsg("user", "pay me")) if isinstance(i, RequireUserConfirmEvent)]
+        answer = UserConfirmResultEvent(reply_id=asks[0].reply_id, confirm_results=[
+            ConfirmResult(confirmed=True, tool_call=call) for ask in asks for call in ask.tool_calls])
+        items = await drain(agent, answer)
+    assert ACTED == [("pay_out", "u-42")]  # notify records nothing in ACTED: it ran if it was not refused
+    report = h.last_report(agent)
+    assert (report.terminal_state.value, report.reason) == ("completed", "answered")
+    assert report.refusals == {}
+    assert items[-1].get_text_content() == "Paid and notified."
