@@ -263,12 +263,7 @@ class CallFlow:
             return None
         if run.resumed_by_another():
             return ("permission_denied", "This call was approved for another user. Do not retry.")
-        if view.id not in run.approvals and view.id in run.park_awaiting:
-            # asked by something outside the harness's sight (the application's own middleware
-            # before it): AgentScope waited for it, so a human answered it; every gate still judges it
-            self.services.record(run, "resume_check", "pre_tool_call", "resume_unverified", tool=view.name,
-                                 detail="asked outside the harness: what was shown is not known here")
-            return None
+        run.spent_approvals.add(view.id)  # answered once: a park never offers it again (an old copy of the state)
         if run.approvals.pop(view.id, None) != (view.name, approval_digest(view.name, view.args)):
             return (
                 "approval_mismatch",

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
+from agentscope._utils._common import _json_loads_with_repair
 from agentscope.event import (
     CustomEvent,
     ExternalExecutionResultEvent,
@@ -37,9 +38,18 @@ from agentscope.event import (
     UserConfirmResultEvent,
     UserInterruptEvent,
 )
-from agentscope.message import DataBlock, Msg, TextBlock, ToolCallState, ToolResultBlock, ToolResultState
+from agentscope.message import (
+    DataBlock,
+    Msg,
+    TextBlock,
+    ToolCallBlock,
+    ToolCallState,
+    ToolResultBlock,
+    ToolResultState,
+)
 from agentscope.types import ReplyFinishedReason
 
+from .approvals import approval_digest
 from .arguments import guide_invalid_arguments
 from .calls import result_view
 from .chains import release
@@ -161,7 +171,23 @@ def _held_to(run: RunState, record: dict[str, Any]) -> None:
     run.approvals = {str(k): (str(v[0]), str(v[1])) for k, v in dict(record.get("shown", {})).items()}
     run.asked_here = True  # what was shown is known: compared, not unverified
     run.park_awaiting = {str(call_id) for call_id in record.get("awaiting", ())}
+    run.spent_approvals = {str(call_id) for call_id in record.get("spent", ())}
     run.park_id = str(record["park"]) if record.get("park") else None
+
+
+def _shown_at_park(run: RunState, waiting: list[ToolCallBlock]) -> None:
+    """What the park asks about, as AgentScope waits for it (the
+    application's own questions too): what an answer may answer, and each
+    call as the human is shown it, what its resumed call must be. A call
+    whose approval was used already is not offered again."""
+    run.park_awaiting = {call.id for call in waiting if call.id not in run.spent_approvals}
+    for call in waiting:
+        if call.id in run.park_awaiting and call.id not in run.approvals:  # asked outside the harness
+            try:
+                args = _json_loads_with_repair(call.input) if isinstance(call.input, str) else call.input
+            except Exception:  # what AgentScope could not read, no answer matches
+                continue
+            run.approvals[call.id] = (call.name, approval_digest(call.name, args))
 
 
 def _answers_another_park(run: RunState, inputs: Any) -> bool:
@@ -556,7 +582,7 @@ class ReplyLifecycle:
             "tool_calls": run.tool_calls_total,
             "model_calls": run.model_calls, "spent_usd": facts.spent_usd, "stored_usd": run.stored_usd,
             "shown": {call_id: list(shown) for call_id, shown in run.approvals.items()},
-            "awaiting": sorted(run.park_awaiting),
+            "awaiting": sorted(run.park_awaiting), "spent": sorted(run.spent_approvals),
         }
         try:
             await bounded(store.park_put(run.run_id, json.dumps(record)), "park records", store_timeout(store))
@@ -709,8 +735,7 @@ class ReplyLifecycle:
         it or a new one replaces it; its report says ``waiting_input``."""
         self.parked = True
         self.harness.table.park(self.agent, run.run_id)
-        # what AgentScope waits for (the application's own questions too): what an answer may answer
-        run.park_awaiting = {call.id for call in self.agent.state.get_awaiting_tool_calls(self.agent.name)}
+        _shown_at_park(run, self.agent.state.get_awaiting_tool_calls(self.agent.name))
         await self.settle(run, TerminalState.WAITING_INPUT, reason)
         await self._record_park(run)
 

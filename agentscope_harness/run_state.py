@@ -234,6 +234,9 @@ class RunState:
     parked_by_another: bool = False
     """Restored here from a park another caller made (its park record says
     who): whoever resumes it resumes another's run."""
+    spent_approvals: set[str] = field(default_factory=set)
+    """Calls whose approval a resume used (matched or not): no later park of
+    the run offers them again (an old copy of the state still waits for them)."""
     park_awaiting: set[str] = field(default_factory=set)
     """The calls AgentScope waited for at the run's latest park (the
     application's own questions too): a resume answering others answers an

@@ -1097,3 +1097,64 @@ async def test_questions_asked_by_the_application_and_the_harness_answered_toget
     assert (report.terminal_state.value, report.reason) == ("completed", "answered")
     assert report.refusals == {}
     assert items[-1].get_text_content() == "Paid and notified."
+
+
+# ------------------------------------------------------------ round 75 (on round 74)
+
+
+def _answer(reply_id: str, call: Any) -> UserConfirmResultEvent:
+    return UserConfirmResultEvent(reply_id=reply_id, confirm_results=[ConfirmResult(confirmed=True, tool_call=call)])
+
+
+@pytest.mark.parametrize("edit", [False, True])
+async def test_an_approval_used_on_one_branch_is_not_offered_again_on_an_old_copy(edit: bool, tmp_path: Path) -> None:
+    """Round 75: two payouts asked about together, the state saved at that
+    park; 80 approved on one worker, 90 on the old copy on another; that
+    copy parked again on 80, its approval spent, and the yes to 80 sent
+    again (edited to a million) ran as "asked outside the harness"."""
+    ACTED.clear()
+    store_path = str(tmp_path / "shared.db")
+    tools = [tool(pay_out, is_concurrency_safe=True)]
+    model = ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 80}), ("pay_out", {"user_id": "u-42", "amount": 90})),
+                           text("done 1"), text("done 2"), text("done 3")])
+    first = _worker(SQLiteStore(store_path), payouts=5)
+    live = make_agent(model, first.instrument(Toolkit(tools=tools)), middlewares=first.middlewares())
+    with first.acting_for(ALICE):
+        asks = [i for i in await drain(live, UserMsg("user", "pay me twice")) if isinstance(i, RequireUserConfirmEvent)]
+        shown = [call for ask in asks for call in ask.tool_calls]
+        c80, c90 = sorted(shown, key=lambda call: call.input)
+        saved = live.state.model_dump_json()
+        await drain(live, _answer(asks[0].reply_id, c80))
+    second = _worker(SQLiteStore(store_path), payouts=5)
+    fork = make_agent(model, second.instrument(Toolkit(tools=tools)), middlewares=second.middlewares(),
+                      state=AgentState.model_validate_json(saved))
+    with second.acting_for(ALICE):
+        await drain(fork, _answer(asks[0].reply_id, c90))
+        again = c80.model_copy(update={"input": '{"user_id": "u-42", "amount": 1000000}'}) if edit else c80
+        await drain(fork, _answer(asks[0].reply_id, again))
+    assert ACTED == [("pay_out", "u-42"), ("pay_out", "u-42")]
+    assert second.last_report(fork).refusals == {"approval_mismatch": 1}
+
+
+async def test_a_question_the_application_asked_cannot_be_answered_with_another_call() -> None:
+    """Round 75: the application's own question (about ``notify``),
+    answered with the call rewritten into ``pay_out`` of a million, ran the
+    payout unasked: what the application's question showed is what its
+    answer must be."""
+    ACTED.clear()
+    h = Harness(HarnessConfig(tools={"pay_out": ToolPolicy(
+        role="mutation", ask_when=lambda args: "over 50" if args["amount"] > 50 else None)}),
+        load_entry_points=False, environ={})
+    tools = [tool(pay_out, is_concurrency_safe=True), tool(notify, is_concurrency_safe=True)]
+    model = ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 80}), ("notify", {"note": "paid"})),
+                           text("Paid and notified.")])
+    agent = make_agent(model, h.instrument(Toolkit(tools=tools)), middlewares=[_AppApprovals(), *h.middlewares()])
+    with h.acting_for(ALICE):
+        asks = [i for i in await drain(agent, UserMsg("user", "pay me")) if isinstance(i, RequireUserConfirmEvent)]
+        calls_shown = [call for ask in asks for call in ask.tool_calls]
+        forged = [call if call.name == "pay_out" else call.model_copy(update={
+            "name": "pay_out", "input": '{"user_id": "u-42", "amount": 1000000}'}) for call in calls_shown]
+        await drain(agent, UserConfirmResultEvent(reply_id=asks[0].reply_id, confirm_results=[
+            ConfirmResult(confirmed=True, tool_call=call) for call in forged]))
+    assert ACTED == [("pay_out", "u-42")]
+    assert h.last_report(agent).refusals == {"approval_mismatch": 1}
