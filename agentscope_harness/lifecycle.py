@@ -175,19 +175,25 @@ def _held_to(run: RunState, record: dict[str, Any]) -> None:
     run.park_id = str(record["park"]) if record.get("park") else None
 
 
-def _shown_at_park(run: RunState, waiting: list[ToolCallBlock]) -> None:
+async def _shown_at_park(run: RunState, agent: Any) -> None:
     """What the park asks about, as AgentScope waits for it (the
-    application's own questions too): what an answer may answer, and each
-    call as the human is shown it, what its resumed call must be. A call
-    whose approval was used already is not offered again."""
-    run.park_awaiting = {call.id for call in waiting if call.id not in run.spent_approvals}
+    application's own questions too, and calls waiting for a client's
+    result): what an answer may answer; and each call asked about outside
+    the harness, read as AgentScope reads it (with its tool's schema), what
+    its resumed call must be. A call whose approval was used already is
+    not offered again (an old copy of the state still waits for it)."""
+    waiting: list[ToolCallBlock] = agent.state.get_awaiting_tool_calls(agent.name)
+    run.park_awaiting = {call.id for call in waiting}
     for call in waiting:
-        if call.id in run.park_awaiting and call.id not in run.approvals:  # asked outside the harness
-            try:
-                args = _json_loads_with_repair(call.input) if isinstance(call.input, str) else call.input
-            except Exception:  # what AgentScope could not read, no answer matches
-                continue
-            run.approvals[call.id] = (call.name, approval_digest(call.name, args))
+        if call.id in run.approvals or call.id in run.spent_approvals or call.state != ToolCallState.ASKING:
+            continue
+        try:
+            tool = await agent.toolkit.get_tool(call.name)
+            schema = getattr(tool, "input_schema", None)
+            args = _json_loads_with_repair(call.input, schema) if isinstance(call.input, str) else call.input
+        except Exception:  # what AgentScope could not read, no answer matches
+            continue
+        run.approvals[call.id] = (call.name, approval_digest(call.name, args))
 
 
 def _answers_another_park(run: RunState, inputs: Any) -> bool:
@@ -735,7 +741,7 @@ class ReplyLifecycle:
         it or a new one replaces it; its report says ``waiting_input``."""
         self.parked = True
         self.harness.table.park(self.agent, run.run_id)
-        _shown_at_park(run, self.agent.state.get_awaiting_tool_calls(self.agent.name))
+        await _shown_at_park(run, self.agent)
         await self.settle(run, TerminalState.WAITING_INPUT, reason)
         await self._record_park(run)
 

@@ -53,8 +53,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentscope.event import ConfirmResult, RequireUserConfirmEvent, ToolResultEndEvent, UserConfirmResultEvent
-from agentscope.message import UserMsg
+from agentscope.event import (
+    ConfirmResult,
+    ExternalExecutionResultEvent,
+    RequireUserConfirmEvent,
+    ToolResultEndEvent,
+    UserConfirmResultEvent,
+)
+from agentscope.message import ToolResultBlock, ToolResultState, UserMsg
 from agentscope.middleware import MiddlewareBase
 from agentscope.model import ChatUsage
 from agentscope.permission import PermissionBehavior, PermissionDecision, PermissionRule
@@ -63,7 +69,21 @@ from agentscope.tool import FunctionTool, Toolkit
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
-from scripted import ALICE, ALLOW, BOB, ScriptedModel, calls, confirm, drain, make_agent, run, text, tool, tool_messages
+from scripted import (
+    ALICE,
+    ALLOW,
+    BOB,
+    ScriptedModel,
+    calls,
+    client_tool,
+    confirm,
+    drain,
+    make_agent,
+    run,
+    text,
+    tool,
+    tool_messages,
+)
 
 from agentscope_harness import (
     ConcurrencyLimit,
@@ -1158,3 +1178,70 @@ async def test_a_question_the_application_asked_cannot_be_answered_with_another_
             ConfirmResult(confirmed=True, tool_call=call) for call in forged]))
     assert ACTED == [("pay_out", "u-42")]
     assert h.last_report(agent).refusals == {"approval_mismatch": 1}
+
+
+# ------------------------------------------------------------ round 76 (legitimate flows, on round 75)
+
+
+async def test_client_run_tools_called_together_one_approved_first_finish() -> None:
+    """Round 76: an approved call that then waits for its client's result
+    was left out of what the park waits for (its approval used): the
+    client's results for both calls were taken for an answer to another
+    park, and the run ended ``refused:permission_denied``."""
+    def concurrent_client(name: str) -> Any:
+        made = client_tool(name)
+        type(made).is_concurrency_safe = True
+        return made
+
+    h = Harness(HarnessConfig(tools={"verify_code": ToolPolicy(ask_when=lambda args: "check the code")}),
+                load_entry_points=False, environ={})
+    toolkit = h.instrument(Toolkit(tools=[concurrent_client("verify_code"), concurrent_client("scan_badge")]))
+    model = ScriptedModel([calls(("verify_code", {"code": "1234"}), ("scan_badge", {"code": "b-1"})), text("All verified.")])
+    agent = make_agent(model, toolkit, middlewares=h.middlewares())
+    with h.acting_for(ALICE):
+        asks = [i for i in await drain(agent, UserMsg("user", "verify me")) if isinstance(i, RequireUserConfirmEvent)]
+        await drain(agent, UserConfirmResultEvent(reply_id=asks[0].reply_id, confirm_results=[
+            ConfirmResult(confirmed=True, tool_call=call) for ask in asks for call in ask.tool_calls]))
+        waiting = agent.state.get_awaiting_tool_calls(agent.name)
+        results = [ToolResultBlock(id=c.id, name=c.name, output="ok", state=ToolResultState.SUCCESS) for c in waiting]
+        items = await drain(agent, ExternalExecutionResultEvent(reply_id=agent.state.reply_id, execution_results=results))
+    assert len(results) == 2
+    assert (h.last_report(agent).terminal_state.value, items[-1].get_text_content()) == ("completed", "All verified.")
+
+
+async def transfer(user_id: str, amount: int) -> str:
+    """Transfer money.
+
+    Args:
+        user_id (str): Whose account.
+        amount (int): How much.
+    """
+    ACTED.append(("transfer", user_id))
+    return f"transferred {amount}"
+
+
+class _AppAsksTransfers(MiddlewareBase):
+    async def on_check_permission(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        if input_kwargs["tool_call"].name == "transfer" and input_kwargs["tool_call"].state != "allowed":
+            return PermissionDecision(behavior=PermissionBehavior.ASK, message="transfer?")
+        return await next_handler(**input_kwargs)
+
+
+async def test_the_applications_question_is_read_as_agentscope_reads_its_arguments() -> None:
+    """Round 76: what the application's question showed was read without
+    its tool's schema (``"80"`` a string), AgentScope reads it with it
+    (80): an approval of the call exactly as shown was refused."""
+    ACTED.clear()
+    h = Harness(HarnessConfig(tools={"pay_out": ToolPolicy(
+        role="mutation", ask_when=lambda args: "over 50" if args["amount"] > 50 else None)}),
+        load_entry_points=False, environ={})
+    tools = [tool(pay_out, is_concurrency_safe=True), tool(transfer, is_concurrency_safe=True)]
+    model = ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 60}),
+                                 ("transfer", {"user_id": "u-42", "amount": "80"})), text("Done.")])
+    agent = make_agent(model, h.instrument(Toolkit(tools=tools)), middlewares=[_AppAsksTransfers(), *h.middlewares()])
+    with h.acting_for(ALICE):
+        asks = [i for i in await drain(agent, UserMsg("user", "pay")) if isinstance(i, RequireUserConfirmEvent)]
+        await drain(agent, UserConfirmResultEvent(reply_id=asks[0].reply_id, confirm_results=[
+            ConfirmResult(confirmed=True, tool_call=call) for ask in asks for call in ask.tool_calls]))
+    assert sorted(ACTED) == [("pay_out", "u-42"), ("transfer", "u-42")]
+    assert h.last_report(agent).refusals == {}
