@@ -513,9 +513,12 @@ class ReplyLifecycle:
         rejoin(self.harness, run)
         by_another = (parked_here is not None and run.resumed_by_another()) or parked_by_another
         answered_already = not stale and not await self._claimed(run)  # one answer per park, across processes
-        if by_another or stale or answered_already:  # a human's approval or a client's result alike
-            why = "answered already" if answered_already else None
-            end_resumed_by_another(self.harness, run, "answers another park than the one waiting" if stale else why)
+        if stale:
+            end_resumed_by_another(self.harness, run, "answers another park than the one waiting")
+        elif answered_already:
+            end_resumed_by_another(self.harness, run, "answered already")
+        elif by_another:  # a human's approval or a client's result alike
+            end_resumed_by_another(self.harness, run)
         if isinstance(inputs, UserConfirmResultEvent):  # restored: what was shown is not known here
             _rules_only_for_shown_calls(self.agent, inputs, by_another or not run.asked_here,
                                         self.harness.services.approvals, run.resumed_by)
