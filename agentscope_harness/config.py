@@ -659,14 +659,9 @@ class HarnessConfig(_Strict):
 
     @model_validator(mode="after")
     def _references_exist(self) -> HarnessConfig:
-        self.check_references()
-        return self
-
-    def check_references(self) -> None:
         """The checks that relate fields (a tool's ledgers exist, ``wrap_up_s``
         within ``deadline_s``, ...): at construction, on each assignment, and
-        when a ``Harness`` is built (a nested model's field set since was
-        checked by that model alone). Raises ``ValueError`` naming the field."""
+        when a ``Harness`` is built (``build_config`` checks every value again)."""
         if self.store is not None and (self.rate_limits or self.concurrency_limits):
             missing, _ = _missing_methods(self.store, LedgerStore)
             if self.concurrency_limits:  # a slot is renewed while its run or call lasts
@@ -712,6 +707,7 @@ class HarnessConfig(_Strict):
         if self.require_finish_tool is None:  # read back as in force
             self._derive("require_finish_tool", bool(self.finish_tools()))
         self.resolved_secret_values()
+        return self
 
     # Derived views, computed from the config alone.
 
