@@ -149,7 +149,7 @@ class Harness:
         self.reports: deque[RunReport] = deque(maxlen=self.config.reports_kept)
         self._last_by_agent: weakref.WeakKeyDictionary[Any, RunReport] = weakref.WeakKeyDictionary()
         self._prompt_addition: str | None = None
-        self._tool_only: weakref.WeakKeyDictionary[Any, list[RunState | None]] = (
+        self._tool_only: weakref.WeakKeyDictionary[Any, list[str | None]] = (
             weakref.WeakKeyDictionary()
         )
         self.stream_redaction = any(s.name == "final_answer_audit" for s in self.hooks)
@@ -447,20 +447,18 @@ class Harness:
         run = self.table.get(reply_id)
         if run is not None:
             return run
-        slot = self._tool_only.get(agent)
-        if slot is None:  # one holder per agent; its run is dropped with the agent
-            slot = self._tool_only[agent] = [None]
-            weakref.finalize(agent, _drop_held_run, weakref.ref(self.table), slot)  # weak: the table may go first
-        previous = slot[0]
+        slot = self.table.holder_of(self._tool_only, agent)  # its run is dropped with the agent
+        previous = None if slot[0] is None else self.table.get(slot[0])
         if previous is not None:
             life = ReplyLifecycle(self, agent)
             life.run = previous
             await life.close(None)
         parent = live_parent(reply_id)  # a sub-agent run from a live run's tool answers to its limits
-        run = slot[0] = self.table.open(
+        run = self.table.open(
             reply_id, getattr(agent, "name", "agent"), agent.state.session_id,
             self.caller_principal(), run_deadline(self, parent), parent, self.config.mode,
         )
+        slot[0] = run.run_id
         self.opened(run, agent)
         return run
 
@@ -546,12 +544,6 @@ def _check_disabled(hooks: tuple[HookSpec, ...], env: EnvFlags, config: HarnessC
             raise HarnessConfigError(
                 f"{source}: unknown hook name(s) {unknown}; known hooks: {sorted(known)}",
             )
-
-
-def _drop_held_run(table: weakref.ref[RunTable], slot: list[RunState | None]) -> None:
-    live = table()
-    if live is not None and slot[0] is not None:
-        live.drop(slot[0].run_id)
 
 
 def _entry_point_hooks() -> list[HookSpec]:

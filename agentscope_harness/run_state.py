@@ -681,16 +681,23 @@ class RunTable:
         except TypeError:
             pass
 
-    def park(self, agent: Any, run_id: str) -> None:
-        """A reply parked on human-in-the-loop keeps its slot until resumed."""
+    def holder_of(self, holders: weakref.WeakKeyDictionary[Any, list[str | None]], agent: Any) -> list[str | None]:
+        """The agent's holder in ``holders`` of one run's id (made on first
+        use): the run it names leaves the table with the agent (collected,
+        nobody can go on with it). An agent no weak reference can name gets
+        a holder nothing keeps."""
         try:
-            holder = self.parked.get(agent)
-            if holder is None:  # one holder per agent, its slot dropped with the agent
-                holder = self.parked[agent] = [None]
+            holder = holders.get(agent)
+            if holder is None:
+                holder = holders[agent] = [None]
                 weakref.finalize(agent, _drop_held, weakref.ref(self), holder)  # weak: the table may go first
         except TypeError:
-            return
-        holder[0] = run_id
+            return [None]
+        return holder
+
+    def park(self, agent: Any, run_id: str) -> None:
+        """A reply parked on human-in-the-loop keeps its slot until resumed."""
+        self.holder_of(self.parked, agent)[0] = run_id
 
     def take_parked(self, agent: Any) -> RunState | None:
         """The run the agent parked on a human, no longer parked (resumed,
