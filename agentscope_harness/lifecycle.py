@@ -12,14 +12,15 @@ consumer, even when it abandons the stream.
 
 from __future__ import annotations
 
+import enum
 import functools
 import json
 import logging
 import math
 import time
 import uuid
-from collections.abc import AsyncGenerator, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentscope._utils._common import _json_loads_with_repair
 from agentscope.event import (
@@ -79,6 +80,7 @@ if TYPE_CHECKING:
     from .services import Services
 
 log = logging.getLogger("agentscope_harness")
+T = TypeVar("T")
 
 _RESUME_EVENTS = (UserConfirmResultEvent, ExternalExecutionResultEvent, UserInterruptEvent)
 
@@ -153,11 +155,34 @@ def rejoin(harness: Harness, run: RunState) -> None:
     run.facts.lift_deadline()
 
 
+class _NotAsked(enum.Enum):
+    NOT_KEPT = "the store keeps no park records"
+    UNANSWERED = "the store did not answer"
+
+
+NOT_KEPT, UNANSWERED = _NotAsked.NOT_KEPT, _NotAsked.UNANSWERED
+
+
+def _park_record_of(run: RunState) -> dict[str, Any]:
+    """What a parked run was, for a resume elsewhere (``_held_to`` reads it):
+    who parked it, what it counted and spent, the calls the human was shown,
+    those AgentScope waits for and those whose approval was used."""
+    facts = run.facts
+    return {
+        "by": getattr(run.principal, "key", None), "park": run.park_id,
+        "ledger_used": dict(facts.ledger_used), "called": dict(facts.called_tools),
+        "tool_calls": run.tool_calls_total,
+        "model_calls": run.model_calls, "spent_usd": facts.spent_usd, "stored_usd": run.stored_usd,
+        "shown": {call_id: list(shown) for call_id, shown in run.approvals.items()},
+        "awaiting": sorted(run.park_awaiting), "spent": sorted(run.spent_approvals),
+    }
+
+
 def _held_to(run: RunState, record: dict[str, Any]) -> None:
-    """A run restored here takes on what its parking process recorded: its
-    ledgers, call counts and spend go on from there (a resume elsewhere
-    never starts them again), and the calls the human was shown are what a
-    resumed call is compared with."""
+    """A run restored here takes on what its parking process recorded
+    (``_park_record_of``): its ledgers, call counts and spend go on from
+    there (a resume elsewhere never starts them again), and the calls the
+    human was shown are what a resumed call is compared with."""
     facts = run.facts
     facts.ledger_used.update({str(k): int(v) for k, v in dict(record.get("ledger_used", {})).items()})
     facts.called_tools.update({str(k): int(v) for k, v in dict(record.get("called", {})).items()})
@@ -545,17 +570,29 @@ class ReplyLifecycle:
         run.parked_by_another = True  # its resumed call is refused as such
         return run, True
 
-    async def _park_record(self, run: RunState) -> dict[str, Any] | None:
-        """What the parking process recorded of the run; ``None``: no store
-        keeps records, none was kept, or the store did not answer (logged:
-        the resume is then judged as unverified)."""
+    async def _park_records(self, run: RunState, ask: Callable[[ParkRecords], Awaitable[T]], what: str,
+                            deadline: float | None) -> T | _NotAsked:
+        """``ask`` of the store's park records, bounded; ``NOT_KEPT``: the
+        store keeps none; ``UNANSWERED``: it did not answer (logged)."""
         store = self.harness.store
         if not isinstance(store, ParkRecords):
+            return NOT_KEPT
+        try:
+            return await bounded(ask(store), "park records", store_timeout(store), deadline)
+        except Exception as exc:
+            log.warning("harness could not %s of %s: %s", what, run.run_id, exc)
+            return UNANSWERED
+
+    async def _park_record(self, run: RunState) -> dict[str, Any] | None:
+        """What the parking process recorded of the run; ``None``: no store
+        keeps records, none was kept, or the store did not answer (the
+        resume is then judged as unverified)."""
+        text = await self._park_records(run, lambda s: s.park_get(run.run_id), "read the park record", run.deadline)
+        if not isinstance(text, str):
             return None
         try:
-            text = await bounded(store.park_get(run.run_id), "park records", store_timeout(store), run.deadline)
-            return None if text is None else dict(json.loads(text))
-        except Exception as exc:
+            return dict(json.loads(text))
+        except (ValueError, TypeError) as exc:  # unreadable: as if none were kept
             log.warning("harness could not read the park record of %s: %s", run.run_id, exc)
             return None
 
@@ -564,39 +601,21 @@ class ReplyLifecycle:
         store, atomically across processes); a park the store keeps no
         record of has nothing to claim. A store that does not answer: not
         taken (the resume acts for nobody, as budgets fail closed)."""
-        store = self.harness.store
-        if run.park_id is None or not isinstance(store, ParkRecords):
+        park_id = run.park_id
+        if park_id is None:
             return True
-        try:
-            return bool(await bounded(store.park_claim(run.park_id), "park records", store_timeout(store),
-                                      run.deadline))
-        except Exception as exc:
-            log.warning("harness could not claim the answer of park %s: %s", run.park_id, exc)
-            return False
+        taken = await self._park_records(run, lambda s: s.park_claim(park_id), "claim the park's answer",
+                                         run.deadline)
+        return taken is NOT_KEPT or (taken is not UNANSWERED and bool(taken))
 
     async def _record_park(self, run: RunState) -> None:
-        """Keep what the parked run was in a store that keeps such records,
-        for a resume in another process: who parked it, what it counted and
-        spent, the calls the human was shown, and the park's id (its one
-        answer is claimed under it). Not kept (logged), a resume elsewhere
-        is judged as unverified."""
-        store = self.harness.store
-        if not isinstance(store, ParkRecords):
-            return
-        facts = run.facts
-        run.park_id = uuid.uuid4().hex
-        record = {
-            "by": getattr(run.principal, "key", None), "park": run.park_id,
-            "ledger_used": dict(facts.ledger_used), "called": dict(facts.called_tools),
-            "tool_calls": run.tool_calls_total,
-            "model_calls": run.model_calls, "spent_usd": facts.spent_usd, "stored_usd": run.stored_usd,
-            "shown": {call_id: list(shown) for call_id, shown in run.approvals.items()},
-            "awaiting": sorted(run.park_awaiting), "spent": sorted(run.spent_approvals),
-        }
-        try:
-            await bounded(store.park_put(run.run_id, json.dumps(record)), "park records", store_timeout(store))
-        except Exception as exc:
-            log.warning("harness could not record the park of %s: %s", run.run_id, exc)
+        """Keep what the parked run was (``_park_record_of``) in a store that
+        keeps such records, for a resume in another process. Not kept
+        (logged), a resume elsewhere is judged as unverified."""
+        if isinstance(self.harness.store, ParkRecords):
+            run.park_id = uuid.uuid4().hex  # its one answer is claimed under it
+            record = json.dumps(_park_record_of(run))
+            await self._park_records(run, lambda s: s.park_put(run.run_id, record), "record the park", None)
 
     async def shape_external_results(self, inputs: Any) -> None:
         """Client-executed results enter the context here, not through
