@@ -1093,13 +1093,9 @@ class _AppApprovals(MiddlewareBase):
         return await next_handler(**input_kwargs)
 
 
-async def test_questions_asked_by_the_application_and_the_harness_answered_together_run() -> None:
-    """Round 74: the harness asked about a payout, the application's own
-    middleware about a notification, in one batch; one answer to both was
-    taken for an answer to another park (the harness had not seen the
-    second question) and acted for nobody, and the notification, approved,
-    was refused ``approval_mismatch``."""
-    ACTED.clear()
+def _payout_and_notification_asked() -> tuple[Harness, Any]:
+    """One batch: a payout the harness asks about (over 50), a notification
+    the application's own middleware (before the harness's) asks about."""
     h = Harness(HarnessConfig(tools={"pay_out": ToolPolicy(
         role="mutation", ask_when=lambda args: "over 50" if args["amount"] > 50 else None)}),
         load_entry_points=False, environ={})
@@ -1107,11 +1103,26 @@ async def test_questions_asked_by_the_application_and_the_harness_answered_toget
     model = ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 80}), ("notify", {"note": "paid"})),
                            text("Paid and notified.")])
     agent = make_agent(model, h.instrument(Toolkit(tools=tools)), middlewares=[_AppApprovals(), *h.middlewares()])
+    return h, agent
+
+
+def _yes(reply_id: str, *approved: Any) -> UserConfirmResultEvent:
+    """The human's yes to each of ``approved``, as the calls were shown (or edited)."""
+    return UserConfirmResultEvent(reply_id=reply_id, confirm_results=[
+        ConfirmResult(confirmed=True, tool_call=call) for call in approved])
+
+
+async def test_questions_asked_by_the_application_and_the_harness_answered_together_run() -> None:
+    """Round 74: the harness asked about a payout, the application's own
+    middleware about a notification, in one batch; one answer to both was
+    taken for an answer to another park (the harness had not seen the
+    second question) and acted for nobody, and the notification, approved,
+    was refused ``approval_mismatch``."""
+    ACTED.clear()
+    h, agent = _payout_and_notification_asked()
     with h.acting_for(ALICE):
         asks = [i for i in await drain(agent, UserMsg("user", "pay me")) if isinstance(i, RequireUserConfirmEvent)]
-        answer = UserConfirmResultEvent(reply_id=asks[0].reply_id, confirm_results=[
-            ConfirmResult(confirmed=True, tool_call=call) for ask in asks for call in ask.tool_calls])
-        items = await drain(agent, answer)
+        items = await drain(agent, _yes(asks[0].reply_id, *(call for ask in asks for call in ask.tool_calls)))
     assert ACTED == [("pay_out", "u-42")]  # notify records nothing in ACTED: it ran if it was not refused
     report = h.last_report(agent)
     assert (report.terminal_state.value, report.reason) == ("completed", "answered")
@@ -1120,10 +1131,6 @@ async def test_questions_asked_by_the_application_and_the_harness_answered_toget
 
 
 # ------------------------------------------------------------ round 75 (on round 74)
-
-
-def _answer(reply_id: str, call: Any) -> UserConfirmResultEvent:
-    return UserConfirmResultEvent(reply_id=reply_id, confirm_results=[ConfirmResult(confirmed=True, tool_call=call)])
 
 
 @pytest.mark.parametrize("edit", [False, True])
@@ -1144,14 +1151,14 @@ async def test_an_approval_used_on_one_branch_is_not_offered_again_on_an_old_cop
         shown = [call for ask in asks for call in ask.tool_calls]
         c80, c90 = sorted(shown, key=lambda call: call.input)
         saved = live.state.model_dump_json()
-        await drain(live, _answer(asks[0].reply_id, c80))
+        await drain(live, _yes(asks[0].reply_id, c80))
     second = _worker(SQLiteStore(store_path), payouts=5)
     fork = make_agent(model, second.instrument(Toolkit(tools=tools)), middlewares=second.middlewares(),
                       state=AgentState.model_validate_json(saved))
     with second.acting_for(ALICE):
-        await drain(fork, _answer(asks[0].reply_id, c90))
+        await drain(fork, _yes(asks[0].reply_id, c90))
         again = c80.model_copy(update={"input": '{"user_id": "u-42", "amount": 1000000}'}) if edit else c80
-        await drain(fork, _answer(asks[0].reply_id, again))
+        await drain(fork, _yes(asks[0].reply_id, again))
     assert ACTED == [("pay_out", "u-42"), ("pay_out", "u-42")]
     assert second.last_report(fork).refusals == {"approval_mismatch": 1}
 
@@ -1162,20 +1169,13 @@ async def test_a_question_the_application_asked_cannot_be_answered_with_another_
     payout unasked: what the application's question showed is what its
     answer must be."""
     ACTED.clear()
-    h = Harness(HarnessConfig(tools={"pay_out": ToolPolicy(
-        role="mutation", ask_when=lambda args: "over 50" if args["amount"] > 50 else None)}),
-        load_entry_points=False, environ={})
-    tools = [tool(pay_out, is_concurrency_safe=True), tool(notify, is_concurrency_safe=True)]
-    model = ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 80}), ("notify", {"note": "paid"})),
-                           text("Paid and notified.")])
-    agent = make_agent(model, h.instrument(Toolkit(tools=tools)), middlewares=[_AppApprovals(), *h.middlewares()])
+    h, agent = _payout_and_notification_asked()
     with h.acting_for(ALICE):
         asks = [i for i in await drain(agent, UserMsg("user", "pay me")) if isinstance(i, RequireUserConfirmEvent)]
         calls_shown = [call for ask in asks for call in ask.tool_calls]
         forged = [call if call.name == "pay_out" else call.model_copy(update={
             "name": "pay_out", "input": '{"user_id": "u-42", "amount": 1000000}'}) for call in calls_shown]
-        await drain(agent, UserConfirmResultEvent(reply_id=asks[0].reply_id, confirm_results=[
-            ConfirmResult(confirmed=True, tool_call=call) for call in forged]))
+        await drain(agent, _yes(asks[0].reply_id, *forged))
     assert ACTED == [("pay_out", "u-42")]
     assert h.last_report(agent).refusals == {"approval_mismatch": 1}
 
