@@ -573,26 +573,28 @@ class ReplyLifecycle:
     async def _park_records(self, run: RunState, ask: Callable[[ParkRecords], Awaitable[T]], what: str,
                             deadline: float | None) -> T | _NotAsked:
         """``ask`` of the store's park records, bounded; ``NOT_KEPT``: the
-        store keeps none; ``UNANSWERED``: it did not answer (logged)."""
+        store keeps none; ``UNANSWERED``: it did not answer (logged: could
+        not ``what``)."""
         store = self.harness.store
         if not isinstance(store, ParkRecords):
             return NOT_KEPT
         try:
             return await bounded(ask(store), "park records", store_timeout(store), deadline)
         except Exception as exc:
-            log.warning("harness could not %s of %s: %s", what, run.run_id, exc)
+            log.warning("harness could not %s: %s", what, exc)
             return UNANSWERED
 
     async def _park_record(self, run: RunState) -> dict[str, Any] | None:
         """What the parking process recorded of the run; ``None``: no store
         keeps records, none was kept, or the store did not answer (the
         resume is then judged as unverified)."""
-        text = await self._park_records(run, lambda s: s.park_get(run.run_id), "read the park record", run.deadline)
+        what = f"read the park record of {run.run_id}"
+        text = await self._park_records(run, lambda s: s.park_get(run.run_id), what, run.deadline)
         if not isinstance(text, str):
             return None
         try:
             return dict(json.loads(text))
-        except (ValueError, TypeError) as exc:  # unreadable: as if none were kept
+        except Exception as exc:  # unreadable (malformed, too deeply nested): as if none were kept
             log.warning("harness could not read the park record of %s: %s", run.run_id, exc)
             return None
 
@@ -604,8 +606,8 @@ class ReplyLifecycle:
         park_id = run.park_id
         if park_id is None:
             return True
-        taken = await self._park_records(run, lambda s: s.park_claim(park_id), "claim the park's answer",
-                                         run.deadline)
+        taken = await self._park_records(run, lambda s: s.park_claim(park_id),
+                                         f"claim the answer of park {park_id}", run.deadline)
         return taken is NOT_KEPT or (taken is not UNANSWERED and bool(taken))
 
     async def _record_park(self, run: RunState) -> None:
@@ -615,7 +617,8 @@ class ReplyLifecycle:
         if isinstance(self.harness.store, ParkRecords):
             run.park_id = uuid.uuid4().hex  # its one answer is claimed under it
             record = json.dumps(_park_record_of(run))
-            await self._park_records(run, lambda s: s.park_put(run.run_id, record), "record the park", None)
+            await self._park_records(run, lambda s: s.park_put(run.run_id, record),
+                                     f"record the park of {run.run_id}", None)
 
     async def shape_external_results(self, inputs: Any) -> None:
         """Client-executed results enter the context here, not through

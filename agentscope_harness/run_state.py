@@ -684,20 +684,20 @@ class RunTable:
     def holder_of(self, holders: weakref.WeakKeyDictionary[Any, list[str | None]], agent: Any) -> list[str | None]:
         """The agent's holder in ``holders`` of one run's id (made on first
         use): the run it names leaves the table with the agent (collected,
-        nobody can go on with it). An agent no weak reference can name gets
-        a holder nothing keeps."""
-        try:
-            holder = holders.get(agent)
-            if holder is None:
-                holder = holders[agent] = [None]
-                weakref.finalize(agent, _drop_held, weakref.ref(self), holder)  # weak: the table may go first
-        except TypeError:
-            return [None]
+        nobody can go on with it). ``TypeError``: no weak reference can key
+        the agent."""
+        holder = holders.get(agent)
+        if holder is None:
+            holder = holders[agent] = [None]
+            weakref.finalize(agent, _drop_held, weakref.ref(self), holder)  # weak: the table may go first
         return holder
 
     def park(self, agent: Any, run_id: str) -> None:
         """A reply parked on human-in-the-loop keeps its slot until resumed."""
-        self.holder_of(self.parked, agent)[0] = run_id
+        try:
+            self.holder_of(self.parked, agent)[0] = run_id
+        except TypeError:  # an agent no weak reference can key: not kept as parked
+            pass
 
     def take_parked(self, agent: Any) -> RunState | None:
         """The run the agent parked on a human, no longer parked (resumed,
