@@ -119,8 +119,9 @@ class CallFlow:
         if over is not None:
             return Verdict(refusal=over, ctx=ctx)
         mismatch = self._resume_mismatch(run, view)
-        if mismatch is not None:
-            return Verdict(refusal=self._refuse(ctx, mismatch), ctx=ctx)
+        refused = self._resume_refused(ctx, mismatch) if mismatch is not None else None
+        if refused is not None:
+            return Verdict(refusal=refused, ctx=ctx)
         concluded = run.facts.terminal is not None
         refusal = await self.runner.run("pre_tool_call", ctx)
         if refusal is None and not concluded and run.facts.terminal is not None and not self.services.shadow:
@@ -142,11 +143,13 @@ class CallFlow:
         if reason is not None and view.resumed and not run.asked_here:
             # the human's approval was given elsewhere and cannot be compared
             # with this call: a call that needs approval is not run on it
-            return Verdict(refusal=self._refuse(ctx, (
+            refused = self._resume_refused(ctx, (
                 "approval_mismatch",
                 "This approval cannot be checked against the call the user saw. Do not run it; "
                 "ask the user again.",
-            )), ctx=ctx)
+            ))
+            if refused is not None:
+                return Verdict(refusal=refused, ctx=ctx)
         if reason is None or view.resumed:  # resumed: approved, checked above
             return Verdict(ctx=ctx)
         if view.id not in run.offers and await self.services.approvals.covers(
@@ -270,6 +273,15 @@ class CallFlow:
                 "These arguments differ from what the user approved. Do not retry; "
                 "ask the user again.",
             )
+        return None
+
+    def _resume_refused(self, ctx: HookContext, why: tuple[str, str]) -> Refusal | None:
+        """A resume check's refusal, recorded; in shadow mode it refuses
+        nothing (the confirmed call runs, as it would without the harness)."""
+        refusal = self._refuse(ctx, why)
+        if not self.services.shadow:
+            return refusal
+        ctx.would_refuse = ctx.would_refuse or refusal.code
         return None
 
     def _enclosing_tool_cap(self, ctx: HookContext) -> Refusal | None:

@@ -50,6 +50,7 @@ from agentscope.message import (
 )
 from agentscope.types import ReplyFinishedReason
 
+from . import park_record
 from .approvals import approval_digest
 from .arguments import guide_invalid_arguments
 from .calls import result_view
@@ -165,14 +166,12 @@ NOT_KEPT, UNANSWERED = _NotAsked.NOT_KEPT, _NotAsked.UNANSWERED
 
 def _park_record_of(run: RunState) -> dict[str, Any]:
     """What a parked run was, for a resume elsewhere (``_held_to`` reads it):
-    who parked it, what it counted and spent, the calls the human was shown,
-    those AgentScope waits for and those whose approval was used."""
-    facts = run.facts
+    who parked it, what it counted, spent and was extended or offered, its
+    stop ladder and successes (``park_record``), the calls the human was
+    shown, those AgentScope waits for and those whose approval was used."""
     return {
         "by": getattr(run.principal, "key", None), "park": run.park_id,
-        "ledger_used": dict(facts.ledger_used), "called": dict(facts.called_tools),
-        "tool_calls": run.tool_calls_total,
-        "model_calls": run.model_calls, "spent_usd": facts.spent_usd, "stored_usd": run.stored_usd,
+        **park_record.record_of(run),
         "shown": {call_id: list(shown) for call_id, shown in run.approvals.items()},
         "awaiting": sorted(run.park_awaiting), "spent": sorted(run.spent_approvals),
     }
@@ -180,24 +179,22 @@ def _park_record_of(run: RunState) -> dict[str, Any]:
 
 def _held_to(run: RunState, record: dict[str, Any]) -> None:
     """A run restored here takes on what its parking process recorded
-    (``_park_record_of``): its ledgers, call counts and spend go on from
-    there (a resume elsewhere never starts them again), and the calls the
-    human was shown are what a resumed call is compared with."""
-    facts = run.facts
-    facts.ledger_used.update({str(k): int(v) for k, v in dict(record.get("ledger_used", {})).items()})
-    facts.called_tools.update({str(k): int(v) for k, v in dict(record.get("called", {})).items()})
-    run.tool_calls_total = int(record.get("tool_calls", 0))
-    run.model_calls = int(record.get("model_calls", 0))
-    facts.spent_usd = float(record.get("spent_usd", 0.0))
-    stored = float(record.get("stored_usd", 0.0))
-    run.stored_usd = stored
+    (``_park_record_of``): it goes on from there, as a resume in that
+    process would (a resume elsewhere never starts a count or a ladder
+    again), and the calls the human was shown are what a resumed call is
+    compared with. Raises, changing nothing, when the record does not read
+    back whole."""
+    fields = park_record.carried(record)
+    shown = {str(k): (str(v[0]), str(v[1])) for k, v in dict(record.get("shown", {})).items()}
+    awaiting = {str(call_id) for call_id in record.get("awaiting", ())}
+    spent = {str(call_id) for call_id in record.get("spent", ())}
+    park_record.apply(run, fields)
     if run.daily_spent_usd is not None and math.isfinite(run.daily_spent_usd):  # read with it: beside it now
-        run.daily_spent_usd = max(run.daily_spent_usd - stored, 0.0)
-    run.approvals = {str(k): (str(v[0]), str(v[1])) for k, v in dict(record.get("shown", {})).items()}
+        run.daily_spent_usd = max(run.daily_spent_usd - run.stored_usd, 0.0)
+    run.approvals = shown
     run.asked_here = True  # what was shown is known: compared, not unverified
-    run.park_awaiting = {str(call_id) for call_id in record.get("awaiting", ())}
-    run.spent_approvals = {str(call_id) for call_id in record.get("spent", ())}
-    run.park_id = str(record["park"]) if record.get("park") else None
+    run.park_awaiting = awaiting
+    run.spent_approvals = spent
 
 
 async def _shown_at_park(run: RunState, agent: Any) -> None:
@@ -241,12 +238,14 @@ def end_resumed_by_another(harness: Harness, run: RunState, why: str | None = No
     it is refused, and it ends at its next step with the fallback answer,
     without a model call and without what the run found (the resumer may
     not see it)."""
+    shadow = harness.services.shadow  # the report ends as enforcing would; nothing is refused
     harness.services.record(run, "resume_check", "on_reply", "stop", code="permission_denied",
-                            detail=why or "resumed by another caller than the one who parked it", enforced=True)
+                            detail=why or "resumed by another caller than the one who parked it", enforced=not shadow)
     reason = "refused:permission_denied"
-    run.findings.clear()
     run.facts.conclude(TerminalState.INCOMPLETE, reason, override=True)
-    run.facts.stop_text = fallback(harness.config, reason)
+    if not shadow:
+        run.findings.clear()
+        run.facts.stop_text = fallback(harness.config, reason)
 
 
 _SECOND_RESULT = "A second result for this call was ignored: each call is answered once."
@@ -564,7 +563,11 @@ class ReplyLifecycle:
         record = await self._park_record(run)
         if record is None:
             return run, False
-        _held_to(run, record)
+        run.park_id = str(record["park"]) if record.get("park") else None  # its one answer is claimed, read or not
+        try:
+            _held_to(run, record)
+        except Exception as exc:  # tampered with, or another version's: its resume is unverified
+            log.warning("harness could not read the park record of %s: %s", run.run_id, exc)
         if record.get("by") == getattr(caller, "key", None):
             return run, False
         run.parked_by_another = True  # its resumed call is refused as such

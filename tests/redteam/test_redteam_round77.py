@@ -1,0 +1,360 @@
+"""Red team, round 77 (parks resumed in another process; shadow mode at a
+resume).
+
+1. A park record carried a hand-picked few of the run's counts: resumed on
+   another worker, a run's token caps started again (``max_input_tokens=1500``:
+   2,800 billed, one more tool run), a continued budget forgot what it
+   carried and the human's extension (spent past cap plus extension, the
+   report listing none), and a ledger extension the human approved was
+   refused (its offer was not kept). The record now carries everything a
+   limit, a ladder or a report reads of the run (``park_record``): a resume
+   elsewhere ends as the same resume in the parking process does.
+2. Shadow mode refused a confirmed call at its resume (edited by the human,
+   or confirmed by another caller) and said it enforced nothing.
+
+Real ``Agent``s, real tools in real ``Toolkit``s, a SQLite file (and a real
+Redis when ``HARNESS_TEST_REDIS_URL`` is set) shared by the two workers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agentscope.event import RequireUserConfirmEvent
+from agentscope.message import UserMsg
+from agentscope.permission import PermissionBehavior, PermissionDecision
+from agentscope.state import AgentState
+from agentscope.tool import FunctionTool, Toolkit
+from scripted import ALICE, BOB, ScriptedModel, calls, confirm, drain, make_agent, text, tool
+
+from agentscope_harness import (
+    CostPolicy,
+    Harness,
+    HarnessConfig,
+    Ledger,
+    ModelPrice,
+    Prerequisite,
+    Principal,
+    ToolPolicy,
+)
+from agentscope_harness import park_record as records
+from agentscope_harness.report import RunReport
+from agentscope_harness.stores import RedisStore, SQLiteStore
+
+ASK = PermissionDecision(behavior=PermissionBehavior.ASK, message="asks")
+ACTED: list[tuple[str, Any]] = []
+WORDS = "amber basil cedar delta ember fjord garnet harbor indigo juniper kestrel lagoon meadow nectar onyx".split()
+
+
+async def pay_out(user_id: str, amount: int) -> str:
+    """Pay out.
+
+    Args:
+        user_id (str): Who.
+        amount (int): How much.
+    """
+    ACTED.append(("pay_out", amount))
+    return f"paid {amount}"
+
+
+async def lookup(q: str) -> str:
+    """Look something up.
+
+    Args:
+        q (str): What.
+    """
+    ACTED.append(("lookup", q))
+    return " ".join(random.Random(q).sample(WORDS, 10))
+
+
+async def lookup_order(order_id: str) -> str:
+    """Look up an order.
+
+    Args:
+        order_id (str): The order.
+    """
+    ACTED.append(("lookup_order", order_id))
+    return f"order {order_id}: shipped"
+
+
+async def cancel_order(order_id: str) -> str:
+    """Cancel an order.
+
+    Args:
+        order_id (str): The order.
+    """
+    ACTED.append(("cancel_order", order_id))
+    return f"order {order_id} cancelled"
+
+
+PAY_OUT = ToolPolicy(role="mutation", identity_args={"user_id": "user_id"},
+                     ask_when=lambda args: "over 50" if args["amount"] > 50 else None)
+PRICES = {"scripted": ModelPrice(1.0, 1.0)}
+TOOLS = [pay_out, lookup, lookup_order, cancel_order]
+
+
+def _stores() -> list[str]:
+    return ["sqlite", "redis"] if os.environ.get("HARNESS_TEST_REDIS_URL") else ["sqlite"]
+
+
+def _store_of(kind: str, tmp_path: Path) -> Callable[[], Any]:
+    if kind == "sqlite":
+        return lambda: SQLiteStore(str(tmp_path / "shared.db"))
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    return lambda: RedisStore(os.environ["HARNESS_TEST_REDIS_URL"], prefix=prefix)
+
+
+def _asked(items: list[Any]) -> Any:
+    return next(i for i in items if isinstance(i, RequireUserConfirmEvent))
+
+
+async def _resumed(
+    config: Callable[[Any], HarnessConfig], script: list[Any], store_of: Callable[[], Any], elsewhere: bool,
+    before: Callable[[Harness, Any], Any] | None = None,
+) -> tuple[RunReport, list[tuple[str, Any]], ScriptedModel]:
+    """Alice's reply (after ``before``, replies of the same agent) parks on a
+    human's question and her yes resumes it: in the parking process, or
+    (``elsewhere``) on another worker, a new Harness and Agent over the same
+    store with the state restored. The resumed reply's report, what ran, the model."""
+    ACTED.clear()
+    model = ScriptedModel(script)
+    here = Harness(config(store_of()), load_entry_points=False, environ={})
+    agent = make_agent(model, here.instrument(Toolkit(tools=[tool(f) for f in TOOLS])),
+                       middlewares=here.middlewares())
+    with here.acting_for(ALICE):
+        if before is not None:
+            await before(here, agent)
+        asked = _asked(await drain(agent, UserMsg("user", "go")))
+    there = here
+    if elsewhere:
+        there = Harness(config(store_of()), load_entry_points=False, environ={})
+        agent = make_agent(model, there.instrument(Toolkit(tools=[tool(f) for f in TOOLS])),
+                           middlewares=there.middlewares(),
+                           state=AgentState.model_validate_json(agent.state.model_dump_json()))
+    with there.acting_for(ALICE):
+        await drain(agent, confirm(asked, asked.tool_calls[0]))
+    report = there.last_report(agent)
+    assert report is not None
+    return report, list(ACTED), model
+
+
+def _outcome(report: RunReport, acted: list[Any], model: ScriptedModel) -> dict[str, Any]:
+    return {
+        "acted": acted, "end": (report.terminal_state.value, report.reason), "refusals": dict(report.refusals),
+        "extensions": report.extensions, "input_tokens": report.input_tokens, "model_calls": report.model_calls,
+        "billed_calls": len(model.usage), "spent_usd": round(report.spent_usd, 9),
+    }
+
+
+async def _same_either_way(kind: str, tmp_path: Path, config: Any, script: Callable[[], list[Any]],
+                           before: Any = None) -> dict[str, Any]:
+    here = _outcome(*await _resumed(config, script(), _store_of(kind, tmp_path / "a"), False, before))
+    there = _outcome(*await _resumed(config, script(), _store_of(kind, tmp_path / "b"), True, before))
+    assert there == here
+    return here
+
+
+@pytest.fixture(autouse=True)
+def _dirs(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+
+
+@pytest.mark.parametrize("kind", _stores())
+async def test_a_token_cap_holds_across_a_resume_elsewhere(kind: str, tmp_path: Path) -> None:
+    """Each model call bills 1,400 input tokens of a 1,500 cap: the run
+    stops after the first, wherever its park is answered (on another
+    worker it was billed 2,800 and ran one more tool)."""
+    def config(store: Any) -> HarnessConfig:
+        return HarnessConfig(store=store, cost=CostPolicy(prices=PRICES, max_input_tokens=1500),
+                             tools={"pay_out": PAY_OUT})
+
+    def script() -> list[Any]:
+        return [calls(("pay_out", {"user_id": "u-42", "amount": 80}), inp=1400),
+                calls(("lookup", {"q": "more"}), inp=1400), text("done", inp=1400), text("done", inp=1400)]
+
+    outcome = await _same_either_way(kind, tmp_path, config, script)
+    assert outcome["acted"] == [("pay_out", 80)]
+    assert outcome["billed_calls"] == 1 and outcome["input_tokens"] == 1400
+    assert outcome["end"] == ("incomplete", "budget")
+
+
+@pytest.mark.parametrize("kind", _stores())
+async def test_a_continued_extended_budget_holds_across_a_resume_elsewhere(kind: str, tmp_path: Path) -> None:
+    """A budget parked, extended by the human and continued, then parked on
+    a payout's question: answered on another worker, the run forgot what it
+    carried and the extension (billed $0.0197 of $0.014, ``extensions=[]``)."""
+    def config(store: Any) -> HarnessConfig:
+        return HarnessConfig(store=store, cost=CostPolicy(cap_usd=0.010, prices=PRICES, on_exhausted="ask"),
+                             tools={"pay_out": PAY_OUT})
+
+    def script() -> list[Any]:
+        return [calls(("lookup", {"q": "a"}), inp=4000), calls(("lookup", {"q": "b"}), inp=5600),
+                calls(("pay_out", {"user_id": "u-42", "amount": 80}), inp=1000),
+                *[calls(("lookup", {"q": q}), inp=1500) for q in "cdefghij"],
+                text("done", inp=100), text("done", inp=100)]
+
+    async def budget_parked_then_extended(harness: Harness, agent: Any) -> None:
+        await drain(agent, UserMsg("user", "research"))
+        report = harness.last_report(agent)
+        assert report is not None and report.terminal_state.value == "waiting_input"
+        harness.extend(agent, 0.004)
+
+    outcome = await _same_either_way(kind, tmp_path, config, script, budget_parked_then_extended)
+    assert outcome["extensions"] == [{"what": "usd", "by": 0.004, "approved_by": ALICE.user_id}]
+    assert "0.0140" in outcome["end"][1] or outcome["end"][0] != "completed"
+
+
+@pytest.mark.parametrize("kind", _stores())
+async def test_an_approved_ledger_extension_runs_after_a_resume_elsewhere(kind: str, tmp_path: Path) -> None:
+    """A ledger's ``on_exhausted="ask"`` park approved on another worker: the
+    approved call was refused ``quota_exhausted`` (the offer shown was not
+    kept), the human's yes silently lost."""
+    def config(store: Any) -> HarnessConfig:
+        return HarnessConfig(store=store, ledgers={"web": Ledger(cap=1, on_exhausted="ask", extend_by=1)},
+                             tools={"lookup": ToolPolicy(role="retrieval", ledgers=["web"])})
+
+    def script() -> list[Any]:
+        return [calls(("lookup", {"q": "alpha"})), calls(("lookup", {"q": "beta"})), text("done"), text("done")]
+
+    outcome = await _same_either_way(kind, tmp_path, config, script)
+    assert outcome["acted"] == [("lookup", "alpha"), ("lookup", "beta")]
+    assert outcome["extensions"] == [{"what": "ledger:web", "by": 1, "approved_by": ALICE.user_id}]
+    assert outcome["refusals"] == {}
+
+
+@pytest.mark.parametrize("kind", _stores())
+async def test_a_prerequisite_met_before_the_park_is_met_after_a_resume_elsewhere(kind: str, tmp_path: Path) -> None:
+    """The order looked up before the park: its cancellation, asked about
+    and approved on another worker, runs there as it does here (the
+    success its prerequisite reads is carried)."""
+    def config(store: Any) -> HarnessConfig:
+        return HarnessConfig(store=store, tools={
+            "lookup_order": ToolPolicy(role="lookup"),
+            "cancel_order": ToolPolicy(role="mutation", requires=[Prerequisite(tool="lookup_order",
+                                                                                same_args=["order_id"])],
+                                       ask_when=lambda args: "cancels an order"),
+        })
+
+    def script() -> list[Any]:
+        return [calls(("lookup_order", {"order_id": "A-1"})), calls(("cancel_order", {"order_id": "A-1"})),
+                text("Cancelled."), text("Cancelled.")]
+
+    outcome = await _same_either_way(kind, tmp_path, config, script)
+    assert outcome["acted"] == [("lookup_order", "A-1"), ("cancel_order", "A-1")]
+    assert outcome["refusals"] == {}
+
+
+async def test_a_park_record_reads_back_what_it_wrote(tmp_path: Path) -> None:
+    """Every carried field survives JSON: the record of a run that counted,
+    spent, refused, succeeded and was offered an extension reads back to
+    the same record."""
+    def config(store: Any) -> HarnessConfig:
+        return HarnessConfig(store=store, ledgers={"web": Ledger(cap=1, on_exhausted="ask", extend_by=1)},
+                             cost=CostPolicy(prices=PRICES),
+                             tools={"lookup": ToolPolicy(role="retrieval", ledgers=["web"])})
+
+    ACTED.clear()
+    harness = Harness(config(SQLiteStore(str(tmp_path / "s.db"))), load_entry_points=False, environ={})
+    model = ScriptedModel([calls(("lookup_order", {"order_id": "A-1"})), calls(("lookup", {"q": "a"})),
+                           calls(("lookup", {"q": "b"})), text("done")])
+    agent = make_agent(model, harness.instrument(Toolkit(tools=[tool(f) for f in TOOLS])),
+                       middlewares=harness.middlewares())
+    with harness.acting_for(ALICE):
+        _asked(await drain(agent, UserMsg("user", "go")))
+    parked = harness.table.get(agent.state.reply_id)
+    assert parked is not None
+    written = records.record_of(parked)
+    assert written["run"]["offers"] and written["facts"]["succeeded"] and written["facts"]["success_counts"]
+    assert written["run"]["input_tokens"] == 300 and written["facts"]["spent_usd"] > 0
+    read = json.loads(json.dumps(written))
+    target = _blank_run()
+    records.apply(target, records.carried(read))
+    assert records.record_of(target) == written
+
+
+@pytest.mark.parametrize("field, value", [
+    ("run.input_tokens", -5), ("run.model_calls", "3"), ("facts.spent_usd", float("nan")),
+    ("facts.force_conclude", "yes"), ("run.offers", {"c": {"ledger:web": -1}}), ("facts.latched", None),
+])
+async def test_a_park_record_that_does_not_read_back_is_applied_not_at_all(field: str, value: Any) -> None:
+    """A record tampered with (or another version's) is refused whole: no
+    field of it is applied, so no count half-moves."""
+    written = records.record_of(_blank_run())
+    written["run"]["model_calls"] = 7
+    part, name = field.split(".")
+    written[part][name] = value
+    run = _blank_run()
+    with pytest.raises((ValueError, TypeError)):
+        records.apply(run, records.carried(written))
+    assert run.model_calls == 0
+
+
+def _blank_run() -> Any:
+    harness = Harness(HarnessConfig(), load_entry_points=False, environ={})
+    from agentscope_harness.facts import GuardState
+    from agentscope_harness.run_state import RunState
+
+    return RunState(run_id="x", agent_name="a", session_id=None, principal=None, deadline=None,
+                    facts=GuardState(), table=harness.table)
+
+
+# ------------------------------------------------------------------ shadow mode at a resume
+
+
+async def _shadow_resume(edit: dict[str, Any] | None, resumer: Principal) -> tuple[list[Any], RunReport, list[Any]]:
+    """A refund left at AgentScope's own ASK, parked for Alice under a
+    shadow Harness and confirmed (``edit``: with the arguments the human
+    changed) by ``resumer``: what ran, the report, its decisions."""
+    ACTED.clear()
+    harness = Harness(HarnessConfig(mode="shadow"), load_entry_points=False, environ={})
+    model = ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 90})), text("Refund handled."),
+                           text("Refund handled.")])
+    agent = make_agent(model, harness.instrument(Toolkit(tools=[FunctionTool(pay_out, permission=ASK)])),
+                       middlewares=harness.middlewares())
+    with harness.acting_for(ALICE):
+        asked = _asked(await drain(agent, UserMsg("user", "refund me")))
+    call = asked.tool_calls[0]
+    if edit is not None:
+        call = call.model_copy(update={"input": json.dumps(edit)})
+    with harness.acting_for(resumer):
+        await drain(agent, confirm(asked, call))
+    report = harness.last_report(agent)
+    assert report is not None
+    return list(ACTED), report, [d for d in report.decisions if d.hook == "resume_check"]
+
+
+@pytest.mark.parametrize("edit, resumer", [({"user_id": "u-42", "amount": 50}, ALICE), (None, BOB)],
+                         ids=["edited_by_the_human", "confirmed_by_another"])
+async def test_shadow_mode_refuses_no_confirmed_call_at_its_resume(edit: Any, resumer: Principal) -> None:
+    """Shadow mode: decide and record, refuse nothing. A confirmation the
+    enforcing harness refuses (arguments edited; another caller) runs as it
+    would without the harness, recorded as not enforced."""
+    acted, report, checks = await _shadow_resume(edit, resumer)
+    amount = 90 if edit is None else 50
+    assert acted == [("pay_out", amount)]
+    assert checks and all(d.enforced is False for d in checks)
+    assert report.refusals == {}
+
+
+async def test_enforcing_still_refuses_an_edited_confirmation() -> None:
+    """The same edit under an enforcing Harness stays refused (the control)."""
+    ACTED.clear()
+    harness = Harness(HarnessConfig(), load_entry_points=False, environ={})
+    model = ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 90})), text("No."), text("No.")])
+    agent = make_agent(model, harness.instrument(Toolkit(tools=[FunctionTool(pay_out, permission=ASK)])),
+                       middlewares=harness.middlewares())
+    with harness.acting_for(ALICE):
+        asked = _asked(await drain(agent, UserMsg("user", "refund me")))
+        call = asked.tool_calls[0].model_copy(update={"input": json.dumps({"user_id": "u-42", "amount": 50})})
+        with contextlib.suppress(Exception):
+            await drain(agent, confirm(asked, call))
+    assert ACTED == []
