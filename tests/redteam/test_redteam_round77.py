@@ -358,3 +358,42 @@ async def test_enforcing_still_refuses_an_edited_confirmation() -> None:
         with contextlib.suppress(Exception):
             await drain(agent, confirm(asked, call))
     assert ACTED == []
+
+
+@pytest.mark.parametrize("resumer", [ALICE, BOB])
+async def test_a_tampered_park_record_leaves_the_resume_unverified_and_still_bound(
+    resumer: Principal, tmp_path: Path,
+) -> None:
+    """A park record whose counts do not read back: none of them is applied
+    (the resume is unverified, a call needing approval is not run on it),
+    and who parked it is still compared (Bob's yes acts for nobody)."""
+    ACTED.clear()
+    path = str(tmp_path / "shared.db")
+
+    def worker() -> Harness:
+        return Harness(HarnessConfig(store=SQLiteStore(path), tools={"pay_out": PAY_OUT}),
+                       load_entry_points=False, environ={})
+
+    model = ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 80})), text("Done."), text("Done.")])
+    here = worker()
+    agent = make_agent(model, here.instrument(Toolkit(tools=[tool(f) for f in TOOLS])), middlewares=here.middlewares())
+    with here.acting_for(ALICE):
+        asked = _asked(await drain(agent, UserMsg("user", "pay me 80")))
+    store = SQLiteStore(path)
+    written = json.loads(await store.park_get(agent.state.reply_id, deadline=None) or "{}")
+    written["run"]["model_calls"] = -1
+    await store.park_put(agent.state.reply_id, json.dumps(written), ttl_s=60, deadline=None)
+    there = worker()
+    restored = make_agent(model, there.instrument(Toolkit(tools=[tool(f) for f in TOOLS])),
+                          middlewares=there.middlewares(),
+                          state=AgentState.model_validate_json(agent.state.model_dump_json()))
+    with there.acting_for(resumer):
+        await drain(restored, confirm(asked, asked.tool_calls[0]))
+    report = there.last_report(restored)
+    assert report is not None
+    assert ACTED == []
+    assert report.model_calls >= 0
+    if resumer is BOB:
+        assert report.reason == "refused:permission_denied"
+    else:
+        assert report.refusals == {"approval_mismatch": 1}
