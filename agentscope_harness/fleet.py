@@ -34,12 +34,21 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from agentscope.model import AnthropicChatModel
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential, wait_random
 
 from .context import fallback, found_so_far
 from .errors import DependencyDown
 from .registry import HookRejectSignal
-from .stores import PROBE_LEASE_S, LedgerStore, MemoryStore, RateRefund, bounded, store_timeout
+from .stores import (
+    PROBE_LEASE_S,
+    LedgerStore,
+    MemoryStore,
+    RateRefund,
+    bounded,
+    give_back_soon,
+    store_timeout,
+)
 
 if TYPE_CHECKING:
     from .config import ConcurrencyLimit, HarnessConfig, RateLimit
@@ -109,6 +118,8 @@ class _Lease:
     key: str
     id: str
     seconds: float
+    max_in_flight: int
+    """The limit's: a lease the store lost is taken again within it."""
 
 
 @dataclass
@@ -182,12 +193,15 @@ class _Holds:
             return []
         return self.leases()
 
-    def drop(self, lease: _Lease) -> bool:
-        """Forget a lease that lapsed; False when it was no longer held
+    def drop(self, lease: _Lease, taken_again: _Lease | None = None) -> bool:
+        """Forget a lease that lapsed (holding ``taken_again`` in its place,
+        when its slot was taken again); False when it was no longer held
         (released while its renewal was on its way)."""
         for leases in (self.run, *self.calls.values()):
             if lease in leases:
                 leases.remove(lease)
+                if taken_again is not None:
+                    leases.append(taken_again)
                 return True
         return False
 
@@ -431,7 +445,7 @@ class Fleet:
                         f"{tool} is busy: {limit.max_in_flight} calls of it are already running "
                         f"({_whose(limit.scope)}). Try again shortly, or answer with what you have."
                     ))
-                held.append(_Lease(key, lease, limit.lease_s))
+                held.append(_Lease(key, lease, limit.lease_s, limit.max_in_flight))
         except BaseException as exc:  # cancelled too: what was taken so far is given back
             self._release_later(held, taken)
             if isinstance(exc, _Limited):
@@ -590,9 +604,11 @@ class Fleet:
         """Renew every renewable lease each ``renew_every_s``, on a fixed
         schedule (the time a round takes does not push the next one back),
         until none is held; a later acquisition or resume starts it again.
-        A lease that lapsed anyway (a store down, or a loop blocked, for
-        half of its ``lease_s``) is not taken again: the slot may be someone
-        else's by now; that is logged."""
+        A lease the store no longer holds (it lapsed while the store was
+        down or the loop blocked, or the store lost it: a Redis restarted
+        without persistence) is taken again if its limit has room, so a
+        limit is whole again within a renewal; a slot someone else holds by
+        now is not taken from them (the run goes on past the limit, logged)."""
         loop = asyncio.get_running_loop()
         due = loop.time()
         while True:
@@ -603,8 +619,14 @@ class Fleet:
                 return
             failures: list[DependencyDown] = []
             for holds, lease in held:
-                if not await self._renewed(lease, failures) and holds.drop(lease):
-                    log.warning("harness lease %s of %s lapsed before it was renewed",
+                if await self._renewed(lease, failures):
+                    continue
+                again = await self._taken_again(lease, failures)
+                if not holds.drop(lease, again):
+                    if again is not None:  # released while it was taken again: not held
+                        give_back_soon(self.store.lease_release(again.key, again.id))
+                elif again is None:
+                    log.warning("harness lease %s of %s lapsed before it was renewed, its limit full",
                                 lease.id, self.scrubbed(lease.key))
             if failures:
                 log.warning("harness could not renew %d of %d leases: %s",
@@ -620,6 +642,17 @@ class Fleet:
         except DependencyDown as exc:
             failures.append(exc)
             return True
+
+    async def _taken_again(self, lease: _Lease, failures: list[DependencyDown]) -> _Lease | None:
+        """A lost lease's slot taken again, when its limit has room."""
+        try:
+            taken = await self._call(
+                self.store.lease_acquire(lease.key, lease.max_in_flight, lease.seconds), "limits store", None,
+            )
+        except DependencyDown as exc:
+            failures.append(exc)
+            return None
+        return None if taken is None else _Lease(lease.key, taken, lease.seconds, lease.max_in_flight)
 
     # ------------------------------------------------------------ runs
 
@@ -668,7 +701,7 @@ class Fleet:
                 self.stop(run, "concurrency_limited", "concurrency_limited",
                           f"{limit.max_in_flight} runs already in flight ({_whose(limit.scope)})")
                 return
-            holds.run.append(_Lease(key, lease, limit.lease_s))
+            holds.run.append(_Lease(key, lease, limit.lease_s, limit.max_in_flight))
             self._keep_renewing()
 
     async def close_run(self, run: RunState) -> None:
@@ -895,12 +928,44 @@ def estimate_input_tokens(messages: list[Any], tools: list[Any]) -> int:
     return chars // CHARS_PER_TOKEN + 1
 
 
-def max_output_tokens(model: Any, config: HarnessConfig) -> int:
-    """The output bound of one call: the model's ``parameters.max_tokens``,
-    else ``CostPolicy.max_output_tokens`` (a run's output cap bounds each of
-    its calls), capped at, or else, ``DEFAULT_MAX_OUTPUT_TOKENS``."""
+ANTHROPIC_MAX_TOKENS = 8192
+"""The ``max_tokens`` AgentScope's Anthropic model sends when its parameters
+set none."""
+
+
+def output_bound(model: Any) -> int | None:
+    """The most output tokens one call of ``model`` is billed: the
+    ``max_tokens`` it sends (its parameters', else the one AgentScope's
+    Anthropic model sends by itself), raised as that model raises it to fit
+    a thinking budget; ``None`` when it sends none. The one reading of it:
+    a call's estimate, the daily quota's reservation and the token rate's
+    worst case all bound a call by it."""
     bound = getattr(getattr(model, "parameters", None), "max_tokens", None)
-    if isinstance(bound, int) and bound > 0:
+    if not (isinstance(bound, int) and bound > 0):
+        if not isinstance(model, AnthropicChatModel):
+            return None
+        bound = ANTHROPIC_MAX_TOKENS
+    return _with_thinking(model, bound)
+
+
+def _with_thinking(model: Any, max_tokens: int) -> int:
+    """The ``max_tokens`` the model will send: AgentScope's Anthropic model
+    raises it to fit its thinking budget (``_build_thinking_config``)."""
+    expand = getattr(model, "_build_thinking_config", None)
+    if not callable(expand):
+        return max_tokens
+    try:
+        return max(max_tokens, int(expand(max_tokens)[1]))
+    except Exception:  # a model class of its own with that name: its bound is what it says
+        return max_tokens
+
+
+def max_output_tokens(model: Any, config: HarnessConfig) -> int:
+    """The output bound of one call: the model's (``output_bound``), else
+    ``CostPolicy.max_output_tokens`` (a run's output cap bounds each of its
+    calls), capped at, or else, ``DEFAULT_MAX_OUTPUT_TOKENS``."""
+    bound = output_bound(model)
+    if bound is not None:
         return bound
     cost = config.cost
     if cost is not None and cost.max_output_tokens is not None:

@@ -27,7 +27,7 @@ from agentscope.model import AnthropicChatModel, ChatResponse, ChatUsage
 from agentscope.model._model_response import FinishedReason
 
 from .context import REASONS, fallback, found_so_far
-from .fleet import estimate_input_tokens
+from .fleet import estimate_input_tokens, output_bound
 from .hooks.budget import Held, Overspend, budget_spent, hold, overspend, release
 from .prefix import observe, over_request_cap
 from .report import TerminalState
@@ -720,27 +720,8 @@ def _output_estimate(run: RunState, model: Any) -> int:
     """A call's output tokens, estimated: the model's ``max_tokens`` when it
     declares one (a bound), else the most one call of the run has produced
     (sub-agents included; 0 before the first answer)."""
-    bound = _output_bound(model)
+    bound = output_bound(model)
     return run.root.largest_output_tokens if bound is None else bound
-
-
-def _output_bound(model: Any) -> int | None:
-    """The most output tokens one call of ``model`` is billed: the
-    ``max_tokens`` it sends, when its parameters set one."""
-    bound = getattr(getattr(model, "parameters", None), "max_tokens", None)
-    return _with_thinking(model, bound) if isinstance(bound, int) and bound > 0 else None
-
-
-def _with_thinking(model: Any, max_tokens: int) -> int:
-    """The ``max_tokens`` the model will send: AgentScope's Anthropic model
-    raises it to fit its thinking budget (``_build_thinking_config``)."""
-    expand = getattr(model, "_build_thinking_config", None)
-    if not callable(expand):
-        return max_tokens
-    try:
-        return max(max_tokens, int(expand(max_tokens)[1]))
-    except Exception:  # a model class of its own with that name: its bound is what it says
-        return max_tokens
 
 
 def _take(run: RunState, flight: _Streaming) -> bool:
@@ -759,9 +740,9 @@ def _estimated_usage(input_tokens: int, chars: int, model: Any) -> ChatUsage:
     a compression's attempt; an answer without usage): its request
     (``input_tokens``, estimated) and 4 characters a token of the ``chars``
     that streamed, never more than ``model`` can be billed for one call
-    (``_output_bound``). A call cut before it answered streamed none: no
+    (``fleet.output_bound``). A call cut before it answered streamed none: no
     output (the stop text in its place was never the model's)."""
-    output, bound = chars // 4, _output_bound(model)
+    output, bound = chars // 4, output_bound(model)
     return ChatUsage(input_tokens=input_tokens, output_tokens=output if bound is None else min(output, bound), time=0.0)
 
 

@@ -22,6 +22,8 @@ from ._base import (
     SpendStore,
     bounded,
     daily_left,
+    give_back_soon,
+    given_back_if_abandoned,
     store_timeout,
     today,
 )
@@ -45,6 +47,8 @@ __all__ = [
     "SpendStore",
     "bounded",
     "daily_left",
+    "give_back_soon",
+    "given_back_if_abandoned",
     "store_timeout",
     "today",
 ]

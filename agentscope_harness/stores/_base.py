@@ -171,6 +171,9 @@ def store_timeout(store: object) -> float:
     return float(value) if isinstance(value, (int, float)) else DEFAULT_TIMEOUT_S
 
 
+_timeout = getattr(asyncio, "timeout", None)
+
+
 async def bounded(awaitable: Awaitable[T], what: str, timeout_s: float | None,
                   deadline: float | None = None) -> T:
     """Await a store call for at most ``timeout_s`` and not past ``deadline``
@@ -189,7 +192,14 @@ async def bounded(awaitable: Awaitable[T], what: str, timeout_s: float | None,
             awaitable.close()
         raise DependencyDown(what, "no time left before the deadline")
     try:
-        return await asyncio.wait_for(awaitable, budget)
+        if _timeout is None:  # pragma: no cover - Python 3.10
+            return await asyncio.wait_for(awaitable, budget)
+        # in this task, not another as ``wait_for`` runs it: a cancellation
+        # reaches the acquisition itself (which gives back what it took), and
+        # no answer is dropped between two tasks (``wait_for``, cancelled as
+        # its task answered, raised and lost the lease that task returned)
+        async with _timeout(budget):
+            return await awaitable
     except asyncio.TimeoutError as exc:
         raise DependencyDown(what, f"no answer within {budget:.3g} s") from exc
 

@@ -397,3 +397,170 @@ async def test_a_tampered_park_record_leaves_the_resume_unverified_and_still_bou
         assert report.reason == "refused:permission_denied"
     else:
         assert report.refusals == {"approval_mismatch": 1}
+
+
+# ------------------------------------------------------------------ round 78: the fleet's limits
+
+
+def test_one_output_bound_counts_anthropics_thinking_budget_and_its_own_default() -> None:
+    """AgentScope's Anthropic model sends ``max_tokens`` raised to fit its
+    thinking budget (1,024 → 17,024), and 8,192 when its parameters set
+    none: the daily quota's reservation counted 1,024 (and 4,096), so two
+    workers spent ten times the quota. One reading bounds every use."""
+    from agentscope.credential import AnthropicCredential
+    from agentscope.model import AnthropicChatModel
+
+    from agentscope_harness.fleet import max_output_tokens, output_bound
+
+    def anthropic(**parameters: Any) -> Any:
+        return AnthropicChatModel(credential=AnthropicCredential(api_key="k"), model="claude-x",
+                                  parameters=AnthropicChatModel.Parameters(**parameters))
+
+    thinking = anthropic(max_tokens=1024, thinking_enable=True, thinking_budget=16000)
+    config = HarnessConfig()
+    assert output_bound(thinking) == max_output_tokens(thinking, config) == 17024
+    assert output_bound(anthropic()) == max_output_tokens(anthropic(), config) == 8192
+    assert output_bound(anthropic(thinking_enable=True, thinking_budget=16000)) == 17024
+
+
+async def test_the_daily_quota_reserves_what_a_thinking_call_may_bill(tmp_path: Path) -> None:
+    """End to end, a real ``AnthropicChatModel`` (thinking budget 16,000 on
+    ``max_tokens=1024``) against a mock transport, two workers on one SQLite
+    file, a $0.05 daily quota: one call may bill $0.26, so none is made (two
+    were, $0.50 spent)."""
+    import asyncio
+
+    import httpx2
+    from agentscope.agent import Agent, InjectionConfig
+    from agentscope.credential import AnthropicCredential
+    from agentscope.model import AnthropicChatModel
+
+    sent: list[int] = []
+
+    async def handler(request: Any) -> Any:
+        sent.append(json.loads(request.content)["max_tokens"])
+        return httpx2.Response(200, json={
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x",
+            "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": 300, "output_tokens": 16500}})
+
+    def worker() -> Harness:
+        return Harness(HarnessConfig(store=SQLiteStore(str(tmp_path / "fleet.db")), cost=CostPolicy(
+            prices={"claude-x": ModelPrice(3.0, 15.0)}, daily_quota_usd=0.05)), load_entry_points=False, environ={})
+
+    async def reply(harness: Harness) -> RunReport:
+        model = AnthropicChatModel(
+            credential=AnthropicCredential(api_key="k"), model="claude-x", stream=False, max_retries=0,
+            parameters=AnthropicChatModel.Parameters(max_tokens=1024, thinking_enable=True, thinking_budget=16000),
+            client_kwargs={"http_client": httpx2.AsyncClient(transport=httpx2.MockTransport(handler))})
+        agent = Agent(name="a", system_prompt="You help.", model=model, toolkit=harness.instrument(Toolkit()),
+                      middlewares=harness.middlewares(), injection_config=InjectionConfig(enabled=False))
+        with harness.acting_for(ALICE):
+            await drain(agent, UserMsg("user", "hi"))
+        report = harness.last_report(agent)
+        assert report is not None
+        return report
+
+    reports = await asyncio.gather(reply(worker()), reply(worker()))
+    assert sent == []
+    assert [(r.terminal_state.value, r.reason) for r in reports] == [("incomplete", "budget")] * 2
+    assert await SQLiteStore(str(tmp_path / "fleet.db")).get_spend(ALICE.key) == 0.0
+
+
+@pytest.mark.parametrize("kind", _stores())
+async def test_an_acquisition_cancelled_as_the_store_answers_is_given_back(kind: str, tmp_path: Path) -> None:
+    """A lease or a spend hold the store granted just as its caller was
+    cancelled was dropped between two ``wait_for`` tasks (the fleet's and the
+    store's): neither returned nor given back, it held a user's slot for
+    ``lease_s`` and their quota for the hold's TTL. Cancelled at every
+    delay from 0 to 4 ms, every one is returned or given back."""
+    import asyncio
+
+    store = _store_of(kind, tmp_path)()
+    harness = Harness(HarnessConfig(store=store), load_entry_points=False, environ={})
+    fleet = harness.services.fleet
+    key = f"runs:principal:{uuid.uuid4().hex[:6]}"
+    leases: list[str] = []
+    holds: list[str] = []
+    for step in range(120):
+        for acquire, got in ((lambda: store.lease_acquire(key, 10_000, 300), leases),
+                             (lambda: store.reserve_spend(key, 0.01, 1e9, ttl_s=600), holds)):
+            task = asyncio.ensure_future(fleet._call(acquire(), "limits store", None))
+            await asyncio.sleep((step % 40) / 10_000)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                got.append(await task)
+    for lease in leases:
+        await store.lease_release(key, lease)
+    for hold in holds:
+        await store.settle_spend(key, hold, 0.0)
+    await asyncio.sleep(0.5)  # the give-backs made in the background
+    assert await store.lease_acquire(key, 1, 300) is not None  # no slot left taken
+    assert await store.reserve_spend(key, 1.0, 1.0) is not None  # no hold left counting
+
+
+async def _lost_leases(kind: str, store: Any) -> None:
+    """The store loses every lease (a Redis restarted without persistence)."""
+    if kind == "sqlite":
+        import sqlite3
+
+        with sqlite3.connect(store.path) as conn:
+            conn.execute("DELETE FROM harness_leases")
+        return
+    import redis.asyncio as aioredis
+
+    client = aioredis.from_url(os.environ["HARNESS_TEST_REDIS_URL"])
+    async for found in client.scan_iter(f"{store.prefix}:*"):
+        await client.delete(found)
+    await client.aclose()
+
+
+@pytest.mark.parametrize("kind", _stores())
+async def test_a_limit_is_whole_again_after_the_store_lost_its_leases(kind: str, tmp_path: Path) -> None:
+    """One run per principal; the store loses its leases (Redis restarted)
+    while Alice's first run is in flight: the run dropped its slot for good
+    and her second run was admitted beside it. The slot is taken again at
+    the next renewal."""
+    import asyncio
+
+    from agentscope_harness import ConcurrencyLimit
+
+    store_of = _store_of(kind, tmp_path)
+    in_flight = [0, 0]
+
+    async def work(q: str) -> str:
+        """Work.
+
+        Args:
+            q (str): What.
+        """
+        in_flight[0] += 1
+        in_flight[1] = max(in_flight)
+        await asyncio.sleep(float(q))
+        in_flight[0] -= 1
+        return "done"
+
+    def worker() -> tuple[Harness, Any]:
+        store = store_of()
+        harness = Harness(HarnessConfig(store=store, concurrency_limits=[
+            ConcurrencyLimit(scope="principal", max_in_flight=1, lease_s=1.0)]), load_entry_points=False, environ={})
+        return harness, store
+
+    async def reply(harness: Harness, seconds: float) -> tuple[str, str]:
+        model = ScriptedModel([calls(("work", {"q": str(seconds)})), text("ok")])
+        agent = make_agent(model, harness.instrument(Toolkit(tools=[tool(work)])), middlewares=harness.middlewares())
+        with harness.acting_for(ALICE):
+            await drain(agent, UserMsg("user", "go"))
+        report = harness.last_report(agent)
+        assert report is not None
+        return report.terminal_state.value, report.reason
+
+    (first, store), (second, _) = worker(), worker()
+    running = asyncio.ensure_future(reply(first, 3.0))
+    await asyncio.sleep(0.3)
+    assert await reply(second, 0.1) == ("incomplete", "concurrency_limited")
+    await _lost_leases(kind, store)
+    await asyncio.sleep(1.2)  # past the next renewal (every half lease)
+    assert await reply(second, 0.1) == ("incomplete", "concurrency_limited")
+    assert await running == ("completed", "answered")
+    assert in_flight[1] == 1
