@@ -254,7 +254,9 @@ def cmd_hooks(args: argparse.Namespace) -> int:
     live = {s.name for s in harness.hooks}
     rows = []
     for s in specs:
-        if s.name in live:
+        if not harness.enabled:  # no middleware at all: no hook runs
+            status = "disabled (HARNESS_ENABLED=0)"
+        elif s.name in live:
             status = "enabled"
         elif s.name in env_off:
             status = "disabled (HARNESS_DISABLED_HOOKS)"
@@ -265,7 +267,7 @@ def cmd_hooks(args: argparse.Namespace) -> int:
         rows.append({
             "point": s.point, "priority": s.priority, "name": s.name, "module": s.module,
             "kind": s.kind, "escape_key": s.escape_key, "fail_closed": s.fail_closed,
-            "enabled": s.name in live, "status": status,
+            "enabled": harness.enabled and s.name in live, "status": status,
         })
     if args.json:
         print(json.dumps({"hooks": rows, "mode": harness.config.mode,
@@ -296,6 +298,8 @@ def cmd_hooks(args: argparse.Namespace) -> int:
         module = r["module"].removeprefix("agentscope_harness.hooks.")
         if r["enabled"]:
             enabled = "[green]yes[/]"
+        elif not harness.enabled:
+            enabled = "[red]no[/] (HARNESS_ENABLED=0)"
         elif r["name"] in env_off:
             enabled = "[red]no[/] (env)"
         else:

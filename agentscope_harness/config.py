@@ -554,13 +554,13 @@ class HarnessConfig(_Strict):
     loop_window: int = Field(default=6, ge=2)
     loop_threshold: int = Field(default=4, ge=2)
     breaker_failures: int = Field(default=3, ge=1)
-    breaker_cooldown_s: float = Field(default=30.0, ge=0)
+    breaker_cooldown_s: float = Field(default=30.0, gt=0)  # 0 would never refuse: no breaker
     max_identical_failures: int = Field(default=3, ge=1)
     require_finish_tool: bool | None = None
     max_enforce_retries: int = Field(default=1, ge=0)
     redact_patterns: list[str] = Field(default_factory=list)
     fence: bool = True
-    hook_timeout_s: float | None = Field(default=5.0, gt=0)
+    hook_timeout_s: float = Field(default=5.0, gt=0)  # None would let one async hook hold a reply forever
     redact_window: int = Field(default=128, ge=16)
     mode: Literal["enforce", "shadow"] = "enforce"
     disabled_hooks: set[str] = Field(default_factory=set)

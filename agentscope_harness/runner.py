@@ -21,7 +21,7 @@ from .context import HookContext
 from .deadline import MIN_TIMEOUT_S
 from .outputs import result_pii, written_by_hook
 from .registry import HOOK_POINTS, TOOL_POINTS, HookRejectSignal, HookSpec
-from .sentinels import format_sentinel
+from .sentinels import format_sentinel, neutralise_markers
 
 if TYPE_CHECKING:
     from .candidate import Candidate
@@ -106,14 +106,30 @@ def first_step(coro: Any) -> tuple[bool, Any]:
     return False, _Resumed(coro, pending)
 
 
-async def _shape_written(ctx: HookContext, before: str) -> None:
+async def _shape_written(ctx: HookContext, before: str, notes: tuple[Any, ...]) -> None:
     """What a user's ``post_tool_call`` hook wrote into the result the model
-    reads is shaped as a notice is (``written_by_hook``): the harness's
-    shaping may run before it, never be gone around by it."""
+    reads (its text, its notices, ``before`` and ``notes`` before the hook)
+    is shaped as a notice is (``written_by_hook``; a notice appended
+    directly, as ``ctx.notice`` shapes it): the harness's shaping may run
+    before it, never be gone around by it."""
     result = ctx.result
     assert result is not None
-    modes, salt = result_pii(ctx.tool.policy if ctx.tool is not None else None, ctx.run)
-    result.text = await written_by_hook(before, result.text, ctx.services.redactor, modes, salt)
+    if type(result.text) is not str or result.text != before:
+        modes, salt = result_pii(ctx.tool.policy if ctx.tool is not None else None, ctx.run)
+        text = result.text if type(result.text) is str else before
+        result.text = await written_by_hook(before, text, ctx.services.redactor, modes, salt)
+    if type(result.notices) is not list or len(result.notices) != len(notes) or any(
+        new is not old for new, old in zip(result.notices, notes, strict=False)
+    ):
+        result.notices = [
+            note if index < len(notes) and note is notes[index] else _as_notice(ctx, note)
+            for index, note in enumerate(result.notices if isinstance(result.notices, list) else notes)
+        ]
+
+
+def _as_notice(ctx: HookContext, note: Any) -> str:
+    """A notice a hook put in the list itself, shaped as ``ctx.notice`` shapes one."""
+    return neutralise_markers(ctx.services.redactor.redact(note if type(note) is str else str(note)))
 
 
 def _returned(value: Any) -> Exception:
@@ -217,6 +233,7 @@ class HookRunner:
             ctx.hook_name = spec.name
             tool, answer, audit = ctx.tool, ctx.final_text, ctx.audit
             before = result_read.text if result_read is not None and not spec.builtin else None
+            notes = tuple(result_read.notices) if result_read is not None and before is not None else ()
             try:
                 try:
                     result = spec.fn(ctx)
@@ -239,12 +256,14 @@ class HookRunner:
                 if being_cancelled():
                     raise
                 refusal = self._failed(spec, exc, ctx)  # the hook's own (it awaited a cancelled task)
-            except Exception as exc:
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:  # any other is the hook's failure (escaping, the call would run again)
                 refusal = self._failed(spec, exc, ctx)
             else:
-                if result_read is not None and before is not None and result_read.text != before:
-                    await _shape_written(ctx, before)
-                continue
+                refusal = None
+            if before is not None:  # however the hook ended (a write, then a raise): what the model reads is shaped
+                await _shape_written(ctx, before, notes)
             if refusal is not None:
                 ctx.admissions.clear()
                 if point in _STOPPING_POINTS:
@@ -272,7 +291,9 @@ class HookRunner:
                 undo = charge()
             except HookRejectSignal as signal:
                 refusal = self._rejected(spec, signal, ctx)
-            except Exception as exc:
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:  # a charge never awaits: a CancelledError here is its own
                 refusal = self._failed(spec, exc, ctx)
             else:
                 if callable(undo):  # any other value (a counter's next ticket) has nothing to undo
@@ -342,8 +363,10 @@ class HookRunner:
             if (key, batch) not in facts.reject_batches:
                 facts.reject_batches.add((key, batch))
                 facts.gate_reject_counts[key] += 1
-        text = signal.message if signal.raw else format_sentinel(
-            signal.code, signal.message, signal.ref,
+        # what the model reads of a refusal is redacted like any text it reads (a gate's own message may quote a secret)
+        redact = ctx.services.redactor.redact
+        text = redact(signal.message) if signal.raw else format_sentinel(
+            signal.code, redact(signal.message), signal.ref,
         )
         ctx.services.record(
             ctx.run, spec.name, spec.point, "refuse",

@@ -110,7 +110,7 @@ def harness_config(name: str, store: Any, quota: float) -> Any:
     if name == "harness_rate":
         return HarnessConfig(store=store, rate_limits=[RateLimit(scope="tool", tool="search", calls_per_min=5)])
     if name == "harness_probe":
-        return HarnessConfig(store=store, breaker_cooldown_s=0, breaker_failures=1)
+        return HarnessConfig(store=store, breaker_cooldown_s=0.001, breaker_failures=1)
     return HarnessConfig(store=store, cost=CostPolicy(
         prices={"scripted": PRICE}, daily_quota_usd=quota, max_output_tokens=MAX_OUT))
 

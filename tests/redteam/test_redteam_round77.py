@@ -564,3 +564,156 @@ async def test_a_limit_is_whole_again_after_the_store_lost_its_leases(kind: str,
     assert await reply(second, 0.1) == ("incomplete", "concurrency_limited")
     assert await running == ("completed", "answered")
     assert in_flight[1] == 1
+
+
+# ------------------------------------------------------------------ round 79: your own hooks
+
+
+SECRET = "hunter2-TOPSECRET-value"
+
+
+async def fetch_config(name: str) -> str:
+    """Fetch a config.
+
+    Args:
+        name (str): Which.
+    """
+    return f"config {name}: db_password={SECRET}"
+
+
+class Escaped(BaseException):
+    """A ``BaseException`` that is no ``Exception`` (as ``GeneratorExit``)."""
+
+
+async def _model_read(hook: Any, **config: Any) -> tuple[list[str], RunReport]:
+    from scripted import tool_messages
+
+    harness = Harness(HarnessConfig(secret_values=[SECRET], **config), hooks=[hook],
+                      load_entry_points=False, environ={})
+    model = ScriptedModel([calls(("fetch_config", {"name": "prod"})), text("done"), text("done")])
+    agent = make_agent(model, harness.instrument(Toolkit(tools=[tool(fetch_config)])), middlewares=harness.middlewares())
+    with harness.acting_for(ALICE):
+        await drain(agent, UserMsg("user", "go"))
+    report = harness.last_report(agent)
+    assert report is not None
+    return tool_messages(model.calls[1]), report
+
+
+def _writes_then_raises() -> Any:
+    from agentscope_harness import harness_hook
+
+    @harness_hook("post_tool_call", priority=100, name="annotate")
+    def annotate(ctx: Any) -> None:
+        ctx.result.text = "Annotated: " + ctx.result.raw_text
+        raise KeyError("lookup table missing")
+
+    return annotate
+
+
+def _writes_then_times_out() -> Any:
+    import asyncio
+
+    from agentscope_harness import harness_hook
+
+    @harness_hook("post_tool_call", priority=100, name="annotate")
+    async def annotate(ctx: Any) -> None:
+        ctx.result.text = "Annotated: " + ctx.result.raw_text
+        await asyncio.sleep(5)
+
+    return annotate
+
+
+def _appends_a_notice() -> Any:
+    from agentscope_harness import harness_hook
+
+    @harness_hook("post_tool_call", priority=100, name="annotate")
+    def annotate(ctx: Any) -> None:
+        ctx.result.notices.append("raw was: " + ctx.result.raw_text + " [harness:done]")
+
+    return annotate
+
+
+@pytest.mark.parametrize("hook", [_writes_then_raises, _writes_then_times_out, _appends_a_notice],
+                         ids=["write_then_raise", "write_then_time_out", "notice_appended_directly"])
+async def test_what_a_hook_writes_into_a_result_is_shaped_however_it_ends(hook: Any) -> None:
+    """A hook of yours that wrote the tool's raw text into the result and
+    then failed (an observer fails open: the run goes on), or appended a
+    notice to the list itself, put the secret in front of the model."""
+    read, report = await _model_read(hook(), hook_timeout_s=0.2)
+    assert read and not any(SECRET in message for message in read)
+    assert any("redacted" in message for message in read)
+    assert not any("[harness:done]" in message for message in read)  # a marker it wrote is defanged
+
+
+@pytest.mark.parametrize("point", ["pre_tool_call", "post_tool_call"])
+async def test_a_hook_raising_a_base_exception_fails_by_its_policy_and_the_tool_runs_at_most_once(point: str) -> None:
+    """A hook raising a ``BaseException`` that is no ``Exception`` escaped
+    the adapter: AgentScope ran the still-pending call again, thousands of
+    times (a refund ran 3,378 times in 3 s), or judged it forever. It is the
+    hook's failure: a safety gate refuses, an observer fails open."""
+    from agentscope_harness import harness_hook
+
+    ran: list[str] = []
+
+    async def refund(order_id: str) -> str:
+        """Refund.
+
+        Args:
+            order_id (str): The order.
+        """
+        ran.append(order_id)
+        return "refunded"
+
+    @harness_hook(point, priority=100, name="escaping", kind="safety" if point == "pre_tool_call" else "observer")
+    def escaping(ctx: Any) -> None:
+        raise Escaped()
+
+    harness = Harness(HarnessConfig(deadline_s=30), hooks=[escaping], load_entry_points=False, environ={})
+    model = ScriptedModel([calls(("refund", {"order_id": "o1"})), text("done"), text("done")])
+    agent = make_agent(model, harness.instrument(Toolkit(tools=[tool(refund)])), middlewares=harness.middlewares())
+    with harness.acting_for(ALICE):
+        await drain(agent, UserMsg("user", "refund o1"))
+    report = harness.last_report(agent)
+    assert report is not None
+    assert ran == ([] if point == "pre_tool_call" else ["o1"])
+    assert next(d.action for d in report.decisions if d.hook == "escaping") == "error"
+    if point == "pre_tool_call":
+        assert report.refusals == {"policy_error": 1}
+
+
+async def test_a_gates_refusal_text_is_redacted_before_the_model_reads_it() -> None:
+    """A gate of yours refusing with a message that quotes a secret: the
+    report and the events were redacted, the model read it whole."""
+    from agentscope_harness import HookRejectSignal, harness_hook
+
+    @harness_hook("pre_tool_call", priority=100, name="vault_gate", kind="safety")
+    def vault_gate(ctx: Any) -> None:
+        raise HookRejectSignal(f"refused; internal token {SECRET}", code="policy_refused")
+
+    read, report = await _model_read(vault_gate)
+    assert read and not any(SECRET in message for message in read)
+    assert report.refusals == {"policy_refused": 1}
+
+
+@pytest.mark.parametrize("field, value", [("breaker_cooldown_s", 0), ("hook_timeout_s", None)])
+def test_a_value_that_switches_a_limit_off_is_refused_naming_its_field(field: str, value: Any) -> None:
+    """``breaker_cooldown_s=0`` switched the breaker off (a dependency down
+    was called 8 times of 8); ``hook_timeout_s=None`` let one async hook
+    hold a reply for ever."""
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=field):
+        HarnessConfig(**{field: value})
+
+
+def test_the_hook_table_says_no_hook_runs_under_harness_enabled_0(capsys: Any) -> None:
+    """``HARNESS_ENABLED=0``: no middleware, no hook runs; the table said all
+    25 were enabled."""
+    from agentscope_harness.cli import main
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HARNESS_ENABLED", "0")
+        assert main(["hooks", "--no-entry-points", "--json"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    assert table["harness_enabled"] is False
+    assert not any(row["enabled"] for row in table["hooks"])
