@@ -21,8 +21,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from .facts import OUT_OF_TIME, Batch, Declared, GuardState, call_digest, frozen
+from .outputs import shaped_notice
 from .report import TerminalState
-from .sentinels import neutralise_markers
 
 if TYPE_CHECKING:
     from .config import CostPolicy, HarnessConfig, ToolPolicy
@@ -279,12 +279,13 @@ class HookContext:
         return True
 
     def notice(self, text: str) -> None:
-        """Append a note to this call's result (outside the fence, its secrets
-        redacted and markers someone else wrote defanged: it may quote the
-        tool's output), recorded as a hint once it reaches the result. A note
+        """Append a note to this call's result (outside the fence, shaped as
+        ``outputs.shaped_notice`` says: it may quote the tool's output),
+        recorded as a hint once it reaches the result. A note
         given before the call runs is dropped, unrecorded, if its dependency
         turns out to be down."""
-        text = neutralise_markers(self.services.redactor.redact(text))
+        policy = self.tool.policy if self.tool is not None else None
+        text = shaped_notice(text, self.services.redactor, policy, self.run)
         if self.result is not None:
             self.result.notices.append(text)
             self.decide("hint", detail=text)

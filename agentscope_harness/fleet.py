@@ -30,7 +30,7 @@ import logging
 import math
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -622,8 +622,8 @@ class Fleet:
                 if await self._renewed(lease, failures):
                     continue
                 again = await self._taken_again(lease, failures)
-                if not holds.drop(lease, again):
-                    if again is not None:  # released while it was taken again: not held
+                if not any(h is holds for h in self._holds.values()) or not holds.drop(lease, again):
+                    if again is not None:  # released (its run closed) while it was taken again: not held
                         give_back_soon(self.store.lease_release(again.key, again.id))
                 elif again is None:
                     log.warning("harness lease %s of %s lapsed before it was renewed, its limit full",
@@ -940,12 +940,23 @@ def output_bound(model: Any) -> int | None:
     a thinking budget; ``None`` when it sends none. The one reading of it:
     a call's estimate, the daily quota's reservation and the token rate's
     worst case all bound a call by it."""
-    bound = getattr(getattr(model, "parameters", None), "max_tokens", None)
-    if not (isinstance(bound, int) and bound > 0):
+    bound = _whole(getattr(getattr(model, "parameters", None), "max_tokens", None))
+    extra = getattr(model, "extra_body", None)  # sent as is, over the parameters' (OpenAI-style models)
+    if isinstance(extra, Mapping):
+        bound = max([bound, *(_whole(extra.get(key)) for key in _OUTPUT_CAPS)], key=lambda b: b or 0)
+    if bound is None:
         if not isinstance(model, AnthropicChatModel):
             return None
         bound = ANTHROPIC_MAX_TOKENS
     return _with_thinking(model, bound)
+
+
+_OUTPUT_CAPS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+"""The names an output cap goes by in a request body a model sends as given."""
+
+
+def _whole(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _with_thinking(model: Any, max_tokens: int) -> int:

@@ -58,6 +58,7 @@ from .chains import release
 from .context import fallback
 from .deadline import current_deadline, tighter
 from .errors import METADATA_KEY, DependencyDown
+from .hooks.drift import recall_results
 from .outcome import (
     WITHHELD_ANSWER,
     build_report,
@@ -520,6 +521,10 @@ class ReplyLifecycle:
         if not isinstance(inputs, _RESUME_EVENTS) or not await _taken(self.agent, inputs):
             return None  # AgentScope refuses it (or, an interrupt, ignores it): nothing resumes
         parked_here = self.harness.table.get(self.agent.state.reply_id)
+        if parked_here is not None and await self._parked_again_elsewhere(parked_here):
+            await self._free(parked_here)  # it went on elsewhere: its slots go, its waiting_input report stands
+            self.harness.table.forget_parked(parked_here.run_id)
+            parked_here = None
         await self._replace_earlier(keep=parked_here)  # the resumed run is live, no longer parked
         parked_by_another = False
         if parked_here is not None:
@@ -560,6 +565,7 @@ class ReplyLifecycle:
         state = self.agent.state
         caller = self.harness.current_principal()
         run = await self._open_run(state.reply_id, state.session_id, caller, None)
+        recall_results(run.facts, state.context, self.harness.config.result_max_tokens)  # not in a record
         record = await self._park_record(run)
         if record is None:
             return run, False
@@ -572,6 +578,15 @@ class ReplyLifecycle:
             return run, False
         run.parked_by_another = True  # its resumed call is refused as such
         return run, True
+
+    async def _parked_again_elsewhere(self, run: RunState) -> bool:
+        """Whether the reply this process parked (``run``) was resumed in
+        another process and parked again there since: the store's record is
+        of a newer park, and this run is a stale copy of it."""
+        if run.park_id is None:
+            return False
+        record = await self._park_record(run)
+        return record is not None and record.get("park") != run.park_id
 
     async def _park_records(self, run: RunState, ask: Callable[[ParkRecords], Awaitable[T]], what: str,
                             deadline: float | None) -> T | _NotAsked:

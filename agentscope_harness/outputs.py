@@ -464,6 +464,15 @@ def result_pii(policy: Any, run: Any) -> tuple[dict[str, str], bytes]:
     return modes, pii_salt(run) if modes else b""
 
 
+def shaped_notice(text: str, redactor: Redactor, policy: Any, run: Any) -> str:
+    """A notice on a tool's result as the model may read it (it may quote
+    the tool's output): secrets redacted, the tool's ``pii`` applied, markers
+    someone else wrote defanged; ``ctx.notice``'s and a hook's own append's."""
+    modes, salt = result_pii(policy, run)
+    text = redactor.redact(text)
+    return neutralise_markers(apply_pii(text, modes, salt).text if modes else text)
+
+
 def answer_filter(services: Any, run: Any) -> OutputFilter:
     """The filter of what the model says to the user in ``run``."""
     modes = pii_modes(services.config.pii)
@@ -573,5 +582,5 @@ def shown_name(redactor: Redactor, event: Any) -> Any:
 
 __all__ = [
     "PII_HOLD", "PII_INLINE", "OutputFilter", "OutputStream", "PiiStream", "answer_filter", "cleaned_args",
-    "filter_result", "pii_modes", "pii_salt", "readable_metadata", "shown_name",
+    "filter_result", "pii_modes", "pii_salt", "readable_metadata", "shaped_notice", "shown_name",
 ]

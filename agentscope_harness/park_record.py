@@ -16,11 +16,14 @@ whole, never applied in part: the resume is then judged as unverified.
 from __future__ import annotations
 
 import math
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from .facts import Success, frozen, thawed
+from .report import Decision, RunReport
 
 if TYPE_CHECKING:
     from .run_state import RunState
@@ -32,7 +35,7 @@ def _count(value: Any) -> int:
     return value
 
 
-def _usd(value: Any) -> float:
+def _amount(value: Any) -> float:
     if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
         raise ValueError(f"not an amount: {value!r}")
     return float(value)
@@ -75,8 +78,48 @@ def _offers(value: Any) -> dict[str, dict[str, int]]:
 
 
 def _extensions(value: Any) -> list[dict[str, Any]]:
-    return [{"what": _text(e["what"]), "by": e["by"] if type(e["by"]) is int else _usd(e["by"]),
+    return [{"what": _text(e["what"]), "by": e["by"] if type(e["by"]) is int else _amount(e["by"]),
              "approved_by": _maybe(_text)(e.get("approved_by"))} for e in list(value)]
+
+
+def _maybe_text(value: Any) -> str | None:
+    return None if value is None else _text(value)
+
+
+def _recent(value: Any) -> list[str]:
+    return [_text(v) for v in list(value)]
+
+
+def _failures(value: Any) -> dict[str, tuple[str, int]]:
+    return {_text(digest): (_text(kind), _count(streak)) for digest, (kind, streak) in dict(value).items()}
+
+
+def _refused(value: Any) -> list[tuple[str, str, str | None]]:
+    return [(_text(hook), _text(code), _maybe_text(tool)) for hook, code, tool in list(value)]
+
+
+def _findings(value: Any) -> list[tuple[str, str]]:
+    return [(_text(a), _text(b)) for a, b in list(value)]
+
+
+def _fact_batches(value: Any) -> dict[str, tuple[str, int, int]]:
+    return {_text(fact): _batch(batch) for fact, batch in dict(value).items()}
+
+
+def _reject_batches(value: Any) -> set[tuple[str, tuple[str, int, int]]]:
+    return {(_text(key), _batch(batch)) for key, batch in list(value)}
+
+
+def _sub_runs(value: Any) -> dict[str, list[Any]]:
+    return {_text(tool): [frozen(dict(args)) for args in list(calls)] for tool, calls in dict(value).items()}
+
+
+def _decisions(value: Any) -> list[Decision]:
+    return [Decision.model_validate(d) for d in list(value)]
+
+
+def _reports(value: Any) -> list[RunReport]:
+    return [RunReport.model_validate(r) for r in list(value)]
 
 
 def _batch(value: Any) -> tuple[str, int, int]:
@@ -95,40 +138,78 @@ def _success_index(value: Any) -> dict[tuple[str, tuple[str, ...], tuple[str, ..
 
 
 _RUN: dict[str, Callable[[Any], Any]] = {
-    "tool_calls_total": _count, "model_calls": _count, "turns": _count,
+    "tool_calls_total": _count, "model_calls": _count, "turns": _count, "structured_rounds": _count,
     "input_tokens": _count, "output_tokens": _count, "largest_output_tokens": _count,
-    "usage_estimated": _flag, "stored_usd": _usd,
-    "refusals": _counts, "refusals_by_hook": _counts,
+    "usage_estimated": _flag, "stored_usd": _amount, "longest_model_call_s": _amount,
+    "refusals": _counts, "refusals_by_hook": _counts, "breaker_failures": _counts,
     "offers": _offers, "extensions": _extensions, "ledger_extra": lambda v: dict(_counts(v)),
-    "usd_extra": _usd, "usd_carried": _usd,
+    "usd_extra": _amount, "usd_carried": _amount, "unpriced_seen": _names, "issued": _names,
+    "findings": _findings, "decisions": _decisions, "children": _reports,
+    "candidate_differences": lambda v: [dict(d) for d in list(v)],
 }
 """The run's carried fields: its counts, tokens, spend kept in the store,
-and the budget a human extended or was offered an extension of."""
+the budget a human extended or was offered an extension of, the sentinels
+it issued (stripped from its answer), what it found and its report's trail."""
 
 _FACTS: dict[str, Callable[[Any], Any]] = {
-    "spent_usd": _usd, "ledger_used": lambda v: dict(_counts(v)), "called_tools": _counts,
+    "spent_usd": _amount, "ledger_used": lambda v: dict(_counts(v)), "called_tools": _counts, "tier": _text,
     "rounds": _count, "rounds_without_progress": _count, "force_conclude": _flag,
-    "forced_at": _maybe(_count), "constrained_for": _maybe(_text), "last_hint": _maybe(_text),
-    "cycle_hinted": _flag, "candidates": _count, "picks": _count,
+    "forced_at": _maybe(_count), "constrained_for": _maybe_text, "last_hint": _maybe_text,
+    "cycle_hinted": _flag, "wrap_up_hinted": _flag, "candidates": _count, "picks": _count,
+    "empty_selections": _count, "pool_emptied": _flag, "enforce_retries": _count,
     "gate_reject_counts": _counts, "latched": _names, "refusals_met": _pairs, "denied_turns": _turns,
-    "dependency_down": _names, "progress_marks": _names,
+    "reject_batches": _reject_batches, "refused": _refused, "stuck": _maybe_text, "refused_again": _maybe_text,
+    "dependency_down": _names, "progress_marks": _names, "fact_batches": _fact_batches,
+    "failures": _failures, "recent_tools": _recent, "recent_digests": _recent,
+    "loop_hinted": _names, "nudged": _names,
     "succeeded": _succeeded, "success_index": _success_index, "success_counts": _counts,
+    "done_by_sub_runs": _sub_runs, "tool_answer": _maybe_text, "delivered": _flag,
 }
-"""The facts carried: spend and ledgers, the stop ladder, refusal
-escalation, and what succeeded (prerequisites, repeats, claims read it)."""
+"""The facts carried: spend and ledgers, the budget tier, the stop ladder,
+refusal escalation, repeated failures and calls, and what succeeded
+(prerequisites, repeats, claims read it)."""
+
+NOT_CARRIED: dict[str, str] = {
+    **dict.fromkeys((
+        "run_id", "agent_name", "session_id", "principal", "deadline", "facts", "table", "parent", "limits",
+        "started", "nonce", "timed_from", "handle", "enclosing_bounds", "binds_itself", "mode", "toolkit",
+        "open_children", "adopt_late", "called_by",
+    ), "who and what the run is here: opened afresh by the resuming process, its deadline from the resume"),
+    **dict.fromkeys((
+        "in_flight", "admitted", "judging", "judged_calls", "awaiting_human", "parked_calls", "streaming",
+        "held", "shown", "candidate", "harness_answer", "report", "with_consumer", "replaced", "hold_reply_end",
+        "ended_inside", "narrowed_round", "deferred_hints", "unflushed", "ended_at_cap", "answer_made_up",
+        "results", "prefix", "artifacts", "daily_spent_usd", "store_error", "enclosing_refusals",
+        "new_fact_this_round", "batch_key", "batch_seen",
+    ), "this process's objects and the round in progress: none survives a park (or read afresh: the quota)"),
+    **dict.fromkeys((
+        "approvals", "park_awaiting", "spent_approvals", "park_id", "asked_here", "park_reason", "resumed_by",
+        "resumer_recorded", "parked_by_another",
+    ), "the park itself: its own entries of the record (who, shown, awaiting, spent, park)"),
+    **dict.fromkeys((
+        "terminal", "stop_text", "unsupported_claims", "claimed_steps",
+    ), "written when the run ends: a parked run has not"),
+    "novelty": "hashes salted per process (PYTHONHASHSEED): read again there from the results in the "
+               "context (``hooks.drift.recall_results``)",
+}
+"""Every other field of a run and its facts, and why it is not carried (a
+test holds the three tables to the fields there are: a new field is a
+decision, not a silent reset)."""
 
 
 def _plain(value: Any) -> Any:
     """``value`` as JSON keeps it (sets sorted, so a record reads the same)."""
     if isinstance(value, Success):
         return [value.tool, thawed(value.args), value.ref]
+    if isinstance(value, BaseModel):  # a decision, a sub-run's report
+        return value.model_dump(mode="json")
     if isinstance(value, Mapping):
         if value and isinstance(next(iter(value)), tuple):  # the success index: keyed by tuples
             return [[*map(_plain, key), _plain(batch)] for key, batch in value.items()]
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (set, frozenset)):
         return sorted(map(_plain, value))
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, deque)):
         return [_plain(v) for v in value]
     return value
 
@@ -152,8 +233,9 @@ def carried(record: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def apply(run: RunState, fields: tuple[dict[str, Any], dict[str, Any]]) -> None:
-    """Give the run the fields ``carried`` read back."""
-    for name, value in fields[0].items():
-        setattr(run, name, value)
-    for name, value in fields[1].items():
-        setattr(run.facts, name, value)
+    """Give the run the fields ``carried`` read back (a window, into a
+    window of this run's own length)."""
+    for target, values in ((run, fields[0]), (run.facts, fields[1])):
+        for name, value in values.items():
+            window = getattr(target, name)
+            setattr(target, name, deque(value, maxlen=window.maxlen) if isinstance(window, deque) else value)

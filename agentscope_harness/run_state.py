@@ -711,6 +711,14 @@ class RunTable:
         run_id, holder[0] = holder[0], None
         return self.slots.get(run_id)
 
+    def forget_parked(self, run_id: str) -> None:
+        """No agent holds ``run_id`` parked any more (it went on in another
+        process): a later reply of the agent that parked it must not take
+        a new run under the same id for it."""
+        for holder in list(self.parked.values()):
+            if holder[0] == run_id:
+                holder[0] = None
+
     def open(
         self,
         run_id: str,

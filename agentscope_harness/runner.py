@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from .context import HookContext
 from .deadline import MIN_TIMEOUT_S
-from .outputs import result_pii, written_by_hook
+from .outputs import result_pii, shaped_notice, written_by_hook
 from .registry import HOOK_POINTS, TOOL_POINTS, HookRejectSignal, HookSpec
-from .sentinels import format_sentinel, neutralise_markers
+from .sentinels import format_sentinel
 
 if TYPE_CHECKING:
     from .candidate import Candidate
@@ -129,7 +129,8 @@ async def _shape_written(ctx: HookContext, before: str, notes: tuple[Any, ...]) 
 
 def _as_notice(ctx: HookContext, note: Any) -> str:
     """A notice a hook put in the list itself, shaped as ``ctx.notice`` shapes one."""
-    return neutralise_markers(ctx.services.redactor.redact(note if type(note) is str else str(note)))
+    policy = ctx.tool.policy if ctx.tool is not None else None
+    return shaped_notice(note if type(note) is str else str(note), ctx.services.redactor, policy, ctx.run)
 
 
 def _returned(value: Any) -> Exception:

@@ -95,10 +95,40 @@ async def cancel_order(order_id: str) -> str:
     return f"order {order_id} cancelled"
 
 
+async def flaky(q: str) -> str:
+    """A lookup whose backend is down.
+
+    Args:
+        q (str): What.
+    """
+    ACTED.append(("flaky", q))
+    raise RuntimeError("backend down")
+
+
+async def search(q: str) -> str:
+    """Search the catalogue.
+
+    Args:
+        q (str): Query.
+    """
+    ACTED.append(("search", q))
+    return "no results for that query in the catalogue today"
+
+
+async def deep(q: str) -> str:
+    """Deep search (asks first).
+
+    Args:
+        q (str): Query.
+    """
+    ACTED.append(("deep", q))
+    return "no results for that query in the catalogue today"
+
+
 PAY_OUT = ToolPolicy(role="mutation", identity_args={"user_id": "user_id"},
                      ask_when=lambda args: "over 50" if args["amount"] > 50 else None)
 PRICES = {"scripted": ModelPrice(1.0, 1.0)}
-TOOLS = [pay_out, lookup, lookup_order, cancel_order]
+TOOLS = [pay_out, lookup, lookup_order, cancel_order, flaky, search, deep]
 
 
 def _stores() -> list[str]:
@@ -717,3 +747,200 @@ def test_the_hook_table_says_no_hook_runs_under_harness_enabled_0(capsys: Any) -
     table = json.loads(capsys.readouterr().out)
     assert table["harness_enabled"] is False
     assert not any(row["enabled"] for row in table["hooks"])
+
+
+# ------------------------------------------------------------------ round 80: on today's rounds
+
+
+def test_every_field_of_a_run_is_carried_or_says_why_not() -> None:
+    """Round 77's record carried a hand-picked list again: repeated
+    failures, the budget tier, the report's decisions and more reset on
+    another worker. Every field of a run and of its facts is now carried or
+    named with the reason it is not: a new field is a decision."""
+    import dataclasses
+
+    from agentscope_harness.facts import GuardState
+    from agentscope_harness.run_state import RunState
+
+    fields = {f.name for cls in (GuardState, RunState) for f in dataclasses.fields(cls)}
+    carried = set(records._RUN) | set(records._FACTS)
+    assert carried | set(records.NOT_CARRIED) == fields
+    assert not carried & set(records.NOT_CARRIED)
+
+
+@pytest.mark.parametrize("kind", _stores())
+async def test_repeated_failures_and_the_trail_go_on_after_a_resume_elsewhere(kind: str, tmp_path: Path) -> None:
+    """``max_identical_failures=2``: a call that failed once before the park
+    ran twice more on another worker (once here), its ladder began again and
+    the report lost every decision made before the park."""
+    def config(store: Any) -> HarnessConfig:
+        return HarnessConfig(store=store, tools={"pay_out": PAY_OUT}, max_identical_failures=2)
+
+    def script() -> list[Any]:
+        return [calls(("flaky", {"q": "x"})), calls(("pay_out", {"user_id": "u-42", "amount": 80})),
+                *[calls(("flaky", {"q": "x"})) for _ in range(3)], text("done"), text("done"), text("done")]
+
+    here = await _resumed(config, script(), _store_of(kind, tmp_path / "a"), False)
+    there = await _resumed(config, script(), _store_of(kind, tmp_path / "b"), True)
+    assert _outcome(*there) == _outcome(*here)
+    trail = [(d.hook, d.action, d.code) for d in here[0].decisions]
+    assert [(d.hook, d.action, d.code) for d in there[0].decisions] == trail
+    assert ("ask_when", "ask", None) in trail  # decided before the park, kept in the report
+
+
+async def test_a_notice_of_a_hook_gets_the_tools_personal_data_policy() -> None:
+    """A tool with ``pii={"email": "redact"}``: a hook quoting its raw text
+    in a notice (``ctx.notice``, or appended itself) gave the model the
+    address the result itself had redacted."""
+    from scripted import tool_messages
+
+    from agentscope_harness import harness_hook
+
+    async def customer(cid: str) -> str:
+        """A customer.
+
+        Args:
+            cid (str): Who.
+        """
+        return f"customer {cid}: email jane.doe@example.com"
+
+    @harness_hook("post_tool_call", priority=100, name="quote")
+    def quote(ctx: Any) -> None:
+        ctx.notice("Source said: " + ctx.result.raw_text)
+        ctx.result.notices.append("Raw: " + ctx.result.raw_text)
+
+    harness = Harness(HarnessConfig(tools={"customer": ToolPolicy(pii={"email": "redact"})}), hooks=[quote],
+                      load_entry_points=False, environ={})
+    model = ScriptedModel([calls(("customer", {"cid": "c1"})), text("done")])
+    agent = make_agent(model, harness.instrument(Toolkit(tools=[tool(customer)])), middlewares=harness.middlewares())
+    with harness.acting_for(ALICE):
+        await drain(agent, UserMsg("user", "go"))
+    read = tool_messages(model.calls[1])
+    assert read and not any("jane.doe" in message for message in read)
+    assert sum(message.count("[pii:email]") for message in read) == 3
+
+
+async def test_a_lease_taken_again_as_its_run_closes_is_given_back() -> None:
+    """The renewer re-took a lost lease while its run closed: the new lease
+    went to the closed run's forgotten holds, never renewed nor released,
+    and Alice's next reply was refused for ``lease_s``."""
+    import asyncio
+
+    from agentscope_harness import ConcurrencyLimit
+    from agentscope_harness.stores import MemoryStore
+
+    class LosingStore(MemoryStore):
+        slow = False
+
+        async def lease_acquire(self, key: str, max_in_flight: int, lease_s: float, **kw: Any) -> Any:
+            if self.slow:
+                await asyncio.sleep(1.0)
+            return await super().lease_acquire(key, max_in_flight, lease_s, **kw)
+
+    async def work(seconds: float) -> str:
+        """Work a while.
+
+        Args:
+            seconds (float): How long.
+        """
+        await asyncio.sleep(seconds)
+        return "worked"
+
+    store = LosingStore()
+    harness = Harness(HarnessConfig(store=store, concurrency_limits=[
+        ConcurrencyLimit(scope="principal", max_in_flight=1, lease_s=2.0)]), load_entry_points=False, environ={})
+
+    async def reply(who: Principal, script: list[Any]) -> tuple[str, str]:
+        agent = make_agent(ScriptedModel(script), harness.instrument(Toolkit(tools=[tool(work)])),
+                           middlewares=harness.middlewares())
+        with harness.acting_for(who):
+            await drain(agent, UserMsg("user", "go"))
+        report = harness.last_report(agent)
+        assert report is not None
+        return report.terminal_state.value, report.reason
+
+    bob = asyncio.ensure_future(reply(BOB, [calls(("work", {"seconds": 4.0})), text("B")]))  # keeps the renewer on
+    alice = asyncio.ensure_future(reply(ALICE, [calls(("work", {"seconds": 0.9})), text("A")]))
+    await asyncio.sleep(0.3)
+    for key in [k for k in store._leases if ALICE.user_id in k]:
+        store._leases.pop(key)  # the store lost Alice's lease
+    store.slow = True  # the renewer's re-take answers after her run closed
+    assert await alice == ("completed", "answered")
+    store.slow = False
+    await asyncio.sleep(0.9)
+    assert await reply(ALICE, [text("again")]) == ("completed", "answered")
+    assert await bob == ("completed", "answered")
+
+
+def test_an_output_cap_sent_in_the_request_body_bounds_the_call() -> None:
+    """``OpenAIChatModel(extra_body={"max_completion_tokens": 32000})`` sends
+    32,000 over ``max_tokens=1000``: the cap, the quota and the rate read
+    1,000."""
+    from agentscope.credential import OpenAICredential
+    from agentscope.model import OpenAIChatModel
+
+    from agentscope_harness.fleet import max_output_tokens, output_bound
+
+    model = OpenAIChatModel(credential=OpenAICredential(api_key="k"), model="gpt-x",
+                            parameters=OpenAIChatModel.Parameters(max_tokens=1000),
+                            extra_body={"max_completion_tokens": 32000})
+    assert output_bound(model) == max_output_tokens(model, HarnessConfig()) == 32000
+    lower = OpenAIChatModel(credential=OpenAICredential(api_key="k"), model="gpt-x",
+                            parameters=OpenAIChatModel.Parameters(max_tokens=1000), extra_body={"max_tokens": 10})
+    assert output_bound(lower) == 1000  # the larger of the two: what may be billed
+
+
+@pytest.mark.parametrize("kind", _stores())
+async def test_the_stall_ladder_goes_on_after_a_resume_elsewhere(kind: str, tmp_path: Path) -> None:
+    """Every result says the same: resumed on another worker, the results
+    read before the park were news again there (their shingles' hashes are
+    salted per process), and the run made two more calls before it stalled."""
+    def config(store: Any) -> HarnessConfig:
+        return HarnessConfig(store=store, stall_rounds=2, tools={
+            "search": ToolPolicy(role="retrieval"), "deep": ToolPolicy(role="retrieval", ask_when=lambda a: "costly")})
+
+    def script() -> list[Any]:
+        return [calls(("search", {"q": "1"})), calls(("search", {"q": "2"})), calls(("deep", {"q": "3"})),
+                *[calls(("search", {"q": str(i)})) for i in range(4, 14)], text("done"), text("done"), text("done")]
+
+    outcome = await _same_either_way(kind, tmp_path, config, script)
+    assert outcome["end"] == ("incomplete", "stalled")
+
+
+@pytest.mark.parametrize("kind", _stores())
+async def test_a_reply_parked_twice_and_answered_back_where_it_first_parked_goes_on(kind: str, tmp_path: Path) -> None:
+    """Worker A parks a payout; B takes the yes, pays, and parks on a second
+    payout; its yes goes back to A, where the first agent is still cached:
+    A resumed its stale copy of the run and refused the valid yes (one
+    payout of two, a report of one model call and no tool calls)."""
+    store_of = _store_of(kind, tmp_path)
+
+    def worker() -> Harness:
+        return Harness(HarnessConfig(store=store_of(), tools={"pay_out": PAY_OUT},
+                                     cost=CostPolicy(prices=PRICES, max_input_tokens=10_000)),
+                       load_entry_points=False, environ={})
+
+    def agent_of(harness: Harness, model: Any, state: Any = None) -> Any:
+        return make_agent(model, harness.instrument(Toolkit(tools=[tool(f) for f in TOOLS])),
+                          middlewares=harness.middlewares(), **({"state": state} if state is not None else {}))
+
+    ACTED.clear()
+    model = ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 80}), inp=1000),
+                           calls(("pay_out", {"user_id": "u-42", "amount": 90}), inp=1000),
+                           text("Both paid.", inp=1000), text("Both paid.", inp=1000)])
+    a, b = worker(), worker()
+    first = agent_of(a, model)
+    with a.acting_for(ALICE):
+        asked = _asked(await drain(first, UserMsg("user", "pay")))
+    there = agent_of(b, model, AgentState.model_validate_json(first.state.model_dump_json()))
+    with b.acting_for(ALICE):
+        asked = _asked(await drain(there, confirm(asked, asked.tool_calls[0])))
+    back = agent_of(a, model, AgentState.model_validate_json(there.state.model_dump_json()))
+    with a.acting_for(ALICE):
+        await drain(back, confirm(asked, asked.tool_calls[0]))
+    report = a.last_report(back)
+    assert report is not None
+    assert ACTED == [("pay_out", 80), ("pay_out", 90)]
+    assert (report.terminal_state.value, report.reason) == ("completed", "answered")
+    assert report.tool_calls == {"pay_out": 2} and report.input_tokens == 3000 and report.refusals == {}
+    assert first is not None  # still cached on A
