@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from agentscope._utils._common import _json_loads_with_repair
+
 from .approvals import approval_digest
 from .context import HookContext, ToolCallView, ToolResultView, awaited
 from .errors import ErrorClass, error_class_of
@@ -398,18 +400,34 @@ class CallFlow:
                                  detail=text)
         ctx.pending_notices.clear()
 
-    def unjudged(self, run: RunState, agent: Any, call: Any) -> HookContext:
+    async def unjudged(self, run: RunState, agent: Any, call: Any) -> HookContext:
         """The context of a client-executed result whose awaited ``call``
         was not admitted here (a reply parked in another process, or the
         tool adapter not installed): shaped all the same, judged by nothing,
-        under the call's name (never the one the client gives its result), in
-        the batch of the turn it was made in (no model turn has begun since
-        it was asked for: a call of that same turn, acted on next, did not
-        read it)."""
+        under the call's name (never the one the client gives its result),
+        with its arguments as AgentScope reads them (what its success is
+        filed under: a prerequisite's, a repeat's), in the batch of the turn
+        it was made in (no model turn has begun since it was asked for: a
+        call of that same turn, acted on next, did not read it)."""
         state = agent.state
-        view = ToolCallView(id=call.id, name=call.name, args={}, policy=self.services.config.tools.get(call.name),
-                            batch=(state.reply_id, state.cur_iter, run.turns))
+        tool, args = await read_as_agentscope(agent, call) or (None, {})
+        view = ToolCallView(id=call.id, name=call.name, args=args, policy=self.services.config.tools.get(call.name),
+                            batch=(state.reply_id, state.cur_iter, run.turns),
+                            declared=self.services.declared(call.name, tool))
         return HookContext("post_tool_call", run, self.services, agent, tool=view)
+
+
+async def read_as_agentscope(agent: Any, call: Any) -> tuple[Any, dict[str, Any]] | None:
+    """The tool of a call in the agent's toolkit, and the call's arguments
+    as AgentScope reads them (with that tool's schema); ``None`` when it
+    could not read them."""
+    try:
+        tool = await agent.toolkit.get_tool(call.name)
+        schema = getattr(tool, "input_schema", None)
+        args = _json_loads_with_repair(call.input, schema) if isinstance(call.input, str) else call.input
+    except Exception:
+        return None
+    return (tool, dict(args)) if isinstance(args, dict) else None
 
 
 def _policy_callable(ctx: HookContext, name: str) -> tuple[ToolCallView, Callable[[Any], Any] | None]:

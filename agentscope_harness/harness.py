@@ -314,6 +314,15 @@ class Harness:
 
     # ------------------------------------------------------------ plumbing
 
+    @staticmethod
+    def recorded_principal(data: Any) -> Principal | None:
+        """A principal as a park record keeps it (its ``model_dump``);
+        ``None`` for none, or one that does not read back."""
+        try:
+            return Principal.model_validate(data) if data else None
+        except ValueError:
+            return None
+
     def current_principal(self) -> Principal | None:
         """The principal bound by ``acting_for`` in this context."""
         return _PRINCIPAL.get()

@@ -22,7 +22,6 @@ import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentscope._utils._common import _json_loads_with_repair
 from agentscope.event import (
     CustomEvent,
     ExternalExecutionResultEvent,
@@ -53,7 +52,7 @@ from agentscope.types import ReplyFinishedReason
 from . import park_record
 from .approvals import approval_digest
 from .arguments import guide_invalid_arguments
-from .calls import result_view
+from .calls import read_as_agentscope, result_view
 from .chains import release
 from .context import fallback
 from .deadline import current_deadline, tighter
@@ -128,6 +127,17 @@ def _adopted(services: Services, child: RunReport) -> RunReport:
     })
 
 
+def _superseding(children: list[RunReport], report: RunReport) -> None:
+    """A child's report among its parent's: in place of an earlier one of
+    the same run (its park's provisional report, which the resumed run
+    supersedes), else after the others."""
+    for index, child in enumerate(children):
+        if child.run_id == report.run_id:
+            children[index] = report
+            return
+    children.append(report)
+
+
 def _join_late(run: RunState, report: RunReport) -> None:
     """A nested run that settles after runs it is nested in have settled
     joins their reports: in each settled ancestor's report, its place is
@@ -139,7 +149,7 @@ def _join_late(run: RunState, report: RunReport) -> None:
         for run_id in below:
             host = next((c for c in host.children if c.run_id == run_id), None) if host is not None else None
         if host is not None and ancestor.adopt_late is not None:
-            host.children.append(ancestor.adopt_late(report))
+            _superseding(host.children, ancestor.adopt_late(report))
         below.insert(0, ancestor.run_id)
         ancestor = ancestor.parent
 
@@ -172,6 +182,7 @@ def _park_record_of(run: RunState) -> dict[str, Any]:
     shown, those AgentScope waits for and those whose approval was used."""
     return {
         "by": getattr(run.principal, "key", None), "park": run.park_id,
+        "principal": run.principal.model_dump(mode="json") if run.principal is not None else None,
         **park_record.record_of(run),
         "shown": {call_id: list(shown) for call_id, shown in run.approvals.items()},
         "awaiting": sorted(run.park_awaiting), "spent": sorted(run.spent_approvals),
@@ -210,13 +221,10 @@ async def _shown_at_park(run: RunState, agent: Any) -> None:
     for call in waiting:
         if call.id in run.approvals or call.id in run.spent_approvals or call.state != ToolCallState.ASKING:
             continue
-        try:
-            tool = await agent.toolkit.get_tool(call.name)
-            schema = getattr(tool, "input_schema", None)
-            args = _json_loads_with_repair(call.input, schema) if isinstance(call.input, str) else call.input
-        except Exception:  # what AgentScope could not read, no answer matches
+        read = await read_as_agentscope(agent, call)
+        if read is None:  # what AgentScope could not read, no answer matches
             continue
-        run.approvals[call.id] = (call.name, approval_digest(call.name, args))
+        run.approvals[call.id] = (call.name, approval_digest(call.name, read[1]))
 
 
 def _answers_another_park(run: RunState, inputs: Any) -> bool:
@@ -577,6 +585,8 @@ class ReplyLifecycle:
         if record.get("by") == getattr(caller, "key", None):
             return run, False
         run.parked_by_another = True  # its resumed call is refused as such
+        # the run is its parker's, as in the parking process (the resumer is recorded beside it)
+        run.principal = self.harness.recorded_principal(record.get("principal"))
         return run, True
 
     async def _parked_again_elsewhere(self, run: RunState) -> bool:
@@ -664,7 +674,7 @@ class ReplyLifecycle:
             if call.name != block.name and not await _shape_kept(self.agent, block, call.name):  # named to pass
                 block.output, block.state = _MISSHAPEN_RESULT, ToolResultState.ERROR
                 continue
-            ctx = run.admitted.pop(block.id, None) or flow.unjudged(run, self.agent, call)
+            ctx = run.admitted.pop(block.id, None) or await flow.unjudged(run, self.agent, call)
             pii = ctx.tool.policy.pii if ctx.tool is not None and ctx.tool.policy is not None else None
             if pii:
                 block.metadata = readable_metadata(redactor, block.metadata, pii, pii_salt(run))
@@ -805,7 +815,7 @@ class ReplyLifecycle:
         parent = run.parent
         if parent is not None:
             parent.open_children.pop(run.run_id, None)
-            parent.children.append(report)
+            _superseding(parent.children, report)
             if run.called_by is not None:
                 parent.ended_inside.setdefault(run.called_by, []).append(report)
             _join_late(run, report)

@@ -146,6 +146,7 @@ _RUN: dict[str, Callable[[Any], Any]] = {
     "usd_extra": _amount, "usd_carried": _amount, "unpriced_seen": _names, "issued": _names,
     "findings": _findings, "decisions": _decisions, "children": _reports,
     "candidate_differences": lambda v: [dict(d) for d in list(v)],
+    "nonce": _text,  # its fence's: the results in the context and the next ones fenced alike
 }
 """The run's carried fields: its counts, tokens, spend kept in the store,
 the budget a human extended or was offered an extension of, the sentinels
@@ -172,7 +173,7 @@ refusal escalation, repeated failures and calls, and what succeeded
 NOT_CARRIED: dict[str, str] = {
     **dict.fromkeys((
         "run_id", "agent_name", "session_id", "principal", "deadline", "facts", "table", "parent", "limits",
-        "started", "nonce", "timed_from", "handle", "enclosing_bounds", "binds_itself", "mode", "toolkit",
+        "started", "timed_from", "handle", "enclosing_bounds", "binds_itself", "mode", "toolkit",
         "open_children", "adopt_late", "called_by",
     ), "who and what the run is here: opened afresh by the resuming process, its deadline from the resume"),
     **dict.fromkeys((

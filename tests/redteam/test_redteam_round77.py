@@ -944,3 +944,149 @@ async def test_a_reply_parked_twice_and_answered_back_where_it_first_parked_goes
     assert (report.terminal_state.value, report.reason) == ("completed", "answered")
     assert report.tool_calls == {"pay_out": 2} and report.input_tokens == 3000 and report.refusals == {}
     assert first is not None  # still cached on A
+
+
+# ------------------------------------------------------------------ round 81: sub-agents and client tools elsewhere
+
+
+def _client_lookup() -> Any:
+    from agentscope.tool import ToolBase
+
+    class ClientLookup(ToolBase):
+        name = "client_lookup"
+        description = "Look up an order on the user's device."
+        input_schema = {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}
+        is_concurrency_safe = False
+        is_read_only = True
+        is_external_tool = True
+
+        async def check_permissions(self, tool_input: dict[str, Any], context: Any) -> PermissionDecision:
+            return PermissionDecision(behavior=PermissionBehavior.ALLOW, message="ok")
+
+    return ClientLookup()
+
+
+async def refund(order_id: str) -> str:
+    """Refund an order.
+
+    Args:
+        order_id (str): The order.
+    """
+    ACTED.append(("refund", order_id))
+    return f"order {order_id} refunded"
+
+
+async def _client_answered(elsewhere: bool, script: list[Any], tmp_path: Path) -> RunReport:
+    """Alice's reply asks her device for ``client_lookup``; its result is
+    sent to this worker or (``elsewhere``) to another over the same store."""
+    from agentscope.event import ExternalExecutionResultEvent, RequireExternalExecutionEvent
+    from agentscope.message import ToolResultBlock
+
+    ACTED.clear()
+    path = str(tmp_path / f"client-{elsewhere}.db")
+
+    def worker(state: Any = None) -> tuple[Harness, Any]:
+        harness = Harness(HarnessConfig(store=SQLiteStore(path), tools={
+            "client_lookup": ToolPolicy(role="retrieval"),
+            "refund": ToolPolicy(role="mutation", requires=[Prerequisite("client_lookup", ["order_id"])]),
+        }), load_entry_points=False, environ={})
+        agent = make_agent(model, harness.instrument(Toolkit(tools=[_client_lookup(), tool(refund)])),
+                           middlewares=harness.middlewares(), **({"state": state} if state is not None else {}))
+        return harness, agent
+
+    model = ScriptedModel(script)
+    harness, agent = worker()
+    with harness.acting_for(ALICE):
+        items = await drain(agent, UserMsg("user", "refund A-1"))
+    asked = next(i for i in items if isinstance(i, RequireExternalExecutionEvent))
+    if elsewhere:
+        harness, agent = worker(AgentState.model_validate_json(agent.state.model_dump_json()))
+    call = asked.tool_calls[0]
+    answer = ExternalExecutionResultEvent(reply_id=agent.state.reply_id, execution_results=[
+        ToolResultBlock(id=call.id, name=call.name, output="A-1 ok", state="success")])
+    with harness.acting_for(ALICE):
+        await drain(agent, answer)
+    report = harness.last_report(agent)
+    assert report is not None
+    return report
+
+
+@pytest.mark.parametrize("elsewhere", [False, True], ids=["here", "elsewhere"])
+async def test_a_client_result_answered_elsewhere_meets_a_prerequisite(elsewhere: bool, tmp_path: Path) -> None:
+    """A client's result received by another worker was filed as a success
+    of ``client_lookup`` with no arguments: the refund requiring the lookup
+    of the same order was refused there (``prerequisite_missing``)."""
+    report = await _client_answered(elsewhere, [
+        calls(("client_lookup", {"order_id": "A-1"})), calls(("refund", {"order_id": "A-1"})), text("Refunded.")],
+        tmp_path)
+    assert ACTED == [("refund", "A-1")]
+    assert report.refusals == {}
+
+
+@pytest.mark.parametrize("elsewhere", [False, True], ids=["here", "elsewhere"])
+async def test_a_client_call_answered_elsewhere_is_a_duplicate_when_made_again(elsewhere: bool, tmp_path: Path) -> None:
+    """The same lookup made again after its result: refused as a duplicate
+    here, asked of the device a second time on another worker."""
+    report = await _client_answered(elsewhere, [
+        calls(("client_lookup", {"order_id": "A-1"})), calls(("client_lookup", {"order_id": "A-1"})),
+        text("Verified."), text("Verified.")], tmp_path)
+    assert report.refusals == {"duplicate_call": 1}
+    assert report.terminal_state.value == "completed"
+
+
+async def test_a_resumed_sub_agent_is_one_child_of_its_lead() -> None:
+    """A sub-agent parked on a payout, then resumed: the lead's report
+    listed the same run twice (``waiting_input``, then ``completed``), its
+    spend counted twice in the children's sum."""
+    from scripted import parking_tools
+
+    ACTED.clear()
+    harness = Harness(HarnessConfig(tools={"pay_out": PAY_OUT}), load_entry_points=False, environ={})
+    child = make_agent(ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 80})), text("Paid."),
+                                      text("Paid.")]),
+                       harness.instrument(Toolkit(tools=[tool(pay_out)])), middlewares=harness.middlewares(),
+                       name="child")
+    delegate, resume, _ = parking_tools(child)
+    lead_model = ScriptedModel([calls(("delegate", {"task": "pay"})), calls(("resume", {"task": "go"})), text("Done."),
+                                text("Done.")])
+    lead = make_agent(lead_model, harness.instrument(Toolkit(tools=[tool(delegate), tool(resume)])),
+                      middlewares=harness.middlewares(), name="lead")
+    with harness.acting_for(ALICE):
+        await drain(lead, UserMsg("user", "pay me"))
+    report = harness.last_report(lead)
+    assert report is not None
+    ids = [c.run_id for c in report.children]
+    assert len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize("resumer", [BOB, None], ids=["bob", "nobody"])
+@pytest.mark.parametrize("elsewhere", [False, True], ids=["here", "elsewhere"])
+async def test_a_run_another_resumed_stays_its_parkers_in_its_report(
+    elsewhere: bool, resumer: Principal | None, tmp_path: Path,
+) -> None:
+    """Alice's parked reply answered by Bob (or nobody) acts for nobody, and
+    its report is Alice's (her calls and spend are in it) wherever it was
+    answered: on another worker it named Bob, or nobody."""
+    def config(store: Any) -> HarnessConfig:
+        return HarnessConfig(store=store, tools={"pay_out": PAY_OUT})
+
+    ACTED.clear()
+    model = ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 80})), text("Paid."), text("Paid.")])
+    store_of = _store_of("sqlite", tmp_path)
+    here = Harness(config(store_of()), load_entry_points=False, environ={})
+    agent = make_agent(model, here.instrument(Toolkit(tools=[tool(f) for f in TOOLS])), middlewares=here.middlewares())
+    with here.acting_for(ALICE):
+        asked = _asked(await drain(agent, UserMsg("user", "pay me 80")))
+    there = here
+    if elsewhere:
+        there = Harness(config(store_of()), load_entry_points=False, environ={})
+        agent = make_agent(model, there.instrument(Toolkit(tools=[tool(f) for f in TOOLS])),
+                           middlewares=there.middlewares(),
+                           state=AgentState.model_validate_json(agent.state.model_dump_json()))
+    with there.acting_for(resumer) if resumer is not None else contextlib.nullcontext():
+        await drain(agent, confirm(asked, asked.tool_calls[0]))
+    report = there.last_report(agent)
+    assert report is not None
+    assert ACTED == []
+    assert report.reason == "refused:permission_denied"
+    assert report.principal == ALICE.model_dump()
