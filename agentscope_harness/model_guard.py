@@ -55,6 +55,10 @@ class _Attempts:
     ended: int = 0
     """Attempts that answered or failed (not those cut or cancelled)."""
     depth: int = 0
+    unanswered: int = 0
+    """Attempts that timed out after their request went out (the client
+    gave up; the provider may still work and bill it): each is charged its
+    request, as a call cut at the deadline is."""
     usages: list[Any] | None = None
     """When kept (a compression, charged here, not by ``on_model_call``):
     what each answered attempt served (``_Served``; ``_NOTHING``: a stream
@@ -132,8 +136,9 @@ def _count_attempts(model: Any) -> None:
             counting.depth += 1
             try:
                 result = await inner(self, *args, **kwargs)
-            except Exception:
+            except Exception as exc:
                 counting.ended += counting.depth == 1  # failed: it answered nothing
+                counting.unanswered += counting.depth == 1 and _timed_out(exc)
                 raise
             finally:
                 counting.depth -= 1
@@ -151,6 +156,12 @@ def _count_attempts(model: Any) -> None:
         return attempt
 
     _wrap_once(model, "_call_api", wrap)
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """Whether an attempt failed waiting for its answer (the client's own
+    timeout: asyncio's, httpx's, the provider SDK's), its request sent."""
+    return isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__
 
 
 def _counted_out(usage: Any) -> Any:
@@ -308,16 +319,20 @@ class ModelGuard:
             result = await self._bounded(run, next_handler(**input_kwargs))
         except BaseException as exc:
             release(run, estimate)
-            if held is not None:  # the call failed: nothing was spent
+            if held is not None:  # the call failed: nothing was spent by its answer
                 await fleet.settle(run, held, 0.0)
+            await self._charge_unanswered(run, model, counting, tokens)
             if isinstance(exc, _OutOfCalls):  # its retry would pass the cap
                 return _final(self._stop(run, "max_model_calls"))
             raise
         finally:
             _ATTEMPTS.reset(token)
+        await self._charge_unanswered(run, model, counting, tokens)
         if result is None:  # cut at the deadline before it answered: no output, and its request if one was out
             sent = tokens if counting.request_out() else 0
             result, usage = _final(self._deadline_passed(run)), _estimated_usage(sent, 0, model)
+            if sent:
+                self._estimated(run, "cut")
         elif isinstance(result, ChatResponse):
             usage = self._usage(run, model, result, tokens)
         else:
@@ -593,17 +608,26 @@ class ModelGuard:
             return usage
         if reported is not None:
             response.usage = usage
-        if how == "estimated" and self.harness.config.cost is None:
-            # nothing live to price: the candidates' estimate only
+        if how == "estimated" and not run.priced():
+            # nothing live to price (this run's policy and every enclosing run's): the candidates' estimate only
             run.charge_candidates(usage.input_tokens, usage.output_tokens, 0.0, _name(model))
             return None
         self._estimated(run, how)
         return usage
 
+    async def _charge_unanswered(self, run: RunState, model: Any, counting: _Attempts, tokens: int) -> None:
+        """The attempts of a call that timed out after their request went
+        out, each charged its request (an estimate, recorded as such)."""
+        if not counting.unanswered:
+            return
+        unanswered, counting.unanswered = counting.unanswered, 0
+        self._estimated(run, "unanswered")
+        await self.harness.charge_usage(run, model, _estimated_usage(tokens * unanswered, 0, model))
+
     def _estimated(self, run: RunState, how: str) -> None:
         """The run's first estimated usage is recorded (the report's figures
         are then estimates in part)."""
-        if not run.root.usage_estimated and self.harness.config.cost is not None:
+        if not run.root.usage_estimated and run.priced():
             run.root.usage_estimated = True
             self.harness.services.record(run, "budget_router", "on_model_call", "usage_estimated",
                                          detail=_ESTIMATED[how])
@@ -675,6 +699,7 @@ class ModelGuard:
         characters a token of what streamed."""
         if not _take(run, flight):
             return
+        self._estimated(run, "cut")
         usage = _estimated_usage(flight.input_tokens, flight.chars, flight.model)
         await self.harness.charge_usage(run, flight.model, usage, flight.reservation)
 
@@ -760,6 +785,8 @@ def _output_filled(usage: Any, chars: int, model: Any) -> ChatUsage | None:
 _ESTIMATED = {
     "filled": "the provider left out the output's count: its output was estimated",
     "estimated": "the provider reported no usage (or a negative count): charged an estimate",
+    "unanswered": "an attempt timed out after its request went out: charged its request, estimated",
+    "cut": "a call stopped before its answer ended: charged its request and what it sent, estimated",
 }
 
 

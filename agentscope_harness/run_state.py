@@ -471,6 +471,16 @@ class RunState:
             run.facts.spent_usd += usd if price is None else price.usd(input_tokens, output_tokens, cached_input_tokens)
             run = run.parent
 
+    def priced(self) -> bool:
+        """Whether a cost policy prices this run's calls: its own Harness's
+        or that of a run it is nested in (``add_usage`` charges each)."""
+        run: RunState | None = self
+        while run is not None:
+            if run.limits.cost is not None:
+                return True
+            run = run.parent
+        return False
+
     def stored_today(self, usd: float, total: float) -> None:
         """The store counted ``usd`` more of this run's spend, the day's total
         now ``total``: the spend beside this run's own moves on with it."""

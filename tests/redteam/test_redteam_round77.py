@@ -1090,3 +1090,52 @@ async def test_a_run_another_resumed_stays_its_parkers_in_its_report(
     assert ACTED == []
     assert report.reason == "refused:permission_denied"
     assert report.principal == ALICE.model_dump()
+
+
+# ------------------------------------------------------------------ round 82: budgets
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_sub_agent_without_a_cost_policy_is_charged_to_its_leads_cap(stream: bool) -> None:
+    """The lead caps $0.05; its sub-agent runs under a Harness with no cost
+    policy, its provider reporting no usage: the estimate went to no run
+    (nothing of this Harness prices it), and the lead spent three times its
+    cap reporting $0.017. Every run that prices the call is charged it."""
+    from scripted import run
+
+    answer = "The kettle ships Monday. " * 160  # 4,000 characters: ~1,000 output tokens
+
+    def no_usage(turn: Any) -> Any:
+        response = text(answer)
+        response.usage = None
+        return response
+
+    lead_harness = Harness(HarnessConfig(cost=CostPolicy(cap_usd=0.05, prices={"big": ModelPrice(10.0, 30.0)})),
+                           load_entry_points=False, environ={})
+    sub_harness = Harness(HarnessConfig(), load_entry_points=False, environ={})
+    sub_model = ScriptedModel(no_usage, model="big", stream=stream)
+    sub = make_agent(sub_model, sub_harness.instrument(Toolkit(tools=[tool(lookup)])),
+                     middlewares=sub_harness.middlewares(), name="researcher")
+
+    async def delegate(task: str) -> str:
+        """Ask the researcher.
+
+        Args:
+            task (str): What to research.
+        """
+        said = await sub.reply(UserMsg("lead", task))
+        return (said.get_text_content() or "")[:40]
+
+    asked = iter(range(1, 100))
+    lead_model = ScriptedModel(lambda turn: calls(("delegate", {"task": f"t{next(asked)}"})), model="big")
+    lead = make_agent(lead_model, lead_harness.instrument(Toolkit(tools=[tool(delegate)])),
+                      middlewares=lead_harness.middlewares(), name="lead")
+    with lead_harness.acting_for(ALICE):
+        await run(lead, "research kettles")
+    report = lead_harness.last_report(lead)
+    assert report is not None
+    served = len(sub_model.calls) * ModelPrice(10.0, 30.0).usd(150, len(answer) // 4)
+    assert report.output_tokens >= len(sub_model.calls) * (len(answer) // 4)
+    assert report.spent_usd >= served * 0.9
+    assert (report.terminal_state.value, report.reason) == ("incomplete", "budget")
+    assert len(sub_model.calls) <= 2
