@@ -12,6 +12,7 @@ consumer, even when it abandons the stream.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import functools
 import json
@@ -57,7 +58,7 @@ from .chains import release
 from .context import fallback
 from .deadline import current_deadline, tighter
 from .errors import METADATA_KEY, DependencyDown
-from .hooks.drift import recall_results
+from .hooks.drift import judged_text
 from .outcome import (
     WITHHELD_ANSWER,
     build_report,
@@ -167,6 +168,14 @@ def rejoin(harness: Harness, run: RunState) -> None:
     run.facts.lift_deadline()
 
 
+class _Kept(enum.Enum):
+    """What a store's park record says of a park this process holds."""
+
+    CURRENT = "current"
+    STALE = "stale"
+    GONE = "gone"
+
+
 class _NotAsked(enum.Enum):
     NOT_KEPT = "the store keeps no park records"
     UNANSWERED = "the store did not answer"
@@ -207,6 +216,29 @@ def _held_to(run: RunState, record: dict[str, Any]) -> None:
     run.asked_here = True  # what was shown is known: compared, not unverified
     run.park_awaiting = awaiting
     run.spent_approvals = spent
+
+
+async def _recall_results(run: RunState, agent: Any, result_max_tokens: int) -> None:
+    """What the run's results said, read again from the restored context
+    (each successful result, with its call's arguments as AgentScope reads
+    them as the echo, as ``drift_result_tracker`` read it): a run restored
+    in another process knows what is not news there too (the shingles'
+    hashes are salted per process, so no record carries them). The loop
+    runs between results: a context of hundreds never holds it."""
+    calls: dict[str, Any] = {}
+    for msg in list(agent.state.context):
+        if isinstance(msg.content, str):
+            continue
+        for block in list(msg.content):
+            if isinstance(block, ToolCallBlock):
+                calls[block.id] = block
+            elif isinstance(block, ToolResultBlock) and block.state == ToolResultState.SUCCESS:
+                call = calls.get(block.id)
+                read = await read_as_agentscope(agent, call) if call is not None else None
+                text = block.output if isinstance(block.output, str) else "\n".join(
+                    b.text for b in block.output if isinstance(b, TextBlock))
+                run.facts.novelty.add(judged_text(text, result_max_tokens), echo=read[1] if read else None)
+                await asyncio.sleep(0)
 
 
 async def _shown_at_park(run: RunState, agent: Any) -> None:
@@ -529,7 +561,9 @@ class ReplyLifecycle:
         if not isinstance(inputs, _RESUME_EVENTS) or not await _taken(self.agent, inputs):
             return None  # AgentScope refuses it (or, an interrupt, ignores it): nothing resumes
         parked_here = self.harness.table.get(self.agent.state.reply_id)
-        if parked_here is not None and await self._parked_again_elsewhere(parked_here):
+        kept = await self._kept_park(parked_here) if parked_here is not None else _Kept.CURRENT
+        if kept is _Kept.STALE:
+            assert parked_here is not None
             await self._free(parked_here)  # it went on elsewhere: its slots go, its waiting_input report stands
             self.harness.table.forget_parked(parked_here.run_id)
             parked_here = None
@@ -550,7 +584,10 @@ class ReplyLifecycle:
         rejoin(self.harness, run)
         by_another = (parked_here is not None and run.resumed_by_another()) or parked_by_another
         answered_already = not stale and not await self._claimed(run)  # one answer per park, across processes
-        if stale:
+        if kept is _Kept.GONE:  # its record expired or was lost: its one answer cannot be told apart
+            end_resumed_by_another(self.harness, run, "its park record cannot be read (expired, lost, or the store "
+                                                      "did not answer)")
+        elif stale:
             end_resumed_by_another(self.harness, run, "answers another park than the one waiting")
         elif answered_already:
             end_resumed_by_another(self.harness, run, "answered already")
@@ -573,7 +610,7 @@ class ReplyLifecycle:
         state = self.agent.state
         caller = self.harness.current_principal()
         run = await self._open_run(state.reply_id, state.session_id, caller, None)
-        recall_results(run.facts, state.context, self.harness.config.result_max_tokens)  # not in a record
+        await _recall_results(run, self.agent, self.harness.config.result_max_tokens)  # not in a record
         record = await self._park_record(run)
         if record is None:
             return run, False
@@ -589,14 +626,17 @@ class ReplyLifecycle:
         run.principal = self.harness.recorded_principal(record.get("principal"))
         return run, True
 
-    async def _parked_again_elsewhere(self, run: RunState) -> bool:
-        """Whether the reply this process parked (``run``) was resumed in
-        another process and parked again there since: the store's record is
-        of a newer park, and this run is a stale copy of it."""
-        if run.park_id is None:
-            return False
+    async def _kept_park(self, run: RunState) -> _Kept:
+        """What the store's record says of the reply this process parked
+        (``run``): its current park; a newer park made in another process
+        since (this run is a stale copy); or none any more (expired or lost,
+        or the store not answering: its one answer cannot be claimed)."""
+        if run.park_id is None:  # no store kept a record of it: this process's park is the one
+            return _Kept.CURRENT
         record = await self._park_record(run)
-        return record is not None and record.get("park") != run.park_id
+        if record is None:  # one never written (the store down at the park) is this process's, claimed
+            return _Kept.GONE if run.park_recorded else _Kept.CURRENT
+        return _Kept.CURRENT if record.get("park") == run.park_id else _Kept.STALE
 
     async def _park_records(self, run: RunState, ask: Callable[[ParkRecords], Awaitable[T]], what: str,
                             deadline: float | None) -> T | _NotAsked:
@@ -617,7 +657,8 @@ class ReplyLifecycle:
         keeps records, none was kept, or the store did not answer (the
         resume is then judged as unverified)."""
         what = f"read the park record of {run.run_id}"
-        text = await self._park_records(run, lambda s: s.park_get(run.run_id), what, run.deadline)
+        # bounded by the store's timeout only: read at a resume, before the resumed run's time is set
+        text = await self._park_records(run, lambda s: s.park_get(run.run_id), what, None)
         if not isinstance(text, str):
             return None
         try:
@@ -645,8 +686,9 @@ class ReplyLifecycle:
         if isinstance(self.harness.store, ParkRecords):
             run.park_id = uuid.uuid4().hex  # its one answer is claimed under it
             record = json.dumps(_park_record_of(run))
-            await self._park_records(run, lambda s: s.park_put(run.run_id, record),
-                                     f"record the park of {run.run_id}", None)
+            kept = await self._park_records(run, lambda s: s.park_put(run.run_id, record),
+                                            f"record the park of {run.run_id}", None)
+            run.park_recorded = kept is not UNANSWERED
 
     async def shape_external_results(self, inputs: Any) -> None:
         """Client-executed results enter the context here, not through

@@ -138,7 +138,11 @@ def _count_attempts(model: Any) -> None:
                 result = await inner(self, *args, **kwargs)
             except Exception as exc:
                 counting.ended += counting.depth == 1  # failed: it answered nothing
-                counting.unanswered += counting.depth == 1 and _timed_out(exc)
+                if counting.depth == 1 and _timed_out(exc):  # its request went out: charged that
+                    if counting.usages is not None:
+                        counting.usages.append(None)  # a compression's: as an attempt cut
+                    else:
+                        counting.unanswered += 1
                 raise
             finally:
                 counting.depth -= 1
@@ -160,8 +164,22 @@ def _count_attempts(model: Any) -> None:
 
 def _timed_out(exc: BaseException) -> bool:
     """Whether an attempt failed waiting for its answer (the client's own
-    timeout: asyncio's, httpx's, the provider SDK's), its request sent."""
-    return isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__
+    timeout: asyncio's, httpx's, the provider SDK's), its request sent: not
+    one that timed out connecting or waiting for a connection (nothing went
+    out), nor a server's ``408`` (it did not read the whole request)."""
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and seen not in chain and len(chain) < 16:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    names = {type(e).__name__ for e in chain}
+    if names & _NOT_SENT or getattr(exc, "status_code", None) == 408:
+        return False
+    return any(isinstance(e, TimeoutError) or "Timeout" in type(e).__name__ for e in chain)
+
+
+_NOT_SENT = frozenset({"ConnectTimeout", "PoolTimeout", "ConnectError"})
+"""httpx's timeouts before a request is written (the provider SDKs wrap them)."""
 
 
 def _counted_out(usage: Any) -> Any:

@@ -244,6 +244,9 @@ class RunState:
     park_id: str | None = None
     """The latest park's id in the store's park records (``ParkRecords``):
     its one answer is claimed under it."""
+    park_recorded: bool = False
+    """The store kept the latest park's record (its write answered): a
+    record missing at the resume expired or was lost, not never written."""
     asked_here: bool = False
     """This process parked a call of the run for a human (so a resume must
     match what was shown); false for a run restored in another process."""

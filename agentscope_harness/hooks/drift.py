@@ -11,18 +11,11 @@ successful ``mutation`` or ``finish``). A count read from the text
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-
-from agentscope.message import TextBlock, ToolCallBlock, ToolResultBlock, ToolResultState
 
 from ..context import CHARS_PER_TOKEN, ReflectContext, ToolResultContext, kept_ends
 from ..registry import harness_hook
 from ..sentinels import unfenced
-
-if TYPE_CHECKING:
-    from ..facts import GuardState
 
 _ACTING_ROLES = frozenset({"mutation", "finish"})
 NOVELTY_TOKENS = 16_000
@@ -46,12 +39,12 @@ def drift_result_tracker(ctx: ToolResultContext) -> None:
     # truncated, on the two ends truncation would keep); a model told to read
     # megabytes (``result_max_tokens`` raised) is judged on their two ends
     # too: whether a result is news does not take all of it
-    novel = facts.novelty.add(_judged_text(result.text, ctx.config.result_max_tokens), echo=ctx.tool.args)
+    novel = facts.novelty.add(judged_text(result.text, ctx.config.result_max_tokens), echo=ctx.tool.args)
     if novel or ctx.tool.role in _ACTING_ROLES:
         facts.new_fact_this_round = True
 
 
-def _judged_text(text: str, result_max_tokens: int) -> str:
+def judged_text(text: str, result_max_tokens: int) -> str:
     """What of a result the model read is judged for news: its two ends, as
     truncation keeps them, out of their fence."""
     budget = min(result_max_tokens, NOVELTY_TOKENS)
@@ -61,31 +54,6 @@ def _judged_text(text: str, result_max_tokens: int) -> str:
     read = unfenced(text)
     ends = kept_ends(read, budget)
     return read if ends is None else "\n".join(ends)
-
-
-def recall_results(facts: GuardState, messages: Sequence[Any], result_max_tokens: int) -> None:
-    """What the run's results said, read again from the context the model
-    has (its successful results, each with its call's arguments as the echo):
-    a run restored in another process knows what is not news there too (the
-    shingles' hashes are salted per process, so they are not carried)."""
-    calls: dict[str, Any] = {}
-    for msg in messages:
-        if isinstance(msg.content, str):
-            continue
-        for block in msg.content:
-            if isinstance(block, ToolCallBlock):
-                calls[block.id] = block.input
-            elif isinstance(block, ToolResultBlock) and block.state == ToolResultState.SUCCESS:
-                text = block.output if isinstance(block.output, str) else "\n".join(
-                    b.text for b in block.output if isinstance(b, TextBlock))
-                facts.novelty.add(_judged_text(text, result_max_tokens), echo=_arguments(calls.get(block.id)))
-
-
-def _arguments(raw: Any) -> Any:
-    try:
-        return json.loads(raw) if isinstance(raw, str) else raw
-    except ValueError:
-        return None
 
 
 @harness_hook("post_reflect", priority=20, name="drift_detector", kind="observer")

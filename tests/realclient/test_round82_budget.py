@@ -43,3 +43,68 @@ async def test_attempts_the_client_gave_up_on_are_charged_their_requests(
     assert report.input_tokens >= timed_out * 100 + (100 if answered else 0)
     assert report.spent_usd > 0
     assert any(d.action == "usage_estimated" for d in report.decisions)
+
+
+async def test_a_compressions_attempts_the_client_gave_up_on_are_charged(server: Any, make_model: Any) -> None:
+    """Round 83: AgentScope's compression call, its three attempts cut by
+    the client's timeout (each ~4,500 tokens sent): charged nothing."""
+    from server import SUMMARY, _page
+
+    big = dict.fromkeys(SUMMARY, "x" * 4000)
+    server.plan(Reply(tool_calls=[("_page", {"url": "http://x"})], usage=(1000, 10)),
+                *[Reply(tool_calls=[("generate_structured_output", big)], usage=(6000, 10), delay_s=1.0)
+                  for _ in range(3)],
+                *[Reply(text="no", usage=(100, 1)) for _ in range(3)],
+                Reply(text="Here is the page summary.", usage=(1000, 10)))
+    h = Harness(HarnessConfig(cost=CostPolicy(cap_usd=10.0, prices=PRICES)), load_entry_points=False)
+    agent = make_agent(make_model(server, stream=False, context_size=4000, max_retries=2, timeout_s=0.3), [_page],
+                       middlewares=h.middlewares())
+    with h.acting_for(U42):
+        await run(agent, "summarise http://x")
+    report = h.last_report(agent)
+    assert report is not None
+    assert report.input_tokens > 1000 + 3 * 100 + 1000 + 3 * 3000  # the three cut attempts' requests too
+    assert any(d.action == "usage_estimated" for d in report.decisions)
+
+
+async def test_attempts_that_never_connected_are_charged_nothing() -> None:
+    """Round 83: a connect that times out sent nothing (httpx's
+    ``ConnectTimeout``, wrapped by the SDK as ``APITimeoutError``): it was
+    charged as a request that went out, and the report said so."""
+    import socket
+
+    from agentscope.credential import OpenAICredential
+    from agentscope.model import OpenAIChatModel
+    from pydantic import SecretStr
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(8):  # the backlog filled: a connect hangs
+        filler = socket.socket()
+        filler.setblocking(False)
+        try:
+            filler.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        fillers.append(filler)
+    try:
+        h = Harness(HarnessConfig(cost=CostPolicy(cap_usd=10.0, prices=PRICES)), load_entry_points=False)
+        model = OpenAIChatModel(credential=OpenAICredential(api_key=SecretStr("sk"),
+                                                            base_url=f"http://127.0.0.1:{port}/v1"),
+                                model="gpt-test", stream=False, max_retries=2, retry_delay=0.01,
+                                client_kwargs={"max_retries": 0, "timeout": 0.3})
+        agent = make_agent(model, [], middlewares=h.middlewares())
+        import openai
+
+        with h.acting_for(U42), pytest.raises(openai.APITimeoutError):
+            await run(agent, "when does my order ship?")
+        report = h.last_report(agent)
+        assert report is not None
+        assert (report.input_tokens, report.spent_usd) == (0, 0.0)
+        await model.client.close()
+    finally:
+        for sock in (listener, *fillers):
+            sock.close()

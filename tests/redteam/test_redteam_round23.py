@@ -800,7 +800,9 @@ async def test_a_call_cut_before_it_answered_charges_no_output(
     report = harness.last_report(agent)
     assert report.reason == "deadline"
     assert report.output_tokens == 10  # nothing streamed in the cut call
-    assert "usage_estimated" not in [d.action for d in report.decisions]
+    # charged its request (and what streamed): an estimate, said as such (round 82), never the stop text
+    assert [d.detail for d in report.decisions if d.action == "usage_estimated"] == [
+        "a call stopped before its answer ended: charged its request and what it sent, estimated"]
 
 
 async def test_a_call_cut_before_it_answered_never_takes_the_spend_past_the_cap(

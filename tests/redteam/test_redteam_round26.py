@@ -127,7 +127,9 @@ async def test_a_stream_cut_mid_answer_is_charged_what_streamed(server: FakeOpen
     assert report.reason == "deadline"
     assert 0 < report.output_tokens <= len("The red mug is the one. " * 20) // 4
     assert report.input_tokens > 0
-    assert "usage_estimated" not in [d.action for d in report.decisions]
+    # charged its request (and what streamed): an estimate, said as such (round 82), never the stop text
+    assert [d.detail for d in report.decisions if d.action == "usage_estimated"] == [
+        "a call stopped before its answer ended: charged its request and what it sent, estimated"]
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "no-stream"])

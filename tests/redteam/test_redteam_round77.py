@@ -1139,3 +1139,103 @@ async def test_a_sub_agent_without_a_cost_policy_is_charged_to_its_leads_cap(str
     assert report.spent_usd >= served * 0.9
     assert (report.terminal_state.value, report.reason) == ("incomplete", "budget")
     assert len(sub_model.calls) <= 2
+
+
+# ------------------------------------------------------------------ round 83: on rounds 80-82
+
+
+async def test_an_approval_used_elsewhere_never_runs_again_once_its_records_expired() -> None:
+    """Alice's yes ran the payout on worker B; the same yes sent again to
+    worker A, where her agent is still parked, after the park's record and
+    its claim expired (``PARK_TTL_S``): it paid a second time."""
+    from agentscope_harness.stores import PARK_TTL_S, MemoryStore
+
+    ACTED.clear()
+    now = [1000.0]
+    store = MemoryStore(clock=lambda: now[0])
+    model = ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 80})), *[text("Done.")] * 6])
+
+    def agent_of(harness: Harness, state: Any = None) -> Any:
+        return make_agent(model, harness.instrument(Toolkit(tools=[tool(pay_out)])), middlewares=harness.middlewares(),
+                          **({"state": state} if state is not None else {}))
+
+    a = Harness(HarnessConfig(store=store, tools={"pay_out": PAY_OUT}), load_entry_points=False, environ={})
+    b = Harness(HarnessConfig(store=store, tools={"pay_out": PAY_OUT}), load_entry_points=False, environ={})
+    kept = agent_of(a)
+    with a.acting_for(ALICE):
+        asked = _asked(await drain(kept, UserMsg("user", "pay me 80")))
+    there = agent_of(b, AgentState.model_validate_json(kept.state.model_dump_json()))
+    with b.acting_for(ALICE):
+        await drain(there, confirm(asked, asked.tool_calls[0]))
+    assert ACTED == [("pay_out", 80)]
+    now[0] += PARK_TTL_S + 60
+    with a.acting_for(ALICE):
+        await drain(kept, confirm(asked, asked.tool_calls[0]))
+    assert ACTED == [("pay_out", 80)]
+    report = a.last_report(kept)
+    assert report is not None and report.reason == "refused:permission_denied"
+
+
+async def test_reading_a_restored_context_again_never_holds_the_loop() -> None:
+    """A run restored with hundreds of results in its context reads them
+    again for novelty: the event loop ran between them (it was held 0.77 s
+    for 500 results of 16 KB)."""
+    import asyncio
+
+    from agentscope.message import Msg, ToolCallBlock, ToolResultBlock
+
+    from agentscope_harness.lifecycle import _recall_results
+
+    messages = []
+    for i in range(200):
+        messages.append(Msg(name="shop", role="assistant", content=[
+            ToolCallBlock(id=f"c{i}", name="lookup", input=json.dumps({"q": f"query {i}"}))]))
+        messages.append(Msg(name="shop", role="assistant", content=[
+            ToolResultBlock(id=f"c{i}", name="lookup", output=f"result {i}: " + "amber basil cedar " * 500,
+                            state="success")]))
+    agent = make_agent(ScriptedModel([text("x")]), Toolkit(tools=[tool(lookup)]))
+    agent.state.context = messages
+    run = _blank_run()
+    ticks = [0]
+
+    async def ticker() -> None:
+        while True:
+            ticks[0] += 1
+            await asyncio.sleep(0)
+
+    ticking = asyncio.ensure_future(ticker())
+    await asyncio.sleep(0)
+    try:
+        await _recall_results(run, agent, 4000)
+    finally:
+        ticking.cancel()
+    assert ticks[0] >= 100
+    assert not run.facts.novelty.add("result 7: " + "amber basil cedar " * 500, echo={"q": "query 7"})
+
+
+async def test_a_park_whose_record_was_never_written_is_answered_here_once() -> None:
+    """The store did not answer when the park was recorded: the record was
+    never written, not expired, so the yes in this process runs the call
+    (claimed, once), and the same yes sent again acts for nobody."""
+    from agentscope_harness.stores import MemoryStore
+
+    class DownAtThePark(MemoryStore):
+        down = True
+
+        async def park_put(self, *args: Any, **kw: Any) -> None:
+            if self.down:
+                raise ConnectionError("store down")
+            await super().park_put(*args, **kw)
+
+    ACTED.clear()
+    store = DownAtThePark()
+    harness = Harness(HarnessConfig(store=store, tools={"pay_out": PAY_OUT}), load_entry_points=False, environ={})
+    model = ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 80})), *[text("Done.")] * 4])
+    agent = make_agent(model, harness.instrument(Toolkit(tools=[tool(pay_out)])), middlewares=harness.middlewares())
+    with harness.acting_for(ALICE):
+        asked = _asked(await drain(agent, UserMsg("user", "pay me 80")))
+        store.down = False
+        await drain(agent, confirm(asked, asked.tool_calls[0]))
+    assert ACTED == [("pay_out", 80)]
+    report = harness.last_report(agent)
+    assert report is not None and report.terminal_state.value == "completed"
