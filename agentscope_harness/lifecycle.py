@@ -74,7 +74,7 @@ from .outputs import answer_filter, cleaned_args, pii_salt, readable_data, reada
 from .report import RunReport, TerminalState
 from .run_state import RUN_HANDLE, TOOL_CALL, RunState, live_parent
 from .runner import AUDIT_HOOK, OUTCOME_HOOK
-from .stores import ParkRecords, bounded, store_timeout
+from .stores import PARK_TTL_S, ParkRecords, bounded, store_timeout
 
 if TYPE_CHECKING:
     from .approvals import ApprovalBook
@@ -633,10 +633,14 @@ class ReplyLifecycle:
         or the store not answering: its one answer cannot be claimed)."""
         if run.park_id is None:  # no store kept a record of it: this process's park is the one
             return _Kept.CURRENT
+        if time.monotonic() - run.parked_at > PARK_TTL_S:  # its record and its claim have lapsed in the store
+            return _Kept.GONE
         record = await self._park_record(run)
         if record is None:  # one never written (the store down at the park) is this process's, claimed
             return _Kept.GONE if run.park_recorded else _Kept.CURRENT
-        return _Kept.CURRENT if record.get("park") == run.park_id else _Kept.STALE
+        if record.get("park") == run.park_id or record.get("park") in run.earlier_parks:
+            return _Kept.CURRENT  # its own record, or an earlier park's of this run (this one's not written)
+        return _Kept.STALE
 
     async def _park_records(self, run: RunState, ask: Callable[[ParkRecords], Awaitable[T]], what: str,
                             deadline: float | None) -> T | _NotAsked:
@@ -684,7 +688,10 @@ class ReplyLifecycle:
         keeps such records, for a resume in another process. Not kept
         (logged), a resume elsewhere is judged as unverified."""
         if isinstance(self.harness.store, ParkRecords):
+            if run.park_id is not None:
+                run.earlier_parks.add(run.park_id)  # a record of it still in the store is older than this park
             run.park_id = uuid.uuid4().hex  # its one answer is claimed under it
+            run.parked_at = time.monotonic()
             record = json.dumps(_park_record_of(run))
             kept = await self._park_records(run, lambda s: s.park_put(run.run_id, record),
                                             f"record the park of {run.run_id}", None)

@@ -184,7 +184,8 @@ NOT_CARRIED: dict[str, str] = {
         "new_fact_this_round", "batch_key", "batch_seen",
     ), "this process's objects and the round in progress: none survives a park (or read afresh: the quota)"),
     **dict.fromkeys((
-        "approvals", "park_awaiting", "spent_approvals", "park_id", "park_recorded", "asked_here", "park_reason",
+        "approvals", "park_awaiting", "spent_approvals", "park_id", "park_recorded", "parked_at", "earlier_parks",
+        "asked_here", "park_reason",
         "resumed_by", "resumer_recorded", "parked_by_another",
     ), "the park itself: its own entries of the record (who, shown, awaiting, spent, park)"),
     **dict.fromkeys((

@@ -244,6 +244,12 @@ class RunState:
     park_id: str | None = None
     """The latest park's id in the store's park records (``ParkRecords``):
     its one answer is claimed under it."""
+    parked_at: float = 0.0
+    """When (``time.monotonic``) this process recorded the latest park: one
+    older than ``PARK_TTL_S`` has outlived its record and claim."""
+    earlier_parks: set[str] = field(default_factory=set)
+    """The ids of this run's earlier parks: a record of one of them in the
+    store is older than the latest park (whose write did not land), not newer."""
     park_recorded: bool = False
     """The store kept the latest park's record (its write answered): a
     record missing at the resume expired or was lost, not never written."""

@@ -1239,3 +1239,61 @@ async def test_a_park_whose_record_was_never_written_is_answered_here_once() -> 
     assert ACTED == [("pay_out", 80)]
     report = harness.last_report(agent)
     assert report is not None and report.terminal_state.value == "completed"
+
+
+# ------------------------------------------------------------------ round 84: on round 83
+
+
+async def test_a_second_park_whose_write_failed_is_answered_here() -> None:
+    """One reply parks twice; the store refuses the second park's record:
+    the store's record is the first park's, of this same run (older, not
+    newer), so Alice's yes to the second runs it (it was refused as stale)."""
+    from agentscope_harness.stores import MemoryStore
+
+    class FailsOnce(MemoryStore):
+        fail = False
+
+        async def park_put(self, *args: Any, **kw: Any) -> None:
+            if self.fail:
+                self.fail = False
+                raise ConnectionError("blip")
+            await super().park_put(*args, **kw)
+
+    ACTED.clear()
+    store = FailsOnce()
+    harness = Harness(HarnessConfig(store=store, tools={"pay_out": PAY_OUT}), load_entry_points=False, environ={})
+    model = ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 80})),
+                           calls(("pay_out", {"user_id": "u-42", "amount": 90})), *[text("Done.")] * 4])
+    agent = make_agent(model, harness.instrument(Toolkit(tools=[tool(pay_out)])), middlewares=harness.middlewares())
+    with harness.acting_for(ALICE):
+        asked = _asked(await drain(agent, UserMsg("user", "pay me twice")))
+        store.fail = True
+        asked = _asked(await drain(agent, confirm(asked, asked.tool_calls[0])))
+        await drain(agent, confirm(asked, asked.tool_calls[0]))
+    assert ACTED == [("pay_out", 80), ("pay_out", 90)]
+    report = harness.last_report(agent)
+    assert report is not None and (report.terminal_state.value, report.reason) == ("completed", "answered")
+
+
+async def test_a_park_held_longer_than_its_records_live_acts_for_nobody() -> None:
+    """A park this process has held longer than ``PARK_TTL_S`` has outlived
+    its record and its claim in the store, whatever its write answered (one
+    that timed out may have landed, and been answered elsewhere): its yes
+    acts for nobody."""
+    from agentscope_harness.stores import PARK_TTL_S, MemoryStore
+
+    ACTED.clear()
+    harness = Harness(HarnessConfig(store=MemoryStore(), tools={"pay_out": PAY_OUT}), load_entry_points=False,
+                      environ={})
+    model = ScriptedModel([calls(("pay_out", {"user_id": "u-42", "amount": 80})), *[text("Done.")] * 4])
+    agent = make_agent(model, harness.instrument(Toolkit(tools=[tool(pay_out)])), middlewares=harness.middlewares())
+    with harness.acting_for(ALICE):
+        asked = _asked(await drain(agent, UserMsg("user", "pay me 80")))
+        parked = harness.table.get(agent.state.reply_id)
+        assert parked is not None
+        parked.park_recorded = False  # its write timed out (it may have landed)
+        parked.parked_at -= PARK_TTL_S + 1
+        await drain(agent, confirm(asked, asked.tool_calls[0]))
+    assert ACTED == []
+    report = harness.last_report(agent)
+    assert report is not None and report.reason == "refused:permission_denied"
