@@ -220,14 +220,16 @@ def _held_to(run: RunState, record: dict[str, Any]) -> None:
 
 async def _recall_results(run: RunState, agent: Any, result_max_tokens: int) -> None:
     """What the run's results said, read again from the restored context
-    (each successful result, with its call's arguments as AgentScope reads
-    them as the echo, as ``drift_result_tracker`` read it): a run restored
+    (each successful result of this reply's message, with its call's
+    arguments as AgentScope reads them as the echo, as
+    ``drift_result_tracker`` read it): a run restored
     in another process knows what is not news there too (the shingles'
     hashes are salted per process, so no record carries them). The loop
     runs between results: a context of hundreds never holds it."""
     calls: dict[str, Any] = {}
+    reply_id = agent.state.reply_id
     for msg in list(agent.state.context):
-        if isinstance(msg.content, str):
+        if msg.id != reply_id or isinstance(msg.content, str):  # this reply's results only: the run's own
             continue
         for block in list(msg.content):
             if isinstance(block, ToolCallBlock):

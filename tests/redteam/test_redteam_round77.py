@@ -1179,22 +1179,25 @@ async def test_an_approval_used_elsewhere_never_runs_again_once_its_records_expi
 async def test_reading_a_restored_context_again_never_holds_the_loop() -> None:
     """A run restored with hundreds of results in its context reads them
     again for novelty: the event loop ran between them (it was held 0.77 s
-    for 500 results of 16 KB)."""
+    for 500 results of 16 KB); only its own reply's, as the run that never
+    moved knew them."""
     import asyncio
 
     from agentscope.message import Msg, ToolCallBlock, ToolResultBlock
 
     from agentscope_harness.lifecycle import _recall_results
 
-    messages = []
+    blocks: list[Any] = []
     for i in range(200):
-        messages.append(Msg(name="shop", role="assistant", content=[
-            ToolCallBlock(id=f"c{i}", name="lookup", input=json.dumps({"q": f"query {i}"}))]))
-        messages.append(Msg(name="shop", role="assistant", content=[
-            ToolResultBlock(id=f"c{i}", name="lookup", output=f"result {i}: " + "amber basil cedar " * 500,
-                            state="success")]))
+        blocks.append(ToolCallBlock(id=f"c{i}", name="lookup", input=json.dumps({"q": f"query {i}"})))
+        blocks.append(ToolResultBlock(id=f"c{i}", name="lookup", output=f"result {i}: " + "amber basil cedar " * 500,
+                                      state="success"))
+    earlier = Msg(name="shop", role="assistant", content=[
+        ToolCallBlock(id="e1", name="lookup", input=json.dumps({"q": "earlier"})),
+        ToolResultBlock(id="e1", name="lookup", output="an earlier reply's result, its own run's", state="success")])
     agent = make_agent(ScriptedModel([text("x")]), Toolkit(tools=[tool(lookup)]))
-    agent.state.context = messages
+    agent.state.reply_id = "this-reply"
+    agent.state.context = [earlier, Msg(name="shop", role="assistant", content=blocks, id="this-reply")]
     run = _blank_run()
     ticks = [0]
 
@@ -1211,6 +1214,8 @@ async def test_reading_a_restored_context_again_never_holds_the_loop() -> None:
         ticking.cancel()
     assert ticks[0] >= 100
     assert not run.facts.novelty.add("result 7: " + "amber basil cedar " * 500, echo={"q": "query 7"})
+    # the run that never moved knew only its own reply's results (round 84)
+    assert run.facts.novelty.add("an earlier reply's result, its own run's", echo={"q": "earlier"})
 
 
 async def test_a_park_whose_record_was_never_written_is_answered_here_once() -> None:
