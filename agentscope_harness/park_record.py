@@ -3,9 +3,9 @@ so a resume in another process goes on from exactly there: the same run a
 resume in this process continues. Whatever a limit, a ladder or a report
 reads of the run is carried (its counts, tokens, spend, extensions and the
 offers a human was shown, its stop ladder and refusal escalation, the
-successes its prerequisites and repeat checks read), not a hand-picked few:
-a count left out starts again at zero on the other worker, which is a cap
-that resets by moving.
+successes its prerequisites and repeat checks read), and every other field
+is named in ``NOT_CARRIED`` with why: a count left out starts again at zero
+on the other worker, which is a cap that resets by moving.
 
 One table per object names each carried field with the function that reads
 it back; ``record_of`` writes the same names. A record that does not read
@@ -57,6 +57,9 @@ def _maybe(read: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lambda value: None if value is None else read(value)
 
 
+_maybe_text = _maybe(_text)
+
+
 def _counts(value: Any) -> Counter[str]:
     return Counter({_text(k): _count(v) for k, v in dict(value).items()})
 
@@ -78,12 +81,8 @@ def _offers(value: Any) -> dict[str, dict[str, int]]:
 
 
 def _extensions(value: Any) -> list[dict[str, Any]]:
-    return [{"what": _text(e["what"]), "by": e["by"] if type(e["by"]) is int else _amount(e["by"]),
-             "approved_by": _maybe(_text)(e.get("approved_by"))} for e in list(value)]
-
-
-def _maybe_text(value: Any) -> str | None:
-    return None if value is None else _text(value)
+    return [{"what": _text(e["what"]), "by": _count(e["by"]) if type(e["by"]) is int else _amount(e["by"]),
+             "approved_by": _maybe_text(e.get("approved_by"))} for e in list(value)]
 
 
 def _recent(value: Any) -> list[str]:
