@@ -237,9 +237,8 @@ async def _recall_results(run: RunState, agent: Any, result_max_tokens: int) -> 
             elif isinstance(block, ToolResultBlock) and block.state == ToolResultState.SUCCESS:
                 call = calls.get(block.id)
                 read = await read_as_agentscope(agent, call) if call is not None else None
-                text = block.output if isinstance(block.output, str) else "\n".join(
-                    b.text for b in block.output if isinstance(b, TextBlock))
-                run.facts.novelty.add(judged_text(text, result_max_tokens), echo=read[1] if read else None)
+                text = judged_text(_block_text(block), result_max_tokens)  # joined as the live view joins it
+                run.facts.novelty.add(text, echo=read[1] if read else None)
                 await asyncio.sleep(0)
 
 

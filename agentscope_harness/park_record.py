@@ -64,6 +64,10 @@ def _counts(value: Any) -> Counter[str]:
     return Counter({_text(k): _count(v) for k, v in dict(value).items()})
 
 
+def _units(value: Any) -> dict[str, int]:
+    return dict(_counts(value))
+
+
 def _names(value: Any) -> set[str]:
     return {_text(v) for v in list(value)}
 
@@ -141,7 +145,7 @@ _RUN: dict[str, Callable[[Any], Any]] = {
     "input_tokens": _count, "output_tokens": _count, "largest_output_tokens": _count,
     "usage_estimated": _flag, "stored_usd": _amount, "longest_model_call_s": _amount,
     "refusals": _counts, "refusals_by_hook": _counts, "breaker_failures": _counts,
-    "offers": _offers, "extensions": _extensions, "ledger_extra": lambda v: dict(_counts(v)),
+    "offers": _offers, "extensions": _extensions, "ledger_extra": _units,
     "usd_extra": _amount, "usd_carried": _amount, "unpriced_seen": _names, "issued": _names,
     "findings": _findings, "decisions": _decisions, "children": _reports,
     "candidate_differences": lambda v: [dict(d) for d in list(v)],
@@ -152,7 +156,7 @@ the budget a human extended or was offered an extension of, the sentinels
 it issued (stripped from its answer), what it found and its report's trail."""
 
 _FACTS: dict[str, Callable[[Any], Any]] = {
-    "spent_usd": _amount, "ledger_used": lambda v: dict(_counts(v)), "called_tools": _counts, "tier": _text,
+    "spent_usd": _amount, "ledger_used": _units, "called_tools": _counts, "tier": _text,
     "rounds": _count, "rounds_without_progress": _count, "force_conclude": _flag,
     "forced_at": _maybe(_count), "constrained_for": _maybe_text, "last_hint": _maybe_text,
     "cycle_hinted": _flag, "wrap_up_hinted": _flag, "candidates": _count, "picks": _count,
