@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from .calls import CallFlow
 from .context import HookContext
 from .facts import GuardState
+from .lazy import lazy_names
 from .model_guard import precall_stop
 from .redaction import Redactor
 from .report import Decision
@@ -53,7 +54,7 @@ from the live run before each judgement."""
 
 _CONTAINERS = tuple(
     f.name for f in dataclasses.fields(GuardState)
-    if f.default_factory is not dataclasses.MISSING and f.name not in _OWN
+    if (f.default_factory is not dataclasses.MISSING or f.name in lazy_names(GuardState)) and f.name not in _OWN
 )
 """Mirrored facts that are containers: copied, so a candidate hook that
 writes to one never reaches the live run."""

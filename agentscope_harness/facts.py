@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from .lazy import LazyFields, lazy
+
 Batch = tuple[str, int, int]
 """The calls the model chose without reading each other's results: its
 reply's id, AgentScope's round (``cur_iter``) and the harness's count of
@@ -382,15 +384,15 @@ class Terminal:
 
 
 @dataclass
-class GuardState:
+class GuardState(LazyFields):
     """The facts of a run. Ledgers are shared with nested runs (a sub-agent
     charges its parent's budget and cannot reset it)."""
 
-    called_tools: Counter = field(default_factory=Counter)
-    succeeded: dict[str, Success] = field(default_factory=dict)
-    failures: dict[str, tuple[str, int]] = field(default_factory=dict)
-    progress_marks: set[str] = field(default_factory=set)
-    fact_batches: dict[str, Batch] = field(default_factory=dict)
+    called_tools: Counter = lazy(Counter)
+    succeeded: dict[str, Success] = lazy(dict)
+    failures: dict[str, tuple[str, int]] = lazy(dict)
+    progress_marks: set[str] = lazy(set)
+    fact_batches: dict[str, Batch] = lazy(dict)
     """The batch whose result reached each fact a tool's result brought:
     a call of that same batch was written before the model read it."""
     candidates: int = 0
@@ -399,34 +401,34 @@ class GuardState:
     constrained_for: str | None = None
     """The reason a run that ignores being constrained ends with."""
     terminal: Terminal | None = None
-    gate_reject_counts: Counter = field(default_factory=Counter)
-    latched: set[str] = field(default_factory=set)
-    ledger_used: dict[str, int] = field(default_factory=dict)
+    gate_reject_counts: Counter = lazy(Counter)
+    latched: set[str] = lazy(set)
+    ledger_used: dict[str, int] = lazy(dict)
     spent_usd: float = 0.0
     rounds_without_progress: int = 0
     # What the current round produced (reset by the drift detector).
     new_fact_this_round: bool = False
     # Sliding window of tool names, executed or refused (loop detector).
     recent_tools: deque = field(default_factory=lambda: deque(maxlen=6))
-    loop_hinted: set[str] = field(default_factory=set)
+    loop_hinted: set[str] = lazy(set)
     # Batches in which an escape key already counted a refusal.
-    reject_batches: set[tuple[str, Batch]] = field(default_factory=set)
-    dependency_down: set[str] = field(default_factory=set)
+    reject_batches: set[tuple[str, Batch]] = lazy(set)
+    dependency_down: set[str] = lazy(set)
     enforce_retries: int = 0
     empty_selections: int = 0
     pool_emptied: bool = False
     last_hint: str | None = None
-    unsupported_claims: list[str] = field(default_factory=list)
-    claimed_steps: list[tuple[str, bool]] = field(default_factory=list)
+    unsupported_claims: list[str] = lazy(list)
+    claimed_steps: list[tuple[str, bool]] = lazy(list)
     """The steps the answer claimed of tools with an unsupported claim, in
     words, and whether each succeeded: the correction says which did not,
     and which did (a retry must not repeat those)."""
-    done_by_sub_runs: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)
+    done_by_sub_runs: dict[str, list[Mapping[str, Any]]] = lazy(dict)
     """The calls that succeeded in runs nested in this one, their arguments
     by tool (a sub-agent's action is this conversation's: an answer
     claiming it is not made up)."""
     wrap_up_hinted: bool = False
-    nudged: set[str] = field(default_factory=set)
+    nudged: set[str] = lazy(set)
     # Model calls made (run-wide) when force_conclude was set: a later call
     # that still asks for other tools ignored it.
     forced_at: int | None = None
@@ -434,18 +436,16 @@ class GuardState:
     tier: str = "full"
     recent_digests: deque = field(default_factory=lambda: deque(maxlen=6))
     batch_key: Batch | None = None
-    batch_seen: dict[str, str] = field(default_factory=dict)
+    batch_seen: dict[str, str] = lazy(dict)
     """Digest → id of the call of the current batch that owns it."""
     stop_text: str | None = None
     """What the user is told when a hook stopped the run."""
-    success_index: dict[tuple[str, tuple[str, ...], tuple[str, ...]], Batch] = field(
-        default_factory=dict,
-    )
+    success_index: dict[tuple[str, tuple[str, ...], tuple[str, ...]], Batch] = lazy(dict)
     """``(tool, same_args names, exact values)`` of successful calls, for
     the prerequisite names the config declares, to the batch of the first
     such success: an O(1) check per call. The values are those the tool
     ran with (its declared default for a name the model left out)."""
-    success_counts: Counter = field(default_factory=Counter)
+    success_counts: Counter = lazy(Counter)
     """Distinct successful calls by tool (``successes_of`` without a scan)."""
     tool_answer: str | None = None
     """What the tool that ended the run delivered (a finishing tool's
@@ -454,16 +454,16 @@ class GuardState:
     delivered: bool = False
     """A finishing tool succeeded and passed ``verify``: the delivery
     contract ``require_finish_tool`` asks for (no hook's stop stands in)."""
-    novelty: Novelty = field(default_factory=Novelty)
+    novelty: Novelty = lazy(Novelty)
     """What the run's results have said: progress is new information."""
-    refused: list[tuple[str, str, str | None]] = field(default_factory=list)
+    refused: list[tuple[str, str, str | None]] = lazy(list)
     """``(hook, code, tool)`` of each exact refusal (not an escapable
     presumption) since the last model call; the refusal ladder reads and
     empties it."""
-    refusals_met: set[tuple[str, str]] = field(default_factory=set)
+    refusals_met: set[tuple[str, str]] = lazy(set)
     """``("hook", name)`` and ``("code", code)`` of refusals met in earlier
     rounds since the last progress: meeting one again escalates."""
-    denied_turns: list[int] = field(default_factory=list)
+    denied_turns: list[int] = lazy(list)
     """The turns of the last rounds that met a ``permission_denied`` (its
     sub-agents' too): progress forgets one only ``stall_rounds`` turns after
     the latest, and a third within ``DENIED_WINDOW`` turns of the first

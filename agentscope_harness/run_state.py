@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .context import ContextResult
 from .facts import Batch, GuardState
+from .lazy import LazyFields, lazy
 from .report import Decision, RunReport
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ NO_LIMITS = RunLimits()
 
 
 @dataclass(eq=False)
-class RunState:
+class RunState(LazyFields):
     """Everything one run knows. Counters that a nested run shares with its
     parent (ledgers, spend, model and tool call totals) are reached through
     ``root``/ancestors, never copied."""
@@ -114,21 +115,21 @@ class RunState:
     """The caps of the Harness that opened this run (see ``bounds``)."""
     started: float = field(default_factory=time.monotonic)
     nonce: str = field(default_factory=lambda: secrets.token_hex(6))
-    decisions: list[Decision] = field(default_factory=list)
-    unflushed: list[Decision] = field(default_factory=list)
-    issued: set[str] = field(default_factory=set)
-    artifacts: dict[str, str] = field(default_factory=dict)
+    decisions: list[Decision] = lazy(list)
+    unflushed: list[Decision] = lazy(list)
+    issued: set[str] = lazy(set)
+    artifacts: dict[str, str] = lazy(dict)
     model_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     tool_calls_total: int = 0
-    refusals: Counter = field(default_factory=Counter)
-    refusals_by_hook: Counter = field(default_factory=Counter)
-    in_flight: dict[str, str] = field(default_factory=dict)
-    children: list[RunReport] = field(default_factory=list)
+    refusals: Counter = lazy(Counter)
+    refusals_by_hook: Counter = lazy(Counter)
+    in_flight: dict[str, str] = lazy(dict)
+    children: list[RunReport] = lazy(list)
     called_by: str | None = None
     """The parent's tool call this nested run ran inside (``TOOL_CALL``)."""
-    open_children: weakref.WeakValueDictionary[str, RunState] = field(default_factory=weakref.WeakValueDictionary)
+    open_children: weakref.WeakValueDictionary[str, RunState] = lazy(weakref.WeakValueDictionary)
     """Nested runs not settled yet, by run id (a sub-agent a tool started in
     a background task may outlive this run): the report lists them, and
     their calls still running, in ``in_flight``. Weak: a child holds its
@@ -136,13 +137,13 @@ class RunState:
     adopt_late: Callable[[RunReport], RunReport] | None = None
     """Once this run has settled: how its Harness takes a nested run's
     report that settles later into this run's report's ``children``."""
-    ended_inside: dict[str, list[RunReport]] = field(default_factory=dict)
+    ended_inside: dict[str, list[RunReport]] = lazy(dict)
     """Reports of nested runs that ended inside a call of this run, by call
     id, until the call's result takes them."""
     hold_reply_end: bool = False
-    results: ResultAccount = field(default_factory=lambda: ResultAccount())
+    results: ResultAccount = lazy(lambda: ResultAccount())
     """The running account of the tool results in the agent's context."""
-    deferred_hints: list[tuple[str, str]] = field(default_factory=list)
+    deferred_hints: list[tuple[str, str]] = lazy(list)
     """Hints given at the next pre_think: a tool point's, and post_reflect's
     of a round that called tools."""
     mode: str = "enforce"
@@ -153,11 +154,11 @@ class RunState:
     """The model answered in a round whose answer the fallback replaces (a
     dependency down, made to conclude): whatever rule then ended the run in
     that round, the user receives ``outcome.replacement``, not the answer."""
-    parked_calls: dict[Batch, set[str]] = field(default_factory=dict)
+    parked_calls: dict[Batch, set[str]] = lazy(dict)
     """Per batch, the ids of its calls that waited for a human or a client:
     a finishing tool of such a batch was written before they answered (its
     own approval answers for itself only)."""
-    awaiting_human: set[str] = field(default_factory=set)
+    awaiting_human: set[str] = lazy(set)
     """The ids of this run's calls parked on a human or a client (asked, or
     run by the client). ``on_reply`` clears them when it resumes the run;
     with the tool adapter alone, each leaves once answered (or resumed), and
@@ -191,24 +192,24 @@ class RunState:
     """The harness answered a stopped structured reply in the model's place
     and set AgentScope's iteration count at its cap to end it: AgentScope's
     cap message is replaced by that answer."""
-    admitted: dict[str, Any] = field(default_factory=dict)
+    admitted: dict[str, Any] = lazy(dict)
     """Calls judged and admitted at the permission point, by call id: the
     view (AgentScope's own parse) their result is shaped against."""
-    breaker_failures: Counter = field(default_factory=Counter)
+    breaker_failures: Counter = lazy(Counter)
     """Per tool, its dependency failures in this run (the root's count: a
     run tree is one caller's). The first counts towards the tool's breaker,
     the rest towards this run's own: one caller's arguments (a batch of
     calls to closed ports) cannot open the breaker for everyone."""
-    judging: set[str] = field(default_factory=set)
+    judging: set[str] = lazy(set)
     """Ids of the calls being judged now (their gates' slots are held
     under the id)."""
-    approvals: dict[str, tuple[str, str]] = field(default_factory=dict)
+    approvals: dict[str, tuple[str, str]] = lazy(dict)
     """Calls parked for a human, by call id: the tool the human was shown,
     and the digest of that tool with the arguments shown."""
-    findings: deque[tuple[str, str]] = field(default_factory=lambda: deque(maxlen=FINDINGS_KEPT))
+    findings: deque[tuple[str, str]] = lazy(lambda: deque(maxlen=FINDINGS_KEPT))
     """The last successful results, redacted and short: what a stopped run
     hands over instead of a bare apology."""
-    unpriced_seen: set[str] = field(default_factory=set)
+    unpriced_seen: set[str] = lazy(set)
     """Model names without a price already reported in this run."""
     turns: int = 0
     """Model turns this reply's agent began (``on_reasoning``): part of a
@@ -226,18 +227,18 @@ class RunState:
     """A model call reported no usage and was charged an estimate (said once)."""
     longest_model_call_s: float = 0.0
     """The slowest model call so far: the wrap-up window is at least that."""
-    judged_calls: set[str] = field(default_factory=set)
+    judged_calls: set[str] = lazy(set)
     """Ids of the calls judged in this run (a re-judged call counts once)."""
-    enclosing_refusals: set[Batch] = field(default_factory=set)
+    enclosing_refusals: set[Batch] = lazy(set)
     """The batches in which an enclosing enforcing Harness's
     ``max_tool_calls`` refused a call of this shadow run."""
     parked_by_another: bool = False
     """Restored here from a park another caller made (its park record says
     who): whoever resumes it resumes another's run."""
-    spent_approvals: set[str] = field(default_factory=set)
+    spent_approvals: set[str] = lazy(set)
     """Calls whose approval a resume used (matched or not): no later park of
     the run offers them again (an old copy of the state still waits for them)."""
-    park_awaiting: set[str] = field(default_factory=set)
+    park_awaiting: set[str] = lazy(set)
     """The calls AgentScope waited for at the run's latest park (the
     application's own questions too): a resume answering others answers an
     earlier park (an old copy of the state) and must not take this one's."""
@@ -247,7 +248,7 @@ class RunState:
     parked_at: float = 0.0
     """When (``time.monotonic``) this process recorded the latest park: one
     older than ``PARK_TTL_S`` has outlived its record and claim."""
-    earlier_parks: set[str] = field(default_factory=set)
+    earlier_parks: set[str] = lazy(set)
     """The ids of this run's earlier parks: a record of one of them in the
     store is older than the latest park (whose write did not land), not newer."""
     park_recorded: bool = False
@@ -267,12 +268,12 @@ class RunState:
     resumer_recorded: bool = False
     """The reply lifecycle recorded ``resumed_by`` when the resume began (in
     the resuming context); without it, the tool adapter records it."""
-    offers: dict[str, dict[str, int]] = field(default_factory=dict)
+    offers: dict[str, dict[str, int]] = lazy(dict)
     """Calls parked on an exhausted ledger, by call id: the extensions the
     human was offered (``{"ledger:<name>": units}``)."""
-    extensions: list[dict[str, Any]] = field(default_factory=list)
+    extensions: list[dict[str, Any]] = lazy(list)
     """Budget extensions a human approved in this run (root only)."""
-    ledger_extra: dict[str, int] = field(default_factory=dict)
+    ledger_extra: dict[str, int] = lazy(dict)
     """Units added to each ledger's cap by approved extensions (root only)."""
     usd_extra: float = 0.0
     """USD added to the run's cap by approved extensions (root only)."""
@@ -285,10 +286,10 @@ class RunState:
     see each other's calls in flight: see ``hooks.budget.hold``)."""
     prefix: PrefixTrack | None = None
     """The previous model call's payload, as the prefix observer keeps it."""
-    streaming: list[Any] = field(default_factory=list)
+    streaming: list[Any] = lazy(list)
     """The streamed model calls in flight (``model_guard``): each charged
     once, by its last chunk or, when the run ends before it, by the run's end."""
-    candidate_differences: list[dict[str, Any]] = field(default_factory=list)
+    candidate_differences: list[dict[str, Any]] = lazy(list)
     """Calls where the candidate policy decided otherwise than the live one."""
     timed_from: float = field(init=False, repr=False)
     """When the current deadline was set (the open, or the last resume): the
