@@ -241,9 +241,10 @@ class Fleet:
         self._settler: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._renewer: asyncio.Task[None] | None = None
-        self.waits = True
-        """``False``: a rate limit's wait is not made, only judged (a
-        candidate policy's: it must never delay the live call)."""
+        self.waits = config.mode != "shadow"
+        """``False``: a rate limit's wait is not made, only judged (in shadow
+        mode, which delays nothing, and a candidate policy's: it must never
+        delay the live call)."""
         self.renew_every_s = min((limit.lease_s for limit in config.concurrency_limits), default=0.0) / RENEWALS
         """How often held leases are renewed (``RENEWALS`` times per shortest lease)."""
         self.tool_rates: dict[str, list[RateLimit]] = {}
@@ -726,9 +727,9 @@ class Fleet:
 
     def stop(self, run: RunState, reason: str, code: str, detail: str) -> None:
         """End a run from outside a hook, as ``ctx.stop`` would: incomplete,
-        with the fallback answer at its next step."""
-        if self.config.mode != "shadow":  # as any stop: the fallback answer and what the run found
-            run.facts.stop(reason, fallback(self.config, reason) + found_so_far(run))
+        with the fallback answer at its next step (in shadow mode the report
+        ends so, as enforcing would end it, and the run goes on: ``_refuse``)."""
+        run.facts.stop(reason, fallback(self.config, reason) + found_so_far(run))
         self.record(run, "fleet", "pre_think", "stop", code=code, detail=f"{reason}: {detail}")
 
     # ------------------------------------------------------------ model calls

@@ -74,7 +74,7 @@ from .outputs import answer_filter, cleaned_args, pii_salt, readable_data, reada
 from .report import RunReport, TerminalState
 from .run_state import RUN_HANDLE, TOOL_CALL, RunState, live_parent
 from .runner import AUDIT_HOOK, OUTCOME_HOOK
-from .stores import PARK_TTL_S, ParkRecords, bounded, store_timeout
+from .stores import PARK_TTL_S, ParkRecords, bounded, give_back_soon, store_timeout
 
 if TYPE_CHECKING:
     from .approvals import ApprovalBook
@@ -85,6 +85,11 @@ log = logging.getLogger("agentscope_harness")
 T = TypeVar("T")
 
 _RESUME_EVENTS = (UserConfirmResultEvent, ExternalExecutionResultEvent, UserInterruptEvent)
+
+CANDIDATE_READ_WAIT_S = 0.1
+"""The longest a run waits for the principal's spend today when only its
+candidate policy keeps a daily quota (a store answers in milliseconds; one
+that hangs must not hold the live run: the read goes on beside it)."""
 
 # What the lifecycle does with a streamed item, cached by type: ``isinstance``
 # on pydantic models goes through ABCMeta, and every event passes here.
@@ -542,6 +547,11 @@ class ReplyLifecycle:
                     detail="daily_quota_usd is kept per principal and none is bound (harness.acting_for)",
                 )
             return
+        if not live:  # only the candidate judges it: read beside the run, awaited only briefly
+            reading = asyncio.ensure_future(self._quota_for_candidate(run))
+            give_back_soon(reading)  # kept to its end, however long the store takes
+            await asyncio.wait((reading,), timeout=min(CANDIDATE_READ_WAIT_S, run.time_left() or math.inf))
+            return
         store = self.harness.store
         try:
             spent = await bounded(
@@ -550,8 +560,21 @@ class ReplyLifecycle:
             root.daily_spent_usd = spent
         except Exception as exc:
             root.daily_spent_usd = math.inf
-            if live:
-                root.store_error = str(exc if isinstance(exc, DependencyDown) else DependencyDown("spend store", exc))
+            root.store_error = str(exc if isinstance(exc, DependencyDown) else DependencyDown("spend store", exc))
+
+    async def _quota_for_candidate(self, run: RunState) -> None:
+        """The principal's spend today, for a candidate's quota alone: the
+        live run waits ``CANDIDATE_READ_WAIT_S`` at most; until it is read
+        (a slow store, one that never answers), the candidate judges no
+        quota. A read a live quota made meanwhile stands."""
+        root, store = run.root, self.harness.store
+        assert root.principal is not None
+        try:
+            spent = await bounded(store.get_spend(root.principal.key), "spend store", store_timeout(store), None)
+        except Exception:
+            spent = math.inf
+        if root.daily_spent_usd is None:
+            root.daily_spent_usd = spent
 
     # ------------------------------------------------------------ resume
 

@@ -304,7 +304,8 @@ class ModelGuard:
         name, output = _name(model), _output_estimate(run, model)
         candidate = self.harness.candidate
         if candidate is not None:  # judged on what the live checks are about to see
-            candidate.judge_model_call(run, services, name, tokens, output, precall_stop(run, name, tokens, output))
+            live = precall_stop(run, name, tokens, output, enforced_only=not services.shadow)
+            candidate.judge_model_call(run, services, name, tokens, output, live)
         over = overspend(run, name, tokens, output)
         refusal = (
             over_request_cap(services, run, tokens) or self._unpriced(run, model)
@@ -529,9 +530,16 @@ class ModelGuard:
         services = self.harness.services
         services.record(run, "budget_router", "on_model_call", "fallback", code="quota_exhausted",
                         detail=f"the call was not made: {over.what}", enforced=over.enforced)
-        if not over.enforced:  # this Harness's own cap in shadow mode: recorded only
+        if not over.enforced:  # a shadow cap: the report ends as enforcing would, the call is made
+            if self.harness.shadow:
+                self._budget_end(run, agent, over, park=False)
             return None
-        reason, state, text = budget_spent(services, agent, run, over.kind, over.policy)
+        return self._budget_end(run, agent, over, park=True)
+
+    def _budget_end(self, run: RunState, agent: Any, over: Overspend, park: bool) -> str:
+        """End the run as the ladder's last rung does (``budget_spent``;
+        ``park``: a budget question is kept for the next reply); its text."""
+        reason, state, text = budget_spent(self.harness.services, agent, run, over.kind, over.policy, park=park)
         if state is TerminalState.INCOMPLETE:
             return run.facts.stop(reason, text + found_so_far(run))
         run.facts.conclude(state, reason)
@@ -727,18 +735,22 @@ def _name(model: Any) -> str:
     return str(getattr(model, "model", "") or "")
 
 
-def precall_stop(run: RunState, model_name: str, input_tokens: int, output_tokens: int) -> str | None:
-    """Why the enforcing policies ``run`` answers to would not send a call
-    of ``model_name`` estimated at these tokens (``unpriced_model``,
-    ``budget``), without recording or stopping anything; ``None``: sent."""
+def precall_stop(
+    run: RunState, model_name: str, input_tokens: int, output_tokens: int, enforced_only: bool = True,
+) -> str | None:
+    """Why the enforcing policies ``run`` answers to (with ``enforced_only``
+    false, shadow ones too: what a shadow policy would have done) would not
+    send a call of ``model_name`` estimated at these tokens
+    (``unpriced_model``, ``budget``), without recording or stopping
+    anything; ``None``: sent."""
     unlisted = _unlisted(run, model_name)
-    if unlisted and _unpriceable(unlisted, model_name, enforced_only=True):
+    if unlisted and _unpriceable(unlisted, model_name, enforced_only=enforced_only):
         return "unpriced_model"
-    cap = run.request_input_cap(enforced_only=True)
+    cap = run.request_input_cap(enforced_only=enforced_only)
     if cap is not None and input_tokens > cap:
         return "budget"
     over = overspend(run, model_name, input_tokens, output_tokens)
-    return "budget" if over is not None and over.enforced else None
+    return "budget" if over is not None and (over.enforced or not enforced_only) else None
 
 
 def _unlisted(run: RunState, name: str) -> list[tuple[CostPolicy, bool]]:
@@ -868,12 +880,16 @@ def _final(text: str) -> ChatResponse:
     return ChatResponse(content=[TextBlock(text=text)], is_last=True)
 
 
-def _final_stream(text: str, streamed: bool) -> tuple[ChatResponse, ChatResponse]:
+def _final_stream(text: str, streamed: bool) -> tuple[ChatResponse, ...]:
     """A stream's end that answers ``text``: AgentScope streams the chunks
-    before the last one, and keeps the last one as the message; after text
-    already shown, it follows as a paragraph of its own."""
-    shown = f"\n\n{text}" if streamed else text
-    return ChatResponse(content=[TextBlock(text=shown)], is_last=False), _final(text)
+    before the last one, and keeps the last one as the message. After text
+    already shown, a chunk of nothing first ends the blocks the cut left
+    open (AgentScope ends a stream a chunk lacks), so the answer follows as
+    a text block of its own, never as more of the cut one."""
+    answer = ChatResponse(content=[TextBlock(text=text)], is_last=False)
+    if streamed:
+        return ChatResponse(content=[], is_last=False), answer, _final(text)
+    return answer, _final(text)
 
 
 async def _close(stream: AsyncGenerator) -> None:

@@ -206,7 +206,11 @@ class HarnessAgentAdapter(HarnessMiddleware):
             made_up = replaced and run.facts.terminal is None and (held is not None or bool(outputs and outputs.ids))
             config = self.harness.config
             answered = enforcing and held is not None and run.facts.terminal is None  # not a stop in its place
-            events, another_round = await self._post_reflect(agent, run, held, _new_tool_calls(agent, before))
+            added = _new_blocks(agent, before)
+            if shown is not None and held is None:  # a round that is no final answer: stored as the user saw it
+                _filter_stored(added, shown.answer)
+            calls = [(b.name, b.input) for b in added if isinstance(b, ToolCallBlock)]
+            events, another_round = await self._post_reflect(agent, run, held, calls)
             overruled = answered and overrules_answer(run, config)  # a rule's stop on this very answer stands
             if (made_up and not another_round) or overruled:
                 run.answer_made_up = True  # whatever ended the run in this round, corrected_answer replaces it
@@ -676,10 +680,9 @@ def _results_in_context(agent: Any, account: ResultAccount) -> ResultAccount:
     return account
 
 
-def _new_tool_calls(agent: Any, before: tuple[Any, int]) -> list[tuple[str, str]]:
-    """``(name, input)`` of the tool calls the model call just added to this
-    reply's message (blocks appended since ``before``), without rescanning
-    the whole reply."""
+def _new_blocks(agent: Any, before: tuple[Any, int]) -> list[Any]:
+    """The blocks the model call just added to this reply's message
+    (appended since ``before``), without rescanning the whole reply."""
     state = agent.state
     if not state.context:
         return []
@@ -688,8 +691,20 @@ def _new_tool_calls(agent: Any, before: tuple[Any, int]) -> list[tuple[str, str]
         return []
     if isinstance(last.content, str):
         return []
-    start = before[1] if last is before[0] else 0
-    return [(b.name, b.input) for b in last.content[start:] if isinstance(b, ToolCallBlock)]
+    return last.content[before[1] if last is before[0] else 0:]
+
+
+def _filter_stored(blocks: list[Any], answer: OutputFilter) -> None:
+    """Filter in place the text and thinking a round that is no final
+    answer stored (text before its tool calls, a thinking-only step):
+    AgentScope keeps them in the context as they streamed, and the
+    context is read again (the next request, a saved state), so it holds
+    what the user was shown, never the raw text."""
+    for block in blocks:
+        if type(block) is TextBlock and block.text:
+            block.text = answer.apply(block.text)[0]
+        elif type(block) is ThinkingBlock and block.thinking:
+            block.thinking = answer.apply(block.thinking)[0]
 
 
 def _tail_of_reply(agent: Any) -> tuple[Any, int]:

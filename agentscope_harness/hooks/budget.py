@@ -47,8 +47,11 @@ def _check_quota(ctx: ToolCallContext, admitting: bool = False) -> None:
         spent = used.get(name, 0)
         if spent + policy.units <= cap:
             continue
-        # at admission the call can no longer be parked: exhausted is refused
-        if ledger.on_exhausted == "ask" and not admitting and _extend_or_ask(ctx, name, spent, cap):
+        # at admission the call can no longer be parked: exhausted is refused (in shadow
+        # mode a call asked about runs, as the ask was recorded: it is not refused too)
+        if ledger.on_exhausted == "ask" and (
+            ctx.ask_reason is not None and ctx.services.shadow if admitting else _extend_or_ask(ctx, name, spent, cap)
+        ):
             continue
         raise HookRejectSignal(
             f"The {name} quota for this task is used up ({spent}/{cap}). "
@@ -79,10 +82,9 @@ def _extend_or_ask(ctx: ToolCallContext, name: str, spent: int, cap: int) -> boo
         root.extensions.append({"what": what, "by": by, "approved_by": approver})
         ctx.decide("extend", code="quota_exhausted", detail=f"{what} +{by} approved by {approver}")
         return spent + units <= cap + by
-    if ctx.services.shadow:
-        return False  # shadow mode never parks: it records the refusal it would make
     by = max(ctx.config.ledgers[name].extend_by or cap - root.ledger_extra.get(name, 0), units, 1)
-    run.offers.setdefault(call.id, {})[what] = by
+    if not ctx.services.shadow:  # shadow mode records the ask and the call runs: nothing is offered
+        run.offers.setdefault(call.id, {})[what] = by
     question = f"the {name} quota ({spent}/{cap}) is used up; approve to extend it by {by}"
     ctx.ask(question if ctx.ask_reason is None else f"{ctx.ask_reason}; {question}")
     return True
@@ -152,7 +154,8 @@ def budget_router(ctx: HookContext) -> None:
     if least is not None:
         lite, minimal, fallback = least.policy.tiers
         if least.fraction <= fallback:
-            reason, state, text = budget_spent(ctx.services, ctx.agent, ctx.run, least.kind, least.policy)
+            reason, state, text = budget_spent(ctx.services, ctx.agent, ctx.run, least.kind, least.policy,
+                                               park=not ctx.services.shadow)
             ctx.stop(reason, state, text=text, code="quota_exhausted")
             return
         tier = "minimal" if least.fraction <= minimal else "lite" if least.fraction <= lite else "full"
@@ -172,7 +175,7 @@ def _served(ctx: HookContext, tier: str) -> bool:
 
 
 def budget_spent(
-    services: Services, agent: Any, run: RunState, kind: str, policy: CostPolicy,
+    services: Services, agent: Any, run: RunState, kind: str, policy: CostPolicy, park: bool = True,
 ) -> tuple[str, TerminalState, str]:
     """How a run whose budget ``policy`` is spent ends, as ``(reason, state,
     text)``: the ladder's last rung, and a model call that would overspend.
@@ -185,7 +188,8 @@ def budget_spent(
         return "budget", TerminalState.INCOMPLETE, fallback(services.config, "budget", policy)
     run_cap = (policy.cap_usd or 0.0) + root.usd_extra
     spent = root.facts.spent_usd + root.usd_carried
-    services.approvals.budget_parked(agent, root.principal, spent, root.largest_output_tokens, root.usd_extra)
+    if park:  # a shadow run's question is only its report's end: nothing waits for it
+        services.approvals.budget_parked(agent, root.principal, spent, root.largest_output_tokens, root.usd_extra)
     return (
         f"the budget of this task (${run_cap:.4f}) is used up; approve an extension to continue",
         TerminalState.WAITING_INPUT,
