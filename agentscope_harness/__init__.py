@@ -27,6 +27,7 @@ from .errors import (
 )
 from .harness import Harness, Principal
 from .injection import InjectionDetector
+from .model_guard import ModelCallRefused
 from .registry import HOOK_POINTS, HookRejectSignal, HookSpec, harness_hook
 from .report import Decision, RunReport, TerminalState
 from .retry import retry_call
@@ -55,6 +56,7 @@ __all__ = [
     "Ledger",
     "LedgerStore",
     "MemoryStore",
+    "ModelCallRefused",
     "ModelPrice",
     "Prerequisite",
     "Principal",

@@ -17,6 +17,7 @@ from contextvars import ContextVar
 from importlib.metadata import entry_points
 from typing import Any
 
+from agentscope.model import ChatModelBase
 from pydantic import BaseModel, ConfigDict
 
 from .adapters import HarnessAgentAdapter, HarnessToolAdapter
@@ -32,7 +33,7 @@ from .hooks import BUILTIN_HOOKS
 from .hooks.safety import undeclared_identity_args
 from .hooks.sequencing import undeclared_same_args
 from .lifecycle import ReplyLifecycle, run_deadline
-from .model_guard import ModelGuard, billed_tokens
+from .model_guard import ModelGuard, billed_tokens, guard_structured_calls
 from .outputs import json_spelling
 from .redaction import Redactor
 from .registry import HookSpec, collect
@@ -139,7 +140,8 @@ class Harness:
         candidate_config = None if candidate is None else _effective_config(build_config(candidate), switches)
         self.services = Services.of(self.config, self.redactor, self.store, candidate_config)
         self.flow = CallFlow(self.services, self.runner)
-        self.model_guard = ModelGuard(self)
+        self.model_guard = self.table.guard = ModelGuard(self)
+        guard_structured_calls(ChatModelBase)  # a middleware's own model calls are its runs' too
         self.candidate: Candidate | None = None
         if candidate_config is not None:
             _check_disabled(self.all_hooks, switches, candidate_config)

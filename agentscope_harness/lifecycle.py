@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from agentscope.event import (
     CustomEvent,
     ExternalExecutionResultEvent,
+    HintBlockEvent,
     ReplyEndEvent,
     ReplyStartEvent,
     RequireExternalExecutionEvent,
@@ -70,7 +71,15 @@ from .outcome import (
     terminal_state,
     unanswered,
 )
-from .outputs import answer_filter, cleaned_args, pii_salt, readable_data, readable_metadata, shown_name
+from .outputs import (
+    answer_filter,
+    cleaned_args,
+    foreign_hint_shown,
+    pii_salt,
+    readable_data,
+    readable_metadata,
+    shown_name,
+)
 from .report import RunReport, TerminalState
 from .run_state import RUN_HANDLE, TOOL_CALL, RunState, live_parent
 from .runner import AUDIT_HOOK, OUTCOME_HOOK
@@ -95,10 +104,10 @@ that hangs must not hold the live run: the read goes on beside it)."""
 # on pydantic models goes through ABCMeta, and every event passes here.
 _CLASSES: tuple[type | tuple[type, ...], ...] = (
     ReplyStartEvent, ReplyEndEvent, Msg, ToolResultEndEvent, ToolResultTextDeltaEvent, ToolResultStartEvent,
-    (RequireUserConfirmEvent, RequireExternalExecutionEvent),
+    (RequireUserConfirmEvent, RequireExternalExecutionEvent), HintBlockEvent,
 )
 _KINDS: dict[type, int] = {}
-_OTHER, _START, _END, _MSG, _TOOL_END, _TOOL_TEXT, _TOOL_START, _ASK = 0, 1, 2, 3, 4, 5, 6, 7
+_OTHER, _START, _END, _MSG, _TOOL_END, _TOOL_TEXT, _TOOL_START, _ASK, _HINT = 0, 1, 2, 3, 4, 5, 6, 7, 8
 
 
 def _kind(item: Any) -> int:
@@ -445,6 +454,8 @@ class ReplyLifecycle:
             # fail open in shadow mode, or a notice may follow the fence)
             shown = await self.harness.services.redactor.redact_async(item.delta)  # megabytes: in slices
             return [item if shown == item.delta else item.model_copy(update={"delta": shown})]
+        if kind == _HINT:  # another middleware's (RAG's retrieved text): shown as the model reads it
+            return [foreign_hint_shown(self.harness.services.redactor, item)]
         if kind == _ASK:  # a question for a human (or a client) is out: stopped here, the reply is parked
             self.asked = True
             return [item]
@@ -565,14 +576,14 @@ class ReplyLifecycle:
     async def _quota_for_candidate(self, run: RunState) -> None:
         """The principal's spend today, for a candidate's quota alone: the
         live run waits ``CANDIDATE_READ_WAIT_S`` at most; until it is read
-        (a slow store, one that never answers), the candidate judges no
-        quota. A read a live quota made meanwhile stands."""
+        (a slow store, one that never answers, one that fails), the
+        candidate judges no quota. A read a live quota made meanwhile stands."""
         root, store = run.root, self.harness.store
         assert root.principal is not None
         try:
             spent = await bounded(store.get_spend(root.principal.key), "spend store", store_timeout(store), None)
         except Exception:
-            spent = math.inf
+            return  # unknown: never "nothing left", which a live quota of the nesting would read too
         if root.daily_spent_usd is None:
             root.daily_spent_usd = spent
 

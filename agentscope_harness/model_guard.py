@@ -15,22 +15,28 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import sys
 import time
 import weakref
 from collections.abc import AsyncGenerator, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from agentscope.agent import Agent
 from agentscope.message import TextBlock
 from agentscope.model import AnthropicChatModel, ChatResponse, ChatUsage
 from agentscope.model._model_response import FinishedReason
 
 from .context import REASONS, fallback, found_so_far
+from .errors import HarnessError
 from .fleet import estimate_input_tokens, output_bound
 from .hooks.budget import Held, Overspend, budget_spent, hold, overspend, release
+from .outputs import redact_foreign_hints
 from .prefix import observe, over_request_cap
 from .report import TerminalState
+from .run_state import RunTable, current_run
 from .runner import first_step
 
 if TYPE_CHECKING:
@@ -93,12 +99,11 @@ _SEEN: weakref.WeakKeyDictionary[type, set[str]] = weakref.WeakKeyDictionary()
 """The methods of each model class ``_wrap_once`` has already dealt with."""
 
 
-def _wrap_once(model: Any, name: str, wrap: Callable[[Any], Any]) -> None:
-    """Replace the coroutine method ``name`` on the class of ``model`` that
-    defines it by ``wrap(inner)``, once (a wrapper is marked). The class,
-    not the instance: a copy of the model stays a model of its own; the
-    wrappers pass through outside a harnessed call."""
-    cls = type(model)
+def _wrap_once(cls: type, name: str, wrap: Callable[[Any], Any]) -> None:
+    """Replace the coroutine method ``name`` on the class of ``cls``'s
+    ancestry that defines it by ``wrap(inner)``, once (a wrapper is marked).
+    The class, not an instance: a copy of a model stays a model of its own;
+    the wrappers pass through outside a harnessed call."""
     done = _SEEN.get(cls)
     if done is not None and name in done:  # every model call asks: two lookups once the class is done
         return
@@ -159,7 +164,7 @@ def _count_attempts(model: Any) -> None:
 
         return attempt
 
-    _wrap_once(model, "_call_api", wrap)
+    _wrap_once(type(model), "_call_api", wrap)
 
 
 def _timed_out(exc: BaseException) -> bool:
@@ -298,6 +303,7 @@ class ModelGuard:
             input_kwargs["current_model"] = swap
         model = input_kwargs.get("current_model") or agent.model
         services = self.harness.services
+        _redact_new_hints(services.redactor, run, agent)
         tokens = observe(
             services, run, input_kwargs.get("messages") or [], input_kwargs.get("tools"), model, agent.state,
         )
@@ -366,7 +372,7 @@ class ModelGuard:
     async def compress(self, run: RunState, agent: Any, input_kwargs: dict, next_handler: Callable[..., Any]) -> None:
         """AgentScope's ``compress_context`` (checked every round; a model
         call only over its threshold) with its model call guarded."""
-        _guard_compression(agent.model)
+        guard_structured_calls(type(agent.model))
         token = _COMPRESSION.set((self, run))
         try:
             await next_handler(**input_kwargs)
@@ -379,27 +385,31 @@ class ModelGuard:
         finally:
             _COMPRESSION.reset(token)
 
-    async def compression_call(self, run: RunState, model: Any, messages: list[Any], call: Callable[[], Any]) -> Any:
-        """A compression request under the limits of any model call: not made
-        past the deadline, for a concluded run, over the request cap or for a
-        model with no price on a capped budget; otherwise reserved and rate
-        limited as any call (a refusal stops the run), bounded by the time
-        left, counted, and charged: every answered attempt of AgentScope's
-        strategies (an estimate where the provider reports no usage)."""
+    async def guarded_call(
+        self, run: RunState, model: Any, messages: list[Any], call: Callable[[], Any], compression: bool,
+    ) -> Any:
+        """A model call made below ``on_model_call`` (a compression request,
+        or a middleware's own call: ``guard_structured_calls``) under the
+        limits of any model call: not made past the deadline, for a
+        concluded run, over the request cap or for a model with no price on
+        a capped budget; otherwise reserved and rate limited as any call (a
+        refusal stops the run), bounded by the time left, counted, and
+        charged: every answered attempt (an estimate where the provider
+        reports no usage). A refused one raises ``ModelCallRefused``
+        (``CompressionRefused`` for a compression)."""
         fleet = self.harness.services.fleet
         tokens, output = estimate_input_tokens(messages, []), _output_estimate(run, model)
-        refusal = self._compression_refusal(run, model, tokens, output)
+        refusal = self._side_call_refusal(run, model, tokens, output)
         if refusal is None:
             admission = await fleet.before_model_call(run, model, messages, [])
             refusal = None if admission.answer is None else "a rate limit or the daily quota refused it"
             if refusal is None:  # again: other calls ran while it waited (and may have raised the output seen)
                 output = _output_estimate(run, model)
-                refusal = self._compression_refusal(run, model, tokens, output)
+                refusal = self._side_call_refusal(run, model, tokens, output)
                 if refusal is not None:
                     await fleet.not_made(run, admission.reservation)
         if refusal is not None:
-            self._compression_skipped(run, refusal)
-            raise CompressionRefused(refusal)
+            raise self._not_made(run, refusal, compression)
         # held with no await since the check, as any call's estimate
         estimate = hold(run, _name(model), tokens, output)
         run.add_model_call()
@@ -412,16 +422,14 @@ class ModelGuard:
             async with bound:
                 return await call()
         except _OutOfCalls:
-            self._compression_skipped(run, "a retry would pass max_model_calls")
-            raise CompressionRefused("max_model_calls") from None
+            raise self._not_made(run, "a retry would pass max_model_calls", compression) from None
         except TimeoutError:
             if not bound.expired():  # the client's own timeout: a failed call, not the deadline
                 raise
             cut = attempts.made - attempts.ended  # the request cut (not a failed retry) is charged
             attempts.usages = [*(attempts.usages or []), *[None] * cut]
             run.facts.time_is_up(self.harness.shadow)
-            self._compression_skipped(run, "deadline: the compression was cut short")
-            raise CompressionRefused("deadline") from None
+            raise self._not_made(run, "deadline: the call was cut short", compression) from None
         finally:
             _ATTEMPTS.reset(token)
             release(run, estimate)
@@ -468,13 +476,13 @@ class ModelGuard:
             cache_creation_input_tokens=sum(u.cache_creation_input_tokens or 0 for u in usages),
         )
 
-    def _compression_refusal(self, run: RunState, model: Any, tokens: int, output: int) -> str | None:
-        """Why a compression request of ``tokens`` input (``output``
+    def _side_call_refusal(self, run: RunState, model: Any, tokens: int, output: int) -> str | None:
+        """Why a call below ``on_model_call`` of ``tokens`` input (``output``
         estimated) is not made; ``None``: it may be."""
         if run.past_deadline():
             run.facts.time_is_up(self.harness.shadow)
             return "deadline: the run is out of time"
-        if run.facts.terminal is not None:
+        if run.facts.terminal is not None and not self.harness.shadow:  # a shadow run goes on past its end
             return f"the run has concluded ({run.facts.terminal.reason})"
         spent = run.model_calls_spent(enforced_only=True)  # it is a model call: counted against the cap
         if spent is not None:
@@ -489,9 +497,15 @@ class ModelGuard:
         over = overspend(run, name, tokens, output)
         return None if over is None or not over.enforced else over.what
 
-    def _compression_skipped(self, run: RunState, why: str) -> None:
-        self.harness.services.record(run, "liveness_watchdog", "on_compress_context", "skip",
-                                     detail=f"AgentScope's context compression was not made: {why}", enforced=True)
+    def _not_made(self, run: RunState, why: str, compression: bool) -> ModelCallRefused:
+        """Record a call below ``on_model_call`` not made (or cut); what it raises."""
+        point, what = (
+            ("on_compress_context", "AgentScope's context compression") if compression
+            else ("on_model_call", "a model call a middleware made itself")
+        )
+        self.harness.services.record(run, "liveness_watchdog", point, "skip",
+                                     detail=f"{what} was not made: {why}", enforced=True)
+        return CompressionRefused(why) if compression else ModelCallRefused(why)
 
     def _unpriced(self, run: RunState, model: Any) -> str | None:
         """The stop text when ``model`` has no price on a capped budget of
@@ -528,8 +542,9 @@ class ModelGuard:
         if over is None:
             return None
         services = self.harness.services
+        made = "was not made" if over.enforced else "would not be made (shadow)"
         services.record(run, "budget_router", "on_model_call", "fallback", code="quota_exhausted",
-                        detail=f"the call was not made: {over.what}", enforced=over.enforced)
+                        detail=f"the call {made}: {over.what}", enforced=over.enforced)
         if not over.enforced:  # a shadow cap: the report ends as enforcing would, the call is made
             if self.harness.shadow:
                 self._budget_end(run, agent, over, park=False)
@@ -540,6 +555,9 @@ class ModelGuard:
         """End the run as the ladder's last rung does (``budget_spent``;
         ``park``: a budget question is kept for the next reply); its text."""
         reason, state, text = budget_spent(self.harness.services, agent, run, over.kind, over.policy, park=park)
+        if state is TerminalState.WAITING_INPUT and not park:  # shadow mode: the question is recorded, not asked
+            self.harness.services.record(run, "budget_router", "on_model_call", "ask", detail=reason, enforced=False)
+            return text
         if state is TerminalState.INCOMPLETE:
             return run.facts.stop(reason, text + found_so_far(run))
         run.facts.conclude(state, reason)
@@ -765,6 +783,29 @@ def _unlisted(run: RunState, name: str) -> list[tuple[CostPolicy, bool]]:
     ]
 
 
+def _redact_new_hints(redactor: Any, run: RunState, agent: Any) -> None:
+    """Other middlewares' hints written into the context since the run's
+    last call (RAG's retrieved text in the reply's message, a memory's
+    recall in a message of its own; at a run's first call, all of them: one
+    written where no call followed) are redacted before the model reads
+    them: the request, and the context that keeps them. Only what is new
+    is read: the last message read is found from the end."""
+    context = agent.state.context
+    if not context:
+        return
+    read_msg, read = run.hints_read
+    at = len(context) - 1
+    while at >= 0 and context[at] is not read_msg:
+        at -= 1
+    first, skip = (0, 0) if at < 0 else (at, read)  # the first call, or a context rewritten since: all of it
+    for index in range(first, len(context)):
+        content = context[index].content
+        if not isinstance(content, str):
+            redact_foreign_hints(redactor, content[skip if index == first else 0:])
+    last = context[-1]
+    run.hints_read = (last, 0 if isinstance(last.content, str) else len(last.content))
+
+
 def _unpriceable(unlisted: list[tuple[CostPolicy, bool]], name: str, enforced_only: bool) -> bool:
     """Whether a policy of ``unlisted`` (an enforcing one's, with
     ``enforced_only``) has no price at all for ``name``."""
@@ -851,29 +892,84 @@ def _cut_at_deadline(run: RunState, response: ChatResponse) -> bool:
 _COMPRESSION: ContextVar[tuple[ModelGuard, RunState] | None] = ContextVar("harness_compression", default=None)
 
 
-class CompressionRefused(Exception):
+class ModelCallRefused(HarnessError):
+    """A model call made outside the reasoning loop (a middleware's own: a
+    router's classifier, a reranker, a memory's retrieval) that the run's
+    limits do not allow. AgentScope's middlewares catch it as a failed call
+    and go on without it (the agent's model, the vector order)."""
+
+
+class CompressionRefused(ModelCallRefused):
     """A compression request the run's limits do not allow. AgentScope
     catches it as a failed summary and truncates the context instead (with
     its fallback off, the harness keeps the context as it is)."""
 
 
-def _guard_compression(model: Any) -> None:
-    """AgentScope's context compression calls the model's
-    ``generate_structured_output`` itself, below ``on_model_call``: inside a
-    harnessed ``compress_context`` it goes through
-    ``ModelGuard.compression_call``."""
+def guard_structured_calls(cls: type) -> None:
+    """AgentScope calls a model's ``generate_structured_output`` below
+    ``on_model_call``: its context compression, and middlewares of its own
+    (a router's classifier, RAG's reranker, agentic memory's retrieval).
+    Inside a harnessed ``compress_context`` such a call is the compression's;
+    anywhere else in a live run it is the run's (``_live_guard``). Either
+    goes through ``ModelGuard.guarded_call``, once (a call inside a
+    harnessed or guarded one, an override calling ``super()``, passes
+    through): no model call of a run escapes its limits. Installed on
+    ``cls``'s own method (``ChatModelBase``'s, at the Harness's
+    construction; an agent model's override, at its compression)."""
 
     def wrap(inner: Any) -> Any:
         async def generate(self: Any, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
+            if _ATTEMPTS.get() is not None:  # within a harnessed or guarded call: counted there
+                return await inner(self, messages, *args, **kwargs)
             guarded = _COMPRESSION.get()
+            compression = guarded is not None
+            if guarded is None:
+                guarded = _live_guard()
             if guarded is None:
                 return await inner(self, messages, *args, **kwargs)
             guard, run = guarded
-            return await guard.compression_call(run, self, messages, lambda: inner(self, messages, *args, **kwargs))
+            return await guard.guarded_call(
+                run, self, messages, lambda: inner(self, messages, *args, **kwargs), compression,
+            )
 
         return generate
 
-    _wrap_once(model, "generate_structured_output", wrap)
+    _wrap_once(cls, "generate_structured_output", wrap)
+
+
+_REPLY_CODE = Agent._reply.__code__
+"""The code of AgentScope's reply chain: a frame running it is an agent replying."""
+
+
+def _live_guard() -> tuple[ModelGuard, RunState] | None:
+    """The guard and run a call made here belongs to: the live run of the
+    innermost agent replying on this task's stack (a middleware's own call
+    inside its reply, even outside the harness's steps: a router placed
+    before the harness's middlewares; a sub-agent's, never its lead's), else
+    the run bound in the context (a task a step started). ``None``: no
+    run, or one that has settled (a task that outlived it). A stream the
+    caller stopped reading is on no stack: it claims none of its calls."""
+    run = _replying() or current_run()
+    if run is None or run.report is not None or run.table.guard is None:
+        return None
+    return run.table.guard, run
+
+
+def _replying() -> RunState | None:
+    """The live run of the innermost harnessed agent whose reply chain is
+    running on this stack (read only for a model call a middleware makes
+    itself: a few dozen frames, rarely)."""
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code is _REPLY_CODE:
+            agent = frame.f_locals.get("self")
+            for middleware in getattr(agent, "_reply_middlewares", ()):
+                table = getattr(getattr(middleware, "harness", None), "table", None)
+                run = table.current.get(agent) if isinstance(table, RunTable) else None
+                if run is not None:
+                    return run
+        frame = frame.f_back
+    return None
 
 
 def _final(text: str) -> ChatResponse:

@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from agentscope.message import HintBlock, TextBlock
+
 from .errors import METADATA_KEY
 from .pii import PiiOutcome, apply_pii, find_pii, rewrite_pii
 from .redaction import Redactor, sliced
@@ -572,6 +574,44 @@ def readable_metadata(
     return cleaned
 
 
+HINT_SOURCE = "harness"
+"""The ``source`` of the hints the harness writes (redacted as it writes them)."""
+
+
+def foreign_hint_shown(redactor: Redactor, event: Any) -> Any:
+    """A hint event another middleware streams (RAG's retrieved text, a
+    memory's recall) as the user is shown it: its secrets redacted, as the
+    model reads the hint (``redact_foreign_hints``)."""
+    if event.source == HINT_SOURCE:
+        return event
+    hint = _hint_redacted(redactor, event.hint)
+    return event if hint is event.hint else event.model_copy(update={"hint": hint})
+
+
+def redact_foreign_hints(redactor: Redactor, blocks: list[Any]) -> None:
+    """Redact in place the hint blocks another middleware wrote into the
+    context (RAG's static mode writes what it retrieved, secrets and all,
+    where the model reads it and the stored context keeps it)."""
+    for block in blocks:
+        if type(block) is HintBlock and block.source != HINT_SOURCE:
+            hint = _hint_redacted(redactor, block.hint)
+            if hint is not block.hint:
+                block.hint = hint
+
+
+def _hint_redacted(redactor: Redactor, hint: Any) -> Any:
+    """``hint`` (text, or blocks) with its secrets redacted; itself when it has none."""
+    if isinstance(hint, str):
+        shown = redactor.redact(hint)
+        return hint if shown == hint else shown
+    blocks = [
+        b.model_copy(update={"text": text}) if type(b) is TextBlock and (text := redactor.redact(b.text)) != b.text
+        else b
+        for b in hint
+    ]
+    return hint if all(a is b for a, b in zip(blocks, hint, strict=True)) else blocks
+
+
 def shown_name(redactor: Redactor, event: Any) -> Any:
     """A tool call or result event as the user is shown it: the tool's
     name is the model's to write (an invented one can carry a secret), so
@@ -581,6 +621,7 @@ def shown_name(redactor: Redactor, event: Any) -> Any:
 
 
 __all__ = [
-    "PII_HOLD", "PII_INLINE", "OutputFilter", "OutputStream", "PiiStream", "answer_filter", "cleaned_args",
-    "filter_result", "pii_modes", "pii_salt", "readable_metadata", "shaped_notice", "shown_name",
+    "HINT_SOURCE", "PII_HOLD", "PII_INLINE", "OutputFilter", "OutputStream", "PiiStream", "answer_filter",
+    "cleaned_args", "filter_result", "foreign_hint_shown", "pii_modes", "pii_salt", "readable_metadata",
+    "redact_foreign_hints", "shaped_notice", "shown_name",
 ]

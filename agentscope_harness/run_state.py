@@ -286,6 +286,10 @@ class RunState(LazyFields):
     see each other's calls in flight: see ``hooks.budget.hold``)."""
     prefix: PrefixTrack | None = None
     """The previous model call's payload, as the prefix observer keeps it."""
+    hints_read: tuple[Any, int] = (None, 0)
+    """The context's last message at the run's last model call and how many
+    of its blocks were read for other middlewares' hints (``ModelGuard``):
+    each call reads only what is new since."""
     streaming: list[Any] = lazy(list)
     """The streamed model calls in flight (``model_guard``): each charged
     once, by its last chunk or, when the run ends before it, by the run's end."""
@@ -672,6 +676,9 @@ class RunTable:
     """The owning Harness's candidate policy: it judges this table's runs,
     and is charged what runs nested in them spend, whichever Harness opened
     those."""
+    guard: Any = None
+    """The owning Harness's ``ModelGuard``: a model call a middleware makes
+    itself in one of this table's runs goes through it."""
     parked: weakref.WeakKeyDictionary[Any, list[str | None]] = field(
         default_factory=weakref.WeakKeyDictionary,
     )

@@ -58,14 +58,13 @@ from ..outcome import (
     owes_finish,
     structured_output_is_withheld,
 )
-from ..outputs import OutputFilter, OutputStream, answer_filter, shown_name
+from ..outputs import HINT_SOURCE, OutputFilter, OutputStream, answer_filter, shown_name
 from ..report import TerminalState
 from ..run_state import ResultAccount, RunState, current_run
 
 if TYPE_CHECKING:
     from ..harness import Harness
 
-HINT_SOURCE = "harness"
 STRUCTURED_ROUNDS = 2
 
 
@@ -206,11 +205,16 @@ class HarnessAgentAdapter(HarnessMiddleware):
             made_up = replaced and run.facts.terminal is None and (held is not None or bool(outputs and outputs.ids))
             config = self.harness.config
             answered = enforcing and held is not None and run.facts.terminal is None  # not a stop in its place
-            added = _new_blocks(agent, before)
-            if shown is not None and held is None:  # a round that is no final answer: stored as the user saw it
-                _filter_stored(added, shown.answer)
+            message, start = _round_in_context(agent, before)
+            added = message.content[start:] if message is not None else []
             calls = [(b.name, b.input) for b in added if isinstance(b, ToolCallBlock)]
             events, another_round = await self._post_reflect(agent, run, held, calls)
+            if shown is not None:  # stored as the user saw it (an answer that stands: its text is the audit's)
+                text = held is None or another_round
+                if message is not None:
+                    _filter_round(message, start, held, shown.answer, text)
+                elif held is not None:  # not in the context (a middleware took it out): the message alone
+                    _filter_round(held, 0, None, shown.answer, text)
             overruled = answered and overrules_answer(run, config)  # a rule's stop on this very answer stands
             if (made_up and not another_round) or overruled:
                 run.answer_made_up = True  # whatever ended the run in this round, corrected_answer replaces it
@@ -387,7 +391,7 @@ class _Shown:
     stream holds back only as long as what it ends with could still change.
     A call per event, not a generator layer per round."""
 
-    __slots__ = ("aliases", "answer", "args", "ends", "opened", "redactor", "streams")
+    __slots__ = ("aliases", "answer", "args", "ends", "opened", "redactor", "released", "streams")
 
     def __init__(self, harness: Harness, answer: OutputFilter, args: OutputFilter) -> None:
         self.answer, self.args, self.redactor = answer, args, harness.redactor
@@ -399,11 +403,19 @@ class _Shown:
         """A reopened text or thinking block's id: the id it is shown under."""
         self.opened: dict[str | None, Any] = {}
         """The start of each block shown and not yet ended, by its shown id."""
+        self.released: tuple[Any, ...] = ()
+        """The ends a cut gave up, shown before whatever comes next."""
 
     def cut(self) -> None:
         """The model call was cut short (the deadline): what each stream holds
         back, a secret's opening the cut left unfinished among it, is dropped,
-        never sent; what follows starts afresh."""
+        never sent, and the ends held for it are given before what follows
+        (the fallback answer is a block of its own, never more of a cut one)."""
+        self._dropped()
+        self.released = (*self.released, *self._ended())
+
+    def _dropped(self) -> None:
+        """Every stream starts afresh: what each held back is gone."""
         for key, stream in self.streams.items():
             self.streams[key] = stream.source.stream()
 
@@ -411,6 +423,9 @@ class _Shown:
         """What the user receives for ``item``: nothing (a delta held back,
         a block's end or reopening), the item (filtered), or, at the model
         call's end, each stream's held-back rest and end before it."""
+        if self.released:
+            released, self.released = self.released, ()
+            return (*released, *self(item))
         cls = type(item)
         if cls in _DELTAS:
             return self._delta(item, cls)
@@ -442,9 +457,7 @@ class _Shown:
             return ()
         if cls is ModelCallEndEvent:
             return (*self._ended(), item)
-        if isinstance(item, Msg):  # the final message: its thinking is shown too
-            _filter_thinking(item, self.answer)
-        return (item,)
+        return (item,)  # the final message: its thinking is filtered before it is given (``_filter_round``)
 
     def _delta(self, item: Any, cls: type) -> tuple[Any, ...]:
         key = item.tool_call_id if cls is ToolCallDeltaEvent else _STREAM_OF[cls]
@@ -462,8 +475,9 @@ class _Shown:
         end of every block it showed open, without what its stream held back
         (a secret's opening the break left unfinished is never sent, as at
         ``cut``)."""
-        self.cut()
-        events = self._ended()
+        self._dropped()
+        events = [*self.released, *self._ended()]
+        self.released = ()
         events += [_end_of(start) for start in self.opened.values()]
         self.opened.clear()
         return events
@@ -555,16 +569,6 @@ def _delta_for(end: Any, rest: str) -> Any:
         return ToolCallDeltaEvent(reply_id=end.reply_id, tool_call_id=end.tool_call_id, delta=rest)
     cls = ThinkingBlockDeltaEvent if isinstance(end, ThinkingBlockEndEvent) else TextBlockDeltaEvent
     return cls(reply_id=end.reply_id, block_id=end.block_id, delta=rest)
-
-
-def _filter_thinking(msg: Msg, answer: OutputFilter) -> None:
-    """Filter the thinking of the final message in place (its blocks are
-    the stored context's); its text is the answer audit's."""
-    if isinstance(msg.content, str):
-        return
-    for block in msg.content:
-        if isinstance(block, ThinkingBlock) and block.thinking:
-            block.thinking = answer.apply(block.thinking)[0]
 
 
 def _last_iteration(agent: Any) -> None:
@@ -680,31 +684,56 @@ def _results_in_context(agent: Any, account: ResultAccount) -> ResultAccount:
     return account
 
 
-def _new_blocks(agent: Any, before: tuple[Any, int]) -> list[Any]:
-    """The blocks the model call just added to this reply's message
-    (appended since ``before``), without rescanning the whole reply."""
+def _round_in_context(agent: Any, before: tuple[Any, int]) -> tuple[Msg | None, int]:
+    """The reply's message in the context and where the blocks the model
+    call just added to it start (appended since ``before``), without
+    rescanning the whole reply; ``(None, 0)``: it added none there."""
     state = agent.state
     if not state.context:
-        return []
+        return None, 0
     last = state.context[-1]
     if last.role != "assistant" or last.name != agent.name or last.id != state.reply_id:
-        return []
+        return None, 0
     if isinstance(last.content, str):
-        return []
-    return last.content[before[1] if last is before[0] else 0:]
+        return None, 0
+    return last, before[1] if last is before[0] else 0
 
 
-def _filter_stored(blocks: list[Any], answer: OutputFilter) -> None:
-    """Filter in place the text and thinking a round that is no final
-    answer stored (text before its tool calls, a thinking-only step):
-    AgentScope keeps them in the context as they streamed, and the
-    context is read again (the next request, a saved state), so it holds
-    what the user was shown, never the raw text."""
-    for block in blocks:
-        if type(block) is TextBlock and block.text:
-            block.text = answer.apply(block.text)[0]
-        elif type(block) is ThinkingBlock and block.thinking:
-            block.thinking = answer.apply(block.thinking)[0]
+def _filter_round(message: Msg, start: int, held: Msg | None, answer: OutputFilter, text: bool) -> None:
+    """Filter in place what a round stored of the model's thinking and,
+    with ``text`` (a round whose answer does not stand: text before its tool
+    calls, a thinking-only step, an answer another round replaces), its
+    text: AgentScope keeps them as they streamed, and the context is read
+    again (the next request, a saved state). Each is filtered joined, as
+    the stream showed it: a secret across two blocks (a thinking delta amid
+    the text) is judged whole, and the blocks after the first are then
+    dropped from the message (and from ``held``, the final message that
+    shares them), their text in the first."""
+    kinds = ((TextBlock, "text"), (ThinkingBlock, "thinking")) if text else ((ThinkingBlock, "thinking"),)
+    for cls, attr in kinds:
+        parts = [b for b in message.content[start:] if type(b) is cls and getattr(b, attr)]
+        dropped = _filter_joined(parts, attr, answer)
+        if dropped:
+            for owner in (message, held):
+                if owner is not None and not isinstance(owner.content, str):
+                    owner.content = [b for b in owner.content if all(b is not d for d in dropped)]
+
+
+def _filter_joined(parts: list[Any], attr: str, answer: OutputFilter) -> list[Any]:
+    """Filter the ``attr`` text of ``parts`` (one stream's blocks, in order)
+    as one text; the blocks whose text went into the first (none unless
+    something crossed a boundary)."""
+    texts = [getattr(b, attr) for b in parts]
+    each = [answer.apply(t)[0] for t in texts]
+    if len(parts) > 1:
+        whole = answer.apply("".join(texts))[0]
+        if whole != "".join(each):
+            setattr(parts[0], attr, whole)
+            return parts[1:]
+    for block, before, after in zip(parts, texts, each, strict=True):
+        if after != before:
+            setattr(block, attr, after)
+    return []
 
 
 def _tail_of_reply(agent: Any) -> tuple[Any, int]:

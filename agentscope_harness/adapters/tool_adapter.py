@@ -199,9 +199,11 @@ class HarnessToolAdapter(HarnessMiddleware):
             response = await self._response(agent, input_kwargs, next_handler)
         finally:
             release(next_handler)
-        text_blocks: list[TextBlock | DataBlock] = [b for b in response.content if isinstance(b, TextBlock)]
-        if text_blocks:  # the response's id: no fresh id to generate per call
-            yield ToolChunk(content=text_blocks, state=ToolResultState.RUNNING, id=response.id)
+        # what the caller's stream shows of the result: its text and its data (an
+        # image, as readable as the model reads it), under the response's id
+        shown: list[TextBlock | DataBlock] = [b for b in response.content if isinstance(b, (TextBlock, DataBlock))]
+        if shown:
+            yield ToolChunk(content=shown, state=ToolResultState.RUNNING, id=response.id)
         yield response
 
     async def _response(

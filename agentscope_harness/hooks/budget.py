@@ -154,8 +154,12 @@ def budget_router(ctx: HookContext) -> None:
     if least is not None:
         lite, minimal, fallback = least.policy.tiers
         if least.fraction <= fallback:
+            shadow = ctx.services.shadow
             reason, state, text = budget_spent(ctx.services, ctx.agent, ctx.run, least.kind, least.policy,
-                                               park=not ctx.services.shadow)
+                                               park=not shadow)
+            if shadow and state is TerminalState.WAITING_INPUT:  # nobody is asked: recorded, as a call's ask is
+                ctx.decide("ask", detail=reason)
+                return
             ctx.stop(reason, state, text=text, code="quota_exhausted")
             return
         tier = "minimal" if least.fraction <= minimal else "lite" if least.fraction <= lite else "full"
