@@ -735,10 +735,11 @@ class Fleet:
     # ------------------------------------------------------------ model calls
 
     async def before_model_call(self, run: RunState, model: Any, messages: list[Any],
-                                tools: list[Any]) -> ModelAdmission:
+                                tools: list[Any], stops: bool = True) -> ModelAdmission:
         """Model-call and token rate limits, then the call's reservation
         against the daily quota. A refusal stops the run (``rate_limited``,
-        ``budget`` or ``dependency_down``) and gives its fallback answer."""
+        ``budget`` or ``dependency_down``) and gives its fallback answer;
+        without ``stops`` (a middleware's own call) it refuses that call alone."""
         if self._unsettled:  # a loop that ended took their retry with it: now, on this one
             self._settle_later(0.0)
         root = run.root
@@ -776,18 +777,18 @@ class Fleet:
             )
         except _Limited as exc:
             await self.not_made(run)
-            return self._refuse(run, "rate_limited", "rate_limited", exc.text)
+            return self._refuse(run, "rate_limited", "rate_limited", exc.text, stops)
         except DependencyDown as exc:
             await self.not_made(run)
             root.store_error = str(exc)
-            return self._refuse(run, "dependency_down", "dependency_down", str(exc))
+            return self._refuse(run, "dependency_down", "dependency_down", str(exc), stops)
         except BaseException:  # cancelled while waiting: nothing was made
             await asyncio.shield(self.not_made(run))
             raise
         if rid is None:
             await self.not_made(run)
             return self._refuse(run, "budget", "quota_exhausted",
-                                f"a call estimated at ${usd:.6f} does not fit in the daily quota")
+                                f"a call estimated at ${usd:.6f} does not fit in the daily quota", stops)
         return ModelAdmission(reservation=rid)
 
     async def not_made(self, run: RunState, reservation: str | None = None) -> None:
@@ -828,9 +829,13 @@ class Fleet:
         except DependencyDown:
             pass
 
-    def _refuse(self, run: RunState, reason: str, code: str, detail: str) -> ModelAdmission:
+    def _refuse(self, run: RunState, reason: str, code: str, detail: str, stops: bool) -> ModelAdmission:
+        shadow = self.config.mode == "shadow"
+        if not stops:  # that call alone: the run goes on (its next call meets the same limit)
+            self.record(run, "fleet", "on_model_call", "refuse", code=code, detail=f"{reason}: {detail}")
+            return ModelAdmission() if shadow else ModelAdmission(answer=detail)
         self.stop(run, reason, code, detail)
-        if self.config.mode == "shadow":
+        if shadow:
             return ModelAdmission()
         return ModelAdmission(answer=run.facts.stop_text)
 

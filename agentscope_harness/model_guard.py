@@ -373,6 +373,7 @@ class ModelGuard:
         """AgentScope's ``compress_context`` (checked every round; a model
         call only over its threshold) with its model call guarded."""
         guard_structured_calls(type(agent.model))
+        _redact_new_hints(self.harness.services.redactor, run, agent)  # the summary's request reads them
         token = _COMPRESSION.set((self, run))
         try:
             await next_handler(**input_kwargs)
@@ -393,7 +394,8 @@ class ModelGuard:
         limits of any model call: not made past the deadline, for a
         concluded run, over the request cap or for a model with no price on
         a capped budget; otherwise reserved and rate limited as any call (a
-        refusal stops the run), bounded by the time left, counted, and
+        refusal stops a compression's run; a middleware's call is refused
+        alone), bounded by the time left, counted, and
         charged: every answered attempt (an estimate where the provider
         reports no usage). A refused one raises ``ModelCallRefused``
         (``CompressionRefused`` for a compression)."""
@@ -401,7 +403,7 @@ class ModelGuard:
         tokens, output = estimate_input_tokens(messages, []), _output_estimate(run, model)
         refusal = self._side_call_refusal(run, model, tokens, output)
         if refusal is None:
-            admission = await fleet.before_model_call(run, model, messages, [])
+            admission = await fleet.before_model_call(run, model, messages, [], stops=compression)
             refusal = None if admission.answer is None else "a rate limit or the daily quota refused it"
             if refusal is None:  # again: other calls ran while it waited (and may have raised the output seen)
                 output = _output_estimate(run, model)
@@ -966,7 +968,7 @@ def _replying() -> RunState | None:
             for middleware in getattr(agent, "_reply_middlewares", ()):
                 table = getattr(getattr(middleware, "harness", None), "table", None)
                 run = table.current.get(agent) if isinstance(table, RunTable) else None
-                if run is not None:
+                if run is not None and run.report is None:  # a settled one: the agent replies in its caller's run
                     return run
         frame = frame.f_back
     return None

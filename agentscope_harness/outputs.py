@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from agentscope.message import HintBlock, TextBlock
+from agentscope.message import DataBlock, HintBlock, TextBlock
 
 from .errors import METADATA_KEY
 from .pii import PiiOutcome, apply_pii, find_pii, rewrite_pii
@@ -600,12 +600,14 @@ def redact_foreign_hints(redactor: Redactor, blocks: list[Any]) -> None:
 
 
 def _hint_redacted(redactor: Redactor, hint: Any) -> Any:
-    """``hint`` (text, or blocks) with its secrets redacted; itself when it has none."""
+    """``hint`` (text, or blocks: a data block's URL and name as a result's)
+    with its secrets redacted; itself when it has none."""
     if isinstance(hint, str):
         shown = redactor.redact(hint)
         return hint if shown == hint else shown
     blocks = [
         b.model_copy(update={"text": text}) if type(b) is TextBlock and (text := redactor.redact(b.text)) != b.text
+        else readable_data(b, redactor) if type(b) is DataBlock
         else b
         for b in hint
     ]
