@@ -199,9 +199,19 @@ class _Strict(BaseModel):
     def _no_bool_as_number(cls, value: Any, info: ValidationInfo) -> Any:
         # pydantic reads True as 1 in a number field: Ledger(cap=True) would
         # be a cap of one unit, a typo's limit nobody meant
-        if type(value) is bool and info.field_name and not _takes_bool(cls.model_fields[info.field_name].annotation):
+        if not info.field_name:
+            return value
+        annotation = cls.model_fields[info.field_name].annotation
+        if type(value) is bool and not _takes_bool(annotation):
             raise ValueError("a boolean where a number or text is expected")
+        if isinstance(value, (tuple, list)) and _numbers_only(annotation) and any(type(v) is bool for v in value):
+            raise ValueError("a boolean where a number is expected")  # tiers=(0.5, 0.2, False): a rung at 0
         return value
+
+
+def _numbers_only(annotation: Any) -> bool:
+    """Whether ``annotation`` is a tuple or list of numbers (``tiers``)."""
+    return get_origin(annotation) in (tuple, list) and all(a in (int, float, Ellipsis) for a in get_args(annotation))
 
 
 def _takes_bool(annotation: Any) -> bool:

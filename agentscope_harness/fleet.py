@@ -229,10 +229,12 @@ class Fleet:
         """The calls (run id, call id) that are their tool's half-open probe:
         the tool, and whether the probe is the store's (else this process's)."""
         self._holds: dict[str, _Holds] = {}
-        self._model_units: dict[str, _ModelUnits] = {}
-        """Per run, the rate units its model call in flight took: given back
-        whole if the call is not made (``not_made``), the token units beyond
-        what it was billed once it answers (``tokens_used``)."""
+        self._model_units: dict[tuple[str, str | None], _ModelUnits] = {}
+        """Per model call in flight, ``(run id, side)`` (``side``: ``None``
+        for the run's own call, an id for each call a middleware makes
+        beside it), the rate units it took: given back whole if the call is
+        not made (``not_made``), the token units beyond what it was billed
+        once it answers (``tokens_used``)."""
         self._unsettled: dict[str, list[tuple[str, float]]] = {}
         """Settlements the store did not take, by principal key: retried in
         the background until it takes them (another worker may serve the
@@ -714,7 +716,8 @@ class Fleet:
             self._abandon_probes(run.run_id)
         if self._unsettled:
             self._settle_later(0.0)
-        self._model_units.pop(run.run_id, None)
+        for key in [key for key in self._model_units if key[0] == run.run_id]:
+            del self._model_units[key]
         holds = self._holds.pop(run.run_id, None)
         renewer = self._renewer
         if not self._holds and renewer is not None:  # nothing left to renew
@@ -735,11 +738,11 @@ class Fleet:
     # ------------------------------------------------------------ model calls
 
     async def before_model_call(self, run: RunState, model: Any, messages: list[Any],
-                                tools: list[Any], stops: bool = True) -> ModelAdmission:
+                                tools: list[Any], side: str | None = None) -> ModelAdmission:
         """Model-call and token rate limits, then the call's reservation
         against the daily quota. A refusal stops the run (``rate_limited``,
-        ``budget`` or ``dependency_down``) and gives its fallback answer;
-        without ``stops`` (a middleware's own call) it refuses that call alone."""
+        ``budget`` or ``dependency_down``) and gives its fallback answer; a
+        ``side`` call (a middleware's own, under that id) is refused alone."""
         if self._unsettled:  # a loop that ended took their retry with it: now, on this one
             self._settle_later(0.0)
         root = run.root
@@ -750,7 +753,7 @@ class Fleet:
         output_tokens = max_output_tokens(model, self.config)
         units = _ModelUnits()  # a call that fails keeps them: they lapse
         if self.model_rates:
-            self._model_units[run.run_id] = units
+            self._model_units[run.run_id, side] = units
         if self._tasks:
             await self._released_here()  # what the last calls did not use is back first
         try:
@@ -776,37 +779,37 @@ class Fleet:
                 "spend store", run.deadline,
             )
         except _Limited as exc:
-            await self.not_made(run)
-            return self._refuse(run, "rate_limited", "rate_limited", exc.text, stops)
+            await self.not_made(run, side=side)
+            return self._refuse(run, "rate_limited", "rate_limited", exc.text, side is None)
         except DependencyDown as exc:
-            await self.not_made(run)
+            await self.not_made(run, side=side)
             root.store_error = str(exc)
-            return self._refuse(run, "dependency_down", "dependency_down", str(exc), stops)
+            return self._refuse(run, "dependency_down", "dependency_down", str(exc), side is None)
         except BaseException:  # cancelled while waiting: nothing was made
-            await asyncio.shield(self.not_made(run))
+            await asyncio.shield(self.not_made(run, side=side))
             raise
         if rid is None:
-            await self.not_made(run)
+            await self.not_made(run, side=side)
             return self._refuse(run, "budget", "quota_exhausted",
-                                f"a call estimated at ${usd:.6f} does not fit in the daily quota", stops)
+                                f"a call estimated at ${usd:.6f} does not fit in the daily quota", side is None)
         return ModelAdmission(reservation=rid)
 
-    async def not_made(self, run: RunState, reservation: str | None = None) -> None:
+    async def not_made(self, run: RunState, reservation: str | None = None, side: str | None = None) -> None:
         """The model call admitted (or being admitted) is not made: its
         reservation settles at nothing and its rate units go back whole."""
         if reservation is not None:
             await self.settle(run, reservation, 0.0)
-        units = self._model_units.pop(run.run_id, None)
+        units = self._model_units.pop((run.run_id, side), None)
         if units is not None and (units.calls or units.tokens):
             await self._release([], [*units.calls, *units.tokens])
 
-    async def tokens_used(self, run: RunState, tokens: int) -> None:
+    async def tokens_used(self, run: RunState, tokens: int, side: str | None = None) -> None:
         """The model call in flight was billed ``tokens``: the token units
         it took beyond them (its output's worst case) go back, and those it
         was billed past them are taken, before the reply goes on (another
         worker reads the bucket at once), so a ``tokens_per_min`` limit
         counts the tokens used."""
-        units = self._model_units.pop(run.run_id, None)
+        units = self._model_units.pop((run.run_id, side), None)
         taken = units.tokens if units is not None else []
         if not taken or not isinstance(self.store, RateRefund):
             return

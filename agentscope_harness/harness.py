@@ -381,13 +381,14 @@ class Harness:
         return cost.model_for(tier)
 
     async def charge_usage(self, run: RunState, model: Any, usage: Any,
-                           reservation: str | None = None) -> None:
+                           reservation: str | None = None, side: str | None = None) -> None:
         """Count a model response's tokens and their price on the run, and
         charge the price to the principal's daily spend at once: by settling
         the call's reservation (made before the call, so concurrent runs of
         one principal never spend past the quota), or, with a store that
         keeps the daily spend alone, by adding it (concurrent runs then
-        overshoot the quota by at most one call each)."""
+        overshoot the quota by at most one call each). ``side``: the call is
+        one a middleware made beside the run's own (its rate units are its own)."""
         input_tokens, cached, output_tokens = billed_tokens(model, usage)
         usd = 0.0
         cost = self.config.cost
@@ -402,7 +403,7 @@ class Harness:
         if reservation is not None:  # settled first: no await before it may drop it
             await self.services.fleet.settle(run, reservation, usd)
         if usage is not None:
-            await self.services.fleet.tokens_used(run, input_tokens + output_tokens)
+            await self.services.fleet.tokens_used(run, input_tokens + output_tokens, side)
         if reservation is not None:
             return
         root = run.root
@@ -488,7 +489,7 @@ def _stopped_by_prompt_hooks(scratch: RunState, asking: RunState) -> None:
 def _check_tool_names(config: HarnessConfig, toolkit: Any) -> None:
     """Each tool the config names (a policy, a rate or concurrency limit)
     against the tools in ``toolkit``: a name with no tool there is logged,
-    naming the field and the nearest tool (a likely typo)."""
+    naming the field, as a warning with the nearest tool (a likely typo)."""
     present = {tool.name for tool in tools_in(toolkit)}
     if not present:
         return
@@ -500,9 +501,12 @@ def _check_tool_names(config: HarnessConfig, toolkit: Any) -> None:
         if name in present:
             continue
         close = difflib.get_close_matches(name, present, n=1, cutoff=0.8)
-        hint = f" (did you mean {close[0]!r}? a misspelt name's policy never applies)" if close else ""
-        log.warning("harness config %s: this toolkit has no tool %r%s; its policy applies where a toolkit has it",
-                    where, name, hint)
+        if close:  # a likely typo
+            log.warning("harness config %s: this toolkit has no tool %r (did you mean %r? a misspelt name's "
+                        "policy never applies)", where, name, close[0])
+        else:  # likely another agent's (one Harness serving toolkits that differ)
+            log.info("harness config %s: this toolkit has no tool %r; its policy applies where a toolkit has it",
+                     where, name)
 
 
 def _check_declared_args(config: HarnessConfig, toolkit: Any) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import itertools
 import sys
 import time
 import weakref
@@ -399,17 +400,23 @@ class ModelGuard:
         charged: every answered attempt (an estimate where the provider
         reports no usage). A refused one raises ``ModelCallRefused``
         (``CompressionRefused`` for a compression)."""
-        fleet = self.harness.services.fleet
+        services = self.harness.services
+        fleet = services.fleet
+        for message in messages:  # what it sends of the context: other middlewares' hints redacted
+            content = getattr(message, "content", None)
+            if isinstance(content, list):
+                redact_foreign_hints(services.redactor, content)
+        side = None if compression else str(next(_SIDE_CALLS))  # a compression is the run's own call
         tokens, output = estimate_input_tokens(messages, []), _output_estimate(run, model)
         refusal = self._side_call_refusal(run, model, tokens, output)
         if refusal is None:
-            admission = await fleet.before_model_call(run, model, messages, [], stops=compression)
+            admission = await fleet.before_model_call(run, model, messages, [], side=side)
             refusal = None if admission.answer is None else "a rate limit or the daily quota refused it"
             if refusal is None:  # again: other calls ran while it waited (and may have raised the output seen)
                 output = _output_estimate(run, model)
                 refusal = self._side_call_refusal(run, model, tokens, output)
                 if refusal is not None:
-                    await fleet.not_made(run, admission.reservation)
+                    await fleet.not_made(run, admission.reservation, side)
         if refusal is not None:
             raise self._not_made(run, refusal, compression)
         # held with no await since the check, as any call's estimate
@@ -432,12 +439,15 @@ class ModelGuard:
             attempts.usages = [*(attempts.usages or []), *[None] * cut]
             run.facts.time_is_up(self.harness.shadow)
             raise self._not_made(run, "deadline: the call was cut short", compression) from None
+        except asyncio.CancelledError:  # its request went out: charged as a cut one
+            attempts.usages = [*(attempts.usages or []), *[None] * (attempts.made - attempts.ended)]
+            raise
         finally:
             _ATTEMPTS.reset(token)
             release(run, estimate)
             # every answered attempt (AgentScope tries several strategies) was billed
             await self.harness.charge_usage(run, model, self._attempts_usage(attempts, tokens, model),
-                                            admission.reservation)
+                                            admission.reservation, side)
 
     def model_failed(self, run: RunState) -> str | None:
         """The provider failed for good (after AgentScope's retries): the run
@@ -482,7 +492,8 @@ class ModelGuard:
         """Why a call below ``on_model_call`` of ``tokens`` input (``output``
         estimated) is not made; ``None``: it may be."""
         if run.past_deadline():
-            run.facts.time_is_up(self.harness.shadow)
+            if run.report is None:  # a parked run's time stands still: it is not out of it
+                run.facts.time_is_up(self.harness.shadow)
             return "deadline: the run is out of time"
         if run.facts.terminal is not None and not self.harness.shadow:  # a shadow run goes on past its end
             return f"the run has concluded ({run.facts.terminal.reason})"
@@ -939,6 +950,10 @@ def guard_structured_calls(cls: type) -> None:
     _wrap_once(cls, "generate_structured_output", wrap)
 
 
+_SIDE_CALLS = itertools.count()
+"""Ids of a middleware's own calls (their rate units are their own: several
+may be in flight beside the run's own call)."""
+
 _REPLY_CODE = Agent._reply.__code__
 """The code of AgentScope's reply chain: a frame running it is an agent replying."""
 
@@ -952,9 +967,19 @@ def _live_guard() -> tuple[ModelGuard, RunState] | None:
     run, or one that has settled (a task that outlived it). A stream the
     caller stopped reading is on no stack: it claims none of its calls."""
     run = _replying() or current_run()
-    if run is None or run.report is not None or run.table.guard is None:
+    if run is None or not _open_to_calls(run) or run.table.guard is None:
         return None
     return run.table.guard, run
+
+
+def _open_to_calls(run: RunState) -> bool:
+    """Whether a call made now belongs to ``run``: it is live, or parked for
+    a human (a task it started runs on: its call is judged, and refused, as
+    the run's), not settled (a task that outlived it)."""
+    report = run.report
+    return run.table.get(run.run_id) is run and (
+        report is None or report.terminal_state is TerminalState.WAITING_INPUT
+    )
 
 
 def _replying() -> RunState | None:
@@ -968,7 +993,7 @@ def _replying() -> RunState | None:
             for middleware in getattr(agent, "_reply_middlewares", ()):
                 table = getattr(getattr(middleware, "harness", None), "table", None)
                 run = table.current.get(agent) if isinstance(table, RunTable) else None
-                if run is not None and run.report is None:  # a settled one: the agent replies in its caller's run
+                if run is not None and _open_to_calls(run):  # a settled one: the agent replies in its caller's run
                     return run
         frame = frame.f_back
     return None

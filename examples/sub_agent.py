@@ -65,7 +65,7 @@ async def ask_specialist(question: str) -> str:
             calls(("search_reviews", {"product": "Sony WH-CH520"}), inp=1200, out=40),
             text("The Sony WH-CH520: 50 h battery, 4.6/5 from 1,203 reviews.", inp=1500, out=60),
         ], model="specialist-model"),
-        toolkit=Toolkit(tools=[FunctionTool(search_reviews, permission=ALLOW)]),
+        toolkit=harness.instrument(Toolkit(tools=[FunctionTool(search_reviews, permission=ALLOW)])),
         middlewares=harness.middlewares(),
     )
     msg = await specialist.reply(UserMsg("concierge", question))
@@ -82,7 +82,7 @@ async def main() -> None:
             text("Our audio specialist recommends the Sony WH-CH520 ($59): "
                 "50 h battery, 4.6/5 from 1,203 reviews.", inp=1400, out=50),
         ], model="concierge-model"),
-        toolkit=Toolkit(tools=[FunctionTool(ask_specialist, permission=ALLOW)]),
+        toolkit=harness.instrument(Toolkit(tools=[FunctionTool(ask_specialist, permission=ALLOW)])),
         middlewares=harness.middlewares(),
     )
     with harness.acting_for(Principal(user_id="u-42", tenant="acme")):

@@ -69,6 +69,7 @@ U42 = Principal(user_id="u-42")
     (lambda: HarnessConfig(deadline_s=True), "deadline_s"),
     (lambda: CostPolicy(cap_usd=True), "cap_usd"),
     (lambda: ToolPolicy(units=True), "units"),
+    (lambda: CostPolicy(tiers=(0.5, 0.2, False)), "tiers"),  # round 90: a rung at 0, inside a tuple
 ])
 def test_a_boolean_in_a_number_field_is_refused_named(make: Any, field: str) -> None:
     with pytest.raises(ValidationError) as caught:
