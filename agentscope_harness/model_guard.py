@@ -29,6 +29,7 @@ from agentscope.agent import Agent
 from agentscope.message import TextBlock
 from agentscope.model import AnthropicChatModel, ChatResponse, ChatUsage
 from agentscope.model._model_response import FinishedReason
+from pydantic import BaseModel
 
 from .context import REASONS, fallback, found_so_far
 from .errors import HarnessError
@@ -212,8 +213,9 @@ async def _usage_of_stream(stream: Any, usages: list[Any]) -> AsyncGenerator:
     the last usage a chunk reports (a raw provider stream never marks its
     last chunk; usage comes with the final one) and the characters
     streamed. A stream the provider broke before its first chunk served
-    nothing (is charged nothing); one it broke later is charged what
-    streamed."""
+    nothing (is charged nothing); one stopped later, or one the client's
+    own timeout gave up on after its request went out, is charged its
+    request and what streamed, estimated."""
     served = _Served()
     slot = len(usages)
     usages.append(served)
@@ -225,9 +227,13 @@ async def _usage_of_stream(stream: Any, usages: list[Any]) -> AsyncGenerator:
                 chunk.usage = _counted_out(usage)
             served.chars += _chars(chunk) or 1
             yield chunk
-    except Exception:
-        if not served.chars:
+    except Exception as exc:
+        if not served.chars and not _timed_out(exc):
             usages[slot] = _NOTHING
+        served.usage = None  # stopped before its end: a count so far (Anthropic's first) is no whole one
+        raise
+    except BaseException:  # cancelled or closed mid-stream: its request and what streamed, estimated
+        served.usage = None
         raise
 
 
@@ -281,6 +287,20 @@ def billed_tokens(model: Any, usage: Any) -> tuple[int, int, int]:
     elif cached > input_tokens:  # more cached than sent: reported beside the input (a proxy), so both are charged
         input_tokens += cached
     return input_tokens, cached, count("output_tokens")
+
+
+def _as_billed(model: Any, usage: ChatUsage) -> ChatUsage:
+    """One attempt's usage with its input counted as it is billed
+    (``billed_tokens``: cached tokens a proxy reports beside the input
+    added to it), so attempts summed are priced as each would be alone
+    (summed first, the rule would no longer see one attempt's cache beside
+    another's input). Anthropic's counts are summed as reported: its rule
+    adds the cache to the input whatever the counts."""
+    if isinstance(model, AnthropicChatModel):
+        return usage
+    input_tokens, cached, output_tokens = billed_tokens(model, usage)
+    return ChatUsage(input_tokens=input_tokens, output_tokens=output_tokens, time=0.0,
+                     cache_input_tokens=cached)
 
 
 _NOTHING = ChatUsage(input_tokens=0, output_tokens=0, time=0.0)
@@ -389,6 +409,7 @@ class ModelGuard:
 
     async def guarded_call(
         self, run: RunState, model: Any, messages: list[Any], call: Callable[[], Any], compression: bool,
+        tools: list[Any],
     ) -> Any:
         """A model call made below ``on_model_call`` (a compression request,
         or a middleware's own call: ``guard_structured_calls``) under the
@@ -398,8 +419,9 @@ class ModelGuard:
         refusal stops a compression's run; a middleware's call is refused
         alone), bounded by the time left, counted, and
         charged: every answered attempt (an estimate where the provider
-        reports no usage). A refused one raises ``ModelCallRefused``
-        (``CompressionRefused`` for a compression)."""
+        reports no usage). ``tools``: what is sent beside the messages (the
+        output's schema), counted in every estimate. A refused one raises
+        ``ModelCallRefused`` (``CompressionRefused`` for a compression)."""
         services = self.harness.services
         fleet = services.fleet
         for message in messages:  # what it sends of the context: other middlewares' hints redacted
@@ -407,10 +429,10 @@ class ModelGuard:
             if isinstance(content, list):
                 redact_foreign_hints(services.redactor, content)
         side = None if compression else str(next(_SIDE_CALLS))  # a compression is the run's own call
-        tokens, output = estimate_input_tokens(messages, []), _output_estimate(run, model)
+        tokens, output = estimate_input_tokens(messages, tools), _output_estimate(run, model)
         refusal = self._side_call_refusal(run, model, tokens, output)
         if refusal is None:
-            admission = await fleet.before_model_call(run, model, messages, [], side=side)
+            admission = await fleet.before_model_call(run, model, messages, tools, side=side)
             refusal = None if admission.answer is None else "a rate limit or the daily quota refused it"
             if refusal is None:  # again: other calls ran while it waited (and may have raised the output seen)
                 output = _output_estimate(run, model)
@@ -475,7 +497,7 @@ class ModelGuard:
                 continue
             served = served or _Served()  # cut: its request only
             usage, how = _charged(served.usage, served.chars, input_tokens, model)
-            usages.append(usage)
+            usages.append(_as_billed(model, usage))
             if how != "reported":
                 self._estimated(attempts.run, how)
         if not usages:
@@ -735,8 +757,8 @@ class ModelGuard:
         except (GeneratorExit, asyncio.CancelledError):  # dropped or cancelled: the provider worked
             await self._charge_stopped(run, flight)
             raise
-        except Exception:  # the provider broke the stream: it served (and bills) what it sent
-            if flight.chars:
+        except Exception as exc:  # the provider broke the stream: it served (and bills) what it sent
+            if flight.chars or _timed_out(exc):  # or the client gave up on a request that went out
                 await self._charge_stopped(run, flight)
             raise
         finally:
@@ -941,13 +963,24 @@ def guard_structured_calls(cls: type) -> None:
             if guarded is None:
                 return await inner(self, messages, *args, **kwargs)
             guard, run = guarded
+            schema = _schema_sent(kwargs.get("structured_model", args[0] if args else None))
             return await guard.guarded_call(
-                run, self, messages, lambda: inner(self, messages, *args, **kwargs), compression,
+                run, self, messages, lambda: inner(self, messages, *args, **kwargs), compression, schema,
             )
 
         return generate
 
     _wrap_once(cls, "generate_structured_output", wrap)
+
+
+def _schema_sent(structured_model: Any) -> list[Any]:
+    """What AgentScope sends beside the messages of a structured call: the
+    output's JSON schema, as a tool of the request (its size counts)."""
+    if isinstance(structured_model, dict):
+        return [structured_model]
+    if isinstance(structured_model, type) and issubclass(structured_model, BaseModel):
+        return [structured_model.model_json_schema()]
+    return []
 
 
 _SIDE_CALLS = itertools.count()
