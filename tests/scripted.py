@@ -15,6 +15,7 @@ from agentscope.message import Msg, UserMsg
 from agentscope.model import ChatModelBase
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import FunctionTool, ToolBase, Toolkit
+from pydantic import BaseModel
 
 from agentscope_harness import HarnessConfig, Principal
 from agentscope_harness.context import REASONS
@@ -60,6 +61,28 @@ STORE_DOWN = HarnessConfig().fallback_text.format(reason=REASONS["dependency_dow
 
 RAN: list[str] = []
 """What the shared tools below ran; emptied before every test (conftest)."""
+
+
+class SlowModel(ScriptedModel):
+    """A scripted model whose every request takes ``delay`` seconds (calls
+    overlap, a deadline or a cancellation can land mid-request); counts
+    the requests that went out."""
+
+    def __init__(self, *args: Any, delay: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.delay = delay
+        self.requests_out = 0
+
+    async def _call_api(self, *args: Any, **kwargs: Any) -> Any:
+        self.requests_out += 1  # the request is on the wire from here
+        await asyncio.sleep(self.delay)
+        return await super()._call_api(*args, **kwargs)
+
+
+class Ids(BaseModel):
+    """A structured output: the ids a reranker keeps."""
+
+    ids: list[str]
 
 
 async def search(q: str) -> str:

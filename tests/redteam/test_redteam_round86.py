@@ -9,7 +9,6 @@ provider key included, into the user's stream and the model's request as a
 hint, unredacted. Real ``ModelRouterMiddleware`` and ``RAGMiddleware`` in
 the README's order (yours first, the harness's last)."""
 
-import asyncio
 import json
 import time
 from typing import Any
@@ -21,23 +20,11 @@ from agentscope.middleware import ChatModelCandidate, ModelRouterMiddleware, RAG
 from agentscope.rag._document import Chunk
 from agentscope.rag._vdb._vector_store import VectorSearchResult
 from agentscope.tool import Toolkit
-from scripted import ALICE, ScriptedModel, calls, make_agent, run, search, text, tool
+from scripted import ALICE, ScriptedModel, SlowModel, calls, make_agent, run, search, text, tool
 
 from agentscope_harness import CostPolicy, Harness, HarnessConfig, TerminalState
 
 SECRET = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0"
-
-
-class SlowModel(ScriptedModel):
-    """A scripted model whose every request takes ``delay`` seconds."""
-
-    def __init__(self, *args: Any, delay: float = 0.0, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.delay = delay
-
-    async def _call_api(self, *args: Any, **kwargs: Any) -> Any:
-        await asyncio.sleep(self.delay)
-        return await super()._call_api(*args, **kwargs)
 
 
 def _routed(prices: dict[str, tuple[float, float]], delay: float = 0.0, inp: int = 10,

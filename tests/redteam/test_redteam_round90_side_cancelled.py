@@ -12,29 +12,12 @@ import asyncio
 from typing import Any
 
 from agentscope.message import UserMsg
-from pydantic import BaseModel
-from scripted import ALICE, ScriptedModel, calls, make_agent, run, text
+from scripted import ALICE, Ids, ScriptedModel, SlowModel, calls, make_agent, run, text
 
 from agentscope_harness import CostPolicy, Harness, HarnessConfig
 from agentscope_harness.stores import MemoryStore
 
 BIG = "x" * 400_000  # ~100k tokens by the harness's own estimate: $0.10 at $1/M
-
-
-class Ids(BaseModel):
-    ids: list[str]
-
-
-class SlowModel(ScriptedModel):
-    def __init__(self, *args: Any, delay: float = 0.0, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.delay = delay
-        self.requests_out = 0
-
-    async def _call_api(self, *args: Any, **kwargs: Any) -> Any:
-        self.requests_out += 1  # the request is on the wire from here
-        await asyncio.sleep(self.delay)
-        return await super()._call_api(*args, **kwargs)
 
 
 async def _cancelled(side: bool) -> tuple[Any, float, SlowModel]:

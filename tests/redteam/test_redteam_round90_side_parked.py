@@ -12,15 +12,10 @@ from typing import Any
 
 from agentscope.event import RequireUserConfirmEvent
 from agentscope.message import UserMsg
-from pydantic import BaseModel
-from scripted import ALICE, ScriptedModel, calls, confirm, make_agent, run, text
+from scripted import ALICE, Ids, ScriptedModel, calls, confirm, make_agent, run, text
 
 from agentscope_harness import CostPolicy, Harness, HarnessConfig, TerminalState, ToolPolicy
 from agentscope_harness.stores import MemoryStore
-
-
-class Ids(BaseModel):
-    ids: list[str]
 
 
 async def _drive(make_call_while_parked: bool) -> tuple[Any, ScriptedModel, MemoryStore]:

@@ -7,32 +7,16 @@ back: ``Fleet._model_units`` is keyed by run id, so each admission overwrites
 the previous one's units and the first to finish pops (and refunds) the last's.
 Sequential calls of the same tools leave the bucket nearly full."""
 
-import asyncio
 import time
 from typing import Any
 
 from agentscope.message import UserMsg
-from pydantic import BaseModel
-from scripted import ALICE, ScriptedModel, calls, make_agent, run, text
+from scripted import ALICE, Ids, ScriptedModel, SlowModel, calls, make_agent, run, text
 
 from agentscope_harness import Harness, HarnessConfig, RateLimit, TerminalState
 from agentscope_harness.stores import MemoryStore
 
 PER_MIN = 20_000
-
-
-class Ids(BaseModel):
-    ids: list[str]
-
-
-class SlowModel(ScriptedModel):
-    def __init__(self, *args: Any, delay: float = 0.0, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.delay = delay
-
-    async def _call_api(self, *args: Any, **kwargs: Any) -> Any:
-        await asyncio.sleep(self.delay)
-        return await super()._call_api(*args, **kwargs)
 
 
 def _units_in_use(store: MemoryStore, per_min: int = PER_MIN) -> float:
@@ -85,7 +69,6 @@ async def test_parallel_side_calls_give_back_unbilled_token_units() -> None:
     used, report, _ = await _drive(parallel=True)
     # 2 main calls + 3 side calls, each billed 10 tokens: the bucket should be nearly full
     assert used < 1_000, f"{used:.0f} of {PER_MIN} tokens_per_min units still taken after the run"
-
 
 
 async def test_side_calls_in_parallel_never_refuse_the_runs_own_next_call() -> None:
