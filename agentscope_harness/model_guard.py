@@ -67,6 +67,9 @@ class _Attempts:
     """Attempts that timed out after their request went out (the client
     gave up; the provider may still work and bill it): each is charged its
     request, as a call cut at the deadline is."""
+    usage_seen: Any = None
+    """The last whole usage the current attempt's stream reported (the
+    run's own call: a final count may come before the stream breaks)."""
     usages: list[Any] | None = None
     """When kept (a compression, charged here, not by ``on_model_call``):
     what each answered attempt served (``_Served``; ``_NOTHING``: a stream
@@ -89,6 +92,8 @@ class _Streaming:
     input_tokens: int
     held: Held | None = None
     """Its estimate, held against the run's caps until it is charged."""
+    attempts: _Attempts | None = None
+    """Its attempts: the last whole usage its provider reported is read there."""
     chars: int = 0
     """Characters of the chunks passed on so far."""
     charged: bool = False
@@ -146,14 +151,17 @@ def _count_attempts(model: Any) -> None:
             except Exception as exc:
                 counting.ended += counting.depth == 1  # failed: it answered nothing
                 if counting.depth == 1 and _timed_out(exc):  # its request went out: charged that
-                    if counting.usages is not None:
-                        counting.usages.append(None)  # a compression's: as an attempt cut
+                    if counting.usages is not None:  # a call below on_model_call: charged there
+                        counting.usages.append(_Served(ended=False, unanswered=True))
                     else:
                         counting.unanswered += 1
                 raise
             finally:
                 counting.depth -= 1
             counting.ended += counting.depth == 0
+            if counting.usages is None and counting.depth == 0 and inspect.isasyncgen(result):
+                counting.usage_seen = None
+                return _usage_seen(result, counting)
             if counting.usages is not None and counting.depth == 0:  # each answered attempt was billed
                 if inspect.isasyncgen(result):
                     return _usage_of_stream(result, counting.usages)
@@ -171,22 +179,25 @@ def _count_attempts(model: Any) -> None:
 
 def _timed_out(exc: BaseException) -> bool:
     """Whether an attempt failed waiting for its answer (the client's own
-    timeout: asyncio's, httpx's, the provider SDK's), its request sent: not
-    one that timed out connecting or waiting for a connection (nothing went
-    out), nor a server's ``408`` (it did not read the whole request)."""
+    timeout: asyncio's, httpx's, the provider SDK's), its whole request
+    sent: not one that timed out connecting, waiting for a connection or
+    writing the request (it never arrived whole), nor one the server
+    answered (an HTTP status: a ``504``, Anthropic's request-body timeout, a
+    ``408``: a failed call). Its causes are read (``raise ... from``), never
+    an exception its caller happened to be handling (``__context__``: a
+    call made in an ``except`` block is not judged by the earlier error)."""
     chain: list[BaseException] = []
     seen: BaseException | None = exc
     while seen is not None and seen not in chain and len(chain) < 16:
         chain.append(seen)
-        seen = seen.__cause__ or seen.__context__
-    names = {type(e).__name__ for e in chain}
-    if names & _NOT_SENT or getattr(exc, "status_code", None) == 408:
+        seen = seen.__cause__
+    if any(type(e).__name__ in _NOT_SENT or getattr(e, "status_code", None) is not None for e in chain):
         return False
     return any(isinstance(e, TimeoutError) or "Timeout" in type(e).__name__ for e in chain)
 
 
-_NOT_SENT = frozenset({"ConnectTimeout", "PoolTimeout", "ConnectError"})
-"""httpx's timeouts before a request is written (the provider SDKs wrap them)."""
+_NOT_SENT = frozenset({"ConnectTimeout", "PoolTimeout", "ConnectError", "WriteTimeout"})
+"""httpx's timeouts before a request is written whole (the provider SDKs wrap them)."""
 
 
 def _counted_out(usage: Any) -> Any:
@@ -200,12 +211,27 @@ def _counted_out(usage: Any) -> Any:
 
 @dataclass
 class _Served:
-    """What one answered attempt of a compression served: the usage its
-    provider reported (``None``: none; a whole one wins over a partial one)
-    and the characters of its answer."""
+    """What one attempt of a call below ``on_model_call`` served: the usage
+    its provider reported (``None``: none; a whole one wins over a partial
+    one) and the characters of its answer; ``ended``: it answered to its end
+    (else it was stopped: cut, cancelled, broken, or ``unanswered``: the
+    client's own timeout gave up on its request)."""
 
     usage: Any = None
     chars: int = 0
+    ended: bool = True
+    unanswered: bool = False
+
+
+async def _usage_seen(stream: Any, counting: _Attempts) -> AsyncGenerator:
+    """A streamed attempt of the run's own call passed on, the last whole
+    usage a chunk reports kept on ``counting`` (a stream that breaks after
+    its final count is charged that count, not an estimate)."""
+    async for chunk in stream:
+        usage = getattr(chunk, "usage", None)
+        if isinstance(usage, ChatUsage) and _billable(usage):
+            counting.usage_seen = usage
+        yield chunk
 
 
 async def _usage_of_stream(stream: Any, usages: list[Any]) -> AsyncGenerator:
@@ -228,12 +254,13 @@ async def _usage_of_stream(stream: Any, usages: list[Any]) -> AsyncGenerator:
             served.chars += _chars(chunk) or 1
             yield chunk
     except Exception as exc:
-        if not served.chars and not _timed_out(exc):
+        timed_out = _timed_out(exc)
+        if not served.chars and not timed_out:
             usages[slot] = _NOTHING
-        served.usage = None  # stopped before its end: a count so far (Anthropic's first) is no whole one
+        served.ended, served.unanswered = False, timed_out and not served.chars
         raise
     except BaseException:  # cancelled or closed mid-stream: its request and what streamed, estimated
-        served.usage = None
+        served.ended = False
         raise
 
 
@@ -287,6 +314,16 @@ def billed_tokens(model: Any, usage: Any) -> tuple[int, int, int]:
     elif cached > input_tokens:  # more cached than sent: reported beside the input (a proxy), so both are charged
         input_tokens += cached
     return input_tokens, cached, count("output_tokens")
+
+
+def _stopped_usage(reported: Any, estimate: ChatUsage) -> tuple[ChatUsage, str]:
+    """What a call stopped before its end is charged: the provider's usage
+    when it reported a whole one covering what streamed (its final count
+    came before the break), else the estimate (a count so far, Anthropic's
+    first event's, is no final one); and how it was found."""
+    if _billable(reported) and (reported.output_tokens or 0) >= estimate.output_tokens:
+        return reported, "reported"
+    return estimate, "estimated"
 
 
 def _as_billed(model: Any, usage: ChatUsage) -> ChatUsage:
@@ -382,7 +419,7 @@ class ModelGuard:
         elif isinstance(result, ChatResponse):
             usage = self._usage(run, model, result, tokens)
         else:
-            flight = _Streaming(model, held, tokens, estimate)  # in flight from now: charged even if never read
+            flight = _Streaming(model, held, tokens, estimate, counting)  # in flight: charged even if never read
             run.streaming.append(flight)
             return self._counted(run, model, result, started, flight)
         run.note_model_call_s(time.monotonic() - started)
@@ -495,8 +532,12 @@ class ModelGuard:
             if served is _NOTHING:  # broken before its first chunk: nothing served
                 usages.append(served)
                 continue
-            served = served or _Served()  # cut: its request only
-            usage, how = _charged(served.usage, served.chars, input_tokens, model)
+            served = served or _Served(ended=False)  # cut: its request only
+            if served.ended:
+                usage, how = _charged(served.usage, served.chars, input_tokens, model)
+            else:
+                usage, how = _stopped_usage(served.usage, _estimated_usage(input_tokens, served.chars, model))
+                how = how if how == "reported" else "unanswered" if served.unanswered else "cut"
             usages.append(_as_billed(model, usage))
             if how != "reported":
                 self._estimated(attempts.run, how)
@@ -758,8 +799,10 @@ class ModelGuard:
             await self._charge_stopped(run, flight)
             raise
         except Exception as exc:  # the provider broke the stream: it served (and bills) what it sent
-            if flight.chars or _timed_out(exc):  # or the client gave up on a request that went out
+            if flight.chars:
                 await self._charge_stopped(run, flight)
+            elif _timed_out(exc):  # the client gave up on a request that went out
+                await self._charge_stopped(run, flight, "unanswered")
             raise
         finally:
             if _take(run, flight) and held is not None:  # the call failed: nothing was spent
@@ -772,14 +815,18 @@ class ModelGuard:
         for flight in list(run.streaming):
             await self._charge_stopped(run, flight)
 
-    async def _charge_stopped(self, run: RunState, flight: _Streaming) -> None:
+    async def _charge_stopped(self, run: RunState, flight: _Streaming, how: str = "cut") -> None:
         """A streamed call stopped before its last chunk (cut at the
-        deadline, cancelled, dropped), charged once: its request, and 4
-        characters a token of what streamed."""
+        deadline, cancelled, dropped, broken; ``unanswered``: timed out
+        before its first), charged once: the final usage it reported before
+        the break, else its request and 4 characters a token of what
+        streamed (``_stopped_usage``)."""
         if not _take(run, flight):
             return
-        self._estimated(run, "cut")
-        usage = _estimated_usage(flight.input_tokens, flight.chars, flight.model)
+        estimate = _estimated_usage(flight.input_tokens, flight.chars, flight.model)
+        usage, found = _stopped_usage(flight.attempts.usage_seen if flight.attempts else None, estimate)
+        if found != "reported":
+            self._estimated(run, how)
         await self.harness.charge_usage(run, flight.model, usage, flight.reservation)
 
 
