@@ -474,8 +474,8 @@ class ModelGuard:
             if refusal is None:  # again: other calls ran while it waited (and may have raised the output seen)
                 output = _output_estimate(run, model)
                 refusal = self._side_call_refusal(run, model, tokens, output)
-                if refusal is not None:
-                    await fleet.not_made(run, admission.reservation, side)
+                if refusal is not None:  # given back even if the caller is cancelled meanwhile
+                    await asyncio.shield(fleet.not_made(run, admission.reservation, side))
         if refusal is not None:
             raise self._not_made(run, refusal, compression)
         # held with no await since the check, as any call's estimate

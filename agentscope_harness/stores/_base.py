@@ -205,17 +205,20 @@ async def bounded(awaitable: Awaitable[T], what: str, timeout_s: float | None,
 
 
 async def given_back_if_abandoned(acquire: Callable[[], Awaitable[T]],
-                                  give_back: Callable[[Any], Awaitable[object]]) -> T:
-    """Await an acquisition (a lease, a reservation) that happens once its
-    request is sent. If the caller stops waiting (cancelled, or out of time),
-    the request is left to finish and what it took, if anything, is given
-    back: a caller that is gone holds nothing until a TTL (a cancelled
-    reply's run slot would refuse its user's next reply for ``lease_s``)."""
+                                  give_back: Callable[[Any], Awaitable[object]],
+                                  taken: Callable[[Any], bool] = bool) -> T:
+    """Await an acquisition (a lease, a reservation, a rate unit) that
+    happens once its request is sent. If the caller stops waiting
+    (cancelled, or out of time), the request is left to finish and what it
+    took, if anything (``taken`` of its answer), is given back: a caller
+    that is gone holds nothing until a TTL (a cancelled reply's run slot
+    would refuse its user's next reply for ``lease_s``, its rate unit the
+    next call of the minute)."""
     task = asyncio.ensure_future(acquire())
     try:
         return await asyncio.shield(task)
     except BaseException:
-        task.add_done_callback(partial(_give_back_late, give_back))
+        task.add_done_callback(partial(_give_back_late, give_back, taken))
         raise
 
 
@@ -223,8 +226,9 @@ _GIVING_BACK: set[asyncio.Future[object]] = set()
 """Give-backs in flight (the loop keeps only weak references to tasks)."""
 
 
-def _give_back_late(give_back: Callable[[Any], Awaitable[object]], task: asyncio.Future[Any]) -> None:
-    if task.cancelled() or task.exception() is not None or not task.result():
+def _give_back_late(give_back: Callable[[Any], Awaitable[object]], taken: Callable[[Any], bool],
+                    task: asyncio.Future[Any]) -> None:
+    if task.cancelled() or task.exception() is not None or not taken(task.result()):
         return  # nothing was taken (a store that cannot tell gives back itself: ``give_back_soon``)
     give_back_soon(give_back(task.result()))
 

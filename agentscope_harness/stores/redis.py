@@ -266,26 +266,33 @@ class RedisStore:
         return ":".join((self.prefix, kind, *parts))
 
     async def _run(self, call: Callable[[], Awaitable[T]], deadline: float | None,
-                   give_back: Callable[[Any], Awaitable[object]] | None = None) -> T:
+                   give_back: Callable[[Any], Awaitable[object]] | None = None,
+                   taken: Callable[[Any], bool] | None = None) -> T:
         """One command, bounded; ``give_back``: an acquisition's. Once sent,
         the server runs it whether or not the caller still waits, or reads
-        the answer: one that failed (a read timeout, a dropped connection)
-        may have taken its slot, and gives it back."""
+        the answer: one the caller stopped waiting for gives back what its
+        answer took (``taken``; default: any answer), and one that failed
+        (a read timeout, a dropped connection) may have taken its slot, and
+        gives it back, unless its kind counts what it gives back (a rate
+        unit given back untaken would be a unit too many: with ``taken``,
+        only a known one is)."""
         async def guarded() -> T:
             try:
                 return await call()
             except self._errors as exc:
-                if give_back is not None:
+                if give_back is not None and taken is None:
                     give_back_soon(give_back(None))
                 raise DependencyDown(self._what, exc) from exc
 
-        work = guarded() if give_back is None else given_back_if_abandoned(guarded, give_back)
+        work = guarded() if give_back is None else given_back_if_abandoned(guarded, give_back, taken or bool)
         return await bounded(work, self._what, self.timeout_s, deadline)
 
-    async def _script(self, name: str, keys: list[str], args: list[Any],
-                      deadline: float | None, give_back: Callable[[Any], Awaitable[object]] | None = None) -> Any:
+    async def _script(self, name: str, keys: list[str], args: list[Any], deadline: float | None,
+                      give_back: Callable[[Any], Awaitable[object]] | None = None,
+                      taken: Callable[[Any], bool] | None = None) -> Any:
         script = self._connection().scripts[name]
-        return await self._run(lambda: cast(Awaitable[Any], script(keys=keys, args=args)), deadline, give_back)
+        return await self._run(lambda: cast(Awaitable[Any], script(keys=keys, args=args)), deadline, give_back,
+                               taken)
 
     # ------------------------------------------------------------ spend
 
@@ -367,7 +374,9 @@ class RedisStore:
             raise ValueError(f"rate limit needs per_min > 0 and cost >= 0 (got {per_min}, {cost})")
         if cost > per_min:
             return math.inf
-        wait_us = await self._script("rate", [self._key("rate", key)], [per_min, cost], deadline)
+        wait_us = await self._script("rate", [self._key("rate", key)], [per_min, cost], deadline,
+                                     give_back=lambda _: self.rate_refund(key, per_min, cost),
+                                     taken=lambda wait: int(wait) == 0)
         return float(wait_us) / 1e6
 
     async def rate_refund(self, key: str, per_min: int, cost: float = 1, *,

@@ -137,16 +137,18 @@ class SQLiteStore:
         conn.execute("DELETE FROM harness_park_claims WHERE until<=?", (now,))
 
     async def _run(self, fn: Callable[[], T], deadline: float | None,
-                   give_back: Callable[[Any], Awaitable[object]] | None = None) -> T:
+                   give_back: Callable[[Any], Awaitable[object]] | None = None,
+                   taken: Callable[[Any], bool] = bool) -> T:
         """``fn`` in a thread, bounded; ``give_back``: an acquisition's
-        (its thread goes on when the caller stops waiting)."""
+        (its thread goes on when the caller stops waiting; ``taken`` of its
+        answer: whether it took something to give back)."""
         async def call() -> T:
             try:
                 return await asyncio.to_thread(fn)
             except sqlite3.Error as exc:
                 raise DependencyDown(self._what, exc) from exc
 
-        work = call() if give_back is None else given_back_if_abandoned(call, give_back)
+        work = call() if give_back is None else given_back_if_abandoned(call, give_back, taken)
         return await bounded(work, self._what, self.timeout_s, deadline)
 
     # ------------------------------------------------------------ spend
@@ -255,7 +257,8 @@ class SQLiteStore:
                              "ON CONFLICT(key) DO UPDATE SET tat=excluded.tat", (key, tat))
             return wait
 
-        return await self._run(lambda: self._write(acquire), deadline)
+        return await self._run(lambda: self._write(acquire), deadline,
+                               give_back=lambda _: self.rate_refund(key, per_min, cost), taken=_unit_taken)
 
     async def rate_refund(self, key: str, per_min: int, cost: float = 1, *,
                           deadline: float | None = None) -> None:
@@ -328,3 +331,8 @@ def _save_breaker(conn: sqlite3.Connection, tool: str, b: Breaker) -> None:
                  "failures=excluded.failures, opened=excluded.opened, "
                  "probe_until=excluded.probe_until",
                  (tool, b.state, b.failures, b.opened, b.probe_until))
+
+
+def _unit_taken(wait: float) -> bool:
+    """Whether a rate acquisition's answer took its units (no wait)."""
+    return wait == 0.0
