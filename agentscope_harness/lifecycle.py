@@ -561,7 +561,9 @@ class ReplyLifecycle:
         if not live:  # only the candidate judges it: read beside the run, awaited only briefly
             reading = asyncio.ensure_future(self._quota_for_candidate(run))
             give_back_soon(reading)  # kept to its end, however long the store takes
-            await asyncio.wait((reading,), timeout=min(CANDIDATE_READ_WAIT_S, run.time_left() or math.inf))
+            left = run.time_left()  # a run out of time waits for nothing (0 s left is no "no deadline")
+            await asyncio.wait((reading,), timeout=CANDIDATE_READ_WAIT_S if left is None
+                               else min(CANDIDATE_READ_WAIT_S, max(left, 0.0)))
             return
         store = self.harness.store
         try:
