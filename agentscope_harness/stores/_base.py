@@ -222,6 +222,22 @@ async def given_back_if_abandoned(acquire: Callable[[], Awaitable[T]],
         raise
 
 
+def unit_give_back(store: Any, key: str, per_min: int, cost: int) -> Callable[[Any], Awaitable[None]]:
+    """The give-back of ``cost`` rate units taken for a caller that stopped
+    waiting: only the part of their window still to run (timed from before
+    the request was sent, so never more than is still held), as
+    ``Fleet._release`` gives back its own: a give-back that lands late must
+    not free the units another worker took since."""
+    sent_at = time.monotonic()
+
+    async def give_back(_: Any) -> None:  # only after a take: ``per_min`` was a valid limit
+        left = 1.0 - (time.monotonic() - sent_at) / (60.0 * cost / per_min)
+        if left > 0:
+            await store.rate_refund(key, per_min, cost * left)
+
+    return give_back
+
+
 _GIVING_BACK: set[asyncio.Future[object]] = set()
 """Give-backs in flight (the loop keeps only weak references to tasks)."""
 

@@ -31,6 +31,7 @@ from ._base import (
     positive,
     reservation_day,
     today,
+    unit_give_back,
     whole,
 )
 
@@ -127,7 +128,7 @@ local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
 if tat < now then tat = now end
 local new_tat = tat + minute * tonumber(ARGV[2]) / tonumber(ARGV[1])
 local allow_at = new_tat - minute
-if allow_at > now then return num(allow_at - now) end
+if allow_at > now then return num(math.max(math.ceil(allow_at - now), 1)) end  -- never "0": not admitted
 redis.call('SET', KEYS[1], num(new_tat), 'PX', math.floor((new_tat - now) / 1000) + 1)
 return '0'
 """
@@ -375,7 +376,7 @@ class RedisStore:
         if cost > per_min:
             return math.inf
         wait_us = await self._script("rate", [self._key("rate", key)], [per_min, cost], deadline,
-                                     give_back=lambda _: self.rate_refund(key, per_min, cost),
+                                     give_back=unit_give_back(self, key, per_min, cost),
                                      taken=lambda wait: int(wait) == 0)
         return float(wait_us) / 1e6
 

@@ -28,6 +28,7 @@ from ._base import (
     positive,
     reservation_day,
     today,
+    unit_give_back,
     whole,
 )
 
@@ -258,7 +259,7 @@ class SQLiteStore:
             return wait
 
         return await self._run(lambda: self._write(acquire), deadline,
-                               give_back=lambda _: self.rate_refund(key, per_min, cost), taken=_unit_taken)
+                               give_back=unit_give_back(self, key, per_min, cost), taken=_unit_taken)
 
     async def rate_refund(self, key: str, per_min: int, cost: float = 1, *,
                           deadline: float | None = None) -> None:
