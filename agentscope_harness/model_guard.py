@@ -959,8 +959,28 @@ def _charged(usage: Any, chars: int, input_tokens: int, model: Any) -> tuple[Cha
 
 def _chars(response: ChatResponse) -> int:
     """Characters of a response's text, thinking and tool-call arguments."""
-    return sum(len(getattr(b, "text", "") or getattr(b, "thinking", "") or getattr(b, "input", "") or "")
-               for b in response.content)
+    total = 0
+    for block in response.content:
+        field = _CHAR_FIELD.get(type(block))
+        if field is None:  # a block of a kind not met yet: its field found once (a pydantic miss raises)
+            field = _CHAR_FIELD[type(block)] = _char_field(type(block))
+        text = getattr(block, field, "") if field else (
+            getattr(block, "text", "") or getattr(block, "thinking", "") or getattr(block, "input", "")
+        )
+        total += len(text) if type(text) is str else len(text or "")
+    return total
+
+
+_CHAR_FIELD: dict[type, str] = {}
+"""Per block class: the field whose characters ``_chars`` counts ("" when
+the class declares none of them: read generically)."""
+
+
+def _char_field(cls: type) -> str:
+    fields = getattr(cls, "model_fields", None)
+    if not isinstance(fields, dict):
+        return ""
+    return next((name for name in ("text", "thinking", "input") if name in fields), "")
 
 
 def _cut_at_deadline(run: RunState, response: ChatResponse) -> bool:
