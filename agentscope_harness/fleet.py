@@ -12,8 +12,8 @@ one store behave as one harness.
 - Runs in flight per principal/tenant hold a lease from open to close.
 - Every lease held is renewed four times per ``lease_s``, so a slot lasts
   as long as its run or call does, however long that is; a crashed process's
-  slots lapse within ``lease_s``. A parked run's lease is not renewed (a run
-  waiting for a human is not in flight); it takes its slot again on resume.
+  slots lapse within ``lease_s``. A parked run gives its run slots back (a
+  run waiting for a human is not in flight); it takes them again on resume.
 - Before each model call its cost is reserved against the principal's daily
   quota and settled with the actual cost after: concurrent runs never spend
   past the quota (as long as a call costs no more than its estimate).
@@ -660,30 +660,23 @@ class Fleet:
     # ------------------------------------------------------------ runs
 
     async def open_run(self, run: RunState) -> None:
-        """A root run takes one slot of each run concurrency limit; over a
-        limit (or with the store down) it ends at once, incomplete, with the
-        fallback answer at its first step."""
+        """A root run takes one slot of each run concurrency limit, at open
+        and again at a resume (``park_run`` gave them back: the slot may be
+        another run's by now); over a limit (or with the store down) it ends
+        at once, incomplete, with the fallback answer at its first step (a
+        resumed run's parked call does not run)."""
         if run.parent is None and self.run_leases:
             await self._take_run_slots(run)
 
-    async def resume_run(self, run: RunState) -> None:
-        """A run resumed after a park takes its slots again: its leases were
-        not renewed while it waited, so one that lapsed (the slot may be
-        another run's by now) is taken anew, as at open; with none free the
-        run ends at its first step and the call it parked does not run."""
-        if run.parent is not None or not self.run_leases:
+    async def park_run(self, run: RunState) -> None:
+        """A run parked for a human is not in flight: its run slots go back
+        now, so its resume takes one afresh wherever it lands (a slot kept
+        here was one another worker's resume could neither renew nor free)."""
+        holds = self._holds.get(run.run_id)
+        if holds is None or not holds.run:
             return
-        holds = self._holds_of(run)
-        failures: list[DependencyDown] = []
-        for lease in list(holds.run):
-            if not await self._renewed(lease, failures):
-                holds.drop(lease)
-        if failures:  # as at open: the limits cannot be checked, so the run does not go on
-            self.stop(run, "dependency_down", "dependency_down", str(failures[-1]))
-            return
-        await self._take_run_slots(run)
-        if holds.run:  # renewed on this loop from now on
-            self._keep_renewing()
+        leases, holds.run = holds.run, []
+        await self._release(leases)
 
     async def _take_run_slots(self, run: RunState) -> None:
         holds = self._holds_of(run)

@@ -634,7 +634,7 @@ class ReplyLifecycle:
             _rules_only_for_shown_calls(self.agent, inputs, by_another or not run.asked_here,
                                         self.harness.services.approvals, run.resumed_by)
         self.run = run
-        await self.harness.services.fleet.resume_run(run)
+        await self.harness.services.fleet.open_run(run)  # its slots, given back at the park
         return run
 
     async def _restored(self) -> tuple[RunState, bool]:
@@ -883,6 +883,7 @@ class ReplyLifecycle:
         await _shown_at_park(run, self.agent)
         await self.settle(run, TerminalState.WAITING_INPUT, reason)
         await self._record_park(run)
+        await self.harness.services.fleet.park_run(run)
 
     async def settle(self, run: RunState, state: TerminalState, reason: str) -> RunReport:
         """Close the books of a run once: its report, the parent's children,
