@@ -472,7 +472,22 @@ class Harness:
         )
         slot[0] = run.run_id
         self.opened(run, agent)
+        if parent is None and self.services.fleet.run_leases:
+            self._run_limits_unheld(run)
         return run
+
+    def _run_limits_unheld(self, run: RunState) -> None:
+        """A run concurrency limit needs ``on_reply`` (the agent adapter) to
+        know when a reply ends: the tool adapter alone could hold no slot
+        for its runs, so they fail closed (no tool runs) rather than run
+        past a limit that is silently off."""
+        fields = ", ".join(
+            f"concurrency_limits[{i}]" for i, limit in enumerate(self.config.concurrency_limits)
+            if limit.scope in ("principal", "tenant")
+        )
+        detail = f"{fields} limit runs, which needs HarnessAgentAdapter (on_reply): the tool adapter alone cannot"
+        log.error("harness: %s; this run's tool calls are refused", detail)
+        self.services.fleet.stop(run, "policy_error", "policy_error", detail)
 
 
 def _stopped_by_prompt_hooks(scratch: RunState, asking: RunState) -> None:
