@@ -56,7 +56,7 @@ from .approvals import approval_digest
 from .arguments import guide_invalid_arguments
 from .calls import read_as_agentscope, result_view
 from .chains import release
-from .context import fallback
+from .context import HookContext, fallback
 from .deadline import current_deadline, tighter
 from .errors import METADATA_KEY, DependencyDown
 from .hooks.drift import judged_text
@@ -75,9 +75,10 @@ from .outputs import (
     answer_filter,
     cleaned_args,
     foreign_hint_shown,
-    pii_salt,
-    readable_data,
     readable_metadata,
+    result_pii,
+    result_text,
+    shaped_data,
     shown_name,
 )
 from .report import RunReport, TerminalState
@@ -251,7 +252,7 @@ async def _recall_results(run: RunState, agent: Any, result_max_tokens: int) -> 
             elif isinstance(block, ToolResultBlock) and block.state == ToolResultState.SUCCESS:
                 call = calls.get(block.id)
                 read = await read_as_agentscope(agent, call) if call is not None else None
-                text = judged_text(_block_text(block), result_max_tokens)  # joined as the live view joins it
+                text = judged_text(result_text(block.output), result_max_tokens)  # joined as the live view joins it
                 run.facts.novelty.add(text, echo=read[1] if read else None)
                 await asyncio.sleep(0)
 
@@ -760,19 +761,30 @@ class ReplyLifecycle:
             if call.name != block.name and not await _shape_kept(self.agent, block, call.name):  # named to pass
                 block.output, block.state = _MISSHAPEN_RESULT, ToolResultState.ERROR
                 continue
+            block.name = call.name  # filed, and sent to the model, under its call's name
             ctx = run.admitted.pop(block.id, None) or await flow.unjudged(run, self.agent, call)
-            pii = ctx.tool.policy.pii if ctx.tool is not None and ctx.tool.policy is not None else None
-            if pii:
-                block.metadata = readable_metadata(redactor, block.metadata, pii, pii_salt(run))
-            if not isinstance(block.output, str):
-                block.output = [readable_data(b, redactor) if isinstance(b, DataBlock) else b for b in block.output]
-            text = _block_text(block)
-            state = str(getattr(block.state, "value", block.state))
-            result = await flow.shape(ctx, result_view(text, state, dict(block.metadata)))
-            if result.withheld or result.text != text or result.notices:
-                block.output = "\n".join(p for p in [result.text, *result.notices] if p)
-                if result.withheld:
-                    block.state = ToolResultState.ERROR
+            await self._shape_client_result(ctx, block)
+
+    async def _shape_client_result(self, ctx: HookContext, block: ToolResultBlock) -> None:
+        """A client's result shaped in place as a server tool's is
+        (``to_response``): its text fenced and filtered, its data blocks kept
+        beside it with their written fields shaped, its metadata cleaned."""
+        services, run = ctx.services, ctx.run
+        policy = ctx.tool.policy if ctx.tool is not None else None
+        modes, salt = result_pii(policy, run)
+        if modes and policy is not None:
+            block.metadata = readable_metadata(services.redactor, block.metadata, policy.pii, salt)
+        output = block.output
+        data = [] if isinstance(output, str) else [b for b in output if isinstance(b, DataBlock)]
+        shaped = [await shaped_data(b, services.redactor, modes, salt) for b in data]
+        text = result_text(output)
+        state = str(getattr(block.state, "value", block.state))
+        result = await self.harness.flow.shape(ctx, result_view(text, state, dict(block.metadata), bool(data)))
+        if result.withheld:
+            block.output, block.state = "\n".join(p for p in [result.text, *result.notices] if p), ToolResultState.ERROR
+        elif result.text != text or result.notices or any(a is not b for a, b in zip(shaped, data, strict=True)):
+            body = "\n".join(p for p in [result.text, *result.notices] if p)
+            block.output = [TextBlock(text=body), *shaped] if body and shaped else shaped or body
 
     # ------------------------------------------------------------ ends
 
@@ -1008,13 +1020,6 @@ def _awaits_human(agent: Any) -> bool:
     """Whether AgentScope still waits for a human's (or a client's) answer
     to a call of the agent's reply: it can be resumed."""
     return bool(agent.state.get_awaiting_tool_calls(agent.name))
-
-
-def _block_text(block: ToolResultBlock) -> str:
-    output = block.output
-    if isinstance(output, str):
-        return output
-    return "".join(b.text for b in output if isinstance(b, TextBlock))
 
 
 def _rewrite_text(msg: Msg, text: str) -> None:

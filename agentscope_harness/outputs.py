@@ -530,22 +530,62 @@ def _labelled(key: Any, value: Any, clean: Callable[[str], str], numbers: bool) 
     return markers[-1] if markers else "[redacted]"
 
 
-def readable_data(block: Any, redactor: Redactor) -> Any:
-    """A tool result's data block as the model may read it. AgentScope's
-    formatter writes a URL source and the block's name into the tool message
-    as text, outside the fence: a secret in them is redacted and a marker
-    defanged (inline base64 data is never written as text)."""
-    source, name = block.source, block.name
+def result_text(output: Any) -> str:
+    """A tool result's text as AgentScope's formatter sends it to the model:
+    its text blocks, a line each (its data blocks are written between them
+    as reminders of their own)."""
+    if isinstance(output, str):
+        return output
+    return "\n".join(b.text for b in output if isinstance(b, TextBlock))
+
+
+def _data_fields(block: Any) -> dict[str, str]:
+    """What AgentScope's formatter writes of a data block into the tool
+    message as text, outside the fence: its URL source's URL, its media
+    type, its id (the identifier the model is told) and its name (inline
+    base64 data is never written as text)."""
+    source = block.source
+    fields = {"media_type": source.media_type, "id": block.id}
     url = getattr(source, "url", None)
-    url = url if url is None else str(url)
-    safe_url = url if url is None else neutralise_markers(redactor.redact(url))
-    safe_name = name if name is None else neutralise_markers(redactor.redact(name))
-    if safe_url == url and safe_name == name:
+    if url is not None:
+        fields["url"] = str(url)
+    if block.name is not None:
+        fields["name"] = block.name
+    return fields
+
+
+def _with_fields(block: Any, before: dict[str, str], after: dict[str, str]) -> Any:
+    """``block`` with its changed text fields (itself when none changed)."""
+    changed = {k: v for k, v in after.items() if v != before[k]}
+    if not changed:
         return block
-    update: dict[str, Any] = {"name": safe_name}
-    if safe_url != url:
-        update["source"] = source.model_copy(update={"url": safe_url})
-    return block.model_copy(update=update)
+    source = {k: changed.pop(k) for k in ("url", "media_type") if k in changed}
+    if source:
+        changed["source"] = block.source.model_copy(update=source)
+    return block.model_copy(update=changed)
+
+
+def readable_data(block: Any, redactor: Redactor) -> Any:
+    """A data block another middleware wrote (a hint's) as the model may
+    read it: each field the formatter writes as text (``_data_fields``)
+    with its secrets redacted and the harness's markers defanged."""
+    fields = _data_fields(block)
+    return _with_fields(block, fields, {k: neutralise_markers(redactor.redact(v)) for k, v in fields.items()})
+
+
+async def shaped_data(block: Any, redactor: Redactor, pii: Mapping[str, str], salt: bytes) -> Any:
+    """A tool result's data block as the model may read it: each field the
+    formatter writes as text shaped as the result's text is (secrets
+    redacted, the tool's ``pii`` applied, markers defanged), in steps (a
+    megabyte URL never holds the event loop). A ``block`` kind found there
+    is redacted: a field is no answer to withhold."""
+    modes = {kind: "redact" if mode == "block" else mode for kind, mode in pii.items()}
+    fields = _data_fields(block)
+    shaped = {}
+    for key, text in fields.items():
+        text, _, _ = await filter_result(redactor, text, modes, salt)
+        shaped[key] = await neutralise_markers_sliced(text)
+    return _with_fields(block, fields, shaped)
 
 
 def readable_metadata(
@@ -625,5 +665,5 @@ def shown_name(redactor: Redactor, event: Any) -> Any:
 __all__ = [
     "HINT_SOURCE", "PII_HOLD", "PII_INLINE", "OutputFilter", "OutputStream", "PiiStream", "answer_filter",
     "cleaned_args", "filter_result", "foreign_hint_shown", "pii_modes", "pii_salt", "readable_metadata",
-    "redact_foreign_hints", "shaped_notice", "shown_name",
+    "redact_foreign_hints", "result_text", "shaped_data", "shaped_notice", "shown_name",
 ]

@@ -32,7 +32,15 @@ from ..context import HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception, error_text
 from ..facts import thawed, tools_in
 from ..lifecycle import end_resumed_by_another, rejoin
-from ..outputs import cleaned_args, dependency_label, pii_salt, readable_data, readable_metadata
+from ..outputs import (
+    cleaned_args,
+    dependency_label,
+    pii_salt,
+    readable_metadata,
+    result_pii,
+    result_text,
+    shaped_data,
+)
 from ..run_state import RUN_HANDLE, TOOL_CALL, current_run
 from ..runner import first_step
 from ..sentinels import format_sentinel
@@ -250,12 +258,17 @@ class HarnessToolAdapter(HarnessMiddleware):
     async def _shaped(self, ctx: HookContext, original: ToolResponse) -> ToolResponse:
         try:
             result = await self.harness.flow.shape(ctx, _view_of(original))
+            sent = [] if result.withheld or not result.has_data else [
+                b for b in original.content if isinstance(b, DataBlock)
+            ]
+            modes, salt = result_pii(ctx.tool.policy if ctx.tool is not None else None, ctx.run)
+            data: list[TextBlock | DataBlock] = [await shaped_data(b, ctx.services.redactor, modes, salt) for b in sent]
         except Exception as exc:
             self.harness.services.log_failure(f"harness shaping the result of {original.id}", exc)
             return self._failed(ctx, original, exc)
         if self.harness.shadow:  # data protection stays on; notes are not given
             result.notices = []
-        return to_response(ctx, result, original)
+        return to_response(ctx, result, original, sent, data)
 
     def _stopped(self, ctx: HookContext, call: Any, what: str, text: str, ran: bool) -> ToolResponse:
         """A call the run's deadline stopped: not made (called past it), or
@@ -358,16 +371,18 @@ def _view_of(response: ToolResponse) -> ToolResultView:
     content = response.content
     if len(content) == 1 and type(content[0]) is TextBlock:  # the usual result
         return result_view(content[0].text, _state_name(response.state), dict(response.metadata))
-    text = "".join(b.text for b in content if isinstance(b, TextBlock))
+    text = result_text(content)
     has_data = any(isinstance(b, DataBlock) for b in content)
     return result_view(text, _state_name(response.state), dict(response.metadata), has_data)
 
 
-def to_response(ctx: HookContext, result: ToolResultView, original: ToolResponse) -> ToolResponse:
+def to_response(
+    ctx: HookContext, result: ToolResultView, original: ToolResponse, sent: list[DataBlock],
+    data: list[TextBlock | DataBlock],
+) -> ToolResponse:
     """The response the model reads: the tool's own object when nothing
-    changed, else its shaped text (plus its data blocks, made readable)."""
-    sent = [] if result.withheld or not result.has_data else [b for b in original.content if isinstance(b, DataBlock)]
-    data: list[TextBlock | DataBlock] = [readable_data(b, ctx.services.redactor) for b in sent]
+    changed, else its shaped text (plus its data blocks ``sent``, shaped:
+    ``data``)."""
     nested = _sub_runs(ctx, original.id)
     policy = ctx.tool.policy if ctx.tool is not None else None
     pii = policy.pii if policy is not None else None
