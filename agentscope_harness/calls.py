@@ -10,6 +10,7 @@ No AgentScope objects here: the adapters translate to and from these views.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -62,6 +63,13 @@ ID_TAKEN = (
 )
 """A call under an id another call of the run holds (judged, admitted,
 running or parked): its state would take the other's place."""
+READ_OTHERWISE = (
+    "The call to {name} was not made: its client runs it on the arguments as you wrote them, "
+    "so they must be one JSON object, each key once, with nothing before or after it. Send it again so."
+)
+"""A client-executed call whose arguments a JSON reader could read other
+than as the harness judged them (AgentScope's repair reads the last of two
+objects, the last of repeated keys; a client's reader may take the first)."""
 FINISH_WAITS = (
     "A call of this step waits for the user (an approval, or a result the client runs): "
     "deliver the answer once it is answered, written from what it says, not beside it."
@@ -217,6 +225,16 @@ class CallFlow:
         self.services.record(run, "call_id_check", "pre_tool_call", "refuse", code="duplicate_call",
                              tool=view.name, detail=f"call id {view.id!r} is held by another call")
         run.remember_sentinel("duplicate_call", text)
+        return text
+
+    def read_otherwise(self, run: RunState, view: ToolCallView) -> str:
+        """The sentinel of a client-executed call whose arguments, as
+        written, are not the one reading it was judged on: recorded, never
+        handed to the client."""
+        text = format_sentinel("bad_arguments", READ_OTHERWISE.format(name=view.name))
+        self.services.record(run, "client_arguments_check", "pre_tool_call", "refuse", code="bad_arguments",
+                             tool=view.name, detail="arguments a client could read otherwise than as judged")
+        run.remember_sentinel("bad_arguments", text)
         return text
 
     def call_over(self, run: RunState, call_id: str, ran: bool) -> None:
@@ -451,6 +469,24 @@ _FINDING_READ = 65_536
 """The most of a result read for its finding line."""
 
 
+def read_one_way(written: str, judged: dict[str, Any]) -> bool:
+    """Whether every JSON reader reads ``written`` as ``judged``: one
+    object, each key once, nothing around it (a client decodes a call's
+    arguments itself; an empty text is the empty object)."""
+    if not written.strip():
+        return judged == {}
+
+    def once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        if len({key for key, _ in pairs}) != len(pairs):
+            raise ValueError("a repeated key")
+        return dict(pairs)
+
+    try:
+        return bool(json.loads(written, object_pairs_hook=once) == judged)
+    except (ValueError, TypeError, RecursionError):
+        return False
+
+
 def result_view(text: str, state: str, metadata: dict[str, Any], has_data: bool = False) -> ToolResultView:
     """A result as hooks see it. The error class comes from metadata the
     harness's tool middleware (or the tool itself) set, never from text a
@@ -462,4 +498,6 @@ def result_view(text: str, state: str, metadata: dict[str, Any], has_data: bool 
     )
 
 
-__all__ = ["DEADLINE_PASSED", "UNGATED_TOOLS", "CallFlow", "Verdict", "call_digest", "result_view"]
+__all__ = [
+    "DEADLINE_PASSED", "UNGATED_TOOLS", "CallFlow", "Verdict", "call_digest", "read_one_way", "result_view",
+]

@@ -26,7 +26,7 @@ from agentscope.message import DataBlock, TextBlock, ToolCallState, ToolResultSt
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import ToolChunk, ToolMiddlewareBase, ToolResponse
 
-from ..calls import DEADLINE_PASSED, UNGATED_TOOLS, Verdict, result_view
+from ..calls import DEADLINE_PASSED, UNGATED_TOOLS, Verdict, read_one_way, result_view
 from ..chains import release
 from ..context import HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception, error_text
@@ -144,6 +144,8 @@ class HarnessToolAdapter(HarnessMiddleware):
             # second call under a held id would take the first one's place (its
             # judgement, its slots), so it is refused before it takes any
             return _deny(flow.id_taken(run, view))
+        if getattr(input_kwargs.get("tool"), "is_external_tool", False) and not read_one_way(call.input, view.args):
+            return _deny(flow.read_otherwise(run, view))  # the client reads the text, not AgentScope's parse
         verdict: Verdict | None = None
         admitted = False
         run.judging.add(view.id)

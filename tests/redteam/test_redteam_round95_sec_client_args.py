@@ -1,0 +1,93 @@
+"""Round 95 red team: a client-executed call is judged on AgentScope's
+repair of its arguments, and the client is handed the unrepaired text."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from agentscope.event import RequireExternalExecutionEvent
+from agentscope.message import UserMsg
+from agentscope.permission import PermissionDecision
+from agentscope.tool import ToolBase, Toolkit
+from scripted import ALICE, ALLOW, ScriptedModel, calls, drain, last_tool_message, make_agent, text
+
+from agentscope_harness import Harness, HarnessConfig, ToolPolicy
+from agentscope_harness.calls import read_one_way
+
+
+class ClientRefund(ToolBase):
+    """A refund the user's own backend executes (``is_external_tool``)."""
+
+    name = "client_refund"
+    description = "Refund an order of a user (run by the client)."
+    input_schema = {
+        "type": "object",
+        "properties": {"order_id": {"type": "string"}, "user_id": {"type": "string"}},
+        "required": ["order_id", "user_id"],
+    }
+    is_concurrency_safe = False
+    is_read_only = False
+    is_external_tool = True
+
+    async def check_permissions(self, tool_input: dict[str, Any], context: Any) -> PermissionDecision:
+        return ALLOW
+
+
+async def test_a_client_is_handed_the_arguments_the_identity_check_judged() -> None:
+    """Two JSON objects back to back: AgentScope's repair reads the last one
+    (``user_id`` = the signed-in user), so ``authorization_gate`` admits the
+    call; the client is handed the model's text as written, and a client
+    that decodes the first JSON value of it (Go's ``json.Decoder.Decode``,
+    Python's ``raw_decode``, streaming JSON readers) refunds another user's
+    order. For a server tool AgentScope parses again with the same repair,
+    so judge and tool agree; for a client tool nothing makes what the
+    client reads the value that was judged (README: every call is judged
+    "on the exact arguments the tool receives (client-executed tools ...
+    included)"; duplicate keys and trailing text are in its differential
+    fuzzing)."""
+    raw = '{"order_id": "A-9", "user_id": "u-7"} {"order_id": "A-9", "user_id": "u-42"}'
+    h = Harness(HarnessConfig(tools={"client_refund": ToolPolicy(role="mutation", identity_args={"user_id": "user_id"})}),
+                load_entry_points=False)
+    model = ScriptedModel([calls(("client_refund", raw)), text("done")])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[ClientRefund()])), h.middlewares())
+    with h.acting_for(ALICE):
+        out = await drain(agent, UserMsg("user", "refund A-9"))
+    handed = [c for e in out if isinstance(e, RequireExternalExecutionEvent) for c in e.tool_calls]
+    for call in handed:  # whatever the client is asked to run is the call that was judged
+        first, _ = json.JSONDecoder().raw_decode(call.input)
+        assert first["user_id"] == ALICE.user_id
+    assert handed == []  # text two readers read two ways is never handed to a client
+    assert "[harness:bad_arguments]" in last_tool_message(model)  # the model is told to send it again
+    report = h.last_report(agent)
+    assert report is not None
+    assert any(d.hook == "client_arguments_check" and d.code == "bad_arguments" for d in report.decisions)
+
+
+async def test_a_client_is_handed_well_formed_arguments_as_written() -> None:
+    """One object, each key once: handed to the client as the model wrote it."""
+    raw = '{"order_id": "A-9", "user_id": "u-42"}'
+    h = Harness(HarnessConfig(tools={"client_refund": ToolPolicy(role="mutation", identity_args={"user_id": "user_id"})}),
+                load_entry_points=False)
+    model = ScriptedModel([calls(("client_refund", raw)), text("done")])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[ClientRefund()])), h.middlewares())
+    with h.acting_for(ALICE):
+        out = await drain(agent, UserMsg("user", "refund A-9"))
+    handed = [c for e in out if isinstance(e, RequireExternalExecutionEvent) for c in e.tool_calls]
+    assert [c.input for c in handed] == [raw]
+
+
+@pytest.mark.parametrize(("written", "judged", "one_way"), [
+    ('{"a": 1}', {"a": 1}, True),
+    ('  {"a": 1}\n', {"a": 1}, True),
+    ("", {}, True),
+    ('{"a": 1, "a": 2}', {"a": 2}, False),
+    ('{"a": 1} {"a": 2}', {"a": 2}, False),
+    ('{"a": 1} trailing', {"a": 1}, False),
+    ('{"a": 1', {"a": 1}, False),
+    ('{"a": {"b": 1, "b": 1}}', {"a": {"b": 1}}, False),
+    ("[]", {}, False),
+])
+def test_read_one_way(written: str, judged: dict[str, Any], one_way: bool) -> None:
+    assert read_one_way(written, judged) is one_way
