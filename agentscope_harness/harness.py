@@ -346,8 +346,9 @@ class Harness:
         config (judged on a run of their own: no principal, no run facts), so
         the prompt is byte-stable, computed once per Harness, bounded by the
         asking run's deadline. A safety hook that refuses or fails stops the
-        asking run (its model call not made, the decisions in its report)
-        and is asked again by the next run: only a clean pass is kept."""
+        asking run (its model call not made) and is asked again by the next
+        run: only a clean pass is kept. The hooks' decisions are the asking
+        run's, in its report."""
         if self._prompt_addition is not None:
             return self._prompt_addition
         scratch = RunTable(loop_window=self.config.loop_window).open(
@@ -360,8 +361,8 @@ class Harness:
         addition = "".join(ctx.prompt_addition)
         if refusal is None and scratch.facts.terminal is None and not scratch.past_deadline():
             self._prompt_addition = addition
-        elif asking is not None:
-            _stopped_by_prompt_hooks(scratch, asking)
+        if asking is not None:
+            _prompt_hooks_decided(scratch, asking)
         return addition
 
     def session_context(
@@ -490,9 +491,10 @@ class Harness:
         self.services.fleet.stop(run, "policy_error", "policy_error", detail)
 
 
-def _stopped_by_prompt_hooks(scratch: RunState, asking: RunState) -> None:
+def _prompt_hooks_decided(scratch: RunState, asking: RunState) -> None:
     """What ``on_system_prompt`` hooks decided on their own run, in the run
-    that asked: their decisions, and the stop one of them made."""
+    that asked: their decisions (a clean pass's too), and the stop one of
+    them made."""
     asking.decisions += scratch.decisions
     asking.unflushed += scratch.unflushed
     terminal = scratch.facts.terminal
