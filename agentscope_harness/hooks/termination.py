@@ -52,6 +52,11 @@ def liveness_watchdog(ctx: HookContext) -> None:
     escalate_refusals(ctx)
     if facts.terminal is not None:
         return
+    if facts.forced_at is not None and ctx.run.root.model_calls - facts.forced_at >= ctx.config.stall_rounds:
+        # the ladder's top: told to conclude, it had ``stall_rounds`` calls to (a finishing
+        # tool that keeps failing, or failing its ``verify``, is no conclusion)
+        ctx.stop(_ignored(facts))
+        return
     left = ctx.run.time_left()
     if left is None:
         return
