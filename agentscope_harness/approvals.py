@@ -20,7 +20,7 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .context import awaited
@@ -75,9 +75,6 @@ class ApprovalBook:
 
     clock: Callable[[], float] = time.monotonic
     _grants: OrderedDict[tuple[str, str | None], list[Grant]] = field(default_factory=OrderedDict)
-    _usd: weakref.WeakKeyDictionary[Any, dict[str | None, UsdExtension]] = field(
-        default_factory=weakref.WeakKeyDictionary,
-    )
     """Per agent, the parked budget of each caller (by ``Principal.key``)
     whose run parked on it: only that caller's next reply continues it."""
     _rules: dict[int, tuple[weakref.ref[Any], list[tuple[Any, str]]]] = field(default_factory=dict)
@@ -196,65 +193,103 @@ class ApprovalBook:
         """``agent``'s run for ``owner`` parked on its budget having spent
         ``spent_usd``, its cap raised by ``extra_usd`` of earlier extensions:
         the owner's next reply continues that budget until a human extends it."""
-        try:
-            parked = self._usd.setdefault(agent, {})
-        except TypeError:
-            return
-        parked[_key_of(owner)] = UsdExtension(
-            carried_usd=spent_usd, largest_output_tokens=largest_output_tokens, carried_extra_usd=extra_usd,
-        )
+        parked = _parked_budgets(agent, create=True)
+        if parked is not None:
+            parked[_key_of(owner)] = asdict(UsdExtension(
+                carried_usd=spent_usd, largest_output_tokens=largest_output_tokens, carried_extra_usd=extra_usd,
+            ))
 
     def extend(self, agent: Any, usd: float, approved_by: Principal | None) -> UsdExtension:
         """A human (``approved_by``) approved ``usd`` more for ``agent``'s
         parked budget: the approver's own, else the only one parked."""
         if not (math.isfinite(usd) and usd > 0):  # NaN would poison the sum, infinity lift the cap
             raise ValueError(f"an extension must be a finite amount above 0, not {usd!r}")
-        pending = self._parked(agent, approved_by)
+        owner, pending = self._parked(agent, approved_by)
         if not math.isfinite(pending.usd + usd):  # finite amounts whose sum is not
             raise ValueError(f"an extension must be a finite amount above 0: {usd!r} more is not")
         pending.usd += usd
         pending.approved_by = approved_by.user_id if approved_by is not None else None
+        parked = _parked_budgets(agent)
+        assert parked is not None  # ``_parked`` found it there
+        parked[owner] = asdict(pending)
         return pending
 
     def decline(self, agent: Any, declined_by: Principal | None) -> None:
         """A human declined to extend ``agent``'s parked budget (the
         decliner's own, else the only one parked): forget it."""
-        pending = self._parked(agent, declined_by)
-        parked = self._usd[agent]
-        for owner in [k for k, v in parked.items() if v is pending]:
-            del parked[owner]
+        owner, _ = self._parked(agent, declined_by)
+        parked = _parked_budgets(agent)
+        assert parked is not None
+        del parked[owner]
 
-    def _parked(self, agent: Any, bound: Principal | None) -> UsdExtension:
-        """The parked budget a human acting as ``bound`` decides on."""
-        try:
-            parked = self._usd.get(agent) or {}
-        except TypeError:
-            parked = {}
+    def _parked(self, agent: Any, bound: Principal | None) -> tuple[str, UsdExtension]:
+        """The parked budget a human acting as ``bound`` decides on, and its owner's key."""
+        parked = {
+            owner: extension for owner, value in (_parked_budgets(agent) or {}).items()
+            if (extension := _extension(value)) is not None
+        }
         if not parked:
             raise ValueError("this agent has no run waiting on its budget")
-        own = parked.get(_key_of(bound))
-        if own is not None:
-            return own
+        own = _key_of(bound)
+        if own in parked:
+            return own, parked[own]
         if len(parked) > 1:
             raise ValueError(
                 "runs of several callers wait on this agent's budget: bind the caller "
                 "(Harness.acting_for) whose run to decide on",
             )
-        return next(iter(parked.values()))
+        return next(iter(parked.items()))
 
     def take(self, agent: Any, caller: Principal | None) -> UsdExtension | None:
         """The budget ``agent``'s new run for ``caller`` continues (and forget
         it). Another caller's run is a task of its own: a parked budget and
         its extension stay for the caller whose run parked."""
-        try:
-            parked = self._usd.get(agent)
-        except TypeError:
+        parked = _parked_budgets(agent)
+        return _extension(parked.pop(_key_of(caller), None)) if parked else None
+
+
+BUDGETS_KEY = "agentscope_harness.parked_budgets"
+"""Where an agent's parked budgets are kept: in its state's
+``middle_context`` (AgentScope's place for a middleware's data across
+replies), so they travel with the state to whichever worker, or restart,
+the next message reaches."""
+
+
+def _parked_budgets(agent: Any, create: bool = False) -> dict[str, Any] | None:
+    """The parked budgets in ``agent``'s state, by their owner's key (``None``:
+    an agent without a state to keep them in)."""
+    middle = getattr(getattr(agent, "state", None), "middle_context", None)
+    if not isinstance(middle, dict):
+        return None
+    parked = middle.get(BUDGETS_KEY)
+    if not isinstance(parked, dict):
+        if not create:
             return None
-        return parked.pop(_key_of(caller), None) if parked else None
+        parked = middle[BUDGETS_KEY] = {}
+    return parked
 
 
-def _key_of(principal: Principal | None) -> str | None:
-    return principal.key if principal is not None else None
+def _extension(value: Any) -> UsdExtension | None:
+    """A parked budget as the state keeps it (``None``: none, or one that does
+    not read back as one: a state edited or of another version)."""
+    if not isinstance(value, dict):
+        return None
+    try:
+        extension = UsdExtension(**value)
+    except TypeError:
+        return None
+    numbers = (extension.carried_usd, extension.carried_extra_usd, extension.usd)
+    if not all(type(n) in (int, float) and math.isfinite(n) and n >= 0 for n in numbers):
+        return None
+    if type(extension.largest_output_tokens) is not int:
+        return None
+    if extension.approved_by is not None and type(extension.approved_by) is not str:
+        return None
+    return extension
+
+
+def _key_of(principal: Principal | None) -> str:
+    return principal.key if principal is not None else ""
 
 
 _NOTHING_HIDDEN = contextlib.nullcontext()

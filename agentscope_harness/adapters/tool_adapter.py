@@ -16,6 +16,7 @@ the harness's call flow (``calls.py``).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import time
@@ -144,7 +145,9 @@ class HarnessToolAdapter(HarnessMiddleware):
             # second call under a held id would take the first one's place (its
             # judgement, its slots), so it is refused before it takes any
             return _deny(flow.id_taken(run, view))
-        if getattr(input_kwargs.get("tool"), "is_external_tool", False) and not read_one_way(call.input, view.args):
+        if getattr(input_kwargs.get("tool"), "is_external_tool", False) and not read_one_way(
+            call.input, input_kwargs["tool_input"],
+        ):
             return _deny(flow.read_otherwise(run, view))  # the client reads the text, not AgentScope's parse
         verdict: Verdict | None = None
         admitted = False
@@ -329,30 +332,47 @@ async def _within_deadline(
     run: RunState, call: Any, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator],
 ) -> ToolResponse | None:
     """The tool's response, or ``None`` when it was still running
-    ``TOOL_GRACE_S`` after the run's deadline and was cancelled (AgentScope's
-    toolkit turns the cancellation into an interrupted result; a tool
-    called outside it lets it through). A caller's own cancellation that
-    the toolkit turned into a result is the caller's: that result stands."""
+    ``TOOL_GRACE_S`` after the run's deadline: it is cancelled, and given as
+    long again to stop; one slower to stop (a rollback on cancellation) is
+    left to finish in its task, in flight, and the run does not wait for it.
+    A caller's own cancellation is the tool's, as if it ran inline (the
+    toolkit turns it into an interrupted result, which stands)."""
     consuming = _consume(call, input_kwargs, next_handler)
     if run.deadline is None:
         return await consuming
-    # most tools answer without waiting: their first step runs unarmed (no
-    # timer could fire before it waits), a timer only for one that waits
-    done, rest = first_step(consuming)
+    # most tools answer without waiting: their first step runs now, and no
+    # task or timer is made for them; one that waits goes on in a task, in
+    # the same context as its first step (a variable it set there is its own)
+    context = contextvars.copy_context()
+    done, rest = context.run(first_step, consuming)
     if done:
         return rest
+    tool = asyncio.get_running_loop().create_task(_rest_of(rest), context=context)
     grace = TOOL_GRACE_S / (1 + run.depth)
-    bound = asyncio.timeout(max(run.deadline + grace - time.monotonic(), 0.0))
     try:
-        async with bound:
-            response = await rest
-    except TimeoutError:
-        if not bound.expired():  # the tool's own, not the deadline's
-            raise
-        return None
-    task = asyncio.current_task()
-    cancelled_by_caller = task is not None and task.cancelling() > 0
-    return None if bound.expired() and not cancelled_by_caller else response
+        finished, _ = await asyncio.wait((tool,), timeout=max(run.deadline + grace - time.monotonic(), 0.0))
+    except asyncio.CancelledError:
+        tool.cancel()
+        return await tool
+    if finished:
+        return tool.result()
+    tool.cancel()
+    stopped, _ = await asyncio.wait((tool,), timeout=grace)
+    if stopped:
+        _retrieved(tool)
+    else:
+        tool.add_done_callback(_retrieved)
+    return None
+
+
+async def _rest_of(rest: Any) -> Any:
+    return await rest
+
+
+def _retrieved(task: asyncio.Task) -> None:
+    """A tool cut at the deadline: how it ended is no one's (read, so it is not logged as lost)."""
+    if not task.cancelled():
+        task.exception()
 
 
 async def _consume(call: Any, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator]) -> ToolResponse:

@@ -24,7 +24,8 @@ class ClientRefund(ToolBase):
     description = "Refund an order of a user (run by the client)."
     input_schema = {
         "type": "object",
-        "properties": {"order_id": {"type": "string"}, "user_id": {"type": "string"}},
+        "properties": {"order_id": {"type": "string"}, "user_id": {"type": "string"},
+                       "lines": {"type": "array", "items": {"type": "integer"}}},
         "required": ["order_id", "user_id"],
     }
     is_concurrency_safe = False
@@ -67,7 +68,7 @@ async def test_a_client_is_handed_the_arguments_the_identity_check_judged() -> N
 
 async def test_a_client_is_handed_well_formed_arguments_as_written() -> None:
     """One object, each key once: handed to the client as the model wrote it."""
-    raw = '{"order_id": "A-9", "user_id": "u-42"}'
+    raw = '{"order_id": "A-9", "user_id": "u-42", "lines": [1, 2]}'
     h = Harness(HarnessConfig(tools={"client_refund": ToolPolicy(role="mutation", identity_args={"user_id": "user_id"})}),
                 load_entry_points=False)
     model = ScriptedModel([calls(("client_refund", raw)), text("done")])
@@ -80,6 +81,7 @@ async def test_a_client_is_handed_well_formed_arguments_as_written() -> None:
 
 @pytest.mark.parametrize(("written", "judged", "one_way"), [
     ('{"a": 1}', {"a": 1}, True),
+    ('{"a": [1, {"b": null}]}', {"a": [1, {"b": None}]}, True),
     ('  {"a": 1}\n', {"a": 1}, True),
     ("", {}, True),
     ('{"a": 1, "a": 2}', {"a": 2}, False),
