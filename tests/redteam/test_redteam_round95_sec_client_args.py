@@ -36,6 +36,17 @@ class ClientRefund(ToolBase):
         return ALLOW
 
 
+async def _handed(raw: str) -> tuple[Harness, ScriptedModel, Any, list[Any]]:
+    """Alice's reply whose model calls the client's refund with ``raw``: what the client is handed."""
+    h = Harness(HarnessConfig(tools={"client_refund": ToolPolicy(role="mutation", identity_args={"user_id": "user_id"})}),
+                load_entry_points=False)
+    model = ScriptedModel([calls(("client_refund", raw)), text("done")])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[ClientRefund()])), h.middlewares())
+    with h.acting_for(ALICE):
+        out = await drain(agent, UserMsg("user", "refund A-9"))
+    return h, model, agent, [c for e in out if isinstance(e, RequireExternalExecutionEvent) for c in e.tool_calls]
+
+
 async def test_a_client_is_handed_the_arguments_the_identity_check_judged() -> None:
     """Two JSON objects back to back: AgentScope's repair reads the last one
     (``user_id`` = the signed-in user), so ``authorization_gate`` admits the
@@ -48,14 +59,7 @@ async def test_a_client_is_handed_the_arguments_the_identity_check_judged() -> N
     "on the exact arguments the tool receives (client-executed tools ...
     included)"; duplicate keys and trailing text are in its differential
     fuzzing)."""
-    raw = '{"order_id": "A-9", "user_id": "u-7"} {"order_id": "A-9", "user_id": "u-42"}'
-    h = Harness(HarnessConfig(tools={"client_refund": ToolPolicy(role="mutation", identity_args={"user_id": "user_id"})}),
-                load_entry_points=False)
-    model = ScriptedModel([calls(("client_refund", raw)), text("done")])
-    agent = make_agent(model, h.instrument(Toolkit(tools=[ClientRefund()])), h.middlewares())
-    with h.acting_for(ALICE):
-        out = await drain(agent, UserMsg("user", "refund A-9"))
-    handed = [c for e in out if isinstance(e, RequireExternalExecutionEvent) for c in e.tool_calls]
+    h, model, agent, handed = await _handed('{"order_id": "A-9", "user_id": "u-7"} {"order_id": "A-9", "user_id": "u-42"}')
     for call in handed:  # whatever the client is asked to run is the call that was judged
         first, _ = json.JSONDecoder().raw_decode(call.input)
         assert first["user_id"] == ALICE.user_id
@@ -69,13 +73,7 @@ async def test_a_client_is_handed_the_arguments_the_identity_check_judged() -> N
 async def test_a_client_is_handed_well_formed_arguments_as_written() -> None:
     """One object, each key once: handed to the client as the model wrote it."""
     raw = '{"order_id": "A-9", "user_id": "u-42", "lines": [1, 2]}'
-    h = Harness(HarnessConfig(tools={"client_refund": ToolPolicy(role="mutation", identity_args={"user_id": "user_id"})}),
-                load_entry_points=False)
-    model = ScriptedModel([calls(("client_refund", raw)), text("done")])
-    agent = make_agent(model, h.instrument(Toolkit(tools=[ClientRefund()])), h.middlewares())
-    with h.acting_for(ALICE):
-        out = await drain(agent, UserMsg("user", "refund A-9"))
-    handed = [c for e in out if isinstance(e, RequireExternalExecutionEvent) for c in e.tool_calls]
+    *_, handed = await _handed(raw)
     assert [c.input for c in handed] == [raw]
 
 
