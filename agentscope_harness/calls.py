@@ -227,13 +227,15 @@ class CallFlow:
         run.remember_sentinel("duplicate_call", text)
         return text
 
-    def read_otherwise(self, run: RunState, view: ToolCallView) -> str:
+    def read_otherwise(self, run: RunState, view: ToolCallView) -> str | None:
         """The sentinel of a client-executed call whose arguments, as
         written, are not the one reading it was judged on: recorded, never
-        handed to the client."""
-        text = format_sentinel("bad_arguments", READ_OTHERWISE.format(name=view.name))
+        handed to the client (``None`` in shadow mode: recorded only)."""
         self.services.record(run, "client_arguments_check", "pre_tool_call", "refuse", code="bad_arguments",
                              tool=view.name, detail="arguments a client could read otherwise than as judged")
+        if self.services.shadow:
+            return None
+        text = format_sentinel("bad_arguments", READ_OTHERWISE.format(name=view.name))
         run.remember_sentinel("bad_arguments", text)
         return text
 
@@ -471,13 +473,14 @@ _FINDING_READ = 65_536
 
 def read_one_way(written: str, judged: dict[str, Any]) -> bool:
     """Whether every JSON reader reads ``written`` as ``judged``: one
-    object, each key once, nothing around it (a client decodes a call's
-    arguments itself; an empty text is the empty object)."""
+    object, each key once (case aside, as some readers match keys), nothing
+    around it (a client decodes a call's arguments itself; an empty text is
+    the empty object)."""
     if not written.strip():
         return judged == {}
 
     def once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        if len({key for key, _ in pairs}) != len(pairs):
+        if len({key.casefold() for key, _ in pairs}) != len(pairs):  # Go's reader matches keys case aside
             raise ValueError("a repeated key")
         return dict(pairs)
 

@@ -48,6 +48,7 @@ from agentscope.message import (
     ToolCallState,
     ToolResultBlock,
     ToolResultState,
+    URLSource,
 )
 from agentscope.types import ReplyFinishedReason
 
@@ -84,6 +85,7 @@ from .outputs import (
 from .report import RunReport, TerminalState
 from .run_state import RUN_HANDLE, TOOL_CALL, RunState, live_parent
 from .runner import AUDIT_HOOK, OUTCOME_HOOK
+from .sentinels import neutralise_markers
 from .stores import PARK_TTL_S, ParkRecords, bounded, give_back_soon, store_timeout
 
 if TYPE_CHECKING:
@@ -746,22 +748,24 @@ class ReplyLifecycle:
             return
         flow, redactor = self.harness.flow, self.harness.redactor
         awaited = {call.id: call for call in self.agent.state.get_awaiting_tool_calls(self.agent.name)}
+        names = {call_id: call.name for call_id, call in awaited.items()}
         for block in inputs.execution_results:
             # the client speaks for its tool's result, never for the harness; what it says
             # is kept and shown: redacted as a server tool's result is (its tool's pii below)
             block.metadata = readable_metadata(
                 redactor, {k: v for k, v in (block.metadata or {}).items() if k != METADATA_KEY},
             )
-            call = awaited.pop(block.id, None)
+            call, sent_as = awaited.pop(block.id, None), block.name
+            if call is not None and not await _shape_kept(self.agent, block, sent_as):
+                break  # AgentScope stops taking the event's results here: they are no outcome
+            # filed, and sent to the model, under its call's name (never the client's)
+            block.name = names.get(block.id) or neutralise_markers(redactor.redact(sent_as))
             if call is None:  # each awaited call is answered once: a second result reaches no one
                 block.output, block.state = _SECOND_RESULT, ToolResultState.ERROR
                 continue
-            if not await _shape_kept(self.agent, block, block.name):
-                break  # AgentScope stops taking the event's results here: they are no outcome
-            if call.name != block.name and not await _shape_kept(self.agent, block, call.name):  # named to pass
+            if call.name != sent_as and not await _shape_kept(self.agent, block, call.name):  # named to pass
                 block.output, block.state = _MISSHAPEN_RESULT, ToolResultState.ERROR
                 continue
-            block.name = call.name  # filed, and sent to the model, under its call's name
             ctx = run.admitted.pop(block.id, None) or await flow.unjudged(run, self.agent, call)
             await self._shape_client_result(ctx, block)
 
@@ -775,14 +779,21 @@ class ReplyLifecycle:
         if modes and policy is not None:
             block.metadata = readable_metadata(services.redactor, block.metadata, policy.pii, salt)
         output = block.output
-        data = [] if isinstance(output, str) else [b for b in output if isinstance(b, DataBlock)]
+        blocks = [] if isinstance(output, str) else [b for b in output if isinstance(b, DataBlock)]
+        data = [b for b in blocks if not isinstance(b.source, URLSource)]
+        # a link is text to the model, never fetched: AgentScope's formatters read a file:// URL
+        # from the server's own disk, and fetch some http ones, which a client may not make it do
+        links = [f"({b.source.media_type} at {b.source.url}: sent by the client, not fetched)"
+                 for b in blocks if isinstance(b.source, URLSource)]
         shaped = [await shaped_data(b, services.redactor, modes, salt) for b in data]
-        text = result_text(output)
+        text = "\n".join([result_text(output), *links]) if links else result_text(output)
         state = str(getattr(block.state, "value", block.state))
         result = await self.harness.flow.shape(ctx, result_view(text, state, dict(block.metadata), bool(data)))
         if result.withheld:
             block.output, block.state = "\n".join(p for p in [result.text, *result.notices] if p), ToolResultState.ERROR
-        elif result.text != text or result.notices or any(a is not b for a, b in zip(shaped, data, strict=True)):
+        elif result.text != text or result.notices or links or any(
+            a is not b for a, b in zip(shaped, data, strict=True)
+        ):
             body = "\n".join(p for p in [result.text, *result.notices] if p)
             block.output = [TextBlock(text=body), *shaped] if body and shaped else shaped or body
 

@@ -148,7 +148,9 @@ class HarnessToolAdapter(HarnessMiddleware):
         if getattr(input_kwargs.get("tool"), "is_external_tool", False) and not read_one_way(
             call.input, input_kwargs["tool_input"],
         ):
-            return _deny(flow.read_otherwise(run, view))  # the client reads the text, not AgentScope's parse
+            refused = flow.read_otherwise(run, view)  # the client reads the text, not AgentScope's parse
+            if refused is not None:
+                return _deny(refused)
         verdict: Verdict | None = None
         admitted = False
         run.judging.add(view.id)
