@@ -239,11 +239,12 @@ class CallFlow:
         run.remember_sentinel("bad_arguments", text)
         return text
 
-    def call_over(self, run: RunState, call_id: str, ran: bool) -> None:
+    def call_over(self, run: RunState, call_id: str, ran: bool, until: asyncio.Task | None = None) -> None:
         """A call is over: its result shaped, or it was not admitted, or not
-        made (``ran`` false): the slots its gates took go back, the rate
-        units of one that did not run too; the candidate's alike."""
-        self.services.fleet.release_call(run, call_id, ran=ran)
+        made (``ran`` false): the slots its gates took go back (``until``: a
+        tool the run stopped waiting for holds them until its task ends),
+        the rate units of one that did not run too; the candidate's alike."""
+        self.services.fleet.release_call(run, call_id, ran=ran, until=until)
         candidate = self.runner.candidate
         if candidate is not None:
             candidate.call_over(run, call_id, ran)

@@ -454,6 +454,9 @@ class GuardState(LazyFields):
     delivered: bool = False
     """A finishing tool succeeded and passed ``verify``: the delivery
     contract ``require_finish_tool`` asks for (no hook's stop stands in)."""
+    undelivered: int = 0
+    """Finishing calls that failed (or failed ``verify``) once the run was
+    constrained to conclude: ``stall_rounds`` of them stop it."""
     novelty: Novelty = lazy(Novelty)
     """What the run's results have said: progress is new information."""
     refused: list[tuple[str, str, str | None]] = lazy(list)

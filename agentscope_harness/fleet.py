@@ -514,11 +514,16 @@ class Fleet:
         if holds is not None:
             holds.rates.pop(call_id, None)
 
-    def release_call(self, run: RunState, call_id: str, *, ran: bool = True) -> None:
+    def release_call(
+        self, run: RunState, call_id: str, *, ran: bool = True, until: asyncio.Task | None = None,
+    ) -> None:
         """A call's slots go back (freed in the background: never awaited):
         its result was shaped, or it was refused, parked or not made after
-        taking them. A call that did not run (``ran=False``) gives back the
-        rate units it took too, and the half-open probe it claimed."""
+        taking them; ``until``: when that task ends (a tool cut at the
+        deadline and still stopping: its slots are the run's no more, not
+        renewed, so held at most ``lease_s``). A call that did not run
+        (``ran=False``) gives back the rate units it took too, and the
+        half-open probe it claimed."""
         if not ran and self._probes:
             self._abandon_probes(run.run_id, call_id)
         holds = self._holds.get(run.run_id)
@@ -527,6 +532,9 @@ class Fleet:
         held, taken = holds.calls.pop(call_id, []), holds.rates.pop(call_id, [])
         if not (holds.run or holds.calls or holds.rates):  # nothing left to hold for the run
             del self._holds[run.run_id]
+        if until is not None and held:
+            until.add_done_callback(lambda _: self._release_later(held))
+            return
         self._release_later(held, taken if not ran else [])
 
     def _abandon_probes(self, run_id: str, call_id: str | None = None) -> None:

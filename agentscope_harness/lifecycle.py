@@ -531,6 +531,8 @@ class ReplyLifecycle:
         settled ``cancelled`` (``abandoned``) if it had not settled."""
         table = self.harness.table
         parked = table.take_parked(self.agent)
+        if keep is not None:  # resumed here: no other agent object (an earlier request's) holds it parked
+            table.forget_parked(keep.run_id)
         if parked is not None and parked is not keep:
             await self._free(parked)
         previous = table.current.get(self.agent)

@@ -52,9 +52,9 @@ def liveness_watchdog(ctx: HookContext) -> None:
     escalate_refusals(ctx)
     if facts.terminal is not None:
         return
-    if facts.forced_at is not None and ctx.run.root.model_calls - facts.forced_at >= ctx.config.stall_rounds:
-        # the ladder's top: told to conclude, it had ``stall_rounds`` calls to (a finishing
-        # tool that keeps failing, or failing its ``verify``, is no conclusion)
+    if facts.undelivered >= ctx.config.stall_rounds:
+        # the ladder's top: told to conclude, its finishing tool failed (or failed its
+        # ``verify``) ``stall_rounds`` times: no conclusion is coming
         ctx.stop(_ignored(facts))
         return
     left = ctx.run.time_left()
@@ -109,7 +109,11 @@ def mark_terminal(ctx: ToolResultContext) -> Any:
     Synchronous on the hot path (every tool call); only an async ``verify``
     makes it return an awaitable, which the runner awaits."""
     result, call = ctx.result, ctx.tool
-    if not result.ok or call.policy is None:
+    if call.policy is None:
+        return None
+    if not result.ok:
+        if call.role == "finish":
+            _undelivered(ctx)
         return None
     if call.role == "ask":
         ctx.facts.tool_answer = _answer_of(call.args, result.raw_text)
@@ -145,6 +149,14 @@ def _verification_failed(ctx: ToolResultContext, missing: Any) -> None:
     result.state = "error"
     result.notices.append(line)
     ctx.decide("refuse", code="verification_failed", detail=str(missing))
+    _undelivered(ctx)
+
+
+def _undelivered(ctx: ToolResultContext) -> None:
+    """A finishing call that did not deliver once the run was told to
+    conclude: counted towards the ladder's top (``liveness_watchdog``)."""
+    if ctx.facts.force_conclude:
+        ctx.facts.undelivered += 1
 
 
 def _completed(ctx: ToolResultContext) -> None:

@@ -183,9 +183,9 @@ async def test_a_call_judged_past_the_deadline_is_not_made() -> None:
                for d in report.decisions)
 
 
-async def test_a_callers_cancellation_during_a_cut_is_the_callers() -> None:
+def _slow_cleanup_tool(rolled_back: list[str]) -> Any:
     from agentscope.tool import FunctionTool
-    from scripted import ALLOW, run
+    from scripted import ALLOW
 
     async def slow_cleanup(seconds: float) -> str:
         """Wait, then clean up slowly.
@@ -197,19 +197,54 @@ async def test_a_callers_cancellation_during_a_cut_is_the_callers() -> None:
             await asyncio.sleep(seconds)
         finally:
             await asyncio.sleep(0.5)  # rolling back a remote transaction
+            rolled_back.append("done")
         return "x"
 
+    return FunctionTool(slow_cleanup, permission=ALLOW, is_concurrency_safe=False)
+
+
+async def test_a_callers_cancellation_before_the_cut_is_the_callers() -> None:
+    """The user stops the reply while its tool runs (a deadline set): the
+    tool is cancelled as if it ran inline, its rollback is waited for, and
+    the run ends ``cancelled``, not ``incomplete`` (``deadline``)."""
+    from scripted import run
+
+    rolled_back: list[str] = []
     h, _, agent = harnessed(
-        HarnessConfig(deadline_s=0.2), [calls(("slow_cleanup", {"seconds": 5})), text("never said")],
-        [FunctionTool(slow_cleanup, permission=ALLOW, is_concurrency_safe=False)],
+        HarnessConfig(deadline_s=5), [calls(("slow_cleanup", {"seconds": 5})), text("never said")],
+        [_slow_cleanup_tool(rolled_back)],
     )
     task = asyncio.create_task(run(agent, "hi"))
-    await asyncio.sleep(0.5)  # cut at 0.3 s; its cleanup runs to 0.8 s; the user presses stop
+    await asyncio.sleep(0.2)  # the tool is running; the user presses stop
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     report = h.last_report(agent)
-    assert report.terminal_state.value == "cancelled"  # as without a deadline, not incomplete (deadline)
+    assert report.terminal_state.value == "cancelled"  # as without a deadline
+    assert rolled_back == ["done"]  # waited for, as inline
     assert not h.table.slots
+
+
+async def test_a_cut_tool_slow_to_stop_finishes_its_rollback_after_the_reply() -> None:
+    """Cut at the deadline, a tool whose rollback takes 0.5 s is given
+    ``TOOL_GRACE_S`` to stop, then left to finish: the reply ends at once
+    (``incomplete``, ``deadline``, the call in flight), and the rollback is
+    not cancelled again: it completes in its task."""
+    from scripted import run
+
+    rolled_back: list[str] = []
+    h, _, agent = harnessed(
+        HarnessConfig(deadline_s=0.2), [calls(("slow_cleanup", {"seconds": 5})), text("never said")],
+        [_slow_cleanup_tool(rolled_back)],
+    )
+    started = asyncio.get_running_loop().time()
+    await run(agent, "hi")
+    took = asyncio.get_running_loop().time() - started
+    report = h.last_report(agent)
+    assert (report.terminal_state.value, report.reason) == ("incomplete", "deadline")
+    assert took < 0.6 and rolled_back == []  # not waited for
+    assert any(entry.startswith("slow_cleanup:") for entry in report.in_flight)
+    await asyncio.sleep(0.6)
+    assert rolled_back == ["done"]  # its rollback ran to its end
 
 
 async def test_a_sub_agent_ends_with_its_own_answer_before_its_tool_is_cut() -> None:
