@@ -23,6 +23,7 @@ from agentscope.exception import AgentOrientedException
 from agentscope.message import ToolCallBlock, ToolResultBlock, ToolResultState
 
 from .calls import UNGATED_TOOLS
+from .hooks.termination import undelivered
 from .outputs import pii_modes, pii_salt
 from .pii import apply_pii
 from .sentinels import format_sentinel, neutralise_markers
@@ -63,6 +64,8 @@ async def guide_invalid_arguments(harness: Harness, agent: Any, run: RunState, c
     said = result.output.removeprefix("<system-reminder>") if isinstance(result.output, str) else ""
     if not said.startswith(_REFUSALS):
         return  # another error (an inactive tool group, the tool itself): AgentScope's words stand
+    if call.name in harness.finish_tools:
+        undelivered(run.facts)  # a finishing call refused for its arguments delivers nothing
     tool = await agent.toolkit.get_tool(call.name)
     schema = getattr(tool, "input_schema", None)
     if not isinstance(schema, dict):

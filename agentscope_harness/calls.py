@@ -247,7 +247,7 @@ class CallFlow:
         self.services.fleet.release_call(run, call_id, ran=ran, until=until)
         candidate = self.runner.candidate
         if candidate is not None:
-            candidate.call_over(run, call_id, ran)
+            candidate.call_over(run, call_id, ran, until)
 
     def shown(self, run: RunState, view: ToolCallView) -> None:
         """A call parked for a human (by the harness or by AgentScope's own

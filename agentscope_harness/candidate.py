@@ -23,6 +23,7 @@ wait is judged, never made.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 import weakref
@@ -175,14 +176,15 @@ class Candidate:
         if live.services.shadow:  # the call runs all the same: counted on admission
             shadow.pending[view.id] = _COMPARED
 
-    def call_over(self, live: RunState, call_id: str, ran: bool) -> None:
+    def call_over(self, live: RunState, call_id: str, ran: bool, until: asyncio.Task | None = None) -> None:
         """The live call is over (its result shaped, or it was not admitted
-        or not made): the slots the candidate's gates took for it go back,
-        and the units of one that did not run."""
+        or not made): the slots the candidate's gates took for it go back
+        (``until``: when the live tool, left stopping, ends), and the units
+        of one that did not run."""
         shadow = self._shadows.get(live)
         if shadow is not None:
             shadow.pending.pop(call_id, None)
-            self.services.fleet.release_call(shadow.run, call_id, ran=ran)
+            self.services.fleet.release_call(shadow.run, call_id, ran=ran, until=until)
 
     async def close_run(self, live: RunState) -> None:
         """The live run is freed: whatever the candidate still holds for it

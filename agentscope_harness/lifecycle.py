@@ -388,6 +388,9 @@ class ReplyLifecycle:
         self.end_reason: str | None = None
         self.corrections: list[Any] = []
         """Text events that follow a streamed answer the audit corrected."""
+        self.client_metadata: dict[str, tuple[ToolResultBlock, dict[str, Any]]] = {}
+        """A client's results by call id, with their metadata cleaned, put in
+        place once AgentScope took each (``_cleaned_metadata``)."""
         self.structured: tuple[Any] | None = None
         """The structured output the final message delivers, filtered (in a
         1-tuple; ``(None,)``: withheld), once the reply has ended."""
@@ -467,7 +470,7 @@ class ReplyLifecycle:
         if kind == _TOOL_END:
             if item.state == ToolResultState.ERROR:  # refused arguments: say what to send
                 await guide_invalid_arguments(self.harness, self.agent, run, item.tool_call_id)
-            return [item]
+            return [self._cleaned_metadata(item)]
         if kind == _END:
             if self._hold(run, item):
                 return []
@@ -753,8 +756,9 @@ class ReplyLifecycle:
         names = {call_id: call.name for call_id, call in awaited.items()}
         for block in inputs.execution_results:
             # the client speaks for its tool's result, never for the harness; what it says
-            # is kept and shown: redacted as a server tool's result is (its tool's pii below)
-            block.metadata = readable_metadata(
+            # is kept and shown: redacted as a server tool's result is (its tool's pii below),
+            # once AgentScope has checked what the client sent (``_cleaned_metadata``)
+            self.client_metadata[block.id] = block, readable_metadata(
                 redactor, {k: v for k, v in (block.metadata or {}).items() if k != METADATA_KEY},
             )
             call, sent_as = awaited.pop(block.id, None), block.name
@@ -778,8 +782,10 @@ class ReplyLifecycle:
         services, run = ctx.services, ctx.run
         policy = ctx.tool.policy if ctx.tool is not None else None
         modes, salt = result_pii(policy, run)
+        metadata = self.client_metadata[block.id][1]
         if modes and policy is not None:
-            block.metadata = readable_metadata(services.redactor, block.metadata, policy.pii, salt)
+            metadata = readable_metadata(services.redactor, metadata, policy.pii, salt)
+            self.client_metadata[block.id] = block, metadata
         output = block.output
         blocks = [] if isinstance(output, str) else [b for b in output if isinstance(b, DataBlock)]
         data = [b for b in blocks if not isinstance(b.source, URLSource)]
@@ -790,7 +796,7 @@ class ReplyLifecycle:
         shaped = [await shaped_data(b, services.redactor, modes, salt) for b in data]
         text = "\n".join([result_text(output), *links]) if links else result_text(output)
         state = str(getattr(block.state, "value", block.state))
-        result = await self.harness.flow.shape(ctx, result_view(text, state, dict(block.metadata), bool(data)))
+        result = await self.harness.flow.shape(ctx, result_view(text, state, dict(metadata), bool(data)))
         if result.withheld:
             block.output, block.state = "\n".join(p for p in [result.text, *result.notices] if p), ToolResultState.ERROR
         elif result.text != text or result.notices or links or any(
@@ -798,6 +804,18 @@ class ReplyLifecycle:
         ):
             body = "\n".join(p for p in [result.text, *result.notices] if p)
             block.output = [TextBlock(text=body), *shaped] if body and shaped else shaped or body
+
+    def _cleaned_metadata(self, end: ToolResultEndEvent) -> ToolResultEndEvent:
+        """A client's result AgentScope took (it checks the metadata the
+        client sent against its tool's ``metadata_schema``, which a masked
+        or redacted value may no longer match): its metadata cleaned now,
+        before AgentScope keeps the result in the context, and as shown."""
+        taken = self.client_metadata.pop(end.tool_call_id, None)
+        if taken is None:
+            return end
+        block, metadata = taken
+        block.metadata = metadata
+        return end if metadata == end.metadata else end.model_copy(update={"metadata": metadata})
 
     # ------------------------------------------------------------ ends
 

@@ -21,7 +21,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from agentscope.message import DataBlock, TextBlock, ToolCallState, ToolResultState
 from agentscope.permission import PermissionBehavior, PermissionDecision
@@ -237,13 +237,17 @@ class HarnessToolAdapter(HarnessMiddleware):
         self.harness.services.fleet.running(run, call.id)
         calling = TOOL_CALL.set(call.id)
         try:
-            original = await _within_deadline(run, call, self._delivered(ctx, input_kwargs), next_handler)
+            original = await _within_deadline(
+                run, call, self._delivered(ctx, input_kwargs), next_handler,
+                # a tool left stopping keeps its slots until it ends
+                lambda stopping: self.harness.flow.call_over(run, call.id, True, until=stopping),
+            )
         finally:
             TOOL_CALL.reset(calling)
             if token is not None:
                 RUN_HANDLE.reset(token)
-        if isinstance(original, _Cut):
-            return self._stopped(ctx, call, "cut short", DEADLINE_CUT, ran=True, stopping=original.stopping)
+        if original is None:
+            return self._stopped(ctx, call, "cut short", DEADLINE_CUT, ran=True)
         return await self._shaped(ctx, original)
 
     def _delivered(self, ctx: HookContext, input_kwargs: dict) -> dict:
@@ -277,9 +281,7 @@ class HarnessToolAdapter(HarnessMiddleware):
             result.notices = []
         return to_response(ctx, result, original, sent, data)
 
-    def _stopped(
-        self, ctx: HookContext, call: Any, what: str, text: str, ran: bool, stopping: asyncio.Task | None = None,
-    ) -> ToolResponse:
+    def _stopped(self, ctx: HookContext, call: Any, what: str, text: str, ran: bool) -> ToolResponse:
         """A call the run's deadline stopped: not made (called past it), or
         cut short (still running ``TOOL_GRACE_S`` after it; the report keeps
         it in flight: its effect is unknown). The run ends ``incomplete``
@@ -293,7 +295,7 @@ class HarnessToolAdapter(HarnessMiddleware):
             run.facts.called_tools[call.name] -= 1
             if run.facts.called_tools[call.name] <= 0:
                 del run.facts.called_tools[call.name]
-        self.harness.flow.call_over(run, call.id, ran, until=stopping)  # a tool still stopping keeps its slots
+        self.harness.flow.call_over(run, call.id, ran)
         response = _told(run, call.id, "run_concluded", text.format(name=call.name))
         nested = _sub_runs(ctx, call.id)
         if nested is not None:
@@ -332,23 +334,17 @@ def _drop_answered(agent: Any, run: RunState, view: ToolCallView) -> bool:
     return bool(answered)
 
 
-class _Cut(NamedTuple):
-    """A tool the run's deadline cut: ``stopping``, its task when it was
-    still stopping (left to finish; its slots held until it does)."""
-
-    stopping: asyncio.Task | None
-
-
 async def _within_deadline(
     run: RunState, call: Any, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator],
-) -> ToolResponse | _Cut:
-    """The tool's response, or a ``_Cut`` when it was still running
+    left_stopping: Callable[[asyncio.Task], None],
+) -> ToolResponse | None:
+    """The tool's response, or ``None`` when it was still running
     ``TOOL_GRACE_S`` after the run's deadline: it is cancelled, and given as
     long again to stop; one slower to stop (a rollback on cancellation) is
-    left to finish in its task, in flight, and the run does not wait for it.
-    A caller's own cancellation is the tool's, as if it ran inline (the
-    toolkit turns it into an interrupted result, which stands; one that
-    lands as the tool returns is the caller's)."""
+    left to finish in its task (``left_stopping`` is told), in flight, and
+    the run does not wait for it. A caller's own cancellation is the tool's,
+    as if it ran inline (the toolkit turns it into an interrupted result,
+    which stands; one that lands as the tool returns is the caller's)."""
     consuming = _consume(call, input_kwargs, next_handler)
     if run.deadline is None:
         return await consuming
@@ -372,16 +368,16 @@ async def _within_deadline(
     if finished:
         return tool.result()
     tool.cancel()
+    stopped: set[asyncio.Task] = set()
     try:
         stopped, _ = await asyncio.wait((tool,), timeout=grace)
-    except asyncio.CancelledError:
-        tool.add_done_callback(_retrieved)
-        raise
-    if stopped:
-        _retrieved(tool)
-        return _Cut(None)
-    tool.add_done_callback(_retrieved)
-    return _Cut(tool)
+    finally:  # the caller may stop waiting here too: a tool still stopping is left so all the same
+        if stopped:
+            _retrieved(tool)
+        else:
+            tool.add_done_callback(_retrieved)
+            left_stopping(tool)
+    return None
 
 
 async def _rest_of(rest: Any) -> Any:

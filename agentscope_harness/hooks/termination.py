@@ -113,7 +113,7 @@ def mark_terminal(ctx: ToolResultContext) -> Any:
         return None
     if not result.ok:
         if call.role == "finish":
-            _undelivered(ctx)
+            undelivered(ctx.facts)
         return None
     if call.role == "ask":
         ctx.facts.tool_answer = _answer_of(call.args, result.raw_text)
@@ -149,14 +149,15 @@ def _verification_failed(ctx: ToolResultContext, missing: Any) -> None:
     result.state = "error"
     result.notices.append(line)
     ctx.decide("refuse", code="verification_failed", detail=str(missing))
-    _undelivered(ctx)
+    undelivered(ctx.facts)
 
 
-def _undelivered(ctx: ToolResultContext) -> None:
-    """A finishing call that did not deliver once the run was told to
-    conclude: counted towards the ladder's top (``liveness_watchdog``)."""
-    if ctx.facts.force_conclude:
-        ctx.facts.undelivered += 1
+def undelivered(facts: GuardState) -> None:
+    """A finishing call that did not deliver (it failed, failed ``verify``,
+    or AgentScope refused its arguments) once the run was told to conclude:
+    counted towards the ladder's top (``liveness_watchdog``)."""
+    if facts.force_conclude:
+        facts.undelivered += 1
 
 
 def _completed(ctx: ToolResultContext) -> None:
