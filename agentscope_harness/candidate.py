@@ -330,7 +330,7 @@ def _think_verdict(ctx: HookContext) -> str:
     if ctx.fallback_answer is not None:
         terminal = ctx.run.facts.terminal
         return f"fallback:{terminal.reason if terminal is not None else 'stop'}"
-    return f"model:{ctx.run.root.facts.tier}"
+    return f"model:{ctx.run.facts.tier}"
 
 
 def _sent(stop: str | None) -> str:

@@ -187,9 +187,10 @@ class _Holds:
 
     def renewable(self) -> list[_Lease]:
         """Every lease of a live run not parked for a human (a parked run's
-        report is set until it resumes)."""
+        report is set until it resumes), or of a settled one whose nested
+        runs still run (``Fleet.close_run`` kept its run slots for them)."""
         owner = self.owner()
-        if owner is None or owner.report is not None:
+        if owner is None or (owner.report is not None and not owner.open_children):
             return []
         return self.leases()
 
@@ -720,14 +721,30 @@ class Fleet:
         for key in [key for key in self._model_units if key[0] == run.run_id]:
             del self._model_units[key]
         holds = self._holds.pop(run.run_id, None)
+        if holds is not None and holds.run and run.open_children:
+            # a nested run still running (a sub-agent a tool started in the background) is
+            # the run's work in flight: its run slots stay taken, renewed, until the last ends
+            self._holds[run.run_id] = _Holds(holds.owner, run=holds.run)
+            run.after_nested = functools.partial(self._release_kept, run.run_id)
+            holds.run = []
+        self._stop_renewing_if_idle()
+        if holds is None:
+            return
+        await self._release(holds.leases(), [t for taken in holds.rates.values() for t in taken])
+
+    def _release_kept(self, run_id: str) -> None:
+        """The last nested run of a closed run ended: the run slots it kept go."""
+        holds = self._holds.pop(run_id, None)
+        self._stop_renewing_if_idle()
+        if holds is not None:
+            self._release_later(holds.run)
+
+    def _stop_renewing_if_idle(self) -> None:
         renewer = self._renewer
         if not self._holds and renewer is not None:  # nothing left to renew
             if renewer.get_loop() is asyncio.get_running_loop():
                 renewer.cancel()
             self._renewer = None
-        if holds is None:
-            return
-        await self._release(holds.leases(), [t for taken in holds.rates.values() for t in taken])
 
     def stop(self, run: RunState, reason: str, code: str, detail: str) -> None:
         """End a run from outside a hook, as ``ctx.stop`` would: incomplete,

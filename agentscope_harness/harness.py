@@ -376,7 +376,7 @@ class Harness:
     def tier_model(self, run: RunState) -> Any:
         """The model the run's budget tier calls for, or ``None`` (keep)."""
         cost = self.config.cost
-        tier = run.root.facts.tier
+        tier = run.facts.tier
         if cost is None or self.shadow:
             return None
         return cost.model_for(tier)

@@ -168,8 +168,17 @@ def _join_late(run: RunState, report: RunReport) -> None:
             host = next((c for c in host.children if c.run_id == run_id), None) if host is not None else None
         if host is not None and ancestor.adopt_late is not None:
             _superseding(host.children, ancestor.adopt_late(report))
+        if ancestor.report is not None:  # what it spent counts the late run's spend now (its slot kept counting)
+            _recounted(ancestor, ancestor.report)
         below.insert(0, ancestor.run_id)
         ancestor = ancestor.parent
+
+
+def _recounted(run: RunState, report: RunReport) -> None:
+    """A settled run's report, its spend and counts as its slot has them
+    (a nested run that settled after it spent into both)."""
+    report.model_calls, report.spent_usd = run.model_calls, round(run.facts.spent_usd, 10)
+    report.input_tokens, report.output_tokens = run.input_tokens, run.output_tokens
 
 
 def rejoin(harness: Harness, run: RunState) -> None:
@@ -945,9 +954,12 @@ class ReplyLifecycle:
         parent = run.parent
         if parent is not None:
             parent.open_children.pop(run.run_id, None)
+            if not parent.open_children and parent.after_nested is not None:  # the last one still running
+                release, parent.after_nested = parent.after_nested, None
+                release()
             _superseding(parent.children, report)
-            if run.called_by is not None:
-                parent.ended_inside.setdefault(run.called_by, []).append(report)
+            if run.called_by is not None:  # once per run: a park's provisional report is superseded
+                _superseding(parent.ended_inside.setdefault(run.called_by, []), report)
             _join_late(run, report)
         await harness.publish(report, self.agent)
         return report

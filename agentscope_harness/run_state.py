@@ -134,6 +134,10 @@ class RunState(LazyFields):
     a background task may outlive this run): the report lists them, and
     their calls still running, in ``in_flight``. Weak: a child holds its
     parent, never the other way (a dropped child frees both)."""
+    after_nested: Callable[[], None] | None = None
+    """Once this run has closed with nested runs still running: what to do
+    when the last of them ends (its Harness's fleet gives back the run
+    slots it kept for them)."""
     adopt_late: Callable[[RunReport], RunReport] | None = None
     """Once this run has settled: how its Harness takes a nested run's
     report that settles later into this run's report's ``children``."""

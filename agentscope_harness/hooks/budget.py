@@ -143,7 +143,7 @@ def budget_router(ctx: HookContext) -> None:
     made either: the model guard checks its estimate (``overspend``)."""
     cost = ctx.config.cost
     root = ctx.run.root
-    facts = root.facts
+    facts = ctx.run.facts  # its own tier: a sub-agent under another Harness is on its own
     if cost is not None:
         if root.store_error is not None:
             ctx.stop("dependency_down", code="dependency_down")
@@ -412,7 +412,7 @@ def status_line(ctx: HookContext) -> str | None:
         parts.append(f"{name} {max(units - used.get(name, 0), 0)}/{units} left")
     if not parts:
         return None
-    tier = root.facts.tier
+    tier = run.facts.tier
     if _served(ctx, tier):
         parts.append(f"now on the {tier} model")
     return "[harness:budget] " + " \u00b7 ".join(parts)
@@ -422,7 +422,8 @@ def _budget_marks(ctx: HookContext) -> set[str]:
     """The meaningful budget events reached so far: a tier, a ledger's soft
     limit (or cap), the wrap-up window."""
     root, config = ctx.run.root, ctx.config
-    marks = {f"budget:tier:{root.facts.tier}"} if root.facts.tier != "full" else set()
+    tier = ctx.run.facts.tier
+    marks = {f"budget:tier:{tier}"} if tier != "full" else set()
     used = root.facts.ledger_used
     for name, ledger in config.ledgers.items():
         soft = root.ledger_cap(name, ledger.cap) if ledger.soft_at is None else ledger.soft_at

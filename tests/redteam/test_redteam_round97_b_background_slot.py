@@ -1,0 +1,56 @@
+"""Red team, round 97 (b). ``ConcurrencyLimit(scope="principal",
+max_in_flight=1)``: one run of a principal in flight at a time (README,
+``concurrency_limits``: "runs in flight per principal or tenant"; "A slot is
+held as long as its run or call lasts"). A lead's tool starts a sub-agent in
+a background task; the lead settles, its report listing the sub-agent and its
+running call in ``in_flight`` ("side effects that may still happen"), and
+gives its slot back. Only a root run ever takes a slot
+(``fleet.open_run``: ``run.parent is None``), so nothing holds one for the
+sub-agent still running: a second run of the same principal is admitted and
+completes beside it, two runs of one principal in flight under a limit of one."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from agentscope.message import UserMsg
+from scripted import ALICE, RAN, ScriptedModel, calls, make_agent, run, search, slow, text
+
+from agentscope_harness import ConcurrencyLimit, Harness, HarnessConfig, TerminalState
+
+
+async def test_a_background_sub_agent_still_running_keeps_its_principals_run_slot() -> None:
+    h = Harness(HarnessConfig(concurrency_limits=[ConcurrencyLimit(scope="principal", max_in_flight=1)]),
+                load_entry_points=False, environ={})
+    child = make_agent(ScriptedModel([calls(("slow", {"seconds": 0.5})), text("migrated")]), [slow],
+                       h.middlewares(), name="migrator")
+    background: list[asyncio.Task[Any]] = []
+
+    async def spawn(task: str) -> str:
+        """Start the migrator in the background.
+
+        Args:
+            task (str): What it should do.
+        """
+        background.append(asyncio.create_task(child.reply(UserMsg("lead", task))))
+        return "started"
+
+    lead = make_agent(ScriptedModel([calls(("spawn", {"task": "migrate"})), text("under way")]), [spawn],
+                      h.middlewares(), name="lead")
+    other = make_agent(ScriptedModel([calls(("search", {"q": "invoices"})), text("found")]), [search],
+                       h.middlewares(), name="other")
+    try:
+        with h.acting_for(ALICE):
+            await run(lead, "migrate my data")
+            assert any(e.startswith("sub_run:migrator:") for e in h.last_report(lead).in_flight)
+            while "slow:start" not in RAN:
+                await asyncio.sleep(0.01)
+            await run(other, "find my invoices")
+        assert "slow:end" not in RAN  # the migrator was still running
+        report = h.last_report(other)
+        assert report.terminal_state is not TerminalState.COMPLETED and "invoices" not in RAN, (
+            f"a second run of the principal ran beside its first run's sub-agent: {report.terminal_state.value}, {RAN}"
+        )
+    finally:
+        await asyncio.gather(*background)
