@@ -188,9 +188,10 @@ class _Holds:
     def renewable(self) -> list[_Lease]:
         """Every lease of a live run not parked for a human (a parked run's
         report is set until it resumes), or of a settled one whose nested
-        runs still run (``Fleet.close_run`` kept its run slots for them)."""
+        runs still run (``Fleet.close_run``, ``park_run`` kept its run slots
+        for them)."""
         owner = self.owner()
-        if owner is None or (owner.report is not None and not owner.open_children):
+        if owner is None or (owner.report is not None and not owner.live_nested):
             return []
         return self.leases()
 
@@ -673,9 +674,18 @@ class Fleet:
         and again at a resume (``park_run`` gave them back: the slot may be
         another run's by now); over a limit (or with the store down) it ends
         at once, incomplete, with the fallback answer at its first step (a
-        resumed run's parked call does not run)."""
-        if run.parent is None and self.run_leases:
-            await self._take_run_slots(run)
+        resumed run's parked call does not run). A nested run opened or
+        resumed in a root no longer in flight (settled or parked: a
+        background sub-agent of a lead that ended) takes the root's slots
+        again, kept until its root's last nested run ends."""
+        if not self.run_leases:
+            return
+        root = run.root
+        if run.parent is None:
+            await self._take_run_slots(run, run)
+        elif root.report is not None:
+            await self._take_run_slots(run, root)
+            root.after_nested = functools.partial(self._release_kept, root.run_id)
 
     async def park_run(self, run: RunState) -> None:
         """A run parked for a human is not in flight: its run slots go back
@@ -684,14 +694,18 @@ class Fleet:
         holds = self._holds.get(run.run_id)
         if holds is None or not holds.run:
             return
+        if run.live_nested:  # a nested run of it still runs: its work in flight keeps them, renewed
+            run.after_nested = functools.partial(self._release_kept, run.run_id)
+            return
         leases, holds.run = holds.run, []
         await self._release(leases)
 
-    async def _take_run_slots(self, run: RunState) -> None:
-        holds = self._holds_of(run)
+    async def _take_run_slots(self, run: RunState, holder: RunState) -> None:
+        """``holder``'s run slots, for ``run`` (the run stopped if they cannot be had)."""
+        holds = self._holds_of(holder)
         held = {lease.key for lease in holds.run}
         for limit in self.run_leases:
-            key = _lease_key(limit, run)
+            key = _lease_key(limit, holder)
             if key in held:
                 continue
             try:
@@ -721,7 +735,7 @@ class Fleet:
         for key in [key for key in self._model_units if key[0] == run.run_id]:
             del self._model_units[key]
         holds = self._holds.pop(run.run_id, None)
-        if holds is not None and holds.run and run.open_children:
+        if holds is not None and holds.run and run.live_nested:
             # a nested run still running (a sub-agent a tool started in the background) is
             # the run's work in flight: its run slots stay taken, renewed, until the last ends
             self._holds[run.run_id] = _Holds(holds.owner, run=holds.run)
@@ -733,11 +747,17 @@ class Fleet:
         await self._release(holds.leases(), [t for taken in holds.rates.values() for t in taken])
 
     def _release_kept(self, run_id: str) -> None:
-        """The last nested run of a closed run ended: the run slots it kept go."""
-        holds = self._holds.pop(run_id, None)
+        """The last nested run of a closed or parked run ended: the run
+        slots it kept go (not those of a run resumed since: its own again)."""
+        holds = self._holds.get(run_id)
+        owner = holds.owner() if holds is not None else None
+        if holds is None or (owner is not None and owner.report is None):
+            return
+        leases, holds.run = holds.run, []
+        if not holds.leases() and not holds.rates:
+            del self._holds[run_id]
         self._stop_renewing_if_idle()
-        if holds is not None:
-            self._release_later(holds.run)
+        self._release_later(leases)
 
     def _stop_renewing_if_idle(self) -> None:
         renewer = self._renewer

@@ -160,18 +160,30 @@ def _join_late(run: RunState, report: RunReport) -> None:
     """A nested run that settles after runs it is nested in have settled
     joins their reports: in each settled ancestor's report, its place is
     the report of the run it ran in, found by run id down the nesting."""
-    below: list[str] = []  # the run ids from the ancestor's child down to the parent
+    below: list[RunState] = []  # the runs from the ancestor's child down to the parent
     ancestor = run.parent
     while ancestor is not None:
         host: RunReport | None = ancestor.report
-        for run_id in below:
-            host = next((c for c in host.children if c.run_id == run_id), None) if host is not None else None
+        if host is not None:  # what it spent counts the late run's spend now (its slot kept counting)
+            _recounted(ancestor, host)
+        for nested in below:  # and so does each entry on the way down to the late run's place
+            host = next((c for c in host.children if c.run_id == nested.run_id), None) if host is not None else None
+            if host is not None:
+                _recounted(nested, host)
         if host is not None and ancestor.adopt_late is not None:
             _superseding(host.children, ancestor.adopt_late(report))
-        if ancestor.report is not None:  # what it spent counts the late run's spend now (its slot kept counting)
-            _recounted(ancestor, ancestor.report)
-        below.insert(0, ancestor.run_id)
+        below.insert(0, ancestor)
         ancestor = ancestor.parent
+
+
+def _nested_settled(run: RunState) -> None:
+    """A nested run settled (or parked): no longer its root's work in
+    flight; the last such lets the root's kept run slots go."""
+    root = run.root
+    root.live_nested.pop(run.run_id, None)
+    if not root.live_nested and root.after_nested is not None:
+        release, root.after_nested = root.after_nested, None
+        release()
 
 
 def _recounted(run: RunState, report: RunReport) -> None:
@@ -397,9 +409,10 @@ class ReplyLifecycle:
         self.end_reason: str | None = None
         self.corrections: list[Any] = []
         """Text events that follow a streamed answer the audit corrected."""
-        self.client_metadata: dict[str, tuple[ToolResultBlock, dict[str, Any]]] = {}
-        """A client's results by call id, with their metadata cleaned, put in
-        place once AgentScope took each (``_cleaned_metadata``)."""
+        self.client_metadata: dict[str, list[tuple[ToolResultBlock, dict[str, Any]]]] = {}
+        """A client's results by call id (in the event's order: a client may
+        repeat an id), with their metadata cleaned, put in place once
+        AgentScope took each (``_cleaned_metadata``)."""
         self.structured: tuple[Any] | None = None
         """The structured output the final message delivers, filtered (in a
         1-tuple; ``(None,)``: withheld), once the reply has ended."""
@@ -767,9 +780,9 @@ class ReplyLifecycle:
             # the client speaks for its tool's result, never for the harness; what it says
             # is kept and shown: redacted as a server tool's result is (its tool's pii below),
             # once AgentScope has checked what the client sent (``_cleaned_metadata``)
-            self.client_metadata[block.id] = block, readable_metadata(
+            self.client_metadata.setdefault(block.id, []).append((block, readable_metadata(
                 redactor, {k: v for k, v in (block.metadata or {}).items() if k != METADATA_KEY},
-            )
+            )))
             call, sent_as = awaited.pop(block.id, None), block.name
             if call is not None and not await _shape_kept(self.agent, block, sent_as):
                 break  # AgentScope stops taking the event's results here: they are no outcome
@@ -791,10 +804,11 @@ class ReplyLifecycle:
         services, run = ctx.services, ctx.run
         policy = ctx.tool.policy if ctx.tool is not None else None
         modes, salt = result_pii(policy, run)
-        metadata = self.client_metadata[block.id][1]
+        pending = self.client_metadata[block.id]
+        metadata = pending[-1][1]  # this block's: the last filed under its id
         if modes and policy is not None:
             metadata = readable_metadata(services.redactor, metadata, policy.pii, salt)
-            self.client_metadata[block.id] = block, metadata
+            pending[-1] = block, metadata
         output = block.output
         blocks = [] if isinstance(output, str) else [b for b in output if isinstance(b, DataBlock)]
         data = [b for b in blocks if not isinstance(b.source, URLSource)]
@@ -819,10 +833,10 @@ class ReplyLifecycle:
         client sent against its tool's ``metadata_schema``, which a masked
         or redacted value may no longer match): its metadata cleaned now,
         before AgentScope keeps the result in the context, and as shown."""
-        taken = self.client_metadata.pop(end.tool_call_id, None)
-        if taken is None:
+        pending = self.client_metadata.get(end.tool_call_id)
+        if not pending:
             return end
-        block, metadata = taken
+        block, metadata = pending.pop(0)  # AgentScope takes an event's results in order (ids may repeat)
         block.metadata = metadata
         return end if metadata == end.metadata else end.model_copy(update={"metadata": metadata})
 
@@ -954,9 +968,7 @@ class ReplyLifecycle:
         parent = run.parent
         if parent is not None:
             parent.open_children.pop(run.run_id, None)
-            if not parent.open_children and parent.after_nested is not None:  # the last one still running
-                release, parent.after_nested = parent.after_nested, None
-                release()
+            _nested_settled(run)
             _superseding(parent.children, report)
             if run.called_by is not None:  # once per run: a park's provisional report is superseded
                 _superseding(parent.ended_inside.setdefault(run.called_by, []), report)

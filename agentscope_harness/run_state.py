@@ -134,10 +134,15 @@ class RunState(LazyFields):
     a background task may outlive this run): the report lists them, and
     their calls still running, in ``in_flight``. Weak: a child holds its
     parent, never the other way (a dropped child frees both)."""
+    live_nested: weakref.WeakValueDictionary[str, RunState] = lazy(weakref.WeakValueDictionary)
+    """Of a root run: the runs nested in it, at any depth, not settled (a
+    sub-agent a tool started in the background may outlive its lead): its
+    work in flight, for which its run slots stay taken. Weak, as
+    ``open_children``."""
     after_nested: Callable[[], None] | None = None
-    """Once this run has closed with nested runs still running: what to do
-    when the last of them ends (its Harness's fleet gives back the run
-    slots it kept for them)."""
+    """Once this root run has closed or parked with nested runs still
+    running: what to do when the last of them ends (its Harness's fleet
+    gives back the run slots it kept for them)."""
     adopt_late: Callable[[RunReport], RunReport] | None = None
     """Once this run has settled: how its Harness takes a nested run's
     report that settles later into this run's report's ``children``."""
@@ -325,6 +330,7 @@ class RunState(LazyFields):
         self.parent = parent
         if parent is not None:
             parent.open_children[self.run_id] = self
+            parent.root.live_nested[self.run_id] = self
             self.facts.ledger_used = parent.facts.ledger_used
         enclosing = parent.bounds if parent is not None else ()
         # a shadow Harness's caps bind its own runs only
