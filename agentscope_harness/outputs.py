@@ -540,12 +540,12 @@ def result_text(output: Any) -> str:
 
 
 def _data_fields(block: Any) -> dict[str, str]:
-    """What AgentScope's formatter writes of a data block into the tool
-    message as text, outside the fence: its URL source's URL, its media
-    type, its id (the identifier the model is told) and its name (inline
-    base64 data is never written as text)."""
+    """The text AgentScope's formatter writes of a data block into the tool
+    message, outside the fence: its URL source's URL, its media type and
+    its name (inline base64 data is never written as text; its id is
+    ``_plain_id``'s)."""
     source = block.source
-    fields = {"media_type": source.media_type, "id": block.id}
+    fields = {"media_type": source.media_type}
     url = getattr(source, "url", None)
     if url is not None:
         fields["url"] = str(url)
@@ -554,14 +554,42 @@ def _data_fields(block: Any) -> dict[str, str]:
     return fields
 
 
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+REDACTED_URL = "https://redacted.invalid/"
+"""A data block's URL whose shaped text is no URL any more (personal data
+in its host): a URL that loads back, and says so."""
+
+
+def _plain_id(block_id: str) -> str:
+    """A data block's id as the model is told it (``[<id>]``, and again in
+    the message the formatter adds for the image, as the user's): letters,
+    digits, ``_`` and ``-``, else a stable id derived from it. An id is no
+    place for words: a marker the formatter's brackets complete, or an
+    injected instruction, would be read outside the fence."""
+    if _PLAIN_ID.fullmatch(block_id):
+        return block_id
+    return "data-" + hashlib.sha256(block_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 def _with_fields(block: Any, before: dict[str, str], after: dict[str, str]) -> Any:
-    """``block`` with its changed text fields (itself when none changed)."""
-    changed = {k: v for k, v in after.items() if v != before[k]}
+    """``block`` with its changed text fields and a plain id (itself when
+    nothing changed); a URL that no longer parses is ``REDACTED_URL``."""
+    changed: dict[str, Any] = {k: v for k, v in after.items() if v != before[k]}
+    block_id = _plain_id(block.id)
+    if block_id != block.id:
+        changed["id"] = block_id
     if not changed:
         return block
     source = {k: changed.pop(k) for k in ("url", "media_type") if k in changed}
     if source:
-        changed["source"] = block.source.model_copy(update=source)
+        try:  # validated: the stored state must load back
+            changed["source"] = type(block.source).model_validate({**block.source.model_dump(), **source})
+        except ValueError:
+            if "url" not in source:
+                raise
+            changed["source"] = type(block.source).model_validate(
+                {**block.source.model_dump(), **source, "url": REDACTED_URL},
+            )
     return block.model_copy(update=changed)
 
 
