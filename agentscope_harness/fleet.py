@@ -669,7 +669,7 @@ class Fleet:
 
     # ------------------------------------------------------------ runs
 
-    async def open_run(self, run: RunState) -> None:
+    async def open_run(self, run: RunState, root_here: bool = True) -> None:
         """A root run takes one slot of each run concurrency limit, at open
         and again at a resume (``park_run`` gave them back: the slot may be
         another run's by now); over a limit (or with the store down) it ends
@@ -677,15 +677,18 @@ class Fleet:
         resumed run's parked call does not run). A nested run opened or
         resumed in a root no longer in flight (settled or parked: a
         background sub-agent of a lead that ended) takes the root's slots
-        again, kept until its root's last nested run ends."""
+        again, kept until its root's last nested run ends (``root_here``:
+        the root is this Harness's run; another Harness's root's slots are
+        its own fleet's to keep)."""
         if not self.run_leases:
             return
         root = run.root
         if run.parent is None:
             await self._take_run_slots(run, run)
-        elif root.report is not None:
-            await self._take_run_slots(run, root)
+        elif root.report is not None and root_here:
+            # armed first: a retake cut short still gives back what it took
             root.after_nested = functools.partial(self._release_kept, root.run_id)
+            await self._take_run_slots(run, root)
 
     async def park_run(self, run: RunState) -> None:
         """A run parked for a human is not in flight: its run slots go back

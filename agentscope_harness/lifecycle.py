@@ -521,7 +521,7 @@ class ReplyLifecycle:
             principal = parent.principal
         await self._replace_earlier()
         run = await self._open_run(start.reply_id, getattr(start, "session_id", None), principal, parent)
-        await harness.services.fleet.open_run(run)
+        await harness.services.fleet.open_run(run, run.root.table is harness.table)
         return run
 
     async def _open_run(
@@ -664,7 +664,7 @@ class ReplyLifecycle:
             _rules_only_for_shown_calls(self.agent, inputs, by_another or not run.asked_here,
                                         self.harness.services.approvals, run.resumed_by)
         self.run = run
-        await self.harness.services.fleet.open_run(run)  # its slots, given back at the park
+        await self.harness.services.fleet.open_run(run, run.root.table is self.harness.table)  # given back at the park
         return run
 
     async def _restored(self) -> tuple[RunState, bool]:

@@ -351,6 +351,8 @@ class RunState(LazyFields):
             return False
         parent = live_parent(self.run_id)
         if parent is None or parent is self.parent or self._encloses(parent):
+            if self.parent is not None:  # live again: its root's work in flight (its slot kept for it)
+                self.root.live_nested[self.run_id] = self
             return False
         self._nest(parent)
         return True
