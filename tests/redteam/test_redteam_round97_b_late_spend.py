@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from agentscope.message import UserMsg
+from background_kit import spawner
 from scripted import ALICE, ScriptedModel, SlowModel, calls, make_agent, run, text
 
 from agentscope_harness import CostPolicy, Harness, HarnessConfig
@@ -28,14 +28,7 @@ async def test_a_background_sub_agents_spend_is_in_its_leads_report_once_it_join
                        h.middlewares(), name="payer")
     background: list[asyncio.Task[Any]] = []
 
-    async def spawn(task: str) -> str:
-        """Start the payer in the background.
-
-        Args:
-            task (str): What it should do.
-        """
-        background.append(asyncio.create_task(child.reply(UserMsg("lead", task))))
-        return "started"
+    spawn = spawner(child, background)
 
     lead = make_agent(ScriptedModel([calls(("spawn", {"task": "pay"}), inp=100, out=10), text("on its way", inp=100, out=10)]),
                       [spawn], h.middlewares(), name="lead")

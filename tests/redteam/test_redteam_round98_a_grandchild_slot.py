@@ -16,6 +16,7 @@ import asyncio
 from typing import Any
 
 from agentscope.message import UserMsg
+from background_kit import spawner
 from scripted import ALICE, RAN, ScriptedModel, calls, make_agent, run, search, slow, text
 
 from agentscope_harness import ConcurrencyLimit, Harness, HarnessConfig, TerminalState
@@ -40,14 +41,7 @@ async def test_a_background_grandchild_still_running_keeps_its_principals_run_sl
     child = make_agent(ScriptedModel([calls(("copy_later", {"task": "copy"})), text("handed over")]), [copy_later],
                        h.middlewares(), name="migrator")
 
-    async def spawn(task: str) -> str:
-        """Start the migrator in the background.
-
-        Args:
-            task (str): What it should do.
-        """
-        background.append(asyncio.create_task(child.reply(UserMsg("lead", task))))
-        return "started"
+    spawn = spawner(child, background)
 
     lead = make_agent(ScriptedModel([calls(("spawn", {"task": "migrate"})), text("under way")]), [spawn],
                       h.middlewares(), name="lead")

@@ -17,6 +17,7 @@ import asyncio
 from typing import Any
 
 from agentscope.message import UserMsg
+from background_kit import spawner
 from scripted import ALICE, ScriptedModel, SlowModel, calls, make_agent, run, text
 
 from agentscope_harness import CostPolicy, Harness, HarnessConfig
@@ -42,14 +43,7 @@ async def test_a_late_grandchilds_spend_is_in_its_parents_entry_of_the_leads_rep
                                       text("handed over", inp=50, out=50)]), [copy_later], h.middlewares(),
                        name="migrator")
 
-    async def spawn(task: str) -> str:
-        """Start the migrator in the background.
-
-        Args:
-            task (str): What it should do.
-        """
-        background.append(asyncio.create_task(child.reply(UserMsg("lead", task))))
-        return "started"
+    spawn = spawner(child, background)
 
     lead = make_agent(ScriptedModel([calls(("spawn", {"task": "migrate"}), inp=10, out=10),
                                      text("under way", inp=10, out=10)]), [spawn], h.middlewares(), name="lead")

@@ -17,6 +17,7 @@ from typing import Any
 
 from agentscope.message import UserMsg
 from agentscope.tool import Toolkit
+from background_kit import spawner
 from scripted import ALICE, RAN, ScriptedModel, calls, client_tool, drain, make_agent, run, search, slow, text, tool
 
 from agentscope_harness import ConcurrencyLimit, Harness, HarnessConfig, TerminalState
@@ -29,14 +30,7 @@ async def test_a_parked_lead_keeps_its_slot_while_its_background_sub_agent_runs(
                        h.middlewares(), name="migrator")
     background: list[asyncio.Task[Any]] = []
 
-    async def spawn(task: str) -> str:
-        """Start the migrator in the background.
-
-        Args:
-            task (str): What it should do.
-        """
-        background.append(asyncio.create_task(child.reply(UserMsg("lead", task))))
-        return "started"
+    spawn = spawner(child, background)
 
     lead_model = ScriptedModel([calls(("spawn", {"task": "migrate"})), calls(("verify_code", {"code": "1234"})),
                                 text("under way")])

@@ -15,9 +15,10 @@ import asyncio
 import contextlib
 from typing import Any
 
-from agentscope.event import ExternalExecutionResultEvent, RequireExternalExecutionEvent
-from agentscope.message import ToolResultBlock, UserMsg
+from agentscope.event import ExternalExecutionResultEvent
+from agentscope.message import ToolResultBlock
 from agentscope.tool import Toolkit
+from background_kit import spawner
 from scripted import ALICE, ScriptedModel, calls, client_tool, drain, make_agent, run, slow, text, tool
 
 from agentscope_harness import ConcurrencyLimit, Harness, HarnessConfig, TerminalState
@@ -51,19 +52,7 @@ async def test_a_resume_cancelled_while_retaking_the_leads_slot_leaves_no_holds(
     asked: list[Any] = []
     background: list[asyncio.Task[Any]] = []
 
-    async def start(task: str) -> None:
-        for event in await drain(child, UserMsg("lead", task)):
-            if isinstance(event, RequireExternalExecutionEvent):
-                asked.append(event)
-
-    async def spawn(task: str) -> str:
-        """Start the migrator in the background.
-
-        Args:
-            task (str): What it should do.
-        """
-        background.append(asyncio.create_task(start(task)))
-        return "started"
+    spawn = spawner(child, background, asked)
 
     lead = make_agent(ScriptedModel([calls(("spawn", {"task": "migrate"})), text("under way")]), [spawn],
                       h.middlewares(), name="lead")

@@ -16,9 +16,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from agentscope.event import ExternalExecutionResultEvent, RequireExternalExecutionEvent
-from agentscope.message import ToolResultBlock, UserMsg
+from agentscope.event import ExternalExecutionResultEvent
+from agentscope.message import ToolResultBlock
 from agentscope.tool import Toolkit
+from background_kit import spawner
 from scripted import ALICE, RAN, ScriptedModel, calls, client_tool, drain, make_agent, run, search, slow, text, tool
 
 from agentscope_harness import ConcurrencyLimit, Harness, HarnessConfig, TerminalState
@@ -34,19 +35,7 @@ async def test_a_resumed_sub_agents_retaken_slot_is_renewed_while_it_runs() -> N
     asked: list[Any] = []
     background: list[asyncio.Task[Any]] = []
 
-    async def start(task: str) -> None:
-        for event in await drain(child, UserMsg("lead", task)):
-            if isinstance(event, RequireExternalExecutionEvent):
-                asked.append(event)
-
-    async def spawn(task: str) -> str:
-        """Start the migrator in the background.
-
-        Args:
-            task (str): What it should do.
-        """
-        background.append(asyncio.create_task(start(task)))
-        return "started"
+    spawn = spawner(child, background, asked)
 
     lead = make_agent(ScriptedModel([calls(("spawn", {"task": "migrate"})), text("under way")]), [spawn],
                       h.middlewares(), name="lead")

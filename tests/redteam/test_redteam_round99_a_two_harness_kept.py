@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from agentscope.message import UserMsg
+from background_kit import spawner
 from scripted import ALICE, ScriptedModel, calls, delegating_tool, make_agent, run, search, slow, text
 
 from agentscope_harness import ConcurrencyLimit, Harness, HarnessConfig, TerminalState
@@ -35,14 +35,7 @@ async def test_a_helper_under_another_harness_does_not_strand_the_leads_kept_slo
                        [slow, delegating_tool(helper)], h1.middlewares(), name="migrator")
     background: list[asyncio.Task[Any]] = []
 
-    async def spawn(task: str) -> str:
-        """Start the migrator in the background.
-
-        Args:
-            task (str): What it should do.
-        """
-        background.append(asyncio.create_task(child.reply(UserMsg("lead", task))))
-        return "started"
+    spawn = spawner(child, background)
 
     lead = make_agent(ScriptedModel([calls(("spawn", {"task": "migrate"})), text("under way")]), [spawn],
                       h1.middlewares(), name="lead")
