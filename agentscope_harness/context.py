@@ -158,6 +158,11 @@ class ToolResultView:
         return self.state == "success"
 
     @property
+    def body(self) -> str:
+        """What the model reads of the result: its text, then each notice, a line each."""
+        return "\n".join(p for p in [self.text, *self.notices] if p)
+
+    @property
     def harness_meta(self) -> dict[str, Any]:
         """What the tool reported to the harness in ``metadata["harness"]``."""
         value = self.metadata.get("harness")

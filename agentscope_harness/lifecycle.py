@@ -821,11 +821,11 @@ class ReplyLifecycle:
         state = str(getattr(block.state, "value", block.state))
         result = await self.harness.flow.shape(ctx, result_view(text, state, dict(metadata), bool(data)))
         if result.withheld:
-            block.output, block.state = "\n".join(p for p in [result.text, *result.notices] if p), ToolResultState.ERROR
+            block.output, block.state = result.body, ToolResultState.ERROR
         elif result.text != text or result.notices or links or any(
             a is not b for a, b in zip(shaped, data, strict=True)
         ):
-            body = "\n".join(p for p in [result.text, *result.notices] if p)
+            body = result.body
             block.output = [TextBlock(text=body), *shaped] if body and shaped else shaped or body
 
     def _cleaned_metadata(self, end: ToolResultEndEvent) -> ToolResultEndEvent:

@@ -76,6 +76,11 @@ class _Attempts:
     broken before its first chunk; ``None``: an attempt cut, charged its
     request only)."""
 
+    def cut(self) -> None:
+        """The attempt in flight was cut (the deadline, a cancellation): its
+        request went out and is charged (a failed retry is not in flight)."""
+        self.usages = [*(self.usages or []), *[None] * (self.made - self.ended)]
+
     def request_out(self) -> bool:
         """Whether an attempt's request is out now (not one cut in the pause
         between a failed attempt and its retry: that sent nothing). A model
@@ -494,12 +499,11 @@ class ModelGuard:
         except TimeoutError:
             if not bound.expired():  # the client's own timeout: a failed call, not the deadline
                 raise
-            cut = attempts.made - attempts.ended  # the request cut (not a failed retry) is charged
-            attempts.usages = [*(attempts.usages or []), *[None] * cut]
+            attempts.cut()
             run.facts.time_is_up(self.harness.shadow)
             raise self._not_made(run, "deadline: the call was cut short", compression) from None
         except asyncio.CancelledError:  # its request went out: charged as a cut one
-            attempts.usages = [*(attempts.usages or []), *[None] * (attempts.made - attempts.ended)]
+            attempts.cut()
             raise
         finally:
             _ATTEMPTS.reset(token)

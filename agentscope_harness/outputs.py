@@ -582,14 +582,13 @@ def _with_fields(block: Any, before: dict[str, str], after: dict[str, str]) -> A
         return block
     source = {k: changed.pop(k) for k in ("url", "media_type") if k in changed}
     if source:
+        fields = {**block.source.model_dump(), **source}
         try:  # validated: the stored state must load back
-            changed["source"] = type(block.source).model_validate({**block.source.model_dump(), **source})
+            changed["source"] = type(block.source).model_validate(fields)
         except ValueError:
             if "url" not in source:
                 raise
-            changed["source"] = type(block.source).model_validate(
-                {**block.source.model_dump(), **source, "url": REDACTED_URL},
-            )
+            changed["source"] = type(block.source).model_validate({**fields, "url": REDACTED_URL})
     return block.model_copy(update=changed)
 
 

@@ -430,7 +430,7 @@ def to_response(
         and all(a is b for a, b in zip(data, sent, strict=True)) and meta is original.metadata
     ):
         return original
-    body = "\n".join(p for p in [result.text, *result.notices] if p)
+    body = result.body
     meta = dict(meta)
     own = dict(meta.get(METADATA_KEY) or {})
     if "dependency" in own:  # it streams to the UI with the result
