@@ -1,5 +1,6 @@
 """Red-team helpers: a lead's tool that starts a sub-agent in a background
-task (the sub-agent may outlive the lead's reply)."""
+task (the sub-agent may outlive the lead's reply), and such a sub-agent
+parked on its client once its lead has settled."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agentscope.event import RequireExternalExecutionEvent
-from agentscope.message import UserMsg
-from scripted import drain
+from agentscope.event import ExternalExecutionResultEvent, RequireExternalExecutionEvent
+from agentscope.message import ToolResultBlock, UserMsg
+from agentscope.tool import Toolkit
+from scripted import RAN, ScriptedModel, calls, client_tool, drain, make_agent, run, search, slow, text, tool
+
+from agentscope_harness import TerminalState
 
 
 def spawner(child: Any, background: list[asyncio.Task[Any]], asked: list[Any] | None = None,
@@ -32,3 +36,39 @@ def spawner(child: Any, background: list[asyncio.Task[Any]], asked: list[Any] | 
         return "started"
 
     return spawn
+
+
+async def migrator_parked_in_background(h: Any, slow_s: float) -> tuple[Any, ExternalExecutionResultEvent]:
+    """A lead (run for the caller bound now) starts a migrator in the
+    background and settles; the migrator parks on its client's code check,
+    then would run ``slow`` for ``slow_s``. The migrator, and the client's
+    answer that resumes it."""
+    child = make_agent(
+        ScriptedModel([calls(("verify_code", {"code": "1234"})), calls(("slow", {"seconds": slow_s})),
+                       text("migrated")]),
+        h.instrument(Toolkit(tools=[client_tool(), tool(slow)])), h.middlewares(), name="migrator",
+    )
+    asked: list[Any] = []
+    background: list[asyncio.Task[Any]] = []
+    lead = make_agent(ScriptedModel([calls(("spawn", {"task": "migrate"})), text("under way")]),
+                      [spawner(child, background, asked)], h.middlewares(), name="lead")
+    await run(lead, "migrate my data")
+    await asyncio.gather(*background)
+    assert h.last_report(child).terminal_state is TerminalState.WAITING_INPUT
+    call = asked[0].tool_calls[0]
+    done = [ToolResultBlock(id=call.id, name=call.name, output="code ok", state="success")]
+    return child, ExternalExecutionResultEvent(reply_id=child.state.reply_id, execution_results=done)
+
+
+async def assert_second_run_refused(h: Any, why: str) -> None:
+    """The bound caller's other run, made while ``slow`` runs in a
+    background sub-agent (one run of the caller in flight): refused, its
+    search never run."""
+    other = make_agent(ScriptedModel([calls(("search", {"q": "invoices"})), text("found")]), [search],
+                       h.middlewares(), name="other")
+    await run(other, "find my invoices")
+    assert "slow:end" not in RAN  # the sub-agent was still running
+    report = h.last_report(other)
+    assert report.terminal_state is not TerminalState.COMPLETED and "invoices" not in RAN, (
+        f"{why}: {report.terminal_state.value}, {RAN}"
+    )

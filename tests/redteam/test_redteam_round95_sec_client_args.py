@@ -7,44 +7,10 @@ import json
 from typing import Any
 
 import pytest
-from agentscope.event import RequireExternalExecutionEvent
-from agentscope.message import UserMsg
-from agentscope.permission import PermissionDecision
-from agentscope.tool import ToolBase, Toolkit
-from scripted import ALICE, ALLOW, ScriptedModel, calls, drain, last_tool_message, make_agent, text
+from client_kit import handed_to_client
+from scripted import ALICE, last_tool_message
 
-from agentscope_harness import Harness, HarnessConfig, ToolPolicy
 from agentscope_harness.calls import read_one_way
-
-
-class ClientRefund(ToolBase):
-    """A refund the user's own backend executes (``is_external_tool``)."""
-
-    name = "client_refund"
-    description = "Refund an order of a user (run by the client)."
-    input_schema = {
-        "type": "object",
-        "properties": {"order_id": {"type": "string"}, "user_id": {"type": "string"},
-                       "lines": {"type": "array", "items": {"type": "integer"}}},
-        "required": ["order_id", "user_id"],
-    }
-    is_concurrency_safe = False
-    is_read_only = False
-    is_external_tool = True
-
-    async def check_permissions(self, tool_input: dict[str, Any], context: Any) -> PermissionDecision:
-        return ALLOW
-
-
-async def _handed(raw: str) -> tuple[Harness, ScriptedModel, Any, list[Any]]:
-    """Alice's reply whose model calls the client's refund with ``raw``: what the client is handed."""
-    h = Harness(HarnessConfig(tools={"client_refund": ToolPolicy(role="mutation", identity_args={"user_id": "user_id"})}),
-                load_entry_points=False)
-    model = ScriptedModel([calls(("client_refund", raw)), text("done")])
-    agent = make_agent(model, h.instrument(Toolkit(tools=[ClientRefund()])), h.middlewares())
-    with h.acting_for(ALICE):
-        out = await drain(agent, UserMsg("user", "refund A-9"))
-    return h, model, agent, [c for e in out if isinstance(e, RequireExternalExecutionEvent) for c in e.tool_calls]
 
 
 async def test_a_client_is_handed_the_arguments_the_identity_check_judged() -> None:
@@ -59,7 +25,7 @@ async def test_a_client_is_handed_the_arguments_the_identity_check_judged() -> N
     "on the exact arguments the tool receives (client-executed tools ...
     included)"; duplicate keys and trailing text are in its differential
     fuzzing)."""
-    h, model, agent, handed = await _handed('{"order_id": "A-9", "user_id": "u-7"} {"order_id": "A-9", "user_id": "u-42"}')
+    h, model, agent, handed = await handed_to_client('{"order_id": "A-9", "user_id": "u-7"} {"order_id": "A-9", "user_id": "u-42"}')
     for call in handed:  # whatever the client is asked to run is the call that was judged
         first, _ = json.JSONDecoder().raw_decode(call.input)
         assert first["user_id"] == ALICE.user_id
@@ -73,7 +39,7 @@ async def test_a_client_is_handed_the_arguments_the_identity_check_judged() -> N
 async def test_a_client_is_handed_well_formed_arguments_as_written() -> None:
     """One object, each key once: handed to the client as the model wrote it."""
     raw = '{"order_id": "A-9", "user_id": "u-42", "lines": [1, 2]}'
-    *_, handed = await _handed(raw)
+    *_, handed = await handed_to_client(raw)
     assert [c.input for c in handed] == [raw]
 
 

@@ -16,43 +16,12 @@ refunds Bob's order."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from agentscope.event import RequireExternalExecutionEvent
-from agentscope.message import UserMsg
-from agentscope.permission import PermissionDecision
-from agentscope.tool import ToolBase, Toolkit
-from scripted import ALICE, ALLOW, BOB, ScriptedModel, calls, drain, last_tool_message, make_agent, text
-
-from agentscope_harness import Harness, HarnessConfig, ToolPolicy
-
-
-class ClientRefund(ToolBase):
-    """A refund the user's own backend (a Go service) executes."""
-
-    name = "client_refund"
-    description = "Refund an order of a user (run by the client)."
-    input_schema = {
-        "type": "object",
-        "properties": {"order_id": {"type": "string"}, "user_id": {"type": "string"}},
-        "required": ["order_id", "user_id"],
-    }
-    is_concurrency_safe = False
-    is_read_only = False
-    is_external_tool = True
-
-    async def check_permissions(self, tool_input: dict[str, Any], context: Any) -> PermissionDecision:
-        return ALLOW
+from client_kit import handed_to_client
+from scripted import ALICE, BOB, last_tool_message
 
 
 async def test_keys_a_go_client_reads_as_one_are_refused() -> None:
-    h = Harness(HarnessConfig(tools={"client_refund": ToolPolicy(role="mutation", identity_args={"user_id": "user_id"})}),
-                load_entry_points=False, environ={})
     raw = f'{{"order_id": "B-1", "user_id": "{ALICE.user_id}", "USER_ID": "{BOB.user_id}"}}'
-    model = ScriptedModel([calls(("client_refund", raw)), text("done")])
-    agent = make_agent(model, h.instrument(Toolkit(tools=[ClientRefund()])), h.middlewares())
-    with h.acting_for(ALICE):
-        out = await drain(agent, UserMsg("user", "refund B-1"))
-    handed = [c for e in out if isinstance(e, RequireExternalExecutionEvent) for c in e.tool_calls]
-    assert handed == [], [c.input for c in handed]  # a Go client would refund Bob's order
+    _, model, _, to_client = await handed_to_client(raw)
+    assert to_client == [], [c.input for c in to_client]  # a Go client would refund Bob's order
     assert "[harness:bad_arguments]" in last_tool_message(model)

@@ -13,13 +13,9 @@ work in flight under a limit of one."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
-from agentscope.event import ExternalExecutionResultEvent
-from agentscope.message import ToolResultBlock
-from agentscope.tool import Toolkit
-from background_kit import spawner
-from scripted import ALICE, RAN, ScriptedModel, calls, client_tool, drain, make_agent, run, search, slow, text, tool
+from background_kit import migrator_parked_in_background
+from scripted import ALICE, RAN, ScriptedModel, calls, drain, make_agent, run, search, text
 
 from agentscope_harness import ConcurrencyLimit, Harness, HarnessConfig, TerminalState
 
@@ -27,27 +23,11 @@ from agentscope_harness import ConcurrencyLimit, Harness, HarnessConfig, Termina
 async def test_a_resumed_sub_agent_of_a_settled_lead_holds_its_principals_run_slot() -> None:
     h = Harness(HarnessConfig(concurrency_limits=[ConcurrencyLimit(scope="principal", max_in_flight=1)]),
                 load_entry_points=False, environ={})
-    child_model = ScriptedModel([calls(("verify_code", {"code": "1234"})), calls(("slow", {"seconds": 0.6})),
-                                 text("migrated")])
-    child = make_agent(child_model, h.instrument(Toolkit(tools=[client_tool(), tool(slow)])), h.middlewares(),
-                       name="migrator")
-    asked: list[Any] = []
-    background: list[asyncio.Task[Any]] = []
-
-    spawn = spawner(child, background, asked)
-
-    lead = make_agent(ScriptedModel([calls(("spawn", {"task": "migrate"})), text("under way")]), [spawn],
-                      h.middlewares(), name="lead")
     other = make_agent(ScriptedModel([calls(("search", {"q": "invoices"})), text("found")]), [search],
                        h.middlewares(), name="other")
     with h.acting_for(ALICE):
-        await run(lead, "migrate my data")
-        await asyncio.gather(*background)
-        assert h.last_report(child).terminal_state is TerminalState.WAITING_INPUT
-        call = asked[0].tool_calls[0]
-        done = [ToolResultBlock(id=call.id, name=call.name, output="code ok", state="success")]
-        resumed = asyncio.create_task(drain(child, ExternalExecutionResultEvent(
-            reply_id=child.state.reply_id, execution_results=done)))
+        child, answer = await migrator_parked_in_background(h, 0.6)
+        resumed = asyncio.create_task(drain(child, answer))
         try:
             while "slow:start" not in RAN:
                 await asyncio.sleep(0.01)

@@ -13,15 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
 
-from agentscope.event import ExternalExecutionResultEvent
-from agentscope.message import ToolResultBlock
-from agentscope.tool import Toolkit
-from background_kit import spawner
-from scripted import ALICE, ScriptedModel, calls, client_tool, drain, make_agent, run, slow, text, tool
+from background_kit import migrator_parked_in_background
+from scripted import ALICE, drain
 
-from agentscope_harness import ConcurrencyLimit, Harness, HarnessConfig, TerminalState
+from agentscope_harness import ConcurrencyLimit, Harness, HarnessConfig
 from agentscope_harness.stores import MemoryStore
 
 
@@ -45,26 +41,10 @@ async def test_a_resume_cancelled_while_retaking_the_leads_slot_leaves_no_holds(
     store = SlowLeases()
     config = HarnessConfig(store=store, concurrency_limits=[ConcurrencyLimit(scope="principal", max_in_flight=1)])
     h = Harness(config, load_entry_points=False, environ={})
-    child_model = ScriptedModel([calls(("verify_code", {"code": "1234"})), calls(("slow", {"seconds": 0.1})),
-                                 text("migrated")])
-    child = make_agent(child_model, h.instrument(Toolkit(tools=[client_tool(), tool(slow)])), h.middlewares(),
-                       name="migrator")
-    asked: list[Any] = []
-    background: list[asyncio.Task[Any]] = []
-
-    spawn = spawner(child, background, asked)
-
-    lead = make_agent(ScriptedModel([calls(("spawn", {"task": "migrate"})), text("under way")]), [spawn],
-                      h.middlewares(), name="lead")
     with h.acting_for(ALICE):
-        await run(lead, "migrate my data")
-        await asyncio.gather(*background)
-        assert h.last_report(child).terminal_state is TerminalState.WAITING_INPUT
-        call = asked[0].tool_calls[0]
-        done = [ToolResultBlock(id=call.id, name=call.name, output="code ok", state="success")]
+        child, answer = await migrator_parked_in_background(h, 0.1)
         store.armed = True
-        resumed = asyncio.create_task(drain(child, ExternalExecutionResultEvent(
-            reply_id=child.state.reply_id, execution_results=done)))
+        resumed = asyncio.create_task(drain(child, answer))
         await asyncio.wait_for(store.waiting.wait(), 2)
         resumed.cancel()
         with contextlib.suppress(asyncio.CancelledError):

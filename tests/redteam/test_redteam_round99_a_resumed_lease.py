@@ -14,13 +14,9 @@ limit of one (README: a slot is "renewed while its run lasts")."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
-from agentscope.event import ExternalExecutionResultEvent
-from agentscope.message import ToolResultBlock
-from agentscope.tool import Toolkit
-from background_kit import spawner
-from scripted import ALICE, RAN, ScriptedModel, calls, client_tool, drain, make_agent, run, search, slow, text, tool
+from background_kit import migrator_parked_in_background
+from scripted import ALICE, RAN, ScriptedModel, calls, drain, make_agent, run, search, text
 
 from agentscope_harness import ConcurrencyLimit, Harness, HarnessConfig, TerminalState
 
@@ -28,27 +24,11 @@ from agentscope_harness import ConcurrencyLimit, Harness, HarnessConfig, Termina
 async def test_a_resumed_sub_agents_retaken_slot_is_renewed_while_it_runs() -> None:
     limit = ConcurrencyLimit(scope="principal", max_in_flight=1, lease_s=0.2)
     h = Harness(HarnessConfig(concurrency_limits=[limit]), load_entry_points=False, environ={})
-    child_model = ScriptedModel([calls(("verify_code", {"code": "1234"})), calls(("slow", {"seconds": 1.0})),
-                                 text("migrated")])
-    child = make_agent(child_model, h.instrument(Toolkit(tools=[client_tool(), tool(slow)])), h.middlewares(),
-                       name="migrator")
-    asked: list[Any] = []
-    background: list[asyncio.Task[Any]] = []
-
-    spawn = spawner(child, background, asked)
-
-    lead = make_agent(ScriptedModel([calls(("spawn", {"task": "migrate"})), text("under way")]), [spawn],
-                      h.middlewares(), name="lead")
     other = make_agent(ScriptedModel([calls(("search", {"q": "invoices"})), text("found")]), [search],
                        h.middlewares(), name="other")
     with h.acting_for(ALICE):
-        await run(lead, "migrate my data")
-        await asyncio.gather(*background)
-        assert h.last_report(child).terminal_state is TerminalState.WAITING_INPUT
-        call = asked[0].tool_calls[0]
-        done = [ToolResultBlock(id=call.id, name=call.name, output="code ok", state="success")]
-        resumed = asyncio.create_task(drain(child, ExternalExecutionResultEvent(
-            reply_id=child.state.reply_id, execution_results=done)))
+        child, answer = await migrator_parked_in_background(h, 1.0)
+        resumed = asyncio.create_task(drain(child, answer))
         try:
             while "slow:start" not in RAN:
                 await asyncio.sleep(0.01)
