@@ -706,10 +706,9 @@ class Fleet:
     async def _take_run_slots(self, run: RunState, holder: RunState) -> None:
         """``holder``'s run slots, for ``run`` (the run stopped if they cannot be had)."""
         holds = self._holds_of(holder)
-        held = {lease.key for lease in holds.run}
         for limit in self.run_leases:
             key = _lease_key(limit, holder)
-            if key in held:
+            if any(held.key == key for held in holds.run):
                 continue
             try:
                 lease = await self._call(
@@ -719,6 +718,10 @@ class Fleet:
             except DependencyDown as exc:
                 self.stop(run, "dependency_down", "dependency_down", str(exc))
                 return
+            if any(held.key == key for held in holds.run):  # taken for ``holder`` meanwhile (two of its
+                if lease is not None:  # nested runs re-taking its slot at once): one is enough
+                    give_back_soon(self.store.lease_release(key, lease))
+                continue
             if lease is None:
                 self.stop(run, "concurrency_limited", "concurrency_limited",
                           f"{limit.max_in_flight} runs already in flight ({_whose(limit.scope)})")
