@@ -431,25 +431,27 @@ async def test_a_slot_is_held_as_long_as_its_call_runs_past_lease_s(backend, tmp
         store = SQLiteStore(str(tmp_path / "fleet.db"))
     else:
         store = RedisStore(request.getfixturevalue("redis_url"), prefix=request.getfixturevalue("prefix"))
-    limit = ConcurrencyLimit(scope="tool", tool="search", max_in_flight=1, lease_s=0.3)
+    # lease_s is wide enough that a loaded CI machine's loop stall (a few
+    # hundred ms) cannot lapse it between two renewals (every lease_s / 4)
+    limit = ConcurrencyLimit(scope="tool", tool="search", max_in_flight=1, lease_s=1.0)
     config = HarnessConfig(concurrency_limits=[limit], store=store)
     first, second = (Harness(config, load_entry_points=False) for _ in range(2))
     executed: list[str] = []
     long_model = ScriptedModel([calls(("search", {"q": "long"})), text("done")])
     long_run = asyncio.create_task(
-        reply(first, make_agent(long_model, shop(executed, delay=0.9), first.middlewares()), U42),
+        reply(first, make_agent(long_model, shop(executed, delay=3.0), first.middlewares()), U42),
     )
     while "long" not in executed:
         await asyncio.sleep(0.01)
     busy: list[str] = []
-    for i in range(3):  # at about 0.25, 0.5 and 0.75 s: past lease_s, the call still runs
-        await asyncio.sleep(0.25)
+    for i in range(3):  # at about 0.8, 1.6 and 2.4 s: past lease_s, the call still runs
+        await asyncio.sleep(0.8)
         model = ScriptedModel([calls(("search", {"q": f"other {i}"})), text("x")])
         await reply(second, make_agent(model, shop(executed), second.middlewares()), U7)
         busy += [m for m in _tool_results(model) if m.startswith("[harness:concurrency_limited]")]
     assert len(busy) == 3 and executed == ["long"]
     await long_run
-    await asyncio.sleep(0.05)  # the release is sent in the background; well within the lease's 0.2 s left
+    await asyncio.sleep(0.05)  # the release is sent in the background; the lease has at least 0.75 s left
     model = ScriptedModel([calls(("search", {"q": "after"})), text("x")])
     await reply(second, make_agent(model, shop(executed), second.middlewares()), U7)
     assert executed == ["long", "after"]

@@ -1,5 +1,5 @@
 """Red team, round 99 (a). ``ConcurrencyLimit(scope="principal",
-max_in_flight=1, lease_s=0.2)``. A lead's tool starts a sub-agent in the
+max_in_flight=1, lease_s=1.0)``. A lead's tool starts a sub-agent in the
 background and the lead settles; the sub-agent parks on its client. The
 client answers outside any run: the sub-agent resumes nested in its
 settled lead (``nest_on_resume`` keeps the settled parent, but never puts
@@ -22,17 +22,17 @@ from agentscope_harness import ConcurrencyLimit, Harness, HarnessConfig, Termina
 
 
 async def test_a_resumed_sub_agents_retaken_slot_is_renewed_while_it_runs() -> None:
-    limit = ConcurrencyLimit(scope="principal", max_in_flight=1, lease_s=0.2)
+    limit = ConcurrencyLimit(scope="principal", max_in_flight=1, lease_s=1.0)  # no CI stall lapses it
     h = Harness(HarnessConfig(concurrency_limits=[limit]), load_entry_points=False, environ={})
     other = make_agent(ScriptedModel([calls(("search", {"q": "invoices"})), text("found")]), [search],
                        h.middlewares(), name="other")
     with h.acting_for(ALICE):
-        child, answer = await migrator_parked_in_background(h, 1.0)
+        child, answer = await migrator_parked_in_background(h, 3.0)
         resumed = asyncio.create_task(drain(child, answer))
         try:
             while "slow:start" not in RAN:
                 await asyncio.sleep(0.01)
-            await asyncio.sleep(0.5)  # well past lease_s: a renewed lease is still held
+            await asyncio.sleep(1.6)  # well past lease_s: a renewed lease is still held
             await run(other, "find my invoices")
         finally:
             await resumed
