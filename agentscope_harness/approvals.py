@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import time
+import uuid
 import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
@@ -67,6 +68,10 @@ class UsdExtension:
     a second extension adds to the first, never replaces it."""
     usd: float = 0.0
     approved_by: str | None = None
+    claim: str = ""
+    """The park's id: the one reply that continues it claims it in the
+    store (``Fleet.claim_parked_budget``); a state kept before it had one
+    reads as ``""`` (nothing claimed: continued as before)."""
 
 
 @dataclass
@@ -197,6 +202,7 @@ class ApprovalBook:
         if parked is not None:
             parked[_key_of(owner)] = asdict(UsdExtension(
                 carried_usd=spent_usd, largest_output_tokens=largest_output_tokens, carried_extra_usd=extra_usd,
+                claim=uuid.uuid4().hex,
             ))
 
     def extend(self, agent: Any, usd: float, approved_by: Principal | None) -> UsdExtension:
@@ -240,12 +246,18 @@ class ApprovalBook:
             )
         return next(iter(parked.items()))
 
-    def take(self, agent: Any, caller: Principal | None) -> UsdExtension | None:
-        """The budget ``agent``'s new run for ``caller`` continues (and forget
-        it). Another caller's run is a task of its own: a parked budget and
-        its extension stay for the caller whose run parked."""
+    def parked_of(self, agent: Any, caller: Principal | None) -> UsdExtension | None:
+        """The budget ``agent``'s new run for ``caller`` continues, if one is
+        parked. Another caller's run is a task of its own: a parked budget
+        and its extension stay for the caller whose run parked."""
         parked = _parked_budgets(agent)
-        return _extension(parked.pop(_key_of(caller), None)) if parked else None
+        return _extension(parked.get(_key_of(caller))) if parked else None
+
+    def take(self, agent: Any, caller: Principal | None) -> None:
+        """Forget ``caller``'s parked budget of ``agent``: a run continues it."""
+        parked = _parked_budgets(agent)
+        if parked:
+            parked.pop(_key_of(caller), None)
 
 
 BUDGETS_KEY = "agentscope_harness.parked_budgets"
@@ -284,6 +296,8 @@ def _extension(value: Any) -> UsdExtension | None:
     if type(extension.largest_output_tokens) is not int:
         return None
     if extension.approved_by is not None and type(extension.approved_by) is not str:
+        return None
+    if type(extension.claim) is not str:
         return None
     return extension
 

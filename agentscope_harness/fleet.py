@@ -44,6 +44,7 @@ from .stores import (
     PROBE_LEASE_S,
     LedgerStore,
     MemoryStore,
+    ParkRecords,
     RateRefund,
     bounded,
     give_back_soon,
@@ -278,6 +279,19 @@ class Fleet:
             raise
         except Exception as exc:
             raise DependencyDown(what, exc) from exc
+
+    async def claim_parked_budget(self, claim: str, deadline: float | None) -> bool:
+        """Whether this reply continues the parked budget ``claim`` names:
+        True for the first claim fleet-wide, False for every other (another
+        reply took it: the state carrying it was loaded twice). A store that
+        keeps no park records, or a budget parked before claims were kept
+        (``""``), has nothing to claim; one that does not answer raises
+        ``DependencyDown``."""
+        store = self.store
+        if not claim or not isinstance(store, ParkRecords):
+            return True
+        return bool(await self._call(store.park_claim(f"budget:{claim}", deadline=deadline),
+                                     "claim a parked budget", deadline))
 
     # ------------------------------------------------------------ breakers
 

@@ -3,16 +3,18 @@ convergence nudges and settling the run's spend."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..context import HookContext, ToolCallContext, ToolResultContext, fallback
+from ..errors import DependencyDown
 from ..outcome import finish_required, terminal_state
 from ..registry import HookRejectSignal, harness_hook
 from ..report import TerminalState
 from ..stores import daily_left
 
 if TYPE_CHECKING:
+    from ..approvals import UsdExtension
     from ..config import CostPolicy
     from ..run_state import RunState
     from ..services import Services
@@ -130,7 +132,7 @@ def search_gate(ctx: ToolCallContext) -> None:
 
 
 @harness_hook("pre_think", priority=20, name="budget_router", kind="observer")
-def budget_router(ctx: HookContext) -> None:
+def budget_router(ctx: HookContext) -> Awaitable[None] | None:
     """Pick the model tier from the fraction of the budget left: the least
     left of money (``cap_usd`` plus approved extensions, the daily quota)
     and run-wide tokens (``max_input_tokens``, ``max_output_tokens``,
@@ -140,16 +142,26 @@ def budget_router(ctx: HookContext) -> None:
     "ask"``, the run's own cap spent) ask the user to extend it
     (``budget_spent``). Then tell the model what is left when that changed
     (``disclose_budget``). A call that would overspend what is left is not
-    made either: the model guard checks its estimate (``overspend``)."""
+    made either: the model guard checks its estimate (``overspend``).
+    Awaitable only when a parked budget is continued (its claim is a store
+    call); every other round decides without a coroutine."""
     cost = ctx.config.cost
     root = ctx.run.root
-    facts = ctx.run.facts  # its own tier: a sub-agent under another Harness is on its own
     if cost is not None:
         if root.store_error is not None:
             ctx.stop("dependency_down", code="dependency_down")
-            return
+            return None
         if cost.on_exhausted == "ask" and ctx.run is root:
-            _continue_parked_budget(ctx)
+            parked = ctx.services.approvals.parked_of(ctx.agent, root.principal)
+            if parked is not None:
+                return _continue_parked_budget(ctx, parked)
+    _route(ctx)
+    return None
+
+
+def _route(ctx: HookContext) -> None:
+    """The tier, or the end, that the budget left calls for (``budget_router``)."""
+    facts = ctx.run.facts  # its own tier: a sub-agent under another Harness is on its own
     least = _least_left(_budget_left(ctx.run))
     if least is not None:
         lite, minimal, fallback = least.policy.tiers
@@ -305,23 +317,38 @@ def _add_held(run: RunState, held: Held, sign: int) -> None:
         )
 
 
-def _continue_parked_budget(ctx: HookContext) -> None:
+async def _continue_parked_budget(ctx: HookContext, parked: UsdExtension) -> None:
     """A run of an agent whose last run parked on its budget continues that
     budget (so sending another message does not reset it), plus whatever a
-    human approved with ``Harness.extend``."""
-    pending = ctx.services.approvals.take(ctx.agent, ctx.run.root.principal)
-    if pending is None:
-        return
+    human approved with ``Harness.extend``. The state carrying it may be
+    loaded by several replies at once (a retried request, two tabs): the
+    park is claimed in the store, so one of them continues it with the
+    extension; the others carry its spend, not the extension (the cap is
+    as it was: they ask again). A store that does not answer stops the run
+    (``dependency_down``) and leaves the parked budget in the state."""
     root = ctx.run.root
-    root.usd_carried += pending.carried_usd
-    root.usd_extra += pending.carried_extra_usd
-    root.largest_output_tokens = max(root.largest_output_tokens, pending.largest_output_tokens)
-    ctx.decide("continue_budget", detail=f"${pending.carried_usd:.6f} already spent by the parked run")
-    if pending.usd > 0:
-        root.usd_extra += pending.usd
-        root.extensions.append({"what": "usd", "by": pending.usd, "approved_by": pending.approved_by})
-        ctx.decide("extend", code="quota_exhausted",
-                   detail=f"usd +{pending.usd} approved by {pending.approved_by}")
+    try:
+        claimed = await ctx.services.fleet.claim_parked_budget(parked.claim, ctx.run.deadline)
+    except DependencyDown:
+        ctx.stop("dependency_down", code="dependency_down")
+        return
+    ctx.services.approvals.take(ctx.agent, root.principal)
+    root.usd_carried += parked.carried_usd
+    root.usd_extra += parked.carried_extra_usd
+    root.largest_output_tokens = max(root.largest_output_tokens, parked.largest_output_tokens)
+    if not claimed:
+        ctx.decide("continue_budget", detail=(
+            f"${parked.carried_usd:.6f} already spent by the parked run; another reply continued it "
+            "(and took any extension)"
+        ))
+    else:
+        ctx.decide("continue_budget", detail=f"${parked.carried_usd:.6f} already spent by the parked run")
+        if parked.usd > 0:
+            root.usd_extra += parked.usd
+            root.extensions.append({"what": "usd", "by": parked.usd, "approved_by": parked.approved_by})
+            ctx.decide("extend", code="quota_exhausted",
+                       detail=f"usd +{parked.usd} approved by {parked.approved_by}")
+    _route(ctx)
 
 
 class BudgetLeft(NamedTuple):
