@@ -24,7 +24,7 @@ from agentscope.message import ToolCallBlock, ToolResultBlock, ToolResultState
 
 from .calls import UNGATED_TOOLS
 from .hooks.termination import undelivered
-from .outputs import pii_modes, pii_salt
+from .outputs import quoted_pii
 from .pii import apply_pii
 from .sentinels import format_sentinel, neutralise_markers
 
@@ -61,8 +61,7 @@ async def guide_invalid_arguments(harness: Harness, agent: Any, run: RunState, c
         return
     if call.name in UNGATED_TOOLS:  # AgentScope's own tools: their retry text is its contract
         return
-    said = result.output.removeprefix("<system-reminder>") if isinstance(result.output, str) else ""
-    if not said.startswith(_REFUSALS):
+    if not isinstance(result.output, str) or not _refused(result.output):
         return  # another error (an inactive tool group, the tool itself): AgentScope's words stand
     if call.name in harness.finish_tools:
         undelivered(run.facts)  # a finishing call refused for its arguments delivers nothing
@@ -83,6 +82,23 @@ async def guide_invalid_arguments(harness: Harness, agent: Any, run: RunState, c
         run, "argument_guide", "post_tool_call", "rewrite", code=CODE, tool=call.name,
         detail="; ".join(problems),
     )
+
+
+def refusal_shown(harness: Harness, agent: Any, run: RunState, call_id: str, text: str) -> str:
+    """A streamed result ``text`` as the user is shown it: AgentScope's
+    refusal of a call's arguments quotes what the model sent, so its
+    personal data is rewritten as the streamed arguments' and the model's
+    copy's are (``quoted_pii``); any other text as it is."""
+    if not _refused(text):
+        return text
+    _, call = _blocks(agent, call_id)
+    modes, salt = quoted_pii(harness.config, harness.config.tools.get(call.name) if call else None, run)
+    return apply_pii(text, modes, salt).text if modes else text
+
+
+def _refused(text: str) -> bool:
+    """Whether a result's text is AgentScope's refusal of the arguments."""
+    return text.removeprefix("<system-reminder>").startswith(_REFUSALS)
 
 
 def _blocks(agent: Any, call_id: str) -> tuple[ToolResultBlock | None, ToolCallBlock | None]:
@@ -122,10 +138,9 @@ def _shown(problem: str, harness: Harness, run: RunState, policy: ToolPolicy | N
     all before it is cut (a cut never splits a secret)."""
     # a huge argument is quoted whole by jsonschema: only its start is read
     text = harness.services.redactor.redact(" ".join(neutralise_markers(problem[:_READ_CHARS]).split()))
-    # the model's own words: the answer's personal-data modes, and the tool's
-    modes = {**pii_modes(harness.config.pii), **(pii_modes(policy.pii) if policy is not None else {})}
+    modes, salt = quoted_pii(harness.config, policy, run)
     if modes:
-        text = apply_pii(text, modes, pii_salt(run)).text
+        text = apply_pii(text, modes, salt).text
     return text[:_PROBLEM_CHARS] + ("…" if len(text) > _PROBLEM_CHARS else "")
 
 

@@ -272,6 +272,7 @@ class HookContext:
         hint is never given twice in a row, and then this returns False. Once
         the run is constrained, hints that invite exploring are dropped: the
         ladder only climbs."""
+        self._not_at_system_prompt("hint")
         key = key or self.hook_name
         facts = self.run.facts
         if key == facts.last_hint:
@@ -302,6 +303,7 @@ class HookContext:
         ``tool_choice`` is narrowed to the finishing tool (or ``none``). A
         model that keeps calling other tools after that is stopped, with
         ``code`` as the run's reason (default: ``reason``)."""
+        self._not_at_system_prompt("constrain")
         facts = self.run.facts
         if facts.force_conclude:
             return
@@ -347,6 +349,17 @@ class HookContext:
             self.fallback_answer = text
         self.decide("stop" if self.point != "pre_think" else "fallback", code=code, detail=reason,
                     enforced=True if reason == OUT_OF_TIME else None)
+
+    def _not_at_system_prompt(self, verb: str) -> None:
+        """``on_system_prompt`` hooks run once per Harness, on the config
+        alone, and what they decide is kept for every later prompt: a hint
+        or a constraint there would reach the first run only. Refused
+        loudly (the hook fails) rather than dropped."""
+        if self.point == "on_system_prompt":
+            raise ValueError(
+                f"ctx.{verb}() is not available at on_system_prompt (run once per Harness, for every "
+                "run): append to ctx.prompt_addition, or use pre_think",
+            )
 
     def ask(self, reason: str) -> None:
         """At ``pre_tool_call``: park the call for a human (AgentScope's own

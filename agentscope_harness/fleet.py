@@ -718,7 +718,10 @@ class Fleet:
         await self._release(leases)
 
     async def _take_run_slots(self, run: RunState, holder: RunState) -> None:
-        """``holder``'s run slots, for ``run`` (the run stopped if they cannot be had)."""
+        """``holder``'s run slots, for ``run`` (the run stopped if they cannot
+        be had). Slots this worker gave back in the background are back first:
+        a resume right after its lead's kept slot went would find it held."""
+        await self._released_here()
         holds = self._holds_of(holder)
         for limit in self.run_leases:
             key = _lease_key(limit, holder)

@@ -54,7 +54,7 @@ from agentscope.types import ReplyFinishedReason
 
 from . import park_record
 from .approvals import approval_digest
-from .arguments import guide_invalid_arguments
+from .arguments import guide_invalid_arguments, refusal_shown
 from .calls import read_as_agentscope, result_view
 from .chains import release
 from .context import HookContext, fallback
@@ -481,6 +481,7 @@ class ReplyLifecycle:
             # fenced result is not proof of redaction (the filter may be disabled,
             # fail open in shadow mode, or a notice may follow the fence)
             shown = await self.harness.services.redactor.redact_async(item.delta)  # megabytes: in slices
+            shown = refusal_shown(self.harness, self.agent, run, item.tool_call_id, shown)
             return [item if shown == item.delta else item.model_copy(update={"delta": shown})]
         if kind == _HINT:  # another middleware's (RAG's retrieved text): shown as the model reads it
             return [foreign_hint_shown(self.harness.services.redactor, item)]

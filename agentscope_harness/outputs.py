@@ -466,6 +466,15 @@ def result_pii(policy: Any, run: Any) -> tuple[dict[str, str], bytes]:
     return modes, pii_salt(run) if modes else b""
 
 
+def quoted_pii(config: Any, policy: Any, run: Any) -> tuple[dict[str, str], bytes]:
+    """The ``pii`` modes of a text that quotes a call's arguments (a
+    refusal of them, AgentScope's or a gate's): the model's own words, so
+    the answer's modes (``HarnessConfig.pii``, as the streamed arguments
+    are rewritten), and the tool's (as its result is); the run's hash salt."""
+    modes = {**pii_modes(config.pii), **(pii_modes(policy.pii) if policy is not None else {})}
+    return modes, pii_salt(run) if modes else b""
+
+
 def shaped_notice(text: str, redactor: Redactor, policy: Any, run: Any) -> str:
     """A notice on a tool's result as the model may read it (it may quote
     the tool's output): secrets redacted, the tool's ``pii`` applied, markers

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from .context import HookContext
 from .deadline import MIN_TIMEOUT_S
-from .outputs import result_pii, shaped_notice, written_by_hook
+from .outputs import quoted_pii, result_pii, shaped_notice, written_by_hook
+from .pii import apply_pii
 from .registry import HOOK_POINTS, TOOL_POINTS, HookRejectSignal, HookSpec
 from .sentinels import format_sentinel
 
@@ -168,6 +169,18 @@ def _put_back(ctx: HookContext, tool: Any, answer: str | None, audit: Any, hook:
         wrong.append(f"set final_text to {type(ctx.final_text).__name__}; it must be a str")
         ctx.final_text = answer
     return TypeError("the hook " + " and ".join(wrong)) if wrong else None
+
+
+def _refusal_text(ctx: HookContext, signal: HookRejectSignal) -> str:
+    """What the model (and the user's stream) reads of a refusal: a gate's
+    message may quote a secret, or the call's arguments (``same_args``), so
+    it is redacted like any text the model reads and its personal data is
+    rewritten as the streamed arguments' is (``quoted_pii``)."""
+    message = ctx.services.redactor.redact(signal.message)
+    modes, salt = quoted_pii(ctx.config, ctx.tool.policy if ctx.tool is not None else None, ctx.run)
+    if modes:
+        message = apply_pii(message, modes, salt).text
+    return message if signal.raw else format_sentinel(signal.code, message, signal.ref)
 
 
 class HookRunner:
@@ -364,11 +377,7 @@ class HookRunner:
             if (key, batch) not in facts.reject_batches:
                 facts.reject_batches.add((key, batch))
                 facts.gate_reject_counts[key] += 1
-        # what the model reads of a refusal is redacted like any text it reads (a gate's own message may quote a secret)
-        redact = ctx.services.redactor.redact
-        text = redact(signal.message) if signal.raw else format_sentinel(
-            signal.code, redact(signal.message), signal.ref,
-        )
+        text = _refusal_text(ctx, signal)
         ctx.services.record(
             ctx.run, spec.name, spec.point, "refuse",
             code=signal.code, tool=tool, detail=signal.message,

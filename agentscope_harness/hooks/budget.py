@@ -209,8 +209,9 @@ def budget_spent(
     return (
         f"the budget of this task (${run_cap:.4f}) is used up; approve an extension to continue",
         TerminalState.WAITING_INPUT,
-        f"This task has used its budget (${spent:.4f} of ${run_cap:.4f}). "
-        "Shall I continue? Continuing needs your approval of a larger budget.",
+        (f"This task has used its budget (${spent:.4f} of ${run_cap:.4f}). " if spent >= run_cap else
+         f"This task's next step would go past its budget (${spent:.4f} of ${run_cap:.4f} spent). ")
+        + "Shall I continue? Continuing needs your approval of a larger budget.",
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 import html
 import re
+import time
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -128,9 +129,25 @@ async def tool_breaker_record(ctx: ToolResultContext) -> None:
         _dependency_down(ctx)
     fleet = ctx.services.fleet
     if result.ok or result.error_class in BREAKER_FAILURES:
+        if not result.ok and _time_was_up(ctx):
+            return  # the run's deadline, not the dependency's failure (as the harness's own cut)
         await fleet.breaker_record(ctx, result.ok)
     elif fleet.is_probe(ctx):
         await fleet.breaker_record(ctx, True)
+
+
+def _time_was_up(ctx: ToolResultContext) -> bool:
+    """Whether the run's time was up when the call failed: a wait the tool
+    bounded by the deadline (``clamp_timeout``, ``retry_call``) ends there
+    with a timeout nothing tells from the dependency's, and one caller's
+    short deadline must not open a breaker every caller shares."""
+    deadline = ctx.run.deadline
+    return deadline is not None and time.monotonic() >= deadline - DEADLINE_SLACK_S
+
+
+DEADLINE_SLACK_S = 0.01
+"""A failure this close to the deadline counts as at it (a timer may fire a
+little early)."""
 
 
 def _dependency_down(ctx: ToolResultContext) -> None:
@@ -519,21 +536,26 @@ def _numbers(text: str) -> set[Decimal]:
 
 def _earlier_successes(ctx: HookContext) -> dict[str, list[Mapping[str, Any]]]:
     """The calls that succeeded in the agent's earlier replies, by tool, as
-    its context keeps them: a successful result of a call this run did not
-    judge, with the arguments its call block carried."""
-    judged = ctx.run.judged_calls
-    calls: dict[str, Any] = {}
+    its context keeps them: a successful result, with the arguments its
+    call block carried. This reply's own messages (AgentScope gives them
+    its reply id) are left out: its calls are this run's facts. A result is
+    paired with its call by id and name, each call answered once, in order:
+    a provider may repeat an id within a turn (a model writing its own
+    ids) or number every turn from zero."""
+    state = getattr(ctx.agent, "state", None)
+    this_reply = getattr(state, "reply_id", None)
+    awaiting: dict[str, list[ToolCallBlock]] = {}
     found: dict[str, list[Mapping[str, Any]]] = {}
-    for msg in getattr(getattr(ctx.agent, "state", None), "context", None) or ():
+    for msg in getattr(state, "context", None) or ():
         content = msg.content
-        if isinstance(content, str):
+        if isinstance(content, str) or msg.id == this_reply:
             continue
         for block in content:
             if isinstance(block, ToolCallBlock):
-                calls[block.id] = block
-            elif isinstance(block, ToolResultBlock) and block.state == "success" and block.id not in judged:
-                call = calls.get(block.id)  # its call's name: a client's result may say another
-                if call is not None:
+                awaiting.setdefault(block.id, []).append(block)
+            elif isinstance(block, ToolResultBlock):
+                call = _answered(awaiting.get(block.id), block.name)
+                if call is not None and block.state == "success":
                     found.setdefault(call.name, []).append(_args_of(call))
     if found:  # as the tools ran: their declared defaults filled in
         for tool in tools_in(getattr(ctx.agent, "toolkit", None)):
@@ -541,6 +563,19 @@ def _earlier_successes(ctx: HookContext) -> dict[str, list[Mapping[str, Any]]]:
             if declared is not None and declared.defaults:
                 found[tool.name] = [{**declared.defaults, **args} for args in found[tool.name]]
     return found
+
+
+def _answered(calls: list[ToolCallBlock] | None, name: str) -> ToolCallBlock | None:
+    """The call of ``calls`` (those of one id, not yet answered) a result
+    named ``name`` answers, taken off the list: the first of that name; the
+    only one when none has it (a client's result, kept before the harness
+    filed it under its call's name); ``None`` when that is ambiguous."""
+    if not calls:
+        return None
+    for index, call in enumerate(calls):
+        if call.name == name:
+            return calls.pop(index)
+    return calls.pop() if len(calls) == 1 else None
 
 
 def _args_of(call: ToolCallBlock) -> Mapping[str, Any]:

@@ -82,7 +82,9 @@ async def test_with_ask_the_call_that_would_overspend_asks_and_an_extension_cont
     report = h.last_report(agent)
     assert len(model.calls) == 2
     assert report.terminal_state == TerminalState.WAITING_INPUT
-    assert final.get_text_content().startswith("This task has used its budget ($0.0800 of $0.1000).")
+    # $0.02 is left, too little for the next call: said so, not "used" (round 101)
+    assert final.get_text_content().startswith(
+        "This task's next step would go past its budget ($0.0800 of $0.1000 spent).")
 
     h.extend(agent, 0.05)
     model.script = lambda turn: text("done", inp=1000, out=100)
@@ -171,7 +173,7 @@ async def test_a_second_extension_adds_to_the_first():
         h.extend(agent, 0.05)
         _, final = await run(agent, "go on")
         caps.append(final.get_text_content().split("(")[1].split(")")[0])
-    assert caps == ["$0.1200 of $0.1500", "$0.2000 of $0.2000", "$0.2400 of $0.2500"]
+    assert caps == ["$0.1200 of $0.1500 spent", "$0.2000 of $0.2000", "$0.2400 of $0.2500 spent"]
     assert len(model.calls) == 2 + 1 + 2 + 1
 
 
