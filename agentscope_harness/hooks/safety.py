@@ -537,25 +537,27 @@ def _numbers(text: str) -> set[Decimal]:
 def _earlier_successes(ctx: HookContext) -> dict[str, list[Mapping[str, Any]]]:
     """The calls that succeeded in the agent's earlier replies, by tool, as
     its context keeps them: a successful result, with the arguments its
-    call block carried. This reply's own messages (AgentScope gives them
-    its reply id) are left out: its calls are this run's facts. A result is
-    paired with its call by id and name, each call answered once, in order:
-    a provider may repeat an id within a turn (a model writing its own
-    ids) or number every turn from zero."""
+    call block carried. A call this run judged, in this reply's own
+    messages (AgentScope gives them its reply id), is left out: it is this
+    run's facts (an earlier reply's call may have the same id: a provider
+    numbering every turn from zero). A result is paired with its call by id
+    and name, each call answered once, in order: a provider may repeat an
+    id within a turn (a model writing its own ids)."""
     state = getattr(ctx.agent, "state", None)
-    this_reply = getattr(state, "reply_id", None)
+    this_reply, judged = getattr(state, "reply_id", None), ctx.run.judged_calls
     awaiting: dict[str, list[ToolCallBlock]] = {}
     found: dict[str, list[Mapping[str, Any]]] = {}
     for msg in getattr(state, "context", None) or ():
         content = msg.content
-        if isinstance(content, str) or msg.id == this_reply:
+        if isinstance(content, str):
             continue
+        mine = msg.id == this_reply
         for block in content:
             if isinstance(block, ToolCallBlock):
                 awaiting.setdefault(block.id, []).append(block)
             elif isinstance(block, ToolResultBlock):
                 call = _answered(awaiting.get(block.id), block.name)
-                if call is not None and block.state == "success":
+                if call is not None and block.state == "success" and not (mine and block.id in judged):
                     found.setdefault(call.name, []).append(_args_of(call))
     if found:  # as the tools ran: their declared defaults filled in
         for tool in tools_in(getattr(ctx.agent, "toolkit", None)):
