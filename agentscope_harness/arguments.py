@@ -24,8 +24,7 @@ from agentscope.message import ToolCallBlock, ToolResultBlock, ToolResultState
 
 from .calls import UNGATED_TOOLS
 from .hooks.termination import undelivered
-from .outputs import quoted_pii
-from .pii import apply_pii
+from .outputs import quoted_pii, quoted_shown
 from .sentinels import format_sentinel, neutralise_markers
 
 if TYPE_CHECKING:
@@ -38,6 +37,7 @@ _REFUSALS = (
     "Error: Failed to parse your tool arguments",
     "Error: Your argument string is decoded",
     "Error: When decoding your tool arguments",
+    "Error: NaN and Infinity are not valid JSON numbers.",
 )
 """How AgentScope's refusals of arguments begin (``_execute_tool_call`` and
 ``_json_loads_with_repair``): its own words, written before any tool ran."""
@@ -86,14 +86,15 @@ async def guide_invalid_arguments(harness: Harness, agent: Any, run: RunState, c
 
 def refusal_shown(harness: Harness, agent: Any, run: RunState, call_id: str, text: str) -> str:
     """A streamed result ``text`` as the user is shown it: AgentScope's
-    refusal of a call's arguments quotes what the model sent, so its
-    personal data is rewritten as the streamed arguments' and the model's
-    copy's are (``quoted_pii``); any other text as it is."""
-    if not _refused(text):
+    answer to a call no gate judged (its refusal of the arguments, of an
+    unknown tool) may quote what the model sent, so its personal data is
+    rewritten as the streamed arguments' and the model's copy's are
+    (``quoted_pii``); a result the tool adapter shaped as it is."""
+    if call_id in run.judged_calls and not _refused(text):
         return text
     _, call = _blocks(agent, call_id)
     modes, salt = quoted_pii(harness.config, harness.config.tools.get(call.name) if call else None, run)
-    return apply_pii(text, modes, salt).text if modes else text
+    return quoted_shown(text, modes, salt)
 
 
 def _refused(text: str) -> bool:
@@ -120,8 +121,9 @@ def _problems(raw: str, schema: dict[str, Any]) -> list[str]:
     error (most specific first); empty when the arguments are valid."""
     try:
         parsed = _json_loads_with_repair(raw, schema)
-    except AgentOrientedException:
-        return ["the arguments are not a JSON object"]
+    except AgentOrientedException as exc:
+        nan = "NaN and Infinity" in str(exc)
+        return ["NaN and Infinity are not valid JSON numbers" if nan else "the arguments are not a JSON object"]
     validator = jsonschema.validators.validator_for(schema)(schema)
     errors = sorted(validator.iter_errors(parsed), key=lambda e: (len(e.path), e.message))
     return [_problem(e) for e in errors]
@@ -139,8 +141,7 @@ def _shown(problem: str, harness: Harness, run: RunState, policy: ToolPolicy | N
     # a huge argument is quoted whole by jsonschema: only its start is read
     text = harness.services.redactor.redact(" ".join(neutralise_markers(problem[:_READ_CHARS]).split()))
     modes, salt = quoted_pii(harness.config, policy, run)
-    if modes:
-        text = apply_pii(text, modes, salt).text
+    text = quoted_shown(text, modes, salt)
     return text[:_PROBLEM_CHARS] + ("…" if len(text) > _PROBLEM_CHARS else "")
 
 

@@ -30,6 +30,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .approvals import ApprovalBook, UsdExtension
 from .calls import CallFlow
 from .context import HookContext
 from .facts import GuardState
@@ -44,6 +45,7 @@ from .stores import MemoryStore
 
 if TYPE_CHECKING:
     from .config import HarnessConfig
+    from .harness import Principal
     from .registry import HookSpec
 
 _OWN = (
@@ -75,6 +77,20 @@ class _QuietServices(Services):
                             detail=detail, enforced=False)
         run.record(decision)
         return decision
+
+
+class _QuietApprovals(ApprovalBook):
+    """The candidate's approvals: its budget question parks nothing. A
+    parked budget lives in the agent's state, which is the live policy's
+    (a candidate's park there would be continued by the user's next task)."""
+
+    def budget_parked(self, agent: Any, owner: Principal | None, spent_usd: float, largest_output_tokens: int,
+                      extra_usd: float = 0.0) -> None:
+        """Nothing is parked for the candidate."""
+
+    def parked_of(self, agent: Any, caller: Principal | None) -> UsdExtension | None:
+        """The candidate continues none of the live policy's parked budgets."""
+        return None
 
 
 @dataclass(eq=False)
@@ -110,6 +126,7 @@ class Candidate:
         quiet = _QuietServices.of(config, Redactor(config.redact_patterns, config.redact_window),
                                   MemoryStore())
         quiet.shadow = False  # it decides as if enforcing; nothing it decides is applied
+        quiet.approvals = _QuietApprovals()
         quiet.fleet.waits = False
         self.services = quiet
         self.flow = CallFlow(quiet, self.runner)  # its policy's ``ask_when``, judged as the live one's is

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from agentscope.message import DataBlock, HintBlock, TextBlock
 
 from .errors import METADATA_KEY
-from .pii import PiiOutcome, apply_pii, find_pii, rewrite_pii
+from .pii import PiiOutcome, apply_pii, find_pii, rewrite_pii, validate_pii_modes
 from .redaction import Redactor, sliced
 from .sentinels import MarkerStream, fences_touching, neutralise_markers, neutralise_markers_sliced, strip_markers
 
@@ -470,9 +470,30 @@ def quoted_pii(config: Any, policy: Any, run: Any) -> tuple[dict[str, str], byte
     """The ``pii`` modes of a text that quotes a call's arguments (a
     refusal of them, AgentScope's or a gate's): the model's own words, so
     the answer's modes (``HarnessConfig.pii``, as the streamed arguments
-    are rewritten), and the tool's (as its result is); the run's hash salt."""
-    modes = {**pii_modes(config.pii), **(pii_modes(policy.pii) if policy is not None else {})}
+    are rewritten) and the tool's (as its result is), the stronger of the
+    two for a kind both name (a tool's ``mask`` must not show the last
+    digits the streamed arguments hid); the run's hash salt."""
+    modes = validate_pii_modes(pii_modes(config.pii))
+    for kind, mode in validate_pii_modes(pii_modes(policy.pii) if policy is not None else {}).items():
+        if _STRENGTH[mode] > _STRENGTH.get(modes.get(kind, ""), -1):
+            modes[kind] = mode
     return modes, pii_salt(run) if modes else b""
+
+
+_STRENGTH = {"mask": 0, "hash": 1, "redact": 2, "block": 3}
+"""How much of a value each mode hides: ``mask`` shows its last digits,
+``hash`` links its occurrences, ``redact`` and ``block`` show nothing."""
+
+
+def quoted_shown(text: str, modes: Mapping[str, str], salt: bytes, own: frozenset[str] = frozenset()) -> str:
+    """``text`` (quoting a call's arguments) with its personal data rewritten
+    as ``modes`` say, except the values in ``own``: the signed-in user's own
+    identity values, which a gate tells the model to send (rewritten, the
+    model could never send them, and the user could never be served)."""
+    if not modes:
+        return text
+    findings = [f for f in find_pii(text, modes) if f.value not in own] if text else []
+    return rewrite_pii(text, findings, modes, salt).text if findings else text
 
 
 def shaped_notice(text: str, redactor: Redactor, policy: Any, run: Any) -> str:

@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .context import HookContext
 from .deadline import MIN_TIMEOUT_S
-from .outputs import quoted_pii, result_pii, shaped_notice, written_by_hook
-from .pii import apply_pii
+from .outputs import quoted_pii, quoted_shown, result_pii, shaped_notice, written_by_hook
 from .registry import HOOK_POINTS, TOOL_POINTS, HookRejectSignal, HookSpec
 from .sentinels import format_sentinel
 
@@ -175,12 +174,21 @@ def _refusal_text(ctx: HookContext, signal: HookRejectSignal) -> str:
     """What the model (and the user's stream) reads of a refusal: a gate's
     message may quote a secret, or the call's arguments (``same_args``), so
     it is redacted like any text the model reads and its personal data is
-    rewritten as the streamed arguments' is (``quoted_pii``)."""
+    rewritten as the streamed arguments' is (``quoted_pii``), but for the
+    signed-in user's own identity values: what the model must send."""
     message = ctx.services.redactor.redact(signal.message)
     modes, salt = quoted_pii(ctx.config, ctx.tool.policy if ctx.tool is not None else None, ctx.run)
-    if modes:
-        message = apply_pii(message, modes, salt).text
+    message = quoted_shown(message, modes, salt, _own_values(ctx.run.principal))
     return message if signal.raw else format_sentinel(signal.code, message, signal.ref)
+
+
+def _own_values(principal: Any) -> frozenset[str]:
+    """The signed-in user's identity values (``user_id``, ``tenant``, extra
+    attributes) as text."""
+    if principal is None:
+        return frozenset()
+    values = [principal.user_id, principal.tenant, *(principal.model_extra or {}).values()]
+    return frozenset(str(v) for v in values if v is not None)
 
 
 class HookRunner:

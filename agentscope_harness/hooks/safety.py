@@ -569,15 +569,22 @@ def _earlier_successes(ctx: HookContext) -> dict[str, list[Mapping[str, Any]]]:
 
 def _answered(calls: list[ToolCallBlock] | None, name: str) -> ToolCallBlock | None:
     """The call of ``calls`` (those of one id, not yet answered) a result
-    named ``name`` answers, taken off the list: the first of that name; the
-    only one when none has it (a client's result, kept before the harness
-    filed it under its call's name); ``None`` when that is ambiguous."""
+    named ``name`` answers, taken off the list: the only one of that name
+    (or the only one at all: a client's result kept before the harness filed
+    it under its call's name). Several of that name with other arguments
+    are all taken off and none is the answer: AgentScope writes results as
+    calls finish, so which result is whose cannot be told (a refused twin's
+    may come first), and no success may back a claim for either."""
     if not calls:
         return None
-    for index, call in enumerate(calls):
-        if call.name == name:
-            return calls.pop(index)
-    return calls.pop() if len(calls) == 1 else None
+    named = [call for call in calls if call.name == name] or (calls[:1] if len(calls) == 1 else [])
+    if len(named) > 1 and len({call.input for call in named}) > 1:
+        calls[:] = [call for call in calls if call.name != name]
+        return None
+    if named:
+        calls.remove(named[0])
+        return named[0]
+    return None
 
 
 def _args_of(call: ToolCallBlock) -> Mapping[str, Any]:

@@ -137,7 +137,7 @@ async def test_an_extension_is_a_finite_amount(usd: float) -> None:
         with pytest.raises(ValueError, match="finite amount above 0"):
             h.extend(agent, usd=usd)
         h.extend(agent, usd=0.1)  # the parked budget is as it was: a real extension still counts
-    assert h.services.approvals.take(agent, ALICE) is not None
+    assert h.services.approvals.parked_of(agent, ALICE) is not None
 
 
 @pytest.mark.parametrize("ttl_s", [math.inf, math.nan, 0.0])
