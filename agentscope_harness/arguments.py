@@ -41,6 +41,9 @@ _REFUSALS = (
 )
 """How AgentScope's refusals of arguments begin (``_execute_tool_call`` and
 ``_json_loads_with_repair``): its own words, written before any tool ran."""
+_QUOTING = (*_REFUSALS, "ToolNotFoundError: ")
+"""AgentScope's answers to a call no gate judged that quote the model's
+words (its arguments, the tool name it wrote)."""
 CODE = "bad_arguments"
 """The sentinel code of a call refused for its arguments (DESIGN §3.2); the
 error class of such a failure is ``invalid_arguments`` (§6.2)."""
@@ -87,10 +90,12 @@ async def guide_invalid_arguments(harness: Harness, agent: Any, run: RunState, c
 def refusal_shown(harness: Harness, agent: Any, run: RunState, call_id: str, text: str) -> str:
     """A streamed result ``text`` as the user is shown it: AgentScope's
     answer to a call no gate judged (its refusal of the arguments, of an
-    unknown tool) may quote what the model sent, so its personal data is
-    rewritten as the streamed arguments' and the model's copy's are
-    (``quoted_pii``); a result the tool adapter shaped as it is."""
-    if call_id in run.judged_calls and not _refused(text):
+    unknown tool's name) quotes what the model sent, so its personal data
+    is rewritten as the streamed arguments' and the model's copy's are
+    (``quoted_pii``); any other text (a tool's result, shaped as the model
+    read it) as it is. Told by AgentScope's own words, not by which calls
+    this process judged (a call judged before a park elsewhere is not)."""
+    if not text.removeprefix("<system-reminder>").startswith(_QUOTING):
         return text
     _, call = _blocks(agent, call_id)
     modes, salt = quoted_pii(harness.config, harness.config.tools.get(call.name) if call else None, run)

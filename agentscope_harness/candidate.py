@@ -270,6 +270,8 @@ class Candidate:
     def _differs(run: RunState, services: Services, point: str, tool: str | None, mine: str, theirs: str) -> None:
         if mine == theirs:
             return
+        # a verdict may carry a hook's stop reason: kept as the report keeps reasons
+        mine, theirs = services.scrubbed(mine), services.scrubbed(theirs)
         code = _code(theirs) or _code(mine)
         run.candidate_differences.append(
             {"point": point, "tool": tool, "live": mine, "candidate": theirs, "code": code},

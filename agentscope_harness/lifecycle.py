@@ -488,8 +488,8 @@ class ReplyLifecycle:
         if kind == _ASK:  # a question for a human (or a client) is out: stopped here, the reply is parked
             self.asked = True
             return [item]
-        if kind == _TOOL_START:  # the tool name is the model's to write: shown redacted
-            return [shown_name(self.harness.services.redactor, item)]
+        if kind == _TOOL_START:  # the tool name is the model's to write: shown as its arguments are
+            return [shown_name(answer_filter(self.harness.services, run), item)]
         if kind == _TOOL_END:
             if item.state == ToolResultState.ERROR:  # refused arguments: say what to send
                 await guide_invalid_arguments(self.harness, self.agent, run, item.tool_call_id)

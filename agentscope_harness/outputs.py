@@ -490,10 +490,25 @@ def quoted_shown(text: str, modes: Mapping[str, str], salt: bytes, own: frozense
     as ``modes`` say, except the values in ``own``: the signed-in user's own
     identity values, which a gate tells the model to send (rewritten, the
     model could never send them, and the user could never be served)."""
-    if not modes:
+    if not modes or not text:
         return text
-    findings = [f for f in find_pii(text, modes) if f.value not in own] if text else []
+    findings = find_pii(text, modes)
+    if own and findings:
+        kept = _spans_of(text, own)
+        findings = [f for f in findings if not any(f.start < end and start < f.end for start, end in kept)]
     return rewrite_pii(text, findings, modes, salt).text if findings else text
+
+
+def _spans_of(text: str, values: frozenset[str]) -> list[tuple[int, int]]:
+    """Where each of ``values`` occurs in ``text`` (a finding inside one is
+    part of the value, whatever part a detector took: ``liam.o'brien@…``)."""
+    spans = []
+    for value in values:
+        at = text.find(value) if value else -1
+        while at >= 0:
+            spans.append((at, at + len(value)))
+            at = text.find(value, at + len(value))
+    return spans
 
 
 def shaped_notice(text: str, redactor: Redactor, policy: Any, run: Any) -> str:
@@ -511,11 +526,13 @@ def answer_filter(services: Any, run: Any) -> OutputFilter:
     return OutputFilter(services.redactor, modes, pii_salt(run) if modes else b"")
 
 
-def dependency_label(redactor: Redactor, name: str) -> str:
+def dependency_label(redactor: Redactor, name: str, policy: Any, run: Any) -> str:
     """A dependency's name as the harness repeats it (to the model, in a
-    result's metadata): the tool's text, which may carry credentials (a
-    URL) or forged markers, so redacted, defanged and short."""
-    return " ".join(neutralise_markers(redactor.redact(name)).split())[:80]
+    result's metadata): the tool's text, which may carry credentials or a
+    customer's address (a URL) or forged markers, so redacted, its personal
+    data rewritten as the tool's result's is (``pii``), defanged and short."""
+    modes, salt = result_pii(policy, run)
+    return " ".join(neutralise_markers(quoted_shown(redactor.redact(name), modes, salt)).split())[:80]
 
 
 def cleaned_args(value: Any, clean: Callable[[str], str], numbers: bool = False) -> Any:
@@ -711,11 +728,13 @@ def _hint_redacted(redactor: Redactor, hint: Any) -> Any:
     return hint if all(a is b for a, b in zip(blocks, hint, strict=True)) else blocks
 
 
-def shown_name(redactor: Redactor, event: Any) -> Any:
+def shown_name(shown: OutputFilter, event: Any) -> Any:
     """A tool call or result event as the user is shown it: the tool's
-    name is the model's to write (an invented one can carry a secret), so
-    it is redacted like the call's arguments."""
-    name = redactor.redact(event.tool_call_name)
+    name is the model's to write (an invented one can carry a secret or an
+    address), so it goes through the filter of the call's arguments."""
+    name = shown.redactor.redact(event.tool_call_name)
+    if shown.pii:
+        name = apply_pii(name, shown.pii, shown.salt).text
     return event if name == event.tool_call_name else event.model_copy(update={"tool_call_name": name})
 
 

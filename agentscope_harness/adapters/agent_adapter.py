@@ -262,7 +262,7 @@ class HarnessAgentAdapter(HarnessMiddleware):
         audit, nothing to filter)."""
         if not self.harness.stream_redaction:
             return None
-        shown = run.shown = _Shown(self.harness, *self._filters(run))
+        shown = run.shown = _Shown(*self._filters(run))
         return shown
 
     def _filters(self, run: RunState) -> tuple[OutputFilter, OutputFilter]:
@@ -391,10 +391,10 @@ class _Shown:
     stream holds back only as long as what it ends with could still change.
     A call per event, not a generator layer per round."""
 
-    __slots__ = ("aliases", "answer", "args", "ends", "opened", "redactor", "released", "streams")
+    __slots__ = ("aliases", "answer", "args", "ends", "opened", "released", "streams")
 
-    def __init__(self, harness: Harness, answer: OutputFilter, args: OutputFilter) -> None:
-        self.answer, self.args, self.redactor = answer, args, harness.redactor
+    def __init__(self, answer: OutputFilter, args: OutputFilter) -> None:
+        self.answer, self.args = answer, args
         self.streams: dict[str, OutputStream] = {}
         self.ends: dict[str, Any] = {}
         """Per stream, its end event, held (while what the stream holds back
@@ -436,7 +436,7 @@ class _Shown:
             if key not in self.streams:
                 self.streams[key] = self.args.stream()
             self.opened[key] = item
-            return (shown_name(self.redactor, item),)
+            return (shown_name(self.args, item),)
         if cls in _STARTS:
             ended = self.ends.pop(_STREAM_OF[cls], None)
             if ended is None:

@@ -434,7 +434,8 @@ def to_response(
     meta = dict(meta)
     own = dict(meta.get(METADATA_KEY) or {})
     if "dependency" in own:  # it streams to the UI with the result
-        own["dependency"] = dependency_label(ctx.services.redactor, str(own["dependency"]))
+        policy = ctx.tool.policy if ctx.tool is not None else None
+        own["dependency"] = dependency_label(ctx.services.redactor, str(own["dependency"]), policy, ctx.run)
     if result.error_class:
         own["error_class"] = str(getattr(result.error_class, "value", result.error_class))
     if nested is not None:

@@ -152,7 +152,8 @@ little early)."""
 
 def _dependency_down(ctx: ToolResultContext) -> None:
     result = ctx.result
-    dependency = dependency_label(ctx.services.redactor, str(result.harness_meta.get("dependency") or ctx.tool.name))
+    dependency = dependency_label(ctx.services.redactor, str(result.harness_meta.get("dependency") or ctx.tool.name),
+                                  ctx.tool.policy, ctx.run)
     line = format_sentinel("dependency_down", f"{dependency} is unavailable. Do not retry; tell the user.")
     ctx.run.remember_sentinel("dependency_down", line)
     ctx.facts.dependency_down.add(ctx.tool.name)
