@@ -495,13 +495,15 @@ def quoted_shown(text: str, modes: Mapping[str, str], salt: bytes, own: frozense
     findings = find_pii(text, modes)
     if own and findings:
         kept = _spans_of(text, own)
-        findings = [f for f in findings if not any(f.start < end and start < f.end for start, end in kept)]
+        # inside an occurrence only: another's address that merely contains a short value
+        # ("bob@acme.com" and the tenant "acme") is still rewritten
+        findings = [f for f in findings if not any(start <= f.start and f.end <= end for start, end in kept)]
     return rewrite_pii(text, findings, modes, salt).text if findings else text
 
 
 def _spans_of(text: str, values: frozenset[str]) -> list[tuple[int, int]]:
     """Where each of ``values`` occurs in ``text`` (a finding inside one is
-    part of the value, whatever part a detector took: ``liam.o'brien@…``)."""
+    part of the value, whatever part of it a detector took: ``liam.o'brien@…``)."""
     spans = []
     for value in values:
         at = text.find(value) if value else -1

@@ -36,7 +36,7 @@ async def refund(email: str, amount: float) -> str:
 async def test_an_email_in_arguments_refused_for_nan_never_streams_to_the_user() -> None:
     config = HarnessConfig(pii={"email": "redact"}, tools={"refund": ToolPolicy(pii={"email": "redact"})})
     h = Harness(config, load_entry_points=False)
-    model = ScriptedModel([calls(("refund", '{"email": "%s", "amount": NaN}' % EMAIL)), text("Sorry.")], stream=True)
+    model = ScriptedModel([calls(("refund", f'{{"email": "{EMAIL}", "amount": NaN}}')), text("Sorry.")], stream=True)
     agent = make_agent(model, [refund], middlewares=h.middlewares())
     h.instrument(agent.toolkit)
     with h.acting_for(ALICE):

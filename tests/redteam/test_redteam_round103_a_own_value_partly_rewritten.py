@@ -44,3 +44,14 @@ async def test_an_identity_refusal_tells_the_model_the_whole_signed_in_value() -
     said = model.calls[1].last_result
     assert "permission_denied" in said
     assert OWN in said, f"the model was not told the signed-in user's value: {said!r}"
+
+
+def test_another_address_containing_the_users_short_value_is_still_rewritten() -> None:
+    """The kept span is the user's value itself: an address that merely
+    contains it (the tenant ``acme`` in ``bob@acme.com``) is another's."""
+    from agentscope_harness.outputs import quoted_shown
+
+    own = frozenset({"alice@acme.com", "acme"})
+    text = "user_id must be 'alice@acme.com', not 'bob@acme.com' (tenant acme)"
+    shown = quoted_shown(text, {"email": "redact"}, b"", own)
+    assert shown == "user_id must be 'alice@acme.com', not '[pii:email]' (tenant acme)", shown
