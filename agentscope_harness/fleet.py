@@ -245,6 +245,8 @@ class Fleet:
         here (money spent is never dropped while the process lives)."""
         self._settler: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._giving_back: dict[str, set[asyncio.Task[None]]] = {}
+        """The background give-backs of each lease or rate key (``_released_here``)."""
         self._renewer: asyncio.Task[None] | None = None
         self.waits = config.mode != "shadow"
         """``False``: a rate limit's wait is not made, only judged (in shadow
@@ -440,9 +442,11 @@ class Fleet:
         rates, limits = self.tool_rates.get(tool, ()), self.tool_leases.get(tool, ())
         if not rates and not limits:
             return
-        await self._released_here()
         run = ctx.run
         deadline = run.deadline
+        await self._released_here(
+            [_rate_key(rate, run, "calls") for rate in rates] + [_lease_key(limit, run) for limit in limits], deadline,
+        )
         hook_s = self.config.hook_timeout_s
         wait_until = None if hook_s is None else time.monotonic() + 0.8 * hook_s
         held: list[_Lease] = []
@@ -573,23 +577,39 @@ class Fleet:
 
     def _release_later(self, held: list[_Lease], taken: Sequence[_Taken] = ()) -> None:
         if held or taken:
-            self._in_background(self._release(held, taken))
+            keys = {lease.key for lease in held} | {t.key for t in taken}
+            task = self._in_background(self._release(held, taken))
+            for key in keys:
+                self._giving_back.setdefault(key, set()).add(task)
+            task.add_done_callback(functools.partial(self._given_back, keys))
 
-    def _in_background(self, step: Coroutine[Any, Any, None]) -> None:
-        """Run a store step on this loop without awaiting it (kept until done;
-        ``_released_here`` waits for these before this worker takes a slot)."""
+    def _given_back(self, keys: set[str], task: asyncio.Task[None]) -> None:
+        for key in keys:
+            tasks = self._giving_back.get(key)
+            if tasks is not None:
+                tasks.discard(task)
+                if not tasks:
+                    del self._giving_back[key]
+
+    def _in_background(self, step: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run a store step on this loop without awaiting it (kept until done)."""
         task = asyncio.get_running_loop().create_task(step)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
-    async def _released_here(self) -> None:
-        """Slots this worker gave back are back before it takes one: a
-        release runs in the background, and a call made right after the
-        last one ended would else find that call's slot still held."""
+    async def _released_here(self, keys: Sequence[str], deadline: float | None) -> None:
+        """What this worker gave back of ``keys`` is back before it takes
+        them again: a release runs in the background, and a call made right
+        after the last one ended would else find that call's slot still
+        held. Only those keys' give-backs are waited for (another
+        principal's slow one is not this run's), and not past ``deadline``."""
+        if not self._giving_back:
+            return
         loop = asyncio.get_running_loop()
-        pending = [task for task in self._tasks if task.get_loop() is loop]
+        pending = {task for key in keys for task in self._giving_back.get(key, ()) if task.get_loop() is loop}
         if pending:
-            await asyncio.wait(pending)
+            await asyncio.wait(pending, timeout=None if deadline is None else max(deadline - time.monotonic(), 0))
 
     async def _release(self, held: list[_Lease], taken: Sequence[_Taken] = ()) -> None:
         """Free leases and give back rate units; what the store cannot take
@@ -721,7 +741,7 @@ class Fleet:
         """``holder``'s run slots, for ``run`` (the run stopped if they cannot
         be had). Slots this worker gave back in the background are back first:
         a resume right after its lead's kept slot went would find it held."""
-        await self._released_here()
+        await self._released_here([_lease_key(limit, holder) for limit in self.run_leases], run.deadline)
         holds = self._holds_of(holder)
         for limit in self.run_leases:
             key = _lease_key(limit, holder)
@@ -815,8 +835,10 @@ class Fleet:
         units = _ModelUnits()  # a call that fails keeps them: they lapse
         if self.model_rates:
             self._model_units[run.run_id, side] = units
-        if self._tasks:
-            await self._released_here()  # what the last calls did not use is back first
+        if self._giving_back:  # what the last calls did not use is back first
+            await self._released_here([
+                _rate_key(rate, root, unit) for rate in self.model_rates for unit in ("calls", "tokens")
+            ], run.deadline)
         try:
             for rate in self.model_rates:
                 if rate.calls_per_min is not None:
@@ -951,7 +973,7 @@ class Fleet:
 
     def _settle_later(self, wait: float = SETTLE_RETRY_S) -> None:
         """Start the background retry of kept settles on this loop, first
-        after ``wait``, unless it runs here (not among ``_tasks``: a
+        after ``wait``, unless it runs here (not among the give-backs: a
         reservation never waits for it)."""
         try:
             loop = asyncio.get_running_loop()

@@ -506,7 +506,7 @@ class ReplyLifecycle:
             _rewrite_text(item, run.candidate.get_text_content() or "")  # what the stream showed
         if self.structured is not None and isinstance(item, Msg) and item.structured_output is not None:
             item.structured_output = self.structured[0]
-            if self.structured[0] is None:
+            if self.structured[0] is None or run.answer_owed is not None:  # not AgentScope's line
                 _rewrite_text(item, self.answer)
         return [item]
 
@@ -855,8 +855,8 @@ class ReplyLifecycle:
         """``on_session_end`` hooks on the final answer, the answer the user
         receives, then settle."""
         harness = self.harness
-        msg = run.candidate
-        original = (msg.get_text_content() or "") if msg is not None else ""
+        msg, owed = run.candidate, run.answer_owed
+        original = owed if owed is not None else (msg.get_text_content() or "") if msg is not None else ""
         ctx = harness.session_context(run, self.agent, original, self.end_reason)
         ended = run.facts.terminal is not None
         refusal = await harness.runner.run("on_session_end", ctx)
@@ -892,7 +892,9 @@ class ReplyLifecycle:
         self.answer = final
         if msg is not None and final != original:
             _rewrite_text(msg, final)
-        if msg is not None and (final != audited or rewritten):
+        if owed is not None:  # the stream showed the output's round, never this answer
+            self.corrections = text_block_events(run.run_id, f"harness-{uuid.uuid4().hex[:12]}", final)
+        elif msg is not None and (final != audited or rewritten):
             # a correction, a withheld answer or a hook's rewrite: the stream
             # showed the answer, so what replaced it follows it there
             self.corrections = text_block_events(run.run_id, f"harness-{uuid.uuid4().hex[:12]}", f"\n\n{final}")

@@ -228,6 +228,10 @@ class RunState(LazyFields):
     narrowed_round: bool = False
     """The coming model call is one of those rounds (the model guard lets it
     past the run's own ``max_model_calls``, and clears it)."""
+    answer_owed: str | None = None
+    """The answer (filtered) a run that ended (its finishing tool's, or a
+    stop's text) owes the user once its structured output is made in those
+    rounds: the reply's text then, not AgentScope's line about the output."""
     largest_output_tokens: int = 0
     """The most output tokens one model call of the run (sub-agents
     included) was charged: the output estimate of a call to a model that

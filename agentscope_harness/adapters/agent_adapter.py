@@ -138,12 +138,15 @@ class HarnessAgentAdapter(HarnessMiddleware):
             if pre.answer is not None:
                 narrowed = self._structured_conclusion(agent, run, input_kwargs)
                 if narrowed is None:
+                    run.answer_owed = None
                     if structured_output_owed(agent):
                         _last_iteration(agent)
                         run.ended_at_cap = True
                     async for item in self._answer(agent, run, pre.answer):
                         yield item
                     return
+                run.answer_owed = self._said(run, pre.answer)  # the reply's text once the output is made
+                run.harness_answer = None if pre.answer == run.facts.tool_answer else run.answer_owed
                 for event in narrowed:
                     yield event
             if run.facts.force_conclude and input_kwargs.get("tool_choice") is None and not self.harness.shadow:

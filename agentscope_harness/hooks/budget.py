@@ -151,7 +151,8 @@ def budget_router(ctx: HookContext) -> Awaitable[None] | None:
         if root.store_error is not None:
             ctx.stop("dependency_down", code="dependency_down")
             return None
-        if cost.on_exhausted == "ask" and ctx.run is root:
+        if cost.on_exhausted == "ask" and ctx.run is root and root.facts.terminal is None:
+            # (a run stopped before it began, refused at open, runs nothing: the park waits)
             parked = ctx.services.approvals.parked_of(ctx.agent, root.principal)
             if parked is not None:
                 return _continue_parked_budget(ctx, parked)
