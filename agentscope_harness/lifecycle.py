@@ -894,6 +894,7 @@ class ReplyLifecycle:
             _rewrite_text(msg, final)
         if owed is not None:  # the stream showed the output's round, never this answer
             self.corrections = text_block_events(run.run_id, f"harness-{uuid.uuid4().hex[:12]}", final)
+            self.agent.state.append_context(self.agent.name, [TextBlock(text=final)])  # what the model reads next
         elif msg is not None and (final != audited or rewritten):
             # a correction, a withheld answer or a hook's rewrite: the stream
             # showed the answer, so what replaced it follows it there

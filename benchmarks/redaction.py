@@ -35,6 +35,7 @@ def inputs(size: int) -> dict[str, str]:
         "json + 'password'": rows[:middle] + ' "password" ' + rows[middle:],
         "eyJ repeated": ("eyJ" * (size // 3 + 1))[:size],
         "eyJ + a*N": "eyJ" + "a" * (size - 3),
+        "eyJ tokens, dense": ("eyJabcd." * (size // 8 + 1))[:size],  # a secret every 8 characters
         "repeated key headers": ("-----BEGIN RSA PRIVATE KEY-----\n" * (size // 32 + 1))[:size],
     }
 

@@ -161,6 +161,9 @@ class HarnessAgentAdapter(HarnessMiddleware):
             interim = replaced or (enforcing and bool(finish) and owes_finish(run, finish))
             owed = enforcing and structured_output_owed(agent)
             outputs = _OutputCalls(structured_output_is_withheld(run)) if owed else None
+            # a narrowed round's text is never the reply's (the answer owed is), nor is
+            # a stop's text answered in a structured reply's call (a later round gives it)
+            silent = enforcing and run.answer_owed is not None
             text_events: list[Any] = []
             shown = self._shown(run)
             try:
@@ -168,10 +171,11 @@ class HarnessAgentAdapter(HarnessMiddleware):
                     for item in shown(raw) if shown is not None else (raw,):
                         if isinstance(item, Msg):  # the candidate final answer, held for post_reflect
                             held = run.candidate = item
-                        elif interim and type(item) in _TEXT_EVENTS:
+                        elif (interim or silent or (owed and run.facts.terminal is not None)) and (
+                                type(item) in _TEXT_EVENTS):
                             text_events.append(item)
                         else:
-                            if interim and type(item) is ToolCallStartEvent and not (
+                            if interim and not silent and type(item) is ToolCallStartEvent and not (
                                 outputs is not None and outputs.withheld
                                 and item.tool_call_name == STRUCTURED_OUTPUT_TOOL
                             ):
@@ -212,6 +216,8 @@ class HarnessAgentAdapter(HarnessMiddleware):
             added = message.content[start:] if message is not None else []
             calls = [(b.name, b.input) for b in added if isinstance(b, ToolCallBlock)]
             events, another_round = await self._post_reflect(agent, run, held, calls)
+            if owed and run.facts.terminal is not None and held is not None and message is not None:
+                _forget_said(message, start, held)  # the stop's text: a later round says it, once
             if shown is not None:  # stored as the user saw it (an answer that stands: its text is the audit's)
                 text = held is None or another_round
                 if message is not None:
@@ -222,7 +228,8 @@ class HarnessAgentAdapter(HarnessMiddleware):
             if (made_up and not another_round) or overruled:
                 run.answer_made_up = True  # whatever ended the run in this round, corrected_answer replaces it
             not_given = answer_is_replaced(run) or finish_bypassed(run, config) or overruled
-            if not (another_round or made_up or (enforcing and not_given)):
+            unsaid = silent or (owed and run.facts.terminal is not None)
+            if not (another_round or made_up or (enforcing and not_given) or unsaid):
                 events = text_events + events  # else the user never sees an answer the run replaced
             for event in events:
                 yield event
@@ -700,6 +707,17 @@ def _round_in_context(agent: Any, before: tuple[Any, int]) -> tuple[Msg | None, 
     if isinstance(last.content, str):
         return None, 0
     return last, before[1] if last is before[0] else 0
+
+
+def _forget_said(message: Msg, start: int, held: Msg) -> None:
+    """Take the text the harness answered a round with in the model's place
+    (a structured reply's call refused or cut: its stop's text) out of what
+    the round stored: the reply still owes its output, so a later round
+    gives that text (the user is told once, and the model reads it once)."""
+    said = held.get_text_content()
+    message.content[start:] = [
+        b for b in message.content[start:] if not (type(b) is TextBlock and b.text == said)
+    ]
 
 
 def _filter_round(message: Msg, start: int, held: Msg | None, answer: OutputFilter, text: bool) -> None:
