@@ -161,9 +161,8 @@ class HarnessAgentAdapter(HarnessMiddleware):
             interim = replaced or (enforcing and bool(finish) and owes_finish(run, finish))
             owed = enforcing and structured_output_owed(agent)
             outputs = _OutputCalls(structured_output_is_withheld(run)) if owed else None
-            # a narrowed round's text is never the reply's (the answer owed is), nor is
-            # a stop's text answered in a structured reply's call (a later round gives it)
-            silent = enforcing and run.answer_owed is not None
+            silent = enforcing and run.answer_owed is not None  # a narrowed round's text: the answer owed is
+            in_place: set[str] = set()  # text blocks the harness answered this call with
             text_events: list[Any] = []
             shown = self._shown(run)
             try:
@@ -171,8 +170,9 @@ class HarnessAgentAdapter(HarnessMiddleware):
                     for item in shown(raw) if shown is not None else (raw,):
                         if isinstance(item, Msg):  # the candidate final answer, held for post_reflect
                             held = run.candidate = item
-                        elif (interim or silent or (owed and run.facts.terminal is not None)) and (
-                                type(item) in _TEXT_EVENTS):
+                        elif type(item) in _TEXT_EVENTS and owed and _answered_in_place(item, run, in_place):
+                            continue
+                        elif (interim or silent) and type(item) in _TEXT_EVENTS:
                             text_events.append(item)
                         else:
                             if interim and not silent and type(item) is ToolCallStartEvent and not (
@@ -216,7 +216,7 @@ class HarnessAgentAdapter(HarnessMiddleware):
             added = message.content[start:] if message is not None else []
             calls = [(b.name, b.input) for b in added if isinstance(b, ToolCallBlock)]
             events, another_round = await self._post_reflect(agent, run, held, calls)
-            if owed and run.facts.terminal is not None and held is not None and message is not None:
+            if in_place and held is not None and message is not None:
                 _forget_said(message, start, held)  # the stop's text: a later round says it, once
             if shown is not None:  # stored as the user saw it (an answer that stands: its text is the audit's)
                 text = held is None or another_round
@@ -228,8 +228,7 @@ class HarnessAgentAdapter(HarnessMiddleware):
             if (made_up and not another_round) or overruled:
                 run.answer_made_up = True  # whatever ended the run in this round, corrected_answer replaces it
             not_given = answer_is_replaced(run) or finish_bypassed(run, config) or overruled
-            unsaid = silent or (owed and run.facts.terminal is not None)
-            if not (another_round or made_up or (enforcing and not_given) or unsaid):
+            if not (another_round or made_up or (enforcing and not_given) or silent):
                 events = text_events + events  # else the user never sees an answer the run replaced
             for event in events:
                 yield event
@@ -707,6 +706,19 @@ def _round_in_context(agent: Any, before: tuple[Any, int]) -> tuple[Msg | None, 
     if isinstance(last.content, str):
         return None, 0
     return last, before[1] if last is before[0] else 0
+
+
+def _answered_in_place(item: Any, run: RunState, blocks: set[str]) -> bool:
+    """Whether a text event of a structured reply's model call is of the
+    answer the harness gave in the model's place (the call refused or cut:
+    its stop's text, which a later round says once the output is settled):
+    a block opened once the run had ended. A block the model opened before
+    goes on as it was shown (its end too)."""
+    if run.facts.terminal is None:
+        return False
+    if type(item) is TextBlockStartEvent:
+        blocks.add(item.block_id)
+    return item.block_id in blocks
 
 
 def _forget_said(message: Msg, start: int, held: Msg) -> None:
