@@ -10,37 +10,15 @@ not succeed ... has not been done. Please try again", the report says
 twice. (With distinct ids the answer stands and the run is ``completed``.)"""
 from __future__ import annotations
 
+from orders_kit import CANCEL_CLAIM, RAN, cancel_order, lookup_order
 from scripted import ALICE, ScriptedModel, calls, make_agent, run, text
 
 import agentscope_harness.testing as harness_testing
 from agentscope_harness import Harness, HarnessConfig, ToolPolicy
 from agentscope_harness.report import TerminalState
 
-RAN: list[tuple[str, str]] = []
-
-
-async def lookup_order(order_id: str) -> str:
-    """Look up an order.
-
-    Args:
-        order_id (str): The order.
-    """
-    RAN.append(("lookup", order_id))
-    return f"order {order_id}: cancelled on request"
-
-
-async def cancel_order(order_id: str) -> str:
-    """Cancel an order.
-
-    Args:
-        order_id (str): The order.
-    """
-    RAN.append(("cancel", order_id))
-    return f"order {order_id} cancelled"
-
-
 POLICY = {
-    "cancel_order": ToolPolicy(role="mutation", claims=[r"order (?P<order_id>[\w-]+) (?:was |has been )?cancell?ed"]),
+    "cancel_order": ToolPolicy(role="mutation", claims=[CANCEL_CLAIM]),
 }
 
 

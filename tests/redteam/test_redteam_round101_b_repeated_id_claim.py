@@ -8,40 +8,18 @@ next answer "Order A-1 was cancelled." is delivered as true and the report
 lists no unsupported claim, although no cancel ever ran."""
 from __future__ import annotations
 
+from orders_kit import CANCEL_CLAIM, RAN, cancel_order, lookup_order
 from scripted import ALICE, ScriptedModel, calls, make_agent, run, text
 
 import agentscope_harness.testing as harness_testing
 from agentscope_harness import Harness, HarnessConfig, Prerequisite, ToolPolicy
-
-RAN: list[tuple[str, str]] = []
-
-
-async def lookup_order(order_id: str) -> str:
-    """Look up an order.
-
-    Args:
-        order_id (str): The order.
-    """
-    RAN.append(("lookup", order_id))
-    return f"order {order_id}: shipped"
-
-
-async def cancel_order(order_id: str) -> str:
-    """Cancel an order.
-
-    Args:
-        order_id (str): The order.
-    """
-    RAN.append(("cancel", order_id))
-    return f"order {order_id} cancelled"
-
 
 POLICY = {
     "lookup_order": ToolPolicy(role="lookup"),
     "cancel_order": ToolPolicy(
         role="mutation",
         requires=[Prerequisite(tool="lookup_order", same_args=["order_id"])],
-        claims=[r"order (?P<order_id>[\w-]+) (?:was |has been )?cancell?ed"],
+        claims=[CANCEL_CLAIM],
     ),
 }
 

@@ -14,29 +14,14 @@ Real ``Agent``, real tool in a real ``Toolkit``."""
 
 from __future__ import annotations
 
-import asyncio
-
+from orders_kit import CANCEL_CLAIM, RAN, cancel_order
 from scripted import ALICE, ScriptedModel, calls, make_agent, run, text
 
 import agentscope_harness.testing as harness_testing
 from agentscope_harness import Harness, HarnessConfig, ToolPolicy
 
-RAN: list[str] = []
-
-
-async def cancel_order(order_id: str) -> str:
-    """Cancel an order.
-
-    Args:
-        order_id (str): The order.
-    """
-    await asyncio.sleep(0.05)  # the order service takes a moment
-    RAN.append(order_id)
-    return f"order {order_id} cancelled"
-
-
 POLICY = {
-    "cancel_order": ToolPolicy(role="mutation", claims=[r"order (?P<order_id>[\w-]+) (?:was |has been )?cancell?ed"]),
+    "cancel_order": ToolPolicy(role="mutation", claims=[CANCEL_CLAIM]),
 }
 
 
@@ -57,7 +42,7 @@ async def test_a_refused_repeat_of_a_call_id_never_takes_its_twins_success(monke
         first = h.last_report(agent)
         _, final = await run(agent, "did you cancel A-2?")
     second = h.last_report(agent)
-    assert RAN == ["A-1"]  # A-2 never ran
+    assert RAN == [("cancel", "A-1")]  # A-2 never ran
     assert first is not None and first.refusals == {"duplicate_call": 1}
     assert second is not None
     assert second.unsupported_claims == ["cancel_order"], (

@@ -11,39 +11,12 @@ succeeded in the run" -> ``incomplete`` (``unsupported_claim``)."""
 from __future__ import annotations
 
 from agentscope.message import UserMsg
-from agentscope.tool import Toolkit
-from scripted import ALICE, Ids, ScriptedModel, calls, make_agent, tool
-
-from agentscope_harness import Harness, HarnessConfig, ToolPolicy
-
-CLAIM = r"order (?P<order_id>[\w-]+) (?:was |has been )?cancell?ed"
-
-
-async def cancel_order(order_id: str, user_id: str) -> str:
-    """Cancel an order.
-
-    Args:
-        order_id (str): The order.
-        user_id (str): Its owner.
-    """
-    return f"order {order_id} cancelled"
-
-
-async def submit_answer(answer: str) -> str:
-    """Submit the final answer.
-
-    Args:
-        answer (str): The answer for the user.
-    """
-    return "submitted"
+from orders_kit import finishing_shop
+from scripted import ALICE, Ids, ScriptedModel, calls, make_agent
 
 
 async def test_a_structured_reply_whose_finishing_answer_claims_a_cancel_never_made_is_not_completed() -> None:
-    harness = Harness(HarnessConfig(tools={
-        "submit_answer": ToolPolicy(role="finish"),
-        "cancel_order": ToolPolicy(role="mutation", identity_args={"user_id": "user_id"}, claims=[CLAIM]),
-    }), load_entry_points=False)
-    toolkit = harness.instrument(Toolkit(tools=[tool(cancel_order), tool(submit_answer)]))
+    harness, toolkit = finishing_shop()
     model = ScriptedModel([calls(("submit_answer", {"answer": "Your order A-1 was cancelled."})),
                            calls(("GenerateStructuredOutput", {"ids": ["A-1"]}))])
     agent = make_agent(model, toolkit, middlewares=harness.middlewares())

@@ -22,54 +22,20 @@ Real ``Agent``, real tools in a real (instrumented) ``Toolkit``."""
 
 from __future__ import annotations
 
-from agentscope.event import TextBlockDeltaEvent
-from agentscope.message import Msg, UserMsg
-from agentscope.tool import Toolkit
-from scripted import ALICE, Ids, ScriptedModel, calls, make_agent, text, tool
+from orders_kit import finishing_shop, structured_reply
+from scripted import ALICE, ScriptedModel, calls, make_agent, text
 
-from agentscope_harness import Harness, HarnessConfig, ToolPolicy
-
-CLAIM = r"order (?P<order_id>[\w-]+) (?:was |has been )?cancell?ed"
 ANSWER = "Here are the orders to keep."
 
 
-async def cancel_order(order_id: str, user_id: str) -> str:
-    """Cancel an order.
-
-    Args:
-        order_id (str): The order.
-        user_id (str): Its owner.
-    """
-    return f"order {order_id} cancelled"
-
-
-async def submit_answer(answer: str) -> str:
-    """Submit the final answer.
-
-    Args:
-        answer (str): The answer for the user.
-    """
-    return "submitted"
-
-
 async def test_a_narrowed_rounds_text_is_not_streamed_unaudited() -> None:
-    harness = Harness(HarnessConfig(tools={
-        "submit_answer": ToolPolicy(role="finish"),
-        "cancel_order": ToolPolicy(role="mutation", identity_args={"user_id": "user_id"}, claims=[CLAIM]),
-    }), load_entry_points=False)
-    toolkit = harness.instrument(Toolkit(tools=[tool(cancel_order), tool(submit_answer)]))
+    harness, toolkit = finishing_shop()
     model = ScriptedModel([calls(("submit_answer", {"answer": ANSWER})),
                            text("Your order A-1 was cancelled."),  # the first narrowed round: text only
                            calls(("GenerateStructuredOutput", {"ids": ["A-1"]}))])
     agent = make_agent(model, toolkit, middlewares=harness.middlewares())
-    streamed, final = "", None
     with harness.acting_for(ALICE):
-        async for item in agent.reply_stream(UserMsg("user", "which orders?"), structured_schema=Ids,
-                                             yield_final_msg=True):
-            if isinstance(item, Msg):
-                final = item
-            elif isinstance(item, TextBlockDeltaEvent):
-                streamed += item.delta
+        streamed, final = await structured_reply(agent, "which orders?")
     report = harness.last_report(agent)
 
     assert report.tool_calls.get("cancel_order", 0) == 0  # nothing was cancelled

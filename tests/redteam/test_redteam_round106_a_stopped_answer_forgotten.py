@@ -20,10 +20,9 @@ Real ``Agent``, a real tool in a real (instrumented) ``Toolkit``."""
 
 from __future__ import annotations
 
-from agentscope.event import TextBlockDeltaEvent
-from agentscope.message import Msg, UserMsg
 from agentscope.tool import Toolkit
-from scripted import ALICE, Ids, ScriptedModel, calls, make_agent, search, text, tool
+from orders_kit import structured_reply
+from scripted import ALICE, ScriptedModel, calls, make_agent, search, text, tool
 
 from agentscope_harness import Harness, HarnessConfig, ReflectContext, TerminalState, harness_hook
 
@@ -41,14 +40,8 @@ async def test_a_structured_replys_shown_answer_stays_in_the_context() -> None:
     model = ScriptedModel([calls(("search", {"q": "orders"})), text(SAID),
                            calls(("GenerateStructuredOutput", {"ids": ["A-1"]}))])
     agent = make_agent(model, h.instrument(Toolkit(tools=[tool(search)])), h.middlewares())
-    streamed, final = "", None
     with h.acting_for(ALICE):
-        async for item in agent.reply_stream(UserMsg("user", "which orders?"), structured_schema=Ids,
-                                             yield_final_msg=True):
-            if isinstance(item, Msg):
-                final = item
-            elif isinstance(item, TextBlockDeltaEvent):
-                streamed += item.delta
+        streamed, final = await structured_reply(agent, "which orders?")
     assert final is not None and final.structured_output == {"ids": ["A-1"]}
     assert SAID in streamed  # the user was shown the model's answer, live
 
