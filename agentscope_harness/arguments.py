@@ -95,16 +95,17 @@ def refusal_shown(harness: Harness, agent: Any, run: RunState, call_id: str, tex
     (``quoted_pii``); any other text (a tool's result, shaped as the model
     read it) as it is. Told by AgentScope's own words, not by which calls
     this process judged (a call judged before a park elsewhere is not)."""
-    if not text.removeprefix("<system-reminder>").startswith(_QUOTING):
+    if not _refused(text, _QUOTING):
         return text
     _, call = _blocks(agent, call_id)
     modes, salt = quoted_pii(harness.config, harness.config.tools.get(call.name) if call else None, run)
     return quoted_shown(text, modes, salt)
 
 
-def _refused(text: str) -> bool:
-    """Whether a result's text is AgentScope's refusal of the arguments."""
-    return text.removeprefix("<system-reminder>").startswith(_REFUSALS)
+def _refused(text: str, openings: tuple[str, ...] = _REFUSALS) -> bool:
+    """Whether a result's text is AgentScope's refusal of the arguments (or
+    begins with another of its ``openings``)."""
+    return text.removeprefix("<system-reminder>").startswith(openings)
 
 
 def _blocks(agent: Any, call_id: str) -> tuple[ToolResultBlock | None, ToolCallBlock | None]:

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
 import math
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -444,9 +445,9 @@ class Fleet:
             return
         run = ctx.run
         deadline = run.deadline
-        await self._released_here(
-            [_rate_key(rate, run, "calls") for rate in rates] + [_lease_key(limit, run) for limit in limits], deadline,
-        )
+        await self._released_here(itertools.chain(
+            (_rate_key(rate, run, "calls") for rate in rates), (_lease_key(limit, run) for limit in limits),
+        ), deadline)
         hook_s = self.config.hook_timeout_s
         wait_until = None if hook_s is None else time.monotonic() + 0.8 * hook_s
         held: list[_Lease] = []
@@ -598,12 +599,14 @@ class Fleet:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _released_here(self, keys: Sequence[str], deadline: float | None) -> None:
+    async def _released_here(self, keys: Iterable[str], deadline: float | None) -> None:
         """What this worker gave back of ``keys`` is back before it takes
         them again: a release runs in the background, and a call made right
         after the last one ended would else find that call's slot still
         held. Only those keys' give-backs are waited for (another
-        principal's slow one is not this run's), and not past ``deadline``."""
+        principal's slow one is not this run's), and not past ``deadline``.
+        ``keys`` is read only when something is being given back (the
+        common case costs no key)."""
         if not self._giving_back:
             return
         loop = asyncio.get_running_loop()
@@ -741,7 +744,7 @@ class Fleet:
         """``holder``'s run slots, for ``run`` (the run stopped if they cannot
         be had). Slots this worker gave back in the background are back first:
         a resume right after its lead's kept slot went would find it held."""
-        await self._released_here([_lease_key(limit, holder) for limit in self.run_leases], run.deadline)
+        await self._released_here((_lease_key(limit, holder) for limit in self.run_leases), run.deadline)
         holds = self._holds_of(holder)
         for limit in self.run_leases:
             key = _lease_key(limit, holder)
@@ -835,10 +838,6 @@ class Fleet:
         units = _ModelUnits()  # a call that fails keeps them: they lapse
         if self.model_rates:
             self._model_units[run.run_id, side] = units
-        if self._giving_back:  # what the last calls did not use is back first
-            await self._released_here([
-                _rate_key(rate, root, unit) for rate in self.model_rates for unit in ("calls", "tokens")
-            ], run.deadline)
         try:
             for rate in self.model_rates:
                 if rate.calls_per_min is not None:
