@@ -107,6 +107,12 @@ async def slow(seconds: float) -> str:
     return "slept"
 
 
+async def slow_started() -> None:
+    """Once ``slow`` has started (in another task)."""
+    while "slow:start" not in RAN:
+        await asyncio.sleep(0.01)
+
+
 def tool(fn: Callable[..., Any], **kw: Any) -> FunctionTool:
     """A FunctionTool that is always permitted (AgentScope asks by default)."""
     kw.setdefault("permission", ALLOW)

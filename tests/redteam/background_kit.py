@@ -11,7 +11,20 @@ from typing import Any
 from agentscope.event import ExternalExecutionResultEvent, RequireExternalExecutionEvent
 from agentscope.message import ToolResultBlock, UserMsg
 from agentscope.tool import Toolkit
-from scripted import RAN, ScriptedModel, calls, client_tool, drain, make_agent, run, search, slow, text, tool
+from scripted import (
+    RAN,
+    ScriptedModel,
+    calls,
+    client_tool,
+    drain,
+    make_agent,
+    run,
+    search,
+    slow,
+    slow_started,
+    text,
+    tool,
+)
 
 from agentscope_harness import TerminalState
 
@@ -58,6 +71,17 @@ async def migrator_parked_in_background(h: Any, slow_s: float) -> tuple[Any, Ext
     call = asked[0].tool_calls[0]
     done = [ToolResultBlock(id=call.id, name=call.name, output="code ok", state="success")]
     return child, ExternalExecutionResultEvent(reply_id=child.state.reply_id, execution_results=done)
+
+
+async def while_resumed(child: Any, answer: Any, during: Callable[[], Awaitable[None]]) -> None:
+    """Resume ``child`` with ``answer`` in a task; once its ``slow`` tool has
+    started, ``during()``; then the resumed reply's end."""
+    resumed = asyncio.create_task(drain(child, answer))
+    try:
+        await slow_started()
+        await during()
+    finally:
+        await resumed
 
 
 async def assert_second_run_refused(h: Any, why: str) -> None:

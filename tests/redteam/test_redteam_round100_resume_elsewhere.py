@@ -24,7 +24,7 @@ from agentscope.state import AgentState
 from agentscope.tool import Toolkit
 from background_kit import spawner
 from round95_fleet_kit import ACTED, pay_out, store_of
-from scripted import ALICE, RAN, ScriptedModel, calls, confirm, drain, make_agent, slow, text, tool
+from scripted import ALICE, RAN, ScriptedModel, calls, confirm, drain, make_agent, slow, slow_started, text, tool
 
 from agentscope_harness import ConcurrencyLimit, Harness, HarnessConfig, ToolPolicy
 
@@ -59,8 +59,7 @@ async def test_a_park_with_live_background_work_answered_on_another_worker_runs(
         with here.acting_for(ALICE):
             items = await drain(lead, UserMsg("user", "migrate my data, then pay me 80"))
         asked = next(i for i in items if isinstance(i, RequireUserConfirmEvent))
-        while "slow:start" not in RAN:
-            await asyncio.sleep(0.01)
+        await slow_started()
 
         there = worker()
         lead = make_agent(model, toolkit(there), there.middlewares(), name="lead",

@@ -18,8 +18,8 @@ import pytest
 from agentscope.event import ExternalExecutionResultEvent, RequireExternalExecutionEvent
 from agentscope.message import ToolResultBlock
 from agentscope.tool import Toolkit
-from background_kit import assert_second_run_refused, spawner
-from scripted import ALICE, RAN, ScriptedModel, calls, client_tool, drain, make_agent, run, slow, text, tool
+from background_kit import assert_second_run_refused, spawner, while_resumed
+from scripted import ALICE, ScriptedModel, calls, client_tool, make_agent, run, slow, text, tool
 
 from agentscope_harness import ConcurrencyLimit, Harness, HarnessConfig, TerminalState
 
@@ -51,11 +51,6 @@ async def test_a_sub_agent_under_another_harness_resumed_under_a_settled_lead_ho
         call = asked[0].tool_calls[0]
         done = [ToolResultBlock(id=call.id, name=call.name, output="code ok", state="success")]
         answer = ExternalExecutionResultEvent(reply_id=child.state.reply_id, execution_results=done)
-        resumed = asyncio.create_task(drain(child, answer))
-        try:
-            while "slow:start" not in RAN:
-                await asyncio.sleep(0.01)
-            await assert_second_run_refused(ha, "the lead's slot was not taken again for its resumed sub-agent")
-        finally:
-            await resumed
+        await while_resumed(child, answer, lambda: assert_second_run_refused(
+            ha, "the lead's slot was not taken again for its resumed sub-agent"))
     assert hb.last_report(child).terminal_state is TerminalState.COMPLETED

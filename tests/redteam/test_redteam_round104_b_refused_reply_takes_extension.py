@@ -23,7 +23,7 @@ from pathlib import Path
 
 from agentscope.message import UserMsg
 from agentscope.tool import Toolkit
-from scripted import ALICE, RAN, ScriptedModel, calls, drain, make_agent, search, slow, text, tool
+from scripted import ALICE, ScriptedModel, calls, drain, make_agent, search, slow, slow_started, text, tool
 
 from agentscope_harness import ConcurrencyLimit, CostPolicy, Harness, HarnessConfig, ModelPrice, TerminalState
 from agentscope_harness.stores import SQLiteStore
@@ -56,8 +56,7 @@ async def test_a_reply_refused_at_open_does_not_spend_the_humans_extension(tmp_p
             await drain(other, UserMsg("user", "wait a bit"))
 
     in_flight = asyncio.create_task(busy())
-    while "slow:start" not in RAN:
-        await asyncio.sleep(0.005)
+    await slow_started()
     with h.acting_for(ALICE):
         await drain(task, UserMsg("user", "go on"))  # refused: her other reply holds the slot
     refused = h.last_report(task)

@@ -15,7 +15,7 @@ import asyncio
 from typing import Any
 
 from background_kit import assert_second_run_refused, spawner
-from scripted import ALICE, RAN, ScriptedModel, calls, make_agent, run, slow, text
+from scripted import ALICE, ScriptedModel, calls, make_agent, run, slow, slow_started, text
 
 from agentscope_harness import ConcurrencyLimit, Harness, HarnessConfig
 
@@ -35,8 +35,7 @@ async def test_a_background_sub_agent_still_running_keeps_its_principals_run_slo
         with h.acting_for(ALICE):
             await run(lead, "migrate my data")
             assert any(e.startswith("sub_run:migrator:") for e in h.last_report(lead).in_flight)
-            while "slow:start" not in RAN:
-                await asyncio.sleep(0.01)
+            await slow_started()
             await assert_second_run_refused(h, "a second run of the principal ran beside its first run's sub-agent")
     finally:
         await asyncio.gather(*background)

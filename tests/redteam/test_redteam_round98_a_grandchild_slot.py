@@ -17,7 +17,7 @@ from typing import Any
 
 from agentscope.message import UserMsg
 from background_kit import assert_second_run_refused, spawner
-from scripted import ALICE, RAN, ScriptedModel, calls, make_agent, run, slow, text
+from scripted import ALICE, ScriptedModel, calls, make_agent, run, slow, slow_started, text
 
 from agentscope_harness import ConcurrencyLimit, Harness, HarnessConfig
 
@@ -48,8 +48,7 @@ async def test_a_background_grandchild_still_running_keeps_its_principals_run_sl
     try:
         with h.acting_for(ALICE):
             await run(lead, "migrate my data")
-            while "slow:start" not in RAN:
-                await asyncio.sleep(0.01)
+            await slow_started()
             while h.last_report(child) is None:  # the migrator handed over and settled
                 await asyncio.sleep(0.01)
             await assert_second_run_refused(h, "a second run of the principal ran beside its first run's grandchild")

@@ -18,7 +18,7 @@ from typing import Any
 from agentscope.message import UserMsg
 from agentscope.tool import Toolkit
 from background_kit import assert_second_run_refused, spawner
-from scripted import ALICE, RAN, ScriptedModel, calls, client_tool, drain, make_agent, slow, text, tool
+from scripted import ALICE, ScriptedModel, calls, client_tool, drain, make_agent, slow, slow_started, text, tool
 
 from agentscope_harness import ConcurrencyLimit, Harness, HarnessConfig, TerminalState
 
@@ -40,8 +40,7 @@ async def test_a_parked_lead_keeps_its_slot_while_its_background_sub_agent_runs(
         with h.acting_for(ALICE):
             await drain(lead, UserMsg("user", "migrate my data"))
             assert h.last_report(lead).terminal_state is TerminalState.WAITING_INPUT
-            while "slow:start" not in RAN:
-                await asyncio.sleep(0.01)
+            await slow_started()
             await assert_second_run_refused(h, "a second run of the principal ran beside a parked run's sub-agent")
     finally:
         await asyncio.gather(*background)

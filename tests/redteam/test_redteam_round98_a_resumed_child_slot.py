@@ -12,10 +12,8 @@ work in flight under a limit of one."""
 
 from __future__ import annotations
 
-import asyncio
-
-from background_kit import migrator_parked_in_background
-from scripted import ALICE, RAN, ScriptedModel, calls, drain, make_agent, run, search, text
+from background_kit import assert_second_run_refused, migrator_parked_in_background, while_resumed
+from scripted import ALICE
 
 from agentscope_harness import ConcurrencyLimit, Harness, HarnessConfig, TerminalState
 
@@ -23,19 +21,8 @@ from agentscope_harness import ConcurrencyLimit, Harness, HarnessConfig, Termina
 async def test_a_resumed_sub_agent_of_a_settled_lead_holds_its_principals_run_slot() -> None:
     h = Harness(HarnessConfig(concurrency_limits=[ConcurrencyLimit(scope="principal", max_in_flight=1)]),
                 load_entry_points=False, environ={})
-    other = make_agent(ScriptedModel([calls(("search", {"q": "invoices"})), text("found")]), [search],
-                       h.middlewares(), name="other")
     with h.acting_for(ALICE):
         child, answer = await migrator_parked_in_background(h, 0.6)
-        resumed = asyncio.create_task(drain(child, answer))
-        try:
-            while "slow:start" not in RAN:
-                await asyncio.sleep(0.01)
-            await run(other, "find my invoices")
-        finally:
-            await resumed
+        await while_resumed(child, answer, lambda: assert_second_run_refused(
+            h, "a second run of the principal ran beside a resumed sub-agent"))
     assert h.last_report(child).terminal_state is TerminalState.COMPLETED
-    report = h.last_report(other)
-    assert report.terminal_state is not TerminalState.COMPLETED and "invoices" not in RAN, (
-        f"a second run of the principal ran beside a resumed sub-agent: {report.terminal_state.value}, {RAN}"
-    )

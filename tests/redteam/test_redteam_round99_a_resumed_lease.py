@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import asyncio
 
-from background_kit import migrator_parked_in_background
-from scripted import ALICE, RAN, ScriptedModel, calls, drain, make_agent, run, search, text
+from background_kit import assert_second_run_refused, migrator_parked_in_background, while_resumed
+from scripted import ALICE
 
 from agentscope_harness import ConcurrencyLimit, Harness, HarnessConfig, TerminalState
 
@@ -24,20 +24,12 @@ from agentscope_harness import ConcurrencyLimit, Harness, HarnessConfig, Termina
 async def test_a_resumed_sub_agents_retaken_slot_is_renewed_while_it_runs() -> None:
     limit = ConcurrencyLimit(scope="principal", max_in_flight=1, lease_s=1.0)  # no CI stall lapses it
     h = Harness(HarnessConfig(concurrency_limits=[limit]), load_entry_points=False, environ={})
-    other = make_agent(ScriptedModel([calls(("search", {"q": "invoices"})), text("found")]), [search],
-                       h.middlewares(), name="other")
+
+    async def past_lease_s() -> None:
+        await asyncio.sleep(1.6)  # well past lease_s: a renewed lease is still held
+        await assert_second_run_refused(h, "the resumed sub-agent's slot lapsed unrenewed; a second run ran beside it")
+
     with h.acting_for(ALICE):
         child, answer = await migrator_parked_in_background(h, 3.0)
-        resumed = asyncio.create_task(drain(child, answer))
-        try:
-            while "slow:start" not in RAN:
-                await asyncio.sleep(0.01)
-            await asyncio.sleep(1.6)  # well past lease_s: a renewed lease is still held
-            await run(other, "find my invoices")
-        finally:
-            await resumed
+        await while_resumed(child, answer, past_lease_s)
     assert h.last_report(child).terminal_state is TerminalState.COMPLETED
-    report = h.last_report(other)
-    assert report.terminal_state is not TerminalState.COMPLETED and "invoices" not in RAN, (
-        f"the resumed sub-agent's slot lapsed unrenewed; a second run ran beside it: {report.terminal_state.value}"
-    )
