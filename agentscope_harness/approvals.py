@@ -139,9 +139,13 @@ class ApprovalBook:
             else:
                 del self._grants[key]
         for grant in live:
-            if grant.tool == tool and await _holds(grant.when, thawed(args), bound):
+            if grant.tool == tool and await _holds(grant.when, thawed(args), bound) and self._still_given(key, grant):
                 return True
         return False
+
+    def _still_given(self, key: tuple[str, str | None], grant: Grant) -> bool:
+        """``grant`` neither expired nor was revoked while its ``when`` was awaited."""
+        return grant.expires_at > self.clock() and any(g is grant for g in self._grants.get(key, ()))
 
     # ----------------------------------------------- AgentScope's permission rules
 

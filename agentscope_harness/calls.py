@@ -21,7 +21,7 @@ from .approvals import approval_digest
 from .context import HookContext, ToolCallView, ToolResultView, awaited
 from .errors import ErrorClass, error_class_of
 from .facts import NO_DEFAULTS, call_digest, thawed
-from .hooks.budget import tool_calls_used_up
+from .hooks.budget import UNVERIFIED_APPROVAL, tool_calls_used_up
 from .hooks.termination import CONCLUDED
 from .run_state import FINDING_CHARS
 from .runner import Refusal, being_cancelled
@@ -50,6 +50,8 @@ class Verdict:
     refusal: Refusal | None = None
     ask: str | None = None
     ctx: HookContext | None = None
+    rule: str | None = None
+    """Why the policy's ``ask_when`` asks (recorded once the call is put to a human)."""
 
     @property
     def allowed(self) -> bool:
@@ -125,7 +127,7 @@ class CallFlow:
             run.facts.recent_tools.append(view.name)
         if view.name in UNGATED_TOOLS:
             return Verdict(ctx=ctx)
-        over = self._enclosing_tool_cap(ctx)
+        over = self._enclosing_tool_cap(ctx) or self._enclosing_ended(ctx)
         if over is not None:
             return Verdict(refusal=over, ctx=ctx)
         mismatch = self._resume_mismatch(run, view)
@@ -153,11 +155,7 @@ class CallFlow:
         if reason is not None and view.resumed and not run.asked_here:
             # the human's approval was given elsewhere and cannot be compared
             # with this call: a call that needs approval is not run on it
-            refused = self._resume_refused(ctx, (
-                "approval_mismatch",
-                "This approval cannot be checked against the call the user saw. Do not run it; "
-                "ask the user again.",
-            ))
+            refused = self._resume_refused(ctx, ("approval_mismatch", UNVERIFIED_APPROVAL))
             if refused is not None:
                 return Verdict(refusal=refused, ctx=ctx)
         if reason is None or view.resumed:  # resumed: approved, checked above
@@ -171,26 +169,46 @@ class CallFlow:
             return Verdict(ctx=ctx)
         if run.past_deadline():  # the approval's ``when`` took the run's time: nothing is asked
             return Verdict(refusal=self._out_of_time(ctx), ctx=ctx)
-        if by_rule is not None:  # a hook's ctx.ask records its own decision
-            self.services.record(run, "ask_when", "pre_tool_call", "ask", tool=view.name, detail=by_rule)
         if self.services.shadow:
+            self._asked_by_rule(run, view, by_rule)
             if self.runner.candidate is not None:  # compared with what the live policy would do
                 self.runner.candidate.asked(ctx)
             return Verdict(ctx=ctx)
         under_way = self.answer_under_way(ctx)
         if under_way is not None:
             return Verdict(refusal=under_way, ctx=ctx)
-        self.shown(run, view)
         if self.runner.candidate is not None:
             self.runner.candidate.asked(ctx)
-        reason = self.services.scrubbed(reason)  # the report states it: a reason may quote the call
-        run.park_reason = reason if run.park_reason is None else f"{run.park_reason}; {reason}"
-        return Verdict(ask=reason, ctx=ctx)
+        # the report states the reason: it may quote the call
+        return Verdict(ask=self.services.scrubbed(reason), ctx=ctx, rule=by_rule)
+
+    def parks(self, run: RunState, view: ToolCallView, verdict: Verdict | None) -> None:
+        """The call is put to a human (AgentScope's own engine did not
+        refuse it: a call it refuses is never asked about, nor reported
+        asked): what they are shown is what a resume must match, and the
+        park's reason says why (``None``: AgentScope's engine asks, and says
+        why itself)."""
+        self.shown(run, view)
+        if verdict is not None and verdict.ask is not None:
+            self._asked_by_rule(run, view, verdict.rule)
+            reason = verdict.ask
+            run.park_reason = reason if run.park_reason is None else f"{run.park_reason}; {reason}"
+
+    def _asked_by_rule(self, run: RunState, view: ToolCallView, rule: str | None) -> None:
+        """The policy's ``ask_when`` asked (a hook's ``ctx.ask`` records its own decision)."""
+        if rule is not None:
+            self.services.record(run, "ask_when", "pre_tool_call", "ask", tool=view.name, detail=rule)
 
     def answer_under_way(self, ctx: HookContext) -> Refusal | None:
         """The refusal of a call about to be parked for a human (by the
-        harness or AgentScope's own engine) while a finishing tool of the run
-        is delivering: nobody would ever run it, so nobody is asked."""
+        harness or AgentScope's own engine) while the run's answer is
+        delivered: a finishing tool of its batch is delivering, or has
+        completed the run while this call was judged (its ``ask_when``
+        awaited). Nobody would ever run it, so nobody is asked."""
+        terminal = ctx.run.facts.terminal
+        if terminal is not None and not self.services.shadow:  # a shadow run's end is only recorded
+            return self._refuse(ctx, ("run_concluded", CONCLUDED.format(reason=terminal.reason)),
+                                hook="terminal_reached_gate")
         if set(self.services.config.finish_tools()).isdisjoint(ctx.run.in_flight.values()):
             return None
         return self._refuse(ctx, ("run_concluded", ANSWER_UNDER_WAY), hook="finish_gate")
@@ -319,6 +337,17 @@ class CallFlow:
             return None
         ctx.run.enclosing_refusals.add(ctx.tool.batch)  # met in two turns: the model guard ends the run
         return self._refuse(ctx, ("quota_exhausted", tool_calls_used_up(calls)), hook="spend_gate", enforced=True)
+
+    def _enclosing_ended(self, ctx: HookContext) -> Refusal | None:
+        """The refusal of a sub-agent's call once a run it is nested in was
+        stopped short of its task (``RunState.enclosing_end``): the call is
+        part of that stopped task (shadow mode too, as the lead's enforcing
+        Harness stopped it)."""
+        end = ctx.run.enclosing_end()
+        if end is None:
+            return None
+        return self._refuse(ctx, ("run_concluded", CONCLUDED.format(reason=end.reason)),
+                            hook="terminal_reached_gate", enforced=True)
 
     def _refuse(
         self, ctx: HookContext, why: tuple[str, str], hook: str = "resume_check", enforced: bool | None = None,
@@ -491,14 +520,16 @@ def read_one_way(written: str, judged: dict[str, Any]) -> bool:
         return False
 
 
-def result_view(text: str, state: str, metadata: dict[str, Any], has_data: bool = False) -> ToolResultView:
+def result_view(
+    text: str, state: str, metadata: dict[str, Any], has_data: bool = False, data_names: tuple[str, ...] = (),
+) -> ToolResultView:
     """A result as hooks see it. The error class comes from metadata the
     harness's tool middleware (or the tool itself) set, never from text a
     tool could forge."""
     error_class = error_class_of(metadata) if state == "error" else None
     return ToolResultView(
         text=text, state=state, metadata=metadata, error_class=error_class,
-        has_data=has_data, raw_text=text,
+        has_data=has_data, raw_text=text, data_names=data_names,
     )
 
 

@@ -75,10 +75,23 @@ def _format_validation(exc: ValidationError, file: Path | None = None) -> str:
         if line:
             where += f" (line {line})"
         msg = err.get("msg", "").removeprefix("Value error, ")
+        # the kind of value, never the value: a config's input may be a secret
+        # (``secret_values`` written as a string, an unquoted number in YAML)
         got = err.get("input")
-        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {type(got).__name__})"
         lines.append(f"  {where}: {msg}{shown}")
     return "\n".join(lines)
+
+
+def _yaml_problem(exc: BaseException) -> str:
+    """What is wrong with a YAML file and where, never its text: PyYAML's
+    message quotes the line (a secret value on it, a key's value)."""
+    problem = getattr(exc, "problem", None)
+    if problem is None:
+        return type(exc).__name__
+    mark = getattr(exc, "problem_mark", None)
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    return f"{problem}{where}"
 
 
 def _line_in(exc: BaseException, file: Path | None) -> int | None:
@@ -189,7 +202,7 @@ def load_config(path: str | os.PathLike[str]) -> HarnessConfig:
                 if raw is None and _no_content(yaml, text):
                     raw = {}  # an empty document is the defaults; a written `null` is no policy
             except (yaml.YAMLError, ValueError) as exc:  # ValueError: an integer past Python's digit limit
-                raise CliError(f"{file}: not valid YAML: {exc}") from exc
+                raise CliError(f"{file}: not valid YAML: {_yaml_problem(exc)}") from exc
         elif suffix == ".json":
             try:
                 raw = json.loads(_text_of(file), object_pairs_hook=_unique_keys)

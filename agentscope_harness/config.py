@@ -609,6 +609,25 @@ class HarnessConfig(_Strict):
     def _patterns_compile(cls, value: list[str]) -> list[str]:
         return _regexes(value)
 
+    @field_validator("rate_limits", "concurrency_limits")
+    @classmethod
+    def _limits_once(cls, value: list[Any]) -> list[Any]:
+        """Two entries for the same scope and tool count on one shared key,
+        each taking its unit: the limit would silently hold half (or none)
+        of what either says. One entry per scope and tool."""
+        seen: set[tuple[str, str | None]] = set()
+        for index, limit in enumerate(value):
+            key = (limit.scope, limit.tool)
+            if key in seen:
+                what = f"tool {limit.tool!r}" if limit.tool is not None else "model calls" if isinstance(
+                    limit, RateLimit) else "runs"
+                raise ValueError(
+                    f"[{index}]: a second limit on {what} for scope {limit.scope!r}: the two would share "
+                    "one count and each take from it; combine them into one entry",
+                )
+            seen.add(key)
+        return value
+
     @field_validator("injection_detector")
     @classmethod
     def _detector_protocol(cls, value: Any) -> Any:
@@ -645,8 +664,9 @@ class HarnessConfig(_Strict):
     def _env_names(cls, value: list[str]) -> list[str]:
         for index, name in enumerate(value):
             if not name or "=" in name or name != name.strip():
-                raise ValueError(
-                    f"[{index}]: {name!r} is not an environment variable name"
+                shown = f"{name.partition('=')[0]!r} followed by '=...'" if "=" in name else repr(name)
+                raise ValueError(  # never what follows an '=': a .env line's value is the secret
+                    f"[{index}]: {shown} is not an environment variable name"
                 )
         return value
 
@@ -754,8 +774,8 @@ class HarnessConfig(_Strict):
         env = os.environ if environ is None else environ
         values = list(self.secret_values)
         for name in self.secret_env:
-            secret = env.get(name, "")
-            if not secret.strip():  # unset, empty or blank: no secret in this process
+            secret = env_secret(env.get(name, ""))
+            if not secret:  # unset, empty or blank: no secret in this process
                 continue
             if len(secret) < MIN_SECRET_CHARS:
                 raise HarnessConfigError(
@@ -764,6 +784,13 @@ class HarnessConfig(_Strict):
                 )
             values.append(secret)
         return list(dict.fromkeys(values))
+
+
+def env_secret(value: str) -> str:
+    """A ``secret_env`` variable's secret: its value without the whitespace
+    around it (a secret mounted from a file arrives with its newline, and a
+    tool that echoes the credential echoes it without)."""
+    return value.strip()
 
 
 def build_config(config: HarnessConfig | Mapping[str, Any] | None) -> HarnessConfig:
@@ -777,8 +804,13 @@ def build_config(config: HarnessConfig | Mapping[str, Any] | None) -> HarnessCon
             raise HarnessConfigError(str(exc)) from exc
         _worked_out_again(config, checked)
         return config
-    try:
-        return HarnessConfig.model_validate(dict(config))
+    if isinstance(config, (str, bytes, os.PathLike)):
+        raise HarnessConfigError(
+            f"config: a HarnessConfig or a mapping (a policy file's content) is expected, not {config!r}; "
+            "read the file into a mapping first",
+        )
+    try:  # its models as given (a price tuple put into one in place is checked as a price)
+        return HarnessConfig.model_validate(_as_given(dict(config)))
     except Exception as exc:  # pydantic's message names the field
         raise HarnessConfigError(str(exc)) from exc
 
@@ -808,7 +840,10 @@ _OWN_MODELS = frozenset({
 def _worked_out_again(mine: Any, checked: Any) -> None:
     """Each field ``mine`` worked out from others takes the value worked out
     from what it holds now (``checked``: it built again): a finish tool
-    added through a nested model or a dict still requires finishing."""
+    added through a nested model or a dict still requires finishing. A
+    value put into a dict or list in place as its model's input (a price
+    tuple, a tool policy as a mapping) takes the model it was checked as:
+    the harness reads models, never their inputs."""
     if isinstance(mine, _Strict) and isinstance(checked, _Strict):
         for name in mine._derived:
             mine.__dict__[name] = checked.__dict__[name]
@@ -818,9 +853,18 @@ def _worked_out_again(mine: Any, checked: Any) -> None:
         for key, item in mine.items():
             if key in checked:
                 _worked_out_again(item, checked[key])
+                if _taken_as_model(item, checked[key]):
+                    mine[key] = checked[key]
     elif isinstance(mine, (list, tuple)) and isinstance(checked, (list, tuple)):
-        for item, again in zip(mine, checked, strict=False):
+        for index, (item, again) in enumerate(zip(mine, checked, strict=False)):
             _worked_out_again(item, again)
+            if isinstance(mine, list) and _taken_as_model(item, again):
+                mine[index] = again
+
+
+def _taken_as_model(given: Any, checked: Any) -> bool:
+    """``given`` is a model's input (not the model) that was checked as one."""
+    return type(checked) in _OWN_MODELS and type(given) is not type(checked)
 
 
 _TRUE = {"1", "true", "yes", "on"}

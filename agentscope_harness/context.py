@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .facts import OUT_OF_TIME, Batch, Declared, GuardState, call_digest, frozen
 from .outputs import shaped_notice
+from .registry import TOOL_POINTS
 from .report import TerminalState
 
 if TYPE_CHECKING:
@@ -71,6 +72,7 @@ REASONS = {
     "no_answer": "no answer was given",
     "policy_error": "a safety check could not run",
     "policy_refused": "a rule of this service does not allow it",
+    "run_concluded": "the task it was part of has ended",
 }
 """Plain words for the reasons a run is stopped, used in fallback answers
 (``refused:<code>`` reads as ``refused``; a hook's own reason reads as its
@@ -144,6 +146,9 @@ class ToolResultView:
     has_data: bool = False
     raw_text: str = ""
     """The tool's own text, before any hook rewrote it."""
+    data_names: tuple[str, ...] = ()
+    """The names of its data blocks (an image's): text the model reads
+    outside the fence (AgentScope's note on an image it drops quotes it)."""
     new_facts: list[str] = field(default_factory=list)
     """Facts this result reached for the first time (progress edges)."""
     withheld: bool = False
@@ -226,6 +231,9 @@ class HookContext:
     """In shadow mode: the code of the first refusal a hook made and shadow
     mode did not apply (a candidate policy is compared with it)."""
     hook_name: str = ""
+    hook_builtin: bool = False
+    """The running hook is one of the harness's own (its hints carry the
+    harness's markers; anyone else's are defanged)."""
     audit: tuple[str, str] | None = None
     """``on_session_end``: the answer ``final_answer_audit`` read, and the
     one it gave."""
@@ -267,12 +275,13 @@ class HookContext:
 
     def hint(self, text: str, key: str | None = None) -> bool:
         """Tell the model something before its next call (its secrets
-        redacted: a hook may quote what a call carried), and record it as a
+        redacted: a hook may quote what a call carried; a hook of yours, the
+        tool's ``pii`` applied and markers defanged too, as a notice), and record it as a
         decision. ``key`` names the hint (default: the hook's name): the same
         hint is never given twice in a row, and then this returns False. Once
         the run is constrained, hints that invite exploring are dropped: the
         ladder only climbs."""
-        self._not_at_system_prompt("hint")
+        self._acts_at("hint", _HINTED_POINTS)
         key = key or self.hook_name
         facts = self.run.facts
         if key == facts.last_hint:
@@ -280,7 +289,11 @@ class HookContext:
         if facts.force_conclude and key in EXPLORING_HINTS:
             return False
         facts.last_hint = key
-        self.hints.append((key, self.services.redactor.redact(text)))
+        if self.hook_builtin:
+            text = self.services.redactor.redact(text)
+        else:  # it may quote a tool's output: shaped as a notice is
+            text = shaped_notice(text, self.services.redactor, self.tool.policy if self.tool else None, self.run)
+        self.hints.append((key, text))
         self.decide("hint", detail=text)
         return True
 
@@ -290,6 +303,7 @@ class HookContext:
         recorded as a hint once it reaches the result. A note
         given before the call runs is dropped, unrecorded, if its dependency
         turns out to be down."""
+        self._acts_at("notice", TOOL_POINTS)
         policy = self.tool.policy if self.tool is not None else None
         text = shaped_notice(text, self.services.redactor, policy, self.run)
         if self.result is not None:
@@ -303,7 +317,7 @@ class HookContext:
         ``tool_choice`` is narrowed to the finishing tool (or ``none``). A
         model that keeps calling other tools after that is stopped, with
         ``code`` as the run's reason (default: ``reason``)."""
-        self._not_at_system_prompt("constrain")
+        self._acts_at("constrain", _HINTED_POINTS)
         facts = self.run.facts
         if facts.force_conclude:
             return
@@ -350,16 +364,16 @@ class HookContext:
         self.decide("stop" if self.point != "pre_think" else "fallback", code=code, detail=reason,
                     enforced=True if reason == OUT_OF_TIME else None)
 
-    def _not_at_system_prompt(self, verb: str) -> None:
-        """``on_system_prompt`` hooks run once per Harness, on the config
-        alone, and what they decide is kept for every later prompt: a hint
-        or a constraint there would reach the first run only. Refused
-        loudly (the hook fails) rather than dropped."""
-        if self.point == "on_system_prompt":
-            raise ValueError(
-                f"ctx.{verb}() is not available at on_system_prompt (run once per Harness, for every "
-                "run): append to ctx.prompt_addition, or use pre_think",
-            )
+    def _acts_at(self, verb: str, points: tuple[str, ...]) -> None:
+        """A verb used where nothing acts on it is refused loudly (the hook
+        fails) rather than dropped: ``on_system_prompt`` hooks run once per
+        Harness, on the config alone, and what they decide is kept for every
+        later prompt (a hint there would reach the first run only); at
+        ``on_session_end`` no model call follows; a notice has a result only
+        at a tool point, a charge a call only at ``pre_tool_call``."""
+        if self.point not in points:
+            where = "use pre_think" if self.point == "on_system_prompt" else f"use {' or '.join(points)}"
+            raise ValueError(f"ctx.{verb}() is not available at {self.point} (nothing acts on it there): {where}")
 
     def ask(self, reason: str) -> None:
         """At ``pre_tool_call``: park the call for a human (AgentScope's own
@@ -377,6 +391,7 @@ class HookContext:
         or not, has nothing to undo) or raises
         ``HookRejectSignal``. So an async gate can never hold a charge while
         other calls of the batch are judged."""
+        self._acts_at("admit", ("pre_tool_call",))
         self.admissions.append((self.hook_name, charge))
 
     def decide(
@@ -429,6 +444,9 @@ def found_so_far(run: RunState) -> str:
     lines = "\n".join(f"- {tool}: {text}" for tool, text in run.findings)
     return f"\n\nWhat I found before stopping:\n{lines}"
 
+
+_HINTED_POINTS = ("pre_think", "pre_tool_call", "post_tool_call", "post_reflect")
+"""Where a hint or a constraint reaches a later model call of the run."""
 
 EXPLORING_HINTS = frozenset({"drift", "cycle", "reopen_retrieval", "widen_search"})
 """Hints that invite the model to search on: never given once it must conclude."""

@@ -412,7 +412,7 @@ class Fleet:
         if failures[tool] == 1:
             return False
         if failures[tool] >= self.config.breaker_failures:
-            ctx.facts.dependency_down.add(tool)
+            ctx.run.dependency_went_down(tool)
         return True
 
     def _record_local(self, tool: str, ok: bool) -> tuple[str, ...] | None:

@@ -25,7 +25,7 @@ from .adapters.tool_adapter import ErrorClassMiddleware, instrument_toolkit
 from .approvals import approval_digest
 from .calls import CallFlow
 from .candidate import Candidate
-from .config import _UNSET, MIN_SECRET_CHARS, EnvFlags, HarnessConfig, build_config, given
+from .config import _UNSET, MIN_SECRET_CHARS, EnvFlags, HarnessConfig, build_config, env_secret, given
 from .context import HookContext
 from .errors import DependencyDown, HarnessConfigError
 from .facts import declared_in, tools_in
@@ -173,11 +173,11 @@ class Harness:
         construction); the others are."""
         fresh = []
         for name in self.config.secret_env:
-            value = os.environ.get(name, "")
+            value = env_secret(os.environ.get(name, ""))
             if not value or value in self._secrets:
                 continue
             self._secrets.add(value)
-            if len(value.strip()) < MIN_SECRET_CHARS:  # seen, said once
+            if len(value) < MIN_SECRET_CHARS:  # seen, said once
                 log.warning("harness secret_env: the value of %s is too short to redact; not taken", name)
                 continue
             fresh.append(value)
@@ -600,5 +600,7 @@ def _unique(specs: list[HookSpec]) -> tuple[HookSpec, ...]:
             raise HarnessConfigError(
                 f"two hooks are named {spec.name!r} ({other.module} and {spec.module})",
             )
+        if other is not None and (other != spec or other.when is not spec.when):  # declared twice: one would be lost
+            raise HarnessConfigError(f"hook {spec.name!r} is given twice, declared differently")
         seen[spec.name] = spec
     return tuple(seen.values())

@@ -820,7 +820,8 @@ class ReplyLifecycle:
         shaped = [await shaped_data(b, services.redactor, modes, salt) for b in data]
         text = "\n".join([result_text(output), *links]) if links else result_text(output)
         state = str(getattr(block.state, "value", block.state))
-        result = await self.harness.flow.shape(ctx, result_view(text, state, dict(metadata), bool(data)))
+        names = tuple(b.name for b in data if b.name)
+        result = await self.harness.flow.shape(ctx, result_view(text, state, dict(metadata), bool(data), names))
         if result.withheld:
             block.output, block.state = result.body, ToolResultState.ERROR
         elif result.text != text or result.notices or links or any(
@@ -871,12 +872,15 @@ class ReplyLifecycle:
             final = run.facts.stop_text or final  # a hook stopped the run here: its text, as a stop elsewhere gives
         if final != audited:  # a replacement (a hook's stop text may quote anything) takes the answer's filter
             final = answer_filter(harness.services, run).apply(final)[0]
-        structured_ok = self._filter_structured(run) or harness.shadow  # shadow mode withholds nothing
+        structured_ok = self._filter_structured(run)
         if structured_output_is_withheld(run) and not harness.shadow:
             self.structured = None if self.structured is None else (None,)  # made without its data
-        if refusal is not None or not structured_ok:
-            final = WITHHELD_ANSWER
+        # shadow mode withholds nothing, and ends the report as enforcing would
+        failed = refusal is not None or not structured_ok or (harness.shadow and ctx.would_refuse is not None)
+        if failed:
             run.facts.conclude(TerminalState.INCOMPLETE, "audit_failed", override=True)
+        if failed and not harness.shadow:
+            final = WITHHELD_ANSWER
             if self.structured is not None:
                 self.structured = (None,)
         state, reason = terminal_state(run, finish_required(run, harness.config), self.end_reason)
@@ -885,9 +889,7 @@ class ReplyLifecycle:
             state, reason = TerminalState.INCOMPLETE, "no_answer"
             if not harness.shadow:  # shadow mode delivers what the model said, and reports the end
                 final = answer_filter(harness.services, run).apply(unanswered(run, harness.config.fallback_text))[0]
-        if (
-            reaudited or refusal is not None or not structured_ok or reason == "no_answer"
-        ) and OUTCOME_HOOK in harness.runner.by_name:
+        if (reaudited or failed or reason == "no_answer") and OUTCOME_HOOK in harness.runner.by_name:
             await harness.runner.rerun(OUTCOME_HOOK, ctx)  # the end changed after it was recorded, or cut it short
         self.answer = final
         if msg is not None and final != original:

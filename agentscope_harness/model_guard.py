@@ -29,6 +29,7 @@ from agentscope.agent import Agent
 from agentscope.message import TextBlock
 from agentscope.model import AnthropicChatModel, ChatResponse, ChatUsage
 from agentscope.model._model_response import FinishedReason
+from agentscope.tool import ToolChoice
 from pydantic import BaseModel
 
 from .context import REASONS, fallback, found_so_far
@@ -364,6 +365,7 @@ class ModelGuard:
         swap = self.harness.tier_model(run)
         if swap is not None:
             input_kwargs["current_model"] = swap
+        _narrowed_within_table(run, input_kwargs, self.harness.finish_tools)
         model = input_kwargs.get("current_model") or agent.model
         services = self.harness.services
         _redact_new_hints(services.redactor, run, agent)
@@ -377,7 +379,7 @@ class ModelGuard:
             candidate.judge_model_call(run, services, name, tokens, output, live)
         over = overspend(run, name, tokens, output)
         refusal = (
-            over_request_cap(services, run, tokens) or self._unpriced(run, model)
+            self._enclosing_ended(run) or over_request_cap(services, run, tokens) or self._unpriced(run, model)
             or self._over_budget(run, agent, over)
             or (self._enclosing_stop(run) if services.shadow else None)
         )
@@ -681,6 +683,18 @@ class ModelGuard:
             return self._stop(run, "refused:quota_exhausted")
         return None
 
+    def _enclosing_ended(self, run: RunState) -> str | None:
+        """The stop text of a sub-agent whose lead's run was stopped short of
+        its task (``RunState.enclosing_end``): it is part of that stopped
+        task, so its call is not made."""
+        end = run.enclosing_end()
+        if end is None:
+            return None
+        self.harness.services.record(run, "terminal_reached_gate", "on_model_call", "stop", code="run_concluded",
+                                     detail=f"the call was not made: the run it is part of was stopped ({end.reason})",
+                                     enforced=True)
+        return self._stop(run, "run_concluded")
+
     def _stop(self, run: RunState, reason: str) -> str:
         """The run ends here: the fallback answer and what the run found."""
         return run.facts.stop(reason, fallback(self.harness.config, reason) + found_so_far(run))
@@ -832,6 +846,20 @@ class ModelGuard:
         if found != "reported":
             self._estimated(run, how)
         await self.harness.charge_usage(run, flight.model, usage, flight.reservation)
+
+
+def _narrowed_within_table(run: RunState, input_kwargs: dict, finish_tools: Any) -> None:
+    """A round narrowed to the finishing tool (``constrain``) whose tool
+    table lacks it (in a tool group not activated, or a toolkit without it:
+    one Harness may serve several) is narrowed to text instead: AgentScope
+    refuses a choice of a tool it does not send, and the run would fail as
+    if the provider had. The ladder goes on from the text answer."""
+    choice = input_kwargs.get("tool_choice")
+    if choice is None or not run.facts.force_conclude or choice.mode not in (*finish_tools, "required"):
+        return
+    sent = {tool["function"]["name"] for tool in input_kwargs.get("tools") or ()}
+    if sent.isdisjoint(finish_tools) or (choice.mode != "required" and choice.mode not in sent):
+        input_kwargs["tool_choice"] = ToolChoice(mode="none")
 
 
 def _name(model: Any) -> str:

@@ -241,6 +241,6 @@ def build_report(
         children=list(run.children),
         extensions=cleaned_args(list(run.extensions), scrub),  # an approver's user_id may be an email
         mode=mode,
-        prefix_breaks=run.prefix.breaks if run.prefix is not None else 0,
+        prefix_breaks=run.prefix_breaks,
         candidate_differences=list(run.candidate_differences),
     )

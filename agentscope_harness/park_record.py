@@ -143,7 +143,7 @@ def _success_index(value: Any) -> dict[tuple[str, tuple[str, ...], tuple[str, ..
 _RUN: dict[str, Callable[[Any], Any]] = {
     "tool_calls_total": _count, "model_calls": _count, "turns": _count, "structured_rounds": _count,
     "input_tokens": _count, "output_tokens": _count, "largest_output_tokens": _count,
-    "usage_estimated": _flag, "stored_usd": _amount, "longest_model_call_s": _amount,
+    "usage_estimated": _flag, "stored_usd": _amount, "longest_model_call_s": _amount, "prefix_breaks": _count,
     "refusals": _counts, "refusals_by_hook": _counts, "breaker_failures": _counts,
     "offers": _offers, "extensions": _extensions, "ledger_extra": _units,
     "usd_extra": _amount, "usd_carried": _amount, "unpriced_seen": _names, "issued": _names,

@@ -74,7 +74,8 @@ class Chunks:
 
 @dataclass
 class PrefixTrack:
-    """A run's memory of its previous payload, and its breaks."""
+    """A run's memory of its previous payload (its breaks are counted on
+    the run: ``RunState.prefix_breaks``, which a park carries)."""
 
     chunks: Chunks | None = None
     decisions_seen: int = 0
@@ -86,7 +87,6 @@ class PrefixTrack:
     the application replaces leaves it: that break stays ``unknown``); seen
     here, with no middleware chain of its own per round. A compression whose
     summary model returned nothing keeps an earlier summary object: ``unknown``."""
-    breaks: int = 0
 
 
 def track(run: RunState) -> PrefixTrack:
@@ -277,12 +277,12 @@ def _record_break(
     if price is not None and price.cached_input_per_mtok is not None:
         miss = lost * (price.input_per_mtok - price.cached_input_per_mtok) / 1_000_000
         detail += f" (est. ${miss:.6f} more than cached)"
-    state.breaks += 1
+    run.prefix_breaks += 1
     services.record(run, "prefix_observer", "on_model_call", "prefix_break", code=cause, detail=detail)
     if _otel_trace is not None:
         span = _otel_trace.get_current_span()
         if span.is_recording():
-            span.set_attribute("harness.prefix_breaks", state.breaks)
+            span.set_attribute("harness.prefix_breaks", run.prefix_breaks)
 
 
 __all__ = ["CAUSES", "PrefixTrack", "observe", "over_request_cap"]

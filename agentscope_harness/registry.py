@@ -73,11 +73,44 @@ class HookSpec:
     The runner asks once per (point, tool) and skips the hook where it is
     false, so it must not depend on the run."""
 
+    def __post_init__(self) -> None:
+        """What makes a hook what it says it is, checked however the spec
+        was built (``make_spec``, or by hand: ``HookSpec`` is public)."""
+        name = self.name
+        if self.point not in HOOK_POINTS:
+            raise HarnessConfigError(
+                f"hook {name!r}: unknown point {self.point!r}; expected one of {HOOK_POINTS}",
+            )
+        if self.kind not in KINDS:
+            raise HarnessConfigError(
+                f"hook {name!r}: unknown kind {self.kind!r}; expected one of {KINDS}",
+            )
+        if self.kind == "safety" and self.escape_key is not None:
+            raise HarnessConfigError(
+                f"hook {name!r}: a safety gate judges an exact fact and must never "
+                "declare an escape_key",
+            )
+        if not isinstance(self.fail_closed, bool):
+            raise HarnessConfigError(f"hook {name!r}: fail_closed must be True, False or None (the kind's default)")
+        if self.kind == "safety" and not self.fail_closed:
+            raise HarnessConfigError(
+                f"hook {name!r}: a safety hook fails closed (fail_closed=False would let the call "
+                "run when the check could not); use kind='observer' for a check that may fail open",
+            )
+        if not isinstance(self.priority, int) or isinstance(self.priority, bool):
+            raise HarnessConfigError(f"hook {name!r}: priority must be an int")
+        if self.when is not None and self.point not in TOOL_POINTS:
+            raise HarnessConfigError(
+                f"hook {name!r}: when= applies to the tool points {TOOL_POINTS} only",
+            )
+
     @functools.cached_property
     def builtin(self) -> bool:
         """One of the harness's own hooks (a user's hook is shaped after);
-        asked of every ``post_tool_call`` hook on every call: computed once."""
-        return self.module.startswith("agentscope_harness.")
+        asked of every ``post_tool_call`` hook on every call: computed once.
+        Read from the function (``module`` is free text: a spec copied from
+        a built-in one, its function replaced, is the user's)."""
+        return (getattr(self.fn, "__module__", None) or "").startswith("agentscope_harness.")
 
     @property
     def sort_key(self) -> tuple[int, str]:
@@ -97,40 +130,14 @@ def make_spec(
 ) -> HookSpec:
     """Validate and build a :class:`HookSpec` (errors name the hook)."""
     name = name or getattr(fn, "__name__", None) or repr(fn)
-    if point not in HOOK_POINTS:
-        raise HarnessConfigError(
-            f"hook {name!r}: unknown point {point!r}; expected one of {HOOK_POINTS}",
-        )
-    if kind not in KINDS:
-        raise HarnessConfigError(
-            f"hook {name!r}: unknown kind {kind!r}; expected one of {KINDS}",
-        )
-    if kind == "safety" and escape_key is not None:
-        raise HarnessConfigError(
-            f"hook {name!r}: a safety gate judges an exact fact and must never "
-            "declare an escape_key",
-        )
-    if fail_closed is not None and not isinstance(fail_closed, bool):
-        raise HarnessConfigError(f"hook {name!r}: fail_closed must be True, False or None (the kind's default)")
-    if kind == "safety" and fail_closed is False:
-        raise HarnessConfigError(
-            f"hook {name!r}: a safety hook fails closed (fail_closed=False would let the call "
-            "run when the check could not); use kind='observer' for a check that may fail open",
-        )
     if kind == "efficiency" and escape_key is None:
         escape_key = name
-    if not isinstance(priority, int) or isinstance(priority, bool):
-        raise HarnessConfigError(f"hook {name!r}: priority must be an int")
     # a callable object: its method (``inspect`` sees through a partial itself)
     call = fn if inspect.isroutine(fn) or isinstance(fn, functools.partial) else type(fn).__call__
     if inspect.isasyncgenfunction(call) or inspect.isgeneratorfunction(call):
         raise HarnessConfigError(
             f"hook {name!r}: a hook is a function or a coroutine function, not a generator "
             "(its body would never run)",
-        )
-    if when is not None and point not in TOOL_POINTS:
-        raise HarnessConfigError(
-            f"hook {name!r}: when= applies to the tool points {TOOL_POINTS} only",
         )
     return HookSpec(
         fn=fn,
@@ -170,6 +177,13 @@ def harness_hook(
     """
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        declared = getattr(fn, "__harness_hook__", None)
+        # one attribute holds one spec: the first would be lost (a wrapper's copy of it, ``functools.wraps``, is not)
+        if isinstance(declared, HookSpec) and declared.fn is fn:
+            raise HarnessConfigError(
+                f"hook {declared.name!r} is declared already (at {declared.point}): one function is "
+                "one hook; declare a second hook on a function of its own that calls it",
+            )
         fn.__harness_hook__ = make_spec(  # type: ignore[attr-defined]
             fn, point, priority, name, kind, escape_key, fail_closed, when,
         )

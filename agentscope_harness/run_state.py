@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .context import ContextResult
-from .facts import Batch, GuardState
+from .facts import Batch, GuardState, Terminal
 from .lazy import LazyFields, lazy
-from .report import Decision, RunReport
+from .report import Decision, RunReport, TerminalState
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -64,6 +64,10 @@ def current_run() -> RunState | None:
     """The run whose reply is executing, if any (and still alive)."""
     handle = RUN_HANDLE.get()
     return handle() if handle is not None else None
+
+
+_SHORT_ENDS = frozenset({TerminalState.INCOMPLETE.value, TerminalState.FAILED.value})
+"""The ends of a run stopped short of its task."""
 
 
 def live_parent(reply_id: str) -> RunState | None:
@@ -240,6 +244,9 @@ class RunState(LazyFields):
     """A model call reported no usage and was charged an estimate (said once)."""
     longest_model_call_s: float = 0.0
     """The slowest model call so far: the wrap-up window is at least that."""
+    prefix_breaks: int = 0
+    """How many times a model call's payload broke the previous call's
+    cached prefix (``prefix.observe``): a report's count, carried by a park."""
     judged_calls: set[str] = lazy(set)
     """Ids of the calls judged in this run (a re-judged call counts once)."""
     enclosing_refusals: set[Batch] = lazy(set)
@@ -541,6 +548,36 @@ class RunState(LazyFields):
         while run is not None:
             run.facts.done_by_sub_runs.setdefault(succeeded_tool, []).append(args)
             run = run.parent
+
+    def dependency_went_down(self, tool: str) -> None:
+        """``tool``'s dependency is down for this run and every run it is
+        nested in: a lead left without a sub-agent's data is as tempted to
+        make its answer up as the sub-agent (its answer is replaced, and the
+        run ends ``dependency_down``, as if it had called the tool itself).
+        A shadow Harness's finding stays on its own run: it enforces nothing
+        on the runs it is nested in (its breaker's refusal let the call run)."""
+        run: RunState | None = self
+        while run is not None:
+            run.facts.dependency_down.add(tool)
+            if not run.limits.enforced:
+                return
+            run = run.parent
+
+    def enclosing_end(self) -> Terminal | None:
+        """How a run this one is nested in was stopped short of its task
+        (``incomplete``, ``failed``; ``None``: none was), by an enforcing
+        Harness: a sub-agent is part of its lead's task, and nothing of a
+        stopped task acts on, awaited or in a background task, before the
+        lead settles or after. A lead that completed or waits for its user
+        leaves its sub-agents to their own rules (a background worker goes
+        on; one parked goes on when resumed)."""
+        run = self.parent
+        while run is not None:
+            end = run.facts.terminal
+            if end is not None and end.state in _SHORT_ENDS and run.limits.enforced:
+                return end
+            run = run.parent
+        return None
 
     def add_tool_call(self, n: int = 1) -> None:
         """Count admitted tool calls run-wide (``-1`` gives one back)."""

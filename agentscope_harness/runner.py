@@ -21,7 +21,7 @@ from .context import HookContext
 from .deadline import MIN_TIMEOUT_S
 from .outputs import quoted_pii, quoted_shown, result_pii, shaped_notice, written_by_hook
 from .registry import HOOK_POINTS, TOOL_POINTS, HookRejectSignal, HookSpec
-from .sentinels import format_sentinel
+from .sentinels import format_sentinel, neutralise_markers
 
 if TYPE_CHECKING:
     from .candidate import Candidate
@@ -151,16 +151,28 @@ OUTCOME_HOOK = "strategy_feedback"
 """The hook that records how a run ends as its last decision."""
 
 
-def _put_back(ctx: HookContext, tool: Any, answer: str | None, audit: Any, hook: str) -> Exception | None:
+def _put_back(
+    ctx: HookContext, tool: Any, answer: str | None, audit: Any, result: tuple[Any, str | None], hook: str,
+) -> Exception | None:
     """A hook replaced the call being judged (the tool receives AgentScope's
-    own call, so the gates after it would judge another), set the answer
+    own call, so the gates after it would judge another) or the result, or
+    wrote the tool's own text (``raw_text``: the harness's shaping, before
+    and after it, shapes the result the model reads, and tells a result it
+    changed from the tool's own: either would go around it), set the answer
     to something not text, or wrote the audit's record (which tells the
-    lifecycle whether a rewrite needs auditing again): each is put back,
-    all of them, and the hook has failed."""
+    lifecycle whether a rewrite needs auditing again): each is put back, all
+    of them, and the hook has failed."""
     wrong: list[str] = []
     if ctx.tool is not tool:
         ctx.tool = tool
         wrong.append("replaced ctx.tool; the call being judged is read-only")
+    given, raw = result
+    if ctx.result is not given:
+        ctx.result = given
+        wrong.append("replaced ctx.result; write ctx.result.text or ctx.result.notices instead")
+    if raw is not None and given.raw_text is not raw:
+        given.raw_text = raw
+        wrong.append("wrote ctx.result.raw_text; the tool's own text is read-only")
     if ctx.audit is not audit and hook != AUDIT_HOOK:
         ctx.audit = audit
         wrong.append("wrote ctx.audit; only final_answer_audit records the audit")
@@ -175,11 +187,14 @@ def _refusal_text(ctx: HookContext, signal: HookRejectSignal) -> str:
     message may quote a secret, or the call's arguments (``same_args``), so
     it is redacted like any text the model reads and its personal data is
     rewritten as the streamed arguments' is (``quoted_pii``), but for the
-    signed-in user's own identity values: what the model must send."""
+    signed-in user's own identity values: what the model must send. It may
+    quote a tool's output too (at ``post_tool_call``), read outside the
+    fence: markers someone else wrote are defanged, but in a ``raw`` one
+    (the hook's own words, verbatim)."""
     message = ctx.services.redactor.redact(signal.message)
     modes, salt = quoted_pii(ctx.config, ctx.tool.policy if ctx.tool is not None else None, ctx.run)
     message = quoted_shown(message, modes, salt, _own_values(ctx.run.principal))
-    return message if signal.raw else format_sentinel(signal.code, message, signal.ref)
+    return message if signal.raw else format_sentinel(signal.code, neutralise_markers(message), signal.ref)
 
 
 def _own_values(principal: Any) -> frozenset[str]:
@@ -251,9 +266,10 @@ class HookRunner:
 
     async def _chain(self, point: str, specs: tuple[HookSpec, ...], ctx: HookContext) -> Refusal | None:
         result_read = ctx.result if point == "post_tool_call" else None  # by the model: shaped
+        raw = result_read.raw_text if result_read is not None else None  # the tool's own: read-only
         for spec in specs:
-            ctx.hook_name = spec.name
-            tool, answer, audit = ctx.tool, ctx.final_text, ctx.audit
+            ctx.hook_name, ctx.hook_builtin = spec.name, spec.builtin
+            tool, answer, audit, given = ctx.tool, ctx.final_text, ctx.audit, ctx.result
             before = result_read.text if result_read is not None and not spec.builtin else None
             notes = tuple(result_read.notices) if result_read is not None and before is not None else ()
             try:
@@ -265,9 +281,10 @@ class HookRunner:
                         raise _returned(result)
                 finally:  # however the hook ended, what it may not change is put back
                     broken = (
-                        _put_back(ctx, tool, answer, audit, spec.name)
-                        if ctx.tool is not tool or ctx.audit is not audit
+                        _put_back(ctx, tool, answer, audit, (given, raw), spec.name)
+                        if ctx.tool is not tool or ctx.audit is not audit or ctx.result is not given
                         or (answer is not None and type(ctx.final_text) is not str)
+                        or (result_read is not None and result_read.raw_text is not raw)
                         else None
                     )
                 if broken is not None:

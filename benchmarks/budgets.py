@@ -78,7 +78,7 @@ def _observer_cost(n: int) -> float:
         t0 = time.perf_counter()
         observe(h.services, run, messages, tools, None, state)
         spent += time.perf_counter() - t0
-    assert run.prefix is not None and run.prefix.breaks == 0
+    assert run.prefix_breaks == 0
     return spent / n * 1e6
 
 

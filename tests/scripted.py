@@ -38,6 +38,7 @@ __all__ = [
     "last_tool_message",
     "make_agent",
     "payload_bytes",
+    "redis_url",
     "run",
     "search",
     "slow",
@@ -51,6 +52,23 @@ ALLOW = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="allowed i
 REDIS_URL = "redis://127.0.0.1:6399/1"
 """The Redis ``.ci/run`` starts, as the red-team tests use it (db 1; each
 test under a key prefix of its own)."""
+
+def redis_url() -> str:
+    """``REDIS_URL`` when a Redis answers there; else the calling test is
+    skipped, saying why (README: Redis-backed tests are skipped with a
+    message where no redis-server can be had)."""
+    import pytest
+
+    redis = pytest.importorskip("redis", reason="Redis tests need the redis package")
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=0.5)
+    try:
+        client.ping()
+    except redis.exceptions.RedisError:
+        pytest.skip(f"no Redis answers at {REDIS_URL} (.ci/run starts one): Redis test skipped")
+    finally:
+        client.close()
+    return REDIS_URL
+
 
 ALICE = Principal(user_id="u-42", tenant="acme")
 BOB = Principal(user_id="u-7", tenant="acme")

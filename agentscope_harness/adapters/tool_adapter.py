@@ -163,6 +163,7 @@ class HarnessToolAdapter(HarnessMiddleware):
             if verdict.ask is not None:
                 if decision.behavior == PermissionBehavior.DENY:
                     return decision  # a call AgentScope refuses is never put to a human (a yes would run it)
+                flow.parks(run, view, verdict)
                 _waits(run, view)
                 return PermissionDecision(
                     behavior=PermissionBehavior.ASK, message=verdict.ask, decision_reason=verdict.ask,
@@ -171,7 +172,7 @@ class HarnessToolAdapter(HarnessMiddleware):
                 under_way = flow.answer_under_way(verdict.ctx) if verdict.ctx is not None else None
                 if under_way is not None:
                     return _deny(under_way.text)
-                flow.shown(run, view)  # parked for a human: judged again on resume
+                flow.parks(run, view, None)  # parked for a human: judged again on resume
                 _waits(run, view)
             if decision.behavior != PermissionBehavior.ALLOW:
                 return decision
@@ -409,8 +410,9 @@ def _view_of(response: ToolResponse) -> ToolResultView:
     if len(content) == 1 and type(content[0]) is TextBlock:  # the usual result
         return result_view(content[0].text, _state_name(response.state), dict(response.metadata))
     text = result_text(content)
-    has_data = any(isinstance(b, DataBlock) for b in content)
-    return result_view(text, _state_name(response.state), dict(response.metadata), has_data)
+    data = [b for b in content if isinstance(b, DataBlock)]
+    names = tuple(b.name for b in data if b.name)
+    return result_view(text, _state_name(response.state), dict(response.metadata), bool(data), names)
 
 
 def to_response(

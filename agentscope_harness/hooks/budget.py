@@ -67,6 +67,13 @@ def tool_calls_used_up(calls: tuple[int, int]) -> str:
     return f"The tool-call limit for this task is used up ({calls[0]}/{calls[1]}). Answer with what you have."
 
 
+UNVERIFIED_APPROVAL = (
+    "This approval cannot be checked against the call the user saw. Do not run it; ask the user again."
+)
+"""What a call resumed on an approval this process cannot verify (parked in
+another, no record of it here) reads, when it needs one."""
+
+
 def _extend_or_ask(ctx: ToolCallContext, name: str, spent: int, cap: int) -> bool:
     """An exhausted ``on_exhausted="ask"`` ledger: a resumed call whose
     human was offered this very extension gets it (recorded in the report);
@@ -77,6 +84,8 @@ def _extend_or_ask(ctx: ToolCallContext, name: str, spent: int, cap: int) -> boo
     units = call.policy.units if call.policy is not None else 0
     if call.resumed:
         by = run.offers.get(call.id, {}).pop(what, None)
+        if by is None and not run.asked_here:  # a "yes" to an offer this process never made: ask again
+            raise HookRejectSignal(UNVERIFIED_APPROVAL, code="approval_mismatch")
         if by is None:
             return False
         root.ledger_extra[name] = root.ledger_extra.get(name, 0) + by

@@ -10,7 +10,8 @@ from ..registry import HookRejectSignal, harness_hook
 @harness_hook("pre_tool_call", priority=40, name="repeat_call_gate", kind="efficiency")
 def repeat_call_gate(ctx: ToolCallContext) -> None:
     """Refuse an identical call that already succeeded (while its result is
-    still in the context: not pruned) or that repeats within one parallel
+    still in the context the model read: not pruned, nor compressed into
+    AgentScope's summary) or that repeats within one parallel
     batch (a presumption: latches open); refuse for good a call
     that failed the same way ``max_identical_failures`` times (an exact fact).
     Also the loop detector: one tool ``loop_threshold`` times in the last
@@ -31,12 +32,21 @@ def repeat_call_gate(ctx: ToolCallContext) -> None:
     _refuse_twin_in_batch(ctx, digest)
     ctx.admit(lambda: _claim_in_batch(ctx, digest))
     earlier = facts.succeeded.get(digest)
-    if earlier is not None and earlier.ref not in ctx.run.results.pruned:  # pruned: it cannot be reused
+    if earlier is not None and _still_read(ctx, earlier.ref):
         raise HookRejectSignal(
             "This exact call already succeeded in this task; reuse its earlier result.",
             code="duplicate_call",
             ref=earlier.ref,
         )
+
+
+def _still_read(ctx: ToolCallContext, ref: str) -> bool:
+    """Whether the result of call ``ref`` is still in the context the model
+    read: not pruned, nor compressed into AgentScope's summary (the account
+    of the context, kept at each ``pre_think``; with the tool adapter alone,
+    which reads no context, a result not pruned)."""
+    results = ctx.run.results
+    return ref in results.live if results.rounds else ref not in results.pruned
 
 
 def _refuse_twin_in_batch(ctx: ToolCallContext, digest: str) -> None:

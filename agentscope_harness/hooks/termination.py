@@ -10,7 +10,7 @@ from ..context import STRUCTURED_OUTPUT_TOOL, HookContext, ReflectContext, ToolC
 from ..facts import FINISHED, OUT_OF_TIME, GuardState
 from ..outcome import finish_required
 from ..registry import HookRejectSignal, harness_hook
-from ..report import TerminalState
+from ..report import RunReport, TerminalState
 from ..sentinels import format_sentinel
 from .repetition import escalate_refusals
 
@@ -169,6 +169,11 @@ def _completed(ctx: ToolResultContext) -> None:
         facts.conclude(TerminalState.INCOMPLETE, facts.stuck)
         ctx.decide("terminal", code="incomplete", detail=f"delivered once made to conclude ({facts.stuck})")
         return
+    short = _fell_short_inside(ctx)
+    if short is not None:  # what it delivers was made without what that run could not do
+        facts.conclude(TerminalState.INCOMPLETE, short.reason)
+        ctx.decide("terminal", code="incomplete", detail=f"delivered what {short.agent} could not complete")
+        return
     facts.delivered = True
     facts.conclude(TerminalState.COMPLETED, FINISHED)
     ctx.decide("terminal", code="completed")
@@ -214,3 +219,15 @@ def terminal_enforcer(ctx: ReflectContext) -> None:
         return
     facts.conclude(TerminalState.INCOMPLETE, "finish_tool_not_called")
     ctx.decide("terminal", code="incomplete", detail="finish tool not called")
+
+
+_SHORT = frozenset({TerminalState.INCOMPLETE, TerminalState.FAILED})
+
+
+def _fell_short_inside(ctx: ToolResultContext) -> RunReport | None:
+    """The last sub-agent the finishing call ran, when it ended short of its
+    task (``incomplete``, ``failed``) under an enforcing Harness: the delivery
+    is the product of that run (a retry that completed stands for the
+    attempt before it; a shadow Harness's end is only recorded)."""
+    nested = [r for r in ctx.run.ended_inside.get(ctx.tool.id, ()) if r.mode != "shadow"]
+    return nested[-1] if nested and nested[-1].terminal_state in _SHORT else None

@@ -192,7 +192,7 @@ def test_only_a_change_to_what_was_sent_is_a_break(steps: list[Edit]):
                 expected += 1
             block.text = value
         observe(h.services, run_, messages, [], None, state)
-    assert run_.prefix is not None and run_.prefix.breaks == expected
+    assert run_.prefix_breaks == expected
 
 
 def test_a_tool_schema_edited_in_place_is_a_break() -> None:
@@ -207,7 +207,7 @@ def test_a_tool_schema_edited_in_place_is_a_break() -> None:
     observe(h.services, r, msgs, [schema], None, state)
     schema["function"]["description"] = "Search. 7 calls left."
     observe(h.services, r, msgs, [schema], None, state)
-    assert r.prefix is not None and r.prefix.breaks == 1
+    assert r.prefix_breaks == 1
     assert "the tool schemas changed" in r.decisions[-1].detail
 
 
@@ -232,11 +232,11 @@ def test_tool_schemas_are_counted_by_their_json_and_broken_by_any_change(value: 
     chars = len(json.dumps([_schema(value)], ensure_ascii=False, default=str))
     for _ in range(3):  # rebuilt each call, as AgentScope does
         assert observe(h.services, r, msgs, [_schema(value)], None, state) == chars // 4
-    assert r.prefix is not None and r.prefix.breaks == 0
+    assert r.prefix_breaks == 0
     changed = [_schema(value), _schema("More.")]
     tokens = observe(h.services, r, msgs, changed, None, state)
     assert tokens == len(json.dumps(changed, ensure_ascii=False, default=str)) // 4
-    assert r.prefix.breaks == 1
+    assert r.prefix_breaks == 1
 
 
 def test_the_same_schema_in_another_key_order_is_a_break() -> None:
@@ -248,7 +248,7 @@ def test_the_same_schema_in_another_key_order_is_a_break() -> None:
     schema = _schema("Search.")
     observe(h.services, r, [], [schema], None, state)
     observe(h.services, r, [], [dict(reversed(list(schema.items())))], None, state)
-    assert r.prefix is not None and r.prefix.breaks == 1
+    assert r.prefix_breaks == 1
 
 
 _TEXTS = st.text(max_size=12)

@@ -430,12 +430,13 @@ def test_a_redis_store_serves_a_worker_that_runs_each_request_in_its_own_loop() 
     import uuid
 
     import redis
-    from scripted import REDIS_URL
+    from scripted import redis_url
 
     from agentscope_harness.stores import RedisStore
 
+    redis_at = redis_url()
     prefix = f"rt37:{uuid.uuid4().hex[:8]}"
-    store = RedisStore(REDIS_URL, prefix=prefix)
+    store = RedisStore(redis_at, prefix=prefix)
     h = Harness(HarnessConfig(store=store, cost=CostPolicy(daily_quota_usd=5.0, prices=PRICE)),
                 load_entry_points=False)
 
@@ -456,7 +457,7 @@ def test_a_redis_store_serves_a_worker_that_runs_each_request_in_its_own_loop() 
         assert outcomes == [(TerminalState.COMPLETED, "answered", 1)] * 4
         assert asyncio.run(store.get_spend(ALICE.key)) == pytest.approx(0.04)
     finally:
-        client = redis.Redis.from_url(REDIS_URL)
+        client = redis.Redis.from_url(redis_at)
         for key in client.scan_iter(f"{prefix}:*"):
             client.delete(key)
         client.close()
@@ -708,11 +709,12 @@ def test_one_redis_store_serves_event_loops_of_several_threads_at_once() -> None
     import uuid
     import warnings
 
-    from scripted import REDIS_URL
+    from scripted import redis_url
 
     from agentscope_harness.stores import RedisStore
 
-    store, errors = RedisStore(REDIS_URL, prefix=f"rt37:{uuid.uuid4().hex[:8]}"), []
+    redis_at = redis_url()
+    store, errors = RedisStore(redis_at, prefix=f"rt37:{uuid.uuid4().hex[:8]}"), []
     interval = sys.getswitchinterval()
 
     def worker() -> None:

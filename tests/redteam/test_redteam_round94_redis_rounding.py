@@ -12,11 +12,13 @@ and a unit never taken is given back (``rate_refund``): one more again."""
 
 import uuid
 
+import pytest
 from scripted import REDIS_URL
 
 from agentscope_harness.stores import RedisStore
 
 URL = REDIS_URL
+pytestmark = pytest.mark.usefixtures("redis_reachable")
 PER_MIN, COST = 7, 2
 SETTER = """
 local t = redis.call('TIME')

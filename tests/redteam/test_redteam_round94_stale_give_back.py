@@ -20,6 +20,7 @@ import threading
 import time
 import uuid
 
+import pytest
 import redis
 from scripted import REDIS_URL
 
@@ -27,6 +28,7 @@ from agentscope_harness.stores import RedisStore
 from agentscope_harness.stores import redis as redis_mod
 
 URL = REDIS_URL
+pytestmark = pytest.mark.usefixtures("redis_reachable")
 PER_MIN = 60  # one unit: 1 s
 SPIN = """
 local t = redis.call('TIME')
