@@ -169,11 +169,10 @@ class CallFlow:
             return Verdict(ctx=ctx)
         if run.past_deadline():  # the approval's ``when`` took the run's time: nothing is asked
             return Verdict(refusal=self._out_of_time(ctx), ctx=ctx)
-        if self.services.shadow:
-            self._asked_by_rule(run, view, by_rule)
+        if self.services.shadow:  # asked (recorded unless AgentScope's engine denies it), and it runs
             if self.runner.candidate is not None:  # compared with what the live policy would do
                 self.runner.candidate.asked(ctx)
-            return Verdict(ctx=ctx)
+            return Verdict(ctx=ctx, rule=by_rule)
         under_way = self.answer_under_way(ctx)
         if under_way is not None:
             return Verdict(refusal=under_way, ctx=ctx)
@@ -190,12 +189,13 @@ class CallFlow:
         why itself)."""
         self.shown(run, view)
         if verdict is not None and verdict.ask is not None:
-            self._asked_by_rule(run, view, verdict.rule)
+            self.asked_by_rule(run, view, verdict.rule)
             reason = verdict.ask
             run.park_reason = reason if run.park_reason is None else f"{run.park_reason}; {reason}"
 
-    def _asked_by_rule(self, run: RunState, view: ToolCallView, rule: str | None) -> None:
-        """The policy's ``ask_when`` asked (a hook's ``ctx.ask`` records its own decision)."""
+    def asked_by_rule(self, run: RunState, view: ToolCallView, rule: str | None) -> None:
+        """The policy's ``ask_when`` asked about a call AgentScope's engine
+        did not deny (a hook's ``ctx.ask`` records its own decision)."""
         if rule is not None:
             self.services.record(run, "ask_when", "pre_tool_call", "ask", tool=view.name, detail=rule)
 

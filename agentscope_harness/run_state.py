@@ -66,7 +66,7 @@ def current_run() -> RunState | None:
     return handle() if handle is not None else None
 
 
-_SHORT_ENDS = frozenset({TerminalState.INCOMPLETE.value, TerminalState.FAILED.value})
+SHORT_ENDS = frozenset({TerminalState.INCOMPLETE.value, TerminalState.FAILED.value})
 """The ends of a run stopped short of its task."""
 
 
@@ -574,7 +574,7 @@ class RunState(LazyFields):
         run = self.parent
         while run is not None:
             end = run.facts.terminal
-            if end is not None and end.state in _SHORT_ENDS and run.limits.enforced:
+            if end is not None and end.state in SHORT_ENDS and run.limits.enforced:
                 return end
             run = run.parent
         return None

@@ -160,9 +160,14 @@ class HarnessToolAdapter(HarnessMiddleware):
                 return _deny(verdict.refusal.text)
             with self.harness.services.approvals.only_rules_of(agent, run.principal):
                 decision = await next_handler(**input_kwargs)
+            if verdict.ask is None and verdict.rule is not None and decision.behavior != PermissionBehavior.DENY:
+                flow.asked_by_rule(run, view, verdict.rule)  # shadow mode: the question recorded, the call runs
             if verdict.ask is not None:
                 if decision.behavior == PermissionBehavior.DENY:
                     return decision  # a call AgentScope refuses is never put to a human (a yes would run it)
+                under_way = flow.answer_under_way(verdict.ctx) if verdict.ctx is not None else None
+                if under_way is not None:  # the run's answer was delivered while the engine decided
+                    return _deny(under_way.text)
                 flow.parks(run, view, verdict)
                 _waits(run, view)
                 return PermissionDecision(

@@ -11,6 +11,7 @@ from ..facts import FINISHED, OUT_OF_TIME, GuardState
 from ..outcome import finish_required
 from ..registry import HookRejectSignal, harness_hook
 from ..report import RunReport, TerminalState
+from ..run_state import SHORT_ENDS
 from ..sentinels import format_sentinel
 from .repetition import escalate_refusals
 
@@ -221,8 +222,6 @@ def terminal_enforcer(ctx: ReflectContext) -> None:
     ctx.decide("terminal", code="incomplete", detail="finish tool not called")
 
 
-_SHORT = frozenset({TerminalState.INCOMPLETE, TerminalState.FAILED})
-
 
 def _fell_short_inside(ctx: ToolResultContext) -> RunReport | None:
     """The last sub-agent the finishing call ran, when it ended short of its
@@ -230,4 +229,4 @@ def _fell_short_inside(ctx: ToolResultContext) -> RunReport | None:
     is the product of that run (a retry that completed stands for the
     attempt before it; a shadow Harness's end is only recorded)."""
     nested = [r for r in ctx.run.ended_inside.get(ctx.tool.id, ()) if r.mode != "shadow"]
-    return nested[-1] if nested and nested[-1].terminal_state in _SHORT else None
+    return nested[-1] if nested and nested[-1].terminal_state.value in SHORT_ENDS else None
