@@ -181,14 +181,14 @@ class CallFlow:
         # the report states the reason: it may quote the call
         return Verdict(ask=self.services.scrubbed(reason), ctx=ctx, rule=by_rule)
 
-    def parks(self, run: RunState, view: ToolCallView, verdict: Verdict | None) -> None:
+    def parks(self, run: RunState, view: ToolCallView, verdict: Verdict) -> None:
         """The call is put to a human (AgentScope's own engine did not
         refuse it: a call it refuses is never asked about, nor reported
         asked): what they are shown is what a resume must match, and the
-        park's reason says why (``None``: AgentScope's engine asks, and says
-        why itself)."""
+        park's reason says why (no ``verdict.ask``: AgentScope's engine asks,
+        and says why itself)."""
         self.shown(run, view)
-        if verdict is not None and verdict.ask is not None:
+        if verdict.ask is not None:
             self.asked_by_rule(run, view, verdict.rule)
             reason = verdict.ask
             run.park_reason = reason if run.park_reason is None else f"{run.park_reason}; {reason}"

@@ -325,7 +325,7 @@ class HookRunner:
         undos: list[Callable[[], None]] = []
         for hook, charge in ctx.admissions:
             spec = self.by_name[hook]
-            ctx.hook_name = hook
+            ctx.hook_name, ctx.hook_builtin = hook, spec.builtin
             try:
                 undo = charge()
             except HookRejectSignal as signal:

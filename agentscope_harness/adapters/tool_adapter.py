@@ -162,23 +162,20 @@ class HarnessToolAdapter(HarnessMiddleware):
                 decision = await next_handler(**input_kwargs)
             if verdict.ask is None and verdict.rule is not None and decision.behavior != PermissionBehavior.DENY:
                 flow.asked_by_rule(run, view, verdict.rule)  # shadow mode: the question recorded, the call runs
-            if verdict.ask is not None:
-                if decision.behavior == PermissionBehavior.DENY:
-                    return decision  # a call AgentScope refuses is never put to a human (a yes would run it)
-                under_way = flow.answer_under_way(verdict.ctx) if verdict.ctx is not None else None
-                if under_way is not None:  # the run's answer was delivered while the engine decided
-                    return _deny(under_way.text)
-                flow.parks(run, view, verdict)
-                _waits(run, view)
-                return PermissionDecision(
-                    behavior=PermissionBehavior.ASK, message=verdict.ask, decision_reason=verdict.ask,
-                )
-            if decision.behavior in (PermissionBehavior.ASK, PermissionBehavior.PASSTHROUGH):
+            if verdict.ask is not None and decision.behavior == PermissionBehavior.DENY:
+                return decision  # a call AgentScope refuses is never put to a human (a yes would run it)
+            if verdict.ask is not None or decision.behavior in (PermissionBehavior.ASK, PermissionBehavior.PASSTHROUGH):
+                # asked by the harness or by AgentScope's engine: not once the run's answer is
+                # delivered (also while the engine decided); else parked, judged again on resume
                 under_way = flow.answer_under_way(verdict.ctx) if verdict.ctx is not None else None
                 if under_way is not None:
                     return _deny(under_way.text)
-                flow.parks(run, view, None)  # parked for a human: judged again on resume
+                flow.parks(run, view, verdict)
                 _waits(run, view)
+            if verdict.ask is not None:
+                return PermissionDecision(
+                    behavior=PermissionBehavior.ASK, message=verdict.ask, decision_reason=verdict.ask,
+                )
             if decision.behavior != PermissionBehavior.ALLOW:
                 return decision
             refusal = flow.admit(verdict)
