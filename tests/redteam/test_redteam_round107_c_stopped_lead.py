@@ -31,43 +31,19 @@ from __future__ import annotations
 
 import pytest
 from agentscope.message import UserMsg
-from agentscope.tool import Toolkit
 
-from agentscope_harness import Harness, HarnessConfig, TerminalState, harness_hook
-from tests.scripted import ALICE, ScriptedModel, SlowModel, calls, make_agent, run, text, tool
+from agentscope_harness import Harness, HarnessConfig
+from tests.redteam.payments_kit import (
+    BLOCKED,
+    RAN,
+    paying_lead,
+    payments_agent,
+    sanctions_stop,
+    screening,
+)
+from tests.scripted import ALICE, SlowModel, calls, run, text
 
 pytestmark = pytest.mark.asyncio
-
-RAN: list[str] = []
-BLOCKED = "This payment is blocked: the payee is on a sanctions list."
-
-
-async def wire_transfer(amount: int, payee: str) -> str:
-    """Send money.
-
-    Args:
-        amount (int): USD.
-        payee (str): Who receives it.
-    """
-    RAN.append(f"wire:{payee}:{amount}")
-    return f"sent ${amount} to {payee}"
-
-
-async def screen_payee(payee: str) -> str:
-    """Screen a payee against the sanctions lists.
-
-    Args:
-        payee (str): Who.
-    """
-    RAN.append(f"screen:{payee}")
-    return "flagged: sanctions list"
-
-
-@harness_hook("post_tool_call", priority=40, name="sanctions_stop", kind="observer")
-def sanctions_stop(ctx) -> None:
-    if ctx.tool.name == "screen_payee" and "flagged" in ctx.result.raw_text:
-        RAN.append("stopped")
-        ctx.stop("sanctions_hit", TerminalState.FAILED, text=BLOCKED)
 
 
 async def test_a_sub_agent_of_a_stopped_run_still_wires_the_money() -> None:
@@ -75,8 +51,7 @@ async def test_a_sub_agent_of_a_stopped_run_still_wires_the_money() -> None:
     h = Harness(HarnessConfig(), hooks=[sanctions_stop], load_entry_points=False, environ={})
     child_model = SlowModel([calls(("wire_transfer", {"amount": 9000, "payee": "ACME"})), text("Sent $9000.")],
                             delay=0.1)
-    payments = make_agent(child_model, h.instrument(Toolkit(tools=[tool(wire_transfer)])), h.middlewares(),
-                          name="payments")
+    payments = payments_agent(h, child_model)
 
     async def pay(task: str) -> str:
         """Ask the payments agent.
@@ -86,11 +61,7 @@ async def test_a_sub_agent_of_a_stopped_run_still_wires_the_money() -> None:
         """
         return (await payments.reply(UserMsg("lead", task))).get_text_content() or ""
 
-    lead = make_agent(
-        ScriptedModel([calls(("pay", {"task": "wire $9000 to ACME"}), ("screen_payee", {"payee": "ACME"})),
-                       text("Payment sent.")]),
-        h.instrument(Toolkit(tools=[tool(pay), tool(screen_payee)])), h.middlewares(), name="lead",
-    )
+    lead = paying_lead(h, pay, screening())
     with h.acting_for(ALICE):
         _, final = await run(lead, "pay ACME $9000")
     report = h.last_report(lead)

@@ -23,57 +23,31 @@ hook": ``ctx.stop`` ends the run.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from agentscope.message import UserMsg
 from agentscope.tool import Toolkit
 
-from agentscope_harness import Harness, HarnessConfig, TerminalState, harness_hook
+from agentscope_harness import Harness, HarnessConfig, ToolPolicy
+from tests.redteam.payments_kit import (
+    BLOCKED,
+    RAN,
+    paying_lead,
+    payments_agent,
+    sanctions_stop,
+    screening,
+)
 from tests.scripted import ALICE, ScriptedModel, SlowModel, calls, make_agent, run, text, tool
 
 pytestmark = pytest.mark.asyncio
 
-RAN: list[str] = []
 TASKS: list[asyncio.Task] = []
-BLOCKED = "This payment is blocked: the payee is on a sanctions list."
 
 
-async def wire_transfer(amount: int, payee: str) -> str:
-    """Send money.
-
-    Args:
-        amount (int): USD.
-        payee (str): Who receives it.
-    """
-    RAN.append(f"wire:{payee}:{amount}")
-    return f"sent ${amount} to {payee}"
-
-
-async def screen_payee(payee: str) -> str:
-    """Screen a payee against the sanctions lists.
-
-    Args:
-        payee (str): Who.
-    """
-    await asyncio.sleep(0.05)  # a real screening service takes a moment
-    RAN.append(f"screen:{payee}")
-    return "flagged: sanctions list"
-
-
-@harness_hook("post_tool_call", priority=40, name="sanctions_stop", kind="observer")
-def sanctions_stop(ctx) -> None:
-    if ctx.tool.name == "screen_payee" and "flagged" in ctx.result.raw_text:
-        RAN.append("stopped")
-        ctx.stop("sanctions_hit", TerminalState.FAILED, text=BLOCKED)
-
-
-async def test_a_background_sub_agent_of_a_stopped_lead_still_wires_the_money() -> None:
-    RAN.clear()
-    h = Harness(HarnessConfig(), hooks=[sanctions_stop], load_entry_points=False, environ={})
-    child_model = SlowModel([calls(("wire_transfer", {"amount": 9000, "payee": "ACME"})), text("Sent $9000.")],
-                            delay=0.2)
-    payments = make_agent(child_model, h.instrument(Toolkit(tools=[tool(wire_transfer)])), h.middlewares(),
-                          name="payments")
+def in_background(payments: Any) -> Callable[..., Any]:
+    """The lead's ``pay`` tool: it starts the payments agent in a task of its own and returns."""
 
     async def pay(task: str) -> str:
         """Start the payments agent on a payment (it works in the background).
@@ -84,11 +58,16 @@ async def test_a_background_sub_agent_of_a_stopped_lead_still_wires_the_money() 
         TASKS.append(asyncio.create_task(payments.reply(UserMsg("lead", task))))
         return "payment started"
 
-    lead = make_agent(
-        ScriptedModel([calls(("pay", {"task": "wire $9000 to ACME"}), ("screen_payee", {"payee": "ACME"})),
-                       text("Payment sent.")]),
-        h.instrument(Toolkit(tools=[tool(pay), tool(screen_payee)])), h.middlewares(), name="lead",
-    )
+    return pay
+
+
+async def test_a_background_sub_agent_of_a_stopped_lead_still_wires_the_money() -> None:
+    RAN.clear()
+    h = Harness(HarnessConfig(), hooks=[sanctions_stop], load_entry_points=False, environ={})
+    child_model = SlowModel([calls(("wire_transfer", {"amount": 9000, "payee": "ACME"})), text("Sent $9000.")],
+                            delay=0.2)
+    payments = payments_agent(h, child_model)
+    lead = paying_lead(h, in_background(payments), screening(0.05))
     with h.acting_for(ALICE):
         _, final = await run(lead, "pay ACME $9000")
         await asyncio.gather(*TASKS)
@@ -109,23 +88,12 @@ async def test_a_background_sub_agent_of_a_lead_that_completed_goes_on(finish: b
     made after the lead settled (the end that binds is a stop short of the task)."""
     RAN.clear()
     TASKS.clear()
-    from agentscope_harness import ToolPolicy
-
     config = HarnessConfig(tools={"submit_answer": ToolPolicy(role="finish")} if finish else {})
     h = Harness(config, load_entry_points=False, environ={})
     child_model = SlowModel([calls(("wire_transfer", {"amount": 90, "payee": "ACME"})), text("Sent $90.")],
                             delay=0.1)
-    payments = make_agent(child_model, h.instrument(Toolkit(tools=[tool(wire_transfer)])), h.middlewares(),
-                          name="payments")
-
-    async def pay(task: str) -> str:
-        """Start the payments agent on a payment (it works in the background).
-
-        Args:
-            task (str): What to pay.
-        """
-        TASKS.append(asyncio.create_task(payments.reply(UserMsg("lead", task))))
-        return "payment started"
+    payments = payments_agent(h, child_model)
+    pay = in_background(payments)
 
     async def submit_answer(answer: str) -> str:
         """Give the user the answer.
