@@ -593,21 +593,23 @@ class _Flaky:
 
 
 async def test_a_store_outage_shorter_than_half_of_lease_s_keeps_the_slot(caplog):
+    # lease 1.2 s, renewed each 0.3 s: an outage of 0.5 s leaves 0.4 s to spare
+    # (a loaded CI machine's loop may lag that long before the next renewal)
     store = _Flaky()
-    limit = ConcurrencyLimit(scope="tool", tool="search", max_in_flight=1, lease_s=0.4)
+    limit = ConcurrencyLimit(scope="tool", tool="search", max_in_flight=1, lease_s=1.2)
     first, second = (Harness(HarnessConfig(concurrency_limits=[limit], store=store), load_entry_points=False)
                      for _ in range(2))
     executed: list[str] = []
     long_run = asyncio.create_task(reply(first, make_agent(
-        ScriptedModel([calls(("search", {"q": "long"})), text("done")]), shop(executed, delay=1.0),
+        ScriptedModel([calls(("search", {"q": "long"})), text("done")]), shop(executed, delay=2.6),
         first.middlewares()), U42))
     while "long" not in executed:
         await asyncio.sleep(0.005)
     await asyncio.sleep(0.05)
-    store.down = True  # for 0.18 s: renewals fail
-    await asyncio.sleep(0.18)
+    store.down = True  # for 0.5 s: renewals fail
+    await asyncio.sleep(0.5)
     store.down = False
-    await asyncio.sleep(0.3)  # past the lease the last renewal before the outage gave
+    await asyncio.sleep(0.8)  # past the lease the last renewal before the outage gave
     model = ScriptedModel([calls(("search", {"q": "other"})), text("x")])
     await reply(second, make_agent(model, shop(executed), second.middlewares()), U7)
     await long_run
