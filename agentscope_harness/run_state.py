@@ -570,10 +570,12 @@ class RunState(LazyFields):
         stopped task acts on, awaited or in a background task, before the
         lead settles or after. A lead that completed or waits for its user
         leaves its sub-agents to their own rules (a background worker goes
-        on; one parked goes on when resumed)."""
+        on; one parked goes on when resumed). An end decided only as the
+        lead settled (AgentScope's ``max_iters``, a claim it could not back)
+        is its report's."""
         run = self.parent
         while run is not None:
-            end = run.facts.terminal
+            end = run.facts.terminal or _settled_end(run.report)
             if end is not None and end.state in SHORT_ENDS and run.limits.enforced:
                 return end
             run = run.parent
@@ -631,6 +633,11 @@ class RunState(LazyFields):
         """Sentinels the audit may strip from the final answer."""
         self.issued.add(text)
         self.issued.add(f"[harness:{code}]")
+
+
+def _settled_end(report: RunReport | None) -> Terminal | None:
+    """How a settled run ended, as its report says (``None``: not settled)."""
+    return None if report is None else Terminal(report.terminal_state.value, report.reason)
 
 
 def _tightest(caps: Iterable[tuple[int, int | None]]) -> tuple[int, int] | None:
