@@ -411,6 +411,7 @@ class CallFlow:
             self.services.keys_of(view.name), view.batch,
             # a prerequisite's values as the tool ran with them: its defaults filled in
             view.declared.defaults if view.declared is not None else NO_DEFAULTS,
+            changed_state=view.role == "mutation",
         )
         if result.ok:
             run.tell_enclosing_runs(view.name, view.args)

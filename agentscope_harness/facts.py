@@ -557,15 +557,20 @@ class GuardState(LazyFields):
         index_keys: tuple[tuple[str, ...], ...] = (),
         batch: Batch = ("", -1, -1),
         defaults: Mapping[str, Any] = NO_DEFAULTS,
+        changed_state: bool = False,
     ) -> None:
         """What a finished call did: a success (with its ref, indexed by the
         exact values of each ``index_keys`` name tuple as it ran, ``defaults``
         filled in, with its ``batch``) or one more failure in the streak of
-        this exact call."""
+        this exact call. A success that ``changed_state`` (a mutation) ends
+        every streak: a call that failed before it meets another world now
+        (the model fixed what made it fail), so its failures are not in a row."""
         if ok:
             if digest not in self.succeeded:
                 self.success_counts[tool] += 1
             self.succeeded[digest] = Success(tool, {**defaults, **args} if defaults else args, ref)
+            if changed_state:
+                self.failures.clear()
             self.failures.pop(digest, None)
             for names in index_keys:
                 self.success_index.setdefault((tool, names, exact_key(args, names, defaults)), batch)

@@ -239,7 +239,7 @@ class Fleet:
         beside it), the rate units it took: given back whole if the call is
         not made (``not_made``), the token units beyond what it was billed
         once it answers (``tokens_used``)."""
-        self._unsettled: dict[str, list[tuple[str, float]]] = {}
+        self._unsettled: dict[str, list[tuple[str | None, float]]] = {}
         """Settlements the store did not take, by principal key: retried in
         the background until it takes them (another worker may serve the
         principal next), and made before that principal's next reservation
@@ -830,6 +830,10 @@ class Fleet:
         if self._unsettled:  # a loop that ended took their retry with it: now, on this one
             self._settle_later(0.0)
         root = run.root
+        cost = self.config.cost
+        if root.principal is None and cost is not None and cost.daily_quota_usd is not None:
+            return self._refuse(run, "budget", "quota_exhausted",  # nobody to keep the quota for: fail closed
+                                "daily_quota_usd is kept per principal and none is bound", side is None)
         reserve = self._reservable(root, model)
         if not self.model_rates and reserve is None:
             return ModelAdmission()
@@ -958,6 +962,29 @@ class Fleet:
             return
         root.stored_today(usd, total)
 
+    async def charge(self, run: RunState, usd: float) -> None:
+        """Add a cost no reservation holds (a store keeping the daily spend
+        alone; an attempt timed out before it answered) to the principal's
+        daily spend. Bounded by the store timeout only, as a settle is (money
+        spent is charged after the deadline too); one the store does not take
+        is kept and added later, with the settles (an add whose answer was
+        lost may count twice: never none)."""
+        root = run.root
+        assert root.principal is not None
+        key = root.principal.key
+        try:
+            total = await self._call(self.store.add_spend(key, usd), "spend store", None)
+        except BaseException as exc:
+            self._unsettled.setdefault(key, []).append((None, usd))
+            self._settle_later()
+            if not isinstance(exc, DependencyDown):
+                raise
+            root.store_error = str(exc)
+            self.record(run, "budget_router", "on_model_call", "error", code="dependency_down",
+                        detail=f"daily spend not charged yet (retried until the store takes it): {exc}")
+            return
+        root.stored_today(usd, total)
+
     async def _settled(self, key: str, reservation: str, usd: float) -> float:
         """The settle, retried over a short blip (``SETTLE_ATTEMPTS``). A
         retry after a settle whose answer was lost charges nothing more: a
@@ -998,8 +1025,10 @@ class Fleet:
         pending = self._unsettled.pop(key, None)
         while pending:
             reservation, usd = pending[0]
+            taking = self.store.add_spend(key, usd) if reservation is None else self.store.settle_spend(
+                key, reservation, usd)
             try:
-                await self._call(self.store.settle_spend(key, reservation, usd), "spend store", deadline)
+                await self._call(taking, "spend store", deadline)
             except BaseException:  # not taken (the store down, the step cancelled): kept
                 self._unsettled.setdefault(key, [])[:0] = pending
                 raise

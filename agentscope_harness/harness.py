@@ -27,7 +27,7 @@ from .calls import CallFlow
 from .candidate import Candidate
 from .config import _UNSET, MIN_SECRET_CHARS, EnvFlags, HarnessConfig, build_config, env_secret, given
 from .context import HookContext
-from .errors import DependencyDown, HarnessConfigError
+from .errors import HarnessConfigError
 from .facts import declared_in, tools_in
 from .hooks import BUILTIN_HOOKS
 from .hooks.safety import undeclared_identity_args
@@ -41,7 +41,7 @@ from .report import RunReport
 from .run_state import RunLimits, RunState, RunTable, current_run, live_parent, same_caller
 from .runner import HookRunner, being_cancelled
 from .services import Breaker, Services
-from .stores import LedgerStore, MemoryStore, bounded, store_timeout
+from .stores import LedgerStore, MemoryStore
 
 ENTRY_POINT_GROUP = "agentscope_harness.hooks"
 
@@ -412,19 +412,7 @@ class Harness:
             return
         if usd <= 0 or root.daily_spent_usd is None or root.principal is None:
             return
-        try:
-            total = await bounded(
-                self.store.add_spend(root.principal.key, usd), "spend store",
-                store_timeout(self.store), root.deadline,
-            )
-        except Exception as exc:
-            root.store_error = str(DependencyDown("spend store", exc))
-            self.services.record(
-                run, "budget_router", "on_model_call", "error",
-                code="dependency_down", detail=f"daily spend not charged: {exc}",
-            )
-            return
-        root.stored_today(usd, total)
+        await self.services.fleet.charge(run, usd)
 
     async def publish(self, report: RunReport, agent: Any) -> None:
         """A settled report: into the history, as the agent's last, and to

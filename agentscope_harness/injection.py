@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from .sentinels import CONFUSABLES
+from .sentinels import BLANK_ANYWAY, CONFUSABLES
 
 DEFAULT_THRESHOLD = 0.5
 
@@ -60,12 +60,6 @@ SHOWN_ANYWAY = frozenset(
     "\u0600\u0601\u0602\u0603\u0604\u0605\u06dd\u070f\u0890\u0891\u08e2\u1680\U000110bd\U000110cd",
 )
 """Format characters and spaces drawn as a glyph (number signs, the Ogham space mark)."""
-BLANK_ANYWAY = frozenset(
-    "\u034f\u115f\u1160\u17b4\u17b5\u2800\u3164\uffa0"
-    + "".join(map(chr, range(0x180B, 0x1810))) + "".join(map(chr, range(0xFE00, 0xFE10)))
-    + "".join(map(chr, range(0xE0100, 0xE01F0))),
-)
-"""Letters and marks drawn as nothing: fillers, joiners, variation selectors, the blank braille pattern."""
 
 
 def _drawn_as_nothing() -> str:
@@ -237,7 +231,7 @@ _ROLE_MARKER = (
     r"<\|(?:im_start|im_end|system|user|assistant|endoftext|eot_id|start_header_id|end_header_id)\|>"
     r"|\[/?inst\]|<</?sys>>|^#{2,4}\s*(?:instructions?|system|new instructions?|system prompt)\s*:?\s*$"
 )
-_ROLE_LINE = r"^\s*(?:system|assistant|developer)\s*:\s*\S"
+_ROLE_LINE = r"^[^\S\n]*(?:system|assistant|developer)[^\S\n]*:\s*\S"  # spacing within its line: linear
 _TOOL_JSON = (  # the quotes may be escaped: the call can sit inside a JSON string
     r"\{\s*\\?\"(?:name|function|tool|tool_name)\\?\"\s*:\s*\\?\"[\w.\-]{1,64}\\?\"\s*,\s*"
     r"\\?\"(?:arguments|parameters|args|input|tool_input)\\?\"\s*:"

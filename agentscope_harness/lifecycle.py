@@ -1085,10 +1085,12 @@ def _awaits_human(agent: Any) -> bool:
 
 def _rewrite_text(msg: Msg, text: str) -> None:
     """Replace the text of the final message in place: its blocks are the
-    stored context's, so history is rewritten too."""
+    stored context's, so history is rewritten too. What the model gave with
+    its text (its speech, as data) goes with it: the harness cannot filter it."""
     if isinstance(msg.content, str):
         msg.content = text
         return
+    msg.content[:] = [b for b in msg.content if not isinstance(b, DataBlock)]
     blocks = [b for b in msg.content if isinstance(b, TextBlock)]
     if not blocks:
         msg.content.append(TextBlock(text=text))

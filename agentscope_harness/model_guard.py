@@ -367,6 +367,8 @@ class ModelGuard:
             input_kwargs["current_model"] = swap
         _narrowed_within_table(run, input_kwargs, self.harness.finish_tools)
         model = input_kwargs.get("current_model") or agent.model
+        if narrowed or run.facts.force_conclude:
+            _unforced_while_thinking(input_kwargs, model)
         services = self.harness.services
         _redact_new_hints(services.redactor, run, agent)
         tokens = observe(
@@ -650,9 +652,12 @@ class ModelGuard:
         """The stop text of a run a hook stopped after ``pre_think`` let its
         round go on (an ``on_system_prompt`` safety hook, judged while the
         model's request is assembled): the call is not made. A narrowed round
-        (a stopped run's structured output) is made."""
+        (a stopped run's structured output) is made, unless the run's end
+        leaves it no model call (``RunState.ended_callless``)."""
         facts = run.facts
-        if facts.terminal is None or facts.stop_text is None or narrowed or self.harness.shadow:
+        if facts.terminal is None or facts.stop_text is None or self.harness.shadow:
+            return None
+        if narrowed and not run.ended_callless():
             return None
         return facts.stop_text
 
@@ -860,6 +865,21 @@ def _narrowed_within_table(run: RunState, input_kwargs: dict, finish_tools: Any)
     sent = {tool["function"]["name"] for tool in input_kwargs.get("tools") or ()}
     if sent.isdisjoint(finish_tools) or (choice.mode != "required" and choice.mode not in sent):
         input_kwargs["tool_choice"] = ToolChoice(mode="none")
+
+
+def _unforced_while_thinking(input_kwargs: dict, model: Any) -> None:
+    """A round the harness narrowed to one tool (a stopped run's structured
+    output, the finishing tool near the deadline), on a model with thinking
+    on, is left to the model's choice (``auto``): providers reject a forced
+    ``tool_choice`` while it thinks (Anthropic's 400), and the run would
+    fail as if the provider had. The hint names the tool; a round that does
+    not call it meets the ladder's next step (another narrowed round, the
+    fallback)."""
+    choice = input_kwargs.get("tool_choice")
+    if choice is not None and choice.mode not in ("auto", "none") and getattr(
+        getattr(model, "parameters", None), "thinking_enable", False,
+    ):
+        input_kwargs["tool_choice"] = ToolChoice(mode="auto")
 
 
 def _name(model: Any) -> str:

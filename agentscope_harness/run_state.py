@@ -69,6 +69,14 @@ def current_run() -> RunState | None:
 SHORT_ENDS = frozenset({TerminalState.INCOMPLETE.value, TerminalState.FAILED.value})
 """The ends of a run stopped short of its task."""
 
+CALLLESS_ENDS = frozenset({
+    "refused:permission_denied", "concurrency_limited", "rate_limited", "unpriced_model", "dependency_down",
+})
+"""Ends after which no model call of the run is made, not even one narrowed
+to its structured output: it acts for nobody (resumed by another), holds no
+slot, may not call the model now, cannot be priced, or lost what it needed
+(a deadline passed refuses every call by itself)."""
+
 
 def live_parent(reply_id: str) -> RunState | None:
     """The run whose step is executing the reply ``reply_id`` (a sub-agent
@@ -414,6 +422,14 @@ class RunState(LazyFields):
     def time_left(self) -> float | None:
         """Seconds before the deadline (negative past it; ``None``: no deadline)."""
         return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def ended_callless(self) -> bool:
+        """Whether the run's end leaves it no model call, not even one
+        narrowed to its structured output: one of ``CALLLESS_ENDS``, or it
+        waits for its user (a budget question: a call now would spend past
+        what the parked budget carries)."""
+        end = self.facts.terminal
+        return end is not None and (end.reason in CALLLESS_ENDS or end.state == TerminalState.WAITING_INPUT.value)
 
     def past_deadline(self) -> bool:
         """Whether the deadline has passed."""

@@ -60,14 +60,20 @@ _SUSPECT = re.compile(r"[\[\uff3b\ufe47<\uff1c\ufe64\u2039](?=\s*[hHtT/]|\s*[^\x
 
 
 _MINUS_LIKE = "\u2212\u2043\u02d7\u2796"  # minus signs and bullets drawn as a hyphen
+BLANK_ANYWAY = frozenset(
+    "\u034f\u115f\u1160\u17b4\u17b5\u2800\u3164\uffa0"
+    + "".join(map(chr, range(0x180B, 0x1810))) + "".join(map(chr, range(0xFE00, 0xFE10)))
+    + "".join(map(chr, range(0xE0100, 0xE01F0))),
+)
+"""Letters and marks drawn as nothing: fillers, joiners, variation selectors, the blank braille pattern."""
 
 
 @lru_cache(maxsize=4096)
 def _reads(char: str) -> str:
     """What ``char`` reads as in a marker: NFKC, casefolded, format
-    characters and spaces dropped, every dash a hyphen."""
+    characters, blanks and spaces dropped, every dash a hyphen."""
     category = unicodedata.category(char)
-    if category in ("Cf", "Mn", "Me") or char.isspace():  # invisible, or a mark on a letter
+    if category in ("Cf", "Mn", "Me") or char.isspace() or char in BLANK_ANYWAY:  # invisible, a blank, a mark
         return ""
     if category == "Pd" or char in _MINUS_LIKE:
         return "-"

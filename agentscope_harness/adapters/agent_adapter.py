@@ -16,6 +16,9 @@ from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
 from agentscope.event import (
+    DataBlockDeltaEvent,
+    DataBlockEndEvent,
+    DataBlockStartEvent,
     HintBlockEvent,
     ModelCallEndEvent,
     TextBlockDeltaEvent,
@@ -163,6 +166,7 @@ class HarnessAgentAdapter(HarnessMiddleware):
             outputs = _OutputCalls(structured_output_is_withheld(run)) if owed else None
             silent = enforcing and run.answer_owed is not None  # a narrowed round's text: the answer owed is
             in_place: set[str] = set()  # text blocks the harness answered this call with
+            said_in_place: set[str] = set()  # the same, of text held back
             text_events: list[Any] = []
             shown = self._shown(run)
             try:
@@ -172,7 +176,8 @@ class HarnessAgentAdapter(HarnessMiddleware):
                             held = run.candidate = item
                         elif type(item) in _TEXT_EVENTS and owed and _answered_in_place(item, run, in_place):
                             continue
-                        elif (interim or silent) and type(item) in _TEXT_EVENTS:
+                        elif (interim or silent) and type(item) in _ANSWER_EVENTS:
+                            _answered_in_place(item, run, said_in_place)
                             text_events.append(item)
                         else:
                             if interim and not silent and type(item) is ToolCallStartEvent and not (
@@ -228,6 +233,8 @@ class HarnessAgentAdapter(HarnessMiddleware):
             if (made_up and not another_round) or overruled:
                 run.answer_made_up = True  # whatever ended the run in this round, corrected_answer replaces it
             not_given = answer_is_replaced(run) or finish_bypassed(run, config) or overruled
+            if said_in_place:  # cut mid-answer, the stop's text said in its place: the cut text never stands
+                text_events = [e for e in text_events if e.block_id in said_in_place]
             if not (another_round or made_up or (enforcing and not_given) or silent):
                 events = text_events + events  # else the user never sees an answer the run replaced
             for event in events:
@@ -325,6 +332,8 @@ class HarnessAgentAdapter(HarnessMiddleware):
             return None  # a narrowed round cannot reach the model past the deadline
         if run.facts.dependency_down or run.model_cap_reached_above():
             return None  # no output made without its data; no rounds past a cap the lead holds
+        if run.ended_callless():
+            return None
         run.structured_rounds += 1
         run.narrowed_round = True
         input_kwargs["tool_choice"] = ToolChoice(mode=STRUCTURED_OUTPUT_TOOL)
@@ -381,6 +390,8 @@ class HarnessAgentAdapter(HarnessMiddleware):
 
 _DELTAS = (TextBlockDeltaEvent, ThinkingBlockDeltaEvent, ToolCallDeltaEvent)
 _TEXT_EVENTS = (TextBlockStartEvent, TextBlockDeltaEvent, TextBlockEndEvent)
+_ANSWER_EVENTS = (*_TEXT_EVENTS, DataBlockStartEvent, DataBlockDeltaEvent, DataBlockEndEvent)
+"""An answer's text and what the model gave with it (its speech): held, shown and dropped together."""
 _ENDS = (TextBlockEndEvent, ThinkingBlockEndEvent, ToolCallEndEvent)
 
 

@@ -90,7 +90,8 @@ def _watch_loop(ctx: ToolCallContext, digest: str) -> None:
         )
         return
     same = facts.recent_digests.count(digest)
-    if same >= config.loop_threshold and not facts.force_conclude:
+    # a call repeated while the rounds bring news (a poll whose job advances) is no stall
+    if same >= config.loop_threshold and not facts.force_conclude and facts.rounds_without_progress:
         ctx.constrain(f"the same {name} call keeps repeating after a loop hint")
         facts.stuck = facts.stuck or "stalled"
 

@@ -254,7 +254,9 @@ def _injection(ctx: ToolResultContext, text: str) -> str | None:
     return mode
 
 
-_REMINDER = re.compile(r"<system-reminder>The tool call has been interrupted[^<]*</system-reminder>\s*$")
+_REMINDER = re.compile(r"<system-reminder>The tool call has been interrupted by the user\.</system-reminder>\s*$")
+"""AgentScope's reminder on an interrupted result, word for word: a tool's
+own text that ends like it, saying anything else, stays in the fence."""
 
 
 def _split_reminder(text: str) -> tuple[str, str]:
@@ -349,14 +351,13 @@ _SPACES = re.compile(r"\s+")
 _COMMENT = re.compile(r"<!--[^<]*?-->")
 _ATTRIBUTE = r"""\s+[\w:.-]+(?:\s*=\s*(?:"[^"<]*"|'[^'<]*'|[^\s"'<>]+))?"""
 _UNSEEN = re.compile(
-    r"<(style|script|template|head)\b[^<>]{0,200}>[^<]*</\1\s*>"
+    r"<(style|script|template)\b[^<>]{0,200}>[^<]*</\1\s*>"
     rf"|<(\w+)((?:{_ATTRIBUTE}){{1,20}})\s*>[^<]*</\2\s*>",
     re.IGNORECASE,
 )
 """Elements a browser does not draw: styles, scripts, and an element whose
 attributes hide it (``_unless_drawn``), whatever other attributes say."""
 _NAMED = re.compile(r"""([\w:.-]+)(?:\s*=\s*("[^"<]*"|'[^'<]*'|[^\s"'<>]+))?""")
-_HIDING_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
 _TAKEN_BACK = re.compile(
     # as markdown strikes: ``~~`` against the text (not a space), within a paragraph
     r"(?<!~)~~(?![~\s])(?:[^~\n]|\n(?!\s*\n))*(?<![~\s])~~(?!~)|<(del|s|strike)(?:\s[^<>]{0,200})?>[^<]*</\1\s*>"
@@ -394,11 +395,32 @@ def _unless_drawn(element: re.Match[str]) -> str:
     attributes = element.group(3)
     if attributes is None:  # a style or a script
         return ""
+    given: dict[str, str] = {}
     for name, value in _NAMED.findall(attributes):
-        name = name.lower()
-        if name == "hidden" or (name == "style" and _HIDING_STYLE.search(value)):
-            return ""
-    return element.group(0)
+        given.setdefault(name.lower(), value.strip("\"'"))  # a browser takes an attribute's first value
+    display, visibility = _declared(given.get("style", ""))
+    if visibility and all(v.startswith(("hidden", "collapse")) for v in visibility):
+        return ""
+    if display:  # any display declared overrides ``hidden``'s: hidden only if each says none
+        return "" if all(v.startswith("none") for v in display) else element.group(0)
+    return "" if "hidden" in given else element.group(0)
+
+
+def _declared(style: str) -> tuple[list[str], list[str]]:
+    """The values an inline style declares for ``display`` and for
+    ``visibility`` (the property exactly: ``--display`` is another). An
+    element is taken as hidden only when each says so: which one a browser
+    applies (the last, an ``!important`` one over it) is not judged here."""
+    display: list[str] = []
+    visibility: list[str] = []
+    for declaration in style.split(";"):
+        name, _, value = declaration.partition(":")
+        name = name.strip().lower()
+        if name == "display":
+            display.append(value.strip().lower())
+        elif name == "visibility":
+            visibility.append(value.strip().lower())
+    return display, visibility
 
 
 def _as_read(text: str) -> str:
