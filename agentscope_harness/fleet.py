@@ -942,40 +942,22 @@ class Fleet:
         deadline_s = self.config.deadline_s or 0.0
         return max(RESERVATION_MIN_TTL_S, deadline_s + 60.0)
 
-    async def settle(self, run: RunState, reservation: str, usd: float) -> None:
-        """Replace a call's reservation by what it cost (0 for a call that
-        failed or was cancelled). Bounded by the store timeout only, not the
-        deadline: money spent is charged even after the deadline."""
+    async def settle(self, run: RunState, reservation: str | None, usd: float) -> None:
+        """Charge a call's cost to the principal's daily spend: replace its
+        reservation by what it cost (0 for a call that failed or was
+        cancelled) or, with none (a store keeping the daily spend alone; an
+        attempt timed out before it answered), add it. Bounded by the store
+        timeout only, not the deadline: money spent is charged even after the
+        deadline. One the store does not take is kept and made later (a
+        settle once; an add whose answer was lost may count twice: never none)."""
         root, cost = run.root, self.config.cost
         assert root.principal is not None and cost is not None and cost.daily_quota_usd is not None
         key = root.principal.key
         try:
-            total = await self._settled(key, reservation, usd)
+            total = await (self._settled(key, reservation, usd) if reservation is not None
+                           else self._call(self.store.add_spend(key, usd), "spend store", None))
         except BaseException as exc:  # the store down, or the settle cancelled: kept, made later (once)
             self._unsettled.setdefault(key, []).append((reservation, usd))
-            self._settle_later()
-            if not isinstance(exc, DependencyDown):
-                raise
-            root.store_error = str(exc)
-            self.record(run, "budget_router", "on_model_call", "error", code="dependency_down",
-                        detail=f"reservation not settled (retried until the store takes it): {exc}")
-            return
-        root.stored_today(usd, total)
-
-    async def charge(self, run: RunState, usd: float) -> None:
-        """Add a cost no reservation holds (a store keeping the daily spend
-        alone; an attempt timed out before it answered) to the principal's
-        daily spend. Bounded by the store timeout only, as a settle is (money
-        spent is charged after the deadline too); one the store does not take
-        is kept and added later, with the settles (an add whose answer was
-        lost may count twice: never none)."""
-        root = run.root
-        assert root.principal is not None
-        key = root.principal.key
-        try:
-            total = await self._call(self.store.add_spend(key, usd), "spend store", None)
-        except BaseException as exc:
-            self._unsettled.setdefault(key, []).append((None, usd))
             self._settle_later()
             if not isinstance(exc, DependencyDown):
                 raise

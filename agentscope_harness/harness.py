@@ -412,7 +412,7 @@ class Harness:
             return
         if usd <= 0 or root.daily_spent_usd is None or root.principal is None:
             return
-        await self.services.fleet.charge(run, usd)
+        await self.services.fleet.settle(run, None, usd)
 
     async def publish(self, report: RunReport, agent: Any) -> None:
         """A settled report: into the history, as the agent's last, and to

@@ -397,7 +397,7 @@ async def test_a_redis_restart_fails_closed_then_recovers_without_a_restart(priv
         assert report2.terminal_state == TerminalState.INCOMPLETE
         assert report2.reason == "dependency_down" and len(model2.calls) == 1
         assert answer2.startswith(STORE_DOWN)  # the spend store is down: the budget fails closed
-        assert any("reservation not settled" in d.detail for d in report2.decisions)
+        assert any("daily spend not charged yet" in d.detail for d in report2.decisions)
 
         private_redis.start()
         h.services.fleet._store_retry_at = 0.0  # the breaker's retry second has passed

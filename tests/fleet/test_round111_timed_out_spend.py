@@ -24,6 +24,7 @@ the deadline")."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from agentscope.credential import OpenAICredential
@@ -42,12 +43,14 @@ pytestmark = pytest.mark.asyncio
 PRICES = {"gpt-main": (1.0, 1.0)}
 
 
-async def test_a_timed_out_attempt_is_charged_to_the_daily_spend(redis_url: str, prefix: str) -> None:
+async def timed_out_twice(store: RedisStore) -> Any:
+    """One reply whose first attempt the client's timeout cuts (0.5 s, its
+    request out: charged, no reservation holding it) and whose retry the
+    deadline cuts (0.8 s); its report."""
     server = FakeOpenAI()
     await server.start()
     try:
         server.plan(Reply(text="late", delay_s=5), Reply(text="late", delay_s=5))
-        store = RedisStore(redis_url, prefix=prefix)
         harness = Harness(HarnessConfig(
             store=store, deadline_s=0.8,
             cost=CostPolicy(prices=PRICES, daily_quota_usd=1.0, max_output_tokens=100),
@@ -60,16 +63,20 @@ async def test_a_timed_out_attempt_is_charged_to_the_daily_spend(redis_url: str,
         agent = make_agent(model, harness.instrument(Toolkit(tools=[tool(search)])), harness.middlewares())
         with harness.acting_for(ALICE):
             await drain(agent, UserMsg("user", "hi"))
-        report = harness.last_report(agent)
-        assert report is not None
-        await asyncio.sleep(0.5)  # any background settle has landed
-        in_store = await store.get_spend(ALICE.key)
-        dropped = [d.detail for d in report.decisions if d.code == "dependency_down"]
-        assert report.model_calls == 2 and report.spent_usd > 0
-        # what the run spent (its report) is what the principal's daily spend counts
-        assert in_store == pytest.approx(report.spent_usd), (in_store, report.spent_usd, dropped)
+        return harness.last_report(agent)
     finally:
         await server.close()
+
+
+async def test_a_timed_out_attempt_is_charged_to_the_daily_spend(redis_url: str, prefix: str) -> None:
+    store = RedisStore(redis_url, prefix=prefix)
+    report = await timed_out_twice(store)
+    await asyncio.sleep(0.5)  # any background settle has landed
+    in_store = await store.get_spend(ALICE.key)
+    dropped = [d.detail for d in report.decisions if d.code == "dependency_down"]
+    assert report.model_calls == 2 and report.spent_usd > 0
+    # what the run spent (its report) is what the principal's daily spend counts
+    assert in_store == pytest.approx(report.spent_usd), (in_store, report.spent_usd, dropped)
 
 
 class _AddFailsOnce(RedisStore):
@@ -85,29 +92,11 @@ class _AddFailsOnce(RedisStore):
 
 
 async def test_a_charge_the_store_did_not_take_is_added_later(redis_url: str, prefix: str) -> None:
-    """The same charge (no reservation holds it) while the store cannot
-    answer: kept and added in the background once it can, never dropped."""
-    server = FakeOpenAI()
-    await server.start()
-    try:
-        server.plan(Reply(text="late", delay_s=5), Reply(text="late", delay_s=5))
-        store = _AddFailsOnce(redis_url, prefix=prefix)
-        harness = Harness(HarnessConfig(
-            store=store, deadline_s=0.8,
-            cost=CostPolicy(prices=PRICES, daily_quota_usd=1.0, max_output_tokens=100),
-        ), load_entry_points=False, environ={})
-        model = OpenAIChatModel(
-            credential=OpenAICredential(api_key=SecretStr("sk-test"), base_url=server.base_url),
-            model="gpt-main", stream=False, max_retries=1, retry_delay=0.01,
-            client_kwargs={"max_retries": 0, "timeout": 0.5},
-        )
-        agent = make_agent(model, harness.instrument(Toolkit(tools=[tool(search)])), harness.middlewares())
-        with harness.acting_for(ALICE):
-            await drain(agent, UserMsg("user", "hi"))
-        report = harness.last_report(agent)
-        assert store.failed == 1
-        assert any("retried until the store takes it" in d.detail for d in report.decisions)
-        await asyncio.sleep(1.5)  # the background retry (first after 1 s)
-        assert await store.get_spend(ALICE.key) == pytest.approx(report.spent_usd)
-    finally:
-        await server.close()
+    """The same charge while the store cannot answer: kept and added in the
+    background once it can, never dropped."""
+    store = _AddFailsOnce(redis_url, prefix=prefix)
+    report = await timed_out_twice(store)
+    assert store.failed == 1
+    assert any("retried until the store takes it" in d.detail for d in report.decisions)
+    await asyncio.sleep(1.5)  # the background retry (first after 1 s)
+    assert await store.get_spend(ALICE.key) == pytest.approx(report.spent_usd)
