@@ -125,7 +125,7 @@ class CallFlow:
         if not view.rejudged:  # a call judged again (after a park) is still one call
             run.judged_calls.add(view.id)
             run.facts.recent_tools.append(view.name)
-        if view.name in UNGATED_TOOLS:
+        if view.agentscope_own:
             return Verdict(ctx=ctx)
         over = self._enclosing_tool_cap(ctx) or self._enclosing_ended(ctx)
         if over is not None:
@@ -148,7 +148,7 @@ class CallFlow:
             by_rule = await self.ask_when(ctx)
             reasons = [r for r in (ctx.ask_reason, by_rule) if r is not None]
         except TimeoutError:  # the rule took the run's time: the call is not made
-            return Verdict(refusal=self._out_of_time(ctx), ctx=ctx)
+            return Verdict(refusal=self.out_of_time(ctx.run, view.name), ctx=ctx)
         reason = "; ".join(reasons) if reasons else None
         if view.role == "finish" and _written_before_a_decision(run, view):  # asked about or not
             return Verdict(refusal=self._refuse(ctx, ("not_ready", FINISH_WAITS), hook="finish_gate"), ctx=ctx)
@@ -168,7 +168,7 @@ class CallFlow:
                                  tool=view.name, detail=reason)
             return Verdict(ctx=ctx)
         if run.past_deadline():  # the approval's ``when`` took the run's time: nothing is asked
-            return Verdict(refusal=self._out_of_time(ctx), ctx=ctx)
+            return Verdict(refusal=self.out_of_time(ctx.run, view.name), ctx=ctx)
         if self.services.shadow:  # asked (recorded unless AgentScope's engine denies it), and it runs
             if self.runner.candidate is not None:  # compared with what the live policy would do
                 self.runner.candidate.asked(ctx)
@@ -228,9 +228,9 @@ class CallFlow:
                              detail=f"deadline: the call to {tool} was {what}", enforced=True)
         run.facts.time_is_up(self.services.shadow)
 
-    def _out_of_time(self, ctx: HookContext) -> Refusal:
-        """A call whose judgement outlasted the run's deadline: not made."""
-        run, name = ctx.run, ctx.tool.name if ctx.tool is not None else "tool"
+    def out_of_time(self, run: RunState, name: str) -> Refusal:
+        """A call whose judgement (the gates, ``ask_when``, AgentScope's own
+        permission engine) outlasted the run's deadline: not made."""
         self.deadline_stopped(run, "pre_tool_call", name, "not made")
         text = format_sentinel("run_concluded", DEADLINE_PASSED.format(name=name))
         run.remember_sentinel("run_concluded", text)
@@ -402,7 +402,7 @@ class CallFlow:
             result.text, result.notices, result.state = refusal.text, [], "error"
             result.withheld = True
             run.facts.unreach(result.new_facts)
-        if result.ok and not result.withheld and view.role not in ("finish", "ask") and view.name not in UNGATED_TOOLS:
+        if result.ok and not result.withheld and view.role not in ("finish", "ask") and not view.agentscope_own:
             run.findings.append((view.name, _finding(result.text)))
         error = result.error_class or ErrorClass.TOOL_ERROR
         run.facts.record_outcome(
@@ -411,7 +411,7 @@ class CallFlow:
             self.services.keys_of(view.name), view.batch,
             # a prerequisite's values as the tool ran with them: its defaults filled in
             view.declared.defaults if view.declared is not None else NO_DEFAULTS,
-            changed_state=view.role == "mutation",
+            changed_state=view.role == "mutation", said=result.text,
         )
         if result.ok:
             run.tell_enclosing_runs(view.name, view.args)

@@ -107,6 +107,9 @@ class ToolCallView:
     """What the schema of the tool AgentScope judged the call with declares
     (argument names, defaults), for a tool a gate reads the schema of;
     else ``None``."""
+    agentscope_own: bool = False
+    """AgentScope's own tool (its structured output, its compression), not one
+    of that name: AgentScope judges it, the harness does not gate it."""
     _digest: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -108,7 +108,14 @@ def classify_exception(exc: BaseException) -> ErrorClass:
         return ErrorClass.DEPENDENCY_DOWN
     if type(exc).__name__ == "ValidationError":  # pydantic / jsonschema
         return ErrorClass.INVALID_ARGUMENTS
+    code = getattr(exc, "code", None)
+    if type(exc).__name__ == "MCPError" and isinstance(code, int):  # its client timed out, its connection closed
+        return _MCP_CODES.get(code, ErrorClass.TOOL_ERROR)
     return ErrorClass.TOOL_ERROR
+
+
+_MCP_CODES = {-32001: ErrorClass.TIMEOUT_UNKNOWN, -32000: ErrorClass.DEPENDENCY_DOWN}
+"""The MCP SDK's ``REQUEST_TIMEOUT`` and ``CONNECTION_CLOSED`` error codes."""
 
 
 def error_class_of(metadata: dict[str, Any] | None) -> ErrorClass:

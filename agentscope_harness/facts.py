@@ -7,6 +7,7 @@ to keep in sync; every decision is derived from these.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -14,7 +15,7 @@ from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from .lazy import LazyFields, lazy
 
@@ -281,6 +282,17 @@ class Novelty:
         return len(fresh), len(shingles)
 
 
+class Failures(NamedTuple):
+    """The streak of one exact call failing the same way, in a row."""
+
+    error_class: str
+    streak: int
+    mutations: int
+    """``GuardState.mutations`` at its last failure."""
+    said: str
+    """A fingerprint of what its last failure said."""
+
+
 @dataclass
 class Success:
     """A call that succeeded: what ran, with which arguments (the tool's
@@ -314,6 +326,8 @@ def _exact_value(value: Any) -> str:
     return json.dumps(thawed(value), sort_keys=True, ensure_ascii=False, default=str)
 
 
+SAID_CHARS = 2_048
+"""The most of a failure's text compared to the last (its start says how it failed)."""
 NO_DEFAULTS: Mapping[str, Any] = MappingProxyType({})
 
 
@@ -390,7 +404,14 @@ class GuardState(LazyFields):
 
     called_tools: Counter = lazy(Counter)
     succeeded: dict[str, Success] = lazy(dict)
-    failures: dict[str, tuple[str, int]] = lazy(dict)
+    failures: dict[str, Failures] = lazy(dict)
+    mutations: int = 0
+    """Successful mutations so far: a failure streak goes on across one only
+    when the call fails again word for word (else the model may have fixed
+    what made it fail)."""
+    news_from: set[str] = lazy(set)
+    """Digests of calls whose last result brought news (a poll whose job
+    advanced): the loop detector leaves such a call repeating."""
     progress_marks: set[str] = lazy(set)
     fact_batches: dict[str, Batch] = lazy(dict)
     """The batch whose result reached each fact a tool's result brought:
@@ -558,27 +579,32 @@ class GuardState(LazyFields):
         batch: Batch = ("", -1, -1),
         defaults: Mapping[str, Any] = NO_DEFAULTS,
         changed_state: bool = False,
+        said: str = "",
     ) -> None:
         """What a finished call did: a success (with its ref, indexed by the
         exact values of each ``index_keys`` name tuple as it ran, ``defaults``
-        filled in, with its ``batch``) or one more failure in the streak of
-        this exact call. A success that ``changed_state`` (a mutation) ends
-        every streak: a call that failed before it meets another world now
-        (the model fixed what made it fail), so its failures are not in a row."""
+        filled in, with its ``batch``; one that ``changed_state``, a mutation,
+        counted) or one more failure in the streak of this exact call: the
+        same error class, and, across a mutation, the same words (``said``)."""
         if ok:
             if digest not in self.succeeded:
                 self.success_counts[tool] += 1
             self.succeeded[digest] = Success(tool, {**defaults, **args} if defaults else args, ref)
-            if changed_state:
-                self.failures.clear()
+            self.mutations += changed_state
             self.failures.pop(digest, None)
             for names in index_keys:
                 self.success_index.setdefault((tool, names, exact_key(args, names, defaults)), batch)
             return
         if error_class is None:
             return
-        last_class, streak = self.failures.get(digest, (error_class, 0))
-        self.failures[digest] = (error_class, streak + 1 if last_class == error_class else 1)
+        # its words, volatile tokens (a request id, a timestamp) left out
+        words = " ".join(_words(said[:SAID_CHARS])).encode(errors="replace")
+        fingerprint = hashlib.blake2b(words, digest_size=8).hexdigest()
+        last = self.failures.get(digest)
+        again = last is not None and last.error_class == error_class and (
+            last.mutations == self.mutations or last.said == fingerprint)
+        streak = last.streak + 1 if again and last is not None else 1
+        self.failures[digest] = Failures(error_class, streak, self.mutations, fingerprint)
 
     def record_result_facts(
         self, role: str, ok: bool, text: str, reported: dict[str, Any], counted: int | None,

@@ -876,10 +876,19 @@ def _unforced_while_thinking(input_kwargs: dict, model: Any) -> None:
     not call it meets the ladder's next step (another narrowed round, the
     fallback)."""
     choice = input_kwargs.get("tool_choice")
-    if choice is not None and choice.mode not in ("auto", "none") and getattr(
-        getattr(model, "parameters", None), "thinking_enable", False,
-    ):
+    if choice is not None and choice.mode not in ("auto", "none") and _thinks(model):
         input_kwargs["tool_choice"] = ToolChoice(mode="auto")
+
+
+def _thinks(model: Any) -> bool:
+    """Whether ``model`` has thinking on: AgentScope's ``thinking_mode``
+    (Anthropic's modern control: ``enabled``, ``adaptive``) when set, else
+    the ``thinking_enable`` toggle its models share."""
+    parameters = getattr(model, "parameters", None)
+    mode = getattr(parameters, "thinking_mode", None)
+    if mode is not None:
+        return mode != "disabled"
+    return bool(getattr(parameters, "thinking_enable", False))
 
 
 def _name(model: Any) -> str:

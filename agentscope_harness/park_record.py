@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from .facts import Success, frozen, thawed
+from .facts import Failures, Success, frozen, thawed
 from .report import Decision, RunReport
 
 if TYPE_CHECKING:
@@ -93,8 +93,15 @@ def _recent(value: Any) -> list[str]:
     return [_text(v) for v in list(value)]
 
 
-def _failures(value: Any) -> dict[str, tuple[str, int]]:
-    return {_text(digest): (_text(kind), _count(streak)) for digest, (kind, streak) in dict(value).items()}
+def _failures(value: Any) -> dict[str, Failures]:
+    return {_text(digest): _failed(list(streak)) for digest, streak in dict(value).items()}
+
+
+def _failed(value: list[Any]) -> Failures:
+    if len(value) == 2:  # kept before failures carried what they said: the class alone judges
+        return Failures(_text(value[0]), _count(value[1]), 0, "")
+    kind, streak, mutations, said = value
+    return Failures(_text(kind), _count(streak), _count(mutations), _text(said))
 
 
 def _refused(value: Any) -> list[tuple[str, str, str | None]]:
@@ -164,7 +171,8 @@ _FACTS: dict[str, Callable[[Any], Any]] = {
     "gate_reject_counts": _counts, "latched": _names, "refusals_met": _pairs, "denied_turns": _turns,
     "reject_batches": _reject_batches, "refused": _refused, "stuck": _maybe_text, "refused_again": _maybe_text,
     "dependency_down": _names, "progress_marks": _names, "fact_batches": _fact_batches,
-    "failures": _failures, "recent_tools": _recent, "recent_digests": _recent,
+    "failures": _failures, "mutations": _count, "news_from": _names, "recent_tools": _recent,
+    "recent_digests": _recent,
     "loop_hinted": _names, "nudged": _names,
     "succeeded": _succeeded, "success_index": _success_index, "success_counts": _counts,
     "done_by_sub_runs": _sub_runs, "tool_answer": _maybe_text, "delivered": _flag,

@@ -71,11 +71,13 @@ SHORT_ENDS = frozenset({TerminalState.INCOMPLETE.value, TerminalState.FAILED.val
 
 CALLLESS_ENDS = frozenset({
     "refused:permission_denied", "concurrency_limited", "rate_limited", "unpriced_model", "dependency_down",
+    "policy_refused", "policy_error",
 })
 """Ends after which no model call of the run is made, not even one narrowed
 to its structured output: it acts for nobody (resumed by another), holds no
-slot, may not call the model now, cannot be priced, or lost what it needed
-(a deadline passed refuses every call by itself)."""
+slot, may not call the model now, cannot be priced, lost what it needed, or
+a hook refused it (a safety hook at ``on_system_prompt``: that run's model
+call is not made). A deadline passed refuses every call by itself."""
 
 
 def live_parent(reply_id: str) -> RunState | None:

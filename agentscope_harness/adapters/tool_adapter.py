@@ -21,8 +21,10 @@ import json
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable
+from types import MethodType
 from typing import TYPE_CHECKING, Any
 
+from agentscope.agent._structured_output_tool import _GenerateStructuredOutput
 from agentscope.message import DataBlock, TextBlock, ToolCallState, ToolResultState
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import ToolChunk, ToolMiddlewareBase, ToolResponse
@@ -134,6 +136,7 @@ class HarnessToolAdapter(HarnessMiddleware):
             batch=(agent.state.reply_id, agent.state.cur_iter, run.turns),
             resumed=call.state == ToolCallState.ALLOWED,
             declared=self.harness.services.declared(call.name, input_kwargs.get("tool")),
+            agentscope_own=_agentscope_own(agent, input_kwargs.get("tool")),
         )
         if run.awaiting_human and _drop_answered(agent, run, view):
             rejoin(self.harness, run)  # the tool adapter alone: resumed, and no on_reply said so
@@ -159,7 +162,9 @@ class HarnessToolAdapter(HarnessMiddleware):
             if verdict.refusal is not None:
                 return _deny(verdict.refusal.text)
             with self.harness.services.approvals.only_rules_of(agent, run.principal):
-                decision = await next_handler(**input_kwargs)
+                decision = await _engine_decides(run, next_handler, input_kwargs)
+            if decision is None:  # AgentScope's engine (a tool's check_permissions) still deciding at the deadline
+                return _deny(flow.out_of_time(run, view.name).text)
             if verdict.ask is None and verdict.rule is not None and decision.behavior != PermissionBehavior.DENY:
                 flow.asked_by_rule(run, view, verdict.rule)  # shadow mode: the question recorded, the call runs
             if verdict.ask is not None and decision.behavior == PermissionBehavior.DENY:
@@ -315,6 +320,33 @@ class HarnessToolAdapter(HarnessMiddleware):
             ctx.run, original.id, "policy_error",
             f"The call to {name} could not be completed safely. Do not retry it; tell the user.",
         )
+
+
+async def _engine_decides(
+    run: RunState, next_handler: Callable[..., Any], input_kwargs: dict,
+) -> PermissionDecision | None:
+    """AgentScope's own permission engine on the call (the tool's
+    ``check_permissions``, its rules), within the run's deadline as every
+    judgement is; ``None`` when the deadline came first (the check is cut)."""
+    if run.deadline is None:
+        return await next_handler(**input_kwargs)
+    bound = asyncio.timeout(max(run.deadline - time.monotonic(), 0.0))
+    try:
+        async with bound:
+            decision: PermissionDecision = await next_handler(**input_kwargs)
+    except TimeoutError:
+        if bound.expired():
+            return None
+        raise  # the check's own
+    return decision
+
+
+def _agentscope_own(agent: Any, tool: Any) -> bool:
+    """Whether ``tool`` is AgentScope's own (the structured-output tool it
+    equips a reply with, the agent's compression tool), told by the object,
+    never by its name: an application's tool of that name is gated."""
+    return isinstance(tool, _GenerateStructuredOutput) or (
+        tool is not None and tool is getattr(agent, "_compression_tool", None))
 
 
 def _waits(run: RunState, view: ToolCallView) -> None:
@@ -525,22 +557,46 @@ class ErrorClassMiddleware(ToolMiddlewareBase):
 
 
 def instrument_toolkit(toolkit: Any, middleware: ToolMiddlewareBase) -> None:
-    """Prepend ``middleware`` to every tool registered in ``toolkit``.
+    """Prepend ``middleware`` to every tool registered in ``toolkit``, and to
+    every tool its MCP clients hand out.
 
     AgentScope has no public way to add a middleware to a tool that already
     exists; this is the one place that touches its private ``_middlewares``
-    list (a test fails loudly if AgentScope renames it).
+    list (a test fails loudly if AgentScope renames it). An MCP client makes
+    a fresh tool each time the toolkit lists it (at every call), so its
+    ``get_tool`` is wrapped on the instance to instrument each one it makes.
     """
     for tool in tools_in(toolkit):
-        chain = getattr(tool, "_middlewares", None)
-        if chain is None:
-            raise RuntimeError(
-                f"cannot instrument tool {getattr(tool, 'name', tool)!r}: AgentScope's "
-                "ToolBase no longer has _middlewares; use harness.tool_middleware() "
-                "when building the tool",
-            )
-        if not _instrumented_chain(chain):
-            chain.insert(0, middleware)
+        _prepend(tool, middleware)
+    for group in getattr(toolkit, "tool_groups", ()):
+        for client in getattr(group, "mcps", ()):
+            if not isinstance(vars(client).get("get_tool"), MethodType):
+                object.__setattr__(client, "get_tool", MethodType(_InstrumentedTools(middleware), client))
+
+
+def _prepend(tool: Any, middleware: ToolMiddlewareBase) -> None:
+    chain = getattr(tool, "_middlewares", None)
+    if chain is None:
+        raise RuntimeError(
+            f"cannot instrument tool {getattr(tool, 'name', tool)!r}: AgentScope's "
+            "ToolBase no longer has _middlewares; use harness.tool_middleware() "
+            "when building the tool",
+        )
+    if not _instrumented_chain(chain):
+        chain.insert(0, middleware)
+
+
+class _InstrumentedTools:
+    """An MCP client's ``get_tool``, each tool it makes instrumented (bound
+    to the client as a method: a copy of the client makes its own)."""
+
+    def __init__(self, middleware: ToolMiddlewareBase) -> None:
+        self.middleware = middleware
+
+    async def __call__(self, client: Any, name: str) -> Any:
+        tool = await type(client).get_tool(client, name)
+        _prepend(tool, self.middleware)
+        return tool
 
 
 def _instrumented_chain(chain: list[Any]) -> bool:

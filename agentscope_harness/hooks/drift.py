@@ -30,10 +30,10 @@ def drift_result_tracker(ctx: ToolResultContext) -> None:
     """A successful result that brings new information makes the round a
     progress round (edge-triggered: only progress resets the stall counter).
     Every successful result is recorded, so a later repeat of it is not new."""
-    result = ctx.result
+    result, facts = ctx.result, ctx.facts
     if not result.ok:
+        facts.news_from.discard(ctx.tool.digest)
         return
-    facts = ctx.facts
     # judged on what the model reads (redacted, truncated, inside the fence):
     # the rest is not information it was given, and a 1 MB result would
     # cost its shingles on the event loop (in shadow mode, where nothing is
@@ -41,6 +41,10 @@ def drift_result_tracker(ctx: ToolResultContext) -> None:
     # megabytes (``result_max_tokens`` raised) is judged on their two ends
     # too: whether a result is news does not take all of it
     novel = facts.novelty.add(judged_text(result.text, ctx.config.result_max_tokens), echo=ctx.tool.args)
+    if novel:
+        facts.news_from.add(ctx.tool.digest)
+    else:
+        facts.news_from.discard(ctx.tool.digest)
     if novel or ctx.tool.role in _ACTING_ROLES:
         facts.new_fact_this_round = True
 

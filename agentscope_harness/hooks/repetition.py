@@ -21,10 +21,10 @@ def repeat_call_gate(ctx: ToolCallContext) -> None:
     digest = call.digest
     _watch_loop(ctx, digest)
 
-    error_class, streak = facts.failures.get(digest, (None, 0))
-    if streak >= config.max_identical_failures:
+    failed = facts.failures.get(digest)
+    if failed is not None and failed.streak >= config.max_identical_failures:
         raise HookRejectSignal(
-            f"This exact call failed {streak} times in a row ({error_class}). "
+            f"This exact call failed {failed.streak} times in a row ({failed.error_class}). "
             "Do not retry it; change the arguments or tell the user.",
             code="repeated_failure",
             hard=True,
@@ -90,8 +90,8 @@ def _watch_loop(ctx: ToolCallContext, digest: str) -> None:
         )
         return
     same = facts.recent_digests.count(digest)
-    # a call repeated while the rounds bring news (a poll whose job advances) is no stall
-    if same >= config.loop_threshold and not facts.force_conclude and facts.rounds_without_progress:
+    # a call whose last result was news (a poll whose job advances) is no stall
+    if same >= config.loop_threshold and not facts.force_conclude and digest not in facts.news_from:
         ctx.constrain(f"the same {name} call keeps repeating after a loop hint")
         facts.stuck = facts.stuck or "stalled"
 

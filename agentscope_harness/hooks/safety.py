@@ -351,8 +351,8 @@ _SPACES = re.compile(r"\s+")
 _COMMENT = re.compile(r"<!--[^<]*?-->")
 _ATTRIBUTE = r"""\s+[\w:.-]+(?:\s*=\s*(?:"[^"<]*"|'[^'<]*'|[^\s"'<>]+))?"""
 _UNSEEN = re.compile(
-    r"<(style|script|template)\b[^<>]{0,200}>[^<]*</\1\s*>"
-    rf"|<(\w+)((?:{_ATTRIBUTE}){{1,20}})\s*>[^<]*</\2\s*>",
+    r"<(style|script|template)\b([^<>]{0,200})>[^<]*</\1\s*>"
+    rf"|<(\w+)((?:{_ATTRIBUTE}){{1,20}})\s*>[^<]*</\3\s*>",
     re.IGNORECASE,
 )
 """Elements a browser does not draw: styles, scripts, and an element whose
@@ -390,15 +390,19 @@ def _latin_if_mixed(word: re.Match[str]) -> str:
 
 
 def _unless_drawn(element: re.Match[str]) -> str:
-    """An element ``_UNSEEN`` found: gone (``""``) when a browser does not
-    draw it, else as it was."""
-    attributes = element.group(3)
-    if attributes is None:  # a style or a script
-        return ""
-    given: dict[str, str] = {}
-    for name, value in _NAMED.findall(attributes):
-        given.setdefault(name.lower(), value.strip("\"'"))  # a browser takes an attribute's first value
-    display, visibility = _declared(given.get("style", ""))
+    """An element ``_UNSEEN`` found: gone (``""``) when a browser surely
+    does not draw it, else as it was (in doubt it is read: a claim the user
+    may see is audited)."""
+    kind = element.group(1)
+    given = _attributes(element.group(2) if kind is not None else element.group(4))
+    declared = _declared(given.get("style", ""))
+    if kind is not None:  # a template's content is never drawn; a style or a script, unless a style shows it
+        shown = kind.lower() != "template" and (declared is None or any(
+            not v.startswith("none") for v in declared[0]))
+        return element.group(0) if shown else ""
+    if declared is None:
+        return element.group(0)
+    display, visibility = declared
     if visibility and all(v.startswith(("hidden", "collapse")) for v in visibility):
         return ""
     if display:  # any display declared overrides ``hidden``'s: hidden only if each says none
@@ -406,11 +410,24 @@ def _unless_drawn(element: re.Match[str]) -> str:
     return "" if "hidden" in given else element.group(0)
 
 
-def _declared(style: str) -> tuple[list[str], list[str]]:
+def _attributes(written: str) -> dict[str, str]:
+    """An element's attributes by name, unquoted: a browser takes an
+    attribute's first value."""
+    given: dict[str, str] = {}
+    for name, value in _NAMED.findall(written):
+        quoted = len(value) > 1 and value[0] in "\"'" and value[-1] == value[0]
+        given.setdefault(name.lower(), value[1:-1] if quoted else value)
+    return given
+
+
+def _declared(style: str) -> tuple[list[str], list[str]] | None:
     """The values an inline style declares for ``display`` and for
-    ``visibility`` (the property exactly: ``--display`` is another). An
-    element is taken as hidden only when each says so: which one a browser
-    applies (the last, an ``!important`` one over it) is not judged here."""
+    ``visibility`` (the property exactly: ``--display`` is another); an
+    element is taken as hidden only when each says so (which one a browser
+    applies, the last or an ``!important`` one, is not judged here).
+    ``None``: a style with comments, quotes or escapes, not judged."""
+    if any(mark in style for mark in ("/*", "'", '"', "\\")):
+        return None
     display: list[str] = []
     visibility: list[str] = []
     for declaration in style.split(";"):
