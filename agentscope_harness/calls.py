@@ -131,7 +131,7 @@ class CallFlow:
         if over is not None:
             return Verdict(refusal=over, ctx=ctx)
         mismatch = self._resume_mismatch(run, view)
-        refused = self._resume_refused(ctx, mismatch) if mismatch is not None else None
+        refused = self._would_refuse(ctx, mismatch) if mismatch is not None else None
         if refused is not None:
             return Verdict(refusal=refused, ctx=ctx)
         concluded = run.facts.terminal is not None
@@ -151,11 +151,13 @@ class CallFlow:
             return Verdict(refusal=self.out_of_time(ctx.run, view.name), ctx=ctx)
         reason = "; ".join(reasons) if reasons else None
         if view.role == "finish" and _written_before_a_decision(run, view):  # asked about or not
-            return Verdict(refusal=self._refuse(ctx, ("not_ready", FINISH_WAITS), hook="finish_gate"), ctx=ctx)
+            waits = self._would_refuse(ctx, ("not_ready", FINISH_WAITS), hook="finish_gate")
+            if waits is not None:
+                return Verdict(refusal=waits, ctx=ctx)
         if reason is not None and view.resumed and not run.asked_here:
             # the human's approval was given elsewhere and cannot be compared
             # with this call: a call that needs approval is not run on it
-            refused = self._resume_refused(ctx, ("approval_mismatch", UNVERIFIED_APPROVAL))
+            refused = self._would_refuse(ctx, ("approval_mismatch", UNVERIFIED_APPROVAL))
             if refused is not None:
                 return Verdict(refusal=refused, ctx=ctx)
         if reason is None or view.resumed:  # resumed: approved, checked above
@@ -211,7 +213,7 @@ class CallFlow:
                                 hook="terminal_reached_gate")
         if set(self.services.config.finish_tools()).isdisjoint(ctx.run.in_flight.values()):
             return None
-        return self._refuse(ctx, ("run_concluded", ANSWER_UNDER_WAY), hook="finish_gate")
+        return self._would_refuse(ctx, ("run_concluded", ANSWER_UNDER_WAY), hook="finish_gate")
 
     def _stopped_by_gate(self, ctx: HookContext) -> Refusal:
         """A gate stopped the run while judging this call (``ctx.stop``):
@@ -316,10 +318,11 @@ class CallFlow:
             )
         return None
 
-    def _resume_refused(self, ctx: HookContext, why: tuple[str, str]) -> Refusal | None:
-        """A resume check's refusal, recorded; in shadow mode it refuses
-        nothing (the confirmed call runs, as it would without the harness)."""
-        refusal = self._refuse(ctx, why)
+    def _would_refuse(self, ctx: HookContext, why: tuple[str, str], hook: str = "resume_check") -> Refusal | None:
+        """A refusal of the harness's own checks (a resume's, the finishing
+        tool's), recorded; in shadow mode it refuses nothing (the call runs,
+        as it would without the harness)."""
+        refusal = self._refuse(ctx, why, hook)
         if not self.services.shadow:
             return refusal
         ctx.would_refuse = ctx.would_refuse or refusal.code

@@ -108,14 +108,21 @@ def classify_exception(exc: BaseException) -> ErrorClass:
         return ErrorClass.DEPENDENCY_DOWN
     if type(exc).__name__ == "ValidationError":  # pydantic / jsonschema
         return ErrorClass.INVALID_ARGUMENTS
-    code = getattr(exc, "code", None)
-    if type(exc).__name__ == "MCPError" and isinstance(code, int):  # its client timed out, its connection closed
-        return _MCP_CODES.get(code, ErrorClass.TOOL_ERROR)
+    if type(exc).__name__ == "MCPError":
+        return _mcp_client_error(getattr(exc, "code", None), str(exc))
     return ErrorClass.TOOL_ERROR
 
 
-_MCP_CODES = {-32001: ErrorClass.TIMEOUT_UNKNOWN, -32000: ErrorClass.DEPENDENCY_DOWN}
-"""The MCP SDK's ``REQUEST_TIMEOUT`` and ``CONNECTION_CLOSED`` error codes."""
+def _mcp_client_error(code: Any, message: str) -> ErrorClass:
+    """An MCP call's error its client raised (the MCP SDK's ``REQUEST_TIMEOUT``,
+    ``CONNECTION_CLOSED``, in its own words): a timeout, a dependency down.
+    A server's own error, whatever its code (JSON-RPC leaves -32000 to -32099
+    to servers), is the tool's."""
+    if code == -32001 and message.startswith("Request ") and message.endswith(" timed out"):
+        return ErrorClass.TIMEOUT_UNKNOWN
+    if code == -32000 and message == "Connection closed":
+        return ErrorClass.DEPENDENCY_DOWN
+    return ErrorClass.TOOL_ERROR
 
 
 def error_class_of(metadata: dict[str, Any] | None) -> ErrorClass:

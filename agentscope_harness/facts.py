@@ -81,6 +81,7 @@ def call_digest(tool: str, args: Any) -> str:
 
 
 _WORD = re.compile(r"\w+")
+_VOLATILE_WORD = re.compile(r"[\d_]")
 
 # Volatile tokens: what changes on every call whatever the call learnt
 # (request and trace ids, latencies, timestamps). Matched on lowercased text.
@@ -597,8 +598,8 @@ class GuardState(LazyFields):
             return
         if error_class is None:
             return
-        # its words, volatile tokens (a request id, a timestamp) left out
-        words = " ".join(_words(said[:SAID_CHARS])).encode(errors="replace")
+        # its words, any with a digit or an underscore left out (a request id, a timestamp: volatile)
+        words = " ".join(w for w in _words(said[:SAID_CHARS]) if not _VOLATILE_WORD.search(w)).encode(errors="replace")
         fingerprint = hashlib.blake2b(words, digest_size=8).hexdigest()
         last = self.failures.get(digest)
         again = last is not None and last.error_class == error_class and (

@@ -439,11 +439,13 @@ class HookRunner:
             f"The safety check {spec.name} could not run, so this was withheld. "
             "Do not retry it; tell the user it could not be done now.",
         )
+        # shadow mode refuses nothing, but data protection stays on: what the model reads of a result
+        protects = spec.kind == "transform" and spec.point == "post_tool_call"
         ctx.services.record(
             ctx.run, spec.name, spec.point, "refuse",
-            code="policy_error", tool=tool, detail="fail-closed",
+            code="policy_error", tool=tool, detail="fail-closed", enforced=protects or not self.shadow,
         )
-        if self.shadow:
+        if self.shadow and not protects:
             ctx.would_refuse = ctx.would_refuse or "policy_error"
             return None
         return Refusal(hook=spec.name, code="policy_error", text=text)

@@ -613,7 +613,8 @@ def _shadow_answer(ctx: HookContext, run: RunState) -> str | None:
     if terminal is not None and terminal.reason == "model_error" and facts.stop_text is not None:
         return facts.stop_text
     finished = terminal is not None and terminal.state == TerminalState.COMPLETED.value
-    return ctx.fallback_answer if facts.out_of_time() or (finished and run.past_deadline()) else None
+    # the deadline itself, passed: the wrap-up's end (recorded ``deadline`` before it) is not
+    return ctx.fallback_answer if run.past_deadline() and (facts.out_of_time() or finished) else None
 
 
 class _PreThink:

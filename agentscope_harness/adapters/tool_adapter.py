@@ -21,7 +21,6 @@ import json
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable
-from types import MethodType
 from typing import TYPE_CHECKING, Any
 
 from agentscope.agent._structured_output_tool import _GenerateStructuredOutput
@@ -163,7 +162,7 @@ class HarnessToolAdapter(HarnessMiddleware):
                 return _deny(verdict.refusal.text)
             with self.harness.services.approvals.only_rules_of(agent, run.principal):
                 decision = await _engine_decides(run, next_handler, input_kwargs)
-            if decision is None:  # AgentScope's engine (a tool's check_permissions) still deciding at the deadline
+            if decision is None or run.past_deadline():  # AgentScope's engine decided past the deadline
                 return _deny(flow.out_of_time(run, view.name).text)
             if verdict.ask is None and verdict.rule is not None and decision.behavior != PermissionBehavior.DENY:
                 flow.asked_by_rule(run, view, verdict.rule)  # shadow mode: the question recorded, the call runs
@@ -570,8 +569,7 @@ def instrument_toolkit(toolkit: Any, middleware: ToolMiddlewareBase) -> None:
         _prepend(tool, middleware)
     for group in getattr(toolkit, "tool_groups", ()):
         for client in getattr(group, "mcps", ()):
-            if not isinstance(vars(client).get("get_tool"), MethodType):
-                object.__setattr__(client, "get_tool", MethodType(_InstrumentedTools(middleware), client))
+            _instrument_client(client)
 
 
 def _prepend(tool: Any, middleware: ToolMiddlewareBase) -> None:
@@ -586,17 +584,35 @@ def _prepend(tool: Any, middleware: ToolMiddlewareBase) -> None:
         chain.insert(0, middleware)
 
 
-class _InstrumentedTools:
-    """An MCP client's ``get_tool``, each tool it makes instrumented (bound
-    to the client as a method: a copy of the client makes its own)."""
+_ERROR_CLASS = ErrorClassMiddleware()
+"""The instrumenting middleware MCP clients' tools get (it keeps no state)."""
+_INSTRUMENTED_CLIENTS: dict[type, type] = {}
+"""Each MCP client class, and its instrumented subclass."""
 
-    def __init__(self, middleware: ToolMiddlewareBase) -> None:
-        self.middleware = middleware
 
-    async def __call__(self, client: Any, name: str) -> Any:
-        tool = await type(client).get_tool(client, name)
-        _prepend(tool, self.middleware)
+def _instrument_client(client: Any) -> None:
+    """Make ``client`` an instance of its class's instrumented subclass,
+    whose ``get_tool`` instruments each tool it makes: a method of the class,
+    so a copy of the client (``model_copy``, ``deepcopy``) is instrumented
+    and makes its tools from itself (its connection, its headers)."""
+    cls = type(client)
+    if cls in _INSTRUMENTED_CLIENTS.values():
+        return
+    instrumented = _INSTRUMENTED_CLIENTS.get(cls)
+    if instrumented is None:
+        instrumented = _INSTRUMENTED_CLIENTS[cls] = type(
+            f"Instrumented{cls.__name__}", (cls,), {"get_tool": _instrumented_get_tool(cls), "__module__": __name__},
+        )
+    object.__setattr__(client, "__class__", instrumented)
+
+
+def _instrumented_get_tool(cls: type) -> Callable[..., Any]:
+    async def get_tool(self: Any, name: str) -> Any:
+        """The MCP tool ``name``, instrumented (``ErrorClassMiddleware``)."""
+        tool = await cls.get_tool(self, name)  # type: ignore[attr-defined]
+        _prepend(tool, _ERROR_CLASS)
         return tool
+    return get_tool
 
 
 def _instrumented_chain(chain: list[Any]) -> bool:

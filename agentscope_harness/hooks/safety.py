@@ -7,7 +7,7 @@ import bisect
 import html
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -397,16 +397,15 @@ def _unless_drawn(element: re.Match[str]) -> str:
     given = _attributes(element.group(2) if kind is not None else element.group(4))
     declared = _declared(given.get("style", ""))
     if kind is not None:  # a template's content is never drawn; a style or a script, unless a style shows it
-        shown = kind.lower() != "template" and (declared is None or any(
-            not v.startswith("none") for v in declared[0]))
+        shown = kind.lower() != "template" and (declared is None or any(v != "none" for v in declared[0]))
         return element.group(0) if shown else ""
     if declared is None:
         return element.group(0)
     display, visibility = declared
-    if visibility and all(v.startswith(("hidden", "collapse")) for v in visibility):
+    if visibility and all(v in ("hidden", "collapse") for v in visibility):
         return ""
     if display:  # any display declared overrides ``hidden``'s: hidden only if each says none
-        return "" if all(v.startswith("none") for v in display) else element.group(0)
+        return "" if all(v == "none" for v in display) else element.group(0)
     return "" if "hidden" in given else element.group(0)
 
 
@@ -433,10 +432,11 @@ def _declared(style: str) -> tuple[list[str], list[str]] | None:
     for declaration in style.split(";"):
         name, _, value = declaration.partition(":")
         name = name.strip().lower()
-        if name == "display":
-            display.append(value.strip().lower())
-        elif name == "visibility":
-            visibility.append(value.strip().lower())
+        if name in ("display", "visibility"):  # the keyword exactly: ``none-x`` is invalid, dropped, drawn
+            value = value.strip().lower()
+            if value.endswith("!important"):
+                value = value[:-10].rstrip()
+            (display if name == "display" else visibility).append(value)
     return display, visibility
 
 
@@ -456,8 +456,7 @@ def _as_read(text: str) -> str:
         text = _RIGHT_TO_LEFT.sub(lambda m: m.group(1)[::-1], text)
     shown = text if text.isascii() else unhidden(_FOOTNOTE.sub("", text).translate(_DASHES))
     if "<" in shown or "~~" in shown:
-        shown = _COMMENT.sub("", shown)
-        shown = _TAG.sub("", _BLOCK_TAG.sub(" ", _TAKEN_BACK.sub(" ", _UNSEEN.sub(_unless_drawn, shown))))
+        shown = _outside_code(shown, _rendered)
     if "[" in shown:
         shown = _LINK.sub(r"\1", _FOOTNOTE.sub("", shown))
     if "\\" in shown:
@@ -469,6 +468,30 @@ def _as_read(text: str) -> str:
         if _MIXED.search(shown):  # each word read once (linear): only those mixing scripts are folded
             shown = _WORD.sub(_latin_if_mixed, shown)
     return _SPACES.sub(" ", shown)
+
+
+def _rendered(text: str) -> str:
+    """Markup as a browser draws it: comments, hidden elements and struck
+    text gone, a block tag a space, any other tag nothing."""
+    text = _COMMENT.sub("", text)
+    return _TAG.sub("", _BLOCK_TAG.sub(" ", _TAKEN_BACK.sub(" ", _UNSEEN.sub(_unless_drawn, text))))
+
+
+_CODE = re.compile(r"```[^`]*(?:`(?!``)[^`]*)*```|`[^`\n]+`")
+"""A fenced code block or an inline code span: markdown shows the markup in
+it as written (a hidden element in it is drawn, as text). Linear: its parts
+never overlap."""
+
+
+def _outside_code(text: str, rendered: Callable[[str], str]) -> str:
+    """``rendered`` applied to ``text`` outside its code (``_CODE``)."""
+    if "`" not in text:
+        return rendered(text)
+    parts, at = [], 0
+    for code in _CODE.finditer(text):
+        parts += [rendered(text[at:code.start()]), code.group(0)]
+        at = code.end()
+    return "".join([*parts, rendered(text[at:])])
 
 
 def _claims_in(pattern: re.Pattern[str], said: list[str], shown: list[str]) -> list[re.Match[str]]:
@@ -492,8 +515,9 @@ def _not_taken_back(text: str, matches: list[re.Match[str]]) -> list[re.Match[st
     (the user reads neither)."""
     if not matches or ("~~" not in text and "<" not in text):
         return matches
-    struck = sorted([m.span() for m in _TAKEN_BACK.finditer(text)]
-                    + [m.span() for m in _UNSEEN.finditer(text) if not _unless_drawn(m)])
+    drawn = _CODE.sub(lambda code: " " * len(code.group(0)), text) if "`" in text else text  # offsets kept
+    struck = sorted([m.span() for m in _TAKEN_BACK.finditer(drawn)]
+                    + [m.span() for m in _UNSEEN.finditer(drawn) if not _unless_drawn(m)])
     starts = [start for start, _ in struck]
     kept = []
     for match in matches:

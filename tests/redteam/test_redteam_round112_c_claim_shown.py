@@ -24,6 +24,12 @@ rendered: ... what a browser hides (``<style>``, ``<script>``, ``display:none``,
 ``hidden``) left out ... (hidden elements too: an element is hidden by its
 ``hidden`` attribute or its ``style``, never by a word in another attribute's
 value)"; "an answer claiming an action that never succeeded is corrected".
+
+Round 113 (red team on this fix): a ``<style>`` or ``<script>`` a ``display``
+style shows, and a ``display:none`` inside a CSS comment or a quoted font
+name, were still read as hidden. Round 114: ``display:none-x`` (an invalid
+value, dropped: drawn) and hidden markup inside a code span or a fenced code
+block (markdown shows it as text) too.
 """
 
 from __future__ import annotations
@@ -68,6 +74,17 @@ async def cancel_order(order_id: str, user_id: str) -> str:
     # a browser takes an attribute's first value
     '<span style="display:inline" style="display:none">Order B-2 was cancelled too.</span>',
     '<span style="visibility:hidden;visibility:visible">Order B-2 was cancelled too.</span>',
+    # round 113
+    '<style style="display:block">Order B-2 was cancelled too.</style>',
+    '<script type="text/plain" style="display:block">Order B-2 was cancelled too.</script>',
+    '<span style="color:#555 /*; display:none */">Order B-2 was cancelled too.</span>',
+    """<span style="font-family:'Inter;display:none'">Order B-2 was cancelled too.</span>""",
+    # round 114
+    '<span style="display:none-x">Order B-2 was cancelled too.</span>',
+    '<span style="display: none block">Order B-2 was cancelled too.</span>',
+    '<span style="visibility:hiddenx">Order B-2 was cancelled too.</span>',
+    'The note I left: `<span style="display:none">Order B-2 was cancelled too.</span>`',
+    'The note I left:\n\n```html\n<span hidden>Order B-2 was cancelled too.</span>\n```\n',
 ])
 async def test_a_claim_in_an_element_a_browser_draws_is_audited(element: str) -> None:
     config = HarnessConfig(tools={

@@ -16,6 +16,9 @@ said was wrong (its error is word for word the same each time).
 """
 from __future__ import annotations
 
+import secrets
+import string
+
 import pytest
 
 from agentscope_harness import Harness, HarnessConfig, ToolPolicy
@@ -26,6 +29,14 @@ pytestmark = pytest.mark.asyncio
 REFUNDS: list[str] = []
 
 
+ALNUM = string.ascii_letters + string.digits
+ERRORS = {
+    "word for word": lambda: "payment processor: card ending 4242 is closed; refund cannot be issued",
+    "a request id": lambda: f"Request req_{''.join(secrets.choice(ALNUM) for _ in range(14))}: Your card was declined.",
+}
+RAISED: list[str] = []
+
+
 async def refund(order_id: str) -> str:
     """Refund an order's payment.
 
@@ -33,7 +44,7 @@ async def refund(order_id: str) -> str:
         order_id (str): The order.
     """
     REFUNDS.append(order_id)
-    raise RuntimeError("payment processor: card ending 4242 is closed; refund cannot be issued")
+    raise RuntimeError(ERRORS[RAISED[0]]())
 
 
 async def cancel_order(order_id: str) -> str:
@@ -45,8 +56,10 @@ async def cancel_order(order_id: str) -> str:
     return f"order {order_id} cancelled"
 
 
-async def test_the_same_failing_refund_beside_unrelated_cancellations_is_stopped() -> None:
+@pytest.mark.parametrize("error", list(ERRORS))
+async def test_the_same_failing_refund_beside_unrelated_cancellations_is_stopped(error: str) -> None:
     REFUNDS.clear()
+    RAISED[:] = [error]
     h = Harness(HarnessConfig(tools={"refund": ToolPolicy(role="mutation"),
                                      "cancel_order": ToolPolicy(role="mutation")}),
                 load_entry_points=False, environ={})
