@@ -416,11 +416,16 @@ class CostPolicy(_Strict):
         return _reason_template(value)
 
     def model_for(self, tier: str) -> Any:
-        """The cheaper model that serves a budget ``tier`` (``lite`` serves
+        """The cheaper model that serves a budget ``tier``; ``None``: the run keeps its own."""
+        serving = self.serving_tier(tier)
+        return None if serving is None else self.tier_models[serving]
+
+    def serving_tier(self, tier: str) -> str | None:
+        """The tier whose model serves budget ``tier`` (``lite`` serves
         ``minimal`` when that has none); ``None``: the run keeps its own."""
         if tier == "full":
             return None
-        return self.tier_models.get(tier) or self.tier_models.get("lite")
+        return next((name for name in (tier, "lite") if self.tier_models.get(name) is not None), None)
 
     @field_validator("tier_models")
     @classmethod

@@ -114,11 +114,14 @@ def classify_exception(exc: BaseException) -> ErrorClass:
 
 
 def _mcp_client_error(code: Any, message: str) -> ErrorClass:
-    """An MCP call's error its client raised (the MCP SDK's ``REQUEST_TIMEOUT``,
-    ``CONNECTION_CLOSED``, in its own words): a timeout, a dependency down.
-    A server's own error, whatever its code (JSON-RPC leaves -32000 to -32099
-    to servers), is the tool's."""
-    if code == -32001 and message.startswith("Request ") and message.endswith(" timed out"):
+    """An MCP call's error: the MCP SDK's ``REQUEST_TIMEOUT`` (-32001, in any
+    words: its dispatchers word it differently) a timeout; its
+    ``CONNECTION_CLOSED`` (-32000, "Connection closed") a dependency down. A
+    server's own error with -32000 (JSON-RPC leaves -32000 to -32099 to
+    servers) is the tool's. *Limit*: the SDK raises a server's error as it
+    raises its own, so a server answering in those codes and words is taken
+    at its word (for its own tools)."""
+    if code == -32001:
         return ErrorClass.TIMEOUT_UNKNOWN
     if code == -32000 and message == "Connection closed":
         return ErrorClass.DEPENDENCY_DOWN

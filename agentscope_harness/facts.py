@@ -14,6 +14,7 @@ import re
 from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import pairwise
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -81,7 +82,14 @@ def call_digest(tool: str, args: Any) -> str:
 
 
 _WORD = re.compile(r"\w+")
-_VOLATILE_WORD = re.compile(r"[\d_]")
+def _volatile(word: str) -> bool:
+    """A word of a failure's text that changes on every attempt: one with a
+    digit (an id, a time, an amount), or letters switching case over and
+    over (a random id, ``req_mxbVdPuPSfCU``; ``shippingAddress`` switches
+    once, ``XMLHttpRequest`` three times)."""
+    if any(c.isdigit() for c in word):
+        return True
+    return sum(a.islower() != b.islower() for a, b in pairwise(word) if a.isalpha() and b.isalpha()) > 3
 
 # Volatile tokens: what changes on every call whatever the call learnt
 # (request and trace ids, latencies, timestamps). Matched on lowercased text.
@@ -598,8 +606,7 @@ class GuardState(LazyFields):
             return
         if error_class is None:
             return
-        # its words, any with a digit or an underscore left out (a request id, a timestamp: volatile)
-        words = " ".join(w for w in _words(said[:SAID_CHARS]) if not _VOLATILE_WORD.search(w)).encode(errors="replace")
+        words = " ".join(w for w in _WORD.findall(said[:SAID_CHARS]) if not _volatile(w)).encode(errors="replace")
         fingerprint = hashlib.blake2b(words, digest_size=8).hexdigest()
         last = self.failures.get(digest)
         again = last is not None and last.error_class == error_class and (

@@ -186,18 +186,21 @@ def _route(ctx: HookContext) -> None:
             return
         tier = "minimal" if least.fraction <= minimal else "lite" if least.fraction <= lite else "full"
         if tier != facts.tier:
-            if _served(ctx, tier) or _served(ctx, facts.tier):  # a swap only where a model serves the tier
+            if _model_of(ctx, tier) is not _model_of(ctx, facts.tier):  # a swap only where the model changes
                 ctx.decide("swap_model",
                            detail=f"{facts.tier} -> {tier} ({_what_left(least.left, least.cap, least.unit)})")
             facts.tier = tier
     _disclose(ctx)
 
 
-def _served(ctx: HookContext, tier: str) -> bool:
-    """A cheaper model of this Harness serves ``tier``: without one the run
-    stays on its model, and neither the model nor the report is told of a swap."""
+def _model_of(ctx: HookContext, tier: str) -> Any:
+    """The cheaper model of this Harness that serves ``tier`` (``None``: the
+    run's own): where it does not change, neither the model nor the report
+    is told of a swap."""
     cost = ctx.config.cost
-    return cost is not None and cost.model_for(tier) is not None
+    return None if cost is None else cost.model_for(tier)
+
+
 
 
 def budget_spent(
@@ -451,8 +454,9 @@ def status_line(ctx: HookContext) -> str | None:
     if not parts:
         return None
     tier = run.facts.tier
-    if _served(ctx, tier):
-        parts.append(f"now on the {tier} model")
+    serving = config.cost.serving_tier(tier) if config.cost is not None else None
+    if serving is not None:
+        parts.append(f"now on the {serving} model")
     return "[harness:budget] " + " \u00b7 ".join(parts)
 
 
