@@ -106,11 +106,24 @@ def classify_exception(exc: BaseException) -> ErrorClass:
         return ErrorClass.PERMISSION_DENIED
     if isinstance(exc, ConnectionError):
         return ErrorClass.DEPENDENCY_DOWN
+    if isinstance(exc, BaseExceptionGroup):  # noqa: F821 (3.11+; ruff targets 3.10) a task group's
+        found = {classify_exception(e) for e in exc.exceptions}
+        return next((c for c in _GROUP_ORDER if c in found), ErrorClass.TOOL_ERROR)
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if "TimeoutException" in names:  # httpx's: a read, connect, write or pool timeout
+        return ErrorClass.TIMEOUT_UNKNOWN
+    if names & {"NetworkError", "RemoteProtocolError"}:  # httpx's: the peer went away
+        return ErrorClass.DEPENDENCY_DOWN
     if type(exc).__name__ == "ValidationError":  # pydantic / jsonschema
         return ErrorClass.INVALID_ARGUMENTS
     if type(exc).__name__ == "MCPError":
         return _mcp_client_error(getattr(exc, "code", None), str(exc))
     return ErrorClass.TOOL_ERROR
+
+
+_GROUP_ORDER = (ErrorClass.DEPENDENCY_DOWN, ErrorClass.TIMEOUT_UNKNOWN, ErrorClass.PERMISSION_DENIED,
+                ErrorClass.INVALID_ARGUMENTS, ErrorClass.TOOL_ERROR)
+"""An exception group's class: the gravest of its exceptions'."""
 
 
 def _mcp_client_error(code: Any, message: str) -> ErrorClass:

@@ -12,9 +12,9 @@ import json
 import math
 import re
 from collections import Counter, deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from itertools import pairwise
+from itertools import islice, pairwise
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -82,14 +82,17 @@ def call_digest(tool: str, args: Any) -> str:
 
 
 _WORD = re.compile(r"\w+")
-def _volatile(word: str) -> bool:
-    """A word of a failure's text that changes on every attempt: one with a
-    digit (an id, a time, an amount), or letters switching case over and
-    over (a random id, ``req_mxbVdPuPSfCU``; ``shippingAddress`` switches
-    once, ``XMLHttpRequest`` three times)."""
-    if any(c.isdigit() for c in word):
+def _volatile(part: str) -> bool:
+    """A part of a word of a failure's text (words split at ``_``) that
+    changes on every attempt: a number (an amount, a time), a long part with
+    a digit (an id: ``c7f3a9e``, ``8mxbV2dPuPSfCU``), or letters switching
+    case over and over (a random id; ``shippingAddress`` switches once,
+    ``XMLHttpRequest`` three times). A short one (``line2``, ``phone2``)
+    names a field. *Limit*: an id made of words (a container's
+    ``eager_turing``) is read as words: ``Failures.total`` bounds that."""
+    if part.isdigit() or (len(part) >= 7 and any(c.isdigit() for c in part)):
         return True
-    return sum(a.islower() != b.islower() for a, b in pairwise(word) if a.isalpha() and b.isalpha()) > 3
+    return sum(a.islower() != b.islower() for a, b in pairwise(part) if a.isalpha() and b.isalpha()) > 3
 
 # Volatile tokens: what changes on every call whatever the call learnt
 # (request and trace ids, latencies, timestamps). Matched on lowercased text.
@@ -148,20 +151,16 @@ spent counts as the result's own words."""
 ECHO_CHECKS_MIN = 1_024
 
 
-def _echo(value: Any, out: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
-    """The words of every string or number in a call's arguments, one
-    phrase per value."""
+def _echo(value: Any) -> Iterator[str]:
+    """Every string or number in a call's arguments, in order, as text."""
     if isinstance(value, (dict, MappingProxyType)):
         for v in value.values():
-            _echo(v, out)
+            yield from _echo(v)
     elif isinstance(value, (list, tuple)):
         for v in value:
-            _echo(v, out)
+            yield from _echo(v)
     elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
-        phrase = tuple(_WORD.findall(str(value).lower()))
-        if phrase:
-            out.append(phrase)
-    return out
+        yield str(value)
 
 
 ECHO_PHRASES = 16
@@ -170,6 +169,10 @@ result (the first ones), each of at most ``ECHO_WORDS`` words: the echo of a
 query, not of a batch of thousands of ids, whose cost would grow with ids
 times their occurrences."""
 ECHO_WORDS = 8
+ECHO_CHARS = 512
+ECHO_VALUES = 256
+"""At most this many argument values are read for phrases (the first ones):
+a call writing a megabyte of lines costs no more than a query."""
 
 
 def _without(words: list[str], phrases: list[tuple[str, ...]]) -> list[str]:
@@ -216,8 +219,10 @@ def _echoed(args: Any) -> list[tuple[str, ...]]:
     """The phrases of a call's arguments discounted from its result (see
     ``ECHO_PHRASES``), read as result text is (volatile tokens left out)."""
     phrases: dict[tuple[str, ...], None] = {}
-    for phrase in _echo(args, []):
-        words = tuple(_words(" ".join(phrase)))
+    for value in islice(_echo(args), ECHO_VALUES):
+        if len(value) > ECHO_CHARS or len(value.split(maxsplit=ECHO_WORDS)) > ECHO_WORDS:
+            continue  # longer than an echoed phrase is
+        words = tuple(_words(value))
         if words and len(words) <= ECHO_WORDS:
             phrases[words] = None
             if len(phrases) == ECHO_PHRASES:
@@ -292,7 +297,8 @@ class Novelty:
 
 
 class Failures(NamedTuple):
-    """The streak of one exact call failing the same way, in a row."""
+    """The streak of one exact call failing the same way, in a row, and its
+    failures since it last succeeded, whatever came between."""
 
     error_class: str
     streak: int
@@ -300,6 +306,7 @@ class Failures(NamedTuple):
     """``GuardState.mutations`` at its last failure."""
     said: str
     """A fingerprint of what its last failure said."""
+    total: int
 
 
 @dataclass
@@ -606,13 +613,14 @@ class GuardState(LazyFields):
             return
         if error_class is None:
             return
-        words = " ".join(w for w in _WORD.findall(said[:SAID_CHARS]) if not _volatile(w)).encode(errors="replace")
-        fingerprint = hashlib.blake2b(words, digest_size=8).hexdigest()
+        parts = (p for w in _WORD.findall(said[:SAID_CHARS]) for p in w.split("_") if p and not _volatile(p))
+        fingerprint = hashlib.blake2b(" ".join(parts).encode(errors="replace"), digest_size=8).hexdigest()
         last = self.failures.get(digest)
         again = last is not None and last.error_class == error_class and (
             last.mutations == self.mutations or last.said == fingerprint)
         streak = last.streak + 1 if again and last is not None else 1
-        self.failures[digest] = Failures(error_class, streak, self.mutations, fingerprint)
+        total = last.total + 1 if last is not None else 1
+        self.failures[digest] = Failures(error_class, streak, self.mutations, fingerprint, total)
 
     def record_result_facts(
         self, role: str, ok: bool, text: str, reported: dict[str, Any], counted: int | None,

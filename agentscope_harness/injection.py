@@ -229,7 +229,9 @@ _MD_IMAGE_EXFIL = (
 )
 _ROLE_MARKER = (
     r"<\|(?:im_start|im_end|system|user|assistant|endoftext|eot_id|start_header_id|end_header_id)\|>"
-    r"|\[/?inst\]|<</?sys>>|^#{2,4}\s*(?:instructions?|system|new instructions?|system prompt)\s*:?\s*$"
+    # the spacing around an optional colon in one run: two ``\s*`` there are quadratic in spaces
+    r"|\[/?inst\]|<</?sys>>|^#{2,4}[^\S\n]*(?:instructions?|system|new instructions?|system prompt)"
+    r"(?:[^\S\n]*:)?[^\S\n]*$"
 )
 _ROLE_LINE = r"^[^\S\n]*(?:system|assistant|developer)[^\S\n]*:\s*\S"  # spacing within its line: linear
 _TOOL_JSON = (  # the quotes may be escaped: the call can sit inside a JSON string

@@ -363,7 +363,7 @@ class ModelGuard:
         if stopped is not None:
             return _final(stopped)
         swap = self.harness.tier_model(run)
-        if swap is not None:
+        if swap is not None and not _fallback_call(agent, input_kwargs):
             input_kwargs["current_model"] = swap
         _narrowed_within_table(run, input_kwargs, self.harness.finish_tools)
         model = input_kwargs.get("current_model") or agent.model
@@ -865,6 +865,13 @@ def _narrowed_within_table(run: RunState, input_kwargs: dict, finish_tools: Any)
     sent = {tool["function"]["name"] for tool in input_kwargs.get("tools") or ()}
     if sent.isdisjoint(finish_tools) or (choice.mode != "required" and choice.mode not in sent):
         input_kwargs["tool_choice"] = ToolChoice(mode="none")
+
+
+def _fallback_call(agent: Any, input_kwargs: dict) -> bool:
+    """Whether AgentScope calls its ``fallback_model`` (the model it called
+    first, the tier's, failed for good): that call stays its own."""
+    fallback = getattr(getattr(agent, "model_config", None), "fallback_model", None)
+    return fallback is not None and input_kwargs.get("current_model") is fallback
 
 
 def _unforced_while_thinking(input_kwargs: dict, model: Any) -> None:

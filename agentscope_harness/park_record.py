@@ -99,9 +99,9 @@ def _failures(value: Any) -> dict[str, Failures]:
 
 def _failed(value: list[Any]) -> Failures:
     if len(value) == 2:  # kept before failures carried what they said: the class alone judges
-        return Failures(_text(value[0]), _count(value[1]), 0, "")
-    kind, streak, mutations, said = value
-    return Failures(_text(kind), _count(streak), _count(mutations), _text(said))
+        return Failures(_text(value[0]), _count(value[1]), 0, "", _count(value[1]))
+    kind, streak, mutations, said, total = value
+    return Failures(_text(kind), _count(streak), _count(mutations), _text(said), _count(total))
 
 
 def _refused(value: Any) -> list[tuple[str, str, str | None]]:

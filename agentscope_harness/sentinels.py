@@ -56,7 +56,12 @@ like brackets): a marker spelled with them reads as the marker."""
 # An opening bracket (or a compatibility form of one: fullwidth, small)
 # followed by what may begin a marker: its first letter or a slash, or any
 # non-ASCII character (a disguise). Everything else is skipped in C.
-_SUSPECT = re.compile(r"[\[\uff3b\ufe47<\uff1c\ufe64\u2039](?=\s*[hHtT/]|\s*[^\x00-\x7f])")
+_SUSPECT = re.compile(
+    # a bracket whose next two letters, spacing or anything non-ASCII (a disguise) aside, may begin
+    # ``harness:``, ``tool-output`` or ``/tool-output``: an HTML table's ``<tr>``/``</td>`` is no suspect
+    r"[\[\uff3b\ufe47<\uff1c\ufe64\u2039](?=\s*(?:[^\x00-\x7f]|[hH]\s*(?:[aA]|[^\x00-\x7f])"
+    r"|[tT]\s*(?:[oO]|[^\x00-\x7f])|/\s*(?:[^\x00-\x7f]|[tT]\s*(?:[oO]|[^\x00-\x7f]))))"
+)
 
 
 _MINUS_LIKE = "\u2212\u2043\u02d7\u2796"  # minus signs and bullets drawn as a hyphen
@@ -231,34 +236,45 @@ def strip_markers(text: str) -> str:
 def marker_open(text: str, pos: int) -> bool:
     """Whether ``text[pos:]`` may still become a marker ``strip_markers``
     acts on once more text is appended (a stream must hold it back)."""
+    return _still_open(text, pos, "", pos)[0]
+
+
+def _still_open(text: str, pos: int, read: str, at: int) -> tuple[bool, str, int]:
+    """``marker_open``, going on from a reading of ``text[pos:at]`` as
+    ``read`` (the text has only grown since): whether it may still become a
+    marker, and the reading so far. A stream resumes it, never reading a held
+    run of spacing twice."""
     if text[pos] not in "[\uff3b\ufe47<\uff1c\ufe64\u2039":
-        return False
-    read, at, end = "", pos, min(len(text), pos + _REACH)
-    while at < end:  # the disguised reading, as neutralise_markers reads it
+        return False, read, at
+    end = min(len(text), pos + _REACH)
+    while read not in _WORDS:  # the disguised reading, as neutralise_markers reads it
+        if at >= end:
+            return at == len(text), read, at  # a prefix of a marker, cut off by the end
         read += _reads(text[at])
         at += 1
-        if read in _WORDS:
-            break
-        if not any(w.startswith(read) for w in _WORDS):
-            return False
-    else:
-        return at == len(text)  # a prefix of a marker, cut off by the end
+        if read not in _WORDS and not any(w.startswith(read) for w in _WORDS):
+            return False, read, at
     literal = text[pos:at].lower()
     if literal not in _WORDS:
-        return False  # disguised: neutralised whatever follows
+        return False, read, at  # disguised: neutralised whatever follows
     rest = _CODE_CHARS if literal[0] == "[" else _TAG_REST
     if literal[0] == "<" and at < len(text) and (text[at].isalnum() or text[at] in "_-"):
-        return False
+        return False, read, at
     tail = rest.match(text, at)
-    return tail is not None and tail.end() == len(text) and tail.end() - at < (40 if literal[0] == "[" else 300)
+    limit = 40 if literal[0] == "[" else 300
+    return tail is not None and tail.end() == len(text) and tail.end() - at < limit, read, at
 
 
 class MarkerStream:
     """``strip_markers`` over a text that arrives in pieces: holds back from
-    the first bracket that may still become a marker, sends the rest."""
+    the first bracket that may still become a marker, sends the rest. The
+    held bracket's reading goes on with each piece (a bracket before
+    thousands of spaces costs what the spaces cost)."""
 
     def __init__(self) -> None:
         self._buf = ""
+        self._reading = ("", 0)
+        """How far the held bracket (at 0 of ``_buf``) was read, and as what."""
 
     def feed(self, delta: str) -> str:
         """Add a delta; the stripped text that is now safe to send."""
@@ -267,8 +283,11 @@ class MarkerStream:
         buf = self._buf + delta
         cut = len(buf)
         for m in _BRACKET.finditer(buf):
-            if marker_open(buf, m.start()):
-                cut = m.start()
+            start = m.start()
+            read, at = self._reading if start == 0 and self._buf else ("", start)
+            still, read, at = _still_open(buf, start, read, at)
+            if still:
+                cut, self._reading = start, (read, at - start)
                 break
         self._buf = buf[cut:]
         return strip_markers(buf[:cut]) if cut else ""
@@ -279,7 +298,7 @@ class MarkerStream:
 
     def flush(self) -> str:
         """The rest (at the end of the stream)."""
-        rest, self._buf = self._buf, ""
+        rest, self._buf, self._reading = self._buf, "", ("", 0)
         return strip_markers(rest)
 
 

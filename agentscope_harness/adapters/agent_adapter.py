@@ -12,6 +12,7 @@ call, and a request for another round holds back one ``ReplyEndEvent``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -170,34 +171,37 @@ class HarnessAgentAdapter(HarnessMiddleware):
             text_events: list[Any] = []
             shown = self._shown(run)
             try:
-                async for raw in next_handler(**input_kwargs):
-                    for item in shown(raw) if shown is not None else (raw,):
-                        if isinstance(item, Msg):  # the candidate final answer, held for post_reflect
-                            held = run.candidate = item
-                        elif type(item) in _TEXT_EVENTS and owed and _answered_in_place(item, run, in_place):
-                            continue
-                        elif (interim or silent) and type(item) in _ANSWER_EVENTS:
-                            _answered_in_place(item, run, said_in_place)
-                            text_events.append(item)
-                        else:
-                            if interim and not silent and type(item) is ToolCallStartEvent and not (
-                                outputs is not None and outputs.withheld
-                                and item.tool_call_name == STRUCTURED_OUTPUT_TOOL
-                            ):
-                                # a round that calls tools is not replaced: its text goes first
-                                interim = False
-                                for event in text_events:
-                                    yield event
-                                text_events = []
-                            if outputs is not None:
-                                if outputs.held(item, everything=not interim):
-                                    continue
-                                if type(item) is ToolCallStartEvent:
-                                    outputs.beside = True
-                                elif type(item) is ModelCallEndEvent:  # the round's calls are all known
-                                    for event in outputs.shown():
+                async for whole in next_handler(**input_kwargs):
+                    for raw in _pieces(whole):
+                        if raw is not whole:  # a megabyte delta (a model that does not stream): the loop turns between
+                            await asyncio.sleep(0)
+                        for item in shown(raw) if shown is not None else (raw,):
+                            if isinstance(item, Msg):  # the candidate final answer, held for post_reflect
+                                held = run.candidate = item
+                            elif type(item) in _TEXT_EVENTS and owed and _answered_in_place(item, run, in_place):
+                                continue
+                            elif (interim or silent) and type(item) in _ANSWER_EVENTS:
+                                _answered_in_place(item, run, said_in_place)
+                                text_events.append(item)
+                            else:
+                                if interim and not silent and type(item) is ToolCallStartEvent and not (
+                                    outputs is not None and outputs.withheld
+                                    and item.tool_call_name == STRUCTURED_OUTPUT_TOOL
+                                ):
+                                    # a round that calls tools is not replaced: its text goes first
+                                    interim = False
+                                    for event in text_events:
                                         yield event
-                            yield item
+                                    text_events = []
+                                if outputs is not None:
+                                    if outputs.held(item, everything=not interim):
+                                        continue
+                                    if type(item) is ToolCallStartEvent:
+                                        outputs.beside = True
+                                    elif type(item) is ModelCallEndEvent:  # the round's calls are all known
+                                        for event in outputs.shown():
+                                            yield event
+                                yield item
             except Exception:
                 answer = self.harness.model_guard.model_failed(run)
                 if answer is None:
@@ -511,6 +515,20 @@ class _Shown:
             self.opened.pop(_id_of(end), None)
         self.ends.clear()
         return events
+
+
+PIECE_CHARS = 16_384
+"""The most of one model delta the output filter reads in one step: a model
+that does not stream gives its whole answer (or its arguments) as one delta."""
+
+
+def _pieces(event: Any) -> tuple[Any, ...]:
+    """``event``, or a delta of more than ``PIECE_CHARS`` in pieces of that
+    size (as a streaming model would have sent it)."""
+    if type(event) not in _DELTAS or len(event.delta) <= PIECE_CHARS:
+        return (event,)
+    return tuple(event.model_copy(update={"delta": event.delta[at:at + PIECE_CHARS]})
+                 for at in range(0, len(event.delta), PIECE_CHARS))
 
 
 _STARTS = (TextBlockStartEvent, ThinkingBlockStartEvent)

@@ -194,11 +194,12 @@ def _route(ctx: HookContext) -> None:
 
 
 def _model_of(ctx: HookContext, tier: str) -> Any:
-    """The cheaper model of this Harness that serves ``tier`` (``None``: the
-    run's own): where it does not change, neither the model nor the report
-    is told of a swap."""
+    """The model that serves ``tier``: this Harness's cheaper one, else the
+    agent's own. Where it does not change (the agent's own model is the
+    lite one), neither the model nor the report is told of a swap."""
     cost = ctx.config.cost
-    return None if cost is None else cost.model_for(tier)
+    tiered = None if cost is None else cost.model_for(tier)
+    return tiered if tiered is not None else getattr(ctx.agent, "model", None)
 
 
 
@@ -455,7 +456,7 @@ def status_line(ctx: HookContext) -> str | None:
         return None
     tier = run.facts.tier
     serving = config.cost.serving_tier(tier) if config.cost is not None else None
-    if serving is not None:
+    if serving is not None and _model_of(ctx, tier) is not _model_of(ctx, "full"):
         parts.append(f"now on the {serving} model")
     return "[harness:budget] " + " \u00b7 ".join(parts)
 

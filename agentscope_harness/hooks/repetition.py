@@ -22,6 +22,13 @@ def repeat_call_gate(ctx: ToolCallContext) -> None:
     _watch_loop(ctx, digest)
 
     failed = facts.failures.get(digest)
+    if failed is not None and failed.total >= REPEATED_FAILURES_PER_STREAK * config.max_identical_failures:
+        raise HookRejectSignal(  # a backstop for streaks read as broken (an id made of words)
+            f"This exact call failed {failed.total} times in this task ({failed.error_class}). "
+            "Do not retry it; change the arguments or tell the user.",
+            code="repeated_failure",
+            hard=True,
+        )
     if failed is not None and failed.streak >= config.max_identical_failures:
         raise HookRejectSignal(
             f"This exact call failed {failed.streak} times in a row ({failed.error_class}). "
@@ -68,6 +75,11 @@ def _claim_in_batch(ctx: ToolCallContext, digest: str) -> None:
     call will run, so a call refused later does not block its twin)."""
     _refuse_twin_in_batch(ctx, digest)
     ctx.facts.batch_seen[digest] = ctx.tool.id
+
+
+REPEATED_FAILURES_PER_STREAK = 2
+"""An exact call failing ``max_identical_failures`` times this many times
+over since it last succeeded is refused, whatever came between its failures."""
 
 
 def _watch_loop(ctx: ToolCallContext, digest: str) -> None:
