@@ -82,17 +82,23 @@ def call_digest(tool: str, args: Any) -> str:
 
 
 _WORD = re.compile(r"\w+")
-def _volatile(part: str) -> bool:
-    """A part of a word of a failure's text (words split at ``_``) that
-    changes on every attempt: a number (an amount, a time), a long part with
-    a digit (an id: ``c7f3a9e``, ``8mxbV2dPuPSfCU``), or letters switching
+def _failure_words(said: str) -> list[str]:
+    """The words a failure says, as its streak compares them: the drift
+    tracker's words (UUIDs, times, durations and named ids left out), split
+    at ``_``, less the parts that change on every attempt: a number, a long
+    part with a digit (``c7f3a9e``, ``8mxbV2dPuPSfCU``), letters switching
     case over and over (a random id; ``shippingAddress`` switches once,
-    ``XMLHttpRequest`` three times). A short one (``line2``, ``phone2``)
+    ``XMLHttpRequest`` three times). A short part with a digit (``line2``)
     names a field. *Limit*: an id made of words (a container's
     ``eager_turing``) is read as words: ``Failures.total`` bounds that."""
-    if part.isdigit() or (len(part) >= 7 and any(c.isdigit() for c in part)):
-        return True
-    return sum(a.islower() != b.islower() for a, b in pairwise(part) if a.isalpha() and b.isalpha()) > 3
+    text = said[:SAID_CHARS]
+    shuffled = {p.lower() for w in _WORD.findall(text) for p in w.split("_") if _case_switches(p) > 3}
+    return [p for w in _words(text) for p in w.split("_") if p and p not in shuffled and not (
+        p.isdigit() or (len(p) >= 7 and any(c.isdigit() for c in p)))]
+
+
+def _case_switches(part: str) -> int:
+    return sum(a.islower() != b.islower() for a, b in pairwise(part) if a.isalpha() and b.isalpha())
 
 # Volatile tokens: what changes on every call whatever the call learnt
 # (request and trace ids, latencies, timestamps). Matched on lowercased text.
@@ -613,8 +619,8 @@ class GuardState(LazyFields):
             return
         if error_class is None:
             return
-        parts = (p for w in _WORD.findall(said[:SAID_CHARS]) for p in w.split("_") if p and not _volatile(p))
-        fingerprint = hashlib.blake2b(" ".join(parts).encode(errors="replace"), digest_size=8).hexdigest()
+        words = " ".join(_failure_words(said)).encode(errors="replace")
+        fingerprint = hashlib.blake2b(words, digest_size=8).hexdigest()
         last = self.failures.get(digest)
         again = last is not None and last.error_class == error_class and (
             last.mutations == self.mutations or last.said == fingerprint)

@@ -588,6 +588,11 @@ def result_text(output: Any) -> str:
     return "\n".join(b.text for b in output if isinstance(b, TextBlock))
 
 
+DATA_NAME_CHARS = 1_024
+"""The most of a data block's name the model reads (a name is a label; the
+injection detector judges it with the result's text, on the event loop)."""
+
+
 def _data_fields(block: Any) -> dict[str, str]:
     """The text AgentScope's formatter writes of a data block into the tool
     message, outside the fence: its URL source's URL, its media type and
@@ -659,6 +664,8 @@ async def shaped_data(block: Any, redactor: Redactor, pii: Mapping[str, str], sa
     fields = _data_fields(block)
     shaped = {}
     for key, text in fields.items():
+        if key == "name":
+            text = text[:DATA_NAME_CHARS]
         text, _, _ = await filter_result(redactor, text, modes, salt)
         shaped[key] = await neutralise_markers_sliced(text)
     return _with_fields(block, fields, shaped)

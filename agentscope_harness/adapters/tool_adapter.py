@@ -35,6 +35,7 @@ from ..errors import METADATA_KEY, classify_exception, error_text
 from ..facts import thawed, tools_in
 from ..lifecycle import end_resumed_by_another, rejoin
 from ..outputs import (
+    DATA_NAME_CHARS,
     cleaned_args,
     dependency_label,
     pii_salt,
@@ -444,7 +445,7 @@ def _view_of(response: ToolResponse) -> ToolResultView:
         return result_view(content[0].text, _state_name(response.state), dict(response.metadata))
     text = result_text(content)
     data = [b for b in content if isinstance(b, DataBlock)]
-    names = tuple(b.name for b in data if b.name)
+    names = tuple(b.name[:DATA_NAME_CHARS] for b in data if b.name)  # what the model reads of them
     return result_view(text, _state_name(response.state), dict(response.metadata), bool(data), names)
 
 

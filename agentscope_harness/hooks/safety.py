@@ -3,7 +3,6 @@ forged instructions away from the model and the user."""
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import html
 import re
@@ -19,7 +18,7 @@ from agentscope.message import ToolCallBlock, ToolResultBlock
 from ..context import HookContext, SessionEndContext, ToolCallContext, ToolResultContext
 from ..errors import BREAKER_FAILURES, ErrorClass, HarnessConfigError
 from ..facts import declared_in, tools_in
-from ..injection import SMALL_CAPITALS, HeuristicDetector, InjectionVerdict, unhidden
+from ..injection import SMALL_CAPITALS, HeuristicDetector, unhidden
 from ..outputs import answer_filter, dependency_label, filter_result, result_pii
 from ..registry import HookRejectSignal, harness_hook
 from ..sentinels import CONFUSABLES, fence_close, fence_open, format_sentinel, neutralise_markers_sliced, strip_issued
@@ -207,7 +206,7 @@ async def content_fence(ctx: ToolResultContext) -> None:
     own reminder stays outside, readable."""
     result = ctx.result
     if not result.text:
-        if result.data_names and await _injection(ctx, "\n".join(result.data_names)) == "block":
+        if result.data_names and _injection(ctx, "\n".join(result.data_names)) == "block":
             _withhold_injected(ctx)
         return
     text, reminder = result.text, ""
@@ -216,7 +215,7 @@ async def content_fence(ctx: ToolResultContext) -> None:
         if not text.strip():
             return
     # on the raw text (disguises are signals), and on the names of its data, read outside the fence
-    flagged = await _injection(ctx, "\n".join((text, *result.data_names)))
+    flagged = _injection(ctx, "\n".join((text, *result.data_names)))
     text = await neutralise_markers_sliced(text, fences=ctx.config.fence)  # megabytes: in slices
     if flagged == "flag" and not ctx.services.shadow:
         text = f"{INJECTION_NOTE}\n{text}"
@@ -237,7 +236,7 @@ def _withhold_injected(ctx: ToolResultContext) -> NoReturn:
     )
 
 
-async def _injection(ctx: ToolResultContext, text: str) -> str | None:
+def _injection(ctx: ToolResultContext, text: str) -> str | None:
     """The tool's injection mode when the detector flags ``text``, else None.
     The verdict is recorded (score and signal names only, never the text)."""
     policy = ctx.tool.policy
@@ -245,7 +244,7 @@ async def _injection(ctx: ToolResultContext, text: str) -> str | None:
     if mode == "off":
         return None
     detector = ctx.config.injection_detector or _HEURISTIC
-    verdict = await _scored(detector, text)
+    verdict = detector.score(text)
     if not verdict.flagged:
         return None
     if mode == "flag":
@@ -253,30 +252,6 @@ async def _injection(ctx: ToolResultContext, text: str) -> str | None:
             "flag", detail=f"injection score {verdict.score:.2f}: {', '.join(verdict.signals)}",
         )
     return mode
-
-
-INJECTION_SLICE = 16_384
-"""The most of a text the detector judges in one step (the names of a
-result's data blocks are not cut to ``result_max_tokens``, nor is a result a
-deployer lets the model read whole): about a millisecond of the loop."""
-_SLICE_OVERLAP = 1_024
-
-
-async def _scored(detector: Any, text: str) -> InjectionVerdict:
-    """The detector's verdict on ``text``; a long one judged in overlapping
-    slices, the loop turning between them: the gravest slice's."""
-    if len(text) <= INJECTION_SLICE:
-        return detector.score(text)
-    gravest: InjectionVerdict | None = None
-    for start in range(0, len(text) - _SLICE_OVERLAP, INJECTION_SLICE - _SLICE_OVERLAP):
-        verdict = detector.score(text[start:start + INJECTION_SLICE])
-        if gravest is None or verdict.score > gravest.score:
-            gravest = verdict
-        if gravest.flagged:
-            break
-        await asyncio.sleep(0)
-    assert gravest is not None
-    return gravest
 
 
 _REMINDER = re.compile(r"<system-reminder>The tool call has been interrupted by the user\.</system-reminder>\s*$")
