@@ -83,18 +83,34 @@ def call_digest(tool: str, args: Any) -> str:
 
 _WORD = re.compile(r"\w+")
 def _failure_words(said: str) -> list[str]:
-    """The words a failure says, as its streak compares them: the drift
-    tracker's words (UUIDs, times, durations and named ids left out), split
-    at ``_``, less the parts that change on every attempt: a number, a long
-    part with a digit (``c7f3a9e``, ``8mxbV2dPuPSfCU``), letters switching
-    case over and over (a random id; ``shippingAddress`` switches once,
-    ``XMLHttpRequest`` three times). A short part with a digit (``line2``)
-    names a field. *Limit*: an id made of words (a container's
-    ``eager_turing``) is read as words: ``Failures.total`` bounds that."""
+    """The words a failure says, as its streak compares them: lowercased,
+    the drift tracker's volatile tokens left out (UUIDs, times, durations,
+    named ids), each split at ``_``, less the parts that change on every
+    attempt: a number, digits mixed into letters (``x2k9p``, ``c7f3a9e``), a
+    long id (``8mxbV2dPuPSfCU``), letters switching case over and over (a
+    random id; ``shippingAddress`` switches once, ``XMLHttpRequest`` three
+    times). Letters ending in a number (``line2``, ``ipv4``) name a field.
+    *Limit*: an id made of words (a container's ``eager_turing``) is read as
+    words: ``Failures.total`` bounds that."""
     text = said[:SAID_CHARS]
     shuffled = {p.lower() for w in _WORD.findall(text) for p in w.split("_") if _case_switches(p) > 3}
-    return [p for w in _words(text) for p in w.split("_") if p and p not in shuffled and not (
-        p.isdigit() or (len(p) >= 7 and any(c.isdigit() for c in p)))]
+    text = text.lower()
+    if any(name in text for name in _ID_NAMES):
+        text = _NAMED_ID.sub(" ", text)
+    parts = (p for w in _WORD.findall(_VOLATILE_SPAN.sub(" ", text)) for p in w.split("_"))
+    return [p for p in parts if p and p not in shuffled and not _changing(p)]
+
+
+_FIELD = re.compile(r"[^\W\d_]+\d{1,3}")
+"""Letters ending in a short number: a field's name (``line2``), not an id."""
+
+
+def _changing(part: str) -> bool:
+    """A part of a failure's words that is no word: a number, or digits in
+    it other than a field's (``_FIELD``), or a long id."""
+    if not any(c.isdigit() for c in part):
+        return len(part) >= ID_MIN and _ID_WORD.fullmatch(part) is not None
+    return part.isdigit() or _FIELD.fullmatch(part) is None
 
 
 def _case_switches(part: str) -> int:

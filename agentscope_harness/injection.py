@@ -340,9 +340,20 @@ class HeuristicDetector:
         self.threshold = threshold
 
     def score(self, text: str) -> InjectionVerdict:
-        signals = self._signals(text, decode=True)
-        score = _noisy_or(weight for _, weight in signals)
-        return InjectionVerdict(round(score, 4), [name for name, _ in signals], self.threshold)
+        return self.verdict(self.signals(text))
+
+    def signals(self, text: str) -> list[tuple[str, float]]:
+        """The signals ``text`` carries, each named once with its weight."""
+        return self._signals(text, decode=True)
+
+    def verdict(self, signals: Iterable[tuple[str, float]]) -> InjectionVerdict:
+        """The verdict of signals (found in one text or in pieces of it: a
+        signal found twice counts once, at its heaviest)."""
+        heaviest: dict[str, float] = {}
+        for name, weight in signals:
+            heaviest[name] = max(weight, heaviest.get(name, 0.0))
+        score = _noisy_or(heaviest.values())
+        return InjectionVerdict(round(score, 4), list(heaviest), self.threshold)
 
     def _signals(self, text: str, decode: bool) -> list[tuple[str, float]]:
         normal, found = _normalise(text)

@@ -75,6 +75,7 @@ from .outcome import (
 from .outputs import (
     answer_filter,
     cleaned_args,
+    data_names,
     foreign_hint_shown,
     readable_metadata,
     result_pii,
@@ -820,7 +821,7 @@ class ReplyLifecycle:
         shaped = [await shaped_data(b, services.redactor, modes, salt) for b in data]
         text = "\n".join([result_text(output), *links]) if links else result_text(output)
         state = str(getattr(block.state, "value", block.state))
-        names = tuple(b.name for b in data if b.name)
+        names = data_names(data)
         result = await self.harness.flow.shape(ctx, result_view(text, state, dict(metadata), bool(data), names))
         if result.withheld:
             block.output, block.state = result.body, ToolResultState.ERROR

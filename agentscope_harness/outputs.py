@@ -21,7 +21,7 @@ import hmac
 import json
 import re
 import secrets
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -593,6 +593,12 @@ DATA_NAME_CHARS = 1_024
 injection detector judges it with the result's text, on the event loop)."""
 
 
+def data_names(blocks: Iterable[Any]) -> tuple[str, ...]:
+    """The names of a result's data blocks, as far as the model reads them
+    (``DATA_NAME_CHARS``): what the injection detector judges."""
+    return tuple(b.name[:DATA_NAME_CHARS] for b in blocks if b.name)
+
+
 def _data_fields(block: Any) -> dict[str, str]:
     """The text AgentScope's formatter writes of a data block into the tool
     message, outside the fence: its URL source's URL, its media type and
@@ -664,9 +670,9 @@ async def shaped_data(block: Any, redactor: Redactor, pii: Mapping[str, str], sa
     fields = _data_fields(block)
     shaped = {}
     for key, text in fields.items():
-        if key == "name":
-            text = text[:DATA_NAME_CHARS]
         text, _, _ = await filter_result(redactor, text, modes, salt)
+        if key == "name":  # redacted whole first: a secret across the cut is redacted, not halved
+            text = text[:DATA_NAME_CHARS]
         shaped[key] = await neutralise_markers_sliced(text)
     return _with_fields(block, fields, shaped)
 

@@ -527,8 +527,10 @@ def _pieces(event: Any) -> tuple[Any, ...]:
     size (as a streaming model would have sent it)."""
     if type(event) not in _DELTAS or len(event.delta) <= PIECE_CHARS:
         return (event,)
-    return tuple(event.model_copy(update={"delta": event.delta[at:at + PIECE_CHARS]})
-                 for at in range(0, len(event.delta), PIECE_CHARS))
+    fields = event.model_dump(exclude={"id", "delta"})  # each piece an event of its own: its own id
+    return (event.model_copy(update={"delta": event.delta[:PIECE_CHARS]}), *(
+        type(event).model_validate({**fields, "delta": event.delta[at:at + PIECE_CHARS]})
+        for at in range(PIECE_CHARS, len(event.delta), PIECE_CHARS)))
 
 
 _STARTS = (TextBlockStartEvent, ThinkingBlockStartEvent)

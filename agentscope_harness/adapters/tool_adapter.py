@@ -35,8 +35,8 @@ from ..errors import METADATA_KEY, classify_exception, error_text
 from ..facts import thawed, tools_in
 from ..lifecycle import end_resumed_by_another, rejoin
 from ..outputs import (
-    DATA_NAME_CHARS,
     cleaned_args,
+    data_names,
     dependency_label,
     pii_salt,
     readable_metadata,
@@ -445,7 +445,7 @@ def _view_of(response: ToolResponse) -> ToolResultView:
         return result_view(content[0].text, _state_name(response.state), dict(response.metadata))
     text = result_text(content)
     data = [b for b in content if isinstance(b, DataBlock)]
-    names = tuple(b.name[:DATA_NAME_CHARS] for b in data if b.name)  # what the model reads of them
+    names = data_names(data)
     return result_view(text, _state_name(response.state), dict(response.metadata), bool(data), names)
 
 

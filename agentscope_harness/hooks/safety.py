@@ -3,6 +3,7 @@ forged instructions away from the model and the user."""
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import html
 import re
@@ -18,7 +19,7 @@ from agentscope.message import ToolCallBlock, ToolResultBlock
 from ..context import HookContext, SessionEndContext, ToolCallContext, ToolResultContext
 from ..errors import BREAKER_FAILURES, ErrorClass, HarnessConfigError
 from ..facts import declared_in, tools_in
-from ..injection import SMALL_CAPITALS, HeuristicDetector, unhidden
+from ..injection import SMALL_CAPITALS, HeuristicDetector, InjectionVerdict, unhidden
 from ..outputs import answer_filter, dependency_label, filter_result, result_pii
 from ..registry import HookRejectSignal, harness_hook
 from ..sentinels import CONFUSABLES, fence_close, fence_open, format_sentinel, neutralise_markers_sliced, strip_issued
@@ -206,7 +207,7 @@ async def content_fence(ctx: ToolResultContext) -> None:
     own reminder stays outside, readable."""
     result = ctx.result
     if not result.text:
-        if result.data_names and _injection(ctx, "\n".join(result.data_names)) == "block":
+        if result.data_names and await _injection(ctx, "\n".join(result.data_names)) == "block":
             _withhold_injected(ctx)
         return
     text, reminder = result.text, ""
@@ -215,7 +216,7 @@ async def content_fence(ctx: ToolResultContext) -> None:
         if not text.strip():
             return
     # on the raw text (disguises are signals), and on the names of its data, read outside the fence
-    flagged = _injection(ctx, "\n".join((text, *result.data_names)))
+    flagged = await _injection(ctx, "\n".join((text, *result.data_names)))
     text = await neutralise_markers_sliced(text, fences=ctx.config.fence)  # megabytes: in slices
     if flagged == "flag" and not ctx.services.shadow:
         text = f"{INJECTION_NOTE}\n{text}"
@@ -236,7 +237,7 @@ def _withhold_injected(ctx: ToolResultContext) -> NoReturn:
     )
 
 
-def _injection(ctx: ToolResultContext, text: str) -> str | None:
+async def _injection(ctx: ToolResultContext, text: str) -> str | None:
     """The tool's injection mode when the detector flags ``text``, else None.
     The verdict is recorded (score and signal names only, never the text)."""
     policy = ctx.tool.policy
@@ -244,7 +245,7 @@ def _injection(ctx: ToolResultContext, text: str) -> str | None:
     if mode == "off":
         return None
     detector = ctx.config.injection_detector or _HEURISTIC
-    verdict = detector.score(text)
+    verdict = await _scored(detector, text)
     if not verdict.flagged:
         return None
     if mode == "flag":
@@ -252,6 +253,25 @@ def _injection(ctx: ToolResultContext, text: str) -> str | None:
             "flag", detail=f"injection score {verdict.score:.2f}: {', '.join(verdict.signals)}",
         )
     return mode
+
+
+INJECTION_INLINE = 65_536
+"""The most of a text the built-in detector judges in one step (about
+4 ms); a longer one (a result a deployer lets the model read whole) in
+overlapping pieces, the loop turning between, its signals combined as one
+text's. A deployer's own detector is given the whole text."""
+_PIECE_OVERLAP = 8_192
+
+
+async def _scored(detector: Any, text: str) -> InjectionVerdict:
+    """The detector's verdict on the whole of ``text``."""
+    if len(text) <= INJECTION_INLINE or not isinstance(detector, HeuristicDetector):
+        return detector.score(text)
+    found: list[tuple[str, float]] = []
+    for start in range(0, len(text) - _PIECE_OVERLAP, INJECTION_INLINE - _PIECE_OVERLAP):
+        found += detector.signals(text[start:start + INJECTION_INLINE])
+        await asyncio.sleep(0)
+    return detector.verdict(found)
 
 
 _REMINDER = re.compile(r"<system-reminder>The tool call has been interrupted by the user\.</system-reminder>\s*$")

@@ -143,3 +143,16 @@ async def test_a_structured_reply_that_asks_for_more_budget_makes_no_narrowed_ro
     carried = next(d.detail for d in continued.decisions if d.action == "continue_budget")
     assert f"${parked.spent_usd:.6f}" in carried, (parked.spent_usd, carried)
     assert final.structured_output == {"ids": ["x"]}
+
+
+async def test_a_structured_run_on_an_unpriced_model_makes_no_model_call() -> None:
+    """An unpriced model under a capped policy: refused at its first call, and
+    no narrowed round follows (``unpriced_model`` leaves no model call)."""
+    h = Harness(HarnessConfig(cost=CostPolicy(cap_usd=1.0, prices={"other": (1.0, 1.0)})), load_entry_points=False)
+    model = _output_model()
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(search)])), h.middlewares())
+    with h.acting_for(ALICE):
+        final = await agent.reply(UserMsg("user", "which?"), structured_schema=Ids)
+    report = h.last_report(agent)
+    assert report.reason == "unpriced_model"
+    assert model.calls == [] and final.structured_output is None
