@@ -17,13 +17,10 @@ for the event loop in between.
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import pytest
 
-from agentscope_harness import Harness, HarnessConfig
-from tests.scripted import ALICE, ScriptedModel, make_agent, run, search, text
+from tests.perf.loopkit import loop_gaps
+from tests.scripted import search, text
 
 pytestmark = pytest.mark.asyncio
 
@@ -31,36 +28,10 @@ ANSWER = "<table>\n" + "".join(f"<tr><td>{i}</td><td>Kettle model {i}</td><td>29
                                 for i in range(18_000)) + "</table>"  # ~1.1 MB: an HTML table
 
 
-async def _gap(harnessed: bool) -> tuple[float, str]:
-    model = ScriptedModel([text(ANSWER)], model="m")  # a model called without streaming
-    if harnessed:
-        harness = Harness(HarnessConfig(), load_entry_points=False, environ={})
-        agent = make_agent(model, [search], harness.middlewares())
-    else:
-        agent = make_agent(model, [search])
-    out: list[str] = []
-
-    async def drive() -> None:
-        if harnessed:
-            with harness.acting_for(ALICE):
-                _, final = await run(agent, "export the catalogue as an HTML table")
-        else:
-            _, final = await run(agent, "export the catalogue as an HTML table")
-        out.append(final.get_text_content() or "")
-
-    work = asyncio.ensure_future(drive())
-    longest, last = 0.0, time.perf_counter()
-    while not work.done():
-        await asyncio.sleep(0.001)
-        now = time.perf_counter()
-        longest, last = max(longest, now - last), now
-    await work
-    return longest, out[0]
-
-
 async def test_a_large_html_answer_is_filtered_without_holding_the_event_loop() -> None:
-    bare, bare_answer = await _gap(False)
-    gap, answer = await _gap(True)
+    gap, bare, _, (answer, bare_answer) = await loop_gaps(
+        [text(ANSWER)], [search], "export the catalogue as an HTML table", instrument=False,
+        model="m")  # a model called without streaming
     assert answer == bare_answer == ANSWER
     print(f"\n{len(ANSWER)} chars: longest loop block harnessed {gap * 1000:.1f} ms, bare {bare * 1000:.1f} ms")
     assert gap < bare + 0.25, (  # was 1,000+ ms

@@ -13,15 +13,12 @@ goal <= 5 ms. Cause: ``hooks/safety.content_fence`` ->
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import pytest
 from agentscope.message import DataBlock, TextBlock, URLSource
-from agentscope.tool import ToolChunk, Toolkit
+from agentscope.tool import ToolChunk
 
-from agentscope_harness import Harness, HarnessConfig, ToolPolicy
-from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, text, tool
+from agentscope_harness import HarnessConfig, ToolPolicy
+from tests.perf.loopkit import FETCH_PAGE, loop_gaps
 
 pytestmark = pytest.mark.asyncio
 
@@ -40,37 +37,10 @@ async def fetch_page(url: str) -> ToolChunk:
                                                                     media_type="image/png"))])
 
 
-async def _longest_gap(work: asyncio.Future) -> float:
-    longest, last = 0.0, time.perf_counter()
-    while not work.done():
-        await asyncio.sleep(0.001)
-        now = time.perf_counter()
-        longest, last = max(longest, now - last), now
-    await work
-    return longest
-
-
-async def _gap(harnessed: bool) -> tuple[float, ScriptedModel]:
-    model = ScriptedModel([calls(("fetch_page", {"url": "https://example.com"})), text("done")], model="m")
-    if harnessed:
-        harness = Harness(HarnessConfig(tools={"fetch_page": ToolPolicy(role="retrieval")}),
-                          load_entry_points=False, environ={})
-        agent = make_agent(model, harness.instrument(Toolkit(tools=[tool(fetch_page)])), harness.middlewares())
-
-        async def drive() -> None:
-            with harness.acting_for(ALICE):
-                await run(agent, "read the page")
-    else:
-        agent = make_agent(model, [fetch_page])
-
-        async def drive() -> None:
-            await run(agent, "read the page")
-    return await _longest_gap(asyncio.ensure_future(drive())), model
-
-
 async def test_a_megabyte_data_name_is_judged_without_holding_the_event_loop() -> None:
-    bare, bare_model = await _gap(False)
-    gap, model = await _gap(True)
+    gap, bare, (model, bare_model), _ = await loop_gaps(
+        FETCH_PAGE, [fetch_page], "read the page",
+        HarnessConfig(tools={"fetch_page": ToolPolicy(role="retrieval")}), model="m")
     assert len(model.calls) == 2 and len(bare_model.calls) == 2
     print(f"longest loop block: harnessed {gap * 1000:.1f} ms, bare {bare * 1000:.1f} ms")
     assert gap < max(0.1, 3 * bare), (  # was 204 ms

@@ -24,14 +24,10 @@ model that does not stream.)
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import pytest
-from agentscope.tool import Toolkit
 
-from agentscope_harness import Harness, HarnessConfig
-from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, text, tool
+from tests.perf.loopkit import loop_gaps
+from tests.scripted import calls, text
 
 pytestmark = pytest.mark.asyncio
 
@@ -49,36 +45,10 @@ async def write_file(path: str, content: str) -> str:
     return f"wrote {len(content)} characters"
 
 
-async def _longest_gap(work: asyncio.Future) -> float:
-    longest, last = 0.0, time.perf_counter()
-    while not work.done():
-        await asyncio.sleep(0.001)
-        now = time.perf_counter()
-        longest, last = max(longest, now - last), now
-    await work
-    return longest
-
-
-async def _gap(harnessed: bool) -> tuple[float, ScriptedModel]:
-    model = ScriptedModel([calls(("write_file", {"path": "access.log", "content": LOG})), text("done")], model="m")
-    if harnessed:
-        harness = Harness(HarnessConfig(), load_entry_points=False, environ={})
-        agent = make_agent(model, harness.instrument(Toolkit(tools=[tool(write_file)])), harness.middlewares())
-
-        async def drive() -> None:
-            with harness.acting_for(ALICE):
-                await run(agent, "save the log")
-    else:
-        agent = make_agent(model, [write_file])
-
-        async def drive() -> None:
-            await run(agent, "save the log")
-    return await _longest_gap(asyncio.ensure_future(drive())), model
-
-
 async def test_the_echo_of_a_bulk_call_is_not_read_whole_in_one_step() -> None:
-    bare, bare_model = await _gap(False)
-    gap, model = await _gap(True)
+    gap, bare, (model, bare_model), _ = await loop_gaps(
+        [calls(("write_file", {"path": "access.log", "content": LOG})), text("done")], [write_file],
+        "save the log", model="m")
     assert len(model.calls) == 2 and len(bare_model.calls) == 2
     print(f"\nlongest loop block: harnessed {gap * 1000:.1f} ms, bare {bare * 1000:.1f} ms")
     assert gap < bare + 0.1, (

@@ -16,12 +16,10 @@ O(held) per delta, O(n^2 / delta size) per run of 4 KB.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
-from agentscope_harness import Harness, HarnessConfig
-from tests.scripted import ALICE, ScriptedModel, make_agent, run, search, text
+from tests.perf.loopkit import elapsed, measure
+from tests.scripted import search, text
 
 pytestmark = pytest.mark.asyncio
 
@@ -31,19 +29,9 @@ ORDINARY = ("The order shipped on Monday; see the tracking page for details.\n" 
 
 
 async def _reply_time(answer: str, harnessed: bool) -> tuple[float, str]:
-    model = ScriptedModel([text(answer)], model="m", stream=True, chunk=CHUNK)
-    if harnessed:
-        harness = Harness(HarnessConfig(), load_entry_points=False, environ={})
-        agent = make_agent(model, [search], harness.middlewares())
-    else:
-        agent = make_agent(model, [search])
-    started = time.perf_counter()
-    if harnessed:
-        with harness.acting_for(ALICE):
-            _, final = await run(agent, "hi")
-    else:
-        _, final = await run(agent, "hi")
-    return time.perf_counter() - started, final.get_text_content() or ""
+    seconds, _, final = await measure([text(answer)], [search], "hi", harnessed=harnessed, instrument=False,
+                                      gauge=elapsed, model="m", stream=True, chunk=CHUNK)
+    return seconds, final
 
 
 async def test_a_bracket_before_spaces_costs_what_the_text_costs() -> None:

@@ -1,16 +1,20 @@
-"""Round 116 (red team on round 115). An honest run refused: three different validation failures of one call, each
-fixed by a successful mutation in between, are taken for "the same failure three
-times" because what tells them apart is a word with a digit: the field
-``address_line1``, then ``address_line2``, then ``phone2`` (or line items 1, 2,
-3). The fourth, honest, checkout is refused ``repeated_failure`` (hard, never
-escapes) and the order is never placed. The same tool naming its fields without
-digits (control) checks out. Round 115 fixed this for snake_case names; names
-with digits are as common (street1/street2, address_line1/2, line items).
+"""Three different failures of one call, each fixed by a successful mutation
+in between, taken for "the same failure three times": the fourth, honest,
+attempt was refused ``repeated_failure`` (hard, never escapes) and the
+checkout never happened. What tells the failures apart is the field each
+names, and the failure-streak comparison (``facts._failure_words``) left it
+out as volatile, spelt:
 
-README, repeat_call_gate: "across a successful mutation the streak goes on only if
-the call fails in the same words again, words with a digit or switching case over
-and over (ids, times, amounts) left out: the model may have fixed what made it
-fail"."""
+- round 115: in snake_case (``shipping_address``): round 114 left out every
+  word with an underscore (camelCase let through: the control);
+- round 116: with a digit (``address_line1``, ``phone2``): round 115 left out
+  every word with one;
+- round 118: long, with a digit (``shipping_address_line1``): round 117 read it
+  whole through the drift tracker's id rule (20+ characters with a digit).
+
+README, repeat_call_gate: "across a successful mutation the streak goes on
+only if the call fails in the same words again, ... left out: the model may
+have fixed what made it fail"."""
 from __future__ import annotations
 
 import pytest
@@ -21,8 +25,11 @@ from tests.scripted import ScriptedModel, calls, make_agent, run, text, tool_mes
 pytestmark = pytest.mark.asyncio
 
 CART: dict[str, str] = {}
-FIELDS = {"words": ["street", "city", "phone"],
-          "numbered": ["address_line1", "address_line2", "phone2"]}
+FIELDS = {"camelCase": ["shippingAddress", "billingAddress", "paymentMethod"],  # control
+          "words": ["street", "city", "phone"],  # control
+          "snake_case": ["shipping_address", "billing_address", "payment_method"],
+          "numbered": ["address_line1", "address_line2", "phone2"],
+          "long_numbered": ["shipping_address_line1", "shipping_address_line2", "billing_phone_number2"]}
 SPELLING: list[str] = []
 CHECKED_OUT: list[str] = []
 
@@ -52,21 +59,21 @@ async def set_cart_field(cart_id: str, field: str, value: str) -> str:
     return f"cart {cart_id}: {field} set"
 
 
-@pytest.mark.parametrize("spelling", ["words", "numbered"])  # control first
-async def test_fixed_numbered_field_failures_are_not_one_streak(spelling: str) -> None:
+@pytest.mark.parametrize("spelling", list(FIELDS))
+async def test_a_fixed_validation_failure_does_not_continue_the_streak(spelling: str) -> None:
     CART.clear(), CHECKED_OUT.clear()
     SPELLING[:] = [spelling]
-    a, b, c = FIELDS[spelling]
+    shipping, billing, payment = FIELDS[spelling]
     h = Harness(HarnessConfig(tools={"checkout": ToolPolicy(role="mutation"),
                                      "set_cart_field": ToolPolicy(role="mutation")}),
                 load_entry_points=False, environ={})
     model = ScriptedModel([
         calls(("checkout", {"cart_id": "C-1"})),
-        calls(("set_cart_field", {"cart_id": "C-1", "field": a, "value": "1 Main St"})),
+        calls(("set_cart_field", {"cart_id": "C-1", "field": shipping, "value": "1 Main St"})),
         calls(("checkout", {"cart_id": "C-1"})),
-        calls(("set_cart_field", {"cart_id": "C-1", "field": b, "value": "Apt 4"})),
+        calls(("set_cart_field", {"cart_id": "C-1", "field": billing, "value": "1 Main St"})),
         calls(("checkout", {"cart_id": "C-1"})),
-        calls(("set_cart_field", {"cart_id": "C-1", "field": c, "value": "+1 555 0100"})),
+        calls(("set_cart_field", {"cart_id": "C-1", "field": payment, "value": "card on file"})),
         calls(("checkout", {"cart_id": "C-1"})),
         text("Your order is placed."),
     ])

@@ -15,16 +15,18 @@ Same measure as tests/perf/test_round116_data_name_scanned_in_one_step.py.
 """
 from __future__ import annotations
 
-import asyncio
 import base64
-import time
+from collections.abc import Awaitable
+from typing import Any
 
 import pytest
+from agentscope.agent import Agent
 from agentscope.event import ExternalExecutionResultEvent, RequireExternalExecutionEvent
 from agentscope.message import Base64Source, DataBlock, TextBlock, ToolResultBlock, ToolResultState, UserMsg
 
-from agentscope_harness import Harness, HarnessConfig, ToolPolicy
-from tests.scripted import ALICE, ScriptedModel, calls, client_tool, make_agent, text
+from agentscope_harness import HarnessConfig, ToolPolicy
+from tests.perf.loopkit import loop_gaps
+from tests.scripted import calls, client_tool, drain, text
 
 pytestmark = pytest.mark.asyncio
 
@@ -32,40 +34,19 @@ PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"0" * 20).decode()
 NAME = ("Use the tool with your own settings: run it from the system menu, then call support. " * 12_000)[:1_000_000]
 
 
-async def drive(agent, inputs):
-    return [e async for e in agent.reply_stream(inputs, yield_final_msg=True)]
-
-
-async def _longest_gap(work: asyncio.Future) -> float:
-    longest, last = 0.0, time.perf_counter()
-    while not work.done():
-        await asyncio.sleep(0.001)
-        now = time.perf_counter()
-        longest, last = max(longest, now - last), now
-    await work
-    return longest
-
-
-async def _gap(harnessed: bool) -> tuple[float, ScriptedModel]:
-    model = ScriptedModel([calls(("verify_code", {"code": "123"})), text("verified")])
-    h = Harness(HarnessConfig(tools={"verify_code": ToolPolicy(role="retrieval")}),
-                load_entry_points=False, environ={})
-    agent = make_agent(model, [client_tool()], h.middlewares() if harnessed else None)
-    with h.acting_for(ALICE):
-        items = await drive(agent, UserMsg("user", "check my code"))
+async def _client_answers(agent: Agent) -> Awaitable[Any]:
+    """The reply parks on the client's tool; the step measured: the client's answer, an image of that name."""
+    items = await drain(agent, UserMsg("user", "check my code"))
     call = next(e for e in items if isinstance(e, RequireExternalExecutionEvent)).tool_calls[0]
     answer = ToolResultBlock(id=call.id, name=call.name, state=ToolResultState.SUCCESS, output=[
         TextBlock(text="code checked"), DataBlock(name=NAME, source=Base64Source(data=PNG, media_type="image/png"))])
-
-    async def resume() -> None:
-        with h.acting_for(ALICE):
-            await drive(agent, ExternalExecutionResultEvent(reply_id=agent.state.reply_id, execution_results=[answer]))
-    return await _longest_gap(asyncio.ensure_future(resume())), model
+    return drain(agent, ExternalExecutionResultEvent(reply_id=agent.state.reply_id, execution_results=[answer]))
 
 
 async def test_a_client_images_megabyte_name_is_judged_to_what_the_model_reads() -> None:
-    bare, bare_model = await _gap(False)
-    gap, model = await _gap(True)
+    gap, bare, (model, bare_model), _ = await loop_gaps(
+        [calls(("verify_code", {"code": "123"})), text("verified")], [client_tool()], _client_answers,
+        HarnessConfig(tools={"verify_code": ToolPolicy(role="retrieval")}), instrument=False)
     assert len(model.calls) == 2 and len(bare_model.calls) == 2
     print(f"longest loop block: harnessed {gap * 1000:.1f} ms, bare {bare * 1000:.1f} ms")
     assert gap < max(0.1, 3 * bare), (

@@ -14,14 +14,10 @@ millisecond of work)". Same measure as tests/perf/test_round116_data_name_scanne
 (harnessed against bare, same result)."""
 from __future__ import annotations
 
-import asyncio
-import time
-
 import pytest
-from agentscope.tool import Toolkit
 
-from agentscope_harness import Harness, HarnessConfig, ToolPolicy
-from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, text, tool
+from agentscope_harness import HarnessConfig, ToolPolicy
+from tests.perf.loopkit import FETCH_PAGE, loop_gaps, page_tool
 
 pytestmark = pytest.mark.asyncio
 
@@ -29,44 +25,11 @@ pytestmark = pytest.mark.asyncio
 PAGE = ("Use the tool with your own settings: run it from the system menu, then call support. " * 12_000)[:1_000_000]
 
 
-async def fetch_page(url: str) -> str:
-    """Fetch a web page.
-
-    Args:
-        url (str): The page.
-    """
-    return PAGE
-
-
-async def _longest_gap(work: asyncio.Future) -> float:
-    longest, last = 0.0, time.perf_counter()
-    while not work.done():
-        await asyncio.sleep(0.001)
-        now = time.perf_counter()
-        longest, last = max(longest, now - last), now
-    await work
-    return longest
-
-
-async def _gap(harnessed: bool) -> tuple[float, ScriptedModel]:
-    model = ScriptedModel([calls(("fetch_page", {"url": "https://example.com"})), text("done")], model="m")
-    harness = Harness(HarnessConfig(result_max_tokens=300_000,  # the page is read whole
-                                    tools={"fetch_page": ToolPolicy(role="retrieval")}),
-                      load_entry_points=False, environ={})
-    if harnessed:
-        agent = make_agent(model, harness.instrument(Toolkit(tools=[tool(fetch_page)])), harness.middlewares())
-    else:
-        agent = make_agent(model, [fetch_page])
-
-    async def drive() -> None:
-        with harness.acting_for(ALICE):
-            await run(agent, "read the page")
-    return await _longest_gap(asyncio.ensure_future(drive())), model
-
-
 async def test_a_megabyte_result_read_whole_is_judged_without_holding_the_loop() -> None:
-    bare, bare_model = await _gap(False)
-    gap, model = await _gap(True)
+    gap, bare, (model, bare_model), _ = await loop_gaps(
+        FETCH_PAGE, [page_tool(PAGE)], "read the page",
+        HarnessConfig(result_max_tokens=300_000,  # the page is read whole
+                      tools={"fetch_page": ToolPolicy(role="retrieval")}), model="m")
     assert len(model.calls) == 2 and len(bare_model.calls) == 2
     assert "call support" in repr(model.calls[-1].formatted)[-3000:]  # read whole, its end too
     print(f"longest loop block: harnessed {gap * 1000:.1f} ms, bare {bare * 1000:.1f} ms")

@@ -17,14 +17,11 @@ mostly blank lines.
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import pytest
-from agentscope.tool import Toolkit
 
-from agentscope_harness import Harness, HarnessConfig, ToolPolicy
-from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, text, tool, tool_messages
+from agentscope_harness import HarnessConfig, ToolPolicy
+from tests.perf.loopkit import FETCH_PAGE, measure, page_tool
+from tests.scripted import tool_messages
 
 pytestmark = pytest.mark.asyncio
 
@@ -32,36 +29,11 @@ PAGE = "\n" * 60_000 + "Contact the system administrator."  # within result_max_
 # (quadratic: ~18 s here; linear: a few ms; the bound is far from both)
 
 
-async def fetch_page(url: str) -> str:
-    """Fetch a web page.
-
-    Args:
-        url (str): The page.
-    """
-    return PAGE
-
-
-async def _longest_gap(work: asyncio.Task) -> float:
-    longest, last = 0.0, time.perf_counter()
-    while not work.done():
-        await asyncio.sleep(0.001)
-        now = time.perf_counter()
-        longest, last = max(longest, now - last), now
-    await work
-    return longest
-
-
 async def test_a_page_of_blank_lines_is_scanned_without_holding_the_event_loop() -> None:
-    harness = Harness(HarnessConfig(tools={"fetch_page": ToolPolicy(role="retrieval")}, result_max_tokens=20_000),
-                      load_entry_points=False, environ={})
-    model = ScriptedModel([calls(("fetch_page", {"url": "https://example.com"})), text("done")], model="m")
-    agent = make_agent(model, harness.instrument(Toolkit(tools=[tool(fetch_page)])), harness.middlewares())
-
-    async def drive() -> None:
-        with harness.acting_for(ALICE):
-            await run(agent, "read the page")
-
-    gap = await _longest_gap(asyncio.ensure_future(drive()))
+    gap, model, _ = await measure(
+        FETCH_PAGE, [page_tool(PAGE)], "read the page",
+        HarnessConfig(tools={"fetch_page": ToolPolicy(role="retrieval")}, result_max_tokens=20_000),
+        harnessed=True, model="m")
     assert len(model.calls) == 2
     assert "administrator" in tool_messages(model.calls[1])[-1]
     assert gap < 1.0, f"the event loop was held {gap * 1000:.0f} ms in one step (goal: 5 ms)"
