@@ -229,6 +229,8 @@ class Fleet:
         self._seen_open: set[str] = set()
         self._units: dict[str, _KeyUnits] = {}
         """Per rate key, this worker's units there (see ``_take_unit``)."""
+        self._units_swept = UNIT_KEYS_KEPT
+        """How many keys ``_units`` may hold before lapsed ones are swept."""
         self._probes: dict[tuple[str, str], tuple[str, bool]] = {}
         """The calls (run id, call id) that are their tool's half-open probe:
         the tool, and whether the probe is the store's (else this process's)."""
@@ -523,8 +525,11 @@ class Fleet:
         if units is None:
             units = self._units[key] = _KeyUnits(now)
         units.ends = max(units.ends, now) + 60.0 * cost / per_min
-        if len(self._units) > UNIT_KEYS_KEPT:  # keys whose units all passed are forgotten
+        if len(self._units) > self._units_swept:  # keys whose units all passed are forgotten
             self._units = {k: u for k, u in self._units.items() if u.ends > now}
+            # the next sweep once as many keys again are kept: a sweep that frees nothing
+            # (every key still live) is not made again at the next call (amortised O(1))
+            self._units_swept = max(UNIT_KEYS_KEPT, 2 * len(self._units))
         return _Taken(key, per_min, cost, units.ends, units.given_back)
 
     def running(self, run: RunState, call_id: str) -> None:
