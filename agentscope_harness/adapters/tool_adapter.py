@@ -563,9 +563,9 @@ def instrument_toolkit(toolkit: Any, middleware: ToolMiddlewareBase) -> None:
     AgentScope has no public way to add a middleware to a tool that already
     exists; this is the one place that touches its private ``_middlewares``
     list (a test fails loudly if AgentScope renames it). An MCP client makes
-    a fresh tool each time the toolkit lists it (at every call), so its
-    ``get_tool`` is wrapped on the instance to instrument each one it makes.
-    """
+    a fresh tool each time the toolkit lists it (at every call), so the
+    client is made one whose ``get_tool`` instruments each tool it makes
+    (``_instrument_client``)."""
     for tool in tools_in(toolkit):
         _prepend(tool, middleware)
     for group in getattr(toolkit, "tool_groups", ()):

@@ -202,8 +202,6 @@ def _model_of(ctx: HookContext, tier: str) -> Any:
     return tiered if tiered is not None else getattr(ctx.agent, "model", None)
 
 
-
-
 def budget_spent(
     services: Services, agent: Any, run: RunState, kind: str, policy: CostPolicy, park: bool = True,
 ) -> tuple[str, TerminalState, str]:

@@ -22,20 +22,17 @@ def repeat_call_gate(ctx: ToolCallContext) -> None:
     _watch_loop(ctx, digest)
 
     failed = facts.failures.get(digest)
-    if failed is not None and failed.total >= REPEATED_FAILURES_PER_STREAK * config.max_identical_failures:
-        raise HookRejectSignal(  # a backstop for streaks read as broken (an id made of words)
-            f"This exact call failed {failed.total} times in this task ({failed.error_class}). "
-            "Do not retry it; change the arguments or tell the user.",
-            code="repeated_failure",
-            hard=True,
-        )
-    if failed is not None and failed.streak >= config.max_identical_failures:
-        raise HookRejectSignal(
-            f"This exact call failed {failed.streak} times in a row ({failed.error_class}). "
-            "Do not retry it; change the arguments or tell the user.",
-            code="repeated_failure",
-            hard=True,
-        )
+    if failed is not None:
+        # the run-wide count: a backstop for streaks read as broken (an id made of words)
+        over = failed.total >= REPEATED_FAILURES_PER_STREAK * config.max_identical_failures
+        if over or failed.streak >= config.max_identical_failures:
+            times = f"{failed.total} times in this task" if over else f"{failed.streak} times in a row"
+            raise HookRejectSignal(
+                f"This exact call failed {times} ({failed.error_class}). "
+                "Do not retry it; change the arguments or tell the user.",
+                code="repeated_failure",
+                hard=True,
+            )
     _refuse_twin_in_batch(ctx, digest)
     ctx.admit(lambda: _claim_in_batch(ctx, digest))
     earlier = facts.succeeded.get(digest)

@@ -53,7 +53,7 @@ class Claude:
         body = json.loads(request.content)
         self.requests.append(body)
         forced = (body.get("tool_choice") or {}).get("type") in ("tool", "any")
-        if forced and (body.get("thinking") or {}).get("type") == "enabled":
+        if forced and (body.get("thinking") or {}).get("type") in ("enabled", "adaptive"):
             return httpx2.Response(400, json={"type": "error", "error": {
                 "type": "invalid_request_error",
                 "message": "Thinking may not be enabled when tool_choice forces tool use."}})
@@ -63,10 +63,13 @@ class Claude:
             "stop_sequence": None, "usage": {"input_tokens": 300, "output_tokens": 50},
             "content": [{"type": "tool_use", "id": f"toolu_{len(self.requests)}", "name": name, "input": args}]})
 
-    def model(self) -> AnthropicChatModel:
+    def model(self, **thinking: object) -> AnthropicChatModel:
+        """AgentScope's model on this API, thinking on: the legacy toggle
+        unless ``thinking`` names another control (``thinking_mode=...``)."""
+        parameters = thinking or {"thinking_enable": True, "thinking_budget": 1024}
         return AnthropicChatModel(
             credential=AnthropicCredential(api_key="k"), model="claude-x", stream=False, max_retries=0,
-            parameters=AnthropicChatModel.Parameters(max_tokens=2048, thinking_enable=True, thinking_budget=1024),
+            parameters=AnthropicChatModel.Parameters(max_tokens=2048, **parameters),
             client_kwargs={"http_client": httpx2.AsyncClient(transport=httpx2.MockTransport(self.handle))})
 
 
@@ -94,3 +97,25 @@ async def test_a_forced_conclusion_of_a_thinking_models_structured_reply_does_no
     forced = [r for r in claude.requests if (r.get("tool_choice") or {}).get("type") in ("tool", "any")]
     assert not forced, forced
     assert {t["name"] for t in claude.requests[-1]["tools"]} >= {"search", "GenerateStructuredOutput"}
+
+
+@pytest.mark.parametrize("mode", ["adaptive", "enabled"])
+async def test_a_thinking_mode_models_stopped_structured_reply_does_not_fail(mode: str) -> None:
+    """Round 113 (red team on rounds 111-112): the fix read only
+    ``parameters.thinking_enable``; AgentScope's ``thinking_mode`` ("the
+    modern control ... takes precedence"; ``adaptive`` the only mode recent
+    Claude models accept) with ``thinking_enable`` left False still got a
+    forced ``tool_choice``, a 400, and the caller the provider's exception."""
+    claude = Claude()
+    h = Harness(HarnessConfig(max_model_calls=1), load_entry_points=False)
+    agent = make_agent(claude.model(thinking_mode=mode), h.instrument(Toolkit(tools=[tool(search)])), h.middlewares())
+    with h.acting_for(ALICE):
+        try:
+            final = await agent.reply(UserMsg("user", "which orders?"), structured_schema=Ids)
+        except Exception as exc:
+            final = exc
+    report = h.last_report(agent)
+    assert not isinstance(final, Exception), f"the caller got {type(final).__name__}: {final}"
+    assert report.terminal_state.value != "failed", report.reason
+    forced = [r.get("tool_choice") for r in claude.requests if (r.get("tool_choice") or {}).get("type") in ("tool", "any")]
+    assert not forced, forced

@@ -25,7 +25,7 @@ from tests.scripted import ALICE, ALLOW, ScriptedModel, calls, make_agent, text
 
 pytestmark = pytest.mark.asyncio
 
-SERVER = str(Path(__file__).with_name("round113_mcp_server.py"))
+SERVER = str(Path(__file__).with_name("mcp_orders_server.py"))
 
 
 async def slow_lookup(order_id: str) -> str:

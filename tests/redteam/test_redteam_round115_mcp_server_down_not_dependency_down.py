@@ -35,7 +35,7 @@ from tests.scripted import ALICE, ScriptedModel, calls, make_agent, text
 
 pytestmark = pytest.mark.asyncio
 
-SERVER = str(Path(__file__).with_name("round115_mcp_server.py"))
+SERVER = str(Path(__file__).with_name("mcp_orders_server.py"))
 ANSWER = "Order A-1 has shipped."
 
 

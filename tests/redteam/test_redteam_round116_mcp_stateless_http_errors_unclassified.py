@@ -34,7 +34,7 @@ from tests.scripted import ALICE, ScriptedModel, calls, make_agent, text
 
 pytestmark = pytest.mark.asyncio
 
-SERVER = str(Path(__file__).with_name("round116_http_mcp_server.py"))
+SERVER = str(Path(__file__).with_name("mcp_orders_server.py"))
 ANSWER = "Order A-1 has shipped."
 
 
@@ -44,7 +44,7 @@ def server_url():
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    proc = subprocess.Popen([sys.executable, SERVER, str(port)],
+    proc = subprocess.Popen([sys.executable, SERVER, "--http", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(100):
         try:
@@ -79,7 +79,7 @@ async def _run(url: str, stateful: bool, tool: str):
 
 @pytest.mark.parametrize("stateful", [True, False], ids=["stateful_control", "stateless"])
 async def test_an_mcp_timeout_is_a_timeout(server_url: str, stateful: bool) -> None:
-    said, report, classes = await _run(server_url, stateful, "slow")
+    said, report, classes = await _run(server_url, stateful, "slow_lookup")
     assert classes == ["timeout_unknown"], (
         f"the MCP client timed out the call (-32001); classified {classes}, "
         f"run {report.terminal_state.value}/{report.reason}")

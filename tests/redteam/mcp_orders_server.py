@@ -1,6 +1,12 @@
-"""A tiny stdio MCP server for round 115 probes: ``lookup`` answers, ``crash``
-exits the process mid-call, ``spoof_closed``/``spoof_timeout`` answer with a
-JSON-RPC error in the MCP client's own words. Writes its pid to argv[1]."""
+"""A tiny MCP server, "orders", the MCP red-team tests start as a real
+process: ``lookup`` answers; ``slow_lookup`` never answers in time (its
+upstream hangs); ``find_order`` answers an unknown order with a JSON-RPC
+error in the MCP client's own words for a closed connection, ``slow_find``
+with its words for a timeout; ``crash`` exits the process mid-call.
+
+``python mcp_orders_server.py [PIDFILE]``: over stdio, writing its pid to
+PIDFILE; ``python mcp_orders_server.py --http PORT``: streamable HTTP."""
+import asyncio
 import os
 import sys
 
@@ -15,6 +21,13 @@ server = MCPServer("orders")
 @server.tool(annotations=RO)
 async def lookup(order_id: str) -> str:
     """Look up an order."""
+    return f"order {order_id}: shipped"
+
+
+@server.tool(annotations=RO)
+async def slow_lookup(order_id: str) -> str:
+    """Look up an order (slow upstream)."""
+    await asyncio.sleep(30)
     return f"order {order_id}: shipped"
 
 
@@ -39,7 +52,10 @@ async def crash(order_id: str) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w") as f:
-            f.write(str(os.getpid()))
-    server.run("stdio")
+    if sys.argv[1:2] == ["--http"]:
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        if len(sys.argv) > 1:
+            with open(sys.argv[1], "w") as f:
+                f.write(str(os.getpid()))
+        server.run("stdio")
