@@ -416,8 +416,9 @@ class CallFlow:
             view.declared.defaults if view.declared is not None else NO_DEFAULTS,
             changed_state=view.role == "mutation", said=result.text,
         )
-        if result.ok:
-            run.tell_enclosing_runs(view.name, view.args)
+        if result.ok:  # as the tool ran: its declared defaults filled in, as a run's own successes are
+            defaults = view.declared.defaults if view.declared is not None else NO_DEFAULTS
+            run.tell_enclosing_runs(view.name, {**defaults, **view.args} if defaults else view.args)
         return result
 
     async def _count_results(self, ctx: HookContext, text: str) -> int | None:

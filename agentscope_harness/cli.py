@@ -188,7 +188,12 @@ def load_config(path: str | os.PathLike[str]) -> HarnessConfig:
             if raw is None:
                 raise CliError(f"{file}: defines neither `config` nor `CONFIG`")
             if callable(raw) and not isinstance(raw, (HarnessConfig, Mapping)):
-                raw = raw()
+                try:
+                    raw = raw()
+                except (ValidationError, HarnessConfigError):
+                    raise
+                except (Exception, SystemExit) as exc:
+                    raise CliError(f"{file}: its config factory failed: {type(exc).__name__}: {exc}") from exc
         elif suffix in (".yaml", ".yml"):
             try:
                 import yaml
@@ -203,11 +208,15 @@ def load_config(path: str | os.PathLike[str]) -> HarnessConfig:
                     raw = {}  # an empty document is the defaults; a written `null` is no policy
             except (yaml.YAMLError, ValueError) as exc:  # ValueError: an integer past Python's digit limit
                 raise CliError(f"{file}: not valid YAML: {_yaml_problem(exc)}") from exc
+            except RecursionError as exc:
+                raise CliError(f"{file}: not a policy: nested too deeply") from exc
         elif suffix == ".json":
             try:
                 raw = json.loads(_text_of(file), object_pairs_hook=_unique_keys)
             except ValueError as exc:  # JSONDecodeError, or an integer past Python's digit limit
                 raise CliError(f"{file}: not valid JSON: {exc}") from exc
+            except RecursionError as exc:
+                raise CliError(f"{file}: not a policy: nested too deeply") from exc
         else:
             raise CliError(f"{file}: unknown policy file type {suffix!r} (use .py, .yaml, .yml or .json)")
         if not isinstance(raw, (HarnessConfig, Mapping)):
@@ -215,7 +224,7 @@ def load_config(path: str | os.PathLike[str]) -> HarnessConfig:
                 f"{file}: the policy must be a mapping of HarnessConfig fields, "
                 f"not {'null' if raw is None else type(raw).__name__}",
             )
-        return build_config(raw)
+        return _writable(build_config(raw), file)
     except ValidationError as exc:
         raise CliError(f"{file}: invalid policy\n{_format_validation(exc, file)}") from exc
     except HarnessConfigError as exc:
@@ -223,6 +232,22 @@ def load_config(path: str | os.PathLike[str]) -> HarnessConfig:
         if isinstance(cause, ValidationError):
             raise CliError(f"{file}: invalid policy\n{_format_validation(cause)}") from exc
         raise CliError(f"{file}: invalid policy: {exc}") from exc
+
+
+def _writable(config: HarnessConfig, file: Path) -> HarnessConfig:
+    """``config`` if it can be written out (as ``check-config`` prints it);
+    else a ``CliError`` naming the field whose text cannot (a lone surrogate)."""
+    try:
+        config.model_dump_json()
+    except ValueError:  # pydantic's serialisation error is one
+        for name in type(config).model_fields:
+            try:
+                config.model_dump_json(include={name})
+            except ValueError:
+                raise CliError(f"{file}: invalid policy: {name}: holds text that cannot be written "
+                               "(a lone surrogate)") from None
+        raise
+    return config
 
 
 def _build_harness(config: HarnessConfig | None, entry_points: bool = True) -> Any:

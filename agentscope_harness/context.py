@@ -321,6 +321,8 @@ class HookContext:
         model that keeps calling other tools after that is stopped, with
         ``code`` as the run's reason (default: ``reason``)."""
         self._acts_at("constrain", _HINTED_POINTS)
+        if type(reason) is not str or (code is not None and type(code) is not str):
+            raise TypeError("ctx.constrain: reason and code must be text")
         facts = self.run.facts
         if facts.force_conclude:
             return
@@ -344,7 +346,12 @@ class HookContext:
         that completes the run or leaves it waiting (what was done, the
         question: a completed run never answers that it failed), unless a
         finishing tool must deliver; else to the config's fallback text.
-        A run that ended already keeps its end, and answers what that end does."""
+        A run that ended already keeps its end, and answers what that end does.
+        A ``state`` that is no ``TerminalState``, or a ``reason``, ``text``
+        or ``code`` that is no text, fails the hook (by its kind)."""
+        state = _terminal_state(state)
+        if type(reason) is not str or any(v is not None and type(v) is not str for v in (text, code)):
+            raise TypeError("ctx.stop: reason, text and code must be text")
         if self.fallback_answer is not None:
             return  # the first stop of a point stands
         facts = self.run.facts
@@ -395,6 +402,8 @@ class HookContext:
         ``HookRejectSignal``. So an async gate can never hold a charge while
         other calls of the batch are judged."""
         self._acts_at("admit", ("pre_tool_call",))
+        if inspect.iscoroutinefunction(charge):  # it would never run: no await comes between the last check and it
+            raise TypeError("ctx.admit: a charge must be synchronous, not async")
         self.admissions.append((self.hook_name, charge))
 
     def decide(
@@ -478,3 +487,11 @@ class SessionEndContext(HookContext):
     """``on_session_end``: ``final_text`` is the answer about to be delivered."""
 
     final_text: str
+
+
+def _terminal_state(state: Any) -> TerminalState:
+    try:
+        return TerminalState(state)
+    except ValueError:
+        allowed = ", ".join(s.value for s in TerminalState)
+        raise ValueError(f"ctx.stop: state must be a TerminalState ({allowed}), got {state!r}") from None

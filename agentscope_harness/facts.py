@@ -14,7 +14,7 @@ import re
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from itertools import islice, pairwise
+from itertools import islice
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -85,36 +85,63 @@ _WORD = re.compile(r"\w+")
 def _failure_words(said: str) -> list[str]:
     """The words a failure says, as its streak compares them: lowercased,
     the drift tracker's volatile tokens left out (UUIDs, times, durations,
-    named ids), each split at ``_``, less the parts that change on every
-    attempt: a number, digits mixed into letters (``x2k9p``, ``c7f3a9e``), a
-    long id (``8mxbV2dPuPSfCU``), letters switching case over and over (a
-    random id; ``shippingAddress`` switches once, ``XMLHttpRequest`` three
-    times). Letters ending in a number (``line2``, ``ipv4``) name a field.
-    *Limit*: an id made of words (a container's ``eager_turing``) is read as
-    words: ``Failures.total`` bounds that."""
+    named ids, a temporary file's name), each split at ``_``, less the parts
+    that change on every attempt: a number, digits mixed into letters
+    (``x2k9p``, ``c7f3a9e``), a long id (``8mxbV2dPuPSfCU``), letters
+    switching case at random (``kXzVqP``; ``shippingPostCode`` and
+    ``XMLHttpRequest`` are words), a pod's suffix (``kxzvq``, ``qzwx7``:
+    Kubernetes leaves vowels out). Letters ending in a short number
+    (``line2``, ``ipv4``) name a field. *Limit*: an id made of words (a
+    container's ``eager_turing``, a suffix that happens to hold a vowel) is
+    read as words: ``Failures.total`` bounds that."""
     text = said[:SAID_CHARS]
-    shuffled = {p.lower() for w in _WORD.findall(text) for p in w.split("_") if _case_switches(p) > 3}
+    shuffled = {p.lower() for w in _WORD.findall(text) for p in w.split("_") if _random_case(p)}
     text = text.lower()
     if any(name in text for name in _ID_NAMES):
         text = _NAMED_ID.sub(" ", text)
+    if "tmp" in text:
+        text = _TEMP_NAME.sub(" ", text)
     parts = (p for w in _WORD.findall(_VOLATILE_SPAN.sub(" ", text)) for p in w.split("_"))
     return [p for p in parts if p and p not in shuffled and not _changing(p)]
 
 
-_FIELD = re.compile(r"[^\W\d_]+\d{1,3}")
+_FIELD = re.compile(r"([^\W\d_]+)\d{1,3}")
 """Letters ending in a short number: a field's name (``line2``), not an id."""
+_TEMP_NAME = re.compile(r"\btmp\w{8}\b")
+"""A name ``tempfile`` made: ``tmp`` and eight random characters."""
+_CAMEL_WORD = re.compile(r"[A-Z]{2,}s(?![a-z])|[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+_VOWEL = re.compile("[aeiouy]")
 
 
 def _changing(part: str) -> bool:
     """A part of a failure's words that is no word: a number, or digits in
-    it other than a field's (``_FIELD``), or a long id."""
+    it other than a field's (``_FIELD``), or a long id, or a pod's random
+    suffix: Kubernetes writes five characters with no vowel (``kxzvq``,
+    ``qzwx7``, ``bcd22``; a field such as ``x509`` or ``h264`` is shorter,
+    and any four letters with no vowel are taken for one: ``tmpk``)."""
     if not any(c.isdigit() for c in part):
+        if len(part) >= 4 and part.isascii() and part.isalpha() and _VOWEL.search(part) is None:
+            return True
         return len(part) >= ID_MIN and _ID_WORD.fullmatch(part) is not None
-    return part.isdigit() or _FIELD.fullmatch(part) is None
+    if part.isdigit():
+        return True
+    named = _FIELD.fullmatch(part)
+    return named is None or (len(part) >= 5 and _VOWEL.search(named.group(1)) is None)
 
 
-def _case_switches(part: str) -> int:
-    return sum(a.islower() != b.islower() for a, b in pairwise(part) if a.isalpha() and b.isalpha())
+def _random_case(part: str) -> bool:
+    """Letters whose case switches at random (``kXzVqP``): read as camelCase
+    words (``taxIDs`` is ``tax``, ``IDs``), two or more of them with no
+    vowel and not an acronym in capitals (``k``, ``Xz``, ``Vq``); a name's
+    words hold vowels (``shipToId``, ``XMLHttpRequest``: ``Http`` is one)."""
+    if part.islower() or part.isupper():
+        return False
+    unworded = 0
+    for word in _CAMEL_WORD.findall(part):
+        if _VOWEL.search(word.lower()) is None and not word.isupper():
+            unworded += 1
+    return unworded >= 2
+
 
 # Volatile tokens: what changes on every call whatever the call learnt
 # (request and trace ids, latencies, timestamps). Matched on lowercased text.
@@ -367,6 +394,40 @@ def _exact_value(value: Any) -> str:
 SAID_CHARS = 2_048
 """The most of a failure's text compared to the last (its start says how it failed)."""
 NO_DEFAULTS: Mapping[str, Any] = MappingProxyType({})
+
+
+DONE_INSIDE_KEY = "agentscope_harness.done_inside"
+"""Where an agent's state keeps what its sub-agents did inside its calls."""
+DONE_INSIDE_KEPT = 256
+"""The most calls kept with their sub-agents' successes (the oldest go first)."""
+
+
+def remember_done_inside(agent: Any, call_id: str, done: Mapping[str, list[Mapping[str, Any]]]) -> None:
+    """Keep in ``agent``'s state the successes (tool -> arguments, their
+    defaults filled in) of the sub-agents that ran inside its call
+    ``call_id`` of this reply: its later replies' claims of them stand as
+    claims of its own earlier calls do, while the call's result is in its
+    context (``done_inside_earlier``)."""
+    state = getattr(agent, "state", None)
+    middle = getattr(state, "middle_context", None)
+    if not isinstance(middle, dict):
+        return
+    kept = middle.get(DONE_INSIDE_KEY)
+    if not isinstance(kept, dict):
+        kept = middle[DONE_INSIDE_KEY] = {}
+    kept[f"{getattr(state, 'reply_id', None)}/{call_id}"] = {
+        tool: [dict(args) for args in calls] for tool, calls in done.items()
+    }
+    while len(kept) > DONE_INSIDE_KEPT:
+        del kept[next(iter(kept))]
+
+
+def done_inside_earlier(agent: Any) -> Mapping[str, Any]:
+    """What ``remember_done_inside`` kept, by ``<reply id>/<call id>`` of
+    the call its sub-agents ran inside (empty: nothing, or a state edited)."""
+    middle = getattr(getattr(agent, "state", None), "middle_context", None)
+    kept = middle.get(DONE_INSIDE_KEY) if isinstance(middle, dict) else None
+    return kept if isinstance(kept, dict) else {}
 
 
 @dataclass(frozen=True)

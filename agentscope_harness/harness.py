@@ -32,7 +32,7 @@ from .facts import declared_in, tools_in
 from .hooks import BUILTIN_HOOKS
 from .hooks.safety import undeclared_identity_args
 from .hooks.sequencing import undeclared_same_args
-from .lifecycle import ReplyLifecycle, run_deadline
+from .lifecycle import ReplyLifecycle, record_parked_leads, run_deadline
 from .model_guard import ModelGuard, billed_tokens, guard_structured_calls
 from .outputs import json_spelling
 from .redaction import Redactor
@@ -405,6 +405,8 @@ class Harness:
             await self.services.fleet.settle(run, reservation, usd)
         if usage is not None:
             await self.services.fleet.tokens_used(run, input_tokens + output_tokens, side)
+            if run.parent is not None:  # a parked lead's record carries what it spent since
+                await record_parked_leads(self, run)
         if reservation is not None:
             return
         root = run.root

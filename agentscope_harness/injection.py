@@ -121,26 +121,78 @@ def _unescape_json(text: str) -> str:
     return decoded.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
-def _normalise(text: str) -> tuple[str, list[tuple[str, float]]]:
-    """The view the patterns read, and the signals the normalising found."""
-    found: list[tuple[str, float]] = []
+@dataclass
+class Signals:
+    """What a text carries, as counts and heaviest weights, so that the
+    parts of one long text add up to what the whole would (``add``): the
+    hidden characters counted, each rule's heaviest match (discounted when
+    reported), the heaviest encoded instruction."""
+
+    tags: int = 0
+    hidden: int = 0
+    bidi: bool = False
+    mixed: int = 0
+    rules: dict[str, float] = field(default_factory=dict)
+    encoded: float = 0.0
+
+    def add(self, other: Signals) -> None:
+        self.tags += other.tags
+        self.hidden += other.hidden
+        self.bidi = self.bidi or other.bidi
+        self.mixed += other.mixed
+        for name, weight in other.rules.items():
+            self.rules[name] = max(weight, self.rules.get(name, 0.0))
+        self.encoded = max(self.encoded, other.encoded)
+
+    def named(self) -> list[tuple[str, float]]:
+        """Each signal named once with its weight (``<rule>(reported)`` when
+        its heaviest match was discounted), in the order they are found."""
+        found: list[tuple[str, float]] = []
+        if self.tags:
+            found.append(("tag_characters", 0.8 if self.tags > 2 else 0.5))
+        if self.hidden:
+            found.append(("zero_width_in_words", 0.6 if self.hidden > 2 else 0.35))
+        if self.bidi:
+            found.append(("bidi_override", 0.35))
+        if self.mixed:
+            found.append(("homoglyph_mixing", 0.5 if self.mixed > 2 else 0.25))
+        for name, _, weight, _, _ in _RULES:
+            best = self.rules.get(name)
+            if best:
+                found.append((name if best == weight else f"{name}(reported)", best))
+        if self.encoded:
+            found.append(("encoded_instructions", self.encoded))
+        return found
+
+
+def _count_hidden(text: str, signals: Signals) -> str:
+    """The hidden characters of ``text`` counted into ``signals``; the text
+    as a reader sees it (``unhidden``), which the mixed words are counted on."""
+    signals.tags += len(_TAG.findall(_TAG_FLAG.sub("", text)))
+    signals.hidden += len(_HIDDEN_IN_WORD.findall(text))
+    signals.bidi = signals.bidi or _BIDI_OVERRIDE.search(text) is not None
+    seen = unhidden(text).translate(SMALL_CAPITALS)
+    signals.mixed += len(_MIXED_WORD.findall(seen))
+    return seen
+
+
+def _normal(text: str, signals: Signals | None) -> str:
+    """``text`` as the patterns read it before lower-casing (JSON escapes
+    decoded, hidden characters dropped, confusables folded in a text that
+    mixes scripts), its hidden characters counted into ``signals`` on the
+    way (``None``: counted elsewhere)."""
     if "\\u" in text:
         text = _unescape_json(text)
-    if not text.isascii():
-        tags = len(_TAG.findall(_TAG_FLAG.sub("", text)))
-        if tags:
-            found.append(("tag_characters", 0.8 if tags > 2 else 0.5))
-        hidden = len(_HIDDEN_IN_WORD.findall(text))
-        if hidden:
-            found.append(("zero_width_in_words", 0.6 if hidden > 2 else 0.35))
-        if _BIDI_OVERRIDE.search(text):
-            found.append(("bidi_override", 0.35))
-        text = unhidden(text).translate(SMALL_CAPITALS)
-        mixed = len(_MIXED_WORD.findall(text))
-        if mixed:
-            found.append(("homoglyph_mixing", 0.5 if mixed > 2 else 0.25))
-            text = text.translate(_CONFUSABLES)
-    return text, found
+    if text.isascii():
+        return text
+    seen = _count_hidden(text, Signals() if signals is None else signals)
+    return seen.translate(_CONFUSABLES) if _MIXED_WORD.search(seen) else seen
+
+
+def _lowered(normal: str) -> str:
+    """The lower-cased view the patterns read."""
+    view = normal.lower()
+    return view if view.isascii() else _bare(view)
 
 
 # --- patterns ---------------------------------------------------------------
@@ -342,48 +394,63 @@ class HeuristicDetector:
     def score(self, text: str) -> InjectionVerdict:
         return self.verdict(self.signals(text))
 
-    def signals(self, text: str) -> list[tuple[str, float]]:
-        """The signals ``text`` carries, each named once with its weight."""
-        return self._signals(text, decode=True)
-
-    def verdict(self, signals: Iterable[tuple[str, float]]) -> InjectionVerdict:
-        """The verdict of signals (found in one text or in pieces of it: a
-        signal found twice counts once, at its heaviest)."""
-        heaviest: dict[str, float] = {}
-        for name, weight in signals:
-            heaviest[name] = max(weight, heaviest.get(name, 0.0))
-        score = _noisy_or(heaviest.values())
-        return InjectionVerdict(round(score, 4), list(heaviest), self.threshold)
-
-    def _signals(self, text: str, decode: bool) -> list[tuple[str, float]]:
-        normal, found = _normalise(text)
-        view = normal.lower()
-        if not view.isascii():
-            view = _bare(view)
-        for name, pattern, weight, reported, needs in _RULES:
-            if needs is not None:  # a loop, not any(): no generator per rule and result
-                for piece in needs:
-                    if piece in view:
-                        break
-                else:
-                    continue
-            best = 0.0
-            for match in pattern.finditer(view):
-                w = weight
-                if reported and _REPORTED.search(view, max(0, match.start() - 24), match.start()):
-                    w *= _REPORTED_DISCOUNT
-                best = max(best, w)
-                if best == weight:
-                    break
-            if best:
-                found.append((name if best == weight else f"{name}(reported)", best))
-        if decode:  # one level: a blob inside a blob is not decoded
-            for blob in _decoded_blobs(normal):
-                inner = self._signals(blob, decode=False)
-                if inner:
-                    found.append(("encoded_instructions", _noisy_or(w for _, w in inner)))
-                    break
+    def signals(self, text: str, own: tuple[int, int] | None = None) -> Signals:
+        """The signals ``text`` carries; ``own``: those of the part
+        ``text[start:end]`` only, read in the context of all of ``text`` (a
+        piece of a longer text, overlapping its neighbours: every match and
+        every hidden character is one piece's, so the pieces' signals
+        ``add`` up to the whole's)."""
+        found = Signals()
+        if own is None:
+            normal = _normal(text, found)
+            view = _lowered(normal)
+            lo, hi = 0, len(view)
+        else:
+            start, end = own
+            _count_hidden(text[start:end], found)
+            normal = _normal(text, None)
+            view = _lowered(normal)
+            # where the part starts and ends in the view: what comes before and after it, read alike
+            lo = len(_lowered(_normal(text[:start], None)))
+            hi = len(view) - len(_lowered(_normal(text[end:], None)))
+        _rules(view, lo, hi, found)
+        for blob in _decoded_blobs(normal):  # a blob lies whole in some piece: the heaviest counts
+            inner = Signals()  # one level: a blob inside a blob is not decoded
+            inner_view = _lowered(_normal(blob, inner))
+            _rules(inner_view, 0, len(inner_view), inner)
+            weights = [w for _, w in inner.named()]
+            if weights:
+                found.encoded = max(found.encoded, _noisy_or(weights))
+                break
         return found
+
+    def verdict(self, signals: Signals) -> InjectionVerdict:
+        """The verdict on a text's signals (its pieces' added up)."""
+        named = signals.named()
+        return InjectionVerdict(round(_noisy_or(w for _, w in named), 4), [n for n, _ in named], self.threshold)
+
+
+def _rules(view: str, lo: int, hi: int, found: Signals) -> None:
+    """Each rule's heaviest match starting in ``view[lo:hi]`` into ``found``."""
+    for name, pattern, weight, reported, needs in _RULES:
+        if needs is not None:  # a loop, not any(): no generator per rule and result
+            for piece in needs:
+                if piece in view:
+                    break
+            else:
+                continue
+        best = 0.0
+        for match in pattern.finditer(view, lo):
+            if match.start() >= hi:
+                break
+            w = weight
+            if reported and _REPORTED.search(view, max(0, match.start() - 24), match.start()):
+                w *= _REPORTED_DISCOUNT
+            best = max(best, w)
+            if best == weight:
+                break
+        if best:
+            found.rules[name] = max(best, found.rules.get(name, 0.0))
 
 
 def _noisy_or(weights: Iterable[float]) -> float:

@@ -223,6 +223,46 @@ class _NotAsked(enum.Enum):
 NOT_KEPT, UNANSWERED = _NotAsked.NOT_KEPT, _NotAsked.UNANSWERED
 
 
+async def _park_records(harness: Harness, ask: Callable[[ParkRecords], Awaitable[T]], what: str,
+                        deadline: float | None) -> T | _NotAsked:
+    """``ask`` of the store's park records, bounded; ``NOT_KEPT``: the
+    store keeps none; ``UNANSWERED``: it did not answer (logged: could
+    not ``what``)."""
+    store = harness.store
+    if not isinstance(store, ParkRecords):
+        return NOT_KEPT
+    try:
+        return await bounded(ask(store), "park records", store_timeout(store), deadline)
+    except Exception as exc:
+        log.warning("harness could not %s: %s", what, exc)
+        return UNANSWERED
+
+
+async def _put_park_record(harness: Harness, run: RunState) -> bool:
+    """Write what the parked run is now (``_park_record_of``) under its
+    reply; whether the store answered."""
+    record = json.dumps(_park_record_of(run))
+    kept = await _park_records(harness, lambda s: s.park_put(run.run_id, record),
+                               f"record the park of {run.run_id}", None)
+    return kept is not UNANSWERED
+
+
+async def record_parked_leads(harness: Harness, run: RunState) -> None:
+    """``run`` (nested) charged a model call or a tool call to the runs it
+    is nested in: one of them parked and recorded (a sub-agent a tool left
+    running in the background goes on after its lead parked) is recorded
+    again, so that a resume in another process carries that spend and those
+    counts, as one here does (a lead under another Harness is recorded by
+    that one's store: not here)."""
+    parent = run.parent
+    while parent is not None:
+        report = parent.report
+        if (parent.park_recorded and parent.table is harness.table  # its own store keeps its record
+                and report is not None and report.terminal_state is TerminalState.WAITING_INPUT):
+            await _put_park_record(harness, parent)
+        parent = parent.parent
+
+
 def _park_record_of(run: RunState) -> dict[str, Any]:
     """What a parked run was, for a resume elsewhere (``_held_to`` reads it):
     who parked it, what it counted, spent and was extended or offered, its
@@ -713,17 +753,7 @@ class ReplyLifecycle:
 
     async def _park_records(self, run: RunState, ask: Callable[[ParkRecords], Awaitable[T]], what: str,
                             deadline: float | None) -> T | _NotAsked:
-        """``ask`` of the store's park records, bounded; ``NOT_KEPT``: the
-        store keeps none; ``UNANSWERED``: it did not answer (logged: could
-        not ``what``)."""
-        store = self.harness.store
-        if not isinstance(store, ParkRecords):
-            return NOT_KEPT
-        try:
-            return await bounded(ask(store), "park records", store_timeout(store), deadline)
-        except Exception as exc:
-            log.warning("harness could not %s: %s", what, exc)
-            return UNANSWERED
+        return await _park_records(self.harness, ask, what, deadline)
 
     async def _park_record(self, run: RunState) -> dict[str, Any] | None:
         """What the parking process recorded of the run; ``None``: no store
@@ -761,10 +791,7 @@ class ReplyLifecycle:
                 run.earlier_parks.add(run.park_id)  # a record of it still in the store is older than this park
             run.park_id = uuid.uuid4().hex  # its one answer is claimed under it
             run.parked_at = time.monotonic()
-            record = json.dumps(_park_record_of(run))
-            kept = await self._park_records(run, lambda s: s.park_put(run.run_id, record),
-                                            f"record the park of {run.run_id}", None)
-            run.park_recorded = kept is not UNANSWERED
+            run.park_recorded = await _put_park_record(self.harness, run)
 
     async def shape_external_results(self, inputs: Any) -> None:
         """Client-executed results enter the context here, not through
@@ -818,10 +845,10 @@ class ReplyLifecycle:
         # from the server's own disk, and fetch some http ones, which a client may not make it do
         links = [f"({b.source.media_type} at {b.source.url}: sent by the client, not fetched)"
                  for b in blocks if isinstance(b.source, URLSource)]
-        shaped = [await shaped_data(b, services.redactor, modes, salt) for b in data]
+        shaped = await shaped_data(data, services.redactor, modes, salt)
         text = "\n".join([result_text(output), *links]) if links else result_text(output)
         state = str(getattr(block.state, "value", block.state))
-        names = data_names(data)
+        names = await data_names(data, services.redactor, modes, salt)
         result = await self.harness.flow.shape(ctx, result_view(text, state, dict(metadata), bool(data), names))
         if result.withheld:
             block.output, block.state = result.body, ToolResultState.ERROR

@@ -29,7 +29,7 @@ from agentscope.message import DataBlock, HintBlock, TextBlock
 
 from .errors import METADATA_KEY
 from .pii import PiiOutcome, apply_pii, find_pii, rewrite_pii, validate_pii_modes
-from .redaction import Redactor, sliced
+from .redaction import Redactor, Turns, sliced
 from .sentinels import MarkerStream, fences_touching, neutralise_markers, neutralise_markers_sliced, strip_markers
 
 PII_HOLD = 320
@@ -593,10 +593,34 @@ DATA_NAME_CHARS = 1_024
 injection detector judges it with the result's text, on the event loop)."""
 
 
-def data_names(blocks: Iterable[Any]) -> tuple[str, ...]:
-    """The names of a result's data blocks, as far as the model reads them
-    (``DATA_NAME_CHARS``): what the injection detector judges."""
-    return tuple(b.name[:DATA_NAME_CHARS] for b in blocks if b.name)
+async def data_names(
+    blocks: Iterable[Any], redactor: Redactor, pii: Mapping[str, str], salt: bytes,
+) -> tuple[str, ...]:
+    """The names of a result's data blocks as the model reads them
+    (``read_name``): what the injection detector judges, no more, no less."""
+    names = []
+    turns = Turns()  # many names, each a short step, add up
+    for block in blocks:
+        if block.name:
+            names.append(await read_name(block.name, redactor, pii, salt))
+            await turns.take()
+    return tuple(names)
+
+
+async def read_name(name: str, redactor: Redactor, pii: Mapping[str, str], salt: bytes) -> str:
+    """A data block's name as the model reads it (its markers aside):
+    redacted whole and the tool's ``pii`` applied, then cut to
+    ``DATA_NAME_CHARS``. Cut after: a secret across the cut is redacted, not
+    halved; and what a shrunk secret pulls in from past the cut is read, so
+    it is what the detector judges."""
+    text, _, _ = await filter_result(redactor, name, _field_modes(pii), salt)
+    return text[:DATA_NAME_CHARS]
+
+
+def _field_modes(pii: Mapping[str, str]) -> dict[str, str]:
+    """A result's ``pii`` modes on a data block's field: a ``block`` kind is
+    redacted (a field is no answer to withhold)."""
+    return {kind: "redact" if mode == "block" else mode for kind, mode in pii.items()}
 
 
 def _data_fields(block: Any) -> dict[str, str]:
@@ -660,21 +684,29 @@ def readable_data(block: Any, redactor: Redactor) -> Any:
     return _with_fields(block, fields, {k: neutralise_markers(redactor.redact(v)) for k, v in fields.items()})
 
 
-async def shaped_data(block: Any, redactor: Redactor, pii: Mapping[str, str], salt: bytes) -> Any:
-    """A tool result's data block as the model may read it: each field the
-    formatter writes as text shaped as the result's text is (secrets
-    redacted, the tool's ``pii`` applied, markers defanged), in steps (a
-    megabyte URL never holds the event loop). A ``block`` kind found there
-    is redacted: a field is no answer to withhold."""
-    modes = {kind: "redact" if mode == "block" else mode for kind, mode in pii.items()}
-    fields = _data_fields(block)
-    shaped = {}
-    for key, text in fields.items():
-        text, _, _ = await filter_result(redactor, text, modes, salt)
-        if key == "name":  # redacted whole first: a secret across the cut is redacted, not halved
-            text = text[:DATA_NAME_CHARS]
-        shaped[key] = await neutralise_markers_sliced(text)
-    return _with_fields(block, fields, shaped)
+async def shaped_data(
+    blocks: Iterable[Any], redactor: Redactor, pii: Mapping[str, str], salt: bytes,
+) -> list[Any]:
+    """A tool result's data blocks as the model may read them: each field
+    the formatter writes as text shaped as the result's text is (secrets
+    redacted, the tool's ``pii`` applied, markers defanged; the name as
+    ``read_name`` reads it), in steps (a megabyte URL, or many long names,
+    never hold the event loop). A block itself when nothing in it changed."""
+    modes = _field_modes(pii)
+    shaped_blocks = []
+    turns = Turns()
+    for block in blocks:
+        fields = _data_fields(block)
+        shaped = {}
+        for key, text in fields.items():
+            if key == "name":
+                text = await read_name(text, redactor, pii, salt)
+            else:
+                text, _, _ = await filter_result(redactor, text, modes, salt)
+            shaped[key] = await neutralise_markers_sliced(text)
+            await turns.take()
+        shaped_blocks.append(_with_fields(block, fields, shaped))
+    return shaped_blocks
 
 
 def readable_metadata(

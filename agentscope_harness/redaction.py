@@ -48,8 +48,12 @@ pass over its lowercased form); the shapes run only when one is there. A
 larger text always runs every shape, so a trigger word costs a large text
 nothing extra (no cliff); a small one costs microseconds either way."""
 ASYNC_INLINE = 16 * 1024
-"""``redact_async`` redacts texts up to this size in one step (under half
-a millisecond); larger ones pass by pass (``sliced``)."""
+"""``redact_async`` takes a text up to this size in one step when it holds
+no secret's opening at all (one prefilter pass: microseconds); larger
+ones, and ones that hold an opening, pass by pass (``sliced``)."""
+INLINE_ANY = 1024
+"""``redact_async`` redacts a text up to this size in one step whatever it
+holds: crafted text dense with openings (``AKIAAKIA…``) costs ~0.7 ms here."""
 SLICE_S = 0.001
 """``sliced`` gives the event loop a turn whenever it has worked this long:
 the work stays on the loop's own thread (a worker thread would hold the
@@ -57,16 +61,35 @@ interpreter lock for up to its 5 ms switch interval at a time), in steps
 of a millisecond or so."""
 
 
+class Turns:
+    """The event loop's turns across a sequence of steps, each short alone,
+    that add up (a result's many data blocks, a megabyte's passes): one is
+    due whenever the work since the last has held the loop ``SLICE_S``."""
+
+    __slots__ = ("mark",)
+
+    def __init__(self) -> None:
+        self.mark = time.perf_counter()
+
+    def due(self) -> bool:
+        return time.perf_counter() - self.mark >= SLICE_S
+
+    async def take(self) -> None:
+        """A turn, if one is due."""
+        if self.due():
+            await asyncio.sleep(0)
+            self.mark = time.perf_counter()
+
+
 async def sliced(steps: Iterable[_T]) -> list[_T]:
     """Every item of ``steps`` (a generator doing work between its items),
     the event loop given a turn whenever the work has held it ``SLICE_S``."""
     out: list[_T] = []
-    mark = time.perf_counter()
+    turns = Turns()
     for step in steps:
         out.append(step)
-        if time.perf_counter() - mark >= SLICE_S:
-            await asyncio.sleep(0)
-            mark = time.perf_counter()
+        if turns.due():
+            await turns.take()
     return out
 
 
@@ -75,12 +98,11 @@ async def _let_go(chunks: list[_T]) -> None:
     given a turn whenever that has held it ``SLICE_S``: a million spans of
     a text dense with secrets, freed at once, hold the loop longer (12 ms)
     than any step that found them."""
-    mark = time.perf_counter()
+    turns = Turns()
     while chunks:
         chunks.pop()
-        if time.perf_counter() - mark >= SLICE_S:
-            await asyncio.sleep(0)
-            mark = time.perf_counter()
+        if turns.due():
+            await turns.take()
 
 
 def _opening_of(words: Iterable[str]) -> str:
@@ -715,12 +737,15 @@ class Redactor:
         return _apply(text, 0, len(text), spans) if spans else text
 
     async def redact_async(self, text: str, inline: int = ASYNC_INLINE) -> str:
-        """``redact(text)``; a text longer than ``inline`` characters is
+        """``redact(text)``; a text longer than ``INLINE_ANY`` characters
+        that may hold a secret (any longer than ``inline`` does) is
         redacted one pass at a time, the event loop given a turn whenever
         the work has held it for ``SLICE_S`` (``sliced``), so even a large
         or adversarial result never holds the loop for long."""
-        if len(text) <= inline:
+        if len(text) <= INLINE_ANY:
             return self.redact(text)
+        if len(text) <= inline and self._quiet(text, 0, len(text), None):
+            return text
         steps = await sliced(self._steps(text, 0, len(text)))
         merged = await sliced(_merging(steps))
         await _let_go(steps)

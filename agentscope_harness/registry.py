@@ -46,11 +46,26 @@ class HookRejectSignal(Exception):
         hard: bool = False,
     ) -> None:
         super().__init__(message)
+        problem = malformed(message, code, ref)
+        if problem is not None:
+            raise TypeError(f"HookRejectSignal: {problem}")
         self.message = message
         self.code = code
         self.raw = raw
         self.ref = ref
         self.hard = hard
+
+
+def malformed(message: Any, code: Any, ref: Any) -> str | None:
+    """What is wrong with a refusal's fields (the model reads them as a
+    sentinel, the report keeps them), or ``None``."""
+    if type(message) is not str:
+        return f"message must be text, got {type(message).__name__}"
+    if type(code) is not str or not code:
+        return f"code must be non-empty text, got {code!r}"
+    if ref is not None and type(ref) is not str:
+        return f"ref must be text or None, got {type(ref).__name__}"
+    return None
 
 
 @dataclass(frozen=True)

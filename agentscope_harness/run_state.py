@@ -163,6 +163,11 @@ class RunState(LazyFields):
     ended_inside: dict[str, list[RunReport]] = lazy(dict)
     """Reports of nested runs that ended inside a call of this run, by call
     id, until the call's result takes them."""
+    done_inside: dict[str, dict[str, list[Mapping[str, Any]]]] = lazy(dict)
+    """The successes of nested runs inside a call of this run (tool ->
+    arguments), by call id, until the call ends: then kept in the agent's
+    state (``claims.remember_done_inside``), so that a later reply's claim
+    of them stands as one of the agent's own earlier calls does."""
     hold_reply_end: bool = False
     results: ResultAccount = lazy(lambda: ResultAccount())
     """The running account of the tool results in the agent's context."""
@@ -562,10 +567,12 @@ class RunState(LazyFields):
     def tell_enclosing_runs(self, succeeded_tool: str, args: Mapping[str, Any]) -> None:
         """A tool succeeded here with ``args``: every run this one is nested
         in knows its sub-agents did it (``claims`` are checked run-wide)."""
-        run = self.parent
+        below, run = self, self.parent
         while run is not None:
             run.facts.done_by_sub_runs.setdefault(succeeded_tool, []).append(args)
-            run = run.parent
+            if below.called_by is not None:
+                run.done_inside.setdefault(below.called_by, {}).setdefault(succeeded_tool, []).append(args)
+            below, run = run, run.parent
 
     def dependency_went_down(self, tool: str) -> None:
         """``tool``'s dependency is down for this run and every run it is

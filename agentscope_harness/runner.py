@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .context import HookContext
 from .deadline import MIN_TIMEOUT_S
 from .outputs import quoted_pii, quoted_shown, result_pii, shaped_notice, written_by_hook
-from .registry import HOOK_POINTS, TOOL_POINTS, HookRejectSignal, HookSpec
+from .registry import HOOK_POINTS, TOOL_POINTS, HookRejectSignal, HookSpec, malformed
 from .sentinels import format_sentinel, neutralise_markers
 
 if TYPE_CHECKING:
@@ -92,6 +92,17 @@ class _Resumed:
                 pending = coro.send(sent)
             except StopIteration as done:
                 return done.value
+
+
+def _synchronous(undo: Any) -> Any:
+    """A charge's value, which must be no awaitable, nor an async undo: a
+    charge runs with no await between the gates' last check and it, so an
+    async one would never run (its cap silently off). It fails its hook."""
+    if inspect.isawaitable(undo) or inspect.iscoroutinefunction(undo):
+        if inspect.iscoroutine(undo):
+            undo.close()
+        raise TypeError("ctx.admit: a charge (and its undo) must be synchronous, not async")
+    return undo
 
 
 def first_step(coro: Any) -> tuple[bool, Any]:
@@ -182,6 +193,17 @@ def _put_back(
     return TypeError("the hook " + " and ".join(wrong)) if wrong else None
 
 
+def _additions_put_back(ctx: HookContext, additions: list[str], added: int) -> Exception | None:
+    """A hook at ``on_system_prompt`` replaced ``ctx.prompt_addition`` or put
+    something other than text in it (the prompt is joined from it): what it
+    added is taken out, and the hook has failed."""
+    if ctx.prompt_addition is additions and all(type(item) is str for item in additions[added:]):
+        return None
+    ctx.prompt_addition = additions
+    del additions[added:]
+    return TypeError("the hook changed ctx.prompt_addition other than by appending text to it")
+
+
 def _refusal_text(ctx: HookContext, signal: HookRejectSignal) -> str:
     """What the model (and the user's stream) reads of a refusal: a gate's
     message may quote a secret, or the call's arguments (``same_args``), so
@@ -267,11 +289,14 @@ class HookRunner:
     async def _chain(self, point: str, specs: tuple[HookSpec, ...], ctx: HookContext) -> Refusal | None:
         result_read = ctx.result if point == "post_tool_call" else None  # by the model: shaped
         raw = result_read.raw_text if result_read is not None else None  # the tool's own: read-only
+        prompting = point == "on_system_prompt"
+        additions = ctx.prompt_addition
         for spec in specs:
             ctx.hook_name, ctx.hook_builtin = spec.name, spec.builtin
             tool, answer, audit, given = ctx.tool, ctx.final_text, ctx.audit, ctx.result
             before = result_read.text if result_read is not None and not spec.builtin else None
             notes = tuple(result_read.notices) if result_read is not None and before is not None else ()
+            added = len(additions) if prompting else 0
             try:
                 try:
                     result = spec.fn(ctx)
@@ -287,10 +312,12 @@ class HookRunner:
                         or (result_read is not None and result_read.raw_text is not raw)
                         else None
                     )
+                    if broken is None and prompting:
+                        broken = _additions_put_back(ctx, additions, added)
                 if broken is not None:
                     raise broken
             except HookRejectSignal as signal:
-                refusal = self._rejected(spec, signal, ctx)
+                refusal = self._refused(spec, signal, ctx)
             except asyncio.CancelledError as exc:
                 if being_cancelled():
                     raise
@@ -327,9 +354,9 @@ class HookRunner:
             spec = self.by_name[hook]
             ctx.hook_name, ctx.hook_builtin = hook, spec.builtin
             try:
-                undo = charge()
+                undo = _synchronous(charge())
             except HookRejectSignal as signal:
-                refusal = self._rejected(spec, signal, ctx)
+                refusal = self._refused(spec, signal, ctx)
             except (KeyboardInterrupt, SystemExit):
                 raise
             except BaseException as exc:  # a charge never awaits: a CancelledError here is its own
@@ -380,6 +407,14 @@ class HookRunner:
         if bound.expired():  # the hook caught the timeout's cancellation and returned: it failed
             raise TimeoutError
         return value
+
+    def _refused(self, spec: HookSpec, signal: HookRejectSignal, ctx: HookContext) -> Refusal | None:
+        """A hook's refusal; one whose fields were made wrong after it was
+        raised (a ``code`` of 403) is the hook's failure, never a crash of the reply."""
+        problem = malformed(signal.message, signal.code, signal.ref)
+        if problem is not None:
+            return self._failed(spec, TypeError(f"HookRejectSignal: {problem}"), ctx)
+        return self._rejected(spec, signal, ctx)
 
     def _rejected(
         self, spec: HookSpec, signal: HookRejectSignal, ctx: HookContext,

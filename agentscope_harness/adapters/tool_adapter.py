@@ -32,8 +32,8 @@ from ..calls import DEADLINE_PASSED, UNGATED_TOOLS, Verdict, read_one_way, resul
 from ..chains import release
 from ..context import HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception, error_text
-from ..facts import thawed, tools_in
-from ..lifecycle import end_resumed_by_another, rejoin
+from ..facts import remember_done_inside, thawed, tools_in
+from ..lifecycle import end_resumed_by_another, record_parked_leads, rejoin
 from ..outputs import (
     cleaned_args,
     data_names,
@@ -51,6 +51,7 @@ from .agent_adapter import HarnessMiddleware, run_of
 
 if TYPE_CHECKING:
     from ..harness import Harness
+    from ..redaction import Redactor
     from ..run_state import RunState
 
 log = logging.getLogger("agentscope_harness")
@@ -185,6 +186,8 @@ class HarnessToolAdapter(HarnessMiddleware):
                 return decision
             refusal = flow.admit(verdict)
             admitted = refusal is None
+            if admitted and run.parent is not None:  # a parked lead's record counts it
+                await record_parked_leads(self.harness, run)
             if admitted and getattr(input_kwargs.get("tool"), "is_external_tool", False):
                 _waits(run, view)  # the client runs it: the reply parks until its result
             return _deny(refusal.text) if refusal is not None else decision
@@ -254,6 +257,9 @@ class HarnessToolAdapter(HarnessMiddleware):
             TOOL_CALL.reset(calling)
             if token is not None:
                 RUN_HANDLE.reset(token)
+            done = run.done_inside.pop(call.id, None)
+            if done:
+                remember_done_inside(agent, call.id, done)
         if original is None:
             return self._stopped(ctx, call, "cut short", DEADLINE_CUT, ran=True)
         return await self._shaped(ctx, original)
@@ -276,12 +282,13 @@ class HarnessToolAdapter(HarnessMiddleware):
 
     async def _shaped(self, ctx: HookContext, original: ToolResponse) -> ToolResponse:
         try:
-            result = await self.harness.flow.shape(ctx, _view_of(original))
+            redactor = ctx.services.redactor
+            modes, salt = result_pii(ctx.tool.policy if ctx.tool is not None else None, ctx.run)
+            result = await self.harness.flow.shape(ctx, await _view_of(original, redactor, modes, salt))
             sent = [] if result.withheld or not result.has_data else [
                 b for b in original.content if isinstance(b, DataBlock)
             ]
-            modes, salt = result_pii(ctx.tool.policy if ctx.tool is not None else None, ctx.run)
-            data: list[TextBlock | DataBlock] = [await shaped_data(b, ctx.services.redactor, modes, salt) for b in sent]
+            data: list[TextBlock | DataBlock] = await shaped_data(sent, redactor, modes, salt) if sent else []
         except Exception as exc:
             self.harness.services.log_failure(f"harness shaping the result of {original.id}", exc)
             return self._failed(ctx, original, exc)
@@ -439,13 +446,17 @@ async def _consume(call: Any, input_kwargs: dict, next_handler: Callable[..., As
     return original
 
 
-def _view_of(response: ToolResponse) -> ToolResultView:
+async def _view_of(
+    response: ToolResponse, redactor: Redactor, pii: dict[str, str], salt: bytes,
+) -> ToolResultView:
+    """The result as hooks judge it: its text, and its data blocks' names as
+    the model reads them."""
     content = response.content
     if len(content) == 1 and type(content[0]) is TextBlock:  # the usual result
         return result_view(content[0].text, _state_name(response.state), dict(response.metadata))
     text = result_text(content)
     data = [b for b in content if isinstance(b, DataBlock)]
-    names = data_names(data)
+    names = await data_names(data, redactor, pii, salt)
     return result_view(text, _state_name(response.state), dict(response.metadata), bool(data), names)
 
 

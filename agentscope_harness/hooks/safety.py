@@ -18,8 +18,8 @@ from agentscope.message import ToolCallBlock, ToolResultBlock
 
 from ..context import HookContext, SessionEndContext, ToolCallContext, ToolResultContext
 from ..errors import BREAKER_FAILURES, ErrorClass, HarnessConfigError
-from ..facts import declared_in, tools_in
-from ..injection import SMALL_CAPITALS, HeuristicDetector, InjectionVerdict, unhidden
+from ..facts import declared_in, done_inside_earlier, tools_in
+from ..injection import SMALL_CAPITALS, HeuristicDetector, InjectionVerdict, Signals, unhidden
 from ..outputs import answer_filter, dependency_label, filter_result, result_pii
 from ..registry import HookRejectSignal, harness_hook
 from ..sentinels import CONFUSABLES, fence_close, fence_open, format_sentinel, neutralise_markers_sliced, strip_issued
@@ -207,7 +207,7 @@ async def content_fence(ctx: ToolResultContext) -> None:
     own reminder stays outside, readable."""
     result = ctx.result
     if not result.text:
-        if result.data_names and await _injection(ctx, "\n".join(result.data_names)) == "block":
+        if result.data_names and await _injection(ctx, "", result.data_names) == "block":
             _withhold_injected(ctx)
         return
     text, reminder = result.text, ""
@@ -216,7 +216,7 @@ async def content_fence(ctx: ToolResultContext) -> None:
         if not text.strip():
             return
     # on the raw text (disguises are signals), and on the names of its data, read outside the fence
-    flagged = await _injection(ctx, "\n".join((text, *result.data_names)))
+    flagged = await _injection(ctx, text, result.data_names)
     text = await neutralise_markers_sliced(text, fences=ctx.config.fence)  # megabytes: in slices
     if flagged == "flag" and not ctx.services.shadow:
         text = f"{INJECTION_NOTE}\n{text}"
@@ -237,15 +237,16 @@ def _withhold_injected(ctx: ToolResultContext) -> NoReturn:
     )
 
 
-async def _injection(ctx: ToolResultContext, text: str) -> str | None:
-    """The tool's injection mode when the detector flags ``text``, else None.
-    The verdict is recorded (score and signal names only, never the text)."""
+async def _injection(ctx: ToolResultContext, text: str, names: tuple[str, ...] = ()) -> str | None:
+    """The tool's injection mode when the detector flags ``text`` with the
+    data names read beside it, else None. The verdict is recorded (score and
+    signal names only, never the text)."""
     policy = ctx.tool.policy
     mode = policy.injection_mode() if policy is not None else "off"
     if mode == "off":
         return None
     detector = ctx.config.injection_detector or _HEURISTIC
-    verdict = await _scored(detector, text)
+    verdict = await _scored(detector, text, names)
     if not verdict.flagged:
         return None
     if mode == "flag":
@@ -261,17 +262,49 @@ INJECTION_INLINE = 65_536
 overlapping pieces, the loop turning between, its signals combined as one
 text's. A deployer's own detector is given the whole text."""
 _PIECE_OVERLAP = 8_192
+_PLAIN_RUN = re.compile(r"[ -\[\]-~]{16}")
+"""Printable ASCII with no backslash: nothing the detector reads (an escape,
+a hidden or mixed-script word, a flag) runs across the middle of it."""
 
 
-async def _scored(detector: Any, text: str) -> InjectionVerdict:
-    """The detector's verdict on the whole of ``text``."""
-    if len(text) <= INJECTION_INLINE or not isinstance(detector, HeuristicDetector):
-        return detector.score(text)
-    found: list[tuple[str, float]] = []
-    for start in range(0, len(text) - _PIECE_OVERLAP, INJECTION_INLINE - _PIECE_OVERLAP):
-        found += detector.signals(text[start:start + INJECTION_INLINE])
+async def _scored(detector: Any, text: str, names: tuple[str, ...] = ()) -> InjectionVerdict:
+    """The detector's verdict on ``text`` and the data ``names`` read beside
+    it, outside its fence: the built-in detector adds up their signals, each
+    read alone (a text's closing words are no context of a name), a long text
+    in pieces, each owning the part between two cuts that nothing it reads
+    runs across (``_cut_near``), with 2 KB or more of context either side.
+    Another detector is given them joined."""
+    if not isinstance(detector, HeuristicDetector):
+        return detector.score("\n".join(filter(None, (text, *names))))
+    found = Signals()
+    for name in names:
+        found.add(detector.signals(name))
+    if len(text) <= INJECTION_INLINE:
+        found.add(detector.signals(text))
+        return detector.verdict(found)
+    step, reach = INJECTION_INLINE - _PIECE_OVERLAP, _PIECE_OVERLAP // 4
+    starts = range(0, len(text) - _PIECE_OVERLAP, step)
+    cuts = [0, *(_cut_near(text, start + 2 * reach, reach) for start in starts[1:]), len(text)]
+    for k, start in enumerate(starts):
+        piece = text[start:start + INJECTION_INLINE]
+        found.add(detector.signals(piece, (cuts[k] - start, cuts[k + 1] - start)))
         await asyncio.sleep(0)
     return detector.verdict(found)
+
+
+def _cut_near(text: str, at: int, reach: int) -> int:
+    """A place within ``reach`` of ``at`` where the text may be cut with
+    nothing the detector reads across it: the nearest space or line break,
+    else the middle of a run of plain ASCII (``_PLAIN_RUN``); ``at`` itself
+    in a text with neither (what stands across it may be read a little off)."""
+    lo, hi = at - reach, at + reach
+    before = max(text.rfind(c, lo, at) for c in " \n\t")
+    after = [i for i in (text.find(c, at, hi) for c in " \n\t") if i >= 0]
+    nearest = [i for i in (before, min(after, default=-1)) if i >= 0]
+    if nearest:
+        return min(nearest, key=lambda i: abs(i - at))
+    plain = _PLAIN_RUN.search(text, lo, hi)
+    return plain.start() + 8 if plain is not None else at
 
 
 _REMINDER = re.compile(r"<system-reminder>The tool call has been interrupted by the user\.</system-reminder>\s*$")
@@ -628,7 +661,8 @@ def _numbers(text: str) -> set[Decimal]:
 def _earlier_successes(ctx: HookContext) -> dict[str, list[Mapping[str, Any]]]:
     """The calls that succeeded in the agent's earlier replies, by tool, as
     its context keeps them: a successful result, with the arguments its
-    call block carried. A call this run judged, in this reply's own
+    call block carried, and what sub-agents did inside a call whose result
+    it keeps (``facts.remember_done_inside``). A call this run judged, in this reply's own
     messages (AgentScope gives them its reply id), is left out: it is this
     run's facts (an earlier reply's call may have the same id: a provider
     numbering every turn from zero). A result is paired with its call by id
@@ -636,6 +670,7 @@ def _earlier_successes(ctx: HookContext) -> dict[str, list[Mapping[str, Any]]]:
     id within a turn (a model writing its own ids)."""
     state = getattr(ctx.agent, "state", None)
     this_reply, judged = getattr(state, "reply_id", None), ctx.run.judged_calls
+    inside = done_inside_earlier(ctx.agent)
     awaiting: dict[str, list[ToolCallBlock]] = {}
     found: dict[str, list[Mapping[str, Any]]] = {}
     for msg in getattr(state, "context", None) or ():
@@ -650,6 +685,8 @@ def _earlier_successes(ctx: HookContext) -> dict[str, list[Mapping[str, Any]]]:
                 call = _answered(awaiting.get(block.id), block.name)
                 if call is not None and block.state == "success" and not (mine and block.id in judged):
                     found.setdefault(call.name, []).append(_args_of(call))
+                for tool, calls in (inside.get(f"{msg.id}/{block.id}") or {}).items():  # its sub-agents'
+                    found.setdefault(tool, []).extend(c for c in calls if isinstance(c, Mapping))
     if found:  # as the tools ran: their declared defaults filled in
         for tool in tools_in(getattr(ctx.agent, "toolkit", None)):
             declared = declared_in(getattr(tool, "input_schema", None)) if tool.name in found else None

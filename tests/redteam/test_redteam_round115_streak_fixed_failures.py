@@ -10,7 +10,11 @@ out as volatile, spelt:
 - round 116: with a digit (``address_line1``, ``phone2``): round 115 left out
   every word with one;
 - round 118: long, with a digit (``shipping_address_line1``): round 117 read it
-  whole through the drift tracker's id rule (20+ characters with a digit).
+  whole through the drift tracker's id rule (20+ characters with a digit);
+- round 119: camelCase of three words (``shippingPostCode``): round 118 counted
+  its case switches (four) as a random id's;
+- round 120: camelCase with short words (``shipToId``, ``taxIDs``): round 119
+  took two short words of three for a random id's.
 
 README, repeat_call_gate: "across a successful mutation the streak goes on
 only if the call fails in the same words again, ... left out: the model may
@@ -29,7 +33,10 @@ FIELDS = {"camelCase": ["shippingAddress", "billingAddress", "paymentMethod"],  
           "words": ["street", "city", "phone"],  # control
           "snake_case": ["shipping_address", "billing_address", "payment_method"],
           "numbered": ["address_line1", "address_line2", "phone2"],
-          "long_numbered": ["shipping_address_line1", "shipping_address_line2", "billing_phone_number2"]}
+          "long_numbered": ["shipping_address_line1", "shipping_address_line2", "billing_phone_number2"],
+          "camel_three_words": ["shippingPostCode", "billingPostCode", "paymentMethodId"],
+          "camel_short_word": ["shipToId", "billToId", "soldToId"],
+          "camel_acronym": ["taxIDs", "vatIDs", "dunsIDs"]}
 SPELLING: list[str] = []
 CHECKED_OUT: list[str] = []
 

@@ -14,7 +14,9 @@ What changes, by the round that found it read as new words:
   the call last succeeded) stops it at 6 runs (it ran 21 times before);
 - round 117: a request UUID, an ISO time, a duration (their short parts read
   as words once split at ``-``, ``:`` and ``.``);
-- round 118: a pod's random suffix (``build-x2k9p``, ``api-7d9f8b6c4d-q8w2z``).
+- round 118: a pod's random suffix (``build-x2k9p``, ``api-7d9f8b6c4d-q8w2z``);
+- round 119: a pod's suffix with no digit (``kxzvq``) or ending in one
+  (``qzwx7``), a temporary directory (``/tmp/tmpk_qzwvbn2``).
 
 README, repeat_call_gate: "Same call failing the same way
 `max_identical_failures` times in a row: `repeated_failure` (never escapes;
@@ -40,6 +42,10 @@ TAILS = {
     "duration": ["after 1532ms", "after 1498ms", "after 1611ms", "after 1575ms"],
     "job_pod": [f"pod build-{s}" for s in ("x2k9p", "7qz4m", "b8w2t", "k5n7r", "2fh9d", "m4x8c")],
     "deployment_pod": [f"pod api-7d9f8b6c4d-{s}" for s in ("q8w2z", "h4k7n", "z9t2b", "c6m5x", "r2p8w", "t7v4q")],
+    "pod_letters_only": [f"pod build-{s}" for s in ("kxzvq", "tbhwm", "qdrlz", "wjxpc", "mvkts", "hfzqn")],
+    "pod_ending_in_digit": [f"pod build-{s}" for s in ("qzwx7", "hbtk4", "rmdz9", "cxvl2", "pwkq5", "tznj8")],
+    "temp_dir": [f"in /tmp/tmp{s}/out.csv" for s in ("k_qzwvbn2", "x_hrtplm7", "w_zcvbqr4", "j_mnbvcx5",
+                                                       "p_lkjhgf6", "d_qwrtzp9")],
     "docker": ["container eager_turing", "container silly_hopper", "container focused_curie",
                "container brave_lovelace", "container quirky_noether", "container jolly_babbage",
                "container vibrant_knuth", "container dreamy_hodgkin"],

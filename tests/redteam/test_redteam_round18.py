@@ -253,12 +253,14 @@ async def test_a_sub_agents_refused_action_does_not_support_the_leads_claim() ->
     assert "has not been done" in final.get_text_content()
 
 
-async def test_a_sub_agent_of_a_previous_reply_does_not_support_this_replys_claim() -> None:
-    """Regression guard: successes are told to the enclosing runs, not kept
-    on the agent: the lead's next reply claiming the cancel again (nothing
-    ran in it) is corrected."""
+async def test_a_sub_agent_of_a_previous_reply_does_not_support_another_orders_claim() -> None:
+    """Regression guard: what a sub-agent did in an earlier reply backs the
+    lead's later claim of that very step, as the lead's own earlier calls do
+    (round 119), and no other: the lead's next reply claiming B-2 cancelled
+    (only A-1 was) is corrected."""
     ran = Ran()
-    h = Harness(HarnessConfig(tools={"cancel_order": CANCEL_CLAIM}), load_entry_points=False)
+    per_order = ToolPolicy(role="mutation", claims=[r"(?P<order_id>[A-Z]-\d) is cancell?ed"])
+    h = Harness(HarnessConfig(tools={"cancel_order": per_order}), load_entry_points=False)
     child_model = ScriptedModel([calls(("cancel_order", {"order_id": "A-1", "user_id": "u1"})),
                                  text("Cancelled A-1.")], model="c")
     child = make_agent(child_model, [shop_tools(ran)["cancel_order"]], h.middlewares(), name="child")
