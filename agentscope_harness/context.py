@@ -229,6 +229,9 @@ class HookContext:
     admissions: list[tuple[str, Callable[[], Callable[[], None] | None]]] = field(
         default_factory=list,
     )
+    refunds: tuple[Callable[[], None], ...] = ()
+    """The undos of an admitted call's charges: a call admitted but never
+    made gives them back (``HarnessToolAdapter._uncount``)."""
     ask_reason: str | None = None
     would_refuse: str | None = None
     """In shadow mode: the code of the first refusal a hook made and shadow

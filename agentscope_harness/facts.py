@@ -85,48 +85,58 @@ _WORD = re.compile(r"\w+")
 def _failure_words(said: str) -> list[str]:
     """The words a failure says, as its streak compares them: lowercased,
     the drift tracker's volatile tokens left out (UUIDs, times, durations,
-    named ids, a temporary file's name), each split at ``_``, less the parts
-    that change on every attempt: a number, digits mixed into letters
-    (``x2k9p``, ``c7f3a9e``), a long id (``8mxbV2dPuPSfCU``), letters
-    switching case at random (``kXzVqP``; ``shippingPostCode`` and
-    ``XMLHttpRequest`` are words), a pod's suffix (``kxzvq``, ``qzwx7``:
-    Kubernetes leaves vowels out). Letters ending in a short number
-    (``line2``, ``ipv4``) name a field. *Limit*: an id made of words (a
-    container's ``eager_turing``, a suffix that happens to hold a vowel) is
-    read as words: ``Failures.total`` bounds that."""
+    named ids), a temporary file's name, a pod's random suffix
+    (``build-kxzvq``) and a base64 id split at its ``+ / - _``, each split at
+    ``_``, less the parts that change on every attempt: a number, digits
+    mixed into letters (``x2k9p``, ``c7f3a9e``), a long id
+    (``8mxbV2dPuPSfCU``), letters switching case at random (``kXzVqP``;
+    ``shippingPostCode`` and ``XMLHttpRequest`` are words). Letters ending
+    in a short number (``line2``, ``ipv4``) name a field, and so do words
+    with no vowel (``lxml``, ``nltk``). *Limit*: an id made of words (a
+    container's ``eager_turing``) is read as words: ``Failures.total``
+    bounds that."""
     text = said[:SAID_CHARS]
     shuffled = {p.lower() for w in _WORD.findall(text) for p in w.split("_") if _random_case(p)}
+    for run in _OPAQUE.findall(text):  # a base64 id (an S3 host id, a url-safe token) is split at + / - _
+        if _random_case(_NOT_LETTER.sub("", run)) and any(c.isdigit() for c in run):
+            shuffled.update(p.lower() for w in _WORD.findall(run) for p in w.split("_"))
     text = text.lower()
     if any(name in text for name in _ID_NAMES):
         text = _NAMED_ID.sub(" ", text)
     if "tmp" in text:
         text = _TEMP_NAME.sub(" ", text)
+    if "-" in text:
+        text = _POD_SUFFIX.sub(" ", text)
     parts = (p for w in _WORD.findall(_VOLATILE_SPAN.sub(" ", text)) for p in w.split("_"))
     return [p for p in parts if p and p not in shuffled and not _changing(p)]
 
 
-_FIELD = re.compile(r"([^\W\d_]+)\d{1,3}")
+_FIELD = re.compile(r"[^\W\d_]+\d{1,3}")
 """Letters ending in a short number: a field's name (``line2``), not an id."""
-_TEMP_NAME = re.compile(r"\btmp\w{8}\b")
-"""A name ``tempfile`` made: ``tmp`` and eight random characters."""
+_TEMP_NAME = re.compile(
+    r"(?<=[/\\]tmp[/\\])(?:php|cc|\.tmp)\w{6}\b"
+    r"|\btmp(?:\w{8,10}\b|\.\w{10}\b|[0-9a-f]{1,4}\.tmp\b)"
+)
+"""A temporary file's name as a tool makes one: PHP's ``phpYzdqkD``, GCC's
+``ccXXXXXX.s`` and Rust's ``.tmpXXXXXX`` right under ``/tmp``; Python's
+``tmp`` and eight random characters (or so), ``mktemp``'s ``tmp.`` and ten,
+.NET's ``tmp`` and up to four hex digits. Any other file's name is a word
+(``/tmp/report_q1.csv`` is no ``report_q2.csv``)."""
+_POD_SUFFIX = re.compile(r"(?<=[a-z0-9]-)[bcdfghjklmnpqrstvwxz2456789]{5}\b")
+"""A Kubernetes pod's random suffix: five characters of its alphabet (no
+vowels, no ``0``, ``1``, ``3``) after the name and a hyphen."""
+_OPAQUE = re.compile(r"[A-Za-z0-9+/=_-]{20,}")
+_NOT_LETTER = re.compile(r"[^A-Za-z]+")
 _CAMEL_WORD = re.compile(r"[A-Z]{2,}s(?![a-z])|[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 _VOWEL = re.compile("[aeiouy]")
 
 
 def _changing(part: str) -> bool:
     """A part of a failure's words that is no word: a number, or digits in
-    it other than a field's (``_FIELD``), or a long id, or a pod's random
-    suffix: Kubernetes writes five characters with no vowel (``kxzvq``,
-    ``qzwx7``, ``bcd22``; a field such as ``x509`` or ``h264`` is shorter,
-    and any four letters with no vowel are taken for one: ``tmpk``)."""
+    it other than a field's (``_FIELD``), or a long id."""
     if not any(c.isdigit() for c in part):
-        if len(part) >= 4 and part.isascii() and part.isalpha() and _VOWEL.search(part) is None:
-            return True
         return len(part) >= ID_MIN and _ID_WORD.fullmatch(part) is not None
-    if part.isdigit():
-        return True
-    named = _FIELD.fullmatch(part)
-    return named is None or (len(part) >= 5 and _VOWEL.search(named.group(1)) is None)
+    return part.isdigit() or _FIELD.fullmatch(part) is None
 
 
 def _random_case(part: str) -> bool:

@@ -21,7 +21,7 @@ import base64
 import binascii
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -176,17 +176,26 @@ def _count_hidden(text: str, signals: Signals) -> str:
     return seen
 
 
-def _normal(text: str, signals: Signals | None) -> str:
+def _normal(text: str, signals: Signals | None, fold: bool | None = None) -> str:
     """``text`` as the patterns read it before lower-casing (JSON escapes
     decoded, hidden characters dropped, confusables folded in a text that
-    mixes scripts), its hidden characters counted into ``signals`` on the
-    way (``None``: counted elsewhere)."""
+    mixes scripts: ``fold`` says whether the whole text does, ``None``:
+    this one), its hidden characters counted into ``signals`` on the way
+    (``None``: counted elsewhere)."""
     if "\\u" in text:
         text = _unescape_json(text)
     if text.isascii():
         return text
     seen = _count_hidden(text, Signals() if signals is None else signals)
-    return seen.translate(_CONFUSABLES) if _MIXED_WORD.search(seen) else seen
+    return seen.translate(_CONFUSABLES) if (_MIXED_WORD.search(seen) if fold is None else fold) else seen
+
+
+def mixes_scripts(text: str) -> bool:
+    """Whether ``text`` holds a word mixing Latin letters with Cyrillic or
+    Greek ones, as a reader sees it: the detector then reads look-alikes as
+    Latin all through it."""
+    return not text.isascii() and _MIXED_WORD.search(unhidden(_unescape_json(text) if "\\u" in text else text)
+                                                     .translate(SMALL_CAPITALS)) is not None
 
 
 def _lowered(normal: str) -> str:
@@ -360,25 +369,42 @@ _REPORTED = re.compile(
 )
 _REPORTED_DISCOUNT = 0.3
 
-_BASE64 = re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{24,8192}={0,2}(?![A-Za-z0-9+/=])")
-_MAX_BLOBS = 16
+_BASE64 = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24,}+={0,2}+(?![A-Za-z0-9+/=_-])")
+"""Base64 on one line, standard or URL-safe."""
+_WRAPPED = re.compile(r"(?<![A-Za-z0-9+/_-])(?:[A-Za-z0-9+/]{40,}+\r?\n)++[A-Za-z0-9+/]++={0,2}+(?![A-Za-z0-9+/=_-])")
+"""Base64 wrapped in lines of one length (MIME's 76 characters), but the last."""
+_URL_SAFE = str.maketrans("-_", "+/")
 
 
-def _decoded_blobs(text: str) -> list[str]:
-    """Printable text hidden in base64 blobs (at most a few)."""
-    out: list[str] = []
+def decoded_blobs(text: str) -> Iterator[str]:
+    """Printable text hidden in base64 blobs: every one, however long (a
+    text's blobs decode to less than the text: linear), on one line or
+    wrapped."""
     for match in _BASE64.finditer(text):
-        blob = match.group()
-        if len(out) >= _MAX_BLOBS:
-            break
-        try:
-            raw = base64.b64decode(blob + "=" * (-len(blob) % 4), validate=True)
-            decoded = raw.decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError, ValueError):
-            continue
-        if decoded.isprintable() or all(ch.isprintable() or ch.isspace() for ch in decoded):
-            out.append(decoded)
-    return out
+        decoded = _decoded(match.group())
+        if decoded is not None:
+            yield decoded
+    if "\n" not in text:
+        return
+    for match in _WRAPPED.finditer(text):
+        lines = match.group().split()
+        if len(set(map(len, lines[:-1]))) == 1 and len(lines[-1]) <= len(lines[0]):
+            decoded = _decoded("".join(lines))
+            if decoded is not None:
+                yield decoded
+
+
+def _decoded(blob: str) -> str | None:
+    """A blob's printable text (``None``: not base64, or not printable)."""
+    if "-" in blob or "_" in blob:
+        if "+" in blob or "/" in blob:
+            return None  # two alphabets: no base64
+        blob = blob.translate(_URL_SAFE)
+    try:
+        decoded = base64.b64decode(blob + "=" * (-len(blob) % 4), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+    return decoded if decoded.isprintable() or "".join(decoded.split()).isprintable() else None
 
 
 class HeuristicDetector:
@@ -394,12 +420,18 @@ class HeuristicDetector:
     def score(self, text: str) -> InjectionVerdict:
         return self.verdict(self.signals(text))
 
-    def signals(self, text: str, own: tuple[int, int] | None = None) -> Signals:
+    def signals(
+        self, text: str, own: tuple[int, int] | None = None, fold: bool | None = None, decode: bool = True,
+        read: list[str] | None = None,
+    ) -> Signals:
         """The signals ``text`` carries; ``own``: those of the part
         ``text[start:end]`` only, read in the context of all of ``text`` (a
         piece of a longer text, overlapping its neighbours: every match and
         every hidden character is one piece's, so the pieces' signals
-        ``add`` up to the whole's)."""
+        ``add`` up to the whole's; ``fold``: whether the whole text mixes
+        scripts, ``mixes_scripts``). ``decode``: its base64 blobs judged
+        too (``blob_weight``), else left to the caller, to whom ``read``
+        gets the text (its part) as the detector reads it, where they are."""
         found = Signals()
         if own is None:
             normal = _normal(text, found)
@@ -408,21 +440,30 @@ class HeuristicDetector:
         else:
             start, end = own
             _count_hidden(text[start:end], found)
-            normal = _normal(text, None)
+            normal = _normal(text, None, fold)
             view = _lowered(normal)
             # where the part starts and ends in the view: what comes before and after it, read alike
-            lo = len(_lowered(_normal(text[:start], None)))
-            hi = len(view) - len(_lowered(_normal(text[end:], None)))
+            before, after = _normal(text[:start], None, fold), _normal(text[end:], None, fold)
+            lo, hi = len(_lowered(before)), len(view) - len(_lowered(after))
+            if read is not None:
+                read.append(normal[len(before):len(normal) - len(after)])
+        if own is None and read is not None:
+            read.append(normal)
         _rules(view, lo, hi, found)
-        for blob in _decoded_blobs(normal):  # a blob lies whole in some piece: the heaviest counts
-            inner = Signals()  # one level: a blob inside a blob is not decoded
-            inner_view = _lowered(_normal(blob, inner))
-            _rules(inner_view, 0, len(inner_view), inner)
-            weights = [w for _, w in inner.named()]
-            if weights:
-                found.encoded = max(found.encoded, _noisy_or(weights))
-                break
+        if decode:
+            for blob in decoded_blobs(normal):  # each judged alone, the heaviest counts
+                found.encoded = max(found.encoded, self.blob_weight(blob))
         return found
+
+    def blob_weight(self, blob: str) -> float:
+        """What an instruction decoded from base64 weighs: its own signals
+        combined (one level: a blob inside a blob is not decoded)."""
+        return self.weight(self.signals(blob, decode=False))
+
+    @staticmethod
+    def weight(signals: Signals) -> float:
+        """Signals combined into one weight (noisy-OR)."""
+        return _noisy_or(w for _, w in signals.named())
 
     def verdict(self, signals: Signals) -> InjectionVerdict:
         """The verdict on a text's signals (its pieces' added up)."""
@@ -431,7 +472,9 @@ class HeuristicDetector:
 
 
 def _rules(view: str, lo: int, hi: int, found: Signals) -> None:
-    """Each rule's heaviest match starting in ``view[lo:hi]`` into ``found``."""
+    """Each rule's heaviest match starting in ``view[lo:hi]`` into ``found``
+    (the view read from its start, so that a piece finds the matches the
+    whole text does, never one inside a match that began before its part)."""
     for name, pattern, weight, reported, needs in _RULES:
         if needs is not None:  # a loop, not any(): no generator per rule and result
             for piece in needs:
@@ -440,7 +483,9 @@ def _rules(view: str, lo: int, hi: int, found: Signals) -> None:
             else:
                 continue
         best = 0.0
-        for match in pattern.finditer(view, lo):
+        for match in pattern.finditer(view):  # from the start, as the whole text is read: the same matches
+            if match.start() < lo:
+                continue
             if match.start() >= hi:
                 break
             w = weight

@@ -19,8 +19,8 @@ import asyncio
 import hashlib
 import hmac
 import json
+import logging
 import re
-import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -31,6 +31,8 @@ from .errors import METADATA_KEY
 from .pii import PiiOutcome, apply_pii, find_pii, rewrite_pii, validate_pii_modes
 from .redaction import Redactor, Turns, sliced
 from .sentinels import MarkerStream, fences_touching, neutralise_markers, neutralise_markers_sliced, strip_markers
+
+log = logging.getLogger("agentscope_harness")
 
 PII_HOLD = 320
 """Characters a PII stream holds back: longer than any value a detector
@@ -301,6 +303,10 @@ class OutputFilter:
     salt: bytes = b""
     json_args: bool = False
 
+    def rewritten(self, text: str) -> str:
+        """``text`` as the filter shows it (``apply``'s text)."""
+        return self.apply(text)[0]
+
     def apply(self, text: str) -> tuple[str, PiiOutcome]:
         """``text`` filtered, and what the PII step found (for ``block``)."""
         text = "".join(canonical_escapes(text)) if self.json_args else strip_markers(text)
@@ -437,16 +443,13 @@ def _pii_in_pieces(stream: PiiStream, text: str) -> Iterator[str]:
     yield stream.flush()
 
 
-_RUN_KEY = secrets.token_bytes(32)
-"""The key run salts are derived with: per process, never shown to anyone."""
-
-
 def pii_salt(run: Any) -> bytes:
     """The salt of ``run``'s ``hash`` tags: the same value gets the same tag
-    everywhere in the run (results, stream, answer), a different one in
-    another run; not derivable from anything the model sees (the fence
-    nonce is shown to it)."""
-    return hmac.new(_RUN_KEY, f"{run.run_id}:{run.nonce}".encode(), hashlib.sha256).digest()
+    everywhere in the run (results, stream, answer; a resume in another
+    process too: its key is carried in the park record), a different one in
+    another run; derived from the run's own random key, never shown to
+    anyone (the fence nonce is shown to the model)."""
+    return hmac.new(run.pii_key.encode(), b"pii", hashlib.sha256).digest()
 
 
 _DETECTOR_OF = {"card": "payment_card"}
@@ -717,7 +720,8 @@ def readable_metadata(
     (keys too, in mappings, lists, tuples and sets; a value, a number too,
     that its key labels a secret) are redacted and their personal data
     rewritten as the tool's ``pii`` says, the harness's own entry aside. The
-    given dict itself when nothing in it changes."""
+    given dict itself when nothing in it changes; none of it when it is
+    nested too deeply to walk (past Python's recursion limit)."""
     theirs = {k: v for k, v in metadata.items() if k != METADATA_KEY}
     if not theirs:
         return metadata
@@ -727,9 +731,13 @@ def readable_metadata(
         text = redactor.redact(text)
         return apply_pii(text, modes, salt).text if modes else text
 
-    cleaned = cleaned_args(theirs, clean, numbers=True)
-    if cleaned == theirs:
-        return metadata
+    try:
+        cleaned = cleaned_args(theirs, clean, numbers=True)
+        if cleaned == theirs:
+            return metadata
+    except RecursionError:  # nested past what can be walked: what cannot be cleaned is not kept
+        log.warning("harness dropped a tool result's metadata nested too deeply to clean")
+        cleaned = {}
     if METADATA_KEY in metadata:
         cleaned[METADATA_KEY] = metadata[METADATA_KEY]
     return cleaned

@@ -157,6 +157,7 @@ _RUN: dict[str, Callable[[Any], Any]] = {
     "findings": _findings, "decisions": _decisions, "children": _reports,
     "candidate_differences": lambda v: [dict(d) for d in list(v)],
     "nonce": _text,  # its fence's: the results in the context and the next ones fenced alike
+    "pii_key": _text,  # its hash tags': a datum tagged before the park is tagged alike after it
 }
 """The run's carried fields: its counts, tokens, spend kept in the store,
 the budget a human extended or was offered an extension of, the sentinels
@@ -190,7 +191,8 @@ NOT_CARRIED: dict[str, str] = {
     **dict.fromkeys((
         "in_flight", "admitted", "judging", "judged_calls", "awaiting_human", "parked_calls", "streaming",
         "held", "shown", "candidate", "harness_answer", "report", "with_consumer", "replaced", "hold_reply_end",
-        "ended_inside", "narrowed_round", "answer_owed", "deferred_hints", "unflushed", "ended_at_cap",
+        "ended_inside", "done_inside", "answer_blocked",
+        "narrowed_round", "answer_owed", "deferred_hints", "unflushed", "ended_at_cap",
         "answer_made_up", "results", "prefix", "hints_read", "artifacts", "daily_spent_usd", "store_error",
         "enclosing_refusals", "new_fact_this_round", "batch_key", "batch_seen",
     ), "this process's objects and the round in progress: none survives a park (or read afresh: the quota)"),

@@ -209,15 +209,20 @@ def _ip_normal(value: str) -> str:
 
 # --- the detectors ----------------------------------------------------------
 
+_AFTER_ESCAPE = r"(?<=\\[nrt])|(?<=\\u[0-9A-Fa-f]{4})"
+"""Where a value may start though a letter or digit stands before it: right
+after a JSON escape (``\\n``, ``\\u00a0``), in a result or arguments kept as JSON."""
+
 DETECTORS: dict[str, Detector] = {
     d.kind: d
     for d in (
         Detector(
             "email",
             re.compile(
-                r"(?<![\w.%+\-])[A-Za-z0-9_%+\-](?:[A-Za-z0-9._%+\-]{0,62}[A-Za-z0-9_%+\-])?"
+                r"(?:(?<![A-Za-z0-9_.%+\-\\])|" + _AFTER_ESCAPE + r")"
+                r"[A-Za-z0-9_%+\-](?:[A-Za-z0-9._%+\-]{0,62}[A-Za-z0-9_%+\-])?"
                 r"@[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?"
-                r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?){0,8}\.[A-Za-z]{2,24}(?![\w\-])",
+                r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?){0,8}\.[A-Za-z]{2,24}(?![A-Za-z0-9_\-])",
             ),
             lambda value: len(value),
             str.lower,
@@ -226,7 +231,8 @@ DETECTORS: dict[str, Detector] = {
         Detector(
             "iban",
             re.compile(
-                r"(?<![A-Za-z0-9])[A-Z]{2}\d\d(?:[A-Z0-9]{11,30}|(?: [A-Z0-9]{1,4}){3,8})(?![A-Za-z0-9])",
+                r"(?:(?<![A-Za-z0-9])|" + _AFTER_ESCAPE + ")"
+                r"[A-Z]{2}\d\d(?:[A-Z0-9]{11,30}|(?: [A-Z0-9]{1,4}){3,8})(?![A-Za-z0-9])",
             ),
             _iban_accept,
             lambda value: value.replace(" ", ""),
@@ -246,9 +252,9 @@ DETECTORS: dict[str, Detector] = {
         Detector(
             "ipv6",
             re.compile(
-                r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}"
+                r"(?:(?<![A-Za-z0-9_:.])|" + _AFTER_ESCAPE + r")(?:[0-9A-Fa-f]{0,4}:){2,7}"
                 r"(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}|[0-9A-Fa-f]{0,4})"
-                r"(?![\w:]|\.\d)",
+                r"(?![A-Za-z0-9_:]|\.\d)",
             ),
             _ip_accept(ipaddress.IPv6Address),
             _ip_normal,
@@ -256,7 +262,8 @@ DETECTORS: dict[str, Detector] = {
         ),
         Detector(
             "ipv4",
-            re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)"),
+            re.compile(r"(?:(?<![A-Za-z0-9_.])|" + _AFTER_ESCAPE + r")"
+                       r"(?:\d{1,3}\.){3}\d{1,3}(?![A-Za-z0-9_]|\.\d)"),
             _ip_accept(ipaddress.IPv4Address),
             _ip_normal,
             needs=".",
@@ -264,7 +271,8 @@ DETECTORS: dict[str, Detector] = {
         Detector(
             "phone",
             re.compile(
-                rf"(?<![\w+\-.])(?:\+[1-9][\d .\-()]{{6,22}}\d|{_NATIONAL_PHONE})(?![\w\-]|\.\d)",
+                r"(?:(?<![A-Za-z0-9_+\-.])|" + _AFTER_ESCAPE + r")"
+                rf"(?:\+[1-9][\d .\-()]{{6,22}}\d|{_NATIONAL_PHONE})(?![A-Za-z0-9_\-]|\.\d)",
             ),
             _longest(_phone_valid),
             lambda value: ("+" if value.startswith("+") else "") + _digits(value),

@@ -28,7 +28,7 @@ import heapq
 import itertools
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import TypeVar
@@ -103,6 +103,56 @@ async def _let_go(chunks: list[_T]) -> None:
         chunks.pop()
         if turns.due():
             await turns.take()
+
+
+CUT_TAIL = 4096
+"""How far past its cut a long text is shaped: a secret or a personal datum
+the shaped window's end halves, shorter than this, stays past the cut."""
+
+
+def shaped_within(text: str, limit: int, shape: Callable[[str], str]) -> str:
+    """``shape(text)`` cut to ``limit`` characters (then ``…``), shaping no
+    more of a long text than it needs (a decision's detail, a refusal
+    quoting megabytes): a window of it ending where a word does (a token
+    such as a JWT is never halved by it), widened until what it shapes to
+    reaches ``CUT_TAIL`` past the cut, so that a secret shaped whole is never
+    halved and no part of one is kept unshaped."""
+    if len(text) <= limit:
+        return shape(text)
+    reach = limit
+    while True:
+        end = limit + CUT_TAIL + reach
+        if end < len(text) and not text[end - 1].isspace():  # ends where a word does: no token halved
+            space = _SPACE.search(text, end, end + TOKEN_REACH)
+            if space is None:  # a token longer than that runs through: none of it is kept
+                return _before_token(text, limit, shape)
+            end = space.start()
+        shown = shape(text[:end])
+        if end >= len(text) or len(shown) >= limit + CUT_TAIL:
+            break
+        reach *= 2
+    return shown[:limit] + "…" if len(shown) > limit else shown
+
+
+_SPACE = re.compile(r"\s")
+TOKEN_REACH = 65_536
+"""How far ``shaped_within`` looks for the end of a word its window ends in."""
+
+
+def _before_token(text: str, limit: int, shape: Callable[[str], str]) -> str:
+    """What a text cut inside a token longer than ``TOKEN_REACH`` keeps:
+    what stands before the token's last word break within ``limit``, shaped,
+    less its last ``SPACED_DATUM`` characters (a datum with spaces in it, a
+    phone number, halved at that break stays out), then ``…``."""
+    breaks = [m.start() for m in _SPACE.finditer(text, max(limit - TOKEN_REACH, 0), limit)]
+    if not breaks:
+        return "…"
+    shown = shape(text[:breaks[-1]])
+    return shown[: max(len(shown) - SPACED_DATUM, 0)] + "…"
+
+
+SPACED_DATUM = 320
+"""The longest datum with spaces in it a detector recognises (an address)."""
 
 
 def _opening_of(words: Iterable[str]) -> str:

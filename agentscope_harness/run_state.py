@@ -129,6 +129,11 @@ class RunState(LazyFields):
     """The caps of the Harness that opened this run (see ``bounds``)."""
     started: float = field(default_factory=time.monotonic)
     nonce: str = field(default_factory=lambda: secrets.token_hex(6))
+    pii_key: str = field(default_factory=lambda: secrets.token_hex(16))
+    """The key of the run's ``hash`` tags (``outputs.pii_salt``)."""
+    answer_blocked: tuple[str, ...] = ()
+    """``block`` kinds of personal data an answer the harness gave in the
+    model's place held (a finishing tool's): the audit withholds it."""
     decisions: list[Decision] = lazy(list)
     unflushed: list[Decision] = lazy(list)
     issued: set[str] = lazy(set)

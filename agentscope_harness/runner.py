@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .context import HookContext
 from .deadline import MIN_TIMEOUT_S
 from .outputs import quoted_pii, quoted_shown, result_pii, shaped_notice, written_by_hook
+from .redaction import shaped_within
 from .registry import HOOK_POINTS, TOOL_POINTS, HookRejectSignal, HookSpec, malformed
 from .sentinels import format_sentinel, neutralise_markers
 
@@ -212,11 +213,18 @@ def _refusal_text(ctx: HookContext, signal: HookRejectSignal) -> str:
     signed-in user's own identity values: what the model must send. It may
     quote a tool's output too (at ``post_tool_call``), read outside the
     fence: markers someone else wrote are defanged, but in a ``raw`` one
-    (the hook's own words, verbatim)."""
-    message = ctx.services.redactor.redact(signal.message)
+    (the hook's own words, verbatim). Read to ``REFUSAL_CHARS``."""
+    redactor = ctx.services.redactor
     modes, salt = quoted_pii(ctx.config, ctx.tool.policy if ctx.tool is not None else None, ctx.run)
-    message = quoted_shown(message, modes, salt, _own_values(ctx.run.principal))
+    own = _own_values(ctx.run.principal)
+    message = shaped_within(signal.message, REFUSAL_CHARS,
+                            lambda text: quoted_shown(redactor.redact(text), modes, salt, own))
     return message if signal.raw else format_sentinel(signal.code, neutralise_markers(message), signal.ref)
+
+
+REFUSAL_CHARS = 16_384
+"""The most of a refusal's message the model reads (one quoting a megabyte
+would hold the event loop while shaped)."""
 
 
 def _own_values(principal: Any) -> frozenset[str]:
@@ -371,6 +379,7 @@ class HookRunner:
                 break
         else:
             refusal = None
+            ctx.refunds = tuple(reversed(undos))  # given back if the admitted call is never made
         ctx.admissions.clear()
         if self.candidate is not None and ctx.tool is not None:
             self.candidate.admitted(ctx, refusal)

@@ -15,6 +15,7 @@ from .approvals import ApprovalBook
 from .facts import Declared, declared_in
 from .fleet import Breaker, Fleet
 from .pii import DETECTORS, apply_pii
+from .redaction import shaped_within
 from .report import Decision
 
 if TYPE_CHECKING:
@@ -134,11 +135,12 @@ class Services:
     ) -> Decision:
         """Record a decision: the run's report, a log line, an OTel event.
         ``detail`` may quote what a call carried (a refusal's message, an
-        exception): it is ``scrubbed``. ``enforced`` defaults to "not in
+        exception): it is ``scrubbed``, and kept to ``DETAIL_CHARS``. ``enforced`` defaults to "not in
         shadow mode"; what shadow mode does not spare (the deadline) says so."""
         decision = Decision(
             hook=hook, point=point, action=action, code=code, tool=tool,
-            detail=self.scrubbed(detail), enforced=not self.shadow if enforced is None else enforced,
+            detail=shaped_within(detail, DETAIL_CHARS, self.scrubbed),
+            enforced=not self.shadow if enforced is None else enforced,
         )
         run.record(decision)
         detail = decision.detail  # the log and the span event get what the report keeps
@@ -166,6 +168,9 @@ class Services:
         return decision
 
 
+DETAIL_CHARS = 4096
+"""The most of a decision's detail the report keeps (a hook may quote a
+megabyte: scrubbing all of it would hold the event loop)."""
 _ALL_PII = dict.fromkeys(DETECTORS, "redact")
 """Every personal-data detector, replacing what it finds with ``[pii:<kind>]``."""
 

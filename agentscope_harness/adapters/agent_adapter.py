@@ -349,8 +349,13 @@ class HarnessAgentAdapter(HarnessMiddleware):
     def _said(self, run: RunState, text: str) -> str:
         """An answer the harness gives in the model's place (a fallback, the
         finishing tool's answer) takes the one output path the model's own
-        answers take: it is streamed, so it is filtered before it is."""
-        return answer_filter(self.harness.services, run).apply(text)[0]
+        answers take: it is streamed, so it is filtered before it is; a
+        ``block`` kind found in it is the audit's to withhold it for
+        (``RunState.answer_blocked``)."""
+        said, found = answer_filter(self.harness.services, run).apply(text)
+        if found.blocked_kinds:
+            run.answer_blocked = tuple(found.blocked_kinds)
+        return said
 
     def _conclude_choice(self, agent: Any, run: RunState) -> ToolChoice:
         """Narrow to the finishing tool (by ``mode``, never ``tools=``): the

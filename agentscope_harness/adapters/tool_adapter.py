@@ -244,12 +244,17 @@ class HarnessToolAdapter(HarnessMiddleware):
             return self._stopped(ctx, call, "not made", DEADLINE_PASSED, ran=False)
         # the tool adapter alone: no reply step binds the run, so the tool runs
         # with it bound here (a sub-agent it runs is nested in it, and reads its deadline)
+        try:
+            delivered = self._delivered(ctx, input_kwargs)
+        except RecursionError:  # arguments nested past what can be walked: never delivered unredacted
+            return self._not_made(ctx, call, f"The call to {call.name} had arguments nested too deeply to "
+                                             "check; it did not run. Do not retry it; tell the user.")
         token = RUN_HANDLE.set(run.handle) if current_run() is not run else None
         self.harness.services.fleet.running(run, call.id)
         calling = TOOL_CALL.set(call.id)
         try:
             original = await _within_deadline(
-                run, call, self._delivered(ctx, input_kwargs), next_handler,
+                run, call, delivered, next_handler,
                 # a tool left stopping keeps its slots until it ends
                 lambda stopping: self.harness.flow.call_over(run, call.id, True, until=stopping),
             )
@@ -257,6 +262,7 @@ class HarnessToolAdapter(HarnessMiddleware):
             TOOL_CALL.reset(calling)
             if token is not None:
                 RUN_HANDLE.reset(token)
+            ctx.refunds = ()  # made: its charges stand
             done = run.done_inside.pop(call.id, None)
             if done:
                 remember_done_inside(agent, call.id, done)
@@ -296,6 +302,28 @@ class HarnessToolAdapter(HarnessMiddleware):
             result.notices = []
         return to_response(ctx, result, original, sent, data)
 
+    def _not_made(self, ctx: HookContext, call: Any, text: str) -> ToolResponse:
+        """An admitted call the harness could not make safely: neither
+        running nor counted as made; the model reads why, as an error."""
+        run = ctx.run
+        self._uncount(ctx, call)
+        self.harness.services.record(run, "tool_adapter", "on_acting", "error", code="policy_error",
+                                     tool=call.name, detail=text)
+        return _told(run, call.id, "policy_error", text)
+
+    def _uncount(self, ctx: HookContext, call: Any) -> None:
+        """A call admitted but never made: out of flight and of the counts,
+        its charges (a ledger's units, ``max_tool_calls``) and slots given back."""
+        run = ctx.run
+        for refund in ctx.refunds:
+            refund()
+        ctx.refunds = ()
+        run.in_flight.pop(call.id, None)
+        run.facts.called_tools[call.name] -= 1
+        if run.facts.called_tools[call.name] <= 0:
+            del run.facts.called_tools[call.name]
+        self.harness.flow.call_over(run, call.id, False)
+
     def _stopped(self, ctx: HookContext, call: Any, what: str, text: str, ran: bool) -> ToolResponse:
         """A call the run's deadline stopped: not made (called past it), or
         cut short (still running ``TOOL_GRACE_S`` after it; the report keeps
@@ -305,12 +333,10 @@ class HarnessToolAdapter(HarnessMiddleware):
         ends a reply as a user's interruption)."""
         run = ctx.run
         self.harness.flow.deadline_stopped(run, "on_acting", call.name, what)
-        if not ran:  # neither running nor counted as made
-            run.in_flight.pop(call.id, None)
-            run.facts.called_tools[call.name] -= 1
-            if run.facts.called_tools[call.name] <= 0:
-                del run.facts.called_tools[call.name]
-        self.harness.flow.call_over(run, call.id, ran)
+        if ran:
+            self.harness.flow.call_over(run, call.id, True)
+        else:  # neither running nor counted as made
+            self._uncount(ctx, call)
         response = _told(run, call.id, "run_concluded", text.format(name=call.name))
         nested = _sub_runs(ctx, call.id)
         if nested is not None:

@@ -109,10 +109,11 @@ def _charge(ctx: ToolCallContext) -> Callable[[], None]:
     used = ctx.facts.ledger_used
     for name in charged:
         used[name] = used.get(name, 0) + units
-    ctx.run.add_tool_call(1)
+    run = ctx.run  # the undo holds the run, never the context that holds it (no cycle)
+    run.add_tool_call(1)
 
     def refund() -> None:
-        ctx.run.add_tool_call(-1)
+        run.add_tool_call(-1)
         for name in charged:
             used[name] -= units
 

@@ -19,8 +19,17 @@ from agentscope.message import ToolCallBlock, ToolResultBlock
 from ..context import HookContext, SessionEndContext, ToolCallContext, ToolResultContext
 from ..errors import BREAKER_FAILURES, ErrorClass, HarnessConfigError
 from ..facts import declared_in, done_inside_earlier, tools_in
-from ..injection import SMALL_CAPITALS, HeuristicDetector, InjectionVerdict, Signals, unhidden
-from ..outputs import answer_filter, dependency_label, filter_result, result_pii
+from ..injection import (
+    SMALL_CAPITALS,
+    HeuristicDetector,
+    InjectionVerdict,
+    Signals,
+    decoded_blobs,
+    mixes_scripts,
+    unhidden,
+)
+from ..outputs import OutputFilter, answer_filter, dependency_label, filter_result, result_pii
+from ..redaction import Turns
 from ..registry import HookRejectSignal, harness_hook
 from ..sentinels import CONFUSABLES, fence_close, fence_open, format_sentinel, neutralise_markers_sliced, strip_issued
 
@@ -256,12 +265,13 @@ async def _injection(ctx: ToolResultContext, text: str, names: tuple[str, ...] =
     return mode
 
 
-INJECTION_INLINE = 65_536
+INJECTION_INLINE = 16_384
 """The most of a text the built-in detector judges in one step (about
-4 ms); a longer one (a result a deployer lets the model read whole) in
-overlapping pieces, the loop turning between, its signals combined as one
-text's. A deployer's own detector is given the whole text."""
-_PIECE_OVERLAP = 8_192
+1 ms of prose, ~9 ms of crafted text: base64 wakes every rule); a longer
+one (a result a deployer lets the model read whole) in overlapping pieces,
+the loop turning between, its signals combined as one text's. A deployer's
+own detector is given the whole text."""
+_PIECE_OVERLAP = 4_096
 _PLAIN_RUN = re.compile(r"[ -\[\]-~]{16}")
 """Printable ASCII with no backslash: nothing the detector reads (an escape,
 a hidden or mixed-script word, a flag) runs across the middle of it."""
@@ -271,25 +281,57 @@ async def _scored(detector: Any, text: str, names: tuple[str, ...] = ()) -> Inje
     """The detector's verdict on ``text`` and the data ``names`` read beside
     it, outside its fence: the built-in detector adds up their signals, each
     read alone (a text's closing words are no context of a name), a long text
-    in pieces, each owning the part between two cuts that nothing it reads
-    runs across (``_cut_near``), with 2 KB or more of context either side.
-    Another detector is given them joined."""
+    in pieces (``_judged``). Another detector is given them joined."""
     if not isinstance(detector, HeuristicDetector):
         return detector.score("\n".join(filter(None, (text, *names))))
     found = Signals()
+    turns = Turns()  # many names, each a short step, add up
     for name in names:
         found.add(detector.signals(name))
+        await turns.take()
+    await _judged(detector, text, found)
+    return detector.verdict(found)
+
+
+async def _judged(detector: HeuristicDetector, text: str, found: Signals, decode: bool = True) -> None:
+    """``text``'s signals into ``found``: a long one in pieces, each owning
+    the part between two cuts that nothing it reads runs across
+    (``_cut_near``), with 2 KB or more of context either side; its base64
+    blobs (``decode``), found in the text as the detector reads it, each
+    judged as a text of its own (one level), the heaviest counting, the loop
+    turning between (a megabyte of them, or one megabyte blob, would hold it)."""
+    read: list[str] = []
     if len(text) <= INJECTION_INLINE:
-        found.add(detector.signals(text))
-        return detector.verdict(found)
+        found.add(detector.signals(text, decode=False, read=read))
+    else:
+        await _in_pieces(detector, text, found, read)
+    if not decode:
+        return
+    turns = Turns()
+    for blob in decoded_blobs("".join(read)):
+        inner = Signals()
+        await _judged(detector, blob, inner, decode=False)
+        found.encoded = max(found.encoded, detector.weight(inner))
+        await turns.take()
+
+
+async def _in_pieces(detector: HeuristicDetector, text: str, found: Signals, read: list[str]) -> None:
+    """A long text's signals, but for its blobs, piece by piece into
+    ``found``; each piece's part as read into ``read``."""
     step, reach = INJECTION_INLINE - _PIECE_OVERLAP, _PIECE_OVERLAP // 4
     starts = range(0, len(text) - _PIECE_OVERLAP, step)
     cuts = [0, *(_cut_near(text, start + 2 * reach, reach) for start in starts[1:]), len(text)]
+    fold = False  # look-alikes are read as Latin all through a text that mixes scripts anywhere
+    for start in starts:
+        fold = mixes_scripts(text[start:start + INJECTION_INLINE])
+        await asyncio.sleep(0)
+        if fold:
+            break
     for k, start in enumerate(starts):
         piece = text[start:start + INJECTION_INLINE]
-        found.add(detector.signals(piece, (cuts[k] - start, cuts[k + 1] - start)))
+        own = (cuts[k] - start, cuts[k + 1] - start)
+        found.add(detector.signals(piece, own, fold, decode=False, read=read))
         await asyncio.sleep(0)
-    return detector.verdict(found)
 
 
 def _cut_near(text: str, at: int, reach: int) -> int:
@@ -347,10 +389,10 @@ def audit_answer(ctx: HookContext) -> None:
         ctx.audit = (text, cleaned)
     if text != run.harness_answer:  # the harness's own words claim nothing
         _audit_claims(ctx, [cleaned, *_structured_strings(ctx.agent)])
-    if found.blocked_kinds:
+    blocked = found.blocked_kinds or run.answer_blocked  # or found as the harness gave it (a finishing tool's)
+    if blocked:
         raise HookRejectSignal(
-            f"The answer contained personal data ({', '.join(found.blocked_kinds)}) "
-            "that may not be given out.",
+            f"The answer contained personal data ({', '.join(blocked)}) that may not be given out.",
             code="pii_blocked",
         )
 
@@ -367,6 +409,7 @@ def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
     facts = ctx.facts
     shown: list[str] = []  # read once, when a tool has claims
     earlier: dict[str, list[Mapping[str, Any]]] | None = None
+    shown_as: OutputFilter | None = None
     steps: list[tuple[str, bool]] = []
     for tool, policy in ctx.config.tools.items():
         if policy.claims and not shown:
@@ -384,7 +427,10 @@ def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
                 earlier = _earlier_successes(ctx)
             calls = [s.args for s in facts.succeeded.values() if s.tool == tool]
             calls += facts.done_by_sub_runs.get(tool, []) + earlier.get(tool, [])
-            supported = [_supported(m, calls) for m in matches]
+            if shown_as is None:  # a value the answer's filter rewrote is claimed as rewritten
+                shown_as = answer_filter(ctx.services, ctx.run)
+            index = _Successes(calls, compiled.groupindex, shown_as.rewritten)
+            supported = [index.supports(m) for m in matches]
             steps += [(_step(tool, m), ok) for m, ok in zip(matches, supported, strict=True)]
             if all(supported) or tool in facts.unsupported_claims:
                 continue
@@ -595,34 +641,72 @@ def _quoted(value: str) -> str:
     return value if len(value) <= STEP_VALUE_CHARS else value[: STEP_VALUE_CHARS - 1] + "…"
 
 
-def _supported(match: re.Match[str], calls: list[Mapping[str, Any]]) -> bool:
-    """Whether one of the successful calls' arguments are the values the
-    claim names (its named groups; none: any success supports it)."""
-    named = {name: value for name, value in match.groupdict().items() if value is not None}
-    return any(
-        all(_same_value(args.get(name), value) for name, value in named.items()) for args in calls
-    )
-
-
-def _same_value(arg: Any, said: str) -> bool:
-    """A call's argument is what the claim says: numbers as numbers, exactly,
-    in any way of writing them the claim's text allows ("80.00" is 80 and
-    "80"; "1,200" is 1200, or 1.2 where a comma marks decimals; "12,50" and
+class _Successes:
+    """A tool's successful calls indexed by the values of the arguments a
+    claim pattern names, each read once: a claim is checked against the
+    index, not against every call (800 orders cancelled and an answer
+    claiming each held the event loop 0.57 s). An argument is what the claim
+    says, both read as the user reads them: numbers as numbers, exactly, in
+    any way of writing them the claim's text allows ("80.00" is 80 and "80";
+    "1,200" is 1200, or 1.2 where a comma marks decimals; "12,50" and
     "1.200,50" mark decimals with a comma; "1 200" and "1'200" group
     thousands), a number written as text too (but "007" is an id, text);
-    other values as text, case-insensitively."""
-    if arg is None:
-        return False
-    said = _as_read(said)  # both as the user reads them (a claim may have been found that way)
-    number = _number(str(arg)) if isinstance(arg, (int, float, str)) and not isinstance(arg, bool) else None
-    if number is not None:
-        claimed = _numbers(said)
-        if claimed or not isinstance(arg, str):
-            return number in claimed
-    return _as_read(str(arg)).strip().casefold() == said.strip().casefold()
+    other values as text, case-insensitively; a value as the answer's
+    filter rewrites it (personal data, ``rewrite``) too, as the user reads it.
+    """
+
+    def __init__(
+        self, calls: list[Mapping[str, Any]], names: Mapping[str, int], rewrite: Callable[[str], str],
+    ) -> None:
+        self.any = bool(calls)
+        self.numbers: dict[str, dict[Decimal, set[int]]] = {name: {} for name in names}
+        self.texts: dict[str, dict[str, set[int]]] = {name: {} for name in names}
+        self.number_texts: dict[str, dict[str, set[int]]] = {name: {} for name in names}
+        """A number written as text is compared as text to a claim with no number in it."""
+        for at, args in enumerate(calls):
+            for name in names:
+                arg = args.get(name)
+                if arg is None:
+                    continue
+                text = _as_read(str(arg)).strip().casefold()
+                shown = _as_read(rewrite(str(arg))).strip().casefold()  # as the answer's filter shows it
+                if shown != text:
+                    self.texts[name].setdefault(shown, set()).add(at)
+                number = _number(str(arg)) if isinstance(arg, (int, float, str)) and not isinstance(arg, bool) else None
+                if number is None:
+                    self.texts[name].setdefault(text, set()).add(at)
+                    continue
+                self.numbers[name].setdefault(number, set()).add(at)
+                if isinstance(arg, str):
+                    self.number_texts[name].setdefault(text, set()).add(at)
+
+    def supports(self, match: re.Match[str]) -> bool:
+        """Whether one call's arguments are all the values the claim names
+        (its named groups; none: any success supports it)."""
+        named = {name: value for name, value in match.groupdict().items() if value is not None}
+        if not named:
+            return self.any
+        common: set[int] | None = None
+        for name, value in named.items():
+            said = _as_read(value)
+            text = said.strip().casefold()
+            claimed = _numbers(said)
+            found = set(self.texts[name].get(text, ()))
+            if claimed:
+                for number in claimed:
+                    found |= self.numbers[name].get(number, set())
+            else:
+                found |= self.number_texts[name].get(text, set())
+            common = found if common is None else common & found
+            if not common:
+                return False
+        return True
 
 
-_NUMBER = re.compile(r"[-+]?(?:0|[1-9][\d,]*)(?:\.\d*)?(?:[eE][-+]?\d+)?")
+_NUMBER = re.compile(
+    r"[-+]?(?:0|[1-9]\d{0,2}(?:,\d{3})+|[1-9]\d?(?:,\d\d)+,\d{3}|[1-9]\d*)(?:\.\d*)?(?:[eE][-+]?\d+)?",
+)
+_DECIMAL_COMMA = re.compile(r"[-+]?(?:0|[1-9]\d*),(?!\d{3}$)\d+")
 _CURRENCY = r"(?:[A-Z]{1,3})?[$€£¥₹₽₩₺₦₱₫฿₪₴₸₼₾]|[A-Z]{3}|Rs\.?|zł|kr|Kč|Ft"
 """A currency sign (after a country's letters: ``US$``, ``R$``), an ISO code
 in capitals, or a common abbreviation; never other words (``80 mil``, a
@@ -640,10 +724,14 @@ _WRITTEN = (  # how a number is written: (pattern, its thousands separators, its
 
 
 def _number(text: str) -> Decimal | None:
-    """An argument as an exact number (as code writes one: "1200.50", a
-    currency sign before it left out), or ``None`` when it is not one."""
+    """An argument as an exact number (as code writes one: "1200.50",
+    "1,200", "1,20,000"; with a decimal comma, "12,50", a comma before three
+    digits always grouping them; a currency sign before it left out), or
+    ``None`` when it is not one."""
     text = text.strip().lstrip("$€£¥").strip()
-    return Decimal(text.replace(",", "")) if _NUMBER.fullmatch(text) else None
+    if _NUMBER.fullmatch(text):
+        return Decimal(text.replace(",", ""))
+    return Decimal(text.replace(",", ".")) if _DECIMAL_COMMA.fullmatch(text) else None
 
 
 def _numbers(text: str) -> set[Decimal]:

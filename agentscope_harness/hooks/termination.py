@@ -9,9 +9,12 @@ from typing import Any
 from ..context import STRUCTURED_OUTPUT_TOOL, HookContext, ReflectContext, ToolCallContext, ToolResultContext
 from ..facts import FINISHED, OUT_OF_TIME, GuardState
 from ..outcome import finish_required
+from ..outputs import shaped_notice
+from ..redaction import shaped_within
 from ..registry import HookRejectSignal, harness_hook
 from ..report import RunReport, TerminalState
 from ..run_state import SHORT_ENDS
+from ..runner import REFUSAL_CHARS
 from ..sentinels import format_sentinel
 from .repetition import escalate_refusals
 
@@ -145,7 +148,10 @@ async def _verified_later(ctx: ToolResultContext, pending: Any) -> None:
 
 def _verification_failed(ctx: ToolResultContext, missing: Any) -> None:
     call, result = ctx.tool, ctx.result
-    line = format_sentinel("verification_failed", f"{missing} Fix this and call {call.name} again.")
+    # ``verify`` reads the tool's own text and may quote it: shaped as any notice, outside the fence
+    said = shaped_within(str(missing), REFUSAL_CHARS,
+                         lambda text: shaped_notice(text, ctx.services.redactor, call.policy, ctx.run))
+    line = format_sentinel("verification_failed", f"{said} Fix this and call {call.name} again.")
     ctx.run.remember_sentinel("verification_failed", line)
     result.state = "error"
     result.notices.append(line)

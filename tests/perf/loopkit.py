@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import gc
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NamedTuple
@@ -89,13 +90,15 @@ def agent_for(model: ScriptedModel, tools: list[Any], harness: Harness | None = 
 
 
 async def measure(script: Sequence[Any], tools: list[Any], prompt: str | Step, config: HarnessConfig | None = None,
-                  *, harnessed: bool, instrument: bool = True,
+                  *, harnessed: bool, instrument: bool = True, hooks: Sequence[Any] = (),
                   gauge: Callable[[Awaitable[Any]], Awaitable[float]] = longest_block, **model_kw: Any) -> Side:
     """Play a copy of ``script`` (``ScriptedModel(..., **model_kw)``) on one agent,
     acting for ALICE, and ``gauge`` the reply to ``prompt`` (its result: the final
-    answer's text), or the step a ``Step`` returns (its result: what it returned)."""
+    answer's text), or the step a ``Step`` returns (its result: what it returned);
+    harnessed with the user ``hooks`` given."""
+    gc.collect()  # what earlier tests left is no collection of this reply's
     model = ScriptedModel(copy.deepcopy(list(script)), **model_kw)
-    harness = Harness(config or HarnessConfig(), load_entry_points=False, environ={})
+    harness = Harness(config or HarnessConfig(), hooks=list(hooks), load_entry_points=False, environ={})
     agent = agent_for(model, tools, harness if harnessed else None, instrument)
     out: list[Any] = []
 
@@ -113,8 +116,9 @@ async def measure(script: Sequence[Any], tools: list[Any], prompt: str | Step, c
 
 
 async def loop_gaps(script: Sequence[Any], tools: list[Any], prompt: str | Step, config: HarnessConfig | None = None,
-                    *, instrument: bool = True, **model_kw: Any) -> Gaps:
+                    *, instrument: bool = True, hooks: Sequence[Any] = (), **model_kw: Any) -> Gaps:
     """``measure`` the longest loop block of the same script bare, then harnessed."""
     bare = await measure(script, tools, prompt, config, harnessed=False, instrument=instrument, **model_kw)
-    harnessed = await measure(script, tools, prompt, config, harnessed=True, instrument=instrument, **model_kw)
+    harnessed = await measure(script, tools, prompt, config, harnessed=True, instrument=instrument, hooks=hooks,
+                              **model_kw)
     return Gaps(harnessed.gap, bare.gap, (harnessed.model, bare.model), (harnessed.result, bare.result))

@@ -14,7 +14,9 @@ out as volatile, spelt:
 - round 119: camelCase of three words (``shippingPostCode``): round 118 counted
   its case switches (four) as a random id's;
 - round 120: camelCase with short words (``shipToId``, ``taxIDs``): round 119
-  took two short words of three for a random id's.
+  took two short words of three for a random id's;
+- round 121: with no vowel (``lxml``, ``nltk``): round 120 took any four
+  letters with no vowel for a pod's random suffix.
 
 README, repeat_call_gate: "across a successful mutation the streak goes on
 only if the call fails in the same words again, ... left out: the model may
@@ -36,7 +38,8 @@ FIELDS = {"camelCase": ["shippingAddress", "billingAddress", "paymentMethod"],  
           "long_numbered": ["shipping_address_line1", "shipping_address_line2", "billing_phone_number2"],
           "camel_three_words": ["shippingPostCode", "billingPostCode", "paymentMethodId"],
           "camel_short_word": ["shipToId", "billToId", "soldToId"],
-          "camel_acronym": ["taxIDs", "vatIDs", "dunsIDs"]}
+          "camel_acronym": ["taxIDs", "vatIDs", "dunsIDs"],
+          "no_vowel": ["lxml", "nltk", "tqdm"]}
 SPELLING: list[str] = []
 CHECKED_OUT: list[str] = []
 

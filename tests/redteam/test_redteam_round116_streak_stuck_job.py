@@ -16,7 +16,10 @@ What changes, by the round that found it read as new words:
   as words once split at ``-``, ``:`` and ``.``);
 - round 118: a pod's random suffix (``build-x2k9p``, ``api-7d9f8b6c4d-q8w2z``);
 - round 119: a pod's suffix with no digit (``kxzvq``) or ending in one
-  (``qzwx7``), a temporary directory (``/tmp/tmpk_qzwvbn2``).
+  (``qzwx7``), a temporary directory (``/tmp/tmpk_qzwvbn2``);
+- round 121: a base64 id split at its ``+ / - _`` (an S3 host id, a url-safe
+  token), ``mktemp``'s ``tmp.XXXXXXXXXX``;
+- round 122: PHP's, GCC's and Rust's temporary names under ``/tmp``.
 
 README, repeat_call_gate: "Same call failing the same way
 `max_identical_failures` times in a row: `repeated_failure` (never escapes;
@@ -46,6 +49,19 @@ TAILS = {
     "pod_ending_in_digit": [f"pod build-{s}" for s in ("qzwx7", "hbtk4", "rmdz9", "cxvl2", "pwkq5", "tznj8")],
     "temp_dir": [f"in /tmp/tmp{s}/out.csv" for s in ("k_qzwvbn2", "x_hrtplm7", "w_zcvbqr4", "j_mnbvcx5",
                                                        "p_lkjhgf6", "d_qwrtzp9")],
+    "s3_host_id": [f"<Code>AccessDenied</Code><HostId>{h}</HostId>" for h in (
+        "wnEMg4aey3l5/j+h7WcsnVOIAMslFKkvk3kYGMbtU3KBtKtNnK9MJCUvNhdf0eeJP91Ez8D57+M=",
+        "Jy+FsWJ/a6Jnq7gKy4ZumDQHcftyvWpluF369qp493OWd2enU5cpvX6ElZ04DWumZ4hRKKZYhZ8=",
+        "hBbXA9Bl6tS2/kOHi5MrENO9Pg9liiAJC32xMI8rK+E4+u89JZKAmRR+swfAHDLHrmjEdhP2h1M=",
+        "sIX+SVrSnQfAKvoRTxcqkHBxK8QuGaEbEZqAZuT7mBtctLnYs5x4ShqN8mKqihsRHURC9QXvUgQ=")],
+    "upload_token": [f"upload session {t} rejected" for t in (
+        "7-JsB_8NIdfbCzN3dzilxg", "dNN_8TbqwT9VMiOmOEFGDQ", "N_N_-1mRdSqAHVbfDLqeKg", "F-nNsDuqZjImwnD3lo4Q9w")],
+    "mktemp": [f"cannot write /tmp/tmp.{s}/out" for s in ("AbCdEfGhIj", "kLmNoPqRsT", "uVwXyZaBcD", "eFgHiJkLmN")],
+    "php_upload": [f"cannot move /tmp/php{s} to /var/www/uploads" for s in ("YzdqkD", "eyZhHO", "txFNna", "dalSsU")],
+    "php_upload_digit_end": [f"cannot move /tmp/php{s} to /var/www/uploads" for s in ("gGKQY2", "CspoK1", "kcRCR7",
+                                                                                       "pQwZt3")],
+    "gcc_temp": [f"as: cannot open /tmp/cc{s}.s" for s in ("eyZhHO", "txFNna", "dalSsU", "YzdqkD")],
+    "rust_tempfile": [f"cannot persist /tmp/.tmp{s}/out" for s in ("eyZhHO", "txFNna", "dalSsU", "YzdqkD")],
     "docker": ["container eager_turing", "container silly_hopper", "container focused_curie",
                "container brave_lovelace", "container quirky_noether", "container jolly_babbage",
                "container vibrant_knuth", "container dreamy_hodgkin"],
