@@ -111,13 +111,15 @@ def _bare(text: str) -> str:
     return unicodedata.normalize("NFC", _MARKS.sub("", unicodedata.normalize("NFD", text)))
 
 
-_JSON_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
+_JSON_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|([nrtbf\"\\/]))")
+_ESCAPED = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f", '"': '"', "\\": "\\", "/": "/"}
 
 
 def _unescape_json(text: str) -> str:
-    """JSON's ``\\uXXXX`` escapes, decoded: a JSON tool result escapes every
-    invisible, Cyrillic or CJK character, which would hide it from the rules."""
-    decoded = _JSON_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
+    """JSON's escapes, decoded: a JSON tool result escapes every invisible,
+    Cyrillic or CJK character (``\\uXXXX``), which would hide it from the
+    rules, and a line break or a tab glues the next word to an ``n`` or a ``t``."""
+    decoded = _JSON_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)) if m.group(1) else _ESCAPED[m.group(2)], text)
     return decoded.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
@@ -182,7 +184,7 @@ def _normal(text: str, signals: Signals | None, fold: bool | None = None) -> str
     mixes scripts: ``fold`` says whether the whole text does, ``None``:
     this one), its hidden characters counted into ``signals`` on the way
     (``None``: counted elsewhere)."""
-    if "\\u" in text:
+    if "\\" in text:
         text = _unescape_json(text)
     if text.isascii():
         return text
@@ -194,8 +196,9 @@ def mixes_scripts(text: str) -> bool:
     """Whether ``text`` holds a word mixing Latin letters with Cyrillic or
     Greek ones, as a reader sees it: the detector then reads look-alikes as
     Latin all through it."""
-    return not text.isascii() and _MIXED_WORD.search(unhidden(_unescape_json(text) if "\\u" in text else text)
-                                                     .translate(SMALL_CAPITALS)) is not None
+    if "\\" in text:  # escaped JSON is ASCII: what it says may not be
+        text = _unescape_json(text)
+    return not text.isascii() and _MIXED_WORD.search(unhidden(text).translate(SMALL_CAPITALS)) is not None
 
 
 def _lowered(normal: str) -> str:

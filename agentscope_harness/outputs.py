@@ -54,6 +54,10 @@ class _Stage(Protocol):
     def open(self, anywhere: bool) -> bool: ...
 
 
+_LEFT_CONTEXT = 8
+"""Characters before a value the detectors read (``pii._AFTER_ESCAPE``: up to ``\\uXXXX``)."""
+
+
 @dataclass
 class PiiStream:
     """``apply_pii`` over a text that arrives in pieces. Findings are made on
@@ -66,7 +70,7 @@ class PiiStream:
     counts: dict[str, int] = field(default_factory=dict)
     blocked_kinds: list[str] = field(default_factory=list)
     _buf: str = ""
-    _before: str = ""  # the last character sent: the detectors' left context
+    _before: str = ""  # the last characters sent: the detectors' left context (a JSON escape's six)
 
     def feed(self, delta: str) -> str:
         """Add a delta; the rewritten text that is now safe to send."""
@@ -95,7 +99,7 @@ class PiiStream:
         kept = [replace(f, start=f.start - k, end=f.end - k) for f in found if f.end <= cut]
         out = rewrite_pii(text[k:cut], kept, self.modes, self.salt)
         self._note(out)
-        self._before, self._buf = text[cut - 1 : cut] if cut > k else self._before, text[cut:]
+        self._before, self._buf = text[max(cut - _LEFT_CONTEXT, 0):cut], text[cut:]
         return out.text
 
     def _note(self, out: PiiOutcome) -> None:

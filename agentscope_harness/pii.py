@@ -209,7 +209,7 @@ def _ip_normal(value: str) -> str:
 
 # --- the detectors ----------------------------------------------------------
 
-_AFTER_ESCAPE = r"(?<=\\[nrt])|(?<=\\u[0-9A-Fa-f]{4})"
+_AFTER_ESCAPE = r"(?<=\\[nrtbf])|(?<=\\u[0-9A-Fa-f]{4})"
 """Where a value may start though a letter or digit stands before it: right
 after a JSON escape (``\\n``, ``\\u00a0``), in a result or arguments kept as JSON."""
 
@@ -219,7 +219,8 @@ DETECTORS: dict[str, Detector] = {
         Detector(
             "email",
             re.compile(
-                r"(?:(?<![A-Za-z0-9_.%+\-\\])|" + _AFTER_ESCAPE + r")"
+                # after a backslash (a Windows path), but never from an escape's letter (``\\nalice@``)
+                r"(?:(?<![A-Za-z0-9_.%+\-\\])|(?<=\\)(?![nrtbfu])|" + _AFTER_ESCAPE + r")"
                 r"[A-Za-z0-9_%+\-](?:[A-Za-z0-9._%+\-]{0,62}[A-Za-z0-9_%+\-])?"
                 r"@[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?"
                 r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?){0,8}\.[A-Za-z]{2,24}(?![A-Za-z0-9_\-])",

@@ -296,7 +296,7 @@ async def _scored(detector: Any, text: str, names: tuple[str, ...] = ()) -> Inje
 async def _judged(detector: HeuristicDetector, text: str, found: Signals, decode: bool = True) -> None:
     """``text``'s signals into ``found``: a long one in pieces, each owning
     the part between two cuts that nothing it reads runs across
-    (``_cut_near``), with 2 KB or more of context either side; its base64
+    (``_cut_near``), with 1 KB or more of context either side; its base64
     blobs (``decode``), found in the text as the detector reads it, each
     judged as a text of its own (one level), the heaviest counting, the loop
     turning between (a megabyte of them, or one megabyte blob, would hold it)."""
