@@ -77,6 +77,7 @@ from .outputs import (
     cleaned_args,
     data_names,
     foreign_hint_shown,
+    read_names,
     readable_metadata,
     result_pii,
     result_text,
@@ -845,10 +846,11 @@ class ReplyLifecycle:
         # from the server's own disk, and fetch some http ones, which a client may not make it do
         links = [f"({b.source.media_type} at {b.source.url}: sent by the client, not fetched)"
                  for b in blocks if isinstance(b.source, URLSource)]
-        shaped = await shaped_data(data, services.redactor, modes, salt)
+        read = await read_names(data, services.redactor, modes, salt)
+        shaped = await shaped_data(data, read, services.redactor, modes, salt)
         text = "\n".join([result_text(output), *links]) if links else result_text(output)
         state = str(getattr(block.state, "value", block.state))
-        names = await data_names(data, services.redactor, modes, salt)
+        names = data_names(read)
         result = await self.harness.flow.shape(ctx, result_view(text, state, dict(metadata), bool(data), names))
         if result.withheld:
             block.output, block.state = result.body, ToolResultState.ERROR

@@ -21,7 +21,7 @@ import hmac
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -600,18 +600,23 @@ DATA_NAME_CHARS = 1_024
 injection detector judges it with the result's text, on the event loop)."""
 
 
-async def data_names(
-    blocks: Iterable[Any], redactor: Redactor, pii: Mapping[str, str], salt: bytes,
-) -> tuple[str, ...]:
-    """The names of a result's data blocks as the model reads them
-    (``read_name``): what the injection detector judges, no more, no less."""
-    names = []
+async def read_names(
+    blocks: Sequence[Any], redactor: Redactor, pii: Mapping[str, str], salt: bytes,
+) -> list[str | None]:
+    """Each data block's name as the model reads it (``read_name``; ``None``:
+    it has none), read once: the injection detector judges the ones that say
+    something (``data_names``) and ``shaped_data`` writes them."""
+    names: list[str | None] = []
     turns = Turns()  # many names, each a short step, add up
     for block in blocks:
-        if block.name:
-            names.append(await read_name(block.name, redactor, pii, salt))
-            await turns.take()
-    return tuple(names)
+        names.append(None if block.name is None else await read_name(block.name, redactor, pii, salt))
+        await turns.take()
+    return names
+
+
+def data_names(read: Sequence[str | None]) -> tuple[str, ...]:
+    """The names ``read_names`` read that the injection detector judges."""
+    return tuple(name for name in read if name)
 
 
 async def read_name(name: str, redactor: Redactor, pii: Mapping[str, str], salt: bytes) -> str:
@@ -692,22 +697,23 @@ def readable_data(block: Any, redactor: Redactor) -> Any:
 
 
 async def shaped_data(
-    blocks: Iterable[Any], redactor: Redactor, pii: Mapping[str, str], salt: bytes,
+    blocks: Sequence[Any], names: Sequence[str | None], redactor: Redactor, pii: Mapping[str, str], salt: bytes,
 ) -> list[Any]:
     """A tool result's data blocks as the model may read them: each field
     the formatter writes as text shaped as the result's text is (secrets
     redacted, the tool's ``pii`` applied, markers defanged; the name as
-    ``read_name`` reads it), in steps (a megabyte URL, or many long names,
-    never hold the event loop). A block itself when nothing in it changed."""
+    ``read_names`` read it: ``names``, one per block), in steps (a megabyte
+    URL, or many long names, never hold the event loop). A block itself
+    when nothing in it changed."""
     modes = _field_modes(pii)
     shaped_blocks = []
     turns = Turns()
-    for block in blocks:
+    for block, name in zip(blocks, names, strict=True):
         fields = _data_fields(block)
         shaped = {}
         for key, text in fields.items():
             if key == "name":
-                text = await read_name(text, redactor, pii, salt)
+                text = name or ""
             else:
                 text, _, _ = await filter_result(redactor, text, modes, salt)
             shaped[key] = await neutralise_markers_sliced(text)
@@ -798,7 +804,23 @@ def shown_name(shown: OutputFilter, event: Any) -> Any:
 
 
 __all__ = [
-    "HINT_SOURCE", "PII_HOLD", "PII_INLINE", "OutputFilter", "OutputStream", "PiiStream", "answer_filter",
-    "cleaned_args", "filter_result", "foreign_hint_shown", "pii_modes", "pii_salt", "readable_metadata",
-    "redact_foreign_hints", "result_text", "shaped_data", "shaped_notice", "shown_name",
+    "HINT_SOURCE",
+    "PII_HOLD",
+    "PII_INLINE",
+    "OutputFilter",
+    "OutputStream",
+    "PiiStream",
+    "answer_filter",
+    "cleaned_args",
+    "filter_result",
+    "foreign_hint_shown",
+    "pii_modes",
+    "pii_salt",
+    "read_names",
+    "readable_metadata",
+    "redact_foreign_hints",
+    "result_text",
+    "shaped_data",
+    "shaped_notice",
+    "shown_name",
 ]

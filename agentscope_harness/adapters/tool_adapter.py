@@ -39,6 +39,7 @@ from ..outputs import (
     data_names,
     dependency_label,
     pii_salt,
+    read_names,
     readable_metadata,
     result_pii,
     result_text,
@@ -51,7 +52,6 @@ from .agent_adapter import HarnessMiddleware, run_of
 
 if TYPE_CHECKING:
     from ..harness import Harness
-    from ..redaction import Redactor
     from ..run_state import RunState
 
 log = logging.getLogger("agentscope_harness")
@@ -290,11 +290,11 @@ class HarnessToolAdapter(HarnessMiddleware):
         try:
             redactor = ctx.services.redactor
             modes, salt = result_pii(ctx.tool.policy if ctx.tool is not None else None, ctx.run)
-            result = await self.harness.flow.shape(ctx, await _view_of(original, redactor, modes, salt))
-            sent = [] if result.withheld or not result.has_data else [
-                b for b in original.content if isinstance(b, DataBlock)
-            ]
-            data: list[TextBlock | DataBlock] = await shaped_data(sent, redactor, modes, salt) if sent else []
+            blocks = _data_blocks(original)
+            names = await read_names(blocks, redactor, modes, salt) if blocks else []
+            result = await self.harness.flow.shape(ctx, _view_of(original, blocks, names))
+            sent = [] if result.withheld or not result.has_data else blocks
+            data: list[TextBlock | DataBlock] = await shaped_data(sent, names, redactor, modes, salt) if sent else []
         except Exception as exc:
             self.harness.services.log_failure(f"harness shaping the result of {original.id}", exc)
             return self._failed(ctx, original, exc)
@@ -472,18 +472,21 @@ async def _consume(call: Any, input_kwargs: dict, next_handler: Callable[..., As
     return original
 
 
-async def _view_of(
-    response: ToolResponse, redactor: Redactor, pii: dict[str, str], salt: bytes,
-) -> ToolResultView:
-    """The result as hooks judge it: its text, and its data blocks' names as
-    the model reads them."""
+def _data_blocks(response: ToolResponse) -> list[DataBlock]:
+    content = response.content
+    if len(content) == 1 and type(content[0]) is TextBlock:  # the usual result
+        return []
+    return [b for b in content if isinstance(b, DataBlock)]
+
+
+def _view_of(response: ToolResponse, blocks: list[DataBlock], names: list[str | None]) -> ToolResultView:
+    """The result as hooks judge it: its text, and its data ``blocks``'
+    names as the model reads them (``names``, read once)."""
     content = response.content
     if len(content) == 1 and type(content[0]) is TextBlock:  # the usual result
         return result_view(content[0].text, _state_name(response.state), dict(response.metadata))
-    text = result_text(content)
-    data = [b for b in content if isinstance(b, DataBlock)]
-    names = await data_names(data, redactor, pii, salt)
-    return result_view(text, _state_name(response.state), dict(response.metadata), bool(data), names)
+    return result_view(result_text(content), _state_name(response.state), dict(response.metadata), bool(blocks),
+                       data_names(names))
 
 
 def to_response(

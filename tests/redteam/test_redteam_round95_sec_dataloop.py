@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 from agentscope.message import DataBlock, TextBlock, URLSource
 from agentscope.tool import ToolChunk
 from hookkit import drive, harnessed
 from scripted import calls, text
 
 from agentscope_harness import HarnessConfig
+from tests.perf.loopkit import longest_block
 
 GLUED = "AKIA" * 250_000  # the README's own worst case: key ids glued end to end, ~1 MB
-
-
-async def _longest_gap(work: asyncio.Task) -> float:
-    """The longest the event loop went without a turn while ``work`` ran."""
-    longest, last = 0.0, time.perf_counter()
-    while not work.done():
-        await asyncio.sleep(0.001)
-        now = time.perf_counter()
-        longest, last = max(longest, now - last), now
-    await work
-    return longest
 
 
 async def test_a_megabyte_data_block_url_is_redacted_without_holding_the_event_loop() -> None:
@@ -46,6 +33,6 @@ async def test_a_megabyte_data_block_url_is_redacted_without_holding_the_event_l
                                   DataBlock(source=URLSource(url=url, media_type="image/png"))])
 
     h, model, agent = harnessed(HarnessConfig(), [calls(("snapshot", {"q": "x"})), text("done")], [snapshot])
-    gap = await _longest_gap(asyncio.ensure_future(drive(h, agent)))
+    gap = await longest_block(drive(h, agent))
     assert len(model.calls) == 2
     assert gap < 0.15, f"the event loop was held {gap * 1000:.0f} ms in one step"
