@@ -112,15 +112,32 @@ def _bare(text: str) -> str:
 
 
 _JSON_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|([nrtbf\"\\/]))")
+_UNICODE_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
 _ESCAPED = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f", '"': '"', "\\": "\\", "/": "/"}
 
 
-def _unescape_json(text: str) -> str:
+def _unescape_json(text: str, json: bool | None = None) -> str:
     """JSON's escapes, decoded: a JSON tool result escapes every invisible,
     Cyrillic or CJK character (``\\uXXXX``), which would hide it from the
-    rules, and a line break or a tab glues the next word to an ``n`` or a ``t``."""
-    decoded = _JSON_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)) if m.group(1) else _ESCAPED[m.group(2)], text)
+    rules, and in JSON (``json``; ``None``: ``is_json`` says) a line break
+    or a tab glues the next word to an ``n`` or a ``t``; elsewhere a
+    backslash before a word is no escape (``\\forget``, a Windows path):
+    only ``\\uXXXX`` is decoded there."""
+    if json is None:
+        json = is_json(text)
+    if json:
+        decoded = _JSON_ESCAPE.sub(
+            lambda m: chr(int(m.group(1), 16)) if m.group(1) else _ESCAPED[m.group(2)], text,
+        )
+    else:
+        decoded = _UNICODE_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
     return decoded.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def is_json(text: str) -> bool:
+    """Whether ``text`` reads as JSON: an object or an array, or a string
+    of one (its quotes escaped: ``\\"``)."""
+    return text.lstrip()[:1] in ("{", "[") or '\\"' in text
 
 
 @dataclass
@@ -178,26 +195,27 @@ def _count_hidden(text: str, signals: Signals) -> str:
     return seen
 
 
-def _normal(text: str, signals: Signals | None, fold: bool | None = None) -> str:
+def _normal(text: str, signals: Signals | None, fold: bool | None = None, json: bool | None = None) -> str:
     """``text`` as the patterns read it before lower-casing (JSON escapes
     decoded, hidden characters dropped, confusables folded in a text that
     mixes scripts: ``fold`` says whether the whole text does, ``None``:
-    this one), its hidden characters counted into ``signals`` on the way
-    (``None``: counted elsewhere)."""
+    this one; ``json``: whether the whole text is JSON, ``is_json``), its
+    hidden characters counted into ``signals`` on the way (``None``: counted
+    elsewhere)."""
     if "\\" in text:
-        text = _unescape_json(text)
+        text = _unescape_json(text, json)
     if text.isascii():
         return text
     seen = _count_hidden(text, Signals() if signals is None else signals)
     return seen.translate(_CONFUSABLES) if (_MIXED_WORD.search(seen) if fold is None else fold) else seen
 
 
-def mixes_scripts(text: str) -> bool:
+def mixes_scripts(text: str, json: bool | None = None) -> bool:
     """Whether ``text`` holds a word mixing Latin letters with Cyrillic or
     Greek ones, as a reader sees it: the detector then reads look-alikes as
     Latin all through it."""
     if "\\" in text:  # escaped JSON is ASCII: what it says may not be
-        text = _unescape_json(text)
+        text = _unescape_json(text, json)
     return not text.isascii() and _MIXED_WORD.search(unhidden(text).translate(SMALL_CAPITALS)) is not None
 
 
@@ -425,7 +443,7 @@ class HeuristicDetector:
 
     def signals(
         self, text: str, own: tuple[int, int] | None = None, fold: bool | None = None, decode: bool = True,
-        read: list[str] | None = None,
+        read: list[str] | None = None, json: bool | None = None,
     ) -> Signals:
         """The signals ``text`` carries; ``own``: those of the part
         ``text[start:end]`` only, read in the context of all of ``text`` (a
@@ -434,7 +452,8 @@ class HeuristicDetector:
         ``add`` up to the whole's; ``fold``: whether the whole text mixes
         scripts, ``mixes_scripts``). ``decode``: its base64 blobs judged
         too (``blob_weight``), else left to the caller, to whom ``read``
-        gets the text (its part) as the detector reads it, where they are."""
+        gets the text (its part) as the detector reads it, where they are;
+        ``json``: whether the whole text is JSON (``is_json``)."""
         found = Signals()
         if own is None:
             normal = _normal(text, found)
@@ -443,10 +462,10 @@ class HeuristicDetector:
         else:
             start, end = own
             _count_hidden(text[start:end], found)
-            normal = _normal(text, None, fold)
+            normal = _normal(text, None, fold, json)
             view = _lowered(normal)
             # where the part starts and ends in the view: what comes before and after it, read alike
-            before, after = _normal(text[:start], None, fold), _normal(text[end:], None, fold)
+            before, after = _normal(text[:start], None, fold, json), _normal(text[end:], None, fold, json)
             lo, hi = len(_lowered(before)), len(view) - len(_lowered(after))
             if read is not None:
                 read.append(normal[len(before):len(normal) - len(after)])

@@ -219,8 +219,9 @@ DETECTORS: dict[str, Detector] = {
         Detector(
             "email",
             re.compile(
-                # after a backslash (a Windows path), but never from an escape's letter (``\\nalice@``)
-                r"(?:(?<![A-Za-z0-9_.%+\-\\])|(?<=\\)(?![nrtbfu])|" + _AFTER_ESCAPE + r")"
+                # after a backslash too (a Windows path ``\\ursula@``; ``\\nancy@`` may be one, so the
+                # letter is taken with the value: none of it is left), but after a whole ``\\uXXXX``
+                r"(?:(?<![A-Za-z0-9_.%+\-\\])|(?<=\\)(?!u[0-9A-Fa-f]{4})|" + _AFTER_ESCAPE + r")"
                 r"[A-Za-z0-9_%+\-](?:[A-Za-z0-9._%+\-]{0,62}[A-Za-z0-9_%+\-])?"
                 r"@[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?"
                 r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?){0,8}\.[A-Za-z]{2,24}(?![A-Za-z0-9_\-])",

@@ -25,6 +25,7 @@ from ..injection import (
     InjectionVerdict,
     Signals,
     decoded_blobs,
+    is_json,
     mixes_scripts,
     unhidden,
 )
@@ -321,16 +322,17 @@ async def _in_pieces(detector: HeuristicDetector, text: str, found: Signals, rea
     step, reach = INJECTION_INLINE - _PIECE_OVERLAP, _PIECE_OVERLAP // 4
     starts = range(0, len(text) - _PIECE_OVERLAP, step)
     cuts = [0, *(_cut_near(text, start + 2 * reach, reach) for start in starts[1:]), len(text)]
+    json = is_json(text)  # its escapes are read as the whole text's are
     fold = False  # look-alikes are read as Latin all through a text that mixes scripts anywhere
     for start in starts:
-        fold = mixes_scripts(text[start:start + INJECTION_INLINE])
+        fold = mixes_scripts(text[start:start + INJECTION_INLINE], json)
         await asyncio.sleep(0)
         if fold:
             break
     for k, start in enumerate(starts):
         piece = text[start:start + INJECTION_INLINE]
         own = (cuts[k] - start, cuts[k + 1] - start)
-        found.add(detector.signals(piece, own, fold, decode=False, read=read))
+        found.add(detector.signals(piece, own, fold, decode=False, read=read, json=json))
         await asyncio.sleep(0)
 
 
