@@ -25,7 +25,7 @@ from agentscope.message import ToolCallBlock, ToolResultBlock, ToolResultState
 from .calls import UNGATED_TOOLS
 from .hooks.termination import undelivered
 from .outputs import quoted_pii, quoted_shown
-from .sentinels import format_sentinel, neutralise_markers
+from .sentinels import format_sentinel, neutralise_markers, not_permitted
 
 if TYPE_CHECKING:
     from .config import ToolPolicy
@@ -76,15 +76,26 @@ async def guide_invalid_arguments(harness: Harness, agent: Any, run: RunState, c
     problems = [_shown(p, harness, run, policy) for p in _problems(call.input, schema)]
     if not problems:
         return
-    identity = policy.identity_args if policy is not None else {}
-    text = _sentinel(call.name, problems, schema, identity, run)
+    code, text = _guide(call.name, problems, schema, policy, run)
     if not harness.services.shadow:
         result.output = text
-        run.remember_sentinel(CODE, text)
+        run.remember_sentinel(code, text)
     harness.services.record(
-        run, "argument_guide", "post_tool_call", "rewrite", code=CODE, tool=call.name,
+        run, "argument_guide", "post_tool_call", "rewrite", code=code, tool=call.name,
         detail="; ".join(problems),
     )
+
+
+def _guide(
+    tool: str, problems: list[str], schema: dict[str, Any], policy: ToolPolicy | None, run: RunState,
+) -> tuple[str, str]:
+    """The code and sentinel of a call refused for its arguments: how to
+    call it again, unless the bound principal may not use the tool at all
+    (then no call of it is offered)."""
+    if run.principal is not None and not run.principal.may_use(tool):
+        return "permission_denied", format_sentinel("permission_denied", not_permitted(tool))
+    identity = policy.identity_args if policy is not None else {}
+    return CODE, _sentinel(tool, problems, schema, identity, run)
 
 
 def refusal_shown(harness: Harness, agent: Any, run: RunState, call_id: str, text: str) -> str:

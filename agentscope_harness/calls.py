@@ -21,8 +21,9 @@ from .approvals import approval_digest
 from .context import HookContext, ToolCallView, ToolResultView, awaited
 from .errors import ErrorClass, error_class_of
 from .facts import NO_DEFAULTS, call_digest, thawed
-from .hooks.budget import UNVERIFIED_APPROVAL, tool_calls_used_up
+from .hooks.budget import UNVERIFIED_APPROVAL, tool_calls_used_up, uncapped_answer
 from .hooks.termination import CONCLUDED
+from .pii import find_pii
 from .run_state import FINDING_CHARS
 from .runner import Refusal, being_cancelled
 from .sentinels import format_sentinel, unfenced
@@ -65,6 +66,13 @@ ID_TAKEN = (
 )
 """A call under an id another call of the run holds (judged, admitted,
 running or parked): its state would take the other's place."""
+MADE_BEFORE = (
+    "The call to {name} under this id ({id}) was already made before the reply paused: it is not made "
+    "again, and its result did not reach this conversation. Check its effect before you call it again."
+)
+"""A call met again under the id of one this run made (AgentScope runs
+again, on a resume, a call that was under way when its reply parked): made
+once, whatever the resume says."""
 READ_OTHERWISE = (
     "The call to {name} was not made: its client runs it on the arguments as you wrote them, "
     "so they must be one JSON object, each key once, with nothing before or after it. Send it again so."
@@ -247,6 +255,25 @@ class CallFlow:
         run.remember_sentinel("duplicate_call", text)
         return text
 
+    def made_before(self, run: RunState, view: ToolCallView) -> str:
+        """The sentinel of a call met again on a resume under the id of one
+        this run made (``RunState.made``): recorded, never made twice."""
+        text = format_sentinel("duplicate_call", MADE_BEFORE.format(name=view.name, id=view.id))
+        self.services.record(run, "call_id_check", "pre_tool_call", "refuse", code="duplicate_call",
+                             tool=view.name, detail=f"call id {view.id!r} was made before the reply parked")
+        run.remember_sentinel("duplicate_call", text)
+        return text
+
+    def judged_across_park(self, run: RunState, view: ToolCallView) -> str:
+        """The sentinel of a call whose judgement began before its reply
+        parked: not made (the reply moved on without it; its resume judges
+        the call afresh, here or on another worker), recorded."""
+        text = format_sentinel("duplicate_call", ID_TAKEN.format(name=view.name, id=view.id))
+        self.services.record(run, "call_id_check", "pre_tool_call", "refuse", code="duplicate_call",
+                             tool=view.name, detail="judged across a park: not made (its resume judges it)")
+        run.remember_sentinel("duplicate_call", text)
+        return text
+
     def read_otherwise(self, run: RunState, view: ToolCallView) -> str | None:
         """The sentinel of a client-executed call whose arguments, as
         written, are not the one reading it was judged on: recorded, never
@@ -333,7 +360,7 @@ class CallFlow:
         ``max_tool_calls`` is reached (a shadow sub-agent spends the live
         parent's calls; its own ``spend_gate`` only records). Checked when
         the call is judged and again at admission (parallel calls)."""
-        if not self.services.shadow or ctx.tool is None:
+        if not self.services.shadow or ctx.tool is None or uncapped_answer(ctx):
             return None
         calls = ctx.run.tool_call_cap(enforced_only=True)
         if calls is None or calls[0] < calls[1]:
@@ -375,6 +402,7 @@ class CallFlow:
         run.facts.called_tools[view.name] += 1
         run.in_flight[view.id] = view.name
         run.admitted[view.id] = ctx
+        run.made[view.id] = view.batch
         return None
 
     # ------------------------------------------------------------- shaping
@@ -398,6 +426,7 @@ class CallFlow:
             )
             for fact in result.new_facts:  # the model reads it only after this batch
                 run.facts.fact_batches[fact] = view.batch
+        ran = result.ok
         refusal = await self.runner.run("post_tool_call", ctx)
         self._defer_hints(ctx)
         if refusal is not None:
@@ -405,8 +434,9 @@ class CallFlow:
             result.text, result.notices, result.state = refusal.text, [], "error"
             result.withheld = True
             run.facts.unreach(result.new_facts)
-        if result.ok and not result.withheld and view.role not in ("finish", "ask") and not view.agentscope_own:
-            run.findings.append((view.name, _finding(result.text)))
+        done_unread = ran and refusal is not None and refusal.code in WITHHELD_DONE
+        if result.ok or done_unread:
+            _keep_finding(run, view, result, done_unread)
         error = result.error_class or ErrorClass.TOOL_ERROR
         run.facts.record_outcome(
             view.name, view.digest, view.args, view.id, result.ok,
@@ -416,9 +446,13 @@ class CallFlow:
             view.declared.defaults if view.declared is not None else NO_DEFAULTS,
             changed_state=view.role == "mutation", said=result.text,
         )
-        if result.ok:  # as the tool ran: its declared defaults filled in, as a run's own successes are
+        if result.ok or done_unread:  # as the tool ran: its declared defaults filled in, as successes are
             defaults = view.declared.defaults if view.declared is not None else NO_DEFAULTS
-            run.tell_enclosing_runs(view.name, {**defaults, **view.args} if defaults else view.args)
+            args = {**defaults, **view.args} if defaults else view.args
+            if done_unread:  # withheld from the model, yet done: a claim of it is no made-up one
+                run.facts.done_otherwise.setdefault(view.name, []).append(args)
+                run.facts.done_unread.add(view.digest)  # and the same call again is not made
+            run.tell_enclosing_runs(view.name, args)
         return result
 
     async def _count_results(self, ctx: HookContext, text: str) -> int | None:
@@ -493,13 +527,51 @@ def _policy_callable(ctx: HookContext, name: str) -> tuple[ToolCallView, Callabl
     return view, getattr(view.policy, name) if view.policy is not None else None
 
 
+WITHHELD_DONE = frozenset({"pii_blocked", "injection_blocked"})
+"""Refusals of a result for what it says, not for what the call did: the
+call was made (its claim stands, it is not made again)."""
+
+
+def _keep_finding(run: RunState, view: ToolCallView, result: ToolResultView, unread: bool) -> None:
+    """A successful call in what a stopped run's answer hands over: a
+    mutation among what it did (in every run it is nested in too: a
+    sub-agent's action is the conversation's), any other result among what
+    it found; one whose result was withheld, or reads as instructions to
+    the model, named without its text."""
+    if view.role in ("finish", "ask") or view.agentscope_own:
+        return
+    said = ("done (its result was withheld)" if unread
+            else "(its result read as instructions to the model: not quoted)" if result.suspect
+            else _finding(result.text))
+    if view.role != "mutation":
+        if not unread:
+            run.findings.append((view.name, said))
+        return
+    acting: RunState | None = run
+    while acting is not None:
+        acting.actions.append((view.name, said))
+        acting = acting.parent
+
+
 def _finding(shaped: str) -> str:
     """A short line of a result as the model read it: already redacted and
-    PII-filtered whole by ``content_filter``, so the cut never reveals part
-    of a secret; the fence lines are left out."""
+    its tool's ``pii`` applied whole by ``content_filter``, so the cut never
+    reveals part of a secret; never cut inside a value of any personal-data
+    kind either (the answer's ``pii`` finds no half of one: a card's last
+    digits cut off pass no checksum); the fence lines are left out."""
     head = unfenced(shaped[:_FINDING_READ])  # a megabyte's words split and joined whole held the loop
     line = " ".join(head.split())
-    return line[:FINDING_CHARS] + ("…" if len(line) > FINDING_CHARS or len(shaped) > _FINDING_READ else "")
+    cut = FINDING_CHARS
+    if len(line) > cut:
+        start = max(cut - _VALUE_REACH, 0)
+        across = [f for f in find_pii(line[start:cut + _VALUE_REACH]) if f.start < cut - start < f.end]
+        cut = start + across[0].start if across else cut
+    return line[:cut] + ("…" if len(line) > cut or len(shaped) > _FINDING_READ else "")
+
+
+_VALUE_REACH = 320
+"""How far a personal-data value may reach across a finding's cut (an
+e-mail address at its longest)."""
 
 
 _FINDING_READ = 65_536

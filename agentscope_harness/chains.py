@@ -23,6 +23,7 @@ middleware that leaves ``current_model`` to the chain's default).
 
 from __future__ import annotations
 
+import asyncio
 from types import CellType, CodeType, FunctionType
 from typing import Any, NamedTuple
 
@@ -90,3 +91,22 @@ def _cell(function: Any) -> Any:
         names = code.co_freevars
         at = _SELF_CELL[code] = names.index("execute_chain") if "execute_chain" in names else None
     return None if at is None else closure[at]
+
+
+async def close_stream(stream: Any) -> None:
+    """Close the stream a harness layer stops reading (its own stream
+    closed, cancelled, or settled), as AgentScope closes its own layers': a
+    provider's HTTP stream left to the collector goes on generating, and
+    billing, after its run was settled. One that another task is reading,
+    or that breaks as it closes, is left as it is."""
+    aclose = getattr(stream, "aclose", None)
+    if aclose is None:
+        return
+    try:
+        await aclose()
+    except RuntimeError:  # running (read elsewhere) or closed mid-chunk
+        pass
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            raise  # this task's own cancellation

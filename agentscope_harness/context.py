@@ -156,6 +156,9 @@ class ToolResultView:
     """Facts this result reached for the first time (progress edges)."""
     withheld: bool = False
     """A post_tool_call gate refused the result: the model reads a sentinel."""
+    suspect: bool = False
+    """Its text reads as instructions addressed to the model (``injection``
+    flagged it): never quoted outside its fence."""
     trusted_metadata: bool = False
     """``metadata["harness"]`` was written by the harness's own tool
     middleware (or the tool itself), not parsed from text."""
@@ -175,6 +178,15 @@ class ToolResultView:
         """What the tool reported to the harness in ``metadata["harness"]``."""
         value = self.metadata.get("harness")
         return value if isinstance(value, dict) else {}
+
+
+PRUNED = "[pruned: an earlier result of {name} ({tokens} tokens), kept as ref {ref}]"
+"""What the model reads in place of a result the pruner removed."""
+
+
+def is_pruned(text: str) -> bool:
+    """Whether a result's text in the context is a pruned result's placeholder."""
+    return text.startswith("[pruned: ")
 
 
 @dataclass(frozen=True)
@@ -452,12 +464,14 @@ def fallback(config: HarnessConfig, reason: str, cost: CostPolicy | None = None)
 
 
 def found_so_far(run: RunState) -> str:
-    """What the run's successful calls found, for the answer of a stopped
-    run (bounded and redacted); empty when nothing was found."""
-    if not run.findings:
-        return ""
-    lines = "\n".join(f"- {tool}: {text}" for tool, text in run.findings)
-    return f"\n\nWhat I found before stopping:\n{lines}"
+    """What the run's successful calls did and found, for the answer of a
+    stopped run (bounded and redacted); empty when nothing was."""
+    said = ""
+    for heading, kept in (("What I did", run.actions), ("What I found", run.findings)):
+        if kept:
+            lines = "\n".join(f"- {tool}: {text}" for tool, text in kept)
+            said += f"\n\n{heading} before stopping:\n{lines}"
+    return said
 
 
 _HINTED_POINTS = ("pre_think", "pre_tool_call", "post_tool_call", "post_reflect")

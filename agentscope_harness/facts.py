@@ -522,6 +522,10 @@ class GuardState(LazyFields):
     """Digests of calls whose last result brought news (a poll whose job
     advanced): the loop detector leaves such a call repeating."""
     progress_marks: set[str] = lazy(set)
+    done_unread: set[str] = lazy(set)
+    """The digests of calls made whose result the harness withheld from the
+    model (``done_otherwise`` has their arguments): the same call again is
+    refused, as one that succeeded is."""
     fact_batches: dict[str, Batch] = lazy(dict)
     """The batch whose result reached each fact a tool's result brought:
     a call of that same batch was written before the model read it."""
@@ -553,10 +557,13 @@ class GuardState(LazyFields):
     """The steps the answer claimed of tools with an unsupported claim, in
     words, and whether each succeeded: the correction says which did not,
     and which did (a retry must not repeat those)."""
-    done_by_sub_runs: dict[str, list[Mapping[str, Any]]] = lazy(dict)
-    """The calls that succeeded in runs nested in this one, their arguments
-    by tool (a sub-agent's action is this conversation's: an answer
-    claiming it is not made up)."""
+    done_otherwise: dict[str, list[Mapping[str, Any]]] = lazy(dict)
+    """The calls that succeeded but are not this run's successes, their
+    arguments by tool: in runs nested in this one (a sub-agent's action is
+    this conversation's), or this run's own whose result the harness
+    withheld from the model (it ran). An answer claiming one is not made
+    up; nothing else reads them (a prerequisite needs a result the model
+    read)."""
     wrap_up_hinted: bool = False
     nudged: set[str] = lazy(set)
     # Model calls made (run-wide) when force_conclude was set: a later call

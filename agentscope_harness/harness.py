@@ -32,7 +32,7 @@ from .facts import declared_in, tools_in
 from .hooks import BUILTIN_HOOKS
 from .hooks.safety import undeclared_identity_args
 from .hooks.sequencing import undeclared_same_args
-from .lifecycle import ReplyLifecycle, record_parked_leads, run_deadline
+from .lifecycle import ReplyLifecycle, record_parked, run_deadline
 from .model_guard import ModelGuard, billed_tokens, guard_structured_calls
 from .outputs import json_spelling
 from .redaction import Redactor
@@ -65,6 +65,11 @@ class Principal(BaseModel):
     ) -> None:
         # positional as DESIGN writes it: Principal("u-42", "acme")
         super().__init__(**given(user_id=user_id, tenant=tenant, allowed_tools=allowed_tools, **attrs))
+
+    def may_use(self, tool: str) -> bool:
+        """Whether ``allowed_tools`` lets this principal call ``tool`` (no
+        list: any tool). A refusal never offers one it may not use."""
+        return self.allowed_tools is None or tool in self.allowed_tools
 
     def attr(self, name: str) -> Any:
         """An identity attribute (``user_id``, ``tenant`` or an extra one)."""
@@ -406,7 +411,7 @@ class Harness:
         if usage is not None:
             await self.services.fleet.tokens_used(run, input_tokens + output_tokens, side)
             if run.parent is not None:  # a parked lead's record carries what it spent since
-                await record_parked_leads(self, run)
+                await record_parked(self, run.parent)
         if reservation is not None:
             return
         root = run.root

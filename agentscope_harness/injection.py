@@ -95,7 +95,8 @@ _TAG = re.compile("[\U000e0000-\U000e007f]")
 
 _CONFUSABLES = CONFUSABLES
 _MIXED_WORD = re.compile(
-    r"[A-Za-z][\u0370-\u03ff\u0400-\u04ff]|[\u0370-\u03ff\u0400-\u04ff][A-Za-z]",
+    # not an escape's letter before a word (``\\nВечером``: a line break in JSON read as written)
+    r"(?<!\\)[A-Za-z][\u0370-\u03ff\u0400-\u04ff]|[\u0370-\u03ff\u0400-\u04ff][A-Za-z]",
 )
 
 
@@ -114,30 +115,52 @@ def _bare(text: str) -> str:
 _JSON_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|([nrtbf\"\\/]))")
 _UNICODE_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
 _ESCAPED = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f", '"': '"', "\\": "\\", "/": "/"}
+_LETTER_ESCAPE = re.compile(r'\\[nrtbf"\\/]')
+_ESCAPED_TWICE = re.compile(r'\\{2}(?:[nrtbf"/]|u[0-9a-fA-F]{4})')
+_ESCAPED_THRICE = re.compile(r'\\{3}(?:[nrtbf/]|u[0-9a-fA-F]{4})|\\{4}')
+"""An escape escaped again (JSON carried in a JSON string: a body field),
+and again (three levels: a queue's record of a notification of an event)."""
+_BACKSLASH_ESCAPE = re.compile(r"\\u005[cC]")
 
 
-def _unescape_json(text: str, json: bool | None = None) -> str:
-    """JSON's escapes, decoded: a JSON tool result escapes every invisible,
-    Cyrillic or CJK character (``\\uXXXX``), which would hide it from the
-    rules, and in JSON (``json``; ``None``: ``is_json`` says) a line break
-    or a tab glues the next word to an ``n`` or a ``t``; elsewhere a
-    backslash before a word is no escape (``\\forget``, a Windows path):
-    only ``\\uXXXX`` is decoded there."""
-    if json is None:
-        json = is_json(text)
-    if json:
-        decoded = _JSON_ESCAPE.sub(
+def escape_levels(text: str) -> tuple[int, ...]:
+    """The ways a model may read ``text``'s backslashes, each judged, the
+    heaviest counting (``_unescape_json``'s levels): as written (a
+    backslash before a word in plain text is no escape, ``\\forget``), as
+    a JSON text (one escaped quote does not make plain text JSON, nor does
+    a JSON string look like one), and as JSON in JSON, two or three levels
+    deep, where an escape is escaped again (a backslash spelt ``\\u005c``
+    counts as one escaped). A text with no letter escape has one reading."""
+    if "\\" not in text:
+        return (0,)
+    for _ in range(3):  # ``\\u005cu005c``: each spelt backslash uncovers the next
+        if "\\u005" not in text:
+            break
+        text = _BACKSLASH_ESCAPE.sub(r"\\\\", text)
+    if _LETTER_ESCAPE.search(text) is None:
+        return (0,)
+    if _ESCAPED_TWICE.search(text) is None:
+        return (0, 1)
+    return (0, 1, 2, 3) if _ESCAPED_THRICE.search(text) is not None else (0, 1, 2)
+
+
+def _unescape_json(text: str, level: int = 0) -> str:
+    """JSON's escapes decoded ``level`` times over (0: as written), then
+    any ``\\uXXXX`` left, and those a decoded ``\\u005c`` uncovers: a JSON
+    tool result escapes every invisible, Cyrillic or CJK character (and a
+    quote such as ``«``), which would hide it from the rules, and a line
+    break or a tab in JSON glues the next word to an ``n`` or a ``t``
+    unless decoded."""
+    for _ in range(level):
+        text = _JSON_ESCAPE.sub(
             lambda m: chr(int(m.group(1), 16)) if m.group(1) else _ESCAPED[m.group(2)], text,
         )
-    else:
+    for _ in range(3):
         decoded = _UNICODE_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
+        if decoded == text or "\\u" not in decoded:
+            break
+        text = decoded
     return decoded.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-
-
-def is_json(text: str) -> bool:
-    """Whether ``text`` reads as JSON: an object or an array, or a string
-    of one (its quotes escaped: ``\\"``)."""
-    return text.lstrip()[:1] in ("{", "[") or '\\"' in text
 
 
 @dataclass
@@ -195,27 +218,26 @@ def _count_hidden(text: str, signals: Signals) -> str:
     return seen
 
 
-def _normal(text: str, signals: Signals | None, fold: bool | None = None, json: bool | None = None) -> str:
+def _normal(text: str, signals: Signals | None, fold: bool | None = None, level: int = 0) -> str:
     """``text`` as the patterns read it before lower-casing (JSON escapes
-    decoded, hidden characters dropped, confusables folded in a text that
-    mixes scripts: ``fold`` says whether the whole text does, ``None``:
-    this one; ``json``: whether the whole text is JSON, ``is_json``), its
-    hidden characters counted into ``signals`` on the way (``None``: counted
-    elsewhere)."""
+    decoded ``level`` times, ``escape_levels``; hidden characters dropped;
+    confusables folded in a text that mixes scripts: ``fold`` says whether
+    the whole text does, ``None``: this one), its hidden characters counted
+    into ``signals`` on the way (``None``: counted elsewhere)."""
     if "\\" in text:
-        text = _unescape_json(text, json)
+        text = _unescape_json(text, level)
     if text.isascii():
         return text
     seen = _count_hidden(text, Signals() if signals is None else signals)
     return seen.translate(_CONFUSABLES) if (_MIXED_WORD.search(seen) if fold is None else fold) else seen
 
 
-def mixes_scripts(text: str, json: bool | None = None) -> bool:
-    """Whether ``text`` holds a word mixing Latin letters with Cyrillic or
-    Greek ones, as a reader sees it: the detector then reads look-alikes as
-    Latin all through it."""
+def mixes_scripts(text: str, level: int = 0) -> bool:
+    """Whether ``text`` (its escapes decoded ``level`` times) holds a word
+    mixing Latin letters with Cyrillic or Greek ones, as a reader sees it:
+    the detector then reads look-alikes as Latin all through it."""
     if "\\" in text:  # escaped JSON is ASCII: what it says may not be
-        text = _unescape_json(text, json)
+        text = _unescape_json(text, level)
     return not text.isascii() and _MIXED_WORD.search(unhidden(text).translate(SMALL_CAPITALS)) is not None
 
 
@@ -381,12 +403,12 @@ _RULES: list[tuple[str, re.Pattern[str], float, bool, tuple[str, ...] | None]] =
 
 # a quote opened mid-sentence ('phrases like "ignore ..."'), not a JSON value
 # or a code string ('"review": "Ignore ...'), or a reporting word just before;
-# the quote may be JSON-escaped
+# the quote may be JSON-escaped (a regex's ``\b`` after it, decoded, is a backspace)
 _REPORTED = re.compile(
-    r"(?:[^\W\d_]\s?\\?[\"'“‘«„「`]\s*|\b(?:like|as|e\.g\.|such as|says?|said|writes?|wrote|phrases?|strings?|text|called"
+    r"(?:[^\W\d_]\s?\\*[\"'“‘«„「`][\s\x08]*|\b(?:like|as|e\.g\.|such as|says?|said|writes?|wrote|phrases?|strings?|text|called"
     r"|comme|como|wie"
     r"|known as|contain(?:s|ing)?|includ(?:e|es|ing)|with|the model to|the llm to|the ai to|the agent to"
-    r"|the assistant to|models? to|agents? to|it to|them to|attackers? to|don't|do not|never|not)\s*\\?[\"'“‘«„`]?\s*)$",
+    r"|the assistant to|models? to|agents? to|it to|them to|attackers? to|don't|do not|never|not)\s*\\*[\"'“‘«„`]?[\s\x08]*)$",
 )
 _REPORTED_DISCOUNT = 0.3
 
@@ -443,29 +465,47 @@ class HeuristicDetector:
 
     def signals(
         self, text: str, own: tuple[int, int] | None = None, fold: bool | None = None, decode: bool = True,
-        read: list[str] | None = None, json: bool | None = None,
+        read: list[str] | None = None, level: int | None = None,
     ) -> Signals:
-        """The signals ``text`` carries; ``own``: those of the part
-        ``text[start:end]`` only, read in the context of all of ``text`` (a
-        piece of a longer text, overlapping its neighbours: every match and
-        every hidden character is one piece's, so the pieces' signals
-        ``add`` up to the whole's; ``fold``: whether the whole text mixes
-        scripts, ``mixes_scripts``). ``decode``: its base64 blobs judged
-        too (``blob_weight``), else left to the caller, to whom ``read``
-        gets the text (its part) as the detector reads it, where they are;
-        ``json``: whether the whole text is JSON (``is_json``)."""
+        """The signals ``text`` carries, its escapes read ``level`` times
+        decoded (``None``: each of its ``escape_levels``, the heaviest
+        reading counting); ``own``: those of the part ``text[start:end]``
+        only, read in the context of all of ``text`` (a piece of a longer
+        text, overlapping its neighbours: every match and every hidden
+        character is one piece's, so the pieces' signals ``add`` up to the
+        whole's; ``fold``: whether the whole text mixes scripts,
+        ``mixes_scripts``). ``decode``: its base64 blobs judged too
+        (``blob_weight``), else left to the caller, to whom ``read`` gets
+        the text (its part) as the detector reads it, where they are."""
+        if level is not None:
+            return self._read(text, own, fold, decode, read, level)
+        heaviest, its_read = Signals(), []
+        for at in escape_levels(text):
+            part: list[str] = []
+            found = self._read(text, own, fold, decode, part, at)
+            if at == 0 or self.weight(found) > self.weight(heaviest):
+                heaviest, its_read = found, part
+        if read is not None:
+            read += its_read
+        return heaviest
+
+    def _read(
+        self, text: str, own: tuple[int, int] | None, fold: bool | None, decode: bool, read: list[str] | None,
+        level: int,
+    ) -> Signals:
+        """``signals`` in one reading of the escapes."""
         found = Signals()
         if own is None:
-            normal = _normal(text, found)
+            normal = _normal(text, found, fold, level)
             view = _lowered(normal)
             lo, hi = 0, len(view)
         else:
             start, end = own
             _count_hidden(text[start:end], found)
-            normal = _normal(text, None, fold, json)
+            normal = _normal(text, None, fold, level)
             view = _lowered(normal)
             # where the part starts and ends in the view: what comes before and after it, read alike
-            before, after = _normal(text[:start], None, fold, json), _normal(text[end:], None, fold, json)
+            before, after = _normal(text[:start], None, fold, level), _normal(text[end:], None, fold, level)
             lo, hi = len(_lowered(before)), len(view) - len(_lowered(after))
             if read is not None:
                 read.append(normal[len(before):len(normal) - len(after)])

@@ -56,8 +56,8 @@ from . import park_record
 from .approvals import approval_digest
 from .arguments import guide_invalid_arguments, refusal_shown
 from .calls import read_as_agentscope, result_view
-from .chains import release
-from .context import HookContext, fallback
+from .chains import close_stream, release
+from .context import HookContext, fallback, is_pruned
 from .deadline import current_deadline, tighter
 from .errors import METADATA_KEY, DependencyDown
 from .hooks.drift import judged_text
@@ -202,6 +202,7 @@ def rejoin(harness: Harness, run: RunState) -> None:
     any; timed from now, as a human's wait is not the agent's time, and no
     later than a parent still live (one settled meanwhile bounds nothing)."""
     run.nest_on_resume()
+    run.pauses += 1  # a call still judged from before is not admitted now (this resume judges it)
     run.called_by = TOOL_CALL.get()  # its ending goes to the result of the call that resumed it
     parent = run.parent if run.parent is not None and run.parent.report is None else None
     run.set_deadline(run_deadline(harness, parent))
@@ -248,20 +249,43 @@ async def _put_park_record(harness: Harness, run: RunState) -> bool:
     return kept is not UNANSWERED
 
 
-async def record_parked_leads(harness: Harness, run: RunState) -> None:
-    """``run`` (nested) charged a model call or a tool call to the runs it
-    is nested in: one of them parked and recorded (a sub-agent a tool left
-    running in the background goes on after its lead parked) is recorded
-    again, so that a resume in another process carries that spend and those
-    counts, as one here does (a lead under another Harness is recorded by
-    that one's store: not here)."""
-    parent = run.parent
-    while parent is not None:
-        report = parent.report
-        if (parent.park_recorded and parent.table is harness.table  # its own store keeps its record
+async def record_parked(harness: Harness, run: RunState) -> None:
+    """``run``, or a run it is nested in, was charged a model call or a tool
+    call after it parked and recorded its park (a call admitted beside the
+    question as the reply parked; a sub-agent a tool left running in the
+    background): recorded again, so that a resume in another process
+    carries that spend, those counts and the calls made, as one here does
+    (a run under another Harness is recorded by that one's store: not
+    here)."""
+    parked: RunState | None = run
+    while parked is not None:
+        report = parked.report
+        if (parked.park_recorded and parked.table is harness.table  # its own store keeps its record
                 and report is not None and report.terminal_state is TerminalState.WAITING_INPUT):
-            await _put_park_record(harness, parent)
-        parent = parent.parent
+            await _put_park_record(harness, parked)
+        parked = parked.parent
+
+
+PARK_KEY = "agentscope_harness.park"
+"""Where the agent's state keeps its reply's latest park id (in its
+``middle_context``): a resume elsewhere claims the park's one answer under
+it even when its record was never written (the store down at the park)."""
+
+
+def _keep_park_id(agent: Any, run: RunState) -> None:
+    middle = getattr(getattr(agent, "state", None), "middle_context", None)
+    if isinstance(middle, dict):
+        middle[PARK_KEY] = {"reply": run.run_id, "park": run.park_id}
+
+
+def _park_id_kept(agent: Any, reply_id: str) -> str | None:
+    """The park id ``_keep_park_id`` kept for the reply ``reply_id`` (``None``:
+    none, another reply's, or a state edited)."""
+    middle = getattr(getattr(agent, "state", None), "middle_context", None)
+    kept = middle.get(PARK_KEY) if isinstance(middle, dict) else None
+    if not isinstance(kept, dict) or kept.get("reply") != reply_id or not isinstance(kept.get("park"), str):
+        return None
+    return str(kept["park"])
 
 
 def _park_record_of(run: RunState) -> dict[str, Any]:
@@ -302,7 +326,8 @@ async def _recall_results(run: RunState, agent: Any, result_max_tokens: int) -> 
     """What the run's results said, read again from the restored context
     (each successful result of this reply's message, with its call's
     arguments as AgentScope reads them as the echo, as
-    ``drift_result_tracker`` read it): a run restored
+    ``drift_result_tracker`` read it; a pruned one as pruned: the same call
+    again is no repeat of a result still read): a run restored
     in another process knows what is not news there too (the shingles'
     hashes are salted per process, so no record carries them). The loop
     runs between results: a context of hundreds never holds it."""
@@ -315,6 +340,9 @@ async def _recall_results(run: RunState, agent: Any, result_max_tokens: int) -> 
             if isinstance(block, ToolCallBlock):
                 calls[block.id] = block
             elif isinstance(block, ToolResultBlock) and block.state == ToolResultState.SUCCESS:
+                if is_pruned(result_text(block.output)):  # the model no longer reads it: fetched again, judged so
+                    run.results.pruned.add(block.id)
+                    continue
                 call = calls.get(block.id)
                 read = await read_as_agentscope(agent, call) if call is not None else None
                 text = judged_text(result_text(block.output), result_max_tokens)  # joined as the live view joins it
@@ -367,6 +395,7 @@ def end_resumed_by_another(harness: Harness, run: RunState, why: str | None = No
     run.facts.conclude(TerminalState.INCOMPLETE, reason, override=True)
     if not shadow:
         run.findings.clear()
+        run.actions.clear()
         run.facts.stop_text = fallback(harness.config, reason)
 
 
@@ -469,11 +498,13 @@ class ReplyLifecycle:
         item is handed on), each item passed through ``on_item``. One
         generator layer: no coroutine per streamed event."""
         failure: BaseException | None = None
+        inner = None  # AgentScope's reply, closed with this layer (its model and tool streams with it)
         try:
             inputs = input_kwargs.get("inputs")
             if await self.resume(inputs) is not None:
                 await self.shape_external_results(inputs)
-            following = next_handler(**input_kwargs).__anext__
+            inner = next_handler(**input_kwargs)
+            following = inner.__anext__
             while True:
                 run = self.run
                 token = None if run is None else RUN_HANDLE.set(run.handle)  # the deadline is read through it
@@ -505,7 +536,10 @@ class ReplyLifecycle:
             raise
         finally:
             release(next_handler)
-            await self.close(failure)
+            try:
+                await self.close(failure)  # parked first: a call still judged is not admitted after it
+            finally:
+                await close_stream(inner)
 
     async def on_item(self, item: Any, kind: int) -> list[Any]:
         """What the consumer receives for ``item`` (of ``kind``, not
@@ -678,11 +712,11 @@ class ReplyLifecycle:
             self.harness.table.forget_parked(parked_here.run_id)
             parked_here = None
         await self._replace_earlier(keep=parked_here)  # the resumed run is live, no longer parked
-        parked_by_another = False
+        parked_by_another = unreadable = False
         if parked_here is not None:
             run = parked_here
         else:
-            run, parked_by_another = await self._restored()
+            run, parked_by_another, unreadable = await self._restored()
         self.harness.table.bind(self.agent, run)  # a later reply finds it as the agent's run
         self.resumed_park = run.report
         run.report = None  # the park's provisional report is superseded
@@ -694,7 +728,8 @@ class ReplyLifecycle:
         rejoin(self.harness, run)
         by_another = (parked_here is not None and run.resumed_by_another()) or parked_by_another
         answered_already = not stale and not await self._claimed(run)  # one answer per park, across processes
-        if kept is _Kept.GONE:  # its record expired or was lost: its one answer cannot be told apart
+        acts = False  # for nobody: it takes no slot from the resume that does act
+        if kept is _Kept.GONE or unreadable:  # its one answer cannot be told apart from one used elsewhere
             end_resumed_by_another(self.harness, run, "its park record cannot be read (expired, lost, or the store "
                                                       "did not answer)")
         elif stale:
@@ -703,38 +738,45 @@ class ReplyLifecycle:
             end_resumed_by_another(self.harness, run, "answered already")
         elif by_another:  # a human's approval or a client's result alike
             end_resumed_by_another(self.harness, run)
+        else:
+            acts = True
         if isinstance(inputs, UserConfirmResultEvent):  # restored: what was shown is not known here
             _rules_only_for_shown_calls(self.agent, inputs, by_another or not run.asked_here,
                                         self.harness.services.approvals, run.resumed_by)
         self.run = run
-        await self.harness.services.fleet.open_run(run, run.root.table is self.harness.table)  # given back at the park
+        if acts:  # its slots were given back at the park
+            await self.harness.services.fleet.open_run(run, run.root.table is self.harness.table)
         return run
 
-    async def _restored(self) -> tuple[RunState, bool]:
+    async def _restored(self) -> tuple[RunState, bool, bool]:
         """A reply parked in another process (its state restored from
         storage) resumes here: a run of its own, opened as a new reply's is
         (its principal's daily quota read), so it is judged, bounded and
         reported like any other; held to what the parking process recorded
-        (``ParkRecords``), when the store keeps it. The run, and whether
-        another caller than the one who parked it resumes it."""
+        (``ParkRecords``), when the store keeps it. The run; whether
+        another caller than the one who parked it resumes it; whether the
+        store that keeps the records did not answer (who parked it, what it
+        spent and whether its answer was used are unknown: it acts for
+        nobody, as a claim the store cannot make)."""
         state = self.agent.state
         caller = self.harness.current_principal()
         run = await self._open_run(state.reply_id, state.session_id, caller, None)
         await _recall_results(run, self.agent, self.harness.config.result_max_tokens)  # not in a record
         record = await self._park_record(run)
-        if record is None:
-            return run, False
+        if not isinstance(record, dict):  # never written (the store down at the park) or lost: still claimed
+            run.park_id = _park_id_kept(self.agent, run.run_id)
+            return run, False, record is UNANSWERED
         run.park_id = str(record["park"]) if record.get("park") else None  # its one answer is claimed, read or not
         try:
             _held_to(run, record)
         except Exception as exc:  # tampered with, or another version's: its resume is unverified
             log.warning("harness could not read the park record of %s: %s", run.run_id, exc)
         if record.get("by") == getattr(caller, "key", None):
-            return run, False
+            return run, False, False
         run.parked_by_another = True  # its resumed call is refused as such
         # the run is its parker's, as in the parking process (the resumer is recorded beside it)
         run.principal = self.harness.recorded_principal(record.get("principal"))
-        return run, True
+        return run, True, False
 
     async def _kept_park(self, run: RunState) -> _Kept:
         """What the store's record says of the reply this process parked
@@ -746,7 +788,7 @@ class ReplyLifecycle:
         if time.monotonic() - run.parked_at > PARK_TTL_S:  # its record and its claim have lapsed in the store
             return _Kept.GONE
         record = await self._park_record(run)
-        if record is None:  # one never written (the store down at the park) is this process's, claimed
+        if not isinstance(record, dict):  # one never written (the store down at the park) is this process's, claimed
             return _Kept.GONE if run.park_recorded else _Kept.CURRENT
         if record.get("park") == run.park_id or record.get("park") in run.earlier_parks:
             return _Kept.CURRENT  # its own record, or an earlier park's of this run (this one's not written)
@@ -756,15 +798,15 @@ class ReplyLifecycle:
                             deadline: float | None) -> T | _NotAsked:
         return await _park_records(self.harness, ask, what, deadline)
 
-    async def _park_record(self, run: RunState) -> dict[str, Any] | None:
+    async def _park_record(self, run: RunState) -> dict[str, Any] | _NotAsked | None:
         """What the parking process recorded of the run; ``None``: no store
-        keeps records, none was kept, or the store did not answer (the
-        resume is then judged as unverified)."""
+        keeps records or none was kept (the resume is then judged as
+        unverified); ``UNANSWERED``: the store did not answer."""
         what = f"read the park record of {run.run_id}"
         # bounded by the store's timeout only: read at a resume, before the resumed run's time is set
         text = await self._park_records(run, lambda s: s.park_get(run.run_id), what, None)
         if not isinstance(text, str):
-            return None
+            return UNANSWERED if text is UNANSWERED else None
         try:
             return dict(json.loads(text))
         except Exception as exc:  # unreadable (malformed, too deeply nested): as if none were kept
@@ -791,6 +833,7 @@ class ReplyLifecycle:
             if run.park_id is not None:
                 run.earlier_parks.add(run.park_id)  # a record of it still in the store is older than this park
             run.park_id = uuid.uuid4().hex  # its one answer is claimed under it
+            _keep_park_id(self.agent, run)
             run.parked_at = time.monotonic()
             run.park_recorded = await _put_park_record(self.harness, run)
 
@@ -931,6 +974,9 @@ class ReplyLifecycle:
             # a correction, a withheld answer or a hook's rewrite: the stream
             # showed the answer, so what replaced it follows it there
             self.corrections = text_block_events(run.run_id, f"harness-{uuid.uuid4().hex[:12]}", f"\n\n{final}")
+        elif msg is None and self.structured == (None,) and final:
+            # the stream showed the structured output's arguments: what the user receives in its place follows
+            self.corrections = text_block_events(run.run_id, f"harness-{uuid.uuid4().hex[:12]}", final)
         await self.settle(run, state, reason)
 
     def _says_nothing(self, msg: Msg | None, final: str) -> bool:
@@ -981,6 +1027,7 @@ class ReplyLifecycle:
         parked it) is kept as the agent's parked run until a reply resumes
         it or a new one replaces it; its report says ``waiting_input``."""
         self.parked = True
+        run.pauses += 1  # a call still judged now is not admitted after it
         self.harness.table.park(self.agent, run.run_id)
         await _shown_at_park(run, self.agent)
         await self.settle(run, TerminalState.WAITING_INPUT, reason)
@@ -1022,8 +1069,15 @@ class ReplyLifecycle:
         try:
             if failure is not None and not isinstance(failure, GeneratorExit):
                 _close_dangling_tool_calls(self.agent, failure)
-            if isinstance(failure, GeneratorExit) and self.asked and _awaits_human(self.agent):
+            left_at_question = isinstance(failure, GeneratorExit) and self.asked
+            if left_at_question:  # a call still judged is not admitted after it (the resume judges it)
+                run.pauses += 1
+            if left_at_question and _awaits_human(self.agent):
                 await self._keep_parked(run, run.park_reason or _park_reason(self.agent))
+            elif left_at_question and run.report is None:
+                # its batch still runs (AgentScope waits for it before it waits for the answer): what the
+                # run made is recorded all the same, so that a resume elsewhere makes none of it again
+                await self._record_park(run)
             elif failure is not None and self.resumed_park is not None and _awaits_human(self.agent):
                 await self._park_again(run, failure, self.resumed_park.reason)
             elif run.report is None:

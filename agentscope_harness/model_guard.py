@@ -32,11 +32,12 @@ from agentscope.model._model_response import FinishedReason
 from agentscope.tool import ToolChoice
 from pydantic import BaseModel
 
+from .chains import close_stream
 from .context import REASONS, fallback, found_so_far
 from .errors import HarnessError
 from .fleet import estimate_input_tokens, output_bound
 from .hooks.budget import Held, Overspend, budget_spent, hold, overspend, release
-from .outputs import redact_foreign_hints
+from .outputs import answer_filter, redact_foreign_hints
 from .prefix import observe, over_request_cap
 from .report import TerminalState
 from .run_state import RunTable, current_run
@@ -103,6 +104,9 @@ class _Streaming:
     chars: int = 0
     """Characters of the chunks passed on so far."""
     charged: bool = False
+    stream: AsyncGenerator | None = None
+    """The stream handed on: closed when the run settles without reading it
+    to its end (its provider stops)."""
 
 
 _ATTEMPTS: ContextVar[_Attempts | None] = ContextVar("harness_model_attempts", default=None)
@@ -233,11 +237,14 @@ async def _usage_seen(stream: Any, counting: _Attempts) -> AsyncGenerator:
     """A streamed attempt of the run's own call passed on, the last whole
     usage a chunk reports kept on ``counting`` (a stream that breaks after
     its final count is charged that count, not an estimate)."""
-    async for chunk in stream:
-        usage = getattr(chunk, "usage", None)
-        if isinstance(usage, ChatUsage) and _billable(usage):
-            counting.usage_seen = usage
-        yield chunk
+    try:
+        async for chunk in stream:
+            usage = getattr(chunk, "usage", None)
+            if isinstance(usage, ChatUsage) and _billable(usage):
+                counting.usage_seen = usage
+            yield chunk
+    finally:
+        await close_stream(stream)  # closed here, or cancelled: the provider's stream too
 
 
 async def _usage_of_stream(stream: Any, usages: list[Any]) -> AsyncGenerator:
@@ -267,6 +274,7 @@ async def _usage_of_stream(stream: Any, usages: list[Any]) -> AsyncGenerator:
         raise
     except BaseException:  # cancelled or closed mid-stream: its request and what streamed, estimated
         served.ended = False
+        await close_stream(stream)  # the provider's stream too
         raise
 
 
@@ -430,7 +438,8 @@ class ModelGuard:
         else:
             flight = _Streaming(model, held, tokens, estimate, counting)  # in flight: charged even if never read
             run.streaming.append(flight)
-            return self._counted(run, model, result, started, flight)
+            flight.stream = self._counted(run, model, result, started, flight)
+            return flight.stream
         run.note_model_call_s(time.monotonic() - started)
         release(run, estimate)
         await self.harness.charge_usage(run, model, usage, held)
@@ -438,12 +447,19 @@ class ModelGuard:
 
     async def compress(self, run: RunState, agent: Any, input_kwargs: dict, next_handler: Callable[..., Any]) -> None:
         """AgentScope's ``compress_context`` (checked every round; a model
-        call only over its threshold) with its model call guarded."""
+        call only over its threshold) with its model call guarded; a new
+        summary is filtered as the model's answer is: it is the model's own
+        text, which every later request carries outside any fence (a marker
+        it forged, the run's nonce in a fence's close, would read as the
+        harness's)."""
         guard_structured_calls(type(agent.model))
         _redact_new_hints(self.harness.services.redactor, run, agent)  # the summary's request reads them
         token = _COMPRESSION.set((self, run))
+        summary = agent.state.summary
         try:
             await next_handler(**input_kwargs)
+            if agent.state.summary is not summary:
+                _filter_summary(agent.state, answer_filter(self.harness.services, run))
         except CompressionRefused:
             pass  # AgentScope's truncation fallback is off: the context stays as it is
         except Exception:
@@ -801,7 +817,7 @@ class ModelGuard:
                 except TimeoutError:
                     if bound is None or not bound.expired():  # the client's own: the stream broke
                         raise
-                    await _close(stream)
+                    await close_stream(stream)
                     await self._charge_stopped(run, flight)
                     for last in _final_stream(self._deadline_passed(run), flight.chars > 0):
                         yield last
@@ -820,6 +836,7 @@ class ModelGuard:
                 yield chunk
         except (GeneratorExit, asyncio.CancelledError):  # dropped or cancelled: the provider worked
             await self._charge_stopped(run, flight)
+            await close_stream(stream)  # and stops: its HTTP stream closed now, not by the collector
             raise
         except Exception as exc:  # the provider broke the stream: it served (and bills) what it sent
             if flight.chars:
@@ -834,9 +851,11 @@ class ModelGuard:
     async def charge_stopped_streams(self, run: RunState) -> None:
         """The streamed calls the run left before their last chunk (the
         stream dropped: AgentScope does not close a model stream it stops
-        reading, so the run's end charges them)."""
+        reading, so the run's end charges them, and closes them: their
+        providers stop)."""
         for flight in list(run.streaming):
             await self._charge_stopped(run, flight)
+            await close_stream(flight.stream)
 
     async def _charge_stopped(self, run: RunState, flight: _Streaming, how: str = "cut") -> None:
         """A streamed call stopped before its last chunk (cut at the
@@ -851,6 +870,18 @@ class ModelGuard:
         if found != "reported":
             self._estimated(run, how)
         await self.harness.charge_usage(run, flight.model, usage, flight.reservation)
+
+
+def _filter_summary(state: Any, shown: Any) -> None:
+    """The summary's text through the answer's filter (markers defanged,
+    secrets redacted, ``pii`` applied), each of its text blocks."""
+    summary = state.summary
+    if isinstance(summary, str):
+        state.summary = shown.apply(summary)[0]
+        return
+    for block in summary:
+        if isinstance(block, TextBlock):
+            block.text = shown.apply(block.text)[0]
 
 
 def _narrowed_within_table(run: RunState, input_kwargs: dict, finish_tools: Any) -> None:
@@ -1183,8 +1214,3 @@ def _final_stream(text: str, streamed: bool) -> tuple[ChatResponse, ...]:
     return answer, _final(text)
 
 
-async def _close(stream: AsyncGenerator) -> None:
-    try:
-        await stream.aclose()
-    except (RuntimeError, asyncio.CancelledError):  # a provider stream closed mid-chunk
-        pass

@@ -91,7 +91,7 @@ class PiiStream:
         k = len(self._before)
         text = self._before + self._buf
         cut += k
-        found = [f for f in find_pii(text, self.modes) if f.start >= k]
+        found = find_pii(text, self.modes, start=k)
         for f in found:
             if f.start < cut < f.end:  # never send part of a value
                 cut = f.start
@@ -696,6 +696,20 @@ def readable_data(block: Any, redactor: Redactor) -> Any:
     return _with_fields(block, fields, {k: neutralise_markers(redactor.redact(v)) for k, v in fields.items()})
 
 
+_MEDIA_TYPE = re.compile(
+    r"\s*([A-Za-z0-9][\w!#$&^.+\-]{0,126}/[A-Za-z0-9][\w!#$&^.+\-]{0,126})\s*(?:;.*)?", re.ASCII | re.S,
+)
+
+
+def media_type_read(media_type: str) -> str:
+    """A data block's media type as the formatter may write it into the
+    tool message, unfenced: its ``type/subtype`` as RFC 6838 spells one,
+    without parameters (free text there, ``; note=…``, is no type), or
+    ``application/octet-stream`` for anything else."""
+    spelled = _MEDIA_TYPE.fullmatch(media_type)
+    return spelled.group(1) if spelled is not None else "application/octet-stream"
+
+
 async def shaped_data(
     blocks: Sequence[Any], names: Sequence[str | None], redactor: Redactor, pii: Mapping[str, str], salt: bytes,
 ) -> list[Any]:
@@ -714,6 +728,8 @@ async def shaped_data(
         for key, text in fields.items():
             if key == "name":
                 text = name or ""
+            elif key == "media_type":
+                text = media_type_read(text)
             else:
                 text, _, _ = await filter_result(redactor, text, modes, salt)
             shaped[key] = await neutralise_markers_sliced(text)

@@ -112,8 +112,8 @@ def _findings(value: Any) -> list[tuple[str, str]]:
     return [(_text(a), _text(b)) for a, b in list(value)]
 
 
-def _fact_batches(value: Any) -> dict[str, tuple[str, int, int]]:
-    return {_text(fact): _batch(batch) for fact, batch in dict(value).items()}
+def _batches(value: Any) -> dict[str, tuple[str, int, int]]:
+    return {_text(key): _batch(batch) for key, batch in dict(value).items()}
 
 
 def _reject_batches(value: Any) -> set[tuple[str, tuple[str, int, int]]]:
@@ -153,8 +153,9 @@ _RUN: dict[str, Callable[[Any], Any]] = {
     "usage_estimated": _flag, "stored_usd": _amount, "longest_model_call_s": _amount, "prefix_breaks": _count,
     "refusals": _counts, "refusals_by_hook": _counts, "breaker_failures": _counts,
     "offers": _offers, "extensions": _extensions, "ledger_extra": _units,
-    "usd_extra": _amount, "usd_carried": _amount, "unpriced_seen": _names, "issued": _names,
-    "findings": _findings, "decisions": _decisions, "children": _reports,
+    "usd_extra": _amount, "usd_carried": _amount, "carried_park": _maybe_text, "unpriced_seen": _names,
+    "issued": _names, "made": _batches,
+    "findings": _findings, "actions": _findings, "decisions": _decisions, "children": _reports,
     "candidate_differences": lambda v: [dict(d) for d in list(v)],
     "nonce": _text,  # its fence's: the results in the context and the next ones fenced alike
     "pii_key": _text,  # its hash tags': a datum tagged before the park is tagged alike after it
@@ -171,12 +172,12 @@ _FACTS: dict[str, Callable[[Any], Any]] = {
     "empty_selections": _count, "pool_emptied": _flag, "enforce_retries": _count,
     "gate_reject_counts": _counts, "latched": _names, "refusals_met": _pairs, "denied_turns": _turns,
     "reject_batches": _reject_batches, "refused": _refused, "stuck": _maybe_text, "refused_again": _maybe_text,
-    "dependency_down": _names, "progress_marks": _names, "fact_batches": _fact_batches,
+    "dependency_down": _names, "progress_marks": _names, "fact_batches": _batches,
     "failures": _failures, "mutations": _count, "news_from": _names, "recent_tools": _recent,
     "recent_digests": _recent,
     "loop_hinted": _names, "nudged": _names,
     "succeeded": _succeeded, "success_index": _success_index, "success_counts": _counts,
-    "done_by_sub_runs": _sub_runs, "tool_answer": _maybe_text, "delivered": _flag,
+    "done_otherwise": _sub_runs, "done_unread": _names, "tool_answer": _maybe_text, "delivered": _flag,
 }
 """The facts carried: spend and ledgers, the budget tier, the stop ladder,
 refusal escalation, repeated failures and calls, and what succeeded
@@ -191,7 +192,7 @@ NOT_CARRIED: dict[str, str] = {
     **dict.fromkeys((
         "in_flight", "admitted", "judging", "judged_calls", "awaiting_human", "parked_calls", "streaming",
         "held", "shown", "candidate", "harness_answer", "report", "with_consumer", "replaced", "hold_reply_end",
-        "ended_inside", "done_inside", "answer_blocked",
+        "ended_inside", "done_inside", "answer_blocked", "answered_in", "pauses",
         "narrowed_round", "answer_owed", "deferred_hints", "unflushed", "ended_at_cap",
         "answer_made_up", "results", "prefix", "hints_read", "artifacts", "daily_spent_usd", "store_error",
         "enclosing_refusals", "new_fact_this_round", "batch_key", "batch_seen",

@@ -32,6 +32,7 @@ import hashlib
 import hmac
 import ipaddress
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -209,6 +210,29 @@ def _ip_normal(value: str) -> str:
 
 # --- the detectors ----------------------------------------------------------
 
+_ACCENTED = "\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff"
+"""Latin letters with accents (Vietnamese's too): in an e-mail address (RFC 6531, IDN domains)."""
+_MARK = "\u0300-\u036f"
+"""Accents written apart (NFD: macOS file names, PDFs), after the letter they mark."""
+_ESCAPED_LETTER = r"\\u(?:00[c-fC-F][0-9a-fA-F]|0[12][0-9a-fA-F]{2}|03[0-6][0-9a-fA-F]|1[eE][0-9a-fA-F]{2})"
+"""A Latin letter with an accent, or an accent, as JSON escapes it (``\\u00e9``)."""
+_UNICODE_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
+
+
+def _in_address(others: str = "", marks: str = "") -> str:
+    """One character of an e-mail address: a letter or digit (accented too,
+    written or JSON-escaped), or one of ``others``, or ``marks``."""
+    return rf"(?:[A-Za-z0-9{_ACCENTED}{re.escape(others)}{marks}]|{_ESCAPED_LETTER})"
+
+
+def _email_normal(value: str) -> str:
+    """An address as one value however it is written: JSON's escapes
+    decoded, accents composed (NFC), lower case."""
+    if "\\" in value:
+        value = _UNICODE_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), value)
+    return unicodedata.normalize("NFC", value).lower()
+
+
 _AFTER_ESCAPE = r"(?<=\\[nrtbf])|(?<=\\u[0-9A-Fa-f]{4})"
 """Where a value may start though a letter or digit stands before it: right
 after a JSON escape (``\\n``, ``\\u00a0``), in a result or arguments kept as JSON."""
@@ -219,15 +243,18 @@ DETECTORS: dict[str, Detector] = {
         Detector(
             "email",
             re.compile(
-                # after a backslash too (a Windows path ``\\ursula@``; ``\\nancy@`` may be one, so the
-                # letter is taken with the value: none of it is left), but after a whole ``\\uXXXX``
-                r"(?:(?<![A-Za-z0-9_.%+\-\\])|(?<=\\)(?!u[0-9A-Fa-f]{4})|" + _AFTER_ESCAPE + r")"
-                r"[A-Za-z0-9_%+\-](?:[A-Za-z0-9._%+\-]{0,62}[A-Za-z0-9_%+\-])?"
-                r"@[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?"
-                r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?){0,8}\.[A-Za-z]{2,24}(?![A-Za-z0-9_\-])",
+                # after a backslash too (a Windows path ``\\ursula@``; where JSON would read an
+                # escape, ``_scan`` starts the value after it); Latin letters with accents too
+                # (``josé.garcía@``, ``müller-bau.de``), as JSON escapes them or not, no other
+                # script (CJK glued to it stays out)
+                rf"(?:(?<![A-Za-z0-9_.%+\-\\{_ACCENTED}{_MARK}])|(?<=\\)|" + _AFTER_ESCAPE + r")"
+                rf"{_in_address('_%+-')}(?:{_in_address('._%+-', _MARK)}{{0,62}}{_in_address('_%+-', _MARK)})?"
+                rf"@{_in_address()}(?:{_in_address('-', _MARK)}{{0,61}}{_in_address('', _MARK)})?"
+                rf"(?:\.{_in_address()}(?:{_in_address('-', _MARK)}{{0,61}}{_in_address('', _MARK)})?){{0,8}}"
+                rf"\.[A-Za-z]{{2,24}}(?![A-Za-z0-9_\-{_ACCENTED}{_MARK}])",
             ),
             lambda value: len(value),
-            str.lower,
+            _email_normal,
             needs="@",
         ),
         Detector(
@@ -304,11 +331,10 @@ def validate_pii_modes(modes: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def _scan(detector: Detector, text: str) -> list[Finding]:
+def _scan(detector: Detector, text: str, pos: int) -> list[Finding]:
     found: list[Finding] = []
     if detector.needs and detector.needs not in text:
         return found
-    pos = 0
     search = detector.pattern.search
     while True:
         match = search(text, pos)
@@ -317,21 +343,39 @@ def _scan(detector: Detector, text: str) -> list[Finding]:
         start = match.start()
         size = detector.accept(match.group())
         if size:
-            found.append(Finding(detector.kind, start, start + size, text[start : start + size]))
+            at = _value_at(detector, text, start) if text[start - 1:start] == "\\" else start
+            found.append(Finding(detector.kind, start, start + size, text[at : start + size]))
             pos = start + size
         else:
             # a rejected candidate may hide a valid one starting inside it
             pos = start + 1
 
 
-def find_pii(text: str, detectors: Iterable[str] = DETECTORS) -> list[Finding]:
+_ESCAPE_AT = re.compile(r"[nrtbf]|u[0-9A-Fa-f]{4}")
+
+
+def _value_at(detector: Detector, text: str, start: int) -> int:
+    """Where a value found right after a backslash begins, for its tag and
+    its mask: after a JSON escape's letter or ``uXXXX`` (``\\n``, and
+    ``\\\\n``: a line break in JSON carried in a JSON string), so that the
+    same value reads alike everywhere in a result; else at ``start``
+    (``\\ursula@``). The escape's letter is rewritten with the value all the
+    same (``\\nancy@`` may be a Windows path's: none of it is left)."""
+    escape = _ESCAPE_AT.match(text, start)
+    if escape is None or detector.pattern.match(text, escape.end()) is None:
+        return start
+    return escape.end()
+
+
+def find_pii(text: str, detectors: Iterable[str] = DETECTORS, start: int = 0) -> list[Finding]:
     """Every finding of the named detectors in ``text``, in order and not
-    overlapping."""
+    overlapping; those from ``start`` on (what stands before it is read as
+    a value's left edge only: no finding there hides one after it)."""
     candidates: list[Finding] = []
     for kind in detectors:
         if kind not in DETECTORS:
             raise ValueError(f"unknown pii detector {kind!r}; choose from {', '.join(DETECTORS)}")
-        candidates += _scan(DETECTORS[kind], text)
+        candidates += _scan(DETECTORS[kind], text, start)
     candidates.sort(key=lambda f: (f.start, f.start - f.end, _ORDER[f.kind]))
     chosen: list[Finding] = []
     end = 0

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from .prefix import PrefixTrack
 
 FINDINGS_KEPT = 5
+ACTIONS_KEPT = 10
 FINDING_CHARS = 300
 
 class RunHandle(weakref.ref["RunState"]):
@@ -71,13 +72,15 @@ SHORT_ENDS = frozenset({TerminalState.INCOMPLETE.value, TerminalState.FAILED.val
 
 CALLLESS_ENDS = frozenset({
     "refused:permission_denied", "concurrency_limited", "rate_limited", "unpriced_model", "dependency_down",
-    "policy_refused", "policy_error",
+    "policy_refused", "policy_error", "model_error",
 })
 """Ends after which no model call of the run is made, not even one narrowed
 to its structured output: it acts for nobody (resumed by another), holds no
-slot, may not call the model now, cannot be priced, lost what it needed, or
-a hook refused it (a safety hook at ``on_system_prompt``: that run's model
-call is not made). A deadline passed refuses every call by itself."""
+slot, may not call the model now, cannot be priced, lost what it needed (a
+store; the provider, failed for good after its retries: a structured round
+would only ask it again, and deliver output beside "failed"), or a hook
+refused it (a safety hook at ``on_system_prompt``: that run's model call is
+not made). A deadline passed refuses every call by itself."""
 
 
 def live_parent(reply_id: str) -> RunState | None:
@@ -233,6 +236,19 @@ class RunState(LazyFields):
     run tree is one caller's). The first counts towards the tool's breaker,
     the rest towards this run's own: one caller's arguments (a batch of
     calls to closed ports) cannot open the breaker for everyone."""
+    made: dict[str, Batch] = lazy(dict)
+    """The calls this run admitted, by id: the batch each was made in. One
+    met again in that batch on a resume (AgentScope runs again a call under
+    way when its reply parked, its result never written) is refused, never
+    made twice; a later batch's call under the id is another call."""
+    pauses: int = 0
+    """How many times the run's reply paused here (parked, its stream closed
+    at a question, resumed): a call whose judgement began before a pause is
+    not admitted after it (its reply moved on without it; the resume, here
+    or on another worker, judges it afresh)."""
+    answered_in: Batch | None = None
+    """The batch of the last finishing call admitted past ``max_tool_calls``:
+    one answer a batch is not counted on the cap, the others are."""
     judging: set[str] = lazy(set)
     """Ids of the calls being judged now (their gates' slots are held
     under the id)."""
@@ -242,6 +258,9 @@ class RunState(LazyFields):
     findings: deque[tuple[str, str]] = lazy(lambda: deque(maxlen=FINDINGS_KEPT))
     """The last successful results, redacted and short: what a stopped run
     hands over instead of a bare apology."""
+    actions: deque[tuple[str, str]] = lazy(lambda: deque(maxlen=ACTIONS_KEPT))
+    """The same of its mutations, kept apart: the lookups after them never
+    push out of a stopped run's answer what it did."""
     unpriced_seen: set[str] = lazy(set)
     """Model names without a price already reported in this run."""
     turns: int = 0
@@ -320,6 +339,9 @@ class RunState(LazyFields):
     usd_carried: float = 0.0
     """USD a budget-parked run of the same agent spent before this run
     continued its budget (root only; never charged again)."""
+    carried_park: str | None = None
+    """The claim of the parked budget whose spend ``usd_carried`` holds
+    (carried once, before its claim is made)."""
     held: tuple[float, int, int] = (0.0, 0, 0)
     """USD, input and output tokens of model calls answering to this run's
     limits that were admitted and are not charged yet (parallel sub-agents
@@ -574,7 +596,7 @@ class RunState(LazyFields):
         in knows its sub-agents did it (``claims`` are checked run-wide)."""
         below, run = self, self.parent
         while run is not None:
-            run.facts.done_by_sub_runs.setdefault(succeeded_tool, []).append(args)
+            run.facts.done_otherwise.setdefault(succeeded_tool, []).append(args)
             if below.called_by is not None:
                 run.done_inside.setdefault(below.called_by, {}).setdefault(succeeded_tool, []).append(args)
             below, run = run, run.parent

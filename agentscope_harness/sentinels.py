@@ -328,6 +328,14 @@ def unfenced(text: str) -> str:
     return body.rpartition(_FENCE_CLOSE)[0] or body
 
 
+def not_permitted(tool: str, needs: str | None = None) -> str:
+    """The ``permission_denied`` text of a tool the bound principal may not
+    use (``needs``: the prerequisite it may not use, of a tool it may)."""
+    what = f"{tool} needs {needs} first, which is" if needs else f"{tool} is"
+    return (f"{what} not available to this user. Do not retry; "
+            "tell the user this action is not permitted for their account.")
+
+
 def format_sentinel(code: str, text: str, ref: str | None = None) -> str:
     """``[harness:<code>] <text>`` with an optional ``(ref: …)`` tail."""
     line = f"[harness:{code}] {text}"

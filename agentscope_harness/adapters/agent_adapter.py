@@ -45,13 +45,15 @@ from agentscope.middleware import MiddlewareBase
 from agentscope.tool import ToolChoice
 from agentscope.types import ReplyFinishedReason
 
-from ..chains import release
+from ..chains import close_stream, release
 from ..context import (
+    PRUNED,
     STRUCTURED_OUTPUT_TOOL,
     ContextResult,
     HookContext,
     ModelOutputView,
     estimate_tokens,
+    is_pruned,
     structured_output_owed,
 )
 from ..lifecycle import ReplyLifecycle, flush, rounds_left, text_block_events
@@ -128,10 +130,12 @@ class HarnessAgentAdapter(HarnessMiddleware):
         so is the model's: its text is shown only once it is known to stand,
         and a structured output's made-up arguments never. One generator
         layer: the model's events pass through no other here."""
+        inner = None  # the model's events, closed with this layer (its provider's stream with them)
         try:
             run = run_of(self.harness, agent)
             if run is None:
-                async for item in next_handler(**input_kwargs):
+                inner = next_handler(**input_kwargs)
+                async for item in inner:
                     yield item
                 return
             run.candidate = run.harness_answer = None  # this round's answer is still to come
@@ -171,7 +175,8 @@ class HarnessAgentAdapter(HarnessMiddleware):
             text_events: list[Any] = []
             shown = self._shown(run)
             try:
-                async for whole in next_handler(**input_kwargs):
+                inner = next_handler(**input_kwargs)
+                async for whole in inner:
                     for raw in _pieces(whole):
                         if raw is not whole:  # a megabyte delta (a model that does not stream): the loop turns between
                             await asyncio.sleep(0)
@@ -246,6 +251,7 @@ class HarnessAgentAdapter(HarnessMiddleware):
             if held is not None:
                 yield held
         finally:
+            await close_stream(inner)
             release(next_handler)
 
     async def _answer(self, agent: Any, run: RunState, text: str) -> AsyncGenerator:
@@ -685,9 +691,6 @@ async def _answer_without_model(agent: Any, answer: str) -> AsyncGenerator:
     )
 
 
-PRUNED = "[pruned: an earlier result of {name} ({tokens} tokens), kept as ref {ref}]"
-
-
 def _result_text(block: ToolResultBlock) -> str:
     output = block.output
     if isinstance(output, str):
@@ -701,7 +704,7 @@ def _context_result(block: ToolResultBlock) -> ContextResult:
     text = _result_text(block)
     return ContextResult(
         id=block.id, name=block.name, tokens=estimate_tokens(text),
-        pruned=text.startswith("[pruned: "),
+        pruned=is_pruned(text),
     )
 
 

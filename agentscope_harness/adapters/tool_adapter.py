@@ -33,7 +33,7 @@ from ..chains import release
 from ..context import HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception, error_text
 from ..facts import remember_done_inside, thawed, tools_in
-from ..lifecycle import end_resumed_by_another, record_parked_leads, rejoin
+from ..lifecycle import end_resumed_by_another, record_parked, rejoin
 from ..outputs import (
     cleaned_args,
     data_names,
@@ -144,6 +144,9 @@ class HarnessToolAdapter(HarnessMiddleware):
             self._record_resumer(run)  # answered, confirmed or denied: whoever answered acts from here
         if view.resumed:
             self._record_resumer(run)
+        if run.resumer_recorded and run.made.get(view.id) == view.batch:
+            # under way when its reply parked: AgentScope runs it again
+            return _deny(flow.made_before(run, view))
         if not view.resumed and run.holds_call(view.id):
             # judged, admitted, running or parked state is kept by call id: a
             # second call under a held id would take the first one's place (its
@@ -157,6 +160,7 @@ class HarnessToolAdapter(HarnessMiddleware):
                 return _deny(refused)
         verdict: Verdict | None = None
         admitted = False
+        pauses = run.pauses  # a pause before it is admitted: not made here (the resume judges it)
         run.judging.add(view.id)
         try:
             verdict = await flow.judge(run, agent, view)
@@ -184,10 +188,12 @@ class HarnessToolAdapter(HarnessMiddleware):
                 )
             if decision.behavior != PermissionBehavior.ALLOW:
                 return decision
+            if run.pauses != pauses:
+                return _deny(flow.judged_across_park(run, view))
             refusal = flow.admit(verdict)
             admitted = refusal is None
-            if admitted and run.parent is not None:  # a parked lead's record counts it
-                await record_parked_leads(self.harness, run)
+            if admitted:  # a parked run's record counts it (a lead's, or its own: admitted after it parked)
+                await record_parked(self.harness, run)
             if admitted and getattr(input_kwargs.get("tool"), "is_external_tool", False):
                 _waits(run, view)  # the client runs it: the reply parks until its result
             return _deny(refusal.text) if refusal is not None else decision

@@ -35,7 +35,8 @@ async def spend_gate(ctx: ToolCallContext) -> None:
 
 
 def _check_quota(ctx: ToolCallContext, admitting: bool = False) -> None:
-    calls = ctx.run.tool_call_cap()  # every enclosing run's cap, whichever Harness opened it
+    # every enclosing run's cap, whichever Harness opened it
+    calls = None if uncapped_answer(ctx) else ctx.run.tool_call_cap()
     if calls is not None and calls[0] >= calls[1]:
         raise HookRejectSignal(tool_calls_used_up(calls), code="quota_exhausted")
     policy = ctx.tool.policy
@@ -60,6 +61,17 @@ def _check_quota(ctx: ToolCallContext, admitting: bool = False) -> None:
             "Answer with what you have.",
             code="quota_exhausted",
         )
+
+
+def uncapped_answer(ctx: HookContext) -> bool:
+    """A finishing call is how the model answers with what it has (what
+    ``max_tool_calls``' refusal tells it to do, and what a concluding run
+    is narrowed to): the first of a batch is neither refused by the cap nor
+    counted on it, as AgentScope's own structured-output call is not; any
+    other of the batch is a call like any (a run gives one answer). A
+    sub-agent's is not: it answers its lead, a call in the lead's run."""
+    tool, run = ctx.tool, ctx.run
+    return tool is not None and tool.role == "finish" and run.parent is None and run.answered_in != tool.batch
 
 
 def tool_calls_used_up(calls: tuple[int, int]) -> str:
@@ -110,10 +122,16 @@ def _charge(ctx: ToolCallContext) -> Callable[[], None]:
     for name in charged:
         used[name] = used.get(name, 0) + units
     run = ctx.run  # the undo holds the run, never the context that holds it (no cycle)
-    run.add_tool_call(1)
+    answered_before = run.answered_in
+    counted = 1
+    if uncapped_answer(ctx):
+        run.answered_in, counted = ctx.tool.batch, 0
+    run.add_tool_call(counted)
 
     def refund() -> None:
-        run.add_tool_call(-1)
+        run.add_tool_call(-counted)
+        if not counted:
+            run.answered_in = answered_before
         for name in charged:
             used[name] -= units
 
@@ -341,15 +359,17 @@ async def _continue_parked_budget(ctx: HookContext, parked: UsdExtension) -> Non
     as it was: they ask again). A store that does not answer stops the run
     (``dependency_down``) and leaves the parked budget in the state."""
     root = ctx.run.root
+    if root.carried_park != parked.claim:  # carried before the claim: one cut short starts no fresh cap
+        root.carried_park = parked.claim
+        root.usd_carried += parked.carried_usd
+        root.usd_extra += parked.carried_extra_usd
+        root.largest_output_tokens = max(root.largest_output_tokens, parked.largest_output_tokens)
     try:
         claimed = await ctx.services.fleet.claim_parked_budget(parked.claim, ctx.run.deadline)
     except DependencyDown:
         ctx.stop("dependency_down", code="dependency_down")
         return
     ctx.services.approvals.take(ctx.agent, root.principal)
-    root.usd_carried += parked.carried_usd
-    root.usd_extra += parked.carried_extra_usd
-    root.largest_output_tokens = max(root.largest_output_tokens, parked.largest_output_tokens)
     if not claimed:
         ctx.decide("continue_budget", detail=(
             f"${parked.carried_usd:.6f} already spent by the parked run; another reply continued it "

@@ -8,6 +8,7 @@ import bisect
 import html
 import re
 import time
+import unicodedata
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -25,14 +26,22 @@ from ..injection import (
     InjectionVerdict,
     Signals,
     decoded_blobs,
-    is_json,
+    escape_levels,
     mixes_scripts,
     unhidden,
 )
 from ..outputs import OutputFilter, answer_filter, dependency_label, filter_result, result_pii
 from ..redaction import Turns
 from ..registry import HookRejectSignal, harness_hook
-from ..sentinels import CONFUSABLES, fence_close, fence_open, format_sentinel, neutralise_markers_sliced, strip_issued
+from ..sentinels import (
+    CONFUSABLES,
+    fence_close,
+    fence_open,
+    format_sentinel,
+    neutralise_markers_sliced,
+    not_permitted,
+    strip_issued,
+)
 
 if TYPE_CHECKING:
     from ..config import ToolPolicy
@@ -45,13 +54,8 @@ def authorization_gate(ctx: ToolCallContext) -> None:
     checked against the bound principal; the model cannot argue past it."""
     call = ctx.tool
     principal = ctx.principal
-    if principal is not None and principal.allowed_tools is not None:
-        if call.name not in principal.allowed_tools:
-            raise HookRejectSignal(
-                f"{call.name} is not available to this user. Do not retry; "
-                "tell the user this action is not permitted for their account.",
-                code="permission_denied",
-            )
+    if principal is not None and not principal.may_use(call.name):
+        raise HookRejectSignal(not_permitted(call.name), code="permission_denied")
     policy = call.policy
     if policy is None or not policy.identity_args:
         return
@@ -227,6 +231,7 @@ async def content_fence(ctx: ToolResultContext) -> None:
             return
     # on the raw text (disguises are signals), and on the names of its data, read outside the fence
     flagged = await _injection(ctx, text, result.data_names)
+    result.suspect = flagged is not None
     text = await neutralise_markers_sliced(text, fences=ctx.config.fence)  # megabytes: in slices
     if flagged == "flag" and not ctx.services.shadow:
         text = f"{INJECTION_NOTE}\n{text}"
@@ -297,15 +302,23 @@ async def _scored(detector: Any, text: str, names: tuple[str, ...] = ()) -> Inje
 async def _judged(detector: HeuristicDetector, text: str, found: Signals, decode: bool = True) -> None:
     """``text``'s signals into ``found``: a long one in pieces, each owning
     the part between two cuts that nothing it reads runs across
-    (``_cut_near``), with 1 KB or more of context either side; its base64
-    blobs (``decode``), found in the text as the detector reads it, each
-    judged as a text of its own (one level), the heaviest counting, the loop
-    turning between (a megabyte of them, or one megabyte blob, would hold it)."""
+    (``_cut_near``), with 1 KB or more of context either side, in each
+    reading of its escapes (``escape_levels``: the heaviest counts); its
+    base64 blobs (``decode``), found in the text as the detector reads it,
+    each judged as a text of its own (one level), the heaviest counting,
+    the loop turning between (a megabyte of them, or one megabyte blob,
+    would hold it)."""
     read: list[str] = []
     if len(text) <= INJECTION_INLINE:
         found.add(detector.signals(text, decode=False, read=read))
     else:
-        await _in_pieces(detector, text, found, read)
+        heaviest = Signals()
+        for level in escape_levels(text):
+            part: list[str] = []
+            signals = await _in_pieces(detector, text, level, part)
+            if level == 0 or detector.weight(signals) > detector.weight(heaviest):
+                heaviest, read = signals, part
+        found.add(heaviest)
     if not decode:
         return
     turns = Turns()
@@ -316,24 +329,26 @@ async def _judged(detector: HeuristicDetector, text: str, found: Signals, decode
         await turns.take()
 
 
-async def _in_pieces(detector: HeuristicDetector, text: str, found: Signals, read: list[str]) -> None:
-    """A long text's signals, but for its blobs, piece by piece into
-    ``found``; each piece's part as read into ``read``."""
+async def _in_pieces(detector: HeuristicDetector, text: str, level: int, read: list[str]) -> Signals:
+    """A long text's signals but for its blobs, its escapes decoded
+    ``level`` times, added up piece by piece; each piece's part as read
+    into ``read``."""
     step, reach = INJECTION_INLINE - _PIECE_OVERLAP, _PIECE_OVERLAP // 4
     starts = range(0, len(text) - _PIECE_OVERLAP, step)
     cuts = [0, *(_cut_near(text, start + 2 * reach, reach) for start in starts[1:]), len(text)]
-    json = is_json(text)  # its escapes are read as the whole text's are
     fold = False  # look-alikes are read as Latin all through a text that mixes scripts anywhere
     for start in starts:
-        fold = mixes_scripts(text[start:start + INJECTION_INLINE], json)
+        fold = mixes_scripts(text[start:start + INJECTION_INLINE], level)
         await asyncio.sleep(0)
         if fold:
             break
+    found = Signals()
     for k, start in enumerate(starts):
         piece = text[start:start + INJECTION_INLINE]
         own = (cuts[k] - start, cuts[k + 1] - start)
-        found.add(detector.signals(piece, own, fold, decode=False, read=read, json=json))
+        found.add(detector.signals(piece, own, fold, decode=False, read=read, level=level))
         await asyncio.sleep(0)
+    return found
 
 
 def _cut_near(text: str, at: int, reach: int) -> int:
@@ -389,8 +404,10 @@ def audit_answer(ctx: HookContext) -> None:
         ctx.final_text = cleaned
     if ctx.audit is None:
         ctx.audit = (text, cleaned)
-    if text != run.harness_answer:  # the harness's own words claim nothing
-        _audit_claims(ctx, [cleaned, *_structured_strings(ctx.agent)])
+    if text == run.harness_answer:  # its own words (a stop's text, what the run found) claim nothing,
+        _audit_claims(ctx, _structured_strings(ctx.agent))  # (a structured output made beside them does)
+        return  # and are no answer to withhold: a `block` kind in them is redacted
+    _audit_claims(ctx, [cleaned, *_structured_strings(ctx.agent)])
     blocked = found.blocked_kinds or run.answer_blocked  # or found as the harness gave it (a finishing tool's)
     if blocked:
         raise HookRejectSignal(
@@ -416,7 +433,7 @@ def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
     for tool, policy in ctx.config.tools.items():
         if policy.claims and not shown:
             shown = [_as_read(said) for said in claimed]
-        succeeded = facts.has_succeeded(tool) or tool in facts.done_by_sub_runs
+        succeeded = facts.has_succeeded(tool) or tool in facts.done_otherwise
         for pattern in policy.claims:
             compiled = re.compile(pattern, re.IGNORECASE)
             matches = _claims_in(compiled, claimed, shown)
@@ -428,7 +445,7 @@ def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
             if earlier is None:
                 earlier = _earlier_successes(ctx)
             calls = [s.args for s in facts.succeeded.values() if s.tool == tool]
-            calls += facts.done_by_sub_runs.get(tool, []) + earlier.get(tool, [])
+            calls += facts.done_otherwise.get(tool, []) + earlier.get(tool, [])
             if shown_as is None:  # a value the answer's filter rewrote is claimed as rewritten
                 shown_as = answer_filter(ctx.services, ctx.run)
             index = _Successes(calls, compiled.groupindex, shown_as.rewritten)
@@ -541,6 +558,12 @@ def _declared(style: str) -> tuple[list[str], list[str]] | None:
     return display, visibility
 
 
+_OTHER_DIGIT = re.compile(r"(?![0-9])\d")
+"""A digit of another script (Arabic-Indic ``٥``, Devanagari ``५``): read as its value."""
+_ARABIC_SEPARATORS = str.maketrans("\u066b\u066c", ".,")
+"""Arabic's (and Persian's) decimal and thousands separators: ``١٢٫٥`` is 12.5."""
+
+
 def _as_read(text: str) -> str:
     """``text`` as the user reads it: HTML entities decoded, text forced
     right to left reversed, invisible characters dropped, compatibility forms
@@ -550,7 +573,7 @@ def _as_read(text: str) -> str:
     struck-through text (taken back) and footnote marks gone, a block tag
     (``<br>``, ``<p>``) or a table's ``|`` a space and any other tag nothing,
     a markdown link its text, escapes and emphasis and code marks gone;
-    every run of spacing one space."""
+    digits of any script read as ASCII digits; every run of spacing one space."""
     if "&" in text:
         text = html.unescape(text)
     if "\u202e" in text:
@@ -565,7 +588,8 @@ def _as_read(text: str) -> str:
     if "*" in shown or "`" in shown or "_" in shown or "|" in shown:
         shown = _EMPHASIS.sub("", shown).replace("|", " ")
     if not shown.isascii():
-        shown = shown.translate(SMALL_CAPITALS)
+        shown = shown.translate(SMALL_CAPITALS).translate(_ARABIC_SEPARATORS)
+        shown = _OTHER_DIGIT.sub(lambda m: str(unicodedata.decimal(m.group())), shown)
         if _MIXED.search(shown):  # each word read once (linear): only those mixing scripts are folded
             shown = _WORD.sub(_latin_if_mixed, shown)
     return _SPACES.sub(" ", shown)
@@ -709,7 +733,17 @@ _NUMBER = re.compile(
     r"[-+]?(?:0|[1-9]\d{0,2}(?:,\d{3})+|[1-9]\d?(?:,\d\d)+,\d{3}|[1-9]\d*)(?:\.\d*)?(?:[eE][-+]?\d+)?",
 )
 _DECIMAL_COMMA = re.compile(r"[-+]?(?:0|[1-9]\d*),(?!\d{3}$)\d+")
-_CURRENCY = r"(?:[A-Z]{1,3})?[$€£¥₹₽₩₺₦₱₫฿₪₴₸₼₾]|[A-Z]{3}|Rs\.?|zł|kr|Kč|Ft"
+_ISO_4217 = "|".join("""
+AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD BIF BMD BND BOB BOV BRL BSD BTN BWP BYN BZD
+CAD CDF CHE CHF CHW CLF CLP CNY COP COU CRC CUC CUP CVE CZK DJF DKK DOP DZD EGP ERN ETB EUR FJD FKP GBP GEL GHS GIP
+GMD GNF GTQ GYD HKD HNL HTG HUF IDR ILS INR IQD IRR ISK JMD JOD JPY KES KGS KHR KMF KPW KRW KWD KYD KZT LAK LBP LKR
+LRD LSL LYD MAD MDL MGA MKD MMK MNT MOP MRU MUR MVR MWK MXN MXV MYR MZN NAD NGN NIO NOK NPR NZD OMR PAB PEN PGK PHP
+PKR PLN PYG QAR RON RSD RUB RWF SAR SBD SCR SDG SEK SGD SHP SLE SLL SOS SRD SSP STN SVC SYP SZL THB TJS TMT TND TOP
+TRY TTD TWD TZS UAH UGX USD USN UYI UYU UYW UZS VED VES VND VUV WST XAF XAG XAU XCD XCG XDR XOF XPD XPF XPT XSU XUA
+YER ZAR ZMW ZWG ZWL
+""".split())
+"""The currency codes of ISO 4217 (a word of three capitals that is none, ``MIO``, is no currency)."""
+_CURRENCY = rf"(?:[A-Z]{{1,3}})?[$€£¥₹₽₩₺₦₱₫฿₪₴₸₼₾]|(?:{_ISO_4217})|Rs\.?|zł|kr|Kč|Ft"
 """A currency sign (after a country's letters: ``US$``, ``R$``), an ISO code
 in capitals, or a common abbreviation; never other words (``80 mil``, a
 multiplier, is no 80)."""

@@ -10,6 +10,7 @@ from ..context import ToolCallContext
 from ..errors import HarnessConfigError
 from ..facts import MISSING, NO_DEFAULTS, Declared, thawed
 from ..registry import HookRejectSignal, harness_hook
+from ..sentinels import not_permitted
 
 
 @harness_hook(
@@ -37,6 +38,8 @@ def sequence_gate(ctx: ToolCallContext) -> None:
         same = {arg: args[arg] if arg in args else own.get(arg, MISSING) for arg in prereq.same_args}
         if ctx.facts.has_succeeded(prereq.tool, same, before=call.batch):  # indexed as it ran
             continue
+        if ctx.principal is not None and not ctx.principal.may_use(prereq.tool):  # never offered as a next step
+            raise HookRejectSignal(not_permitted(call.name, needs=prereq.tool), code="permission_denied")
         # as JSON writes them, the form the model writes its arguments in
         shown = ", ".join(f"{k}={_json(v)}" for k, v in same.items() if v is not MISSING)
         raise HookRejectSignal(

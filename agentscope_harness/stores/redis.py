@@ -12,8 +12,11 @@ keys read by one script."""
 from __future__ import annotations
 
 import asyncio
+import datetime as _dt
 import math
 import threading
+import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
@@ -30,12 +33,18 @@ from ._base import (
     new_reservation_id,
     positive,
     reservation_day,
-    today,
     unit_give_back,
     whole,
 )
 
 T = TypeVar("T")
+
+CLOCK_READ_S = 60.0
+"""How long the server's ``TIME`` is carried on by this host's monotonic clock before it is read again."""
+CLOCK_JUMP_S = 5.0
+"""A gap this wide between this host's wall and monotonic clocks since the
+read (the host was suspended, restored from a snapshot, or its clock
+stepped) reads ``TIME`` again at once."""
 
 _NOW = """
 local clock = redis.call('TIME')
@@ -133,9 +142,11 @@ redis.call('SET', KEYS[1], num(new_tat), 'PX', math.floor((new_tat - now) / 1000
 return '0'
 """
 
-# KEYS: rate. ARGV: per_min, cost. Mirrors _base.gcra_refund (a negative
-# cost takes units already used, from now at the earliest).
+# KEYS: rate, this give-back's own key. ARGV: per_min, cost. Mirrors
+# _base.gcra_refund (a negative cost takes units already used, from now at the
+# earliest); once per give-back (its key, two minutes).
 RATE_REFUND = _NOW + """
+if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', 120000) then return '0' end  -- a resend: given back already
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
 if tonumber(ARGV[2]) < 0 and tat < now then tat = now end
 local back = tat - 60000000 * tonumber(ARGV[2]) / tonumber(ARGV[1])
@@ -145,6 +156,13 @@ else
   redis.call('SET', KEYS[1], num(back), 'PX', math.floor((back - now) / 1000) + 1)
 end
 return '0'
+"""
+
+# KEYS: claimed. ARGV: token, ttl_s. A resend (its first answer lost) finds its own token.
+CLAIM = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) then return 1 end
+if redis.call('GET', KEYS[1]) == ARGV[1] then return 1 end
+return 0
 """
 
 # KEYS: leases (sorted set by expiry). ARGV: id, max_in_flight, lease_us.
@@ -171,7 +189,7 @@ return 1
 
 _SCRIPTS = {
     "reserve": RESERVE, "settle": SETTLE, "allow": BREAKER_ALLOW, "record": BREAKER_RECORD,
-    "rate": RATE, "rate_refund": RATE_REFUND, "lease": LEASE, "renew": RENEW,
+    "rate": RATE, "rate_refund": RATE_REFUND, "lease": LEASE, "renew": RENEW, "claim": CLAIM,
 }
 """The Lua scripts, by the name a store method runs them with."""
 
@@ -198,7 +216,8 @@ class RedisStore:
     of reservations) and ``{prefix}:settled:{day}:{key}`` (the ids settled)
     expire after ``ttl_days``; ``{prefix}:breaker:{tool}``
     after ``state_ttl_s`` without a write; ``{prefix}:rate:{key}`` when the
-    bucket is full again; ``{prefix}:lease:{key}`` when its last lease lapses;
+    bucket is full again, ``{prefix}:refund:{key}:{id}`` (a unit given back,
+    once) two minutes after it; ``{prefix}:lease:{key}`` when its last lease lapses;
     ``{prefix}:parked:{reply_id}`` (a reply parked on a human) and ``{prefix}:claimed:{park_id}``
     (its one answer) after their ``ttl_s``.
 
@@ -207,8 +226,9 @@ class RedisStore:
     ``DependencyDown``. The connection pool reconnects by itself: when the
     server is back, so is the store. A command that fails on a dropped
     connection is sent once more; should the first one have run, a charge
-    over-counts (charged twice), never under-counts, and a lease or a
-    reservation is taken once (its id is the client's: a resend finds it).
+    over-counts (charged twice), never under-counts, and a lease, a
+    reservation, a park's claim or a rate unit given back is taken (given)
+    once (its id is the client's: a resend finds it).
     At most ``max_connections`` connections are open per event loop (a pool
     each: a worker may run each request in its own); more concurrent calls
     wait for one (within ``timeout_s``), they do not fail."""
@@ -246,6 +266,8 @@ class RedisStore:
         self._redis = redis_asyncio
         self._by_loop: dict[asyncio.AbstractEventLoop, _Connection] = {}
         self._loops_lock = threading.Lock()
+        # its TIME, and when it was read (monotonic, and this host's wall clock)
+        self._server_time: tuple[float, float, float] | None = None
 
     def _connection(self) -> _Connection:
         """The connection pool and scripts of the running event loop. An
@@ -297,9 +319,28 @@ class RedisStore:
 
     # ------------------------------------------------------------ spend
 
+    async def _today(self, deadline: float | None) -> str:
+        """The UTC day by the server's clock, as every other shared decision
+        reads it: a worker whose own clock is days off, or stepped since,
+        charges (and reads) the fleet's day, never a day of its own with a
+        quota unspent. The server's ``TIME`` is read at most once in
+        ``CLOCK_READ_S``, and carried on by this host's monotonic clock
+        (which no clock step moves); read again at once when the wall clock
+        and the monotonic clock part (a suspend or a snapshot restore,
+        which the monotonic clock does not count)."""
+        kept = self._server_time
+        since = None if kept is None else time.monotonic() - kept[1]
+        if (kept is None or since is None or since > CLOCK_READ_S  # (``since`` is None with ``kept``)
+                or abs(time.time() - kept[2] - since) > CLOCK_JUMP_S):  # suspended, restored, or stepped
+            seconds, micros = await self._run(lambda: self._connection().client.time(), deadline)
+            kept = self._server_time = (seconds + micros / 1e6, time.monotonic(), time.time())
+            since = 0.0
+        now = _dt.datetime.fromtimestamp(kept[0] + since, _dt.timezone.utc)
+        return now.strftime("%Y-%m-%d")
+
     async def get_spend(self, key: str, day: str | None = None, *,
                         deadline: float | None = None) -> float:
-        name = self._key("spend", day or today(), key)
+        name = self._key("spend", day or await self._today(deadline), key)
         value = await self._run(lambda: self._connection().client.get(name), deadline)
         return float(value) if value is not None else 0.0
 
@@ -315,15 +356,14 @@ class RedisStore:
 
     async def park_claim(self, park_id: str, *, ttl_s: float = PARK_TTL_S,
                          deadline: float | None = None) -> bool:
-        name = self._key("claimed", park_id)
-        taken = await self._run(
-            lambda: self._connection().client.set(name, "1", nx=True, ex=max(1, math.ceil(ttl_s))), deadline,
-        )
+        # under a token of its own: a resend (its first answer lost) finds it its own claim
+        taken = await self._script("claim", [self._key("claimed", park_id)],
+                                   [uuid.uuid4().hex, max(1, math.ceil(ttl_s))], deadline)
         return bool(taken)
 
     async def add_spend(self, key: str, usd: float, day: str | None = None, *,
                         deadline: float | None = None) -> float:
-        name = self._key("spend", day or today(), key)
+        name = self._key("spend", day or await self._today(deadline), key)
 
         async def charge() -> float:
             async with self._connection().client.pipeline(transaction=True) as pipe:
@@ -336,7 +376,7 @@ class RedisStore:
 
     async def reserve_spend(self, key: str, usd: float, quota: float, day: str | None = None, *,
                             ttl_s: float = 300.0, deadline: float | None = None) -> str | None:
-        day = day or today()
+        day = day or await self._today(deadline)
         rid = new_reservation_id(day)
         held = await self._script(
             "reserve", [self._key("spend", day, key), self._key("holds", day, key)],
@@ -382,7 +422,9 @@ class RedisStore:
 
     async def rate_refund(self, key: str, per_min: int, cost: float = 1, *,
                           deadline: float | None = None) -> None:
-        await self._script("rate_refund", [self._key("rate", key)], [per_min, cost], deadline)
+        # once, under an id of its own: a resend (its first answer lost) gives back nothing more
+        await self._script("rate_refund", [self._key("rate", key), self._key("refund", key, uuid.uuid4().hex)],
+                           [per_min, cost], deadline)
 
     # ------------------------------------------------------------ leases
 

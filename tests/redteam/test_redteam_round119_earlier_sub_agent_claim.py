@@ -17,7 +17,7 @@ an invitation to refund twice. The run is reported `incomplete`
 (`unsupported_claim`).
 Cause: hooks/safety.py:_audit_claims / _earlier_successes read the agent's
 own context only; run_state.tell_enclosing_runs records a sub-run's success
-in facts.done_by_sub_runs of the current run, which a new reply starts empty.
+in facts.done_otherwise of the current run, which a new reply starts empty.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ sub-agent (same Harness, nested run), the same call ran the same refund, yet
 the lead's identical answer is replaced by "refund (amount 25, order_id o-1)
 did not succeed ... Please try again", `incomplete` (`unsupported_claim`).
 Cause: calls.CallFlow.shape passes `view.args` (defaults not filled in) to
-run_state.RunState.tell_enclosing_runs, so facts.done_by_sub_runs lacks the
+run_state.RunState.tell_enclosing_runs, so facts.done_otherwise lacks the
 default that facts.record_outcome fills in for the run's own successes.
 """
 

@@ -1138,7 +1138,10 @@ async def test_an_approval_used_on_one_branch_is_not_offered_again_on_an_old_cop
     """Round 75: two payouts asked about together, the state saved at that
     park; 80 approved on one worker, 90 on the old copy on another; that
     copy parked again on 80, its approval spent, and the yes to 80 sent
-    again (edited to a million) ran as "asked outside the harness"."""
+    again (edited to a million) ran as "asked outside the harness".
+    Round 128: that copy's 80 is a call the run made (on the first worker,
+    recorded at its next park): refused as made, not as an approval spent
+    (which told the model to ask the user again)."""
     ACTED.clear()
     store_path = str(tmp_path / "shared.db")
     tools = [tool(pay_out, is_concurrency_safe=True)]
@@ -1160,7 +1163,7 @@ async def test_an_approval_used_on_one_branch_is_not_offered_again_on_an_old_cop
         again = c80.model_copy(update={"input": '{"user_id": "u-42", "amount": 1000000}'}) if edit else c80
         await drain(fork, _yes(asks[0].reply_id, again))
     assert ACTED == [("pay_out", "u-42"), ("pay_out", "u-42")]
-    assert second.last_report(fork).refusals == {"approval_mismatch": 1}
+    assert second.last_report(fork).refusals == {"duplicate_call": 1}
 
 
 async def test_a_question_the_application_asked_cannot_be_answered_with_another_call() -> None:

@@ -1,0 +1,112 @@
+"""Round 129 c: the monotonic clock that carries the server's `TIME` does not
+count a suspend or a VM snapshot's downtime: a worker restored from a
+snapshot spends, for its first minute, the snapshot's day (a day nobody
+spent on), and a principal's daily quota is spent twice.
+
+README, "Running many workers": "the daily spend and its per-call
+reservations (`RedisStore` keeps them under the UTC day of the server's
+clock, `TIME`, read once a minute and carried on by the worker's monotonic
+clock: a worker whose clock is off spends the fleet's day, never one of its
+own)"; "Concurrent runs never spend past the quota as long as a call costs
+no more than its estimate."
+
+Attack: worker B read the server's `TIME` (serving Bob), then its VM was
+snapshotted; it is restored 3 days later (the threat rounds 127/128 name: "a
+VM restored from a snapshot"). Linux's CLOCK_MONOTONIC (`time.monotonic`)
+does not count time the system was suspended or the guest not running
+(clock_gettime(2)): after the restore, `monotonic() - read` is seconds, not 3
+days, so `CLOCK_READ_S` has not passed and `_today` carries the 3-day-old
+`TIME` on. The test stands for the restore by letting B's read have been
+stamped 3 days of monotonic time "ahead" (the store's own `time` module is
+replaced; asyncio's clock is untouched). Alice, whose $2 quota worker A has
+spent, then reaches B.
+
+What happened: B reserves and charges against the day of the snapshot (its
+key long expired): a second full quota for Alice. Should: the carried clock
+checked against a second clock that does count the gap (the wall clock's
+advance since the read, or CLOCK_BOOTTIME) and `TIME` read again when they
+disagree; or the day taken from `TIME` inside the reserve script."""
+
+from __future__ import annotations
+
+import time
+import types
+import uuid
+
+import pytest
+from agentscope.message import UserMsg
+
+import agentscope_harness.stores.redis as redis_store
+from agentscope_harness import CostPolicy, Harness, HarnessConfig, ModelPrice
+from agentscope_harness.stores import RedisStore
+from tests.scripted import ALICE, BOB, ScriptedModel, calls, drain, make_agent, redis_url, text
+
+pytestmark = pytest.mark.asyncio
+
+URL = "redis://127.0.0.1:6399/1"  # tests.scripted.REDIS_URL
+PRICES = {"scripted": ModelPrice(100.0, 100.0)}
+QUOTA = 2.0
+SNAPSHOT_AGE_S = 3 * 86400
+
+
+@pytest.fixture(autouse=True)
+def _needs_redis() -> None:
+    redis_url()
+
+
+async def lookup(q: str) -> str:
+    """Look something up.
+
+    Args:
+        q (str): What.
+    """
+    return f"found {q}"
+
+
+def _worker(prefix: str) -> Harness:
+    return Harness(HarnessConfig(store=RedisStore(URL, prefix=prefix),
+                                 cost=CostPolicy(daily_quota_usd=QUOTA, prices=PRICES)),
+                   load_entry_points=False, environ={})
+
+
+def _model() -> ScriptedModel:
+    return ScriptedModel([*[calls(("lookup", {"q": str(i)}), inp=1000, out=3000) for i in range(20)], text("done")])
+
+
+async def test_a_worker_restored_from_a_snapshot_does_not_spend_the_snapshots_day(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    prefix = f"rt129c{uuid.uuid4().hex[:8]}"
+    try:
+        a, b = _worker(prefix), _worker(prefix)
+        first = make_agent(_model(), [lookup], a.middlewares())
+        with a.acting_for(ALICE):
+            await drain(first, UserMsg("user", "research"))
+        on_a = a.last_report(first)
+        assert on_a.reason == "budget" and on_a.spent_usd > 0.75 * QUOTA  # Alice's quota is (nearly) spent
+
+        # B reads TIME (Bob's request) just before its snapshot: stamped on its monotonic clock,
+        # which after the restore 3 days later reads as if only seconds had passed
+        frozen = types.SimpleNamespace(monotonic=lambda: time.monotonic() + SNAPSHOT_AGE_S, time=time.time)
+        monkeypatch.setattr(redis_store, "time", frozen)
+        bobs = make_agent(ScriptedModel([text("hi bob")]), [lookup], b.middlewares())
+        with b.acting_for(BOB):
+            await drain(bobs, UserMsg("user", "hello"))
+        assert b.last_report(bobs).reason == "answered"
+        monkeypatch.setattr(redis_store, "time", time)  # restored: the monotonic clock goes on from there
+
+        second = make_agent(_model(), [lookup], b.middlewares())
+        with b.acting_for(ALICE):
+            await drain(second, UserMsg("user", "research more"))
+        on_b = b.last_report(second)
+        total = on_a.spent_usd + on_b.spent_usd
+        assert total <= QUOTA + 1e-9, (
+            f"Alice's daily quota is ${QUOTA:.2f}: ${on_a.spent_usd:.2f} on worker A, then ${on_b.spent_usd:.2f} "
+            f"more on worker B in its first minute after a restore ({on_b.model_calls} model calls) = ${total:.2f}"
+        )
+    finally:
+        import redis.asyncio as redis_asyncio
+
+        admin = redis_asyncio.Redis.from_url(URL)
+        async for key in admin.scan_iter(f"{prefix}:*"):
+            await admin.delete(key)
+        await admin.aclose()
