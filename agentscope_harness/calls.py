@@ -66,6 +66,11 @@ ID_TAKEN = (
 )
 """A call under an id another call of the run holds (judged, admitted,
 running or parked): its state would take the other's place."""
+PAUSED_WHILE_JUDGED = (
+    "The call to {name} was not made: its reply paused while it was judged. Call it again if you still need it."
+)
+"""A call whose judgement began before its reply paused (parked, its stream
+closed at a question, resumed): not admitted after it."""
 MADE_BEFORE = (
     "The call to {name} under this id ({id}) was already made before the reply paused: it is not made "
     "again, and its result did not reach this conversation. Check its effect before you call it again."
@@ -268,9 +273,9 @@ class CallFlow:
         """The sentinel of a call whose judgement began before its reply
         parked: not made (the reply moved on without it; its resume judges
         the call afresh, here or on another worker), recorded."""
-        text = format_sentinel("duplicate_call", ID_TAKEN.format(name=view.name, id=view.id))
+        text = format_sentinel("duplicate_call", PAUSED_WHILE_JUDGED.format(name=view.name))
         self.services.record(run, "call_id_check", "pre_tool_call", "refuse", code="duplicate_call",
-                             tool=view.name, detail="judged across a park: not made (its resume judges it)")
+                             tool=view.name, detail="judged across a pause of its reply: not made")
         run.remember_sentinel("duplicate_call", text)
         return text
 
@@ -440,7 +445,8 @@ class CallFlow:
         error = result.error_class or ErrorClass.TOOL_ERROR
         run.facts.record_outcome(
             view.name, view.digest, view.args, view.id, result.ok,
-            str(getattr(error, "value", error)) if result.state == "error" else None,
+            # a call made whose result was withheld did not fail: no streak of failures counts it
+            str(getattr(error, "value", error)) if result.state == "error" and not done_unread else None,
             self.services.keys_of(view.name), view.batch,
             # a prerequisite's values as the tool ran with them: its defaults filled in
             view.declared.defaults if view.declared is not None else NO_DEFAULTS,
@@ -449,10 +455,10 @@ class CallFlow:
         if result.ok or done_unread:  # as the tool ran: its declared defaults filled in, as successes are
             defaults = view.declared.defaults if view.declared is not None else NO_DEFAULTS
             args = {**defaults, **view.args} if defaults else view.args
-            if done_unread:  # withheld from the model, yet done: a claim of it is no made-up one
-                run.facts.done_otherwise.setdefault(view.name, []).append(args)
+            if done_unread:  # made, its outcome unconfirmed: a claim of it is corrected as such
+                run.facts.unconfirmed.setdefault(view.name, []).append(args)
                 run.facts.done_unread.add(view.digest)  # and the same call again is not made
-            run.tell_enclosing_runs(view.name, args)
+            run.tell_enclosing_runs(view.name, args, confirmed=not done_unread)
         return result
 
     async def _count_results(self, ctx: HookContext, text: str) -> int | None:
@@ -529,7 +535,8 @@ def _policy_callable(ctx: HookContext, name: str) -> tuple[ToolCallView, Callabl
 
 WITHHELD_DONE = frozenset({"pii_blocked", "injection_blocked"})
 """Refusals of a result for what it says, not for what the call did: the
-call was made (its claim stands, it is not made again)."""
+call was made (it is not made again), its outcome unconfirmed (the checks
+after the refusal, ``verify`` too, never judged it)."""
 
 
 def _keep_finding(run: RunState, view: ToolCallView, result: ToolResultView, unread: bool) -> None:
@@ -540,7 +547,7 @@ def _keep_finding(run: RunState, view: ToolCallView, result: ToolResultView, unr
     the model, named without its text."""
     if view.role in ("finish", "ask") or view.agentscope_own:
         return
-    said = ("done (its result was withheld)" if unread
+    said = ("made; its result was withheld, so whether it went through is not confirmed" if unread
             else "(its result read as instructions to the model: not quoted)" if result.suspect
             else _finding(result.text))
     if view.role != "mutation":

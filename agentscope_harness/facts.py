@@ -523,9 +523,8 @@ class GuardState(LazyFields):
     advanced): the loop detector leaves such a call repeating."""
     progress_marks: set[str] = lazy(set)
     done_unread: set[str] = lazy(set)
-    """The digests of calls made whose result the harness withheld from the
-    model (``done_otherwise`` has their arguments): the same call again is
-    refused, as one that succeeded is."""
+    """The digests of the calls in ``unconfirmed``: the same call again is
+    refused (made once; a mutation for good)."""
     fact_batches: dict[str, Batch] = lazy(dict)
     """The batch whose result reached each fact a tool's result brought:
     a call of that same batch was written before the model read it."""
@@ -553,17 +552,22 @@ class GuardState(LazyFields):
     pool_emptied: bool = False
     last_hint: str | None = None
     unsupported_claims: list[str] = lazy(list)
-    claimed_steps: list[tuple[str, bool]] = lazy(list)
+    claimed_steps: list[tuple[str, bool | None]] = lazy(list)
     """The steps the answer claimed of tools with an unsupported claim, in
-    words, and whether each succeeded: the correction says which did not,
+    words, and whether each succeeded (``None``: made, not confirmed,
+    ``unconfirmed``): the correction says which did not, which may have,
     and which did (a retry must not repeat those)."""
     done_otherwise: dict[str, list[Mapping[str, Any]]] = lazy(dict)
-    """The calls that succeeded but are not this run's successes, their
-    arguments by tool: in runs nested in this one (a sub-agent's action is
-    this conversation's), or this run's own whose result the harness
-    withheld from the model (it ran). An answer claiming one is not made
-    up; nothing else reads them (a prerequisite needs a result the model
-    read)."""
+    """The calls that succeeded in runs nested in this one, their arguments
+    by tool (a sub-agent's action is this conversation's: an answer
+    claiming it is not made up)."""
+    unconfirmed: dict[str, list[Mapping[str, Any]]] = lazy(dict)
+    """The calls made whose result the harness withheld for what it says
+    (``pii_blocked``, ``injection_blocked``: this run's or a nested run's),
+    before the rest of its checks judged it, their arguments by tool:
+    whether each did what it was asked is not known here, so an answer
+    claiming one is corrected as unconfirmed (check before trying again),
+    never as not done."""
     wrap_up_hinted: bool = False
     nudged: set[str] = lazy(set)
     # Model calls made (run-wide) when force_conclude was set: a later call

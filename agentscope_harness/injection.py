@@ -95,8 +95,10 @@ _TAG = re.compile("[\U000e0000-\U000e007f]")
 
 _CONFUSABLES = CONFUSABLES
 _MIXED_WORD = re.compile(
-    # not an escape's letter before a word (``\\nВечером``: a line break in JSON read as written)
-    r"(?<!\\)[A-Za-z][\u0370-\u03ff\u0400-\u04ff]|[\u0370-\u03ff\u0400-\u04ff][A-Za-z]",
+    # not an escape's letter before a word (``\\nВечером``: a line break in JSON read as written);
+    # not a unit's or a model's Greek letter (µ, Ω, Λ, Δ: ``10µM``, ``10kΩ``, ``ΛCDM``), which looks like no Latin one
+    r"(?<!\\)[A-Za-z][\u0370-\u0393\u0395-\u039a\u039c-\u03a8\u03aa-\u03bb\u03bd-\u03ff\u0400-\u04ff]"
+    r"|[\u0370-\u0393\u0395-\u039a\u039c-\u03a8\u03aa-\u03bb\u03bd-\u03ff\u0400-\u04ff][A-Za-z]",
 )
 
 
@@ -476,17 +478,16 @@ class HeuristicDetector:
         whole's; ``fold``: whether the whole text mixes scripts,
         ``mixes_scripts``). ``decode``: its base64 blobs judged too
         (``blob_weight``), else left to the caller, to whom ``read`` gets
-        the text (its part) as the detector reads it, where they are."""
+        the text (its part) as the detector reads it, where they are: in
+        each reading (a blob JSON wraps with ``\\n`` or writes with ``\\/``
+        is whole only decoded)."""
         if level is not None:
             return self._read(text, own, fold, decode, read, level)
-        heaviest, its_read = Signals(), []
+        heaviest = Signals()
         for at in escape_levels(text):
-            part: list[str] = []
-            found = self._read(text, own, fold, decode, part, at)
+            found = self._read(text, own, fold, decode, read, at)  # each reading's text into ``read``
             if at == 0 or self.weight(found) > self.weight(heaviest):
-                heaviest, its_read = found, part
-        if read is not None:
-            read += its_read
+                heaviest = found
         return heaviest
 
     def _read(

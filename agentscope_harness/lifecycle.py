@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import functools
+import itertools
 import json
 import logging
 import math
@@ -261,9 +262,22 @@ async def record_parked(harness: Harness, run: RunState) -> None:
     while parked is not None:
         report = parked.report
         if (parked.park_recorded and parked.table is harness.table  # its own store keeps its record
-                and report is not None and report.terminal_state is TerminalState.WAITING_INPUT):
+                and report is not None and report.terminal_state is TerminalState.WAITING_INPUT
+                and await _still_its_park(harness, parked)):
             await _put_park_record(harness, parked)
         parked = parked.parent
+
+
+async def _still_its_park(harness: Harness, run: RunState) -> bool:
+    """Whether the store's record is still of ``run``'s park: resumed
+    elsewhere and parked again there, the newer park's record is not
+    written over with this stale copy."""
+    text = await _park_records(harness, lambda s: s.park_get(run.run_id), f"read the park record of {run.run_id}",
+                               None)
+    try:
+        return isinstance(text, str) and json.loads(text).get("park") == run.park_id
+    except Exception:  # unreadable: not rewritten either
+        return False
 
 
 PARK_KEY = "agentscope_harness.park"
@@ -461,6 +475,9 @@ def _keeps_quota(config: Any) -> bool:
     return config.cost is not None and config.cost.daily_quota_usd is not None
 
 
+_REPLIES = itertools.count(1)
+
+
 class ReplyLifecycle:
     """The run of one ``agent.reply`` call (a resumption continues the run
     its reply parked)."""
@@ -469,6 +486,9 @@ class ReplyLifecycle:
         self.harness = harness
         self.agent = agent
         self.run: RunState | None = None
+        self.serial = next(_REPLIES)
+        """This reply's number: the run it opens or resumes is its own
+        (``RunState.replied_by``) until a later reply resumes it."""
         self.parked = False
         self.asked = False
         """The reply streamed a question for a human or a client: a consumer
@@ -619,6 +639,7 @@ class ReplyLifecycle:
             mode=harness.config.mode,
         )
         harness.table.bind(self.agent, run)
+        run.replied_by = self.serial
         harness.opened(run, self.agent)
         if parent is not None:
             run.called_by = TOOL_CALL.get()
@@ -744,6 +765,7 @@ class ReplyLifecycle:
             _rules_only_for_shown_calls(self.agent, inputs, by_another or not run.asked_here,
                                         self.harness.services.approvals, run.resumed_by)
         self.run = run
+        run.replied_by = self.serial  # this reply's now: an earlier reply's late close leaves it be
         if acts:  # its slots were given back at the park
             await self.harness.services.fleet.open_run(run, run.root.table is self.harness.table)
         return run
@@ -763,9 +785,11 @@ class ReplyLifecycle:
         run = await self._open_run(state.reply_id, state.session_id, caller, None)
         await _recall_results(run, self.agent, self.harness.config.result_max_tokens)  # not in a record
         record = await self._park_record(run)
-        if not isinstance(record, dict):  # never written (the store down at the park) or lost: still claimed
+        if not isinstance(record, dict):
             run.park_id = _park_id_kept(self.agent, run.run_id)
-            return run, False, record is UNANSWERED
+            # a park the state names whose record a store that keeps them has not: never written (the
+            # store down at the park) or lost; it is the parking process's (what it made is known there)
+            return run, False, record is UNANSWERED or (run.park_id is not None and record is None)
         run.park_id = str(record["park"]) if record.get("park") else None  # its one answer is claimed, read or not
         try:
             _held_to(run, record)
@@ -893,7 +917,7 @@ class ReplyLifecycle:
         shaped = await shaped_data(data, read, services.redactor, modes, salt)
         text = "\n".join([result_text(output), *links]) if links else result_text(output)
         state = str(getattr(block.state, "value", block.state))
-        names = data_names(read)
+        names = data_names(read, data)
         result = await self.harness.flow.shape(ctx, result_view(text, state, dict(metadata), bool(data), names))
         if result.withheld:
             block.output, block.state = result.body, ToolResultState.ERROR
@@ -1066,6 +1090,8 @@ class ReplyLifecycle:
         run = self.run
         if run is None or self.parked or self.harness.table.slots.get(run.run_id) is not run:
             return  # parked, or a later reply of the agent settled and freed it (abandoned)
+        if run.replied_by != self.serial:
+            return  # a later reply resumed it (AgentScope closes a dropped stream's layers late, in a task)
         try:
             if failure is not None and not isinstance(failure, GeneratorExit):
                 _close_dangling_tool_calls(self.agent, failure)

@@ -193,13 +193,20 @@ def corrected_answer(run: RunState, text: str, config: HarnessConfig) -> str:
     claims = run.facts.unsupported_claims
     if not claims:
         return replacement(run, fallback_text) if replaced else text
-    failed = list(dict.fromkeys(step for step, done in facts.claimed_steps if not done)) or list(dict.fromkeys(claims))
-    done = [step for step in dict.fromkeys(step for step, ok in facts.claimed_steps if ok) if step not in failed]
-    also = f" What did succeed: {_listed(done)}." if done else ""
-    return (
-        f"I have to correct myself: {_listed(failed)} did not succeed in this conversation, so that "
-        f"has not been done.{also} Please try again or ask for help."
-    )
+    steps = facts.claimed_steps
+    failed = list(dict.fromkeys(step for step, done in steps if done is False))
+    unknown = [step for step in dict.fromkeys(step for step, done in steps if done is None) if step not in failed]
+    if not failed and not unknown:
+        failed = list(dict.fromkeys(claims))
+    done = [step for step in dict.fromkeys(step for step, ok in steps if ok) if step not in failed + unknown]
+    said = [
+        f"{_listed(failed)} did not succeed in this conversation, so that has not been done." if failed else "",
+        f"I cannot confirm that {_listed(unknown)} went through: its result could not be shown. "
+        "Check before you try it again." if unknown else "",
+        f"What did succeed: {_listed(done)}." if done else "",
+        "Please try again or ask for help." if failed else "",
+    ]
+    return "I have to correct myself: " + " ".join(part for part in said if part)
 
 
 STEPS_LISTED = 10

@@ -614,9 +614,18 @@ async def read_names(
     return names
 
 
-def data_names(read: Sequence[str | None]) -> tuple[str, ...]:
-    """The names ``read_names`` read that the injection detector judges."""
-    return tuple(name for name in read if name)
+def data_names(read: Sequence[str | None], blocks: Sequence[Any]) -> tuple[str, ...]:
+    """What the injection detector judges of data ``blocks`` beside their
+    result's text, all of it read outside the fence: the names
+    ``read_names`` read, and the type and the subtype of each media type as
+    a formatter writes it (``media_type_read``; ``text/Ignore_all_previous…``
+    is a valid one), its separators read as spaces."""
+    types = (_TYPE_SEPARATORS.sub(" ", part) for block in blocks for part in
+             media_type_read(block.source.media_type).split("/"))  # each part alone ("text" reports nothing)
+    return (*(name for name in read if name), *types)
+
+
+_TYPE_SEPARATORS = re.compile(r"[._+\-]+")
 
 
 async def read_name(name: str, redactor: Redactor, pii: Mapping[str, str], salt: bytes) -> str:

@@ -177,7 +177,8 @@ _FACTS: dict[str, Callable[[Any], Any]] = {
     "recent_digests": _recent,
     "loop_hinted": _names, "nudged": _names,
     "succeeded": _succeeded, "success_index": _success_index, "success_counts": _counts,
-    "done_otherwise": _sub_runs, "done_unread": _names, "tool_answer": _maybe_text, "delivered": _flag,
+    "done_otherwise": _sub_runs, "unconfirmed": _sub_runs,
+    "done_unread": _names, "tool_answer": _maybe_text, "delivered": _flag,
 }
 """The facts carried: spend and ledgers, the budget tier, the stop ladder,
 refusal escalation, repeated failures and calls, and what succeeded
@@ -192,7 +193,7 @@ NOT_CARRIED: dict[str, str] = {
     **dict.fromkeys((
         "in_flight", "admitted", "judging", "judged_calls", "awaiting_human", "parked_calls", "streaming",
         "held", "shown", "candidate", "harness_answer", "report", "with_consumer", "replaced", "hold_reply_end",
-        "ended_inside", "done_inside", "answer_blocked", "answered_in", "pauses",
+        "ended_inside", "done_inside", "answer_blocked", "answered_in", "pauses", "replied_by",
         "narrowed_round", "answer_owed", "deferred_hints", "unflushed", "ended_at_cap",
         "answer_made_up", "results", "prefix", "hints_read", "artifacts", "daily_spent_usd", "store_error",
         "enclosing_refusals", "new_fact_this_round", "batch_key", "batch_seen",

@@ -214,9 +214,11 @@ _ACCENTED = "\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff"
 """Latin letters with accents (Vietnamese's too): in an e-mail address (RFC 6531, IDN domains)."""
 _MARK = "\u0300-\u036f"
 """Accents written apart (NFD: macOS file names, PDFs), after the letter they mark."""
-_ESCAPED_LETTER = r"\\u(?:00[c-fC-F][0-9a-fA-F]|0[12][0-9a-fA-F]{2}|03[0-6][0-9a-fA-F]|1[eE][0-9a-fA-F]{2})"
-"""A Latin letter with an accent, or an accent, as JSON escapes it (``\\u00e9``)."""
-_UNICODE_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
+_ACCENT_HEX = r"u(?:00[c-fC-F][0-9a-fA-F]|0[12][0-9a-fA-F]{2}|03[0-6][0-9a-fA-F]|1[eE][0-9a-fA-F]{2})"
+_ESCAPED_LETTER = r"\\{1,2}" + _ACCENT_HEX
+"""A Latin letter with an accent, or an accent, as JSON escapes it, once or
+twice (``\\u00e9``, ``\\\\u00e9``: JSON in a JSON string)."""
+_UNICODE_ESCAPE = re.compile(r"\\+u([0-9a-fA-F]{4})")
 
 
 def _in_address(others: str = "", marks: str = "") -> str:
@@ -227,7 +229,7 @@ def _in_address(others: str = "", marks: str = "") -> str:
 
 def _email_normal(value: str) -> str:
     """An address as one value however it is written: JSON's escapes
-    decoded, accents composed (NFC), lower case."""
+    decoded (once or twice), accents composed (NFC), lower case."""
     if "\\" in value:
         value = _UNICODE_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), value)
     return unicodedata.normalize("NFC", value).lower()
@@ -247,7 +249,9 @@ DETECTORS: dict[str, Detector] = {
                 # escape, ``_scan`` starts the value after it); Latin letters with accents too
                 # (``josé.garcía@``, ``müller-bau.de``), as JSON escapes them or not, no other
                 # script (CJK glued to it stays out)
-                rf"(?:(?<![A-Za-z0-9_.%+\-\\{_ACCENTED}{_MARK}])|(?<=\\)|" + _AFTER_ESCAPE + r")"
+                # (never inside a run of escaped letters: one attempt a run, not one a letter)
+                rf"(?:(?<![A-Za-z0-9_.%+\-\\{_ACCENTED}{_MARK}])|(?<=\\)(?!u[0-9A-Fa-f]{{4}})|(?<=\\\\)"
+                rf"|(?<=\\[nrtbf])|(?<=\\u[0-9A-Fa-f]{{4}})(?<!\\{_ACCENT_HEX}))"
                 rf"{_in_address('_%+-')}(?:{_in_address('._%+-', _MARK)}{{0,62}}{_in_address('_%+-', _MARK)})?"
                 rf"@{_in_address()}(?:{_in_address('-', _MARK)}{{0,61}}{_in_address('', _MARK)})?"
                 rf"(?:\.{_in_address()}(?:{_in_address('-', _MARK)}{{0,61}}{_in_address('', _MARK)})?){{0,8}}"

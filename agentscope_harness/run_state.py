@@ -241,6 +241,9 @@ class RunState(LazyFields):
     met again in that batch on a resume (AgentScope runs again a call under
     way when its reply parked, its result never written) is refused, never
     made twice; a later batch's call under the id is another call."""
+    replied_by: int = 0
+    """The number of the reply (``ReplyLifecycle.serial``) whose run this
+    is now: only that reply's end may settle, park or free it."""
     pauses: int = 0
     """How many times the run's reply paused here (parked, its stream closed
     at a question, resumed): a call whose judgement began before a pause is
@@ -591,12 +594,14 @@ class RunState(LazyFields):
                 candidate.charged(run, input_tokens, output_tokens, usd, model_name, cached_input_tokens)
             run = run.parent
 
-    def tell_enclosing_runs(self, succeeded_tool: str, args: Mapping[str, Any]) -> None:
-        """A tool succeeded here with ``args``: every run this one is nested
+    def tell_enclosing_runs(self, succeeded_tool: str, args: Mapping[str, Any], confirmed: bool = True) -> None:
+        """A tool succeeded here with ``args`` (``confirmed``: else made, its
+        result withheld, ``facts.unconfirmed``): every run this one is nested
         in knows its sub-agents did it (``claims`` are checked run-wide)."""
         below, run = self, self.parent
         while run is not None:
-            run.facts.done_otherwise.setdefault(succeeded_tool, []).append(args)
+            (run.facts.done_otherwise if confirmed else run.facts.unconfirmed).setdefault(
+                succeeded_tool, []).append(args)
             if below.called_by is not None:
                 run.done_inside.setdefault(below.called_by, {}).setdefault(succeeded_tool, []).append(args)
             below, run = run, run.parent

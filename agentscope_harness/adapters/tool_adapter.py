@@ -174,6 +174,8 @@ class HarnessToolAdapter(HarnessMiddleware):
                 flow.asked_by_rule(run, view, verdict.rule)  # shadow mode: the question recorded, the call runs
             if verdict.ask is not None and decision.behavior == PermissionBehavior.DENY:
                 return decision  # a call AgentScope refuses is never put to a human (a yes would run it)
+            if run.pauses != pauses and not self.harness.shadow:  # its reply moved on without it: not made,
+                return _deny(flow.judged_across_park(run, view))  # nor asked about (no question reaches anyone)
             if verdict.ask is not None or decision.behavior in (PermissionBehavior.ASK, PermissionBehavior.PASSTHROUGH):
                 # asked by the harness or by AgentScope's engine: not once the run's answer is
                 # delivered (also while the engine decided); else parked, judged again on resume
@@ -188,8 +190,6 @@ class HarnessToolAdapter(HarnessMiddleware):
                 )
             if decision.behavior != PermissionBehavior.ALLOW:
                 return decision
-            if run.pauses != pauses:
-                return _deny(flow.judged_across_park(run, view))
             refusal = flow.admit(verdict)
             admitted = refusal is None
             if admitted:  # a parked run's record counts it (a lead's, or its own: admitted after it parked)
@@ -492,7 +492,7 @@ def _view_of(response: ToolResponse, blocks: list[DataBlock], names: list[str | 
     if len(content) == 1 and type(content[0]) is TextBlock:  # the usual result
         return result_view(content[0].text, _state_name(response.state), dict(response.metadata))
     return result_view(result_text(content), _state_name(response.state), dict(response.metadata), bool(blocks),
-                       data_names(names))
+                       data_names(names, blocks))
 
 
 def to_response(

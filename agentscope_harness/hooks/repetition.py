@@ -35,11 +35,12 @@ def repeat_call_gate(ctx: ToolCallContext) -> None:
             )
     _refuse_twin_in_batch(ctx, digest)
     ctx.admit(lambda: _claim_in_batch(ctx, digest))
-    if digest in facts.done_unread:
+    if digest in facts.done_unread:  # an exact fact: a mutation's never escapes (a card charged twice)
         raise HookRejectSignal(
             "This exact call was already made in this task (its result was withheld). "
             "Do not retry it.",
             code="duplicate_call",
+            hard=call.role == "mutation",
         )
     earlier = facts.succeeded.get(digest)
     if earlier is not None and _still_read(ctx, earlier.ref):

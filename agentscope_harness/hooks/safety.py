@@ -308,21 +308,26 @@ async def _judged(detector: HeuristicDetector, text: str, found: Signals, decode
     each judged as a text of its own (one level), the heaviest counting,
     the loop turning between (a megabyte of them, or one megabyte blob,
     would hold it)."""
-    read: list[str] = []
+    readings: list[str] = []  # the text as the detector reads it, in each reading of its escapes
     if len(text) <= INJECTION_INLINE:
-        found.add(detector.signals(text, decode=False, read=read))
+        found.add(detector.signals(text, decode=False, read=readings))
     else:
         heaviest = Signals()
         for level in escape_levels(text):
             part: list[str] = []
             signals = await _in_pieces(detector, text, level, part)
             if level == 0 or detector.weight(signals) > detector.weight(heaviest):
-                heaviest, read = signals, part
+                heaviest = signals
+            readings.append("".join(part))
         found.add(heaviest)
     if not decode:
         return
     turns = Turns()
-    for blob in decoded_blobs("".join(read)):
+    judged: set[str] = set()  # a blob each reading finds alike is judged once
+    for blob in (blob for reading in readings for blob in decoded_blobs(reading)):
+        if blob in judged:
+            continue
+        judged.add(blob)
         inner = Signals()
         await _judged(detector, blob, inner, decode=False)
         found.encoded = max(found.encoded, detector.weight(inner))
@@ -429,11 +434,12 @@ def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
     shown: list[str] = []  # read once, when a tool has claims
     earlier: dict[str, list[Mapping[str, Any]]] | None = None
     shown_as: OutputFilter | None = None
-    steps: list[tuple[str, bool]] = []
+    steps: list[tuple[str, bool | None]] = []
     for tool, policy in ctx.config.tools.items():
         if policy.claims and not shown:
             shown = [_as_read(said) for said in claimed]
         succeeded = facts.has_succeeded(tool) or tool in facts.done_otherwise
+        unconfirmed = facts.unconfirmed.get(tool, [])
         for pattern in policy.claims:
             compiled = re.compile(pattern, re.IGNORECASE)
             matches = _claims_in(compiled, claimed, shown)
@@ -449,7 +455,11 @@ def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
             if shown_as is None:  # a value the answer's filter rewrote is claimed as rewritten
                 shown_as = answer_filter(ctx.services, ctx.run)
             index = _Successes(calls, compiled.groupindex, shown_as.rewritten)
-            supported = [index.supports(m) for m in matches]
+            maybe = _Successes(unconfirmed, compiled.groupindex, shown_as.rewritten) if unconfirmed else None
+            supported: list[bool | None] = [
+                True if index.supports(m) else None if maybe is not None and maybe.supports(m) else False
+                for m in matches
+            ]
             steps += [(_step(tool, m), ok) for m, ok in zip(matches, supported, strict=True)]
             if all(supported) or tool in facts.unsupported_claims:
                 continue
@@ -459,7 +469,7 @@ def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
                 "unsupported_claim", code="verification_failed", tool=tool,
                 detail=f"answer matches {pattern!r} but {tool} never succeeded {what}".rstrip(),
             )
-    if any(not ok for _, ok in steps):
+    if any(ok is not True for _, ok in steps):
         facts.claimed_steps += steps
 
 
@@ -558,8 +568,19 @@ def _declared(style: str) -> tuple[list[str], list[str]] | None:
     return display, visibility
 
 
-_OTHER_DIGIT = re.compile(r"(?![0-9])\d")
-"""A digit of another script (Arabic-Indic ``٥``, Devanagari ``५``): read as its value."""
+_DIGITS = re.compile(r"\d+")
+
+
+def _digits_read(run: re.Match[str]) -> str:
+    """A run of digits as the user reads it: of one script (Arabic-Indic
+    ``٥٠``, Devanagari ``५०``), its value in ASCII digits; mixing scripts
+    (``৪0``: a Bengali four drawn like an 8), no number: left as written."""
+    digits = run.group()
+    if digits.isascii():
+        return digits
+    if len({unicodedata.name(d, "").rsplit(" ", 1)[0] for d in digits}) > 1:
+        return digits
+    return "".join(str(unicodedata.decimal(d)) for d in digits)
 _ARABIC_SEPARATORS = str.maketrans("\u066b\u066c", ".,")
 """Arabic's (and Persian's) decimal and thousands separators: ``١٢٫٥`` is 12.5."""
 
@@ -589,7 +610,7 @@ def _as_read(text: str) -> str:
         shown = _EMPHASIS.sub("", shown).replace("|", " ")
     if not shown.isascii():
         shown = shown.translate(SMALL_CAPITALS).translate(_ARABIC_SEPARATORS)
-        shown = _OTHER_DIGIT.sub(lambda m: str(unicodedata.decimal(m.group())), shown)
+        shown = _DIGITS.sub(_digits_read, shown)
         if _MIXED.search(shown):  # each word read once (linear): only those mixing scripts are folded
             shown = _WORD.sub(_latin_if_mixed, shown)
     return _SPACES.sub(" ", shown)

@@ -22,13 +22,17 @@ invitation to cancel (or refund, or charge) twice. The report says
 
 Should: a call that ran and whose result was only withheld from the model backs
 a claim of its action (the action happened); only refused/failed calls do not.
+Round 130 c: its outcome is unconfirmed (the checks after the withholding, a
+`verify` too, never judged it: a "DECLINED" there backed "I refunded"), so the
+answer is corrected as unconfirmed ("check before you try it again"), never as
+not done.
 """
 from __future__ import annotations
 
 import pytest
 from agentscope.tool import Toolkit
 
-from agentscope_harness import Harness, HarnessConfig, TerminalState, ToolPolicy
+from agentscope_harness import Harness, HarnessConfig, ToolPolicy
 from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, text, tool
 
 pytestmark = pytest.mark.asyncio
@@ -80,5 +84,5 @@ async def test_a_cancel_that_ran_is_not_reported_as_not_done(withheld_by: str) -
     assert "withheld" in model.calls[-1].last_result  # the model was told the result was withheld, not refused
     # what the user received does not say the cancel that happened was not done
     assert "has not been done" not in received and "did not succeed" not in received, received
-    assert report.unsupported_claims == [], report.unsupported_claims
-    assert report.terminal_state is TerminalState.COMPLETED, (report.terminal_state, report.reason)
+    assert "cannot confirm" in received and "Check before you try it again" in received, received
+    assert report.unsupported_claims == ["cancel_order"], report.unsupported_claims
