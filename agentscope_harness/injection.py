@@ -94,11 +94,14 @@ _TAG_FLAG = re.compile("\U0001f3f4[\U000e0061-\U000e007a]{2,7}\U000e007f")
 _TAG = re.compile("[\U000e0000-\U000e007f]")
 
 _CONFUSABLES = CONFUSABLES
+_GREEK_LOOKALIKES = "".join(sorted(chr(c) for c in CONFUSABLES if 0x370 <= c <= 0x3FF))
+"""The Greek letters drawn like Latin ones: the others (σ, Σ, λ, ω, π, Φ, µ,
+Ω, Δ: a science page's symbols, ``σxx``, ``ΣFx``, ``λmax``, ``10µM``) are no
+disguise beside Latin letters. Any Cyrillic letter is."""
+_LOOKALIKE = f"[{_GREEK_LOOKALIKES}\u0400-\u04ff]"
 _MIXED_WORD = re.compile(
-    # not an escape's letter before a word (``\\nВечером``: a line break in JSON read as written);
-    # not a unit's or a model's Greek letter (µ, Ω, Λ, Δ: ``10µM``, ``10kΩ``, ``ΛCDM``), which looks like no Latin one
-    r"(?<!\\)[A-Za-z][\u0370-\u0393\u0395-\u039a\u039c-\u03a8\u03aa-\u03bb\u03bd-\u03ff\u0400-\u04ff]"
-    r"|[\u0370-\u0393\u0395-\u039a\u039c-\u03a8\u03aa-\u03bb\u03bd-\u03ff\u0400-\u04ff][A-Za-z]",
+    # not an escape's letter before a word (``\\nВечером``: a line break in JSON read as written)
+    rf"(?<!\\)[A-Za-z]{_LOOKALIKE}|{_LOOKALIKE}[A-Za-z]",
 )
 
 
@@ -146,6 +149,20 @@ def escape_levels(text: str) -> tuple[int, ...]:
     return (0, 1, 2, 3) if _ESCAPED_THRICE.search(text) is not None else (0, 1, 2)
 
 
+_ESCAPES_DECODED: dict[str, str] = {}
+"""Each escape met, decoded (at most every ``\\uXXXX`` and eight letters:
+a megabyte of escapes decodes by lookups)."""
+
+
+def _escape_decoded(escape: re.Match[str]) -> str:
+    """The character a JSON escape stands for."""
+    spelt = escape.group()
+    char = _ESCAPES_DECODED.get(spelt)
+    if char is None:
+        char = _ESCAPES_DECODED[spelt] = chr(int(spelt[2:], 16)) if spelt[1] == "u" else _ESCAPED[spelt[1]]
+    return char
+
+
 def _unescape_json(text: str, level: int = 0) -> str:
     """JSON's escapes decoded ``level`` times over (0: as written), then
     any ``\\uXXXX`` left, and those a decoded ``\\u005c`` uncovers: a JSON
@@ -154,11 +171,9 @@ def _unescape_json(text: str, level: int = 0) -> str:
     break or a tab in JSON glues the next word to an ``n`` or a ``t``
     unless decoded."""
     for _ in range(level):
-        text = _JSON_ESCAPE.sub(
-            lambda m: chr(int(m.group(1), 16)) if m.group(1) else _ESCAPED[m.group(2)], text,
-        )
+        text = _JSON_ESCAPE.sub(_escape_decoded, text)
     for _ in range(3):
-        decoded = _UNICODE_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
+        decoded = _UNICODE_ESCAPE.sub(_escape_decoded, text)
         if decoded == text or "\\u" not in decoded:
             break
         text = decoded

@@ -1090,7 +1090,7 @@ class ReplyLifecycle:
         run = self.run
         if run is None or self.parked or self.harness.table.slots.get(run.run_id) is not run:
             return  # parked, or a later reply of the agent settled and freed it (abandoned)
-        if run.replied_by != self.serial:
+        if run.replied_by and run.replied_by != self.serial:
             return  # a later reply resumed it (AgentScope closes a dropped stream's layers late, in a task)
         try:
             if failure is not None and not isinstance(failure, GeneratorExit):

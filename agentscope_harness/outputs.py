@@ -620,12 +620,15 @@ def data_names(read: Sequence[str | None], blocks: Sequence[Any]) -> tuple[str, 
     ``read_names`` read, and the type and the subtype of each media type as
     a formatter writes it (``media_type_read``; ``text/Ignore_all_previous…``
     is a valid one), its separators read as spaces."""
-    types = (_TYPE_SEPARATORS.sub(" ", part) for block in blocks for part in
-             media_type_read(block.source.media_type).split("/"))  # each part alone ("text" reports nothing)
-    return (*(name for name in read if name), *types)
+    said = [name for name in read if name]
+    for block in blocks:
+        kind = media_type_read(block.source.media_type)
+        # each part alone ("text" before words reports them), and whole (words split at its slash)
+        said += [_TYPE_SEPARATORS.sub(" ", part) for part in (*kind.split("/"), kind)]
+    return tuple(said)
 
 
-_TYPE_SEPARATORS = re.compile(r"[._+\-]+")
+_TYPE_SEPARATORS = re.compile(r"[/._+\-]+")
 
 
 async def read_name(name: str, redactor: Redactor, pii: Mapping[str, str], salt: bytes) -> str:

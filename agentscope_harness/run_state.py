@@ -602,7 +602,7 @@ class RunState(LazyFields):
         while run is not None:
             (run.facts.done_otherwise if confirmed else run.facts.unconfirmed).setdefault(
                 succeeded_tool, []).append(args)
-            if below.called_by is not None:
+            if below.called_by is not None and confirmed:  # what a later reply's claims may stand on
                 run.done_inside.setdefault(below.called_by, {}).setdefault(succeeded_tool, []).append(args)
             below, run = run, run.parent
 

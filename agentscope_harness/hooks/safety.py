@@ -568,19 +568,22 @@ def _declared(style: str) -> tuple[list[str], list[str]] | None:
     return display, visibility
 
 
-_DIGITS = re.compile(r"\d+")
+_DIGITS = re.compile(r"\d+(?:[.,'’ \u066b\u066c]\d+)*")
+"""A number: runs of digits and the separators between them."""
 
 
-def _digits_read(run: re.Match[str]) -> str:
-    """A run of digits as the user reads it: of one script (Arabic-Indic
-    ``٥٠``, Devanagari ``५०``), its value in ASCII digits; mixing scripts
-    (``৪0``: a Bengali four drawn like an 8), no number: left as written."""
-    digits = run.group()
-    if digits.isascii():
-        return digits
-    if len({unicodedata.name(d, "").rsplit(" ", 1)[0] for d in digits}) > 1:
-        return digits
-    return "".join(str(unicodedata.decimal(d)) for d in digits)
+def _digits_read(number: re.Match[str]) -> str:
+    """A number as the user reads it: its digits of one script (Arabic-Indic
+    ``٥٠``, Devanagari ``५०``; Persian writes Arabic-Indic and its own alike),
+    their values in ASCII digits; mixing scripts, separators aside (``৪0``,
+    ``৪,000``: a Bengali four drawn like an 8), no number: left as written."""
+    text = number.group()
+    if text.isascii():
+        return text
+    scripts = {unicodedata.name(c, "").rsplit(" ", 1)[0].removeprefix("EXTENDED ") for c in text if c.isdecimal()}
+    if len(scripts) > 1:
+        return text
+    return "".join(str(unicodedata.decimal(c)) if c.isdecimal() else c for c in text)
 _ARABIC_SEPARATORS = str.maketrans("\u066b\u066c", ".,")
 """Arabic's (and Persian's) decimal and thousands separators: ``١٢٫٥`` is 12.5."""
 
