@@ -251,7 +251,7 @@ DETECTORS: dict[str, Detector] = {
                 # script (CJK glued to it stays out)
                 # (never inside a run of escaped letters, however many backslashes each: one attempt a
                 # run, not one a letter); after a run of dots that stands alone (``...maria@``)
-                rf"(?:(?<![A-Za-z0-9_.%+\-\\{_ACCENTED}{_MARK}])|(?<=\\)(?![\\u])|(?<=\\\\)(?!{_ACCENT_HEX})"
+                rf"(?:(?<![A-Za-z0-9_.%+\-\\{_ACCENTED}{_MARK}])|(?<=\\)(?!\\|u[0-9A-Fa-f]{{4}})|(?<=\\\\)(?!{_ACCENT_HEX})"
                 rf"|(?<=\\[nrtbf])|(?<=\\u[0-9A-Fa-f]{{4}})(?<!\\{_ACCENT_HEX})"
                 r"|(?<=[\s,;:(<\[{\"'>]\.)|(?<=[\s,;:(<\[{\"'>]\.\.)|(?<=[\s,;:(<\[{\"'>]\.\.\.))"
                 rf"{_in_address('_%+-')}(?:{_in_address('._%+-', _MARK)}{{0,62}}{_in_address('_%+-', _MARK)})?"

@@ -568,8 +568,9 @@ def _declared(style: str) -> tuple[list[str], list[str]] | None:
     return display, visibility
 
 
-_DIGITS = re.compile(r"\d+(?:[.,'’ \u066b\u066c]\d+)*")
-"""A number: runs of digits and the separators between them."""
+_DIGITS = re.compile(r"\d+(?:[.,'’\u066b\u066c]\d+|[ ]\d{3}(?!\d))*")
+"""A number: runs of digits and the separators between them (a space only
+before a group of three: "₹५०० 2 minutes" is two)."""
 
 
 def _digits_read(number: re.Match[str]) -> str:
