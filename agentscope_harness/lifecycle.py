@@ -282,24 +282,26 @@ async def _still_its_park(harness: Harness, run: RunState) -> bool:
 
 PARK_KEY = "agentscope_harness.park"
 """Where the agent's state keeps its reply's latest park id (in its
-``middle_context``): a resume elsewhere claims the park's one answer under
-it even when its record was never written (the store down at the park)."""
+``middle_context``) and whether its record was written: a resume elsewhere
+claims the park's one answer under it even when its record was never
+written (the store down at the park), and then acts for nobody."""
 
 
 def _keep_park_id(agent: Any, run: RunState) -> None:
     middle = getattr(getattr(agent, "state", None), "middle_context", None)
     if isinstance(middle, dict):
-        middle[PARK_KEY] = {"reply": run.run_id, "park": run.park_id}
+        middle[PARK_KEY] = {"reply": run.run_id, "park": run.park_id, "recorded": run.park_recorded}
 
 
-def _park_id_kept(agent: Any, reply_id: str) -> str | None:
+def _park_id_kept(agent: Any, reply_id: str) -> tuple[str | None, bool]:
     """The park id ``_keep_park_id`` kept for the reply ``reply_id`` (``None``:
-    none, another reply's, or a state edited)."""
+    none, another reply's, or a state edited), and whether its record was
+    written (a state that does not say: written)."""
     middle = getattr(getattr(agent, "state", None), "middle_context", None)
     kept = middle.get(PARK_KEY) if isinstance(middle, dict) else None
     if not isinstance(kept, dict) or kept.get("reply") != reply_id or not isinstance(kept.get("park"), str):
-        return None
-    return str(kept["park"])
+        return None, True
+    return str(kept["park"]), kept.get("recorded") is not False
 
 
 def _park_record_of(run: RunState) -> dict[str, Any]:
@@ -786,10 +788,11 @@ class ReplyLifecycle:
         await _recall_results(run, self.agent, self.harness.config.result_max_tokens)  # not in a record
         record = await self._park_record(run)
         if not isinstance(record, dict):
-            run.park_id = _park_id_kept(self.agent, run.run_id)
-            # a park the state names whose record a store that keeps them has not: never written (the
-            # store down at the park) or lost; it is the parking process's (what it made is known there)
-            return run, False, record is UNANSWERED or (run.park_id is not None and record is None)
+            run.park_id, recorded = _park_id_kept(self.agent, run.run_id)
+            # a park whose record was never written (the store down at the park) is the parking
+            # process's (what it made is known there only); one written but not here (expired, lost,
+            # another store) is resumed unverified, its answer still claimed once
+            return run, False, record is UNANSWERED or (run.park_id is not None and not recorded)
         run.park_id = str(record["park"]) if record.get("park") else None  # its one answer is claimed, read or not
         try:
             _held_to(run, record)
@@ -857,9 +860,9 @@ class ReplyLifecycle:
             if run.park_id is not None:
                 run.earlier_parks.add(run.park_id)  # a record of it still in the store is older than this park
             run.park_id = uuid.uuid4().hex  # its one answer is claimed under it
-            _keep_park_id(self.agent, run)
             run.parked_at = time.monotonic()
             run.park_recorded = await _put_park_record(self.harness, run)
+            _keep_park_id(self.agent, run)
 
     async def shape_external_results(self, inputs: Any) -> None:
         """Client-executed results enter the context here, not through
