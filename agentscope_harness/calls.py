@@ -271,8 +271,9 @@ class CallFlow:
 
     def judged_across_park(self, run: RunState, view: ToolCallView) -> str:
         """The sentinel of a call whose judgement began before its reply
-        parked: not made (the reply moved on without it; its resume judges
-        the call afresh, here or on another worker), recorded."""
+        paused (``RunState.pauses``): not made (the reply moved on without
+        it; its resume judges the call afresh, here or on another worker),
+        recorded."""
         text = format_sentinel("duplicate_call", PAUSED_WHILE_JUDGED.format(name=view.name))
         self.services.record(run, "call_id_check", "pre_tool_call", "refuse", code="duplicate_call",
                              tool=view.name, detail="judged across a pause of its reply: not made")
