@@ -256,7 +256,8 @@ class CallFlow:
         (a provider that numbers or repeats ids): recorded, never run."""
         text = format_sentinel("duplicate_call", ID_TAKEN.format(name=view.name, id=view.id))
         self.services.record(run, "call_id_check", "pre_tool_call", "refuse", code="duplicate_call",
-                             tool=view.name, detail=f"call id {view.id!r} is held by another call")
+                             tool=view.name, detail=f"call id {view.id!r} is held by another call",
+                             enforced=True)  # in shadow mode too: the call would take the other's place
         run.remember_sentinel("duplicate_call", text)
         return text
 
@@ -265,7 +266,8 @@ class CallFlow:
         this run made (``RunState.made``): recorded, never made twice."""
         text = format_sentinel("duplicate_call", MADE_BEFORE.format(name=view.name, id=view.id))
         self.services.record(run, "call_id_check", "pre_tool_call", "refuse", code="duplicate_call",
-                             tool=view.name, detail=f"call id {view.id!r} was made before the reply parked")
+                             tool=view.name, detail=f"call id {view.id!r} was made before the reply parked",
+                             enforced=True)  # in shadow mode too: never made twice
         run.remember_sentinel("duplicate_call", text)
         return text
 

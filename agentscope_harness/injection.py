@@ -94,11 +94,13 @@ _TAG_FLAG = re.compile("\U0001f3f4[\U000e0061-\U000e007a]{2,7}\U000e007f")
 _TAG = re.compile("[\U000e0000-\U000e007f]")
 
 _CONFUSABLES = CONFUSABLES
-_SYMBOLS = "µμΩΛΔδΣσλπΦφθψξζ"
-"""Greek letters a science page glues to Latin ones as symbols (``σxx``,
-``ΣFx``, ``λmax``, ``10µM``, ``ΛCDM``), drawn like no Latin letter: no
-disguise. Any other Greek letter (``ϲ``, ``υ``, ``ά``) and any Cyrillic one is."""
-_LOOKALIKE = "[" + "".join(chr(c) for c in range(0x370, 0x400) if chr(c) not in _SYMBOLS) + "\u0400-\u04ff]"
+_GREEK_LOOKALIKES = "".join(sorted(chr(c) for c in CONFUSABLES if 0x370 <= c <= 0x3FF)) + "ςάέήίόύώΆΈΉΊΌΎΏ"
+"""The Greek letters drawn like Latin ones (the look-alike table's, ``υ``;
+``ς``, which ``ϲ`` reads as once NFKC-folded; the accented vowels): beside
+a Latin letter, a disguise. Any
+other (``σxx``, ``ΣFx``, ``λmax``, ``TGFβ``, ``IFNγ``, ``εr``, ``ωp``,
+``10µM``: a science page's symbols) is none. Any Cyrillic letter is."""
+_LOOKALIKE = f"[{_GREEK_LOOKALIKES}\u0400-\u04ff]"
 _MIXED_WORD = re.compile(
     # not an escape's letter before a word (``\\nВечером``: a line break in JSON read as written)
     rf"(?<!\\)[A-Za-z]{_LOOKALIKE}|{_LOOKALIKE}[A-Za-z]",

@@ -581,6 +581,11 @@ def _digits_read(number: re.Match[str]) -> str:
     text = number.group()
     if text.isascii():
         return text
+    return " ".join(_group_read(group) for group in text.split(" "))  # scripts may differ across a space
+
+
+def _group_read(text: str) -> str:
+    """Digits joined by ``.`` ``,`` ``'``: of one script, their values."""
     scripts = {unicodedata.name(c, "").rsplit(" ", 1)[0].removeprefix("EXTENDED ") for c in text if c.isdecimal()}
     if len(scripts) > 1:
         return text

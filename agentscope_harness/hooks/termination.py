@@ -153,7 +153,8 @@ def _verification_failed(ctx: ToolResultContext, missing: Any) -> None:
                          lambda text: shaped_notice(text, ctx.services.redactor, call.policy, ctx.run))
     line = format_sentinel("verification_failed", f"{said} Fix this and call {call.name} again.")
     ctx.run.remember_sentinel("verification_failed", line)
-    result.state = "error"
+    if not ctx.services.shadow:  # shadow mode records it: the tool's own success stands, as without the harness
+        result.state = "error"
     result.notices.append(line)
     ctx.decide("refuse", code="verification_failed", detail=str(missing))
     undelivered(ctx.facts)
