@@ -443,11 +443,12 @@ class CallFlow:
             result.withheld = True
             run.facts.unreach(result.new_facts)
         done_unread = ran and refusal is not None and refusal.code in WITHHELD_DONE
-        if result.ok or done_unread:
+        succeeded = result.ok and not result.failed_verify  # (shadow mode keeps a failed verify's success shown)
+        if succeeded or done_unread:
             _keep_finding(run, view, result, done_unread)
         error = result.error_class or ErrorClass.TOOL_ERROR
         run.facts.record_outcome(
-            view.name, view.digest, view.args, view.id, result.ok,
+            view.name, view.digest, view.args, view.id, succeeded,
             # a call made whose result was withheld did not fail: no streak of failures counts it
             str(getattr(error, "value", error)) if result.state == "error" and not done_unread else None,
             self.services.keys_of(view.name), view.batch,
@@ -455,7 +456,7 @@ class CallFlow:
             view.declared.defaults if view.declared is not None else NO_DEFAULTS,
             changed_state=view.role == "mutation", said=result.text,
         )
-        if result.ok or done_unread:  # as the tool ran: its declared defaults filled in, as successes are
+        if succeeded or done_unread:  # as the tool ran: its declared defaults filled in, as successes are
             defaults = view.declared.defaults if view.declared is not None else NO_DEFAULTS
             args = {**defaults, **view.args} if defaults else view.args
             if done_unread:  # made, its outcome unconfirmed: a claim of it is corrected as such

@@ -202,9 +202,9 @@ class _Strict(BaseModel):
         if not info.field_name:
             return value
         annotation = cls.model_fields[info.field_name].annotation
-        if type(value) is bool and not _takes_bool(annotation):
+        if _is_bool(value) and not _takes_bool(annotation):
             raise ValueError("a boolean where a number or text is expected")
-        if isinstance(value, (tuple, list)) and _numbers_only(annotation) and any(type(v) is bool for v in value):
+        if isinstance(value, (tuple, list)) and _numbers_only(annotation) and any(_is_bool(v) for v in value):
             raise ValueError("a boolean where a number is expected")  # tiers=(0.5, 0.2, False): a rung at 0
         return value
 
@@ -212,6 +212,12 @@ class _Strict(BaseModel):
 def _numbers_only(annotation: Any) -> bool:
     """Whether ``annotation`` is a tuple or list of numbers (``tiers``)."""
     return get_origin(annotation) in (tuple, list) and all(a in (int, float, Ellipsis) for a in get_args(annotation))
+
+
+def _is_bool(value: Any) -> bool:
+    """A boolean, Python's or NumPy's (``df.x.any()`` returns ``numpy.bool_``)."""
+    kind = type(value)
+    return kind is bool or (kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"))
 
 
 def _takes_bool(annotation: Any) -> bool:
@@ -357,6 +363,13 @@ class ToolPolicy(_Strict):
             raise ValueError(
                 f"waivable_facts {sorted(extra)} are not in requires_facts",
             )
+        return self
+
+    @model_validator(mode="after")
+    def _verify_finishes(self) -> ToolPolicy:
+        # a result is verified when the model delivers it (a finishing tool's): elsewhere never called
+        if self.verify is not None and self.role != "finish":
+            raise ValueError(f"verify: only a finishing tool's result is verified (role={self.role!r})")
         return self
 
     @model_validator(mode="after")
@@ -721,6 +734,14 @@ class HarnessConfig(_Strict):
                         f"tools.{name}.ledgers: unknown ledger {ledger!r} "
                         f"(configured: {sorted(self.ledgers)})",
                     )
+        charged = {ledger for policy in self.tools.values() for ledger in policy.ledgers}
+        for ledger in self.ledgers:  # a ledger is charged only through a tool's policy: its cap would be off
+            if ledger not in charged:
+                raise ValueError(f"ledgers.{ledger}: no tool policy charges it (ToolPolicy.ledgers)")
+        if self.enough_candidates is not None and not any(p.role == "retrieval" for p in self.tools.values()):
+            raise ValueError(
+                "enough_candidates: no tool policy has role='retrieval', the only calls it refuses",
+            )
         if (
             self.deadline_s is not None
             and self.wrap_up_s is not None

@@ -156,6 +156,9 @@ class ToolResultView:
     """Facts this result reached for the first time (progress edges)."""
     withheld: bool = False
     """A post_tool_call gate refused the result: the model reads a sentinel."""
+    failed_verify: bool = False
+    """Its finishing tool's ``verify`` failed it: no success in the run's
+    facts (in shadow mode its state stays the tool's own ``success``)."""
     suspect: bool = False
     """Its text reads as instructions addressed to the model (``injection``
     flagged it): never quoted outside its fence."""

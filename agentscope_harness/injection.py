@@ -94,16 +94,19 @@ _TAG_FLAG = re.compile("\U0001f3f4[\U000e0061-\U000e007a]{2,7}\U000e007f")
 _TAG = re.compile("[\U000e0000-\U000e007f]")
 
 _CONFUSABLES = CONFUSABLES
-_GREEK_LOOKALIKES = "".join(sorted(chr(c) for c in CONFUSABLES if 0x370 <= c <= 0x3FF)) + "ςάέήίόύώΆΈΉΊΌΎΏ"
-"""The Greek letters drawn like Latin ones (the look-alike table's, ``υ``;
-``ς``, which ``ϲ`` reads as once NFKC-folded; the accented vowels): beside
-a Latin letter, a disguise. Any
-other (``σxx``, ``ΣFx``, ``λmax``, ``TGFβ``, ``IFNγ``, ``εr``, ``ωp``,
-``10µM``: a science page's symbols) is none. Any Cyrillic letter is."""
+_DRAWN_LATIN = {chr(c) for c in CONFUSABLES if 0x370 <= c <= 0x3FF} - set("γηχ") | {"ς"}
+_GREEK_LOOKALIKES = "".join(sorted(
+    chr(c) for c in range(0x370, 0x400) if unicodedata.normalize("NFD", chr(c))[0] in _DRAWN_LATIN
+))
+"""The Greek letters drawn like Latin ones (the look-alike table's, ``ς``
+that NFKC makes of ``ϲ``), with their accents (``ϊ``, ``ό``): beside a Latin
+letter, a disguise. Any other is a science page's symbol (``σxx``, ``ΣFx``,
+``λmax``, ``TGFβ``, ``εr``, ``ωp``, ``10µM``). Any Cyrillic letter is one."""
 _LOOKALIKE = f"[{_GREEK_LOOKALIKES}\u0400-\u04ff]"
 _MIXED_WORD = re.compile(
-    # not an escape's letter before a word (``\\nВечером``: a line break in JSON read as written)
-    rf"(?<!\\)[A-Za-z]{_LOOKALIKE}|{_LOOKALIKE}[A-Za-z]",
+    # not an escape's letter before a word (``\\nВечером``: a line break in JSON read as written); γ, η
+    # and χ (drawn like y, n, x) only before a Latin letter: ``IFNγ``, ``PPARγ`` end a symbol, ``γour`` is one
+    rf"(?<!\\)[A-Za-z]{_LOOKALIKE}|{_LOOKALIKE}[A-Za-z]|[γηχΓΗΧήΉ][A-Za-z]",
 )
 
 

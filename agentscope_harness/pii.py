@@ -250,9 +250,10 @@ DETECTORS: dict[str, Detector] = {
                 # (``josé.garcía@``, ``müller-bau.de``), as JSON escapes them or not, no other
                 # script (CJK glued to it stays out)
                 # (never inside a run of escaped letters, however many backslashes each: one attempt a
-                # run, not one a letter); after a run of dots that stands alone (``...maria@``)
-                rf"(?:(?<![A-Za-z0-9_.%+\-\\{_ACCENTED}{_MARK}])|(?<=\\)(?!\\|u[0-9A-Fa-f]{{4}})|(?<=\\\\)(?!{_ACCENT_HEX})"
-                rf"|(?<=\\[nrtbf])|(?<=\\u[0-9A-Fa-f]{{4}})(?<!\\{_ACCENT_HEX}))\.*"
+                # run, not one a letter); right after a dot too (``...maria@``: a word's own dots are
+                # covered by the earlier start the search finds first)
+                rf"(?:(?<![A-Za-z0-9_%+\-\\{_ACCENTED}{_MARK}])|(?<=\\)(?!\\|u[0-9A-Fa-f]{{4}})|(?<=\\\\)(?!{_ACCENT_HEX})"
+                rf"|(?<=\\[nrtbf])|(?<=\\u[0-9A-Fa-f]{{4}})(?<!\\{_ACCENT_HEX}))"
                 rf"{_in_address('_%+-')}(?:{_in_address('._%+-', _MARK)}{{0,62}}{_in_address('_%+-', _MARK)})?"
                 rf"@{_in_address()}(?:{_in_address('-', _MARK)}{{0,61}}{_in_address('', _MARK)})?"
                 rf"(?:\.{_in_address()}(?:{_in_address('-', _MARK)}{{0,61}}{_in_address('', _MARK)})?){{0,8}}"
@@ -347,9 +348,7 @@ def _scan(detector: Detector, text: str, pos: int) -> list[Finding]:
             return found
         start = match.start()
         size = detector.accept(match.group())
-        dots = len(match.group()) - len(match.group().lstrip("."))  # a run of dots before it (``...maria@``)
-        start, size = start + dots, size - dots
-        if size > 0:
+        if size:
             at = _value_at(detector, text, start) if text[start - 1:start] == "\\" else start
             found.append(Finding(detector.kind, start, start + size, text[at : start + size]))
             pos = start + size

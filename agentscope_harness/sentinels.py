@@ -47,8 +47,8 @@ number of invisible characters up to this, then the marker's few letters
 (each bracket's scan ends at its first letter that cannot continue one)."""
 
 CONFUSABLES = str.maketrans(
-    "аеорсухіјԁһӏѕԛԝАВЕКМНОРСТХІЈЅοαντιρκΑΒΕΗΙΚΜΝΟΡΤΧΥΖϲϹϳͿϒυ‹›",
-    "aeopcyxijdhlsqwABEKMHOPCTXIJSoavtipkABEHIKMNOPTXYZcCjJYu<>",
+    "аеорсухіјԁһӏѕԛԝАВЕКМНОРСТХІЈЅοαντιρκΑΒΕΗΙΚΜΝΟΡΤΧΥΖϲϹϳͿϒυγηχ‹›",
+    "aeopcyxijdhlsqwABEKMHOPCTXIJSoavtipkABEHIKMNOPTXYZcCjJYuynx<>",
 )
 """Cyrillic and Greek letters drawn like Latin ones (and angle quotes drawn
 like brackets): a marker spelled with them reads as the marker."""

@@ -581,13 +581,24 @@ def _digits_read(number: re.Match[str]) -> str:
     text = number.group()
     if text.isascii():
         return text
-    return " ".join(_group_read(group) for group in text.split(" "))  # scripts may differ across a space
+    groups = text.split(" ")
+    scripts = {_script(group) for group in groups}
+    if len(scripts) == 1:
+        return " ".join(_group_read(group) for group in groups)
+    # groups of other scripts across a space are no one number ("$৪ 000": a Bengali four and "000"; "₹५०० 100
+    # minutes": 500, then 100): each read apart, kept apart so that no grouping joins them again
+    return " | ".join(_group_read(group) for group in groups)
+
+
+def _script(digits: str) -> frozenset[str]:
+    """The scripts of a group's digits (Persian's and Arabic's as one)."""
+    return frozenset(unicodedata.name(c, "").rsplit(" ", 1)[0].removeprefix("EXTENDED ")
+                     for c in digits if c.isdecimal())
 
 
 def _group_read(text: str) -> str:
     """Digits joined by ``.`` ``,`` ``'``: of one script, their values."""
-    scripts = {unicodedata.name(c, "").rsplit(" ", 1)[0].removeprefix("EXTENDED ") for c in text if c.isdecimal()}
-    if len(scripts) > 1:
+    if len(_script(text)) > 1:
         return text
     return "".join(str(unicodedata.decimal(c)) if c.isdecimal() else c for c in text)
 _ARABIC_SEPARATORS = str.maketrans("\u066b\u066c", ".,")
@@ -759,10 +770,10 @@ class _Successes:
         return True
 
 
-_NUMBER = re.compile(
-    r"[-+]?(?:0|[1-9]\d{0,2}(?:,\d{3})+|[1-9]\d?(?:,\d\d)+,\d{3}|[1-9]\d*)(?:\.\d*)?(?:[eE][-+]?\d+)?",
+_NUMBER = re.compile(  # ASCII digits (a digit of another script is read as one first, or is no number)
+    r"[-+]?(?:0|[1-9]\d{0,2}(?:,\d{3})+|[1-9]\d?(?:,\d\d)+,\d{3}|[1-9]\d*)(?:\.\d*)?(?:[eE][-+]?\d+)?", re.ASCII,
 )
-_DECIMAL_COMMA = re.compile(r"[-+]?(?:0|[1-9]\d*),(?!\d{3}$)\d+")
+_DECIMAL_COMMA = re.compile(r"[-+]?(?:0|[1-9]\d*),(?!\d{3}$)\d+", re.ASCII)
 _ISO_4217 = "|".join("""
 AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD BIF BMD BND BOB BOV BRL BSD BTN BWP BYN BZD
 CAD CDF CHE CHF CHW CLF CLP CNY COP COU CRC CUC CUP CVE CZK DJF DKK DOP DZD EGP ERN ETB EUR FJD FKP GBP GEL GHS GIP
@@ -780,12 +791,12 @@ multiplier, is no 80)."""
 _AROUND = re.compile(rf"([-+]?)\s*(?:{_CURRENCY})?\s*(.*?)\s*(?:{_CURRENCY})?\.?")
 """A claimed amount inside its currency (a sign or code) and a closing full stop."""
 _WRITTEN = (  # how a number is written: (pattern, its thousands separators, its decimal mark)
-    (re.compile(r"[-+]?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?"), "", "."),
-    (re.compile(r"[-+]?(?:0|[1-9]\d*),(?!\d{3}$)\d+"), "", ","),  # "1,200" groups thousands, never 1.2
-    (re.compile(r"[-+]?[1-9]\d?(?:,\d\d)+,\d{3}(?:\.\d+)?"), ",", "."),  # Indian: 1,20,000
-    (re.compile(r"[-+]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?"), ",", "."),
-    (re.compile(r"[-+]?[1-9]\d{0,2}(?:\.\d{3})+(?:,\d+)?"), ".", ","),
-    (re.compile(r"[-+]?[1-9]\d{0,2}(?:[ '’]\d{3})+(?:[.,]\d+)?"), " '’", ","),
+    (re.compile(r"[-+]?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?", re.ASCII), "", "."),
+    (re.compile(r"[-+]?(?:0|[1-9]\d*),(?!\d{3}$)\d+", re.ASCII), "", ","),  # "1,200" groups, never 1.2
+    (re.compile(r"[-+]?[1-9]\d?(?:,\d\d)+,\d{3}(?:\.\d+)?", re.ASCII), ",", "."),  # Indian: 1,20,000
+    (re.compile(r"[-+]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?", re.ASCII), ",", "."),
+    (re.compile(r"[-+]?[1-9]\d{0,2}(?:\.\d{3})+(?:,\d+)?", re.ASCII), ".", ","),
+    (re.compile(r"[-+]?[1-9]\d{0,2}(?:[ '’]\d{3})+(?:[.,]\d+)?", re.ASCII), " '’", ","),
 )
 
 

@@ -153,6 +153,7 @@ def _verification_failed(ctx: ToolResultContext, missing: Any) -> None:
                          lambda text: shaped_notice(text, ctx.services.redactor, call.policy, ctx.run))
     line = format_sentinel("verification_failed", f"{said} Fix this and call {call.name} again.")
     ctx.run.remember_sentinel("verification_failed", line)
+    result.failed_verify = True  # the run's facts count no success, in shadow mode too
     if not ctx.services.shadow:  # shadow mode records it: the tool's own success stands, as without the harness
         result.state = "error"
     result.notices.append(line)
