@@ -50,7 +50,7 @@ reads all of it, so nothing is truncated before the other steps."""
 async def measure(text: str, harnessed: bool, whole: bool = False) -> tuple[float, float]:
     """Wall ms of a reply reading ``text`` once, and the longest loop block (ms)."""
     raised = {"result_max_tokens": 10**8} if whole else {}
-    h = harness(full_policy(tools={}, ledgers={}, **raised)) if harnessed else None
+    h = harness(full_policy(tools={}, ledgers={}, enough_candidates=None, **raised)) if harnessed else None
     model = BenchModel([call("fetch", url="https://example.com/big"), say("done")])
     agent = make_agent(model, _BigTools(text), h)  # type: ignore[arg-type]
     gc.collect()  # as overhead does: both variants start from a collected heap, not the last section's garbage

@@ -62,6 +62,6 @@ async def test_a_megabyte_of_escaped_near_addresses_costs_no_seconds() -> None:
     assert len(side.model.calls) == 2 and len(bare.model.calls) == 2
     read = "\\u00e9" * 60 in tool_messages(side.model.calls[-1])[-1]  # no address in it: passed as it is
     print(f"reply: harnessed {harnessed_s * 1000:.0f} ms, bare {bare_s * 1000:.0f} ms, page read: {read}")
-    assert read and harnessed_s < max(1.0, 3 * bare_s), (
+    assert read and harnessed_s < max(2.0, 5 * bare_s), (
         f"one 1 MB result took {harnessed_s:.1f} s harnessed, {bare_s:.2f} s bare; the model read the page: {read} "
         "(False: content_filter timed out at 5 s and withheld the result)")
