@@ -63,7 +63,9 @@ async def test_a_price_tuple_set_in_place_is_taken_or_refused_naming_the_field()
      RateLimit),
     (lambda c: c.tools["search"].requires.append({"tool": "lookup"}), lambda c: c.tools["search"].requires[0],
      Prerequisite),
-    (lambda c: c.ledgers.__setitem__("web", {"cap": 1}), lambda c: c.ledgers["web"], Ledger),
+    # (a ledger some tool charges: one no tool policy names is refused, round 134)
+    (lambda c: (c.ledgers.__setitem__("web", {"cap": 1}), c.tools.__setitem__("search", {"ledgers": ["web"]})),
+     lambda c: c.ledgers["web"], Ledger),
 ])
 def test_a_models_input_put_in_place_is_taken_as_the_model(edit, read, model) -> None:
     config = HarnessConfig(tools={"search": ToolPolicy(), "lookup": ToolPolicy()})
