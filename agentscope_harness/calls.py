@@ -254,31 +254,27 @@ class CallFlow:
     def id_taken(self, run: RunState, view: ToolCallView) -> str:
         """The sentinel of a call whose id another call of the run holds
         (a provider that numbers or repeats ids): recorded, never run."""
-        text = format_sentinel("duplicate_call", ID_TAKEN.format(name=view.name, id=view.id))
-        self.services.record(run, "call_id_check", "pre_tool_call", "refuse", code="duplicate_call",
-                             tool=view.name, detail=f"call id {view.id!r} is held by another call",
-                             enforced=True)  # in shadow mode too: the call would take the other's place
-        run.remember_sentinel("duplicate_call", text)
-        return text
+        return self._id_refused(run, view, ID_TAKEN, f"call id {view.id!r} is held by another call")
 
     def made_before(self, run: RunState, view: ToolCallView) -> str:
         """The sentinel of a call met again on a resume under the id of one
         this run made (``RunState.made``): recorded, never made twice."""
-        text = format_sentinel("duplicate_call", MADE_BEFORE.format(name=view.name, id=view.id))
-        self.services.record(run, "call_id_check", "pre_tool_call", "refuse", code="duplicate_call",
-                             tool=view.name, detail=f"call id {view.id!r} was made before the reply parked",
-                             enforced=True)  # in shadow mode too: never made twice
-        run.remember_sentinel("duplicate_call", text)
-        return text
+        return self._id_refused(run, view, MADE_BEFORE, f"call id {view.id!r} was made before the reply parked")
 
     def judged_across_park(self, run: RunState, view: ToolCallView) -> str:
         """The sentinel of a call whose judgement began before its reply
         paused (``RunState.pauses``): not made (the reply moved on without
         it; its resume judges the call afresh, here or on another worker),
         recorded."""
-        text = format_sentinel("duplicate_call", PAUSED_WHILE_JUDGED.format(name=view.name))
+        return self._id_refused(run, view, PAUSED_WHILE_JUDGED, "judged across a pause of its reply: not made")
+
+    def _id_refused(self, run: RunState, view: ToolCallView, said: str, detail: str) -> str:
+        """A ``duplicate_call`` refusal of the call-id check, recorded as
+        enforced: shadow mode keeps it too (the harness keeps a call's state
+        by its id; a second call there would take the first one's place)."""
+        text = format_sentinel("duplicate_call", said.format(name=view.name, id=view.id))
         self.services.record(run, "call_id_check", "pre_tool_call", "refuse", code="duplicate_call",
-                             tool=view.name, detail="judged across a pause of its reply: not made")
+                             tool=view.name, detail=detail, enforced=True)
         run.remember_sentinel("duplicate_call", text)
         return text
 

@@ -271,13 +271,25 @@ async def record_parked(harness: Harness, run: RunState) -> None:
 async def _still_its_park(harness: Harness, run: RunState) -> bool:
     """Whether the store's record is still of ``run``'s park: resumed
     elsewhere and parked again there, the newer park's record is not
-    written over with this stale copy."""
-    text = await _park_records(harness, lambda s: s.park_get(run.run_id), f"read the park record of {run.run_id}",
-                               None)
+    written over with this stale copy (nor an unreadable one)."""
+    record = await _park_record(harness, run)
+    return isinstance(record, dict) and record.get("park") == run.park_id
+
+
+async def _park_record(harness: Harness, run: RunState) -> dict[str, Any] | _NotAsked | None:
+    """What the parking process recorded of the run; ``None``: no store
+    keeps records or none was kept (the resume is then judged as
+    unverified); ``UNANSWERED``: the store did not answer."""
+    what = f"read the park record of {run.run_id}"
+    # bounded by the store's timeout only: read at a resume, before the resumed run's time is set
+    text = await _park_records(harness, lambda s: s.park_get(run.run_id), what, None)
+    if not isinstance(text, str):
+        return UNANSWERED if text is UNANSWERED else None
     try:
-        return isinstance(text, str) and json.loads(text).get("park") == run.park_id
-    except Exception:  # unreadable: not rewritten either
-        return False
+        return dict(json.loads(text))
+    except Exception as exc:  # unreadable (malformed, too deeply nested): as if none were kept
+        log.warning("harness could not read the park record of %s: %s", run.run_id, exc)
+        return None
 
 
 PARK_KEY = "agentscope_harness.park"
@@ -786,7 +798,7 @@ class ReplyLifecycle:
         caller = self.harness.current_principal()
         run = await self._open_run(state.reply_id, state.session_id, caller, None)
         await _recall_results(run, self.agent, self.harness.config.result_max_tokens)  # not in a record
-        record = await self._park_record(run)
+        record = await _park_record(self.harness, run)
         if not isinstance(record, dict):
             run.park_id, recorded = _park_id_kept(self.agent, run.run_id)
             # a park whose record was never written (the store down at the park) is the parking
@@ -814,31 +826,12 @@ class ReplyLifecycle:
             return _Kept.CURRENT
         if time.monotonic() - run.parked_at > PARK_TTL_S:  # its record and its claim have lapsed in the store
             return _Kept.GONE
-        record = await self._park_record(run)
+        record = await _park_record(self.harness, run)
         if not isinstance(record, dict):  # one never written (the store down at the park) is this process's, claimed
             return _Kept.GONE if run.park_recorded else _Kept.CURRENT
         if record.get("park") == run.park_id or record.get("park") in run.earlier_parks:
             return _Kept.CURRENT  # its own record, or an earlier park's of this run (this one's not written)
         return _Kept.STALE
-
-    async def _park_records(self, run: RunState, ask: Callable[[ParkRecords], Awaitable[T]], what: str,
-                            deadline: float | None) -> T | _NotAsked:
-        return await _park_records(self.harness, ask, what, deadline)
-
-    async def _park_record(self, run: RunState) -> dict[str, Any] | _NotAsked | None:
-        """What the parking process recorded of the run; ``None``: no store
-        keeps records or none was kept (the resume is then judged as
-        unverified); ``UNANSWERED``: the store did not answer."""
-        what = f"read the park record of {run.run_id}"
-        # bounded by the store's timeout only: read at a resume, before the resumed run's time is set
-        text = await self._park_records(run, lambda s: s.park_get(run.run_id), what, None)
-        if not isinstance(text, str):
-            return UNANSWERED if text is UNANSWERED else None
-        try:
-            return dict(json.loads(text))
-        except Exception as exc:  # unreadable (malformed, too deeply nested): as if none were kept
-            log.warning("harness could not read the park record of %s: %s", run.run_id, exc)
-            return None
 
     async def _claimed(self, run: RunState) -> bool:
         """Whether this resume takes the park's one answer (claimed in the
@@ -848,8 +841,8 @@ class ReplyLifecycle:
         park_id = run.park_id
         if park_id is None:
             return True
-        taken = await self._park_records(run, lambda s: s.park_claim(park_id),
-                                         f"claim the answer of park {park_id}", run.deadline)
+        taken = await _park_records(self.harness, lambda s: s.park_claim(park_id),
+                                    f"claim the answer of park {park_id}", run.deadline)
         return taken is NOT_KEPT or (taken is not UNANSWERED and bool(taken))
 
     async def _record_park(self, run: RunState) -> None:
