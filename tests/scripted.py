@@ -10,8 +10,13 @@ from collections.abc import Callable
 from typing import Any
 
 from agentscope.agent import Agent, InjectionConfig, ReActConfig
-from agentscope.event import ConfirmResult, UserConfirmResultEvent
-from agentscope.message import Msg, UserMsg
+from agentscope.event import (
+    ConfirmResult,
+    ExternalExecutionResultEvent,
+    RequireExternalExecutionEvent,
+    UserConfirmResultEvent,
+)
+from agentscope.message import Msg, TextBlock, ToolResultBlock, ToolResultState, UserMsg
 from agentscope.model import ChatModelBase
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import FunctionTool, ToolBase, Toolkit
@@ -31,6 +36,7 @@ __all__ = [
     "ScriptedModel",
     "Turn",
     "calls",
+    "client_result",
     "client_tool",
     "confirm",
     "decisions",
@@ -45,6 +51,7 @@ __all__ = [
     "text",
     "tool",
     "tool_messages",
+    "until_question",
 ]
 
 ALLOW = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="allowed in tests")
@@ -266,15 +273,16 @@ def parking_tools(child: Agent) -> tuple[Callable[..., Any], Callable[..., Any],
     return delegate, resume, asks
 
 
-def client_tool(name: str = "verify_code") -> ToolBase:
+def client_tool(name: str = "verify_code", concurrent: bool = False) -> ToolBase:
     """A tool the client executes (``is_external_tool``): AgentScope parks
     the reply on a ``RequireExternalExecutionEvent`` until the client's
-    ``ExternalExecutionResultEvent`` answers it."""
+    ``ExternalExecutionResultEvent`` answers it. ``concurrent``: the
+    batch's other concurrency-safe calls run beside its question."""
 
     class ClientTool(ToolBase):
         description = "Check the one-time code on the user's device."
         input_schema = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
-        is_concurrency_safe = False
+        is_concurrency_safe = concurrent
         is_read_only = True
         is_external_tool = True
 
@@ -283,3 +291,28 @@ def client_tool(name: str = "verify_code") -> ToolBase:
 
     ClientTool.name = name
     return ClientTool()
+
+
+def client_result(asked: RequireExternalExecutionEvent, said: str = "code ok") -> ExternalExecutionResultEvent:
+    """The client's answer ``said`` to the first call ``asked`` left to it."""
+    call = asked.tool_calls[0]
+    result = ToolResultBlock(id=call.id, name=call.name, output=[TextBlock(text=said)], state=ToolResultState.SUCCESS)
+    return ExternalExecutionResultEvent(reply_id=asked.reply_id, execution_results=[result])
+
+
+async def until_question(agent: Agent, inputs: Any, kind: type = RequireExternalExecutionEvent,
+                         close: bool = True) -> Any:
+    """Read a reply up to its first event of ``kind``, the question; then
+    close the stream (README: the reply is left parked as at its end), or,
+    ``close=False``, return ``(the open stream, the question)``."""
+    stream = agent.reply_stream(inputs, yield_final_msg=True)
+    asked = None
+    async for item in stream:
+        if isinstance(item, kind):
+            asked = item
+            break
+    assert asked is not None, f"the reply ended without a {kind.__name__}"
+    if not close:
+        return stream, asked
+    await stream.aclose()
+    return asked

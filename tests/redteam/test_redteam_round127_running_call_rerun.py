@@ -35,29 +35,26 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from agentscope.event import ExternalExecutionResultEvent, RequireExternalExecutionEvent, RequireUserConfirmEvent
-from agentscope.message import TextBlock, ToolResultBlock, ToolResultState, UserMsg
-from agentscope.permission import PermissionDecision
-from agentscope.tool import ToolBase, Toolkit
+from agentscope.event import RequireUserConfirmEvent
+from agentscope.message import UserMsg
 
-from agentscope_harness import Harness, HarnessConfig, ToolPolicy
-from tests.scripted import ALICE, ALLOW, ScriptedModel, calls, confirm, drain, make_agent, text, tool, tool_messages
+from agentscope_harness import ToolPolicy
+from tests.redteam.park_kit import PAY, charge_tool, instrumented, pay_model, worker
+from tests.scripted import (
+    ALICE,
+    ScriptedModel,
+    calls,
+    client_result,
+    confirm,
+    drain,
+    make_agent,
+    text,
+    tool,
+    tool_messages,
+    until_question,
+)
 
 pytestmark = pytest.mark.asyncio
-
-CHARGED: list[tuple[str, int]] = []
-
-
-async def charge(order_id: str, amount: int) -> str:
-    """Charge the customer's card for an order.
-
-    Args:
-        order_id (str): The order.
-        amount (int): USD.
-    """
-    CHARGED.append((order_id, amount))
-    await asyncio.sleep(0.5)  # a payment provider's round trip
-    return f"charged ${amount} for {order_id}"
 
 
 async def note(text_: str) -> str:
@@ -69,66 +66,34 @@ async def note(text_: str) -> str:
     return "noted"
 
 
-class VerifyCode(ToolBase):
-    """The client checks a one-time code on the user's device (concurrency safe)."""
-
-    name = "verify_code"
-    description = "Check the one-time code on the user's device."
-    input_schema = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
-    is_concurrency_safe = True
-    is_read_only = True
-    is_external_tool = True
-
-    async def check_permissions(self, tool_input: dict, context: object) -> PermissionDecision:
-        return ALLOW
-
-
-async def _until_question(agent, inputs, kind):
-    """Read the reply to its question, then close the stream (README: left parked)."""
-    stream = agent.reply_stream(inputs, yield_final_msg=True)
-    asked = None
-    async for item in stream:
-        if isinstance(item, kind):
-            asked = item
-            break
-    await stream.aclose()
-    return asked
-
-
 async def _settled() -> None:
     await asyncio.sleep(1.5)  # 3x the charge's own time: any background run of it has ended
 
 
 async def test_a_charge_running_beside_a_client_call_is_made_again_on_the_clients_result() -> None:
-    CHARGED.clear()
-    h = Harness(HarnessConfig(tools={"charge": ToolPolicy(role="mutation")}), load_entry_points=False, environ={})
-    model = ScriptedModel([calls(("verify_code", {"code": "123"}), ("charge", {"order_id": "A-1", "amount": 80})),
-                           text("Paid."), text("x")])
-    agent = make_agent(model, h.instrument(Toolkit(tools=[VerifyCode(), tool(charge)])), h.middlewares())
+    card: list[tuple[str, int]] = []
+    h = worker()
+    model = pay_model()
+    agent = make_agent(model, instrumented(h, charge_tool(card)), h.middlewares())
     with h.acting_for(ALICE):
-        asked = await _until_question(agent, UserMsg("user", "pay order A-1"), RequireExternalExecutionEvent)
-        call = asked.tool_calls[0]
-        result = ToolResultBlock(id=call.id, name=call.name, output=[TextBlock(text="code ok")],
-                                 state=ToolResultState.SUCCESS)
-        await drain(agent, ExternalExecutionResultEvent(reply_id=asked.reply_id, execution_results=[result]))
+        asked = await until_question(agent, UserMsg("user", "pay order A-1"))
+        await drain(agent, client_result(asked))
     await _settled()
-    assert CHARGED == [("A-1", 80)], f"one charge call by the model, the card charged {len(CHARGED)} times: {CHARGED}"
+    assert card == [("A-1", 80)], f"one charge call by the model, the card charged {len(card)} times: {card}"
 
 
 async def test_a_charge_running_beside_an_asked_call_is_told_refused_though_it_ran() -> None:
-    CHARGED.clear()
-    h = Harness(HarnessConfig(tools={"charge": ToolPolicy(role="mutation"),
-                                     "note": ToolPolicy(ask_when=lambda a: "notes need a human")}),
-                load_entry_points=False, environ={})
-    model = ScriptedModel([calls(("note", {"text_": "vip"}), ("charge", {"order_id": "A-1", "amount": 80})),
-                           text("Paid."), text("x")])
-    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(note), tool(charge)])), h.middlewares())
+    card: list[tuple[str, int]] = []
+    h = worker(tools={"charge": ToolPolicy(role="mutation"),
+                      "note": ToolPolicy(ask_when=lambda a: "notes need a human")})
+    model = ScriptedModel([calls(("note", {"text_": "vip"}), PAY), text("Paid."), text("x")])
+    agent = make_agent(model, instrumented(h, tool(note), charge_tool(card)), h.middlewares())
     with h.acting_for(ALICE):
-        asked = await _until_question(agent, UserMsg("user", "pay order A-1"), RequireUserConfirmEvent)
+        asked = await until_question(agent, UserMsg("user", "pay order A-1"), RequireUserConfirmEvent)
         assert [c.name for c in asked.tool_calls] == ["note"]  # nobody is asked about the charge
         await drain(agent, confirm(asked, asked.tool_calls[0]))
     await _settled()
-    assert CHARGED == [("A-1", 80)]  # it ran (once)
+    assert card == [("A-1", 80)]  # it ran (once)
     read = tool_messages(model.calls[-1])
     told = [m for m in read if "charge" in m or "approval_mismatch" in m]
     assert not any("approval_mismatch" in m for m in read), (

@@ -38,63 +38,12 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from agentscope.event import ExternalExecutionResultEvent, RequireExternalExecutionEvent
-from agentscope.message import TextBlock, ToolResultBlock, ToolResultState, UserMsg
-from agentscope.state import AgentState
-from agentscope.tool import FunctionTool, ToolBase, Toolkit
+from agentscope.message import UserMsg
 
-from agentscope_harness import Harness, HarnessConfig, ToolPolicy
-from agentscope_harness.stores import SQLiteStore
-from tests.scripted import ALICE, ALLOW, ScriptedModel, calls, drain, make_agent, text, tool_messages
+from tests.redteam.park_kit import charge_tool, instrumented, pay_model, resumed, told, worker
+from tests.scripted import ALICE, client_result, drain, make_agent, until_question
 
 pytestmark = pytest.mark.asyncio
-
-CHARGED: list[tuple[str, int]] = []
-CHECK_S: list[float] = []
-
-
-async def charge(order_id: str, amount: int) -> str:
-    """Charge the customer's card for an order.
-
-    Args:
-        order_id (str): The order.
-        amount (int): USD.
-    """
-    CHARGED.append((order_id, amount))
-    await asyncio.sleep(0.5)  # a payment provider's round trip
-    return f"charged ${amount} for {order_id}"
-
-
-class CheckedCharge(FunctionTool):
-    """The payment tool asks its provider whether the card may be charged
-    (``CHECK_S``: a moment, so its admission comes after the reader left)."""
-
-    async def check_permissions(self, tool_input, context):  # type: ignore[override]
-        await asyncio.sleep(CHECK_S[-1])
-        return ALLOW
-
-
-class VerifyCode(ToolBase):
-    """The client checks a one-time code on the user's device (concurrency safe)."""
-
-    name = "verify_code"
-    description = "Check the one-time code on the user's device."
-    input_schema = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
-    is_concurrency_safe = True
-    is_read_only = True
-    is_external_tool = True
-
-    async def check_permissions(self, tool_input, context):  # type: ignore[override]
-        return ALLOW
-
-
-def worker(path: str) -> Harness:
-    return Harness(HarnessConfig(store=SQLiteStore(path), tools={"charge": ToolPolicy(role="mutation")}),
-                   load_entry_points=False, environ={})
-
-
-def toolkit(h: Harness) -> Toolkit:
-    return h.instrument(Toolkit(tools=[VerifyCode(), CheckedCharge(charge, permission=ALLOW)]))
 
 
 @pytest.mark.parametrize("check_s", [0.3, 0.0], ids=["admitted-after-the-reader-left", "admitted-before"])
@@ -103,44 +52,32 @@ async def test_a_charge_beside_a_client_call_is_made_once_across_two_workers(tmp
     while the charge was judged), it is not made on the first worker (its
     reply moved on without it) and the resume makes it once; admitted before,
     it is made there and the record says so: the resume refuses it as made."""
-    CHARGED.clear()
-    CHECK_S.append(check_s)
+    card: list[tuple[str, int]] = []
     path = str(tmp_path / "fleet.db")
     here = worker(path)
-    model = ScriptedModel([calls(("verify_code", {"code": "123"}), ("charge", {"order_id": "A-1", "amount": 80})),
-                           text("Paid."), text("x")])
-    agent = make_agent(model, toolkit(here), here.middlewares())
+    model = pay_model()
+    agent = make_agent(model, instrumented(here, charge_tool(card, check_s=check_s)), here.middlewares())
     with here.acting_for(ALICE):
-        stream = agent.reply_stream(UserMsg("user", "pay order A-1"), yield_final_msg=True)
-        asked = None
-        async for item in stream:
-            if isinstance(item, RequireExternalExecutionEvent):
-                asked = item
-                break
-        await stream.aclose()  # README: the reply is left parked as at its end
-    assert asked is not None and [c.name for c in asked.tool_calls] == ["verify_code"]
+        asked = await until_question(agent, UserMsg("user", "pay order A-1"))
+    assert [c.name for c in asked.tool_calls] == ["verify_code"]
     await asyncio.sleep(0.1)
     saved = agent.state.model_dump_json()  # the app saves the parked agent's state
     await asyncio.sleep(1.5)  # the first worker's charge, if any, has long ended
     # a slow check is surely judged across the pause; an instant one is admitted before the reader left
     # in most runs, not in all (the event loop's order): whichever happened, the card is charged once
-    made_here = bool(CHARGED)
-    assert CHARGED == ([("A-1", 80)] if made_here else []) and not (check_s and made_here), CHARGED
-
+    made_here = bool(card)
+    assert card == ([("A-1", 80)] if made_here else []) and not (check_s and made_here), card
     there = worker(path)
-    moved = make_agent(model, toolkit(there), there.middlewares(), state=AgentState.model_validate_json(saved))
-    call = asked.tool_calls[0]
-    result = ToolResultBlock(id=call.id, name=call.name, output=[TextBlock(text="code ok")],
-                             state=ToolResultState.SUCCESS)
+    moved = resumed(model, there, instrumented(there, charge_tool(card, check_s=check_s)), saved)
     with there.acting_for(ALICE):
-        await drain(moved, ExternalExecutionResultEvent(reply_id=asked.reply_id, execution_results=[result]))
+        await drain(moved, client_result(asked))
     await asyncio.sleep(1.5)
-    told = [m for m in tool_messages(model.calls[-1]) if "code ok" not in m]
+    read = told(model)
     # made once, wherever: here (the resume refuses it as made), or by the resume; or, refused here as
     # judged across the pause before the state was saved (its refusal in the state), not made at all and
     # the model told so ("call it again"): never twice, never told otherwise than what happened
-    refused_here = not CHARGED and not check_s
-    assert CHARGED == ([] if refused_here else [("A-1", 80)]), (
-        f"one charge call by the model, the card charged {len(CHARGED)} times across two workers: {CHARGED}")
+    refused_here = not card and not check_s
+    assert card == ([] if refused_here else [("A-1", 80)]), (
+        f"one charge call by the model, the card charged {len(card)} times across two workers: {card}")
     said = "duplicate_call" if made_here else "was not made" if refused_here else "charged $80"
-    assert told and said in told[-1] and "approval_mismatch" not in told[-1], f"the model reads: {told}"
+    assert read and said in read[-1] and "approval_mismatch" not in read[-1], f"the model reads: {read}"

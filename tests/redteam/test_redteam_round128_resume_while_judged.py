@@ -31,79 +31,27 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from agentscope.event import ExternalExecutionResultEvent, RequireExternalExecutionEvent
-from agentscope.message import TextBlock, ToolResultBlock, ToolResultState, UserMsg
-from agentscope.tool import FunctionTool, ToolBase, Toolkit
+from agentscope.message import UserMsg
 
-from agentscope_harness import Harness, HarnessConfig, ToolPolicy
-from tests.scripted import ALICE, ALLOW, ScriptedModel, calls, drain, make_agent, text, tool_messages
+from tests.redteam.park_kit import PAY, charge_tool, instrumented, pay_model, told, worker
+from tests.scripted import ALICE, calls, client_result, drain, make_agent, text, until_question
 
 pytestmark = pytest.mark.asyncio
-
-CHARGED: list[tuple[str, int]] = []
-
-
-async def charge(order_id: str, amount: int) -> str:
-    """Charge the customer's card for an order.
-
-    Args:
-        order_id (str): The order.
-        amount (int): USD.
-    """
-    CHARGED.append((order_id, amount))
-    await asyncio.sleep(0.2)
-    return f"charged ${amount} for {order_id}"
-
-
-class CheckedCharge(FunctionTool):
-    """The payment tool asks its provider whether the card may be charged."""
-
-    delay = 0.3
-
-    async def check_permissions(self, tool_input, context):  # type: ignore[override]
-        await asyncio.sleep(self.delay)
-        return ALLOW
-
-
-class VerifyCode(ToolBase):
-    """The client checks a one-time code on the user's device (concurrency safe)."""
-
-    name = "verify_code"
-    description = "Check the one-time code on the user's device."
-    input_schema = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
-    is_concurrency_safe = True
-    is_read_only = True
-    is_external_tool = True
-
-    async def check_permissions(self, tool_input, context):  # type: ignore[override]
-        return ALLOW
 
 
 @pytest.mark.parametrize("delay", [0.0, 0.3], ids=["control-instant-check", "slow-check"])
 async def test_a_charge_judged_across_a_quick_resume_is_told_not_made_then_made(delay: float) -> None:
-    CHARGED.clear()
-    h = Harness(HarnessConfig(tools={"charge": ToolPolicy(role="mutation")}), load_entry_points=False, environ={})
-    model = ScriptedModel([calls(("verify_code", {"code": "123"}), ("charge", {"order_id": "A-1", "amount": 80})),
-                           calls(("charge", {"order_id": "A-1", "amount": 80})),  # told: "Call it again"
-                           text("Paid."), text("x")])
-    checked = CheckedCharge(charge, permission=ALLOW)
-    checked.delay = delay
-    agent = make_agent(model, h.instrument(Toolkit(tools=[VerifyCode(), checked])), h.middlewares())
+    card: list[tuple[str, int]] = []
+    h = worker()
+    model = pay_model(calls(PAY),  # told: "Call it again"
+                      text("Paid."), text("x"))
+    agent = make_agent(model, instrumented(h, charge_tool(card, run_s=0.2, check_s=delay)), h.middlewares())
     with h.acting_for(ALICE):
-        stream = agent.reply_stream(UserMsg("user", "pay order A-1"), yield_final_msg=True)
-        asked = None
-        async for item in stream:
-            if isinstance(item, RequireExternalExecutionEvent):
-                asked = item
-                break
-        await stream.aclose()  # README: left parked as at its end
-        call = asked.tool_calls[0]
-        result = ToolResultBlock(id=call.id, name=call.name, output=[TextBlock(text="code ok")],
-                                 state=ToolResultState.SUCCESS)
-        await drain(agent, ExternalExecutionResultEvent(reply_id=asked.reply_id, execution_results=[result]))
+        asked = await until_question(agent, UserMsg("user", "pay order A-1"))
+        await drain(agent, client_result(asked))
     await asyncio.sleep(1.0)  # 3x the check and the charge: any background run of it has ended
-    told = [m for m in tool_messages(model.calls[1]) if "code ok" not in m]
+    read = told(model, 1)
     # whatever the model was told is true, and the card is charged once: admitted before the
     # reader left, the charge was made (the resume refuses it as made); judged across that, it
     # was not (Round 129 b: not admitted after the pause), and the model's call again makes it
-    assert len(CHARGED) == 1, f"the model read {told}; the card was charged {len(CHARGED)} times: {CHARGED}"
+    assert len(card) == 1, f"the model read {read}; the card was charged {len(card)} times: {card}"

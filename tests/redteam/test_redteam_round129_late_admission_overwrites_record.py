@@ -32,14 +32,13 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from agentscope.event import ExternalExecutionResultEvent, RequireExternalExecutionEvent
-from agentscope.message import TextBlock, ToolResultBlock, ToolResultState, UserMsg
-from agentscope.state import AgentState
-from agentscope.tool import FunctionTool, ToolBase, Toolkit
+from agentscope.message import UserMsg
+from agentscope.tool import Toolkit
 
-from agentscope_harness import Harness, HarnessConfig, TerminalState, ToolPolicy
-from agentscope_harness.stores import SQLiteStore
-from tests.scripted import ALICE, ALLOW, ScriptedModel, calls, make_agent, text
+from agentscope_harness import Harness, TerminalState, ToolPolicy
+from tests.redteam.park_kit import checked, instrumented, resumed
+from tests.redteam.park_kit import worker as park_worker
+from tests.scripted import ALICE, ScriptedModel, calls, client_result, make_agent, text, until_question
 
 pytestmark = pytest.mark.asyncio
 
@@ -53,52 +52,13 @@ async def lookup(order_id: str) -> str:
     return f"order {order_id}: paid, not shipped"
 
 
-class CheckedLookup(FunctionTool):
-    delay = 0.0
-
-    async def check_permissions(self, tool_input, context):  # type: ignore[override]
-        await asyncio.sleep(self.delay)  # the order service is asked whether the caller may see it
-        return ALLOW
-
-
-class VerifyCode(ToolBase):
-    name = "verify_code"
-    description = "Check the one-time code on the user's device."
-    input_schema = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
-    is_concurrency_safe = True
-    is_read_only = True
-    is_external_tool = True
-
-    async def check_permissions(self, tool_input, context):  # type: ignore[override]
-        return ALLOW
-
-
 def worker(path: str) -> Harness:
-    return Harness(HarnessConfig(store=SQLiteStore(path), tools={"lookup": ToolPolicy(role="lookup")}),
-                   load_entry_points=False, environ={})
+    return park_worker(path, tools={"lookup": ToolPolicy(role="lookup")})
 
 
 def toolkit(h: Harness, delay: float = 0.0) -> Toolkit:
-    checked = CheckedLookup(lookup, permission=ALLOW)
-    checked.delay = delay  # slow on worker A only (its order service answered late)
-    return h.instrument(Toolkit(tools=[VerifyCode(), checked]))
-
-
-async def _until_asked(agent, inputs) -> RequireExternalExecutionEvent | None:
-    stream = agent.reply_stream(inputs, yield_final_msg=True)
-    asked = None
-    async for item in stream:
-        if isinstance(item, RequireExternalExecutionEvent):
-            asked = item
-            break
-    await stream.aclose()  # README: the reply is left parked as at its end
-    return asked
-
-
-def _answer(asked: RequireExternalExecutionEvent, said: str) -> ExternalExecutionResultEvent:
-    call = asked.tool_calls[0]
-    result = ToolResultBlock(id=call.id, name=call.name, output=[TextBlock(text=said)], state=ToolResultState.SUCCESS)
-    return ExternalExecutionResultEvent(reply_id=asked.reply_id, execution_results=[result])
+    # the order service is asked whether the caller may see it: slow on worker A only
+    return instrumented(h, checked(lookup, delay))
 
 
 @pytest.mark.parametrize("judged_for", [0.0, 2.0], ids=["control-judged-at-once", "judged-past-the-next-park"])
@@ -111,22 +71,21 @@ async def test_a_late_admission_on_the_first_worker_does_not_undo_the_second_par
     a = worker(path)
     first = make_agent(model, toolkit(a, delay=judged_for), a.middlewares())
     with a.acting_for(ALICE):
-        asked = await _until_asked(first, UserMsg("user", "check my order A-1"))
-    assert asked is not None
+        asked = await until_question(first, UserMsg("user", "check my order A-1"))
     saved = first.state.model_dump_json()  # at once: lookup is still being judged on A
 
     b = worker(path)
-    second = make_agent(model, toolkit(b), b.middlewares(), state=AgentState.model_validate_json(saved))
+    second = resumed(model, b, toolkit(b), saved)
     with b.acting_for(ALICE):
-        asked_again = await _until_asked(second, _answer(asked, "code 123 ok"))
+        asked_again = await until_question(second, client_result(asked, "code 123 ok"))
     assert asked_again is not None and asked_again.tool_calls[0].input  # park 2, recorded by B
     saved_again = second.state.model_dump_json()
     await asyncio.sleep(6.0)  # 3x A's judging: its lookup has been admitted (and its record rewritten)
 
     c = worker(path)
-    third = make_agent(model, toolkit(c), c.middlewares(), state=AgentState.model_validate_json(saved_again))
+    third = resumed(model, c, toolkit(c), saved_again)
     with c.acting_for(ALICE):
-        async for _ in third.reply_stream(_answer(asked_again, "code 456 ok")):
+        async for _ in third.reply_stream(client_result(asked_again, "code 456 ok")):
             pass
     report = c.last_report(third)
     assert report.terminal_state is TerminalState.COMPLETED and len(model.calls) == 3, (

@@ -31,87 +31,30 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from agentscope.event import ExternalExecutionResultEvent, RequireExternalExecutionEvent
-from agentscope.message import TextBlock, ToolResultBlock, ToolResultState, UserMsg
-from agentscope.state import AgentState
-from agentscope.tool import FunctionTool, ToolBase, Toolkit
+from agentscope.message import UserMsg
 
-from agentscope_harness import Harness, HarnessConfig, ToolPolicy
-from agentscope_harness.stores import SQLiteStore
-from tests.scripted import ALICE, ALLOW, ScriptedModel, calls, drain, make_agent, text, tool_messages
+from tests.redteam.park_kit import charge_tool, instrumented, pay_model, resumed, told, worker
+from tests.scripted import ALICE, client_result, drain, make_agent, until_question
 
 pytestmark = pytest.mark.asyncio
 
-CHARGED: list[tuple[str, int]] = []
-
-
-async def charge(order_id: str, amount: int) -> str:
-    """Charge the customer's card for an order.
-
-    Args:
-        order_id (str): The order.
-        amount (int): USD.
-    """
-    CHARGED.append((order_id, amount))
-    await asyncio.sleep(0.2)
-    return f"charged ${amount} for {order_id}"
-
-
-class CheckedCharge(FunctionTool):
-    async def check_permissions(self, tool_input, context):  # type: ignore[override]
-        await asyncio.sleep(0.6)  # the payment provider is asked whether the card may be charged
-        return ALLOW
-
-
-class VerifyCode(ToolBase):
-    name = "verify_code"
-    description = "Check the one-time code on the user's device."
-    input_schema = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
-    is_concurrency_safe = True
-    is_read_only = True
-    is_external_tool = True
-
-    async def check_permissions(self, tool_input, context):  # type: ignore[override]
-        return ALLOW
-
-
-def worker(path: str) -> Harness:
-    return Harness(HarnessConfig(store=SQLiteStore(path), tools={"charge": ToolPolicy(role="mutation")}),
-                   load_entry_points=False, environ={})
-
-
-def toolkit(h: Harness) -> Toolkit:
-    return h.instrument(Toolkit(tools=[VerifyCode(), CheckedCharge(charge, permission=ALLOW)]))
-
 
 async def test_a_charge_judged_at_the_park_is_made_on_both_workers(tmp_path: Path) -> None:
-    CHARGED.clear()
+    card: list[tuple[str, int]] = []
     path = str(tmp_path / "fleet.db")
     here = worker(path)
-    model = ScriptedModel([calls(("verify_code", {"code": "123"}), ("charge", {"order_id": "A-1", "amount": 80})),
-                           text("Paid."), text("x")])
-    agent = make_agent(model, toolkit(here), here.middlewares())
+    model = pay_model()
+    # the payment provider is asked for 0.6 s whether the card may be charged
+    agent = make_agent(model, instrumented(here, charge_tool(card, run_s=0.2, check_s=0.6)), here.middlewares())
     with here.acting_for(ALICE):
-        stream = agent.reply_stream(UserMsg("user", "pay order A-1"), yield_final_msg=True)
-        asked = None
-        async for item in stream:
-            if isinstance(item, RequireExternalExecutionEvent):
-                asked = item
-                break
-        await stream.aclose()
-    assert asked is not None
+        asked = await until_question(agent, UserMsg("user", "pay order A-1"))
     saved = agent.state.model_dump_json()  # saved at once: the charge is still being judged
-    assert CHARGED == []
-
+    assert card == []
     there = worker(path)
-    moved = make_agent(model, toolkit(there), there.middlewares(), state=AgentState.model_validate_json(saved))
-    call = asked.tool_calls[0]
-    result = ToolResultBlock(id=call.id, name=call.name, output=[TextBlock(text="code ok")],
-                             state=ToolResultState.SUCCESS)
+    moved = resumed(model, there, instrumented(there, charge_tool(card, run_s=0.2, check_s=0.6)), saved)
     with there.acting_for(ALICE):
-        await drain(moved, ExternalExecutionResultEvent(reply_id=asked.reply_id, execution_results=[result]))
+        await drain(moved, client_result(asked))
     await asyncio.sleep(2.5)  # 3x the check and the charge: the first worker's judging has long ended
-    told = [m for m in tool_messages(model.calls[-1]) if "code ok" not in m]
-    assert CHARGED == [("A-1", 80)], (
-        f"one charge call by the model, the card charged {len(CHARGED)} times across two workers: {CHARGED}; "
-        f"the model read {told}")
+    assert card == [("A-1", 80)], (
+        f"one charge call by the model, the card charged {len(card)} times across two workers: {card}; "
+        f"the model read {told(model)}")

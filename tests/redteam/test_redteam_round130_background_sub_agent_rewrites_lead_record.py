@@ -37,14 +37,14 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from agentscope.event import ExternalExecutionResultEvent, RequireExternalExecutionEvent
-from agentscope.message import TextBlock, ToolResultBlock, ToolResultState, UserMsg
-from agentscope.state import AgentState
-from agentscope.tool import FunctionTool, ToolBase, Toolkit
+from agentscope.event import RequireExternalExecutionEvent
+from agentscope.message import UserMsg
+from agentscope.tool import Toolkit
 
-from agentscope_harness import Harness, HarnessConfig, TerminalState, ToolPolicy
-from agentscope_harness.stores import SQLiteStore
-from tests.scripted import ALICE, ALLOW, ScriptedModel, calls, make_agent, text, tool
+from agentscope_harness import Harness, TerminalState, ToolPolicy
+from tests.redteam.park_kit import checked, instrumented, resumed
+from tests.redteam.park_kit import worker as park_worker
+from tests.scripted import ALICE, ScriptedModel, calls, client_result, make_agent, text, tool
 
 pytestmark = pytest.mark.asyncio
 
@@ -62,29 +62,8 @@ async def lookup(order_id: str) -> str:
     return f"order {order_id}: paid, not shipped"
 
 
-class CheckedLookup(FunctionTool):
-    delay = 0.0
-
-    async def check_permissions(self, tool_input, context):  # type: ignore[override]
-        await asyncio.sleep(self.delay)  # the order service is asked whether the caller may see it
-        return ALLOW
-
-
-class VerifyCode(ToolBase):
-    name = "verify_code"
-    description = "Check the one-time code on the user's device."
-    input_schema = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
-    is_concurrency_safe = True
-    is_read_only = True
-    is_external_tool = True
-
-    async def check_permissions(self, tool_input, context):  # type: ignore[override]
-        return ALLOW
-
-
 def worker(path: str) -> Harness:
-    return Harness(HarnessConfig(store=SQLiteStore(path), tools={"lookup": ToolPolicy(role="lookup")}),
-                   load_entry_points=False, environ={})
+    return park_worker(path, tools={"lookup": ToolPolicy(role="lookup")})
 
 
 def lead_toolkit(h: Harness, child_delay: float | None = None) -> Toolkit:
@@ -95,14 +74,14 @@ def lead_toolkit(h: Harness, child_delay: float | None = None) -> Toolkit:
             topic (str): The topic.
         """
         if child_delay is not None:  # only the first worker's lead starts one
-            checked = CheckedLookup(lookup, permission=ALLOW)
-            checked.delay = child_delay
+            # the order service is asked whether the caller may see it
             child = make_agent(ScriptedModel([calls(("lookup", {"order_id": "A-1"})), text("A-1 is paid.")]),
-                               h.instrument(Toolkit(tools=[checked])), h.middlewares(), name="researcher")
+                               h.instrument(Toolkit(tools=[checked(lookup, child_delay)])), h.middlewares(),
+                               name="researcher")
             BACKGROUND.append(asyncio.create_task(child.reply(UserMsg("lead", topic))))
         return "the researcher started"
 
-    return h.instrument(Toolkit(tools=[VerifyCode(), tool(research)]))
+    return instrumented(h, tool(research))
 
 
 async def _until_asked(agent, inputs) -> RequireExternalExecutionEvent | None:
@@ -111,12 +90,6 @@ async def _until_asked(agent, inputs) -> RequireExternalExecutionEvent | None:
         if isinstance(item, RequireExternalExecutionEvent):
             asked = item
     return asked
-
-
-def _answer(asked: RequireExternalExecutionEvent, said: str) -> ExternalExecutionResultEvent:
-    call = asked.tool_calls[0]
-    result = ToolResultBlock(id=call.id, name=call.name, output=[TextBlock(text=said)], state=ToolResultState.SUCCESS)
-    return ExternalExecutionResultEvent(reply_id=asked.reply_id, execution_results=[result])
 
 
 @pytest.mark.parametrize("judged_for", [0.0, 2.0], ids=["control-judged-at-once", "judged-past-the-next-park"])
@@ -137,18 +110,18 @@ async def test_a_background_sub_agent_does_not_undo_the_leads_later_park(tmp_pat
     saved = first.state.model_dump_json()
 
     b = worker(path)
-    second = make_agent(model, lead_toolkit(b), b.middlewares(), state=AgentState.model_validate_json(saved))
+    second = resumed(model, b, lead_toolkit(b), saved)
     with b.acting_for(ALICE):
-        asked_again = await _until_asked(second, _answer(asked, "code 123 ok"))
+        asked_again = await _until_asked(second, client_result(asked, "code 123 ok"))
     assert asked_again is not None  # park 2, recorded by B
     saved_again = second.state.model_dump_json()
     await asyncio.wait(BACKGROUND, timeout=6.0)  # 3x A's judging: the sub-agent's lookup was admitted
     assert LOOKED == ["A-1"]
 
     c = worker(path)
-    third = make_agent(model, lead_toolkit(c), c.middlewares(), state=AgentState.model_validate_json(saved_again))
+    third = resumed(model, c, lead_toolkit(c), saved_again)
     with c.acting_for(ALICE):
-        async for _ in third.reply_stream(_answer(asked_again, "code 456 ok")):
+        async for _ in third.reply_stream(client_result(asked_again, "code 456 ok")):
             pass
     report = c.last_report(third)
     assert report.terminal_state is TerminalState.COMPLETED and len(model.calls) == 3, (

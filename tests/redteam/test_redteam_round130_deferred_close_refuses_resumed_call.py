@@ -35,12 +35,22 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from agentscope.event import ExternalExecutionResultEvent, RequireExternalExecutionEvent
-from agentscope.message import TextBlock, ToolResultBlock, ToolResultState, UserMsg
-from agentscope.tool import FunctionTool, Toolkit
+from agentscope.message import UserMsg
+from agentscope.tool import Toolkit
 
 from agentscope_harness import Harness, HarnessConfig, TerminalState
-from tests.scripted import ALICE, ALLOW, ScriptedModel, calls, client_tool, drain, make_agent, text, tool_messages
+from tests.redteam.park_kit import checked, told
+from tests.scripted import (
+    ALICE,
+    ScriptedModel,
+    calls,
+    client_result,
+    client_tool,
+    drain,
+    make_agent,
+    text,
+    until_question,
+)
 
 pytestmark = pytest.mark.asyncio
 
@@ -57,38 +67,23 @@ async def lookup(order_id: str) -> str:
     return f"order {order_id}: paid"
 
 
-class CheckedLookup(FunctionTool):
-    async def check_permissions(self, tool_input, context):  # type: ignore[override]
-        await asyncio.sleep(0.2)  # the order service is asked whether the caller may see it
-        return ALLOW
-
-
 @pytest.mark.parametrize("answers_after", [0.2, 0.0], ids=["control-answers-later", "answers-at-once"])
 async def test_a_quick_answer_has_its_resumed_call_refused_by_the_late_close(answers_after: float) -> None:
     LOOKED.clear()
     h = Harness(HarnessConfig(), load_entry_points=False, environ={})
     model = ScriptedModel([calls(("verify_code", {"code": "123"})), calls(("lookup", {"order_id": "A-1"})),
                            text("Your code is fine and order A-1 is paid."), text("x")])
-    toolkit = h.instrument(Toolkit(tools=[client_tool(), CheckedLookup(lookup, permission=ALLOW)]))
+    # the order service is asked for 0.2 s whether the caller may see it
+    toolkit = h.instrument(Toolkit(tools=[client_tool(), checked(lookup, 0.2)]))
     agent = make_agent(model, toolkit, h.middlewares())
     with h.acting_for(ALICE):
-        stream = agent.reply_stream(UserMsg("user", "check my order A-1"), yield_final_msg=True)
-        asked = None
-        async for item in stream:
-            if isinstance(item, RequireExternalExecutionEvent):
-                asked = item
-                break
-        await stream.aclose()  # README: left parked as at its end
+        asked = await until_question(agent, UserMsg("user", "check my order A-1"))
         await asyncio.sleep(answers_after)
-        call = asked.tool_calls[0]
-        result = ToolResultBlock(id=call.id, name=call.name, output=[TextBlock(text="code ok")],
-                                 state=ToolResultState.SUCCESS)
-        await drain(agent, ExternalExecutionResultEvent(reply_id=asked.reply_id, execution_results=[result]))
+        await drain(agent, client_result(asked))
     await asyncio.sleep(0.6)
     report = h.last_report(agent)
-    told = [m for m in tool_messages(model.calls[-1]) if "code ok" not in m]
     refused = [d.detail for d in report.decisions if d.action == "refuse"]
     assert LOOKED == ["A-1"] and not refused, (
-        f"one lookup by the model in the resumed reply: made {len(LOOKED)} times; the model read {told}; "
+        f"one lookup by the model in the resumed reply: made {len(LOOKED)} times; the model read {told(model)}; "
         f"refusals {refused}; the run ends {report.terminal_state.value}")
     assert report.terminal_state is TerminalState.COMPLETED

@@ -31,73 +31,31 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from agentscope.event import ExternalExecutionResultEvent, RequireExternalExecutionEvent
-from agentscope.message import TextBlock, ToolResultBlock, ToolResultState, UserMsg
-from agentscope.tool import FunctionTool, ToolBase, Toolkit
+from agentscope.message import UserMsg
 
-from agentscope_harness import Harness, HarnessConfig, ToolPolicy
-from tests.scripted import ALICE, ALLOW, ScriptedModel, calls, drain, make_agent, text, tool_messages
+from agentscope_harness import ToolPolicy
+from tests.redteam.park_kit import charge_tool, instrumented, pay_model, worker
+from tests.scripted import ALICE, client_result, drain, make_agent, text, tool_messages, until_question
 
 pytestmark = pytest.mark.asyncio
-
-CHARGED: list[str] = []
-
-
-async def charge(order_id: str) -> str:
-    """Charge the customer's card for an order.
-
-    Args:
-        order_id (str): The order.
-    """
-    CHARGED.append(order_id)
-    return f"charged {order_id}"
-
-
-class CheckedCharge(FunctionTool):
-    async def check_permissions(self, tool_input, context):  # type: ignore[override]
-        await asyncio.sleep(0.3)  # the payment provider is asked whether the card may be charged
-        return ALLOW
-
-
-class VerifyCode(ToolBase):
-    name = "verify_code"
-    description = "Check the one-time code on the user's device."
-    input_schema = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
-    is_concurrency_safe = True
-    is_read_only = True
-    is_external_tool = True
-
-    async def check_permissions(self, tool_input, context):  # type: ignore[override]
-        return ALLOW
 
 
 @pytest.mark.parametrize("mode", ["enforce", "shadow"])
 async def test_a_charge_judged_across_the_park_is_told_another_call_has_its_id(mode: str) -> None:
-    CHARGED.clear()
-    h = Harness(HarnessConfig(mode=mode, tools={"charge": ToolPolicy(role="mutation")}),
-                load_entry_points=False, environ={})
-    model = ScriptedModel([calls(("verify_code", {"code": "123"}), ("charge", {"order_id": "A-1"})),
-                           text("Code ok."), text("x")])
-    agent = make_agent(model, h.instrument(Toolkit(tools=[VerifyCode(), CheckedCharge(charge, permission=ALLOW)])),
-                       h.middlewares())
+    card: list[tuple[str, int]] = []
+    h = worker(mode=mode, tools={"charge": ToolPolicy(role="mutation")})
+    model = pay_model(text("Code ok."), text("x"))
+    # the payment provider is asked for 0.3 s whether the card may be charged
+    agent = make_agent(model, instrumented(h, charge_tool(card, run_s=0.0, check_s=0.3)), h.middlewares())
     with h.acting_for(ALICE):
-        stream = agent.reply_stream(UserMsg("user", "pay order A-1"), yield_final_msg=True)
-        asked = None
-        async for item in stream:
-            if isinstance(item, RequireExternalExecutionEvent):
-                asked = item
-                break
-        await stream.aclose()  # README: left parked as at its end
+        asked = await until_question(agent, UserMsg("user", "pay order A-1"))
         await asyncio.sleep(1.0)  # the user types the code (3x the check)
-        call = asked.tool_calls[0]
-        result = ToolResultBlock(id=call.id, name=call.name, output=[TextBlock(text="code ok")],
-                                 state=ToolResultState.SUCCESS)
-        await drain(agent, ExternalExecutionResultEvent(reply_id=asked.reply_id, execution_results=[result]))
+        await drain(agent, client_result(asked))
     told = [m for m in tool_messages(model.calls[1]) if "charge" in m]
     report = h.last_report(agent)
     said = [d.detail for d in report.decisions if d.code == "duplicate_call"]
     # not made (its reply moved on without it); in shadow mode, which refuses nothing, made as without the harness
-    assert CHARGED == ([] if mode == "enforce" else ["A-1"])
+    assert card == ([] if mode == "enforce" else [("A-1", 80)])
     ids = [b.id for m in agent.state.context for b in m.get_content_blocks("tool_call") if b.name == "charge"]
     assert not any("another call of this run has the same id" in m for m in told) and not any(
         "its resume judges it" in d for d in said), (

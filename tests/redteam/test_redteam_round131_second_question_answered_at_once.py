@@ -32,7 +32,7 @@ from agentscope.message import Msg, UserMsg
 from agentscope.tool import Toolkit
 
 from agentscope_harness import Harness, HarnessConfig, TerminalState, ToolPolicy
-from tests.scripted import ALICE, ScriptedModel, calls, confirm, drain, make_agent, text, tool
+from tests.scripted import ALICE, ScriptedModel, calls, confirm, drain, make_agent, text, tool, until_question
 
 pytestmark = pytest.mark.asyncio
 
@@ -65,13 +65,7 @@ async def test_second_question_closed_and_answered_at_once_is_refused(answers_af
     with h.acting_for(ALICE):
         items = await drain(agent, UserMsg("user", "refund A-1 and B-2"))
         first = next(i for i in items if isinstance(i, RequireUserConfirmEvent))
-        stream = agent.reply_stream(confirm(first, first.tool_calls[0]), yield_final_msg=True)
-        second = None
-        async for item in stream:
-            if isinstance(item, RequireUserConfirmEvent):
-                second = item
-                break
-        await stream.aclose()  # README: left parked as at its end
+        second = await until_question(agent, confirm(first, first.tool_calls[0]), RequireUserConfirmEvent)
         await asyncio.sleep(answers_after)
         out = await drain(agent, confirm(second, second.tool_calls[0]))
     await asyncio.sleep(0.5)
