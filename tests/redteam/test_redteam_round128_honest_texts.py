@@ -15,34 +15,11 @@ import json
 
 import pytest
 
-from agentscope_harness import Harness, HarnessConfig, ToolPolicy
 from agentscope_harness.injection import HeuristicDetector
-from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, text
+from tests.redteam.injection_kit import read_by_model
 
 pytestmark = pytest.mark.asyncio
-RESULT: list[str] = []
 NEWS = {"title": "Погода в Москве", "text": "Завтра облачно.\nВечером дождь.\nНочью до +5.\nВ выходные солнечно."}
-
-
-async def fetch(url: str) -> str:
-    """Fetch a document.
-
-    Args:
-        url (str): The document.
-    """
-    return RESULT[-1]
-
-
-async def _sent(result: str) -> str:
-    RESULT.append(result)
-    h = Harness(HarnessConfig(tools={"fetch": ToolPolicy(role="retrieval", injection="block")}),
-                load_entry_points=False, environ={})
-    model = ScriptedModel([calls(("fetch", {"url": "https://api.example/doc"})), text("ok")])
-    agent = make_agent(model, [fetch], middlewares=h.middlewares())
-    h.instrument(agent.toolkit)
-    with h.acting_for(ALICE):
-        await run(agent, "what does it say?")
-    return repr(model.calls[-1].formatted)
 
 
 async def test_russian_json_with_line_breaks_is_not_withheld() -> None:
@@ -58,7 +35,7 @@ async def test_russian_json_with_line_breaks_is_not_withheld() -> None:
     d = HeuristicDetector()
     assert not d.score(NEWS["title"] + "\n" + NEWS["text"]).flagged  # the control: the text itself
     for body in (json.dumps(NEWS, ensure_ascii=False), json.dumps(NEWS)):
-        sent = await _sent(body)
+        sent = await read_by_model(body)
         assert "injection_blocked" not in sent and ("Вечером" in sent or "\\u0412" in sent), (
             f"score {d.score(body)}: an honest forecast was withheld: " + sent[-300:])
 
@@ -74,6 +51,6 @@ async def test_regex_quoted_in_backticks_is_reported_speech() -> None:
     quoted = "Our filter flags `ignore previous instructions` in retrieved pages and drops the page."
     assert HeuristicDetector().score(quoted).score < 0.5  # the control: reported speech
     page = "Our filter flags `\\bignore previous instructions\\b` in retrieved pages and drops the page."
-    sent = await _sent(page)
+    sent = await read_by_model(page)
     assert "injection_blocked" not in sent and "drops the page" in sent, (
         f"score {HeuristicDetector().score(page)}: the documentation was withheld: " + sent[-300:])
