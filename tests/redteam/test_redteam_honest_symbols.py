@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from agentscope_harness.injection import HeuristicDetector
-from tests.redteam.injection_kit import read_by_model
+from tests.redteam.result_kit import read_by_model
 
 pytestmark = pytest.mark.asyncio
 

@@ -42,32 +42,13 @@ import re
 
 import pytest
 
-from agentscope_harness import Harness, HarnessConfig, ToolPolicy
-from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, text, tool_messages
+from tests.redteam.result_kit import result_read
 
 pytestmark = pytest.mark.asyncio
-RESULT: list[str] = []
-
-
-async def lookup_team(team: str) -> str:
-    """Look a team up in the directory.
-
-    Args:
-        team (str): The team.
-    """
-    return RESULT[-1]
 
 
 async def _read(result: str, mode: str) -> str:
-    RESULT.append(result)
-    h = Harness(HarnessConfig(tools={"lookup_team": ToolPolicy(role="lookup", pii={"email": mode})}),
-                load_entry_points=False, environ={})
-    model = ScriptedModel([calls(("lookup_team", {"team": "billing"})), text("ok")])
-    agent = make_agent(model, [lookup_team], middlewares=h.middlewares())
-    h.instrument(agent.toolkit)
-    with h.acting_for(ALICE):
-        await run(agent, "who leads billing?")
-    return tool_messages(model.calls[-1])[-1]
+    return await result_read(result, role="lookup", pii={"email": mode})
 
 
 async def test_one_address_gets_one_hash_tag_in_a_json_result() -> None:

@@ -54,7 +54,7 @@ from pathlib import Path
 import pytest
 
 from agentscope_harness.injection import HeuristicDetector
-from tests.redteam.injection_kit import read_by_model
+from tests.redteam.result_kit import read_by_model
 
 pytestmark = pytest.mark.asyncio
 ROWS = [json.loads(line) for line in

@@ -16,7 +16,7 @@ import json
 import pytest
 
 from agentscope_harness.injection import HeuristicDetector
-from tests.redteam.injection_kit import read_by_model
+from tests.redteam.result_kit import read_by_model
 
 pytestmark = pytest.mark.asyncio
 NEWS = {"title": "Погода в Москве", "text": "Завтра облачно.\nВечером дождь.\nНочью до +5.\nВ выходные солнечно."}

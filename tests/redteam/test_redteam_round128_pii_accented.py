@@ -16,32 +16,9 @@ import unicodedata
 
 import pytest
 
-from agentscope_harness import Harness, HarnessConfig, ToolPolicy
-from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, text, tool_messages
+from tests.redteam.result_kit import result_read
 
 pytestmark = pytest.mark.asyncio
-RESULT: list[str] = []
-
-
-async def lookup_contact(name: str) -> str:
-    """Look a contact up in the CRM.
-
-    Args:
-        name (str): The contact.
-    """
-    return RESULT[-1]
-
-
-async def _read(result: str) -> str:
-    RESULT.append(result)
-    h = Harness(HarnessConfig(tools={"lookup_contact": ToolPolicy(role="lookup", pii={"email": "redact"})}),
-                load_entry_points=False, environ={})
-    model = ScriptedModel([calls(("lookup_contact", {"name": "supplier"})), text("ok")])
-    agent = make_agent(model, [lookup_contact], middlewares=h.middlewares())
-    h.instrument(agent.toolkit)
-    with h.acting_for(ALICE):
-        await run(agent, "how do I reach the supplier?")
-    return tool_messages(model.calls[-1])[-1]
 
 
 @pytest.mark.parametrize("email", [
@@ -57,5 +34,5 @@ async def test_an_accented_address_is_rewritten_whole(email: str) -> None:
     accents written as combining marks. What happened: ``nguyễ[pii:email]``,
     ``rené[pii:email]`` (part of the local part read by the model) or the whole address
     untouched (NFD ``josé.garcía@correo.es``). Should: ``<[pii:email]>``."""
-    read = await _read(f"Supplier: Anh Nguyen <{email}>, purchasing.")
+    read = await result_read(f"Supplier: Anh Nguyen <{email}>, purchasing.", role="lookup", pii={"email": "redact"})
     assert "<[pii:email]>" in read, f"the model read: {read[-120:]!r}"

@@ -16,32 +16,13 @@ import re
 
 import pytest
 
-from agentscope_harness import Harness, HarnessConfig, ToolPolicy
-from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, text, tool_messages
+from tests.redteam.result_kit import result_read
 
 pytestmark = pytest.mark.asyncio
-RESULT: list[str] = []
-
-
-async def get_ticket(ticket: str) -> str:
-    """Read a support ticket from the ticket API.
-
-    Args:
-        ticket (str): The ticket id.
-    """
-    return RESULT[-1]
 
 
 async def _read(result: str) -> str:
-    RESULT.append(result)
-    h = Harness(HarnessConfig(tools={"get_ticket": ToolPolicy(role="lookup", pii={"email": "hash"})}),
-                load_entry_points=False, environ={})
-    model = ScriptedModel([calls(("get_ticket", {"ticket": "T-17"})), text("ok")])
-    agent = make_agent(model, [get_ticket], middlewares=h.middlewares())
-    h.instrument(agent.toolkit)
-    with h.acting_for(ALICE):
-        await run(agent, "who opened T-17?")
-    return tool_messages(model.calls[-1])[-1]
+    return await result_read(result, role="lookup", pii={"email": "hash"})
 
 
 def _tags(read: str) -> set[str]:

@@ -29,32 +29,9 @@ import json
 
 import pytest
 
-from agentscope_harness import Harness, HarnessConfig, ToolPolicy
-from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, text, tool_messages
+from tests.redteam.result_kit import result_read
 
 pytestmark = pytest.mark.asyncio
-RESULT: list[str] = []
-
-
-async def lookup_contact(name: str) -> str:
-    """Look a contact up in the CRM.
-
-    Args:
-        name (str): The contact.
-    """
-    return RESULT[-1]
-
-
-async def _read(result: str) -> str:
-    RESULT.append(result)
-    h = Harness(HarnessConfig(tools={"lookup_contact": ToolPolicy(role="lookup", pii={"email": "redact"})}),
-                load_entry_points=False, environ={})
-    model = ScriptedModel([calls(("lookup_contact", {"name": "supplier"})), text("ok")])
-    agent = make_agent(model, [lookup_contact], middlewares=h.middlewares())
-    h.instrument(agent.toolkit)
-    with h.acting_for(ALICE):
-        await run(agent, "how do I reach the supplier?")
-    return tool_messages(model.calls[-1])[-1]
 
 
 @pytest.mark.parametrize("ensure_ascii", [False, True], ids=["utf8_control", "json_dumps_default"])
@@ -63,7 +40,7 @@ async def _read(result: str) -> str:
 ])
 async def test_an_accented_address_in_json_is_rewritten_whole(email: str, ensure_ascii: bool) -> None:
     body = json.dumps({"name": "Supplier", "email": email, "role": "purchasing"}, ensure_ascii=ensure_ascii)
-    read = await _read(body)
+    read = await result_read(body, role="lookup", pii={"email": "redact"})
     local = email.split("@")[0]
     assert '"email": "[pii:email]"' in read, (
         f"the CRM answered {body!r}; the model read {read[read.find('email'):][:90]!r} "

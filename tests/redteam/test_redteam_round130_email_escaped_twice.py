@@ -26,21 +26,10 @@ import json
 
 import pytest
 
-from agentscope_harness import Harness, HarnessConfig, ToolPolicy
-from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, text, tool_messages
+from tests.redteam.result_kit import result_read
 
 pytestmark = pytest.mark.asyncio
-RESULT: list[str] = []
 EMAILS = ["müller@müller-bau.de", "maría.garcía@empresa.es", "josé@correo.es"]
-
-
-async def lookup_contact(name: str) -> str:
-    """Look a contact up in the CRM.
-
-    Args:
-        name (str): The contact.
-    """
-    return RESULT[-1]
 
 
 def _lambda(email: str) -> str:
@@ -48,15 +37,7 @@ def _lambda(email: str) -> str:
 
 
 async def _read(result: str, mode: str) -> str:
-    RESULT.append(result)
-    h = Harness(HarnessConfig(tools={"lookup_contact": ToolPolicy(role="lookup", pii={"email": mode})}),
-                load_entry_points=False, environ={})
-    model = ScriptedModel([calls(("lookup_contact", {"name": "supplier"})), text("ok")])
-    agent = make_agent(model, [lookup_contact], middlewares=h.middlewares())
-    h.instrument(agent.toolkit)
-    with h.acting_for(ALICE):
-        await run(agent, "how do I reach the supplier?")
-    return tool_messages(model.calls[-1])[-1]
+    return await result_read(result, role="lookup", pii={"email": mode})
 
 
 @pytest.mark.parametrize("email", EMAILS)

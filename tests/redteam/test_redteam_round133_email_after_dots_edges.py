@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentscope_harness import Harness, HarnessConfig, ToolPolicy
-from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, text, tool_messages
+from tests.redteam.result_kit import result_read
 
 pytestmark = pytest.mark.asyncio
-RESULT: list[str] = []
 TEXTS = [
     "...maria.garcia@empresa.es wrote: the invoice is attached.",
     "Contacts: ann@acme.com, ....maria.garcia@empresa.es",
@@ -31,24 +29,7 @@ TEXTS = [
 ]
 
 
-async def lookup_contact(name: str) -> str:
-    """Look a contact up in the CRM.
-
-    Args:
-        name (str): The contact.
-    """
-    return RESULT[-1]
-
-
 @pytest.mark.parametrize("result", TEXTS)
 async def test_an_address_after_a_run_of_dots_is_redacted(result: str) -> None:
-    RESULT.append(result)
-    h = Harness(HarnessConfig(tools={"lookup_contact": ToolPolicy(role="lookup", pii={"email": "redact"})}),
-                load_entry_points=False, environ={})
-    model = ScriptedModel([calls(("lookup_contact", {"name": "supplier"})), text("ok")])
-    agent = make_agent(model, [lookup_contact], middlewares=h.middlewares())
-    h.instrument(agent.toolkit)
-    with h.acting_for(ALICE):
-        await run(agent, "who are the supplier's contacts?")
-    read = tool_messages(model.calls[-1])[-1]
+    read = await result_read(result, role="lookup", pii={"email": "redact"})
     assert "garcia@empresa.es" not in read, f"the model read {read!r}"
