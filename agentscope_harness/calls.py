@@ -205,8 +205,7 @@ class CallFlow:
         self.shown(run, view)
         if verdict.ask is not None:
             self.asked_by_rule(run, view, verdict.rule)
-            reason = verdict.ask
-            run.park_reason = reason if run.park_reason is None else f"{run.park_reason}; {reason}"
+            run.asks[view.id] = verdict.ask
 
     def asked_by_rule(self, run: RunState, view: ToolCallView, rule: str | None) -> None:
         """The policy's ``ask_when`` asked about a call AgentScope's engine

@@ -755,7 +755,6 @@ class ReplyLifecycle:
         self.harness.table.bind(self.agent, run)  # a later reply finds it as the agent's run
         self.resumed_park = run.report
         run.report = None  # the park's provisional report is superseded
-        run.park_reason = None  # a later park states its own reason
         run.resume_by(self.harness.caller_principal(run))
         run.resumer_recorded = True
         stale = _answers_another_park(run, inputs)
@@ -1039,7 +1038,7 @@ class ReplyLifecycle:
     async def park(self, run: RunState) -> list[Any]:
         """The reply stopped for a human (a confirmation or an outside
         answer): a provisional ``waiting_input`` report; the slot is kept."""
-        await self._keep_parked(run, run.park_reason or _park_reason(self.agent))
+        await self._keep_parked(run, _park_reason(run, self.agent))
         return self.closing_events(run)
 
     async def _keep_parked(self, run: RunState, reason: str) -> None:
@@ -1095,7 +1094,7 @@ class ReplyLifecycle:
             if left_at_question:  # a call still judged is not admitted after it (the resume judges it)
                 run.pauses += 1
             if left_at_question and _awaits_human(self.agent):
-                await self._keep_parked(run, run.park_reason or _park_reason(self.agent))
+                await self._keep_parked(run, _park_reason(run, self.agent))
             elif left_at_question and run.report is None:
                 # its batch still runs (AgentScope waits for it before it waits for the answer): what the
                 # run made is recorded all the same, so that a resume elsewhere makes none of it again
@@ -1174,10 +1173,14 @@ REASON_CHARS = 300
 """The longest reason a report states (a failure's quotes its exception)."""
 
 
-def _park_reason(agent: Any) -> str:
-    """Why a reply parked: a user confirmation or an outside answer (e.g.
+def _park_reason(run: RunState, agent: Any) -> str:
+    """Why a reply parked: the questions the rules asked of the calls it
+    awaits, else a user confirmation or an outside answer (e.g.
     AgentScope's ``AskUser``)."""
     awaiting = agent.state.get_awaiting_tool_calls(agent.name)
+    asked = [run.asks[call.id] for call in awaiting if call.id in run.asks]
+    if asked:
+        return "; ".join(asked)
     if any(call.state == ToolCallState.ASKING for call in awaiting):
         return "awaiting_confirmation"
     return "awaiting_input"

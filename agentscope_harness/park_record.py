@@ -200,7 +200,7 @@ NOT_CARRIED: dict[str, str] = {
     ), "this process's objects and the round in progress: none survives a park (or read afresh: the quota)"),
     **dict.fromkeys((
         "approvals", "park_awaiting", "spent_approvals", "park_id", "park_recorded", "parked_at", "earlier_parks",
-        "asked_here", "park_reason",
+        "asked_here", "asks",
         "resumed_by", "resumer_recorded", "parked_by_another",
     ), "the park itself: its own entries of the record (who, shown, awaiting, spent, park)"),
     **dict.fromkeys((

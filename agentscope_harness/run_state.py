@@ -319,8 +319,10 @@ class RunState(LazyFields):
     asked_here: bool = False
     """This process parked a call of the run for a human (so a resume must
     match what was shown); false for a run restored in another process."""
-    park_reason: str | None = None
-    """Why a hook parked a call for a human (``ctx.ask``)."""
+    asks: dict[str, str] = lazy(dict)
+    """Why a rule (``ctx.ask``, ``ask_when``) put each call to a human, by
+    call id: a park's reason is the questions of the calls it awaits (a
+    partial answer parks again on the ones left)."""
     toolkit: Any = None
     """A weak reference to a sub-agent run's toolkit (``Harness.opened``;
     weak: a run that outlives its agent keeps none of it): whether it owes

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from ..context import STRUCTURED_OUTPUT_TOOL, HookContext, ReflectContext, ToolCallContext, ToolResultContext
+from ..deadline import MIN_TIMEOUT_S
 from ..facts import FINISHED, OUT_OF_TIME, GuardState
 from ..outcome import finish_required
 from ..outputs import shaped_notice
@@ -128,7 +131,10 @@ def mark_terminal(ctx: ToolResultContext) -> Any:
         return None
     verify = call.policy.verify
     if verify is not None:
-        missing = verify(result.raw_text)
+        try:
+            missing = verify(result.raw_text)
+        except Exception as exc:  # a check that cannot run passes nothing (fail closed)
+            missing = _unchecked(ctx, exc)
         if inspect.isawaitable(missing):
             return _verified_later(ctx, missing)
         if missing:
@@ -138,12 +144,37 @@ def mark_terminal(ctx: ToolResultContext) -> Any:
     return None
 
 
+VERIFY_SHARE = 0.8
+"""The share of this hook's time bound (``hook_timeout_s``, the deadline)
+an async ``verify`` may take: timed out within it, its failure is recorded
+here, as a failed check, before the runner's bound would end the hook."""
+
+
 async def _verified_later(ctx: ToolResultContext, pending: Any) -> None:
-    missing = await pending
+    try:
+        missing = await asyncio.wait_for(pending, _verify_within(ctx))
+    except Exception as exc:  # raised, or timed out: fail closed
+        missing = _unchecked(ctx, exc)
     if missing:
         _verification_failed(ctx, missing)
     else:
         _completed(ctx)
+
+
+def _verify_within(ctx: ToolResultContext) -> float | None:
+    limit = ctx.config.hook_timeout_s
+    if ctx.run.deadline is not None:
+        left = max(ctx.run.deadline - time.monotonic(), MIN_TIMEOUT_S)
+        limit = left if limit is None else min(limit, left)
+    return None if limit is None else limit * VERIFY_SHARE
+
+
+def _unchecked(ctx: ToolResultContext, exc: BaseException) -> str:
+    """What the model reads of a ``verify`` that raised or timed out: its
+    result is not delivered (a check that cannot run passes nothing)."""
+    why = "took too long" if isinstance(exc, TimeoutError) else f"failed ({type(exc).__name__})"
+    ctx.services.log_failure(f"verify of {ctx.tool.name}", exc)
+    return f"The result could not be checked: its check {why}, so it was not delivered."
 
 
 def _verification_failed(ctx: ToolResultContext, missing: Any) -> None:

@@ -1,0 +1,55 @@
+"""Round 135 b (the report tells the truth): a human answers one of two calls a rule
+parked; the run parks again on the other, and its report said `awaiting_confirmation`,
+the question that call still waits on gone.
+
+README "Ask a human": `ask_when` parks the call and "the run reports `waiting_input`
+with that reason"; a call left unanswered keeps the run waiting. Should: the parked
+report's reason is the rules' questions of the calls it still awaits.
+"""
+from __future__ import annotations
+
+import pytest
+from agentscope.event import ConfirmResult, RequireUserConfirmEvent, UserConfirmResultEvent
+
+from agentscope_harness import Harness, HarnessConfig, TerminalState, ToolPolicy
+from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, text
+
+pytestmark = pytest.mark.asyncio
+
+QUESTION = "refunds over $50 need a human"
+
+
+async def test_a_call_left_unanswered_is_still_reported_with_its_question() -> None:
+    made: list[str] = []
+
+    async def refund(order_id: str, amount: float) -> str:
+        """Refund an order.
+
+        Args:
+            order_id (str): The order.
+            amount (float): USD.
+        """
+        made.append(order_id)
+        return f"refunded {amount} on {order_id}"
+
+    h = Harness(HarnessConfig(tools={"refund": ToolPolicy(
+        role="mutation", ask_when=lambda a: f"{QUESTION} ({a['order_id']})" if a["amount"] > 50 else None)}),
+        load_entry_points=False, environ={})
+    model = ScriptedModel([calls(("refund", {"order_id": "o1", "amount": 80}), ("refund", {"order_id": "o2", "amount": 90})),
+                           text("done"), text("done again")])
+    agent = make_agent(model, [refund], h.middlewares())
+    with h.acting_for(ALICE):
+        events, _ = await run(agent, "refund both")
+    parked = h.last_report(agent)
+    assert (parked.terminal_state, parked.reason) == (
+        TerminalState.WAITING_INPUT, f"{QUESTION} (o1); {QUESTION} (o2)")  # the control: the first park
+    asked = next(e for e in events if isinstance(e, RequireUserConfirmEvent))
+    o1 = next(c for c in asked.tool_calls if '"o1"' in c.input)
+    with h.acting_for(ALICE):
+        events, _ = await run(agent, inputs=UserConfirmResultEvent(
+            reply_id=asked.reply_id, confirm_results=[ConfirmResult(confirmed=True, tool_call=o1)]))
+    report = h.last_report(agent)
+    assert made == ["o1"]  # the approved call ran; o2 still waits for its human
+    streamed = next(e.value for e in events if getattr(e, "name", None) == "harness.report")
+    assert (report.terminal_state, report.reason, streamed["reason"]) == (
+        TerminalState.WAITING_INPUT, f"{QUESTION} (o2)", f"{QUESTION} (o2)")
