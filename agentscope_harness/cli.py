@@ -28,7 +28,7 @@ import os
 import runpy
 import sys
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -367,8 +367,9 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     harness = _build_harness(config, entry_points=not args.no_entry_points)
     effective = harness.config
     overrides = _env_overrides(harness.env, config)
-    dumped = json.loads(effective.model_dump_json())
-    dumped["secret_values"] = ["<secret>"] * len(effective.secret_values)  # printed: never the values
+    # printed: never a secret's value, in its own field or quoted in another (a fallback text, a claim)
+    dumped = _redacted(json.loads(effective.model_dump_json()), harness.redactor.redact)
+    dumped["secret_values"] = ["<secret>"] * len(effective.secret_values)
     if args.json:
         print(json.dumps({"valid": True, "config": dumped, "env_overrides": overrides}, indent=2))
         return EXIT_OK
@@ -383,6 +384,17 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     console.print("[bold]effective config:[/]")
     console.print_json(json.dumps(dumped))
     return EXIT_OK
+
+
+def _redacted(value: Any, redact: Callable[[str], str]) -> Any:
+    """Every string of a JSON value redacted."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [_redacted(v, redact) for v in value]
+    if isinstance(value, dict):
+        return {k: _redacted(v, redact) for k, v in value.items()}
+    return value
 
 
 # ------------------------------------------------------------------- demo

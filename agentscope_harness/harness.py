@@ -18,7 +18,8 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from agentscope.model import ChatModelBase
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from .adapters import HarnessAgentAdapter, HarnessToolAdapter
 from .adapters.tool_adapter import ErrorClassMiddleware, instrument_toolkit
@@ -65,6 +66,21 @@ class Principal(BaseModel):
     ) -> None:
         # positional as DESIGN writes it: Principal("u-42", "acme")
         super().__init__(**given(user_id=user_id, tenant=tenant, allowed_tools=allowed_tools, **attrs))
+
+    @model_validator(mode="after")
+    def _attrs_are_data(self) -> Principal:
+        """An extra attribute is kept in reports and park records (JSON): an
+        application object there would fail every reply at its end, so it
+        fails here, named."""
+        for name, value in (self.model_extra or {}).items():
+            try:
+                to_jsonable_python(value)
+            except PydanticSerializationError as exc:
+                raise ValueError(
+                    f"attribute {name!r}: a {type(value).__name__} is not data a report can keep "
+                    "(JSON); pass its id or plain values",
+                ) from exc
+        return self
 
     def may_use(self, tool: str) -> bool:
         """Whether ``allowed_tools`` lets this principal call ``tool`` (no
@@ -142,14 +158,13 @@ class Harness:
         )
         # the incident switch turns a hook off for the candidate too (its mode stays: it judges as if enforcing)
         switches = EnvFlags(disabled_hooks=self.env.disabled_hooks)
-        candidate_config = None if candidate is None else _effective_config(build_config(candidate), switches)
+        candidate_config = None if candidate is None else _candidate_config(candidate, switches, self.all_hooks)
         self.services = Services.of(self.config, self.redactor, self.store, candidate_config)
         self.flow = CallFlow(self.services, self.runner)
         self.model_guard = self.table.guard = ModelGuard(self)
         guard_structured_calls(ChatModelBase)  # a middleware's own model calls are its runs' too
         self.candidate: Candidate | None = None
         if candidate_config is not None:
-            _check_disabled(self.all_hooks, switches, candidate_config)
             self.candidate = self.runner.candidate = self.table.candidate = Candidate(
                 candidate_config, self.all_hooks, self.services,
             )
@@ -352,7 +367,7 @@ class Harness:
         the prompt is byte-stable, computed once per Harness, bounded by the
         asking run's deadline. A safety hook that refuses or fails stops the
         asking run (its model call not made) and is asked again by the next
-        run: only a clean pass is kept. The hooks' decisions are the asking
+        run, as is a hook that failed open: only a clean pass is kept. The hooks' decisions are the asking
         run's, in its report."""
         if self._prompt_addition is not None:
             return self._prompt_addition
@@ -363,8 +378,10 @@ class Harness:
         scratch.set_deadline(asking.deadline if asking is not None else None)
         ctx = HookContext("on_system_prompt", scratch, self.services)
         refusal = await self.runner.run("on_system_prompt", ctx)
-        addition = "".join(ctx.prompt_addition)
-        if refusal is None and scratch.facts.terminal is None and not scratch.past_deadline():
+        # each addition a paragraph of its own (the harness's rules open with one)
+        addition = "".join(part if part.startswith("\n") else f"\n\n{part}" for part in ctx.prompt_addition)
+        failed = any(d.action == "error" for d in scratch.decisions)  # a hook that failed open: asked again
+        if refusal is None and not failed and scratch.facts.terminal is None and not scratch.past_deadline():
             self._prompt_addition = addition
         if asking is not None:
             _prompt_hooks_decided(scratch, asking)
@@ -547,6 +564,19 @@ def _check_declared_args(config: HarnessConfig, toolkit: Any) -> None:
                     f"tools.{name}.claims[{i}]: its named groups {unknown} are not arguments of {name} "
                     f"(its schema declares {sorted(declared[name].names)})",
                 )
+
+
+def _candidate_config(
+    candidate: HarnessConfig | Mapping[str, Any], switches: EnvFlags, hooks: tuple[HookSpec, ...],
+) -> HarnessConfig:
+    """The candidate policy, checked as the live one is; its errors say it
+    is the candidate's (the live config may be fine in the same field)."""
+    try:
+        config = _effective_config(build_config(candidate), switches)
+        _check_disabled(hooks, switches, config)
+    except (HarnessConfigError, ValidationError) as exc:
+        raise HarnessConfigError(f"candidate policy: {exc}") from exc
+    return config
 
 
 def _effective_config(config: HarnessConfig, env: EnvFlags) -> HarnessConfig:

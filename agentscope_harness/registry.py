@@ -118,6 +118,22 @@ class HookSpec:
             raise HarnessConfigError(
                 f"hook {name!r}: when= applies to the tool points {TOOL_POINTS} only",
             )
+        if self.kind == "efficiency" and self.point not in TOOL_POINTS:
+            raise HarnessConfigError(
+                f"hook {name!r}: an efficiency gate latches open for a call; at {self.point!r} there is "
+                "none, and a refusal there stops the run: use it at the tool points "
+                f"{TOOL_POINTS}, or kind='observer' with ctx.hint",
+            )
+        if self.kind == "efficiency" and self.escape_key is None:
+            object.__setattr__(self, "escape_key", name)  # frozen: its default, set once, as declared
+        # a callable object: its method (``inspect`` sees through a partial itself)
+        fn = self.fn
+        call = fn if inspect.isroutine(fn) or isinstance(fn, functools.partial) else type(fn).__call__
+        if inspect.isasyncgenfunction(call) or inspect.isgeneratorfunction(call):
+            raise HarnessConfigError(
+                f"hook {name!r}: a hook is a function or a coroutine function, not a generator "
+                "(its body would never run)",
+            )
 
     @functools.cached_property
     def builtin(self) -> bool:
@@ -145,15 +161,6 @@ def make_spec(
 ) -> HookSpec:
     """Validate and build a :class:`HookSpec` (errors name the hook)."""
     name = name or getattr(fn, "__name__", None) or repr(fn)
-    if kind == "efficiency" and escape_key is None:
-        escape_key = name
-    # a callable object: its method (``inspect`` sees through a partial itself)
-    call = fn if inspect.isroutine(fn) or isinstance(fn, functools.partial) else type(fn).__call__
-    if inspect.isasyncgenfunction(call) or inspect.isgeneratorfunction(call):
-        raise HarnessConfigError(
-            f"hook {name!r}: a hook is a function or a coroutine function, not a generator "
-            "(its body would never run)",
-        )
     return HookSpec(
         fn=fn,
         point=point,
@@ -225,9 +232,9 @@ def collect(hooks: Iterable[Any]) -> list[HookSpec]:
     for hook in hooks:
         if isinstance(hook, (list, tuple)):
             specs.extend(collect(hook))
-        elif inspect.ismodule(hook):
+        elif inspect.ismodule(hook):  # its declared hooks and its specs built by hand
             specs.extend(
-                spec_of(v) for v in vars(hook).values() if hasattr(v, "__harness_hook__")
+                spec_of(v) for v in vars(hook).values() if hasattr(v, "__harness_hook__") or isinstance(v, HookSpec)
             )
         else:
             specs.append(spec_of(hook))

@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
+from urllib.parse import urlsplit
 
 from ..errors import DependencyDown
 from ._base import (
@@ -208,6 +209,29 @@ class _Connection:
         self.scripts = {name: client.register_script(source) for name, source in _SCRIPTS.items()}
 
 
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+def _redis_url(url: Any) -> str:
+    """A URL redis-py can connect with (``redis://``, ``rediss://``,
+    ``unix://``): any other fails every call, so it fails here, named."""
+    if not isinstance(url, str) or urlsplit(url).scheme not in REDIS_SCHEMES:
+        raise ValueError(f"url must be a redis://, rediss:// or unix:// URL, not {_without_credentials(url)!r}")
+    return url
+
+
+def _without_credentials(url: Any) -> str:
+    """``url`` with its password (``user:password@``, ``?password=``) and
+    the rest of its query left out."""
+    if not isinstance(url, str):
+        return type(url).__name__
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    user = parts.netloc.rpartition("@")[0].partition(":")[0]
+    netloc = f"{user}:***@{host}" if "@" in parts.netloc else host
+    return f"{parts.scheme}://{netloc}{parts.path}"
+
+
 class RedisStore:
     """Redis store for many hosts. Needs the ``agentscope-harness[redis]`` extra.
 
@@ -249,12 +273,13 @@ class RedisStore:
         ttl_days, state_ttl_s = whole("ttl_days", ttl_days), whole("state_ttl_s", state_ttl_s)
         max_connections = whole("max_connections", max_connections)
         positive(timeout_s=timeout_s)
-        self.url = url
+        self.url = _redis_url(url)
         self.prefix = prefix
         self.ttl_s = ttl_days * 86400
         self.state_ttl_s = state_ttl_s
         self.timeout_s = timeout_s
-        self._what = f"Redis store {url}"
+        # named without its credentials: what the model, the report and the logs read of it
+        self._what = f"Redis store {_without_credentials(url)}"
         self._errors: tuple[type[BaseException], ...] = (RedisError, OSError)
         # a blocking pool: a call beyond max_connections waits its turn (within
         # timeout_s and the caller's deadline) instead of failing at once

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import os
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
@@ -79,6 +80,9 @@ class SQLiteStore:
                  sweep_every_s: float = 60.0) -> None:
         retention_days = whole("retention_days", retention_days)
         positive(timeout_s=timeout_s, sweep_every_s=sweep_every_s)
+        if not isinstance(path, (str, os.PathLike)) or str(path) in ("", ":memory:") or "mode=memory" in str(path):
+            # a connection is opened per call: each would meet a new, empty database
+            raise ValueError(f"path must name a database file shared by every call, not {path!r}")
         self.path = path
         self.timeout_s = timeout_s
         self.retention_days = retention_days
