@@ -72,14 +72,7 @@ class Principal(BaseModel):
         """An extra attribute is kept in reports and park records (JSON): an
         application object there would fail every reply at its end, so it
         fails here, named."""
-        for name, value in (self.model_extra or {}).items():
-            try:
-                to_jsonable_python(value)
-            except PydanticSerializationError as exc:
-                raise ValueError(
-                    f"attribute {name!r}: a {type(value).__name__} is not data a report can keep "
-                    "(JSON); pass its id or plain values",
-                ) from exc
+        _kept_in_reports(self)
         return self
 
     def may_use(self, tool: str) -> bool:
@@ -101,6 +94,19 @@ class Principal(BaseModel):
         escaped (``tenant="a/b", user_id="c"`` is not ``tenant="a", user_id="b/c"``)."""
         tenant = "-" if self.tenant is None else "%2D" if self.tenant == "-" else _key_part(self.tenant)
         return f"{tenant}/{_key_part(self.user_id)}"
+
+
+def _kept_in_reports(principal: Principal) -> None:
+    """Every field of ``principal`` is data a report can keep (JSON), else
+    a ``ValueError`` naming it."""
+    for name, value in principal:
+        try:
+            to_jsonable_python(value)
+        except PydanticSerializationError as exc:
+            raise ValueError(
+                f"Principal attribute {name!r}: a {type(value).__name__} is not data a report can keep "
+                "(JSON); pass its id or plain values",
+            ) from exc
 
 
 def _key_part(text: str) -> str:
@@ -262,7 +268,11 @@ class Harness:
 
     @contextlib.contextmanager
     def acting_for(self, principal: Principal | None) -> Iterator[Principal | None]:
-        """Bind the authenticated caller for replies run inside this block."""
+        """Bind the authenticated caller for replies run inside this block
+        (one a report cannot keep, an application object in a field or put
+        there by ``model_copy``, fails here, named, not every reply at its end)."""
+        if principal is not None:
+            _kept_in_reports(principal)
         token = _PRINCIPAL.set(principal)
         try:
             yield principal
@@ -379,7 +389,7 @@ class Harness:
         ctx = HookContext("on_system_prompt", scratch, self.services)
         refusal = await self.runner.run("on_system_prompt", ctx)
         # each addition a paragraph of its own (the harness's rules open with one)
-        addition = "".join(part if part.startswith("\n") else f"\n\n{part}" for part in ctx.prompt_addition)
+        addition = "".join(f"\n\n{part.lstrip(chr(10))}" for part in ctx.prompt_addition)
         failed = any(d.action == "error" for d in scratch.decisions)  # a hook that failed open: asked again
         if refusal is None and not failed and scratch.facts.terminal is None and not scratch.past_deadline():
             self._prompt_addition = addition

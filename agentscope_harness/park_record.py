@@ -64,6 +64,10 @@ def _counts(value: Any) -> Counter[str]:
     return Counter({_text(k): _count(v) for k, v in dict(value).items()})
 
 
+def _questions(value: Any) -> dict[str, str]:
+    return {_text(k): _text(v) for k, v in dict(value).items()}
+
+
 def _units(value: Any) -> dict[str, int]:
     return dict(_counts(value))
 
@@ -154,7 +158,7 @@ _RUN: dict[str, Callable[[Any], Any]] = {
     "refusals": _counts, "refusals_by_hook": _counts, "breaker_failures": _counts,
     "offers": _offers, "extensions": _extensions, "ledger_extra": _units,
     "usd_extra": _amount, "usd_carried": _amount, "carried_park": _maybe_text, "unpriced_seen": _names,
-    "issued": _names, "made": _batches,
+    "issued": _names, "made": _batches, "asks": _questions,
     "findings": _findings, "actions": _findings, "decisions": _decisions, "children": _reports,
     "candidate_differences": lambda v: [dict(d) for d in list(v)],
     "nonce": _text,  # its fence's: the results in the context and the next ones fenced alike
@@ -162,7 +166,8 @@ _RUN: dict[str, Callable[[Any], Any]] = {
 }
 """The run's carried fields: its counts, tokens, spend kept in the store,
 the budget a human extended or was offered an extension of, the sentinels
-it issued (stripped from its answer), what it found and its report's trail."""
+it issued (stripped from its answer), what it found and its report's trail,
+the questions its rules asked (a partial answer elsewhere parks on the rest)."""
 
 _FACTS: dict[str, Callable[[Any], Any]] = {
     "spent_usd": _amount, "ledger_used": _units, "called_tools": _counts, "tier": _text,
@@ -200,7 +205,7 @@ NOT_CARRIED: dict[str, str] = {
     ), "this process's objects and the round in progress: none survives a park (or read afresh: the quota)"),
     **dict.fromkeys((
         "approvals", "park_awaiting", "spent_approvals", "park_id", "park_recorded", "parked_at", "earlier_parks",
-        "asked_here", "asks",
+        "asked_here",
         "resumed_by", "resumer_recorded", "parked_by_another",
     ), "the park itself: its own entries of the record (who, shown, awaiting, spent, park)"),
     **dict.fromkeys((

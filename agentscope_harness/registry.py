@@ -80,7 +80,7 @@ class HookSpec:
     escape_key: str | None
     module: str
     is_async: bool = field(compare=False)
-    fail_closed: bool = False
+    fail_closed: bool | None = False
     when: Callable[[Any, Any], bool] | None = field(default=None, compare=False)
     """``(policy, config) -> bool``: whether the hook can act at all on a
     tool call with this ``ToolPolicy`` (``None`` for an unconfigured tool)
@@ -105,6 +105,8 @@ class HookSpec:
                 f"hook {name!r}: a safety gate judges an exact fact and must never "
                 "declare an escape_key",
             )
+        if self.fail_closed is None:  # the kind's default, as declared
+            object.__setattr__(self, "fail_closed", self.kind == "safety")
         if not isinstance(self.fail_closed, bool):
             raise HarnessConfigError(f"hook {name!r}: fail_closed must be True, False or None (the kind's default)")
         if self.kind == "safety" and not self.fail_closed:

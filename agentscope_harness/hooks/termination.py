@@ -17,7 +17,7 @@ from ..redaction import shaped_within
 from ..registry import HookRejectSignal, harness_hook
 from ..report import RunReport, TerminalState
 from ..run_state import SHORT_ENDS
-from ..runner import REFUSAL_CHARS
+from ..runner import REFUSAL_CHARS, being_cancelled
 from ..sentinels import format_sentinel
 from .repetition import escalate_refusals
 
@@ -133,7 +133,9 @@ def mark_terminal(ctx: ToolResultContext) -> Any:
     if verify is not None:
         try:
             missing = verify(result.raw_text)
-        except Exception as exc:  # a check that cannot run passes nothing (fail closed)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # a check that cannot run passes nothing (fail closed)
             missing = _unchecked(ctx, exc)
         if inspect.isawaitable(missing):
             return _verified_later(ctx, missing)
@@ -153,7 +155,9 @@ here, as a failed check, before the runner's bound would end the hook."""
 async def _verified_later(ctx: ToolResultContext, pending: Any) -> None:
     try:
         missing = await asyncio.wait_for(pending, _verify_within(ctx))
-    except Exception as exc:  # raised, or timed out: fail closed
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # raised (a cancelled lookup's error too), or timed out: fail closed
         missing = _unchecked(ctx, exc)
     if missing:
         _verification_failed(ctx, missing)
@@ -171,7 +175,10 @@ def _verify_within(ctx: ToolResultContext) -> float | None:
 
 def _unchecked(ctx: ToolResultContext, exc: BaseException) -> str:
     """What the model reads of a ``verify`` that raised or timed out: its
-    result is not delivered (a check that cannot run passes nothing)."""
+    result is not delivered (a check that cannot run passes nothing). The
+    run's own cancellation is not the check's: it goes on."""
+    if isinstance(exc, asyncio.CancelledError) and being_cancelled():
+        raise exc
     why = "took too long" if isinstance(exc, TimeoutError) else f"failed ({type(exc).__name__})"
     ctx.services.log_failure(f"verify of {ctx.tool.name}", exc)
     return f"The result could not be checked: its check {why}, so it was not delivered."

@@ -212,24 +212,35 @@ class _Connection:
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 
 
-def _redis_url(url: Any) -> str:
+def _redis_url(url: Any, parse: Callable[[str], Any]) -> str:
     """A URL redis-py can connect with (``redis://``, ``rediss://``,
-    ``unix://``): any other fails every call, so it fails here, named."""
+    ``unix://``; ``parse``: its own parser): any other fails every call, so
+    it fails here, named, and never quoted (a password in it would be)."""
+    usage = ("url must be a redis://, rediss:// or unix:// URL redis-py reads "
+             "(a password's '/', '@' or ':' percent-encoded)")
     if not isinstance(url, str) or urlsplit(url).scheme not in REDIS_SCHEMES:
-        raise ValueError(f"url must be a redis://, rediss:// or unix:// URL, not {_without_credentials(url)!r}")
+        raise ValueError(f"{usage}, not {_without_credentials(url)!r}")
+    address = url.partition("://")[2].partition("?")[0]
+    if "@" in address.partition("/")[2]:  # an '@' past the first '/': a password's '/' left unencoded
+        raise ValueError(f"{usage}: its credentials hold an unencoded '/'")
+    try:
+        parse(url)
+    except ValueError:
+        raise ValueError(f"{usage}: {_without_credentials(url)!r} does not read as one") from None
     return url
 
 
 def _without_credentials(url: Any) -> str:
-    """``url`` with its password (``user:password@``, ``?password=``) and
-    the rest of its query left out."""
+    """``url`` as it may be told (the model, a report, a log): without
+    what comes before its address's last ``@`` (credentials, however
+    spelled) nor its query (``?password=``)."""
     if not isinstance(url, str):
         return type(url).__name__
-    parts = urlsplit(url)
-    host = parts.netloc.rpartition("@")[2]
-    user = parts.netloc.rpartition("@")[0].partition(":")[0]
-    netloc = f"{user}:***@{host}" if "@" in parts.netloc else host
-    return f"{parts.scheme}://{netloc}{parts.path}"
+    scheme, _, rest = url.partition("://")
+    address = rest.partition("?")[0].partition("#")[0]
+    if "@" in address:
+        address = "***@" + address.rpartition("@")[2]
+    return f"{scheme}://{address}"
 
 
 class RedisStore:
@@ -273,7 +284,9 @@ class RedisStore:
         ttl_days, state_ttl_s = whole("ttl_days", ttl_days), whole("state_ttl_s", state_ttl_s)
         max_connections = whole("max_connections", max_connections)
         positive(timeout_s=timeout_s)
-        self.url = _redis_url(url)
+        from redis.asyncio.connection import parse_url
+
+        self.url = _redis_url(url, parse_url)
         self.prefix = prefix
         self.ttl_s = ttl_days * 86400
         self.state_ttl_s = state_ttl_s
