@@ -25,7 +25,7 @@ from agentscope.message import ToolCallBlock, ToolResultBlock, ToolResultState
 from .calls import UNGATED_TOOLS
 from .hooks.termination import undelivered
 from .outputs import quoted_pii, quoted_shown
-from .sentinels import format_sentinel, neutralise_markers, not_permitted
+from .sentinels import format_sentinel, neutralise_markers, unusable_by
 
 if TYPE_CHECKING:
     from .config import ToolPolicy
@@ -77,11 +77,14 @@ async def guide_invalid_arguments(harness: Harness, agent: Any, run: RunState, c
     if not problems:
         return
     code, text = _guide(call.name, problems, schema, policy, run)
+    denied = code == "permission_denied"  # a refusal, met again as any gate's is: the ladder counts it
     if not harness.services.shadow:
         result.output = text
         run.remember_sentinel(code, text)
+        if denied:
+            run.facts.refused.append(("argument_guide", code, call.name))
     harness.services.record(
-        run, "argument_guide", "post_tool_call", "rewrite", code=code, tool=call.name,
+        run, "argument_guide", "post_tool_call", "refuse" if denied else "rewrite", code=code, tool=call.name,
         detail="; ".join(problems),
     )
 
@@ -90,11 +93,12 @@ def _guide(
     tool: str, problems: list[str], schema: dict[str, Any], policy: ToolPolicy | None, run: RunState,
 ) -> tuple[str, str]:
     """The code and sentinel of a call refused for its arguments: how to
-    call it again, unless the bound principal may not use the tool at all
-    (then no call of it is offered)."""
-    if run.principal is not None and not run.principal.may_use(tool):
-        return "permission_denied", format_sentinel("permission_denied", not_permitted(tool))
+    call it again, unless the bound caller cannot use the tool whatever its
+    arguments (then no call of it is offered)."""
     identity = policy.identity_args if policy is not None else {}
+    unusable = unusable_by(tool, run.principal, identity)
+    if unusable is not None:
+        return "permission_denied", format_sentinel("permission_denied", unusable)
     return CODE, _sentinel(tool, problems, schema, identity, run)
 
 

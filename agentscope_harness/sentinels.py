@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
+from typing import Any
 
 from .redaction import sliced
 
@@ -334,6 +335,28 @@ def not_permitted(tool: str, needs: str | None = None) -> str:
     what = f"{tool} needs {needs} first, which is" if needs else f"{tool} is"
     return (f"{what} not available to this user. Do not retry; "
             "tell the user this action is not permitted for their account.")
+
+
+def unusable_by(tool: str, principal: Any, identity_args: Mapping[str, str] | None) -> str | None:
+    """The ``permission_denied`` text of a tool the bound caller cannot use
+    whatever its arguments (``principal``: ``None`` when none is bound): not
+    in its ``allowed_tools``, or acting for a signed-in user (``identity_args``:
+    argument -> the principal's attribute) when none is, or one without such
+    an attribute; ``None`` when some call of it may run. The authorization
+    gate's and the argument guide's one reading (a guide offers no call that
+    cannot run)."""
+    if principal is not None and not principal.may_use(tool):
+        return not_permitted(tool)
+    if not identity_args:
+        return None
+    if principal is None:
+        return (f"{tool} acts for a signed-in user and no user is signed in to "
+                "this conversation. Do not retry; tell the user to sign in.")
+    for attr in identity_args.values():
+        if principal.attr(attr) is None:  # nothing the model sends is right
+            return (f"{tool} needs the signed-in user's {attr}, which this user does not have. "
+                    "Do not retry; tell the user this action is not available for their account.")
+    return None
 
 
 def format_sentinel(code: str, text: str, ref: str | None = None) -> str:

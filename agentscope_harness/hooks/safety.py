@@ -41,6 +41,7 @@ from ..sentinels import (
     neutralise_markers_sliced,
     not_permitted,
     strip_issued,
+    unusable_by,
 )
 
 if TYPE_CHECKING:
@@ -54,29 +55,22 @@ def authorization_gate(ctx: ToolCallContext) -> None:
     checked against the bound principal; the model cannot argue past it."""
     call = ctx.tool
     principal = ctx.principal
+    policy = call.policy
+    identity = policy.identity_args if policy is not None else None
     if principal is not None and not principal.may_use(call.name):
         raise HookRejectSignal(not_permitted(call.name), code="permission_denied")
-    policy = call.policy
-    if policy is None or not policy.identity_args:
+    if policy is None or not identity:
         return
     typo = undeclared_identity_args(call.name, policy, call.declared)
     if typo is not None:  # the check would compare a value the tool never reads
         raise typo
-    if principal is None:
-        raise HookRejectSignal(
-            f"{call.name} acts for a signed-in user and no user is signed in to "
-            "this conversation. Do not retry; tell the user to sign in.",
-            code="permission_denied",
-        )
-    for arg, attr in policy.identity_args.items():
+    unusable = unusable_by(call.name, principal, identity)
+    if unusable is not None:
+        raise HookRejectSignal(unusable, code="permission_denied")
+    assert principal is not None  # (an identity-bound tool is unusable with none)
+    for arg, attr in identity.items():
         expected = principal.attr(attr)
         given = call.args.get(arg)
-        if expected is None:  # the signed-in user has no such attribute: nothing the model sends is right
-            raise HookRejectSignal(
-                f"{call.name} needs the signed-in user's {attr}, which this user does not have. "
-                "Do not retry; tell the user this action is not available for their account.",
-                code="permission_denied",
-            )
         # exact: "acme " or "Alice" would reach the tool as another identity
         if type(given) is not type(expected) or given != expected:
             raise HookRejectSignal(
