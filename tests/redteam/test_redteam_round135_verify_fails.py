@@ -23,7 +23,8 @@ from tests.scripted import ScriptedModel, calls, make_agent, run, text
 pytestmark = pytest.mark.asyncio
 
 
-@pytest.mark.parametrize("failure", ["control-says-missing", "raises", "times_out", "raises_synchronously"])
+@pytest.mark.parametrize("failure", ["control-says-missing", "raises", "times_out", "raises_synchronously",
+                                     "sync_cancelled_future", "async_awaits_cancelled_task"])
 async def test_a_verifier_that_cannot_run_is_a_failed_check_the_model_reads(failure: str) -> None:
     delivered: list[str] = []
 
@@ -44,9 +45,20 @@ async def test_a_verifier_that_cannot_run_is_a_failed_check_the_model_reads(fail
         return "It does not cite an order."
 
     def check_now(result: str) -> str | None:
+        if failure == "sync_cancelled_future":
+            lookup = asyncio.get_running_loop().create_future()  # the app's cached lookup of the order
+            lookup.cancel()  # another request cancelled it
+            return lookup.result()  # raises asyncio.CancelledError
         raise RuntimeError("the order service the checker reads is down")
 
-    verify = check_now if failure == "raises_synchronously" else check
+    async def check_shared(result: str) -> str | None:
+        shared = asyncio.ensure_future(asyncio.sleep(10))
+        await asyncio.sleep(0)
+        shared.cancel()  # another caller cancelled the shared lookup
+        return await shared  # raises asyncio.CancelledError, the run is not being cancelled
+
+    verify = (check_now if failure in ("raises_synchronously", "sync_cancelled_future")
+              else check_shared if failure == "async_awaits_cancelled_task" else check)
     h = Harness(HarnessConfig(hook_timeout_s=0.3, max_enforce_retries=0,
                               tools={"submit_answer": ToolPolicy(role="finish", verify=verify)}),
                 load_entry_points=False, environ={})
