@@ -82,7 +82,10 @@ async def guide_invalid_arguments(harness: Harness, agent: Any, run: RunState, c
         result.output = text
         run.remember_sentinel(code, text)
         if denied:
-            run.facts.refused.append(("argument_guide", code, call.name))
+            met = ("argument_guide", code, call.name)
+            run.facts.refused.append(met)
+            if policy is not None and policy.identity_args:  # as the gate's: its lead meets it too
+                run.met_by_enclosing_runs(met)
     harness.services.record(
         run, "argument_guide", "post_tool_call", "refuse" if denied else "rewrite", code=code, tool=call.name,
         detail="; ".join(problems),

@@ -438,9 +438,14 @@ class CallFlow:
             result.withheld = True
             run.facts.unreach(result.new_facts)
         done_unread = ran and refusal is not None and refusal.code in WITHHELD_DONE
+        # a mutation that timed out may have taken effect: its outcome is unknown, as a withheld one's
+        timed_out = refusal is None and view.role == "mutation" and result.error_class == ErrorClass.TIMEOUT_UNKNOWN
+        unconfirmed = WITHHELD if done_unread else TIMED_OUT if timed_out else None
+        if timed_out:  # told so (DESIGN: timeout_unknown, it may have happened)
+            result.notices.append(f"{view.name} timed out: it may have taken effect. Check before you call it again.")
         succeeded = result.ok and not result.failed_verify  # (shadow mode keeps a failed verify's success shown)
-        if succeeded or done_unread:
-            _keep_finding(run, view, result, done_unread)
+        if succeeded and unconfirmed is None:
+            _keep_finding(run, view, result)
         error = result.error_class or ErrorClass.TOOL_ERROR
         run.facts.record_outcome(
             view.name, view.digest, view.args, view.id, succeeded,
@@ -451,13 +456,12 @@ class CallFlow:
             view.declared.defaults if view.declared is not None else NO_DEFAULTS,
             changed_state=view.role == "mutation", said=result.text,
         )
-        if succeeded or done_unread:  # as the tool ran: its declared defaults filled in, as successes are
-            defaults = view.declared.defaults if view.declared is not None else NO_DEFAULTS
-            args = {**defaults, **view.args} if defaults else view.args
-            if done_unread:  # made, its outcome unconfirmed: a claim of it is corrected as such
-                run.facts.unconfirmed.setdefault(view.name, []).append(args)
-                run.facts.done_unread.add(view.digest)  # and the same call again is not made
-            run.tell_enclosing_runs(view.name, args, confirmed=not done_unread)
+        if unconfirmed is not None:
+            made_unconfirmed(run, view, unconfirmed)
+        if done_unread:  # and the same call again is not made
+            run.facts.done_unread.add(view.digest)
+        if succeeded and unconfirmed is None:
+            run.tell_enclosing_runs(view.name, _as_run(view))
         return result
 
     async def _count_results(self, ctx: HookContext, text: str) -> int | None:
@@ -538,24 +542,50 @@ call was made (it is not made again), its outcome unconfirmed (the checks
 after the refusal, ``verify`` too, never judged it)."""
 
 
-def _keep_finding(run: RunState, view: ToolCallView, result: ToolResultView, unread: bool) -> None:
+WITHHELD = "made; its result was withheld, so whether it went through is not confirmed"
+TIMED_OUT = "made; it timed out, so whether it went through is not confirmed"
+CUT_AT_DEADLINE = "started; the time ran out before it ended, so whether it went through is not confirmed"
+"""What a stopped run's answer says of a call made whose outcome is unknown."""
+
+
+def _as_run(view: ToolCallView) -> Any:
+    """A call's arguments as the tool ran with them: its declared defaults filled in."""
+    defaults = view.declared.defaults if view.declared is not None else NO_DEFAULTS
+    return {**defaults, **view.args} if defaults else view.args
+
+
+def made_unconfirmed(run: RunState, view: ToolCallView, said: str) -> None:
+    """A call made whose outcome is unknown (its result withheld, a
+    mutation that timed out or that the deadline cut): a claim of it is
+    corrected as unconfirmed ("check before you try it again"), here and in
+    every run it is nested in, and a mutation is among what a stopped run
+    did, said so."""
+    args = _as_run(view)
+    run.facts.unconfirmed.setdefault(view.name, []).append(args)
+    run.tell_enclosing_runs(view.name, args, confirmed=False)
+    if view.role == "mutation" and not view.agentscope_own:
+        _acted(run, view.name, said)
+
+
+def _keep_finding(run: RunState, view: ToolCallView, result: ToolResultView) -> None:
     """A successful call in what a stopped run's answer hands over: a
-    mutation among what it did (in every run it is nested in too: a
-    sub-agent's action is the conversation's), any other result among what
-    it found; one whose result was withheld, or reads as instructions to
-    the model, named without its text."""
+    mutation among what it did, any other result among what it found; one
+    whose result reads as instructions to the model named without its text."""
     if view.role in ("finish", "ask") or view.agentscope_own:
         return
-    said = ("made; its result was withheld, so whether it went through is not confirmed" if unread
-            else "(its result read as instructions to the model: not quoted)" if result.suspect
-            else _finding(result.text))
-    if view.role != "mutation":
-        if not unread:
-            run.findings.append((view.name, said))
-        return
+    said = "(its result read as instructions to the model: not quoted)" if result.suspect else _finding(result.text)
+    if view.role == "mutation":
+        _acted(run, view.name, said)
+    else:
+        run.findings.append((view.name, said))
+
+
+def _acted(run: RunState, tool: str, said: str) -> None:
+    """A mutation among what a stopped run did, in every run it is nested in
+    too: a sub-agent's action is the conversation's."""
     acting: RunState | None = run
     while acting is not None:
-        acting.actions.append((view.name, said))
+        acting.actions.append((tool, said))
         acting = acting.parent
 
 

@@ -82,7 +82,7 @@ class Principal(BaseModel):
 
     def attr(self, name: str) -> Any:
         """An identity attribute (``user_id``, ``tenant`` or an extra one)."""
-        if name in ("user_id", "tenant"):
+        if name in type(self).model_fields:  # its own, or a subclass's declared field
             return getattr(self, name)
         return (self.model_extra or {}).get(name)
 

@@ -56,10 +56,12 @@ from ..context import (
     is_pruned,
     structured_output_owed,
 )
+from ..hooks.context_shaping import finish_rule
 from ..lifecycle import ReplyLifecycle, flush, rounds_left, text_block_events
 from ..outcome import (
     answer_is_replaced,
     finish_bypassed,
+    finish_required,
     overrules_answer,
     owes_finish,
     structured_output_is_withheld,
@@ -107,8 +109,15 @@ class HarnessAgentAdapter(HarnessMiddleware):
         return "agentscope_harness.agent"
 
     async def on_system_prompt(self, agent: Any, current_prompt: str) -> str:
-        """Append the harness rules: a pure function of the config, cached."""
-        return current_prompt + await self.harness.system_prompt_addition()
+        """Append the harness rules: a pure function of the config, cached;
+        less the finishing tool's rule for an agent not held to it (a
+        sub-agent without one answers its lead in text)."""
+        addition = await self.harness.system_prompt_addition()
+        rule = finish_rule(self.harness.config)
+        run = run_of(self.harness, agent)
+        if rule is not None and run is not None and not finish_required(run, self.harness.config):
+            addition = addition.replace(f"\n- {rule}", "")
+        return current_prompt + addition
 
     # ----------------------------------------------------------------- reply
 

@@ -28,7 +28,15 @@ from agentscope.message import DataBlock, TextBlock, ToolCallState, ToolResultSt
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import ToolChunk, ToolMiddlewareBase, ToolResponse
 
-from ..calls import DEADLINE_PASSED, UNGATED_TOOLS, Verdict, read_one_way, result_view
+from ..calls import (
+    CUT_AT_DEADLINE,
+    DEADLINE_PASSED,
+    UNGATED_TOOLS,
+    Verdict,
+    made_unconfirmed,
+    read_one_way,
+    result_view,
+)
 from ..chains import release
 from ..context import HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception, error_text
@@ -341,6 +349,8 @@ class HarnessToolAdapter(HarnessMiddleware):
         self.harness.flow.deadline_stopped(run, "on_acting", call.name, what)
         if ran:
             self.harness.flow.call_over(run, call.id, True)
+            if ctx.tool is not None:  # it may have taken effect: said so, never "not done"
+                made_unconfirmed(run, ctx.tool, CUT_AT_DEADLINE)
         else:  # neither running nor counted as made
             self._uncount(ctx, call)
         response = _told(run, call.id, "run_concluded", text.format(name=call.name))

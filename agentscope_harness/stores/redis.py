@@ -17,9 +17,8 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar, cast
-from urllib.parse import urlsplit
 
 from ..errors import DependencyDown
 from ._base import (
@@ -217,30 +216,48 @@ def _redis_url(url: Any, parse: Callable[[str], Any]) -> str:
     ``unix://``; ``parse``: its own parser): any other fails every call, so
     it fails here, named, and never quoted (a password in it would be)."""
     usage = ("url must be a redis://, rediss:// or unix:// URL redis-py reads "
-             "(a password's '/', '@' or ':' percent-encoded)")
-    if not isinstance(url, str) or urlsplit(url).scheme not in REDIS_SCHEMES:
+             "(a password's '/', '@', ':', '#', '?' and '[' percent-encoded)")
+    scheme, _, rest = url.partition("://") if isinstance(url, str) else ("", "", "")
+    if scheme.lower() not in REDIS_SCHEMES:
         raise ValueError(f"{usage}, not {_without_credentials(url)!r}")
-    address = url.partition("://")[2].partition("?")[0]
-    if "@" in address.partition("/")[2]:  # an '@' past the first '/': a password's '/' left unencoded
+    netloc, _, path = rest.partition("?")[0].partition("/")
+    # an '@' past the first '/': a password's '/' left unencoded (a socket's path may hold one)
+    if "@" in path and (scheme.lower() != "unix" or netloc):
         raise ValueError(f"{usage}: its credentials hold an unencoded '/'")
     try:
         parse(url)
-    except ValueError:
+    except ValueError:  # its message may quote the password
         raise ValueError(f"{usage}: {_without_credentials(url)!r} does not read as one") from None
     return url
 
 
+def _told(scheme: str, read: Mapping[str, Any]) -> str:
+    """A URL redis-py read (``read``: its parts) as it may be told: its
+    address and database, ``***@`` for credentials."""
+    who = "***@" if read.get("username") or read.get("password") else ""
+    if "path" in read:
+        return f"{scheme}://{who}{read['path']}" + (f"?db={read['db']}" if "db" in read else "")
+    host = read.get("host", "localhost")
+    host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{who}{host}:{read.get('port', 6379)}/{read.get('db', 0)}"
+
+
 def _without_credentials(url: Any) -> str:
-    """``url`` as it may be told (the model, a report, a log): without
-    what comes before its address's last ``@`` (credentials, however
-    spelled) nor its query (``?password=``)."""
+    """``url`` as it may be told (the model, a report, a log): what comes
+    before its last ``@`` (credentials, however spelled, a ``#`` or ``?`` in
+    them too) and its query (``?password=``) left out, and a host that is
+    no host (``user:password`` with no ``@``) masked."""
     if not isinstance(url, str):
         return type(url).__name__
     scheme, _, rest = url.partition("://")
+    masked = "@" in rest
+    rest = rest.rpartition("@")[2]
     address = rest.partition("?")[0].partition("#")[0]
-    if "@" in address:
-        address = "***@" + address.rpartition("@")[2]
-    return f"{scheme}://{address}"
+    host, slash, path = address.partition("/")
+    port = host.rpartition(":")[2] if ":" in host else ""
+    if port and not port.isdigit() and not host.endswith("]"):  # no port: a password, written without its '@'
+        host, masked = "", True
+    return f"{scheme}://{'***@' if masked else ''}{host}{slash}{path}"
 
 
 class RedisStore:
@@ -287,12 +304,13 @@ class RedisStore:
         from redis.asyncio.connection import parse_url
 
         self.url = _redis_url(url, parse_url)
+        read = parse_url(url)
         self.prefix = prefix
         self.ttl_s = ttl_days * 86400
         self.state_ttl_s = state_ttl_s
         self.timeout_s = timeout_s
         # named without its credentials: what the model, the report and the logs read of it
-        self._what = f"Redis store {_without_credentials(url)}"
+        self._what = f"Redis store {_told(url.partition('://')[0].lower(), read)}"
         self._errors: tuple[type[BaseException], ...] = (RedisError, OSError)
         # a blocking pool: a call beyond max_connections waits its turn (within
         # timeout_s and the caller's deadline) instead of failing at once
