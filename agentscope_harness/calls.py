@@ -437,9 +437,12 @@ class CallFlow:
             result.text, result.notices, result.state = refusal.text, [], "error"
             result.withheld = True
             run.facts.unreach(result.new_facts)
-        done_unread = ran and refusal is not None and refusal.code in WITHHELD_DONE
-        # a mutation that timed out may have taken effect: its outcome is unknown, as a withheld one's
-        timed_out = refusal is None and view.role == "mutation" and result.error_class == ErrorClass.TIMEOUT_UNKNOWN
+        withheld = refusal is not None and refusal.code in WITHHELD_DONE
+        done_unread = ran and withheld
+        # a mutation that timed out may have taken effect, its error text withheld or not: its outcome is
+        # unknown, as a withheld result's
+        timed_out = (refusal is None or withheld) and view.role == "mutation" and (
+            result.error_class == ErrorClass.TIMEOUT_UNKNOWN)
         unconfirmed = WITHHELD if done_unread else TIMED_OUT if timed_out else None
         if timed_out:  # told so (DESIGN: timeout_unknown, it may have happened)
             result.notices.append(f"{view.name} timed out: it may have taken effect. Check before you call it again.")

@@ -82,8 +82,9 @@ class Principal(BaseModel):
 
     def attr(self, name: str) -> Any:
         """An identity attribute (``user_id``, ``tenant`` or an extra one)."""
-        if name in type(self).model_fields:  # its own, or a subclass's declared field
-            return getattr(self, name)
+        if name in type(self).model_fields:  # its own, or a subclass's declared field, as JSON carries it
+            value = getattr(self, name)
+            return value if value is None or type(value) is str else to_jsonable_python(value)
         return (self.model_extra or {}).get(name)
 
     @property

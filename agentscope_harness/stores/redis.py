@@ -222,7 +222,7 @@ def _redis_url(url: Any, parse: Callable[[str], Any]) -> str:
         raise ValueError(f"{usage}, not {_without_credentials(url)!r}")
     netloc, _, path = rest.partition("?")[0].partition("/")
     # an '@' past the first '/': a password's '/' left unencoded (a socket's path may hold one)
-    if "@" in path and (scheme.lower() != "unix" or netloc):
+    if "@" in path and (scheme.lower() != "unix" or (netloc and not netloc.endswith("@"))):
         raise ValueError(f"{usage}: its credentials hold an unencoded '/'")
     try:
         parse(url)
