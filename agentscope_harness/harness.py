@@ -178,6 +178,7 @@ class Harness:
         self.reports: deque[RunReport] = deque(maxlen=self.config.reports_kept)
         self._last_by_agent: weakref.WeakKeyDictionary[Any, RunReport] = weakref.WeakKeyDictionary()
         self._prompt_addition: str | None = None
+        self._failed_open: tuple[str, str] | None = None  # the run a prompt hook failed open in, its text
         self._tool_only: weakref.WeakKeyDictionary[Any, list[str | None]] = (
             weakref.WeakKeyDictionary()
         )
@@ -378,22 +379,29 @@ class Harness:
         the prompt is byte-stable, computed once per Harness, bounded by the
         asking run's deadline. A safety hook that refuses or fails stops the
         asking run (its model call not made) and is asked again by the next
-        run, as is a hook that failed open: only a clean pass is kept. The hooks' decisions are the asking
-        run's, in its report."""
+        run, as is a hook that failed open (that run keeps the text it got):
+        only a clean pass is kept. The hooks' decisions are the asking run's,
+        in its report."""
         if self._prompt_addition is not None:
             return self._prompt_addition
+        asking = current_run()
+        failed_for = self._failed_open
+        if asking is not None and failed_for is not None and failed_for[0] == asking.run_id:
+            return failed_for[1]  # asked again by the next run, not at each prompt of this one
         scratch = RunTable(loop_window=self.config.loop_window).open(
             "system_prompt", "", None, None, None, None, self.config.mode,
         )
-        asking = current_run()
         scratch.set_deadline(asking.deadline if asking is not None else None)
         ctx = HookContext("on_system_prompt", scratch, self.services)
         refusal = await self.runner.run("on_system_prompt", ctx)
         # each addition a paragraph of its own (the harness's rules open with one)
         addition = "".join(f"\n\n{part.lstrip(chr(10))}" for part in ctx.prompt_addition)
         failed = any(d.action == "error" for d in scratch.decisions)  # a hook that failed open: asked again
-        if refusal is None and not failed and scratch.facts.terminal is None and not scratch.past_deadline():
+        clean = refusal is None and scratch.facts.terminal is None and not scratch.past_deadline()
+        if clean and not failed:
             self._prompt_addition = addition
+        elif clean and asking is not None:
+            self._failed_open = (asking.run_id, addition)
         if asking is not None:
             _prompt_hooks_decided(scratch, asking)
         return addition
