@@ -26,7 +26,7 @@ from .errors import (
     InvalidArguments,
 )
 from .harness import Harness, Principal
-from .injection import InjectionDetector
+from .injection import InjectionDetector, InjectionVerdict
 from .model_guard import ModelCallRefused
 from .registry import HOOK_POINTS, HookRejectSignal, HookSpec, harness_hook
 from .report import Decision, RunReport, TerminalState
@@ -52,6 +52,7 @@ __all__ = [
     "HookRejectSignal",
     "HookSpec",
     "InjectionDetector",
+    "InjectionVerdict",
     "InvalidArguments",
     "Ledger",
     "LedgerStore",

@@ -289,6 +289,19 @@ class CallFlow:
         run.remember_sentinel("bad_arguments", text)
         return text
 
+    def changed_before_judged(self, run: RunState, view: ToolCallView) -> str | None:
+        """The sentinel of a call whose arguments a middleware before the
+        harness changed on their way to it: the tool receives AgentScope's
+        own parse, so the gates would judge another call (recorded; ``None``
+        in shadow mode: recorded only)."""
+        self.services.record(run, "arguments_check", "pre_tool_call", "refuse", code="policy_error", tool=view.name,
+                             detail="a middleware before the harness changed the arguments it judges")
+        if self.services.shadow:
+            return None
+        text = format_sentinel("policy_error", ARGUMENTS_CHANGED.format(name=view.name))
+        run.remember_sentinel("policy_error", text)
+        return text
+
     def call_over(self, run: RunState, call_id: str, ran: bool, until: asyncio.Task | None = None) -> None:
         """A call is over: its result shaped, or it was not admitted, or not
         made (``ran`` false): the slots its gates took go back (``until``: a
@@ -615,6 +628,28 @@ e-mail address at its longest)."""
 
 _FINDING_READ = 65_536
 """The most of a result read for its finding line."""
+
+
+ARGUMENTS_CHANGED = (
+    "The call to {name} was not made: its arguments could not be checked as the tool would receive them. "
+    "Do not retry it; tell the user."
+)
+
+
+def as_parsed(written: str, judged: Any, schema: Any) -> bool:
+    """Whether ``judged`` is AgentScope's own parse of the call's arguments
+    (``written``, read with ``schema`` as AgentScope reads it): the tool
+    receives that parse, whatever a middleware before the harness passed on.
+    Plain JSON first (C speed), AgentScope's repairing reader where it differs."""
+    try:
+        if json.loads(written) == judged:
+            return True
+    except (ValueError, TypeError, RecursionError):
+        pass
+    try:
+        return bool(_json_loads_with_repair(written, schema) == judged)
+    except Exception:  # a text AgentScope could not read either: it refuses the call itself
+        return True
 
 
 def read_one_way(written: str, judged: dict[str, Any]) -> bool:

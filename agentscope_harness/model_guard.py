@@ -389,7 +389,8 @@ class ModelGuard:
             candidate.judge_model_call(run, services, name, tokens, output, live)
         over = overspend(run, name, tokens, output)
         refusal = (
-            self._enclosing_ended(run) or over_request_cap(services, run, tokens) or self._unpriced(run, model)
+            self._enclosing_ended(run) or self._past_deadline(run) or over_request_cap(services, run, tokens)
+            or self._unpriced(run, model)
             or self._over_budget(run, agent, over)
             or (self._enclosing_stop(run) if services.shadow else None)
         )
@@ -402,8 +403,8 @@ class ModelGuard:
         if admission.answer is not None:  # rate limit or quota: no model call
             return _final(admission.answer)
         held = admission.reservation
-        # again, as calls in flight while it waited may have taken the calls or money left
-        refusal = self._out_of_calls(run, narrowed) or (
+        # again, as calls in flight while it waited may have taken the calls, money or time left
+        refusal = self._past_deadline(run) or self._out_of_calls(run, narrowed) or (
             self._over_budget(run, agent, overspend(run, name, tokens, output)) if over is None else None
         )
         if refusal is not None:
@@ -742,6 +743,19 @@ class ModelGuard:
         if isinstance(result, ChatResponse) and _cut_at_deadline(run, result):
             return None
         return result
+
+    def _past_deadline(self, run: RunState) -> str | None:
+        """The stop text when the run's deadline passed before its model call
+        was sent (a slow hook or store wait since the watchdog's check): the
+        call is not made, nor charged (shadow mode too: time is no refusal)."""
+        if not run.past_deadline():
+            return None
+        self.harness.services.record(
+            run, "liveness_watchdog", "on_model_call", "stop", code="deadline",
+            detail="deadline: the model call was not made", enforced=True,
+        )
+        run.facts.time_is_up(self.harness.shadow)
+        return self._stop(run, "deadline")
 
     def _deadline_passed(self, run: RunState) -> str:
         self.harness.services.record(

@@ -21,6 +21,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from agentscope.agent._structured_output_tool import _GenerateStructuredOutput
@@ -33,6 +34,7 @@ from ..calls import (
     DEADLINE_PASSED,
     UNGATED_TOOLS,
     Verdict,
+    as_parsed,
     made_unconfirmed,
     read_one_way,
     result_view,
@@ -52,6 +54,7 @@ from ..outputs import (
     result_pii,
     result_text,
     shaped_data,
+    shaped_notice,
 )
 from ..run_state import RUN_HANDLE, TOOL_CALL, current_run
 from ..runner import first_step
@@ -95,7 +98,7 @@ class HarnessToolAdapter(HarnessMiddleware):
         """Distinct from other middlewares' keys in ``middle_context``."""
         return "agentscope_harness.tool"
 
-    def _instrumented(self, tool: Any) -> None:
+    def _instrumented(self, agent: Any, tool: Any) -> None:
         """Log once per tool a tool of AgentScope's own kind that
         ``harness.instrument`` never reached: its failures are text to the
         harness (no ``dependency_down``, nothing for the breaker), so a run
@@ -105,6 +108,10 @@ class HarnessToolAdapter(HarnessMiddleware):
         told = self.harness.services.told_uninstrumented
         if chain is None or name in told or name in UNGATED_TOOLS or getattr(tool, "is_external_tool", False):
             return  # AgentScope's own tools (re-made every reply) fail as AgentScope handles them
+        toolkit = getattr(agent, "toolkit", None)
+        if any(tool is getattr(getattr(toolkit, kit_own, None), "tool", None)
+               for kit_own in ("builtin_meta_tool", "builtin_skill_viewer")):
+            return  # the toolkit's own meta tools: no instrument() reaches them, and they call no service
         if not _instrumented_chain(chain):
             told.add(name)
             log.warning(
@@ -136,7 +143,7 @@ class HarnessToolAdapter(HarnessMiddleware):
         flow = self.harness.flow
         run = await self._run(agent)
         call = input_kwargs["tool_call"]
-        self._instrumented(input_kwargs.get("tool"))
+        self._instrumented(agent, input_kwargs.get("tool"))
         view = ToolCallView(
             id=call.id,
             name=call.name,
@@ -160,6 +167,12 @@ class HarnessToolAdapter(HarnessMiddleware):
             # second call under a held id would take the first one's place (its
             # judgement, its slots), so it is refused before it takes any
             return _deny(flow.id_taken(run, view))
+        tool = input_kwargs.get("tool")
+        if not as_parsed(call.input, view.args, getattr(tool, "input_schema", None)):
+            # a middleware before the harness changed the arguments: the tool gets AgentScope's parse
+            changed = flow.changed_before_judged(run, view)
+            if changed is not None:
+                return _deny(changed)
         if getattr(input_kwargs.get("tool"), "is_external_tool", False) and not read_one_way(
             call.input, input_kwargs["tool_input"],
         ):
@@ -181,7 +194,8 @@ class HarnessToolAdapter(HarnessMiddleware):
             if verdict.ask is None and verdict.rule is not None and decision.behavior != PermissionBehavior.DENY:
                 flow.asked_by_rule(run, view, verdict.rule)  # shadow mode: the question recorded, the call runs
             if verdict.ask is not None and decision.behavior == PermissionBehavior.DENY:
-                return decision  # a call AgentScope refuses is never put to a human (a yes would run it)
+                # a call AgentScope refuses is never put to a human (a yes would run it)
+                return self._denied_shaped(run, view, decision)
             if run.pauses != pauses and not self.harness.shadow:  # its reply moved on without it: not made,
                 return _deny(flow.judged_across_park(run, view))  # nor asked about (no question reaches anyone)
             if verdict.ask is not None or decision.behavior in (PermissionBehavior.ASK, PermissionBehavior.PASSTHROUGH):
@@ -197,7 +211,7 @@ class HarnessToolAdapter(HarnessMiddleware):
                     behavior=PermissionBehavior.ASK, message=verdict.ask, decision_reason=verdict.ask,
                 )
             if decision.behavior != PermissionBehavior.ALLOW:
-                return decision
+                return self._denied_shaped(run, view, decision)
             refusal = flow.admit(verdict)
             admitted = refusal is None
             if admitted:  # a parked run's record counts it (a lead's, or its own: admitted after it parked)
@@ -216,6 +230,16 @@ class HarnessToolAdapter(HarnessMiddleware):
                 flow.call_over(run, view.id, ran=False)
             if verdict is not None and verdict.ctx is not None:
                 verdict.ctx.admissions.clear()
+
+    def _denied_shaped(self, run: RunState, view: ToolCallView, decision: PermissionDecision) -> PermissionDecision:
+        """AgentScope's engine (a tool's own ``check_permissions``) refused the
+        call: its message is the result the model reads, and it may quote
+        what it checked, so it is shaped as a notice is (secrets redacted, the
+        tool's ``pii`` applied, markers defanged). Any other decision as it is."""
+        if decision.behavior != PermissionBehavior.DENY or not isinstance(decision.message, str):
+            return decision
+        shaped = shaped_notice(decision.message, self.harness.redactor, view.policy, run)
+        return decision if shaped == decision.message else replace(decision, message=shaped)
 
     def _record_resumer(self, run: RunState) -> None:
         """The tool adapter alone: the caller bound at the first call
