@@ -636,11 +636,15 @@ ARGUMENTS_CHANGED = (
 )
 
 
-def as_parsed(written: str, judged: Any, schema: Any) -> bool:
-    """Whether ``judged`` is AgentScope's own parse of the call's arguments
-    (``written``, read with ``schema`` as AgentScope reads it): the tool
-    receives that parse, whatever a middleware before the harness passed on.
-    Plain JSON first (C speed), AgentScope's repairing reader where it differs."""
+def as_parsed(agent: Any, call: Any, judged: Any, schema: Any) -> bool:
+    """Whether ``judged`` is AgentScope's own parse of the call it will run:
+    the call of that id in the agent's context (the block ``Agent._acting``
+    executes, whatever copy a middleware before the harness passed on), read
+    with ``schema`` as AgentScope reads it. Plain JSON first (C speed),
+    AgentScope's repairing reader where it differs."""
+    written = _stored_input(agent, call.id)
+    if written is None:  # judged outside a reply (no call in the context): the call as given
+        written = call.input
     try:
         if json.loads(written) == judged:
             return True
@@ -648,8 +652,20 @@ def as_parsed(written: str, judged: Any, schema: Any) -> bool:
         pass
     try:
         return bool(_json_loads_with_repair(written, schema) == judged)
-    except Exception:  # a text AgentScope could not read either: it refuses the call itself
-        return True
+    except Exception:  # AgentScope read it before judging: a text it cannot read is not the call's
+        return False
+
+
+def _stored_input(agent: Any, call_id: str) -> str | None:
+    """The arguments text of call ``call_id`` in the agent's context, newest first."""
+    state = getattr(agent, "state", None)
+    for msg in reversed(getattr(state, "context", None) or ()):
+        if isinstance(msg.content, str):
+            continue
+        for block in reversed(msg.content):
+            if getattr(block, "type", None) == "tool_call" and block.id == call_id:
+                return str(block.input)
+    return None
 
 
 def read_one_way(written: str, judged: dict[str, Any]) -> bool:

@@ -178,7 +178,8 @@ class Harness:
         self.reports: deque[RunReport] = deque(maxlen=self.config.reports_kept)
         self._last_by_agent: weakref.WeakKeyDictionary[Any, RunReport] = weakref.WeakKeyDictionary()
         self._prompt_addition: str | None = None
-        self._failed_open: tuple[str, str] | None = None  # the run a prompt hook failed open in, its text
+        # the runs a prompt hook failed open in, and the text each got: asked again by the next run
+        self._failed_open: weakref.WeakKeyDictionary[RunState, str] = weakref.WeakKeyDictionary()
         self._tool_only: weakref.WeakKeyDictionary[Any, list[str | None]] = (
             weakref.WeakKeyDictionary()
         )
@@ -385,9 +386,8 @@ class Harness:
         if self._prompt_addition is not None:
             return self._prompt_addition
         asking = current_run()
-        failed_for = self._failed_open
-        if asking is not None and failed_for is not None and failed_for[0] == asking.run_id:
-            return failed_for[1]  # asked again by the next run, not at each prompt of this one
+        if asking is not None and asking in self._failed_open:
+            return self._failed_open[asking]  # asked again by the next run, not at each prompt of this one
         scratch = RunTable(loop_window=self.config.loop_window).open(
             "system_prompt", "", None, None, None, None, self.config.mode,
         )
@@ -401,7 +401,7 @@ class Harness:
         if clean and not failed:
             self._prompt_addition = addition
         elif clean and asking is not None:
-            self._failed_open = (asking.run_id, addition)
+            self._failed_open[asking] = addition
         if asking is not None:
             _prompt_hooks_decided(scratch, asking)
         return addition

@@ -168,7 +168,7 @@ class HarnessToolAdapter(HarnessMiddleware):
             # judgement, its slots), so it is refused before it takes any
             return _deny(flow.id_taken(run, view))
         tool = input_kwargs.get("tool")
-        if not as_parsed(call.input, input_kwargs["tool_input"], getattr(tool, "input_schema", None)):
+        if not as_parsed(agent, call, input_kwargs["tool_input"], getattr(tool, "input_schema", None)):
             # a middleware before the harness changed the arguments: the tool gets AgentScope's parse
             changed = flow.changed_before_judged(run, view)
             if changed is not None:
