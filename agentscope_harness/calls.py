@@ -636,15 +636,20 @@ ARGUMENTS_CHANGED = (
 )
 
 
-def as_parsed(agent: Any, call: Any, judged: Any, schema: Any) -> bool:
-    """Whether ``judged`` is AgentScope's own parse of the call it will run:
-    the call of that id in the agent's context (the block ``Agent._acting``
-    executes, whatever copy a middleware before the harness passed on), read
-    with ``schema`` as AgentScope reads it. Plain JSON first (C speed),
-    AgentScope's repairing reader where it differs."""
-    written = _stored_input(agent, call.id)
-    if written is None:  # judged outside a reply (no call in the context): the call as given
-        written = call.input
+def stored_text(agent: Any, call: Any, judged: Any, schema: Any) -> str | None:
+    """The arguments text of the call AgentScope will run: a block of this
+    call's id and name in the agent's context (the one ``Agent._acting``
+    executes, whatever copy a middleware before the harness passed on; of
+    several under one id, a provider numbering ids per message, the one
+    that reads as ``judged``), read with ``schema`` as AgentScope reads it.
+    ``None``: none reads as ``judged`` (a middleware changed the arguments)."""
+    texts = _stored_inputs(agent, call.id, call.name) or [call.input]  # judged outside a reply: as given
+    return next((text for text in texts if _reads_as(text, judged, schema)), None)
+
+
+def _reads_as(written: str, judged: Any, schema: Any) -> bool:
+    """AgentScope's parse of ``written`` is ``judged``: plain JSON first (C
+    speed), AgentScope's repairing reader where it differs."""
     try:
         if json.loads(written) == judged:
             return True
@@ -652,20 +657,22 @@ def as_parsed(agent: Any, call: Any, judged: Any, schema: Any) -> bool:
         pass
     try:
         return bool(_json_loads_with_repair(written, schema) == judged)
-    except Exception:  # AgentScope read it before judging: a text it cannot read is not the call's
+    except Exception:  # AgentScope read the call before judging it: a text it cannot read is not the call's
         return False
 
 
-def _stored_input(agent: Any, call_id: str) -> str | None:
-    """The arguments text of call ``call_id`` in the agent's context, newest first."""
+def _stored_inputs(agent: Any, call_id: str, name: str) -> list[str]:
+    """The arguments texts of the calls ``call_id`` names in the newest
+    message of the agent's context that holds one."""
     state = getattr(agent, "state", None)
     for msg in reversed(getattr(state, "context", None) or ()):
         if isinstance(msg.content, str):
             continue
-        for block in reversed(msg.content):
-            if getattr(block, "type", None) == "tool_call" and block.id == call_id:
-                return str(block.input)
-    return None
+        texts = [str(block.input) for block in msg.content
+                 if getattr(block, "type", None) == "tool_call" and block.id == call_id and block.name == name]
+        if texts:
+            return texts
+    return []
 
 
 def read_one_way(written: str, judged: dict[str, Any]) -> bool:

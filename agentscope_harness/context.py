@@ -379,7 +379,13 @@ class HookContext:
         end_state, end_reason = (state, reason) if ended is None else (TerminalState(ended.state), ended.reason)
         settled = end_state in (TerminalState.COMPLETED, TerminalState.WAITING_INPUT)
         if text is None:
-            text = reason if settled and not self.config.finish_required() else fallback(self.config, end_reason)
+            finishing = self.config.finish_required()
+            text = (
+                reason if settled and not finishing
+                # a completed stop where a finishing tool must deliver ends finish_tool_not_called: said so
+                else fallback(self.config, "finish_tool_not_called") if end_state == TerminalState.COMPLETED
+                else fallback(self.config, end_reason)
+            )
         if not settled:
             found = found_so_far(self.run)
             if found not in text:

@@ -34,10 +34,10 @@ from ..calls import (
     DEADLINE_PASSED,
     UNGATED_TOOLS,
     Verdict,
-    as_parsed,
     made_unconfirmed,
     read_one_way,
     result_view,
+    stored_text,
 )
 from ..chains import release
 from ..context import HookContext, ToolCallView, ToolResultView
@@ -168,14 +168,13 @@ class HarnessToolAdapter(HarnessMiddleware):
             # judgement, its slots), so it is refused before it takes any
             return _deny(flow.id_taken(run, view))
         tool = input_kwargs.get("tool")
-        if not as_parsed(agent, call, input_kwargs["tool_input"], getattr(tool, "input_schema", None)):
-            # a middleware before the harness changed the arguments: the tool gets AgentScope's parse
+        written = stored_text(agent, call, input_kwargs["tool_input"], getattr(tool, "input_schema", None))
+        if written is None:  # a middleware before the harness changed the arguments: the tool gets AgentScope's parse
             changed = flow.changed_before_judged(run, view)
             if changed is not None:
                 return _deny(changed)
-        if getattr(input_kwargs.get("tool"), "is_external_tool", False) and not read_one_way(
-            call.input, input_kwargs["tool_input"],
-        ):
+            written = call.input
+        if getattr(tool, "is_external_tool", False) and not read_one_way(written, input_kwargs["tool_input"]):
             refused = flow.read_otherwise(run, view)  # the client reads the text, not AgentScope's parse
             if refused is not None:
                 return _deny(refused)
