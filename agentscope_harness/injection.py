@@ -522,7 +522,7 @@ class HeuristicDetector:
             lo, hi = 0, len(view)
         else:
             start, end = own
-            _count_hidden(text[start:end], found)
+            _normal(text[start:end], found, fold, level)  # its hidden characters, read as the whole's are
             normal = _normal(text, None, fold, level)
             view = _lowered(normal)
             # where the part starts and ends in the view: what comes before and after it, read alike

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentscope_harness.facts import _failure_words
@@ -46,6 +46,9 @@ def _page(placed: list[tuple[int, str]], length: int, filler: str = FILLERS[0]) 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(EDGES), st.sampled_from(PHRASES)), min_size=1, max_size=4),
        st.sampled_from([STEP * 2 + _PIECE_OVERLAP + 10, STEP * 3 + 500]), st.sampled_from(FILLERS))
+# found in session 30's run: a zero-width character before a JSON letter escape ("ig\u200b\\u0069gnore")
+# is in a word once the escape is read; a piece counted its hidden characters on the text as written
+@example(placed=[(14328, PHRASES[3]), (14331, PHRASES[7])], length=STEP * 2 + _PIECE_OVERLAP + 10, filler=FILLERS[0])
 def test_a_long_text_in_pieces_scores_as_the_whole_text(
     placed: list[tuple[int, str]], length: int, filler: str,
 ) -> None:
