@@ -110,32 +110,47 @@ class CanonicalIds(MiddlewareBase):
     """An application's own permission middleware, placed first as the README
     says. It checks ids case-insensitively and hands the canonical copy on to
     the next permission check; AgentScope documents that the chain works on
-    copies: "changes to these copies do not alter the eventual tool invocation"."""
+    copies: "changes to these copies do not alter the eventual tool invocation".
+    ``also_call`` (round 139 a): it keeps the call's copy consistent with it, or
+    blanks the raw text it no longer vouches for."""
+
+    def __init__(self, also_call: str = "") -> None:
+        super().__init__()
+        self.also_call = also_call
 
     async def on_check_permission(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
         canonical = {k: v.strip().lower() if isinstance(v, str) else v for k, v in input_kwargs["tool_input"].items()}
-        return await next_handler(**{**input_kwargs, "tool_input": canonical})
+        passed = {**input_kwargs, "tool_input": canonical}
+        if self.also_call:
+            text = json.dumps(canonical) if self.also_call == "consistent" else "[redacted]"
+            passed["tool_call"] = input_kwargs["tool_call"].model_copy(update={"input": text})
+        return await next_handler(**passed)
 
 
-async def test_an_outer_permission_middleware_decides_what_the_harness_judges() -> None:
+@pytest.mark.parametrize("also_call", ["", "consistent", "redacted"],
+                         ids=["input_only", "input_and_call", "call_text_unreadable"])
+async def test_an_outer_permission_middleware_decides_what_the_harness_judges(also_call: str) -> None:
     """Promise (DESIGN §4.1, README "How it works" and "Security: Identity"):
     "a tool call is judged on exactly what the tool receives ... on AgentScope's
     own parsed and schema-validated input"; "Values compare exactly"; README
     "Combining": with `[*mine, *harness.middlewares()]` "The harness then judges
     exactly what AgentScope is about to execute".
     Attack: the application's permission middleware (first in the list) passes a
-    canonicalised copy of ``tool_input`` downstream; the model writes
-    ``user_id="U-42 "`` (another account for a backend with case-sensitive ids).
+    canonicalised copy of ``tool_input`` downstream (and of the call itself); the
+    model writes ``user_id="U-42 "`` (another account for a backend with
+    case-sensitive ids).
     Happened: the harness judged the copy ("u-42", the signed-in user) and
     admitted it; the tool ran with "U-42 ", which the harness itself calls a
-    different user. It reads ``input_kwargs["tool_input"]`` instead of AgentScope's
-    own parse of the call it is about to run."""
+    different user. Round 139 a: comparing with the call's copy, a middleware
+    that changed both went past the check."""
     harness = Harness(HarnessConfig(tools=IDENTITY), load_entry_points=False)
     model = ScriptedModel([calls(("cancel_order", {"order_id": "A-1", "user_id": "U-42 "})), text("Cancelled.")])
-    agent = make_agent(model, [cancel_order], [CanonicalIds(), *harness.middlewares()])
+    agent = make_agent(model, [cancel_order], [CanonicalIds(also_call), *harness.middlewares()])
     with harness.acting_for(ALICE):
         await run(agent)
+    report = harness.last_report(agent)
     assert RAN == [], f"the tool ran for an identity the harness never judged: {RAN}"
+    assert [d.code for d in report.decisions if d.hook == "arguments_check"] == ["policy_error"]
 
 
 # --------------------------------------------------------------------------

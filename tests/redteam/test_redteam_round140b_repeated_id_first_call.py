@@ -18,51 +18,17 @@ Should: the first call runs; at most the second is refused as duplicate_call.
 """
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
-from agentscope.middleware import MiddlewareBase
 from agentscope.tool import Toolkit
 
 import agentscope_harness.testing as harness_testing
 from agentscope_harness import Harness, HarnessConfig, ToolPolicy
-from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, text, tool, tool_messages
+from tests.redteam.test_redteam_round133_shadow_repeated_call_id import AwaitingAudit, _tools
+from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, text, tool_messages
 
 pytestmark = pytest.mark.asyncio
-
-
-class AwaitingAudit(MiddlewareBase):
-    async def get_middleware_key(self) -> str:
-        return "audit"
-
-    async def on_acting(self, agent: Any, input_kwargs: dict, next_handler: Any) -> AsyncGenerator:
-        await asyncio.sleep(0.01)
-        async for item in next_handler(**input_kwargs):
-            yield item
-
-
-def _tools(ran: list[str]) -> list[Any]:
-    async def search(q: str) -> str:
-        """Search the catalogue.
-
-        Args:
-            q (str): The query.
-        """
-        ran.append(f"search:{q}")
-        return f"results for {q}"
-
-    async def stock(sku: str) -> str:
-        """Stock of an item.
-
-        Args:
-            sku (str): The item.
-        """
-        ran.append(f"stock:{sku}")
-        return f"{sku}: 4 in stock"
-
-    return [tool(search), tool(stock)]
 
 
 @pytest.mark.parametrize("audit", [True, False], ids=["judged_together", "plain"])
