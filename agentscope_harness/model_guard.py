@@ -747,19 +747,12 @@ class ModelGuard:
     def _past_deadline(self, run: RunState) -> str | None:
         """The stop text when the run's deadline passed before its model call
         was sent (a slow hook or store wait since the watchdog's check): the
-        call is not made, nor charged (shadow mode too: time is no refusal)."""
-        if not run.past_deadline():
-            return None
-        self.harness.services.record(
-            run, "liveness_watchdog", "on_model_call", "stop", code="deadline",
-            detail="deadline: the model call was not made", enforced=True,
-        )
-        run.facts.time_is_up(self.harness.shadow)
-        return self._stop(run, "deadline")
+        call is not made, nor charged."""
+        return self._deadline_passed(run, "not made") if run.past_deadline() else None
 
-    def _deadline_passed(self, run: RunState) -> str:
+    def _deadline_passed(self, run: RunState, what: str = "cut short") -> str:
         self.harness.services.record(
-            run, "liveness_watchdog", "on_model_call", "stop", detail="deadline: the model call was cut short",
+            run, "liveness_watchdog", "on_model_call", "stop", detail=f"deadline: the model call was {what}",
             enforced=True,  # shadow mode too: time is not a refusal
         )
         run.facts.time_is_up(self.harness.shadow)

@@ -12,9 +12,9 @@ import json
 import pytest
 from agentscope.message import UserMsg
 from agentscope.tool import Toolkit
-from conftest import build_model
 from scripted import make_agent, tool
 from server import Reply
+from side_kit import model as real_model
 
 from agentscope_harness import Harness, HarnessConfig, Principal, TerminalState, ToolPolicy
 
@@ -27,7 +27,7 @@ def _clear():
 
 
 def agent_with(h: Harness, server, tools: list):
-    return make_agent(build_model(server), h.instrument(Toolkit(tools=[tool(t) for t in tools])), h.middlewares())
+    return make_agent(real_model(server, "gpt-test"), h.instrument(Toolkit(tools=[tool(t) for t in tools])), h.middlewares())
 
 
 async def drive(agent, prompt: str) -> None:

@@ -16,9 +16,9 @@ import asyncio
 import pytest
 from agentscope.message import UserMsg
 from agentscope.tool import Toolkit
-from conftest import build_model
 from scripted import make_agent, tool
 from server import Reply
+from side_kit import model as real_model
 
 from agentscope_harness import Harness, HarnessConfig, TerminalState, ToolPolicy
 from agentscope_harness.testing import ScriptedModel, calls, text
@@ -59,7 +59,7 @@ async def test_a_mutation_cut_at_the_deadline_is_among_what_the_run_did(server) 
                 Reply(tool_calls=[("cancel_order", {"order_id": "A-1"})]),
                 Reply(text="Order A-1 was cancelled."))
     h, agent = _agent(HarnessConfig(deadline_s=1.0, tools={"cancel_order": ToolPolicy(role="mutation", claims=[CLAIM])}),
-                      build_model(server), [lookup, cancel_order])
+                      real_model(server, "gpt-test"), [lookup, cancel_order])
     said = (await agent.reply(UserMsg("user", "cancel A-1"))).get_text_content() or ""
     report = h.last_report(agent)
     assert ran == ["A-1"] and (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "deadline")

@@ -15,9 +15,9 @@ import asyncio
 
 import pytest
 from agentscope.message import UserMsg
-from conftest import build_model
 from scripted import make_agent
 from server import Reply
+from side_kit import model as real_model
 
 from agentscope_harness import CostPolicy, Harness, HarnessConfig, InjectionVerdict, TerminalState, harness_hook
 from agentscope_harness.testing import ScriptedModel, text
@@ -33,7 +33,7 @@ async def slow_audit_log(ctx) -> None:
 @pytest.mark.parametrize("client", ["scripted", "openai"])
 async def test_a_model_call_reached_past_the_deadline_is_not_made(server, client: str) -> None:
     server.plan(Reply(text="the answer"))
-    model = ScriptedModel([text("the answer")]) if client == "scripted" else build_model(server, model="gpt-test")
+    model = ScriptedModel([text("the answer")]) if client == "scripted" else real_model(server, "gpt-test")
     h = Harness(HarnessConfig(deadline_s=0.5, cost=CostPolicy(cap_usd=1.0, prices={"gpt-test": (0.15, 0.6),
                                                                                       "scripted": (0.15, 0.6)})),
                 hooks=[slow_audit_log], load_entry_points=False, environ={})
