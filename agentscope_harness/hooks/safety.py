@@ -59,8 +59,9 @@ def authorization_gate(ctx: ToolCallContext) -> None:
     identity = policy.identity_args if policy is not None else None
     if principal is not None and not principal.may_use(call.name):
         raise HookRejectSignal(not_permitted(call.name), code="permission_denied")
-    if policy is None or not identity:
+    if not identity:
         return
+    assert policy is not None  # (its identity arguments are its own)
     typo = undeclared_identity_args(call.name, policy, call.declared)
     if typo is not None:  # the check would compare a value the tool never reads
         raise typo

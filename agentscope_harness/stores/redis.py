@@ -211,10 +211,11 @@ class _Connection:
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 
 
-def _redis_url(url: Any, parse: Callable[[str], Any]) -> str:
-    """A URL redis-py can connect with (``redis://``, ``rediss://``,
-    ``unix://``; ``parse``: its own parser): any other fails every call, so
-    it fails here, named, and never quoted (a password in it would be)."""
+def _redis_url(url: Any, parse: Callable[[str], Any]) -> Any:
+    """redis-py's reading (``parse``: its own parser) of a URL it can
+    connect with (``redis://``, ``rediss://``, ``unix://``): any other fails
+    every call, so it fails here, named, and never quoted (a password in it
+    would be)."""
     usage = ("url must be a redis://, rediss:// or unix:// URL redis-py reads "
              "(a password's '/', '@', ':', '#', '?' and '[' percent-encoded)")
     scheme, _, rest = url.partition("://") if isinstance(url, str) else ("", "", "")
@@ -225,10 +226,9 @@ def _redis_url(url: Any, parse: Callable[[str], Any]) -> str:
     if "@" in path and (scheme.lower() != "unix" or (netloc and not netloc.endswith("@"))):
         raise ValueError(f"{usage}: its credentials hold an unencoded '/'")
     try:
-        parse(url)
+        return parse(url)
     except ValueError:  # its message may quote the password
         raise ValueError(f"{usage}: {_without_credentials(url)!r} does not read as one") from None
-    return url
 
 
 def _told(scheme: str, read: Mapping[str, Any]) -> str:
@@ -303,8 +303,8 @@ class RedisStore:
         positive(timeout_s=timeout_s)
         from redis.asyncio.connection import parse_url
 
-        self.url = _redis_url(url, parse_url)
-        read = parse_url(url)
+        read = _redis_url(url, parse_url)
+        self.url = url
         self.prefix = prefix
         self.ttl_s = ttl_days * 86400
         self.state_ttl_s = state_ttl_s
