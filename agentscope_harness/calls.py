@@ -637,13 +637,19 @@ ARGUMENTS_CHANGED = (
 
 
 def stored_text(agent: Any, call: Any, judged: Any, schema: Any) -> str | None:
-    """The arguments text of the call AgentScope will run: a block of this
-    call's id and name in the agent's context (the one ``Agent._acting``
-    executes, whatever copy a middleware before the harness passed on; of
-    several under one id, a provider numbering ids per message, the one
-    that reads as ``judged``), read with ``schema`` as AgentScope reads it.
-    ``None``: none reads as ``judged`` (a middleware changed the arguments)."""
-    texts = _stored_inputs(agent, call.id, call.name) or [call.input]  # judged outside a reply: as given
+    """The arguments text of the call AgentScope will run: its block in the
+    agent's context (the one ``Agent._acting`` executes, whatever copy a
+    middleware before the harness passed on: the block of this id and tool;
+    of several under one id, a provider numbering ids per message, the one
+    passed itself), read with ``schema`` as AgentScope reads it. ``None``:
+    it does not read as ``judged`` (a middleware changed the arguments), or
+    a copy was passed of one of several calls under one id."""
+    blocks = _stored_calls(agent, call.id, call.name)
+    if any(block is call for block in blocks):  # the block itself (no middleware's copy): its own text
+        blocks = [call]
+    elif len(blocks) > 1:  # a copy, and several calls under this id: which one runs cannot be told
+        return None
+    texts = [str(block.input) for block in blocks] or [call.input]  # judged outside a reply: as given
     return next((text for text in texts if _reads_as(text, judged, schema)), None)
 
 
@@ -661,17 +667,17 @@ def _reads_as(written: str, judged: Any, schema: Any) -> bool:
         return False
 
 
-def _stored_inputs(agent: Any, call_id: str, name: str) -> list[str]:
-    """The arguments texts of the calls ``call_id`` names in the newest
-    message of the agent's context that holds one."""
+def _stored_calls(agent: Any, call_id: str, name: str) -> list[Any]:
+    """The calls of this id and tool in the newest message of the agent's
+    context that holds one."""
     state = getattr(agent, "state", None)
     for msg in reversed(getattr(state, "context", None) or ()):
         if isinstance(msg.content, str):
             continue
-        texts = [str(block.input) for block in msg.content
-                 if getattr(block, "type", None) == "tool_call" and block.id == call_id and block.name == name]
-        if texts:
-            return texts
+        blocks = [block for block in msg.content
+                  if getattr(block, "type", None) == "tool_call" and block.id == call_id and block.name == name]
+        if blocks:
+            return blocks
     return []
 
 

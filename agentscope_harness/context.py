@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from .facts import OUT_OF_TIME, Batch, Declared, GuardState, call_digest, frozen
+from .facts import OUT_OF_TIME, Batch, Declared, GuardState, call_digest, finish_required, frozen
 from .outputs import shaped_notice
 from .registry import TOOL_POINTS
 from .report import TerminalState
@@ -379,7 +379,7 @@ class HookContext:
         end_state, end_reason = (state, reason) if ended is None else (TerminalState(ended.state), ended.reason)
         settled = end_state in (TerminalState.COMPLETED, TerminalState.WAITING_INPUT)
         if text is None:
-            finishing = self.config.finish_required()
+            finishing = finish_required(self.run, self.config)  # this run's: a sub-agent without one answers its lead
             text = (
                 reason if settled and not finishing
                 # a completed stop where a finishing tool must deliver ends finish_tool_not_called: said so

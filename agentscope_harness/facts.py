@@ -12,7 +12,7 @@ import json
 import math
 import re
 from collections import Counter, deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
 from types import MappingProxyType
@@ -455,6 +455,24 @@ def tools_in(toolkit: Any) -> list[Any]:
     """The tools registered in an AgentScope ``toolkit``, every group's
     (none for ``None``)."""
     return [tool for group in getattr(toolkit, "tool_groups", ()) for tool in group.tools]
+
+
+def owes_finish(run: Any, finish_tools: Collection[str]) -> bool:
+    """Whether the run is held to its finishing tool: a root run always (an
+    agent without it cannot complete, as its config says); a sub-agent's
+    while its toolkit has one of its own (read each time: a toolkit may
+    change in a run; a tool an MCP server serves is not known here), else
+    it answers its lead."""
+    if run.parent is None:
+        return True
+    toolkit = run.toolkit() if run.toolkit is not None else None
+    return any(tool.name in finish_tools for tool in tools_in(toolkit))
+
+
+def finish_required(run: Any, config: Any) -> bool:
+    """A finishing tool must deliver this run's answer: the config requires
+    one and the run owes it (``owes_finish``)."""
+    return config.finish_required() and owes_finish(run, config.finish_tools())
 
 
 def declared_in(schema: Any) -> Declared | None:

@@ -61,12 +61,12 @@ from .chains import close_stream, release
 from .context import HookContext, fallback, is_pruned
 from .deadline import current_deadline, tighter
 from .errors import METADATA_KEY, DependencyDown
+from .facts import finish_required
 from .hooks.drift import judged_text
 from .outcome import (
     WITHHELD_ANSWER,
     build_report,
     corrected_answer,
-    finish_required,
     overrules_answer,
     shows_nothing,
     structured_output_is_withheld,

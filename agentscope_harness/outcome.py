@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import time
 import unicodedata
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .context import found_so_far, reason_words
-from .facts import tools_in
+from .facts import finish_required
 from .injection import BLANK_ANYWAY, SHOWN_ANYWAY
 from .outputs import cleaned_args
 from .report import RunReport, TerminalState
@@ -78,24 +78,6 @@ def answer_is_replaced(run: RunState) -> bool:
     answer: the adapter marks it made up then (``RunState.answer_made_up``)."""
     facts = run.facts
     return facts.terminal is None and (facts.stuck is not None or bool(facts.dependency_down))
-
-
-def owes_finish(run: RunState, finish_tools: Collection[str]) -> bool:
-    """Whether the run is held to its finishing tool: a root run always (an
-    agent without it cannot complete, as its config says); a sub-agent's
-    while its toolkit has one of its own (read each time: a toolkit may
-    change in a run; a tool an MCP server serves is not known here), else
-    it answers its lead."""
-    if run.parent is None:
-        return True
-    toolkit = run.toolkit() if run.toolkit is not None else None
-    return any(tool.name in finish_tools for tool in tools_in(toolkit))
-
-
-def finish_required(run: RunState, config: HarnessConfig) -> bool:
-    """A finishing tool must deliver this run's answer: the config requires
-    one and the run owes it (``owes_finish``)."""
-    return config.finish_required() and owes_finish(run, config.finish_tools())
 
 
 def finish_bypassed(run: RunState, config: HarnessConfig) -> bool:

@@ -56,14 +56,13 @@ from ..context import (
     is_pruned,
     structured_output_owed,
 )
+from ..facts import finish_required, owes_finish
 from ..hooks.context_shaping import finish_rule
 from ..lifecycle import ReplyLifecycle, flush, rounds_left, text_block_events
 from ..outcome import (
     answer_is_replaced,
     finish_bypassed,
-    finish_required,
     overrules_answer,
-    owes_finish,
     structured_output_is_withheld,
 )
 from ..outputs import HINT_SOURCE, OutputFilter, OutputStream, answer_filter, shown_name

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..context import HookContext, ToolCallContext, ToolResultContext, fallback
 from ..errors import DependencyDown
-from ..outcome import finish_required, terminal_state
+from ..facts import finish_required
+from ..outcome import terminal_state
 from ..registry import HookRejectSignal, harness_hook
 from ..report import TerminalState
 from ..stores import daily_left

@@ -10,8 +10,7 @@ from typing import Any
 
 from ..context import STRUCTURED_OUTPUT_TOOL, HookContext, ReflectContext, ToolCallContext, ToolResultContext
 from ..deadline import MIN_TIMEOUT_S
-from ..facts import FINISHED, OUT_OF_TIME, GuardState
-from ..outcome import finish_required
+from ..facts import FINISHED, OUT_OF_TIME, GuardState, finish_required
 from ..outputs import shaped_notice
 from ..redaction import shaped_within
 from ..registry import HookRejectSignal, harness_hook
