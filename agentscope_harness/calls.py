@@ -641,15 +641,17 @@ def stored_text(agent: Any, call: Any, judged: Any, schema: Any) -> str | None:
     agent's context (the one ``Agent._acting`` executes, whatever copy a
     middleware before the harness passed on: the block of this id and tool;
     of several under one id, a provider numbering ids per message, the one
-    passed itself), read with ``schema`` as AgentScope reads it. ``None``:
-    it does not read as ``judged`` (a middleware changed the arguments), or
-    a copy was passed of one of several calls under one id."""
-    blocks = _stored_calls(agent, call.id, call.name)
-    if any(block is call for block in blocks):  # the block itself (no middleware's copy): its own text
-        blocks = [call]
-    elif len(blocks) > 1:  # a copy, and several calls under this id: which one runs cannot be told
+    whose text the copy AgentScope passed carries), read with ``schema`` as
+    AgentScope reads it. ``None``: it does not read as ``judged`` (a
+    middleware changed the arguments), or the copy's text is none of several
+    calls under one id. *Limit:* a middleware rewriting both the copy and the
+    arguments into a sibling's exactly is not told apart."""
+    texts = [str(block.input) for block in _stored_calls(agent, call.id, call.name)]
+    if call.input in texts:  # AgentScope hands the chain a copy of its block: that block's own text
+        texts = [call.input]
+    elif len(texts) > 1:  # a copy changed, and several calls under this id: which one runs cannot be told
         return None
-    texts = [str(block.input) for block in blocks] or [call.input]  # judged outside a reply: as given
+    texts = texts or [call.input]  # judged outside a reply: as given
     return next((text for text in texts if _reads_as(text, judged, schema)), None)
 
 
