@@ -26,7 +26,13 @@ Cause: ``CallFlow._judge`` (calls.py) checks the run's end
 awaiting ``ask_when``; ``answer_under_way`` only looks for a finishing tool
 still *in flight*, and ``_written_before_a_decision`` only for a park already
 recorded. A finishing tool of the batch that completed while the rule was
-awaited is seen by neither, so the call is parked in a run that has ended."""
+awaited is seen by neither, so the call is parked in a run that has ended.
+
+Round 110 (the second case): the same when the wait that lets the finishing tool
+complete the run is AgentScope's own permission engine (an async
+``check_permissions``, e.g. an entitlement service) instead of an async
+``ask_when``. Cause then: ``HarnessToolAdapter._judged`` did not check
+``flow.answer_under_way`` again after awaiting the engine on the ``verdict.ask`` path."""
 
 from __future__ import annotations
 
@@ -36,9 +42,11 @@ from typing import Any
 import pytest
 from agentscope.event import ConfirmResult, RequireUserConfirmEvent, UserConfirmResultEvent
 from agentscope.message import Msg, UserMsg
+from agentscope.permission import PermissionBehavior, PermissionDecision
+from agentscope.tool import FunctionTool, Toolkit
 
 from agentscope_harness import Harness, HarnessConfig, Principal, TerminalState, ToolPolicy
-from tests.scripted import ScriptedModel, calls, drain, make_agent, text
+from tests.scripted import ScriptedModel, calls, drain, make_agent, text, tool
 
 pytestmark = pytest.mark.asyncio
 
@@ -72,17 +80,29 @@ async def over_50(args: dict[str, Any]) -> str | None:
     return "refunds over $50 need a human" if args["amount"] > 50 else None
 
 
-async def test_no_human_approves_a_call_beside_an_answer_already_delivered() -> None:
+class EntitledTool(FunctionTool):
+    """A tool whose permission is read from an entitlement service (async)."""
+
+    async def check_permissions(self, tool_input: dict[str, Any], context: Any) -> PermissionDecision:
+        await asyncio.sleep(0.2)
+        return PermissionDecision(behavior=PermissionBehavior.ALLOW, message="entitled")
+
+
+@pytest.mark.parametrize("wait", ["async ask_when (round 109)", "async permission engine (round 110)"])
+async def test_no_human_approves_a_call_beside_an_answer_already_delivered(wait: str) -> None:
     RAN.clear()
+    engine = "engine" in wait
+    rule = (lambda a: "refunds over $50 need a human" if a["amount"] > 50 else None) if engine else over_50
     h = Harness(HarnessConfig(tools={
-        "refund": ToolPolicy(role="mutation", ask_when=over_50),
+        "refund": ToolPolicy(role="mutation", ask_when=rule),
         "answer": ToolPolicy(role="finish"),
     }), load_entry_points=False, environ={})
     model = ScriptedModel([
         calls(("refund", {"order_id": "o-1", "amount": 80.0}), ("answer", {"text": "Your refund of $80 is done."})),
         text("The refund is done."),
     ])
-    agent = make_agent(model, [refund, answer], h.middlewares())
+    tools: Any = h.instrument(Toolkit(tools=[EntitledTool(refund), tool(answer)])) if engine else [refund, answer]
+    agent = make_agent(model, tools, h.middlewares())
     with h.acting_for(ALICE):
         items = await drain(agent, UserMsg("user", "refund order o-1, $80"))
     asked = next((i for i in items if isinstance(i, RequireUserConfirmEvent)), None)
