@@ -45,6 +45,23 @@ async def two_workers(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIte
 
 
 @pytest.fixture
+async def redis_prefix() -> AsyncIterator[str]:
+    """A key prefix of this test's own on the red-team Redis (the test is
+    skipped, saying why, without one); its keys are deleted after."""
+    import redis.asyncio as redis_asyncio
+
+    url = redis_url()
+    prefix = f"rt{uuid.uuid4().hex[:8]}"
+    try:
+        yield prefix
+    finally:
+        admin = redis_asyncio.Redis.from_url(url)
+        async for key in admin.scan_iter(f"{prefix}:*"):
+            await admin.delete(key)
+        await admin.aclose()
+
+
+@pytest.fixture
 def redis_reachable() -> str:
     """The red-team Redis (``scripted.REDIS_URL``); the test is skipped, saying why, without one."""
     return redis_url()

@@ -24,8 +24,6 @@ lease's id does."""
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 from agentscope.event import RequireUserConfirmEvent
 from agentscope.message import UserMsg
@@ -33,14 +31,10 @@ from agentscope.message import UserMsg
 from agentscope_harness import Harness, HarnessConfig, TerminalState, ToolPolicy
 from agentscope_harness.stores import RedisStore
 from tests.netkit import ReplyProxy
-from tests.scripted import ALICE, ScriptedModel, calls, confirm, drain, make_agent, redis_url, text
+from tests.scripted import ALICE, ScriptedModel, calls, confirm, drain, make_agent, text
 
 pytestmark = pytest.mark.asyncio
 
-
-@pytest.fixture(autouse=True)
-def _needs_redis() -> None:
-    redis_url()  # skipped, saying why, where no Redis answers
 PORT, DB = 6399, 1  # tests.scripted.REDIS_URL
 RAN: list[str] = []
 
@@ -56,12 +50,11 @@ async def pay_out(account: str, amount: float) -> str:
     return f"paid {amount} to {account}"
 
 
-async def test_a_claim_resent_after_a_dropped_reply_is_still_this_resumes() -> None:
+async def test_a_claim_resent_after_a_dropped_reply_is_still_this_resumes(redis_prefix: str) -> None:
     RAN.clear()
-    prefix = f"rt128c{uuid.uuid4().hex[:8]}"
     proxy = ReplyProxy(PORT)
-    proxy.drop_after(f"{prefix}:claimed:".encode())
-    store = RedisStore(f"redis://127.0.0.1:{await proxy.start()}/{DB}", prefix=prefix, timeout_s=2.0)
+    proxy.drop_after(f"{redis_prefix}:claimed:".encode())
+    store = RedisStore(f"redis://127.0.0.1:{await proxy.start()}/{DB}", prefix=redis_prefix, timeout_s=2.0)
     a = Harness(HarnessConfig(
         store=store,
         tools={"pay_out": ToolPolicy(role="mutation",
@@ -84,11 +77,5 @@ async def test_a_claim_resent_after_a_dropped_reply_is_still_this_resumes() -> N
             f"tools run: {RAN} (the claim's resend found the claim its first send made)"
         )
     finally:
-        import redis.asyncio as redis_asyncio
-
-        admin = redis_asyncio.Redis.from_url(f"redis://127.0.0.1:{PORT}/{DB}")
-        async for key in admin.scan_iter(f"{prefix}:*"):
-            await admin.delete(key)
-        await admin.aclose()
         await store.aclose()
         await proxy.close()

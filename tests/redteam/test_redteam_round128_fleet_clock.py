@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import time
 import types
-import uuid
 from collections.abc import Callable
 
 import pytest
@@ -69,7 +68,7 @@ from agentscope.message import UserMsg
 import agentscope_harness.stores.redis as redis_store
 from agentscope_harness import CostPolicy, Harness, HarnessConfig, ModelPrice
 from agentscope_harness.stores import RedisStore
-from tests.scripted import ALICE, BOB, ScriptedModel, calls, drain, make_agent, redis_url, text
+from tests.scripted import ALICE, BOB, ScriptedModel, calls, drain, make_agent, text
 
 pytestmark = pytest.mark.asyncio
 
@@ -77,11 +76,6 @@ URL = "redis://127.0.0.1:6399/1"  # tests.scripted.REDIS_URL
 PRICES = {"scripted": ModelPrice(100.0, 100.0)}
 QUOTA = 2.0
 DAYS_3 = 3 * 86400
-
-
-@pytest.fixture(autouse=True)
-def _needs_redis() -> None:
-    redis_url()  # skipped, saying why, where no Redis answers
 
 
 async def lookup(q: str) -> str:
@@ -121,36 +115,28 @@ def _restored(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
 
 @pytest.mark.parametrize("disturb", [_stepped, _restored], ids=["stepped", "restored"])
 async def test_a_worker_with_a_disturbed_clock_does_not_open_a_second_quota(
-        monkeypatch: pytest.MonkeyPatch, disturb: Callable[[pytest.MonkeyPatch], Callable[[], None]]) -> None:
-    prefix = f"rt128c{uuid.uuid4().hex[:8]}"
-    try:
-        a, b = _worker(prefix), _worker(prefix)
-        first = make_agent(_model(), [lookup], a.middlewares())
-        with a.acting_for(ALICE):
-            await drain(first, UserMsg("user", "research"))
-        on_a = a.last_report(first)
-        assert on_a.reason == "budget" and on_a.spent_usd > 0.75 * QUOTA  # Alice's quota is (nearly) spent
+        monkeypatch: pytest.MonkeyPatch, disturb: Callable[[pytest.MonkeyPatch], Callable[[], None]],
+        redis_prefix: str) -> None:
+    a, b = _worker(redis_prefix), _worker(redis_prefix)
+    first = make_agent(_model(), [lookup], a.middlewares())
+    with a.acting_for(ALICE):
+        await drain(first, UserMsg("user", "research"))
+    on_a = a.last_report(first)
+    assert on_a.reason == "budget" and on_a.spent_usd > 0.75 * QUOTA  # Alice's quota is (nearly) spent
 
-        settle = disturb(monkeypatch)  # B reads the server's clock (Bob's request) while its own is off
-        bobs = make_agent(ScriptedModel([text("hi bob")]), [lookup], b.middlewares())
-        with b.acting_for(BOB):
-            await drain(bobs, UserMsg("user", "hello"))
-        assert b.last_report(bobs).reason == "answered"
-        settle()  # seconds later: well within CLOCK_READ_S
+    settle = disturb(monkeypatch)  # B reads the server's clock (Bob's request) while its own is off
+    bobs = make_agent(ScriptedModel([text("hi bob")]), [lookup], b.middlewares())
+    with b.acting_for(BOB):
+        await drain(bobs, UserMsg("user", "hello"))
+    assert b.last_report(bobs).reason == "answered"
+    settle()  # seconds later: well within CLOCK_READ_S
 
-        second = make_agent(_model(), [lookup], b.middlewares())
-        with b.acting_for(ALICE):
-            await drain(second, UserMsg("user", "research more"))
-        on_b = b.last_report(second)
-        total = on_a.spent_usd + on_b.spent_usd
-        assert total <= QUOTA + 1e-9, (
-            f"Alice's daily quota is ${QUOTA:.2f}: ${on_a.spent_usd:.2f} on worker A, then ${on_b.spent_usd:.2f} "
-            f"more on worker B right after its clock was disturbed ({on_b.model_calls} model calls) = ${total:.2f}"
-        )
-    finally:
-        import redis.asyncio as redis_asyncio
-
-        admin = redis_asyncio.Redis.from_url(URL)
-        async for key in admin.scan_iter(f"{prefix}:*"):
-            await admin.delete(key)
-        await admin.aclose()
+    second = make_agent(_model(), [lookup], b.middlewares())
+    with b.acting_for(ALICE):
+        await drain(second, UserMsg("user", "research more"))
+    on_b = b.last_report(second)
+    total = on_a.spent_usd + on_b.spent_usd
+    assert total <= QUOTA + 1e-9, (
+        f"Alice's daily quota is ${QUOTA:.2f}: ${on_a.spent_usd:.2f} on worker A, then ${on_b.spent_usd:.2f} "
+        f"more on worker B right after its clock was disturbed ({on_b.model_calls} model calls) = ${total:.2f}"
+    )

@@ -27,7 +27,6 @@ reply whose state says it parked under an id, act for nobody."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
@@ -38,14 +37,10 @@ from agentscope.state import AgentState
 from agentscope_harness import Harness, HarnessConfig, TerminalState, ToolPolicy
 from agentscope_harness.stores import RedisStore
 from tests.netkit import ReplyProxy
-from tests.scripted import ALICE, ScriptedModel, calls, confirm, drain, make_agent, redis_url, text
+from tests.scripted import ALICE, ScriptedModel, calls, confirm, drain, make_agent, text
 
 pytestmark = pytest.mark.asyncio
 
-
-@pytest.fixture(autouse=True)
-def _needs_redis() -> None:
-    redis_url()  # skipped, saying why, where no Redis answers
 PORT, DB = 6399, 1  # tests.scripted.REDIS_URL
 URL = f"redis://127.0.0.1:{PORT}/{DB}"
 RAN: list[str] = []
@@ -80,11 +75,10 @@ def _worker(url: str, prefix: str) -> Harness:
     ), load_entry_points=False, environ={})
 
 
-async def test_a_park_never_recorded_is_answered_once_across_workers() -> None:
+async def test_a_park_never_recorded_is_answered_once_across_workers(redis_prefix: str) -> None:
     RAN.clear()
-    prefix = f"rt128c{uuid.uuid4().hex[:8]}"
     proxy = ReplyProxy(PORT)
-    a = _worker(f"redis://127.0.0.1:{await proxy.start()}/{DB}", prefix)
+    a = _worker(f"redis://127.0.0.1:{await proxy.start()}/{DB}", redis_prefix)
     model = ScriptedModel([calls(("lookup", {"q": "account"})),
                            calls(("pay_out", {"account": "alice-acct", "amount": 500.0})),
                            *[calls(("lookup", {"q": f"more-{i}"})) for i in range(6)], text("done")])
@@ -98,7 +92,7 @@ async def test_a_park_never_recorded_is_answered_once_across_workers() -> None:
         assert parked.terminal_state is TerminalState.WAITING_INPUT and parked.model_calls == 2
         proxy.up()
 
-        b = _worker(URL, prefix)
+        b = _worker(URL, redis_prefix)
         state = AgentState.model_validate_json(agent.state.model_dump_json())
         there: Any = make_agent(model, [pay_out, lookup], b.middlewares(), state=state)
 
@@ -117,10 +111,4 @@ async def test_a_park_never_recorded_is_answered_once_across_workers() -> None:
             f"(model calls {on_b.model_calls} by B's count against max_model_calls=3)"
         )
     finally:
-        import redis.asyncio as redis_asyncio
-
-        admin = redis_asyncio.Redis.from_url(URL)
-        async for key in admin.scan_iter(f"{prefix}:*"):
-            await admin.delete(key)
-        await admin.aclose()
         await proxy.close()

@@ -29,8 +29,6 @@ claim does not complete inside the hook, never a fresh cap."""
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 from agentscope.message import UserMsg
 from agentscope.tool import Toolkit
@@ -38,7 +36,7 @@ from agentscope.tool import Toolkit
 from agentscope_harness import CostPolicy, Harness, HarnessConfig, ModelPrice
 from agentscope_harness.stores import RedisStore
 from tests.netkit import ReplyProxy
-from tests.scripted import ALICE, ScriptedModel, calls, drain, make_agent, redis_url, search, text, tool
+from tests.scripted import ALICE, ScriptedModel, calls, drain, make_agent, search, text, tool
 
 pytestmark = pytest.mark.asyncio
 
@@ -48,16 +46,11 @@ CAP = 0.010
 DELAY_S = 1.5
 
 
-@pytest.fixture(autouse=True)
-def _needs_redis() -> None:
-    redis_url()
 
-
-async def test_a_slow_budget_claim_does_not_open_a_fresh_cap() -> None:
-    prefix = f"rt129c{uuid.uuid4().hex[:8]}"
+async def test_a_slow_budget_claim_does_not_open_a_fresh_cap(redis_prefix: str) -> None:
     proxy = ReplyProxy(PORT)
     h = Harness(HarnessConfig(
-        store=RedisStore(f"redis://127.0.0.1:{await proxy.start()}/{DB}", prefix=prefix, timeout_s=5.0),
+        store=RedisStore(f"redis://127.0.0.1:{await proxy.start()}/{DB}", prefix=redis_prefix, timeout_s=5.0),
         hook_timeout_s=1.0,
         cost=CostPolicy(cap_usd=CAP, on_exhausted="ask", prices={"scripted": ModelPrice(1.0, 1.0)}),
     ), load_entry_points=False, environ={})
@@ -86,10 +79,4 @@ async def test_a_slow_budget_claim_does_not_open_a_fresh_cap() -> None:
             f"{second.reason}); budget decisions: {carried}")
     finally:
         proxy.delay_s = 0.0
-        import redis.asyncio as redis_asyncio
-
-        admin = redis_asyncio.Redis.from_url(URL)
-        async for key in admin.scan_iter(f"{prefix}:*"):
-            await admin.delete(key)
-        await admin.aclose()
         await proxy.close()

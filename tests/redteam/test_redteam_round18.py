@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import uuid
 from typing import Any
 
 import pytest
@@ -291,7 +290,7 @@ def _redis_port() -> tuple[int, str]:
     return int(port), db or "0"
 
 
-async def test_a_run_slot_whose_redis_answer_was_lost_is_given_back() -> None:
+async def test_a_run_slot_whose_redis_answer_was_lost_is_given_back(redis_prefix: str) -> None:
     """README: "A lease or reservation whose caller stopped waiting ... or
     whose answer was lost is given back when the store's request
     completes". The lease script runs, the connection drops before its
@@ -304,8 +303,7 @@ async def test_a_run_slot_whose_redis_answer_was_lost_is_given_back() -> None:
 
     port, db = _redis_port()
     proxy = ReplyProxy(port)
-    prefix = f"rt18-{uuid.uuid4().hex[:8]}"
-    store = RedisStore(f"redis://127.0.0.1:{await proxy.start()}/{db}", prefix=prefix, timeout_s=2.0)
+    store = RedisStore(f"redis://127.0.0.1:{await proxy.start()}/{db}", prefix=redis_prefix, timeout_s=2.0)
     limit = ConcurrencyLimit(scope="principal", max_in_flight=1, lease_s=300)
     h = Harness(HarnessConfig(store=store, concurrency_limits=[limit]), load_entry_points=False)
     agent = make_agent(ScriptedModel([text("warm"), text("one"), text("two")], model="m"), [searcher(Ran())],
@@ -321,12 +319,6 @@ async def test_a_run_slot_whose_redis_answer_was_lost_is_given_back() -> None:
         assert (second.terminal_state, second.reason) == (TerminalState.COMPLETED, "answered"), (
             first.reason, msg.get_text_content())
     finally:
-        import redis.asyncio as redis_asyncio
-
-        admin = redis_asyncio.Redis.from_url(f"redis://127.0.0.1:{port}/{db}")
-        async for key in admin.scan_iter(f"{prefix}:*"):
-            await admin.delete(key)
-        await admin.aclose()
         await store.aclose()
         await proxy.close()
 
