@@ -90,6 +90,23 @@ def error_text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+_DEPENDENCY_DOWN_NAMES = frozenset({
+    "NetworkError", "RemoteProtocolError",  # httpx: the peer could not be reached, or went away
+    "ClientConnectionError",  # aiohttp: refused, reset, disconnected (an OSError, no ConnectionError)
+    "ConnectionError", "NewConnectionError",  # requests, urllib3: their own, no builtin ConnectionError
+})
+"""The connection errors of the common HTTP clients, by class name (the
+harness imports none of them). Read before the timeouts: a connection that
+timed out (requests' ``ConnectTimeout``, urllib3's ``NewConnectionError``)
+sent nothing."""
+
+_TIMEOUT_NAMES = frozenset({
+    "TimeoutException",  # httpx: a read, write or pool timeout
+    "Timeout",  # requests: ReadTimeout
+    "TimeoutError",  # urllib3's own (no builtin TimeoutError)
+})
+
+
 def classify_exception(exc: BaseException) -> ErrorClass:
     """Map an exception raised by a tool to its error class."""
     own = getattr(exc, "error_class", None)
@@ -110,10 +127,10 @@ def classify_exception(exc: BaseException) -> ErrorClass:
         found = {classify_exception(e) for e in exc.exceptions}
         return next((c for c in _GROUP_ORDER if c in found), ErrorClass.TOOL_ERROR)
     names = {cls.__name__ for cls in type(exc).__mro__}
-    if "TimeoutException" in names:  # httpx's: a read, connect, write or pool timeout
-        return ErrorClass.TIMEOUT_UNKNOWN
-    if names & {"NetworkError", "RemoteProtocolError"}:  # httpx's: the peer went away
+    if names & _DEPENDENCY_DOWN_NAMES:
         return ErrorClass.DEPENDENCY_DOWN
+    if names & _TIMEOUT_NAMES:
+        return ErrorClass.TIMEOUT_UNKNOWN
     if type(exc).__name__ == "ValidationError":  # pydantic / jsonschema
         return ErrorClass.INVALID_ARGUMENTS
     if type(exc).__name__ == "MCPError":

@@ -13,13 +13,14 @@ from typing import Any, TypeVar
 from tenacity import (
     AsyncRetrying,
     RetryError,
+    retry_if_exception,
     retry_if_exception_type,
     stop_after_attempt,
     stop_after_delay,
 )
 
 from .deadline import remaining_time
-from .errors import DependencyDown
+from .errors import DependencyDown, ErrorClass, classify_exception
 
 T = TypeVar("T")
 
@@ -28,6 +29,10 @@ TRANSIENT: tuple[type[BaseException], ...] = (
     TimeoutError,
     asyncio.TimeoutError,
 )
+"""The builtin transient errors. By default ``retry_call`` also retries
+whatever the harness classifies as a dependency down or a timeout (httpx's,
+aiohttp's and requests' connection errors and timeouts: none of them is a
+builtin ``ConnectionError``)."""
 
 
 async def retry_call(
@@ -35,14 +40,16 @@ async def retry_call(
     *args: Any,
     dependency: str | None = None,
     attempts: int = 3,
-    retry_on: tuple[type[BaseException], ...] = TRANSIENT,
+    retry_on: tuple[type[BaseException], ...] | None = None,
     initial_backoff_s: float = 0.2,
     max_backoff_s: float = 5.0,
     **kwargs: Any,
 ) -> T:
-    """Call ``fn(*args, **kwargs)``, retrying ``retry_on`` errors up to
-    ``attempts`` times with jittered exponential backoff. Stops early when
-    the run's deadline would pass; raises ``DependencyDown`` on giving up."""
+    """Call ``fn(*args, **kwargs)``, retrying ``retry_on`` errors (by
+    default the transient ones: ``TRANSIENT`` and any error the harness
+    classifies as a dependency down or a timeout) up to ``attempts`` times
+    with jittered exponential backoff. Stops early when the run's deadline
+    would pass; raises ``DependencyDown`` on giving up."""
     name = str(dependency or getattr(fn, "__name__", "dependency"))
     stop: Any = stop_after_attempt(attempts)
     left = remaining_time()
@@ -52,7 +59,7 @@ async def retry_call(
         async for attempt in AsyncRetrying(
             stop=stop,
             wait=_backoff(initial_backoff_s, max_backoff_s),
-            retry=retry_if_exception_type(retry_on),
+            retry=retry_if_exception_type(retry_on) if retry_on is not None else retry_if_exception(_transient),
             reraise=False,
             before_sleep=_not_past_deadline,
         ):
@@ -66,6 +73,12 @@ async def retry_call(
     except _DeadlineReached as exc:
         raise DependencyDown(name, exc.__cause__ or "run deadline reached") from exc
     raise DependencyDown(name)  # pragma: no cover - tenacity always returns or raises
+
+
+def _transient(exc: BaseException) -> bool:
+    """Whether ``exc`` is worth another try by default."""
+    return isinstance(exc, TRANSIENT) or classify_exception(exc) in (
+        ErrorClass.DEPENDENCY_DOWN, ErrorClass.TIMEOUT_UNKNOWN)
 
 
 def _backoff(initial_s: float, most_s: float) -> Callable[[Any], float]:
