@@ -103,7 +103,7 @@ def _kept_in_reports(principal: Principal) -> None:
     for name, value in principal:
         try:
             to_jsonable_python(value)
-        except PydanticSerializationError as exc:
+        except (PydanticSerializationError, ValueError, RecursionError) as exc:  # bytes not UTF-8, a cycle
             raise ValueError(
                 f"Principal attribute {name!r}: a {type(value).__name__} is not data a report can keep "
                 "(JSON); pass its id or plain values",
@@ -138,6 +138,8 @@ class Harness:
     ) -> None:
         self.env = EnvFlags.read(environ)
         self.config: HarnessConfig = _effective_config(build_config(config), self.env)
+        if isinstance(hooks, (str, bytes, HookSpec)) or callable(hooks) or not isinstance(hooks, Iterable):
+            raise HarnessConfigError(f"hooks: a list of hooks (or of hook packs), not {hooks!r}")
         specs = collect(BUILTIN_HOOKS) + collect(hooks)
         if load_entry_points:
             specs += _entry_point_hooks()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from .errors import HarnessConfigError
@@ -92,6 +92,13 @@ class HookSpec:
         """What makes a hook what it says it is, checked however the spec
         was built (``make_spec``, or by hand: ``HookSpec`` is public)."""
         name = self.name
+        if type(name) is not str or not name.strip() or name != name.strip() or "," in name:
+            raise HarnessConfigError(
+                f"hook name {name!r}: a name is text, not blank, with no comma nor surrounding spaces "
+                "(reports, decisions and HARNESS_DISABLED_HOOKS, a comma-separated list, name hooks by it)",
+            )
+        if not callable(self.fn):
+            raise HarnessConfigError(f"hook {name!r}: fn {self.fn!r} is not callable")
         if self.point not in HOOK_POINTS:
             raise HarnessConfigError(
                 f"hook {name!r}: unknown point {self.point!r}; expected one of {HOOK_POINTS}",
@@ -119,6 +126,11 @@ class HookSpec:
         if self.when is not None and self.point not in TOOL_POINTS:
             raise HarnessConfigError(
                 f"hook {name!r}: when= applies to the tool points {TOOL_POINTS} only",
+            )
+        if self.when is not None and (not callable(self.when) or inspect.iscoroutinefunction(self.when)):
+            raise HarnessConfigError(
+                f"hook {name!r}: when= is a plain function (policy, config) -> bool, asked once per tool "
+                f"(an async one would never be awaited), not {self.when!r}",
             )
         if self.kind == "efficiency" and self.point not in TOOL_POINTS:
             raise HarnessConfigError(
@@ -225,6 +237,8 @@ def spec_of(hook: Any) -> HookSpec:
         raise HarnessConfigError(
             f"{hook!r} is not a harness hook: decorate it with @harness_hook",
         )
+    if inspect.ismethod(hook) and spec.fn is hook.__func__:  # a decorated method, given bound: it runs bound
+        return replace(spec, fn=hook)
     return spec
 
 

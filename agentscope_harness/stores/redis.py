@@ -249,7 +249,9 @@ def _without_credentials(url: Any) -> str:
     no host (``user:password`` with no ``@``) masked."""
     if not isinstance(url, str):
         return type(url).__name__
-    scheme, _, rest = url.partition("://")
+    scheme, sep, rest = url.partition("://")
+    if not sep:  # no scheme, or a misspelt one ("redis:/", "redis//"): all of it is told as an address
+        scheme, rest = "", url
     masked = "@" in rest
     rest = rest.rpartition("@")[2]
     address = rest.partition("?")[0].partition("#")[0]
@@ -257,7 +259,7 @@ def _without_credentials(url: Any) -> str:
     port = host.rpartition(":")[2] if ":" in host else ""
     if port and not port.isdigit() and not host.endswith("]"):  # no port: a password, written without its '@'
         host, masked = "", True
-    return f"{scheme}://{'***@' if masked else ''}{host}{slash}{path}"
+    return f"{scheme}{sep}{'***@' if masked else ''}{host}{slash}{path}"
 
 
 class RedisStore:
