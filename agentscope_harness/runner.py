@@ -46,6 +46,13 @@ class Refusal:
     text: str
 
 
+def _stop(ctx: HookContext, spec: HookSpec, code: str) -> None:
+    """A refusal at a point that judges no call stops the run (in shadow
+    mode recorded as the end enforcing would have made, nothing enforced)."""
+    ctx.hook_name = spec.name
+    ctx.stop("policy_error" if code == "policy_error" else "policy_refused", code=code)
+
+
 def _applies(spec: HookSpec, policy: Any, config: Any) -> bool:
     """Whether ``spec`` can act on a call with ``policy`` (a failing
     ``when`` keeps the hook: it then runs, and fails by its own policy)."""
@@ -302,6 +309,7 @@ class HookRunner:
         for spec in specs:
             ctx.hook_name, ctx.hook_builtin = spec.name, spec.builtin
             tool, answer, audit, given = ctx.tool, ctx.final_text, ctx.audit, ctx.result
+            shadowed = ctx.would_refuse
             before = result_read.text if result_read is not None and not spec.builtin else None
             notes = tuple(result_read.notices) if result_read is not None and before is not None else ()
             added = len(additions) if prompting else 0
@@ -341,12 +349,10 @@ class HookRunner:
             if refusal is not None:
                 ctx.admissions.clear()
                 if point in _STOPPING_POINTS:
-                    ctx.hook_name = spec.name
-                    ctx.stop(
-                        "policy_error" if refusal.code == "policy_error" else "policy_refused",
-                        code=refusal.code,
-                    )
+                    _stop(ctx, spec, refusal.code)
                 break
+            if shadowed is None and ctx.would_refuse is not None and point in _STOPPING_POINTS:
+                _stop(ctx, spec, ctx.would_refuse)  # shadow mode: the end enforcing would have made, reported
         else:
             refusal = None
         if self.candidate is not None and point in CANDIDATE_POINTS:
@@ -492,4 +498,6 @@ class HookRunner:
         if self.shadow and not protects:
             ctx.would_refuse = ctx.would_refuse or "policy_error"
             return None
+        if ctx.tool is not None:  # a refusal the model meets again climbs the ladder, as a gate's does
+            ctx.run.facts.refused.append((spec.name, "policy_error", tool))
         return Refusal(hook=spec.name, code="policy_error", text=text)
