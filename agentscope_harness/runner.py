@@ -243,6 +243,38 @@ def _own_values(principal: Any) -> frozenset[str]:
     return frozenset(str(v) for v in values if v is not None)
 
 
+
+async def within(awaitable: Any, limit: float | None) -> Any:
+    """Await ``awaitable`` for at most ``limit`` seconds (``None``: no
+    bound): in this task (no extra task per call, as ``wait_for`` would
+    create) where asyncio has ``timeout`` (3.11+). One that swallows its
+    timeout's cancellation and returns anyway timed out all the same
+    (``TimeoutError``): its value came too late to count."""
+    if limit is None:
+        return await awaitable
+    if _timeout is not None and inspect.iscoroutine(awaitable):
+        # most async hooks finish without waiting (a memory store, a small
+        # result): their first step runs unarmed, a timer only for one that waits
+        started = time.monotonic()
+        done, rest = first_step(awaitable)
+        if done:
+            return rest
+        limit -= time.monotonic() - started  # its first step counts too
+        if limit <= 0:
+            awaitable.close()
+            raise TimeoutError
+        async with _timeout(limit) as bound:
+            value = await rest
+    elif _timeout is not None:
+        async with _timeout(limit) as bound:
+            value = await awaitable
+    else:  # pragma: no cover - Python 3.10
+        return await asyncio.wait_for(awaitable, limit)
+    if bound.expired():  # the hook caught the timeout's cancellation and returned: it failed
+        raise TimeoutError
+    return value
+
+
 class HookRunner:
     """Per-point hook lists, sorted once at construction."""
 
@@ -392,36 +424,13 @@ class HookRunner:
         return refusal
 
     async def bounded(self, awaitable: Any, deadline: float | None) -> Any:
-        """Await an async hook (or a policy's async callable) within
-        ``hook_timeout_s`` and the run's deadline: in this task (no extra task per call, as ``wait_for`` would
-        create) where asyncio has ``timeout`` (3.11+). Returns its value."""
+        """Await an async hook (or a policy's async callable) ``within``
+        ``hook_timeout_s`` and the run's deadline. Returns its value."""
         limit = self.hook_timeout_s
         if deadline is not None:
             left = max(deadline - time.monotonic(), MIN_TIMEOUT_S)
             limit = left if limit is None else min(limit, left)
-        if limit is None:
-            return await awaitable
-        if _timeout is not None and inspect.iscoroutine(awaitable):
-            # most async hooks finish without waiting (a memory store, a small
-            # result): their first step runs unarmed, a timer only for one that waits
-            started = time.monotonic()
-            done, rest = first_step(awaitable)
-            if done:
-                return rest
-            limit -= time.monotonic() - started  # its first step counts too
-            if limit <= 0:
-                awaitable.close()
-                raise TimeoutError
-            async with _timeout(limit) as bound:
-                value = await rest
-        elif _timeout is not None:
-            async with _timeout(limit) as bound:
-                value = await awaitable
-        else:  # pragma: no cover - Python 3.10
-            return await asyncio.wait_for(awaitable, limit)
-        if bound.expired():  # the hook caught the timeout's cancellation and returned: it failed
-            raise TimeoutError
-        return value
+        return await within(awaitable, limit)
 
     def _refused(self, spec: HookSpec, signal: HookRejectSignal, ctx: HookContext) -> Refusal | None:
         """A hook's refusal; one whose fields were made wrong after it was

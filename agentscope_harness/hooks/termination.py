@@ -16,7 +16,7 @@ from ..redaction import shaped_within
 from ..registry import HookRejectSignal, harness_hook
 from ..report import RunReport, TerminalState
 from ..run_state import SHORT_ENDS
-from ..runner import REFUSAL_CHARS, being_cancelled
+from ..runner import REFUSAL_CHARS, being_cancelled, within
 from ..sentinels import format_sentinel
 from .repetition import escalate_refusals
 
@@ -153,7 +153,7 @@ here, as a failed check, before the runner's bound would end the hook."""
 
 async def _verified_later(ctx: ToolResultContext, pending: Any) -> None:
     try:
-        missing = await asyncio.wait_for(pending, _verify_within(ctx))
+        missing = await within(pending, _verify_within(ctx))  # a check that swallows its timeout: timed out
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # raised (a cancelled lookup's error too), or timed out: fail closed
