@@ -286,9 +286,12 @@ class HarnessAgentAdapter(HarnessMiddleware):
             return _PreThink(events + flush(run), _shadow_answer(ctx, run))
         if ctx.prune:
             _prune_results(run, ctx.prune)
-        # post_reflect hints of a round that called tools come first
+        # post_reflect hints of a round that called tools come first; none where no model call
+        # follows (the fallback answers): the context keeps them, and a later reply's model
+        # would read a stale status line ("0s left") as its own
         hints, run.deferred_hints = run.deferred_hints + ctx.hints, []
-        events += _add_hints(agent, hints)
+        if ctx.fallback_answer is None:
+            events += _add_hints(agent, hints)
         return _PreThink(events + flush(run), ctx.fallback_answer)
 
     def _shown(self, run: RunState) -> _Shown | None:

