@@ -60,7 +60,7 @@ from .calls import read_as_agentscope, result_view
 from .chains import close_stream, release
 from .context import HookContext, fallback, is_pruned
 from .deadline import current_deadline, tighter
-from .errors import METADATA_KEY, DependencyDown
+from .errors import METADATA_KEY, DependencyDown, HarnessConfigError
 from .facts import finish_required
 from .hooks.drift import judged_text
 from .outcome import (
@@ -492,6 +492,17 @@ def _keeps_quota(config: Any) -> bool:
 _REPLIES = itertools.count(1)
 
 
+def _added_once(harness: Harness, agent: Any) -> None:
+    """One harness's middlewares on an agent once: twice, each layer would
+    open its own run of the reply (the inner one replacing the outer's)."""
+    mine = [m for m in getattr(agent, "_reply_middlewares", ()) if getattr(m, "harness", None) is harness]
+    if len(mine) > 1:
+        raise HarnessConfigError(
+            f"agent {getattr(agent, 'name', 'agent')!r}: this harness's middlewares are added {len(mine)} times "
+            "(Agent(middlewares=[*mine, *harness.middlewares()]) once)",
+        )
+
+
 class ReplyLifecycle:
     """The run of one ``agent.reply`` call (a resumption continues the run
     its reply parked)."""
@@ -534,6 +545,7 @@ class ReplyLifecycle:
         failure: BaseException | None = None
         inner = None  # AgentScope's reply, closed with this layer (its model and tool streams with it)
         try:
+            _added_once(self.harness, self.agent)
             inputs = input_kwargs.get("inputs")
             if await self.resume(inputs) is not None:
                 await self.shape_external_results(inputs)
