@@ -40,6 +40,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 
 from .context import fallback, found_so_far
 from .errors import DependencyDown
+from .facts import OUT_OF_TIME
 from .registry import HookRejectSignal
 from .stores import (
     PROBE_LEASE_S,
@@ -111,6 +112,9 @@ class ModelAdmission:
 
     reservation: str | None = None
     answer: str | None = None
+    too_late: bool = False
+    """The deadline came first, cutting a store wait: the call is not made,
+    and the run ends at its deadline (not at a store outage)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -761,7 +765,10 @@ class Fleet:
                     "limits store", run.deadline,
                 )
             except DependencyDown as exc:
-                self.stop(run, "dependency_down", "dependency_down", str(exc))
+                if run.past_deadline():  # the deadline bounds every store wait: it came first
+                    self._out_of_time(run, f"the run slot was not had in time ({exc})")
+                else:
+                    self.stop(run, "dependency_down", "dependency_down", str(exc))
                 return
             if any(held.key == key for held in holds.run):  # taken for ``holder`` meanwhile (two of its
                 if lease is not None:  # nested runs re-taking its slot at once): one is enough
@@ -824,6 +831,13 @@ class Fleet:
         run.facts.stop(reason, fallback(self.config, reason) + found_so_far(run))
         self.record(run, "fleet", "pre_think", "stop", code=code, detail=f"{reason}: {detail}")
 
+    def _out_of_time(self, run: RunState, what: str) -> None:
+        """The run ends at its deadline, as the watchdog ends it (README: a
+        store wait the deadline cuts is no store outage: `deadline`)."""
+        run.facts.time_is_up(self.config.mode == "shadow")
+        run.facts.stop(OUT_OF_TIME, fallback(self.config, OUT_OF_TIME) + found_so_far(run))
+        self.record(run, "liveness_watchdog", "pre_think", "stop", detail=f"deadline: {what}", enforced=True)
+
     # ------------------------------------------------------------ model calls
 
     async def before_model_call(self, run: RunState, model: Any, messages: list[Any],
@@ -874,6 +888,8 @@ class Fleet:
             return self._refuse(run, "rate_limited", "rate_limited", exc.text, side is None)
         except DependencyDown as exc:
             await self.not_made(run, side=side)
+            if run.past_deadline():  # the deadline bounds every store wait: it came first
+                return ModelAdmission(too_late=True)
             root.store_error = str(exc)
             return self._refuse(run, "dependency_down", "dependency_down", str(exc), side is None)
         except BaseException:  # cancelled while waiting: nothing was made

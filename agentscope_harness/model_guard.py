@@ -400,6 +400,8 @@ class ModelGuard:
         admission = await fleet.before_model_call(
             run, model, input_kwargs.get("messages") or [], input_kwargs.get("tools") or [],
         )
+        if admission.too_late:  # a store wait the deadline cut: not made, the run ends at its deadline
+            return _final(self._deadline_passed(run, "not made"))
         if admission.answer is not None:  # rate limit or quota: no model call
             return _final(admission.answer)
         held = admission.reservation
@@ -496,7 +498,10 @@ class ModelGuard:
         refusal = self._side_call_refusal(run, model, tokens, output)
         if refusal is None:
             admission = await fleet.before_model_call(run, model, messages, tools, side=side)
-            refusal = None if admission.answer is None else "a rate limit or the daily quota refused it"
+            refusal = (
+                "the run's deadline passed while the store was asked" if admission.too_late
+                else None if admission.answer is None else "a rate limit or the daily quota refused it"
+            )
             if refusal is None:  # again: other calls ran while it waited (and may have raised the output seen)
                 output = _output_estimate(run, model)
                 refusal = self._side_call_refusal(run, model, tokens, output)
