@@ -636,48 +636,66 @@ ARGUMENTS_CHANGED = (
 )
 
 
-def stored_text(agent: Any, call: Any, judged: Any, schema: Any) -> str | None:
-    """The arguments text of the call AgentScope will run: its block in the
-    agent's context (the one ``Agent._acting`` executes, whatever copy a
-    middleware before the harness passed on: the block of this id and tool;
-    of several under one id, a provider numbering ids per message, the one
-    whose text the copy AgentScope passed carries), read with ``schema`` as
-    AgentScope reads it. ``None``: it does not read as ``judged`` (a
-    middleware changed the arguments), or the copy's text is none of several
-    calls under one id. *Limit:* a middleware rewriting both the copy and the
-    arguments into a sibling's exactly is not told apart."""
-    texts = [str(block.input) for block in _stored_calls(agent, call.id, call.name)]
+async def as_made(agent: Any, call: Any, judged: Any, tool: Any) -> tuple[str, Any] | None:
+    """The call AgentScope will run, as ``(its arguments text, its tool)``,
+    when a permission middleware before the harness's handed on ``call``,
+    ``judged`` and ``tool``: AgentScope runs its own block of the call (in the
+    agent's context, whatever copy a middleware passed on), with the
+    toolkit's tool of its name, on its own parse of its text with that
+    tool's schema. ``None``: the call handed on is not that one (renamed,
+    its arguments changed, another tool's schema), or its text is none of
+    several calls under its id (a provider numbering ids per message).
+    *Limit:* a middleware rewriting both the copy and the arguments into a
+    sibling's exactly is not told apart."""
+    blocks = _stored_calls(agent, call.id)
+    named = [block for block in blocks if block.name == call.name]
+    if blocks and not named:  # renamed on its way: it would be judged as another tool than the one run
+        return None
+    texts = [str(block.input) for block in named]
     if call.input in texts:  # AgentScope hands the chain a copy of its block: that block's own text
         texts = [call.input]
     elif len(texts) > 1:  # a copy changed, and several calls under this id: which one runs cannot be told
         return None
     texts = texts or [call.input]  # judged outside a reply: as given
-    return next((text for text in texts if _reads_as(text, judged, schema)), None)
+    toolkit = getattr(agent, "toolkit", None)
+    own = await toolkit.get_tool(call.name) if toolkit is not None else None
+    tool = own if own is not None else tool
+    schema = getattr(tool, "input_schema", None)
+    text = next((text for text in texts if _reads_as(text, judged, schema)), None)
+    return None if text is None else (text, tool)
 
 
 def _reads_as(written: str, judged: Any, schema: Any) -> bool:
-    """AgentScope's parse of ``written`` is ``judged``: plain JSON first (C
-    speed), AgentScope's repairing reader where it differs."""
+    """AgentScope's parse of ``written`` (with the tool's ``schema``: it
+    repairs a valid JSON's types too, ``"no"`` read as ``false``) is
+    ``judged``, value for value and type for type (``1`` is no ``true``)."""
     try:
-        if json.loads(written) == judged:
-            return True
-    except (ValueError, TypeError, RecursionError):
-        pass
-    try:
-        return bool(_json_loads_with_repair(written, schema) == judged)
+        read = _json_loads_with_repair(written, schema) if schema is not None else json.loads(written)
     except Exception:  # AgentScope read the call before judging it: a text it cannot read is not the call's
         return False
+    return same_data(read, judged)
 
 
-def _stored_calls(agent: Any, call_id: str, name: str) -> list[Any]:
-    """The calls of this id and tool in the newest message of the agent's
-    context that holds one."""
+def same_data(a: Any, b: Any) -> bool:
+    """``a == b`` with the types of JSON's values told apart (Python reads
+    ``True == 1 == 1.0``)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_data(value, b[key]) for key, value in a.items())
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same_data(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b) or (a != a and b != b)  # NaN, read twice, is still NaN
+
+
+def _stored_calls(agent: Any, call_id: str) -> list[Any]:
+    """The calls of this id in the newest message of the agent's context
+    that holds one."""
     state = getattr(agent, "state", None)
     for msg in reversed(getattr(state, "context", None) or ()):
         if isinstance(msg.content, str):
             continue
-        blocks = [block for block in msg.content
-                  if getattr(block, "type", None) == "tool_call" and block.id == call_id and block.name == name]
+        blocks = [block for block in msg.content if getattr(block, "type", None) == "tool_call" and block.id == call_id]
         if blocks:
             return blocks
     return []

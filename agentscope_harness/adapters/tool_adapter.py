@@ -34,10 +34,10 @@ from ..calls import (
     DEADLINE_PASSED,
     UNGATED_TOOLS,
     Verdict,
+    as_made,
     made_unconfirmed,
     read_one_way,
     result_view,
-    stored_text,
 )
 from ..chains import release
 from ..context import HookContext, ToolCallView, ToolResultView
@@ -143,7 +143,9 @@ class HarnessToolAdapter(HarnessMiddleware):
         flow = self.harness.flow
         run = await self._run(agent)
         call = input_kwargs["tool_call"]
-        self._instrumented(agent, input_kwargs.get("tool"))
+        made = await self._as_made(agent, call, input_kwargs)
+        tool = made[1] if made is not None else input_kwargs.get("tool")
+        self._instrumented(agent, tool)
         view = ToolCallView(
             id=call.id,
             name=call.name,
@@ -151,8 +153,8 @@ class HarnessToolAdapter(HarnessMiddleware):
             policy=self.harness.config.tools.get(call.name),
             batch=(agent.state.reply_id, agent.state.cur_iter, run.turns),
             resumed=call.state == ToolCallState.ALLOWED,
-            declared=self.harness.services.declared(call.name, input_kwargs.get("tool")),
-            agentscope_own=_agentscope_own(agent, input_kwargs.get("tool")),
+            declared=self.harness.services.declared(call.name, tool),
+            agentscope_own=_agentscope_own(agent, tool),
         )
         if run.awaiting_human and _drop_answered(agent, run, view):
             rejoin(self.harness, run)  # the tool adapter alone: resumed, and no on_reply said so
@@ -167,13 +169,11 @@ class HarnessToolAdapter(HarnessMiddleware):
             # second call under a held id would take the first one's place (its
             # judgement, its slots), so it is refused before it takes any
             return _deny(flow.id_taken(run, view))
-        tool = input_kwargs.get("tool")
-        written = stored_text(agent, call, input_kwargs["tool_input"], getattr(tool, "input_schema", None))
-        if written is None:  # a middleware before the harness changed the arguments: the tool gets AgentScope's parse
+        if made is None:  # a middleware before the harness changed the call: AgentScope runs its own
             changed = flow.changed_before_judged(run, view)
             if changed is not None:
                 return _deny(changed)
-            written = call.input
+        written = made[0] if made is not None else call.input
         if getattr(tool, "is_external_tool", False) and not read_one_way(written, input_kwargs["tool_input"]):
             refused = flow.read_otherwise(run, view)  # the client reads the text, not AgentScope's parse
             if refused is not None:
@@ -215,7 +215,7 @@ class HarnessToolAdapter(HarnessMiddleware):
             admitted = refusal is None
             if admitted:  # a parked run's record counts it (a lead's, or its own: admitted after it parked)
                 await record_parked(self.harness, run)
-            if admitted and getattr(input_kwargs.get("tool"), "is_external_tool", False):
+            if admitted and getattr(tool, "is_external_tool", False):
                 _waits(run, view)  # the client runs it: the reply parks until its result
             return _deny(refusal.text) if refusal is not None else decision
         finally:
@@ -229,6 +229,15 @@ class HarnessToolAdapter(HarnessMiddleware):
                 flow.call_over(run, view.id, ran=False)
             if verdict is not None and verdict.ctx is not None:
                 verdict.ctx.admissions.clear()
+
+    async def _as_made(self, agent: Any, call: Any, input_kwargs: dict) -> tuple[str, Any] | None:
+        """``(the arguments text, the tool)`` of the call AgentScope will run
+        (``None``: a middleware before the harness's changed it). Handed on
+        first, the harness has AgentScope's own copies: nothing could change them."""
+        chain = getattr(agent, "_check_permission_middlewares", None)
+        if chain and chain[0] is self:
+            return call.input, input_kwargs.get("tool")
+        return await as_made(agent, call, input_kwargs["tool_input"], input_kwargs.get("tool"))
 
     def _denied_shaped(self, run: RunState, view: ToolCallView, decision: PermissionDecision) -> PermissionDecision:
         """AgentScope's engine (a tool's own ``check_permissions``) refused the
