@@ -13,6 +13,7 @@ consumer, even when it abandons the stream.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import functools
 import itertools
@@ -534,6 +535,8 @@ class ReplyLifecycle:
         1-tuple; ``(None,)``: withheld), once the reply has ended."""
         self.answer = WITHHELD_ANSWER
         """The text a final message whose structured output is withheld says."""
+        self.ended_at_turn = 0
+        """The run's round when its end passed (a later round: the end was swallowed)."""
 
     # ------------------------------------------------------------ steps
 
@@ -564,6 +567,8 @@ class ReplyLifecycle:
                 kind = _KINDS.get(type(item))
                 if kind is None:
                     kind = _kind(item)
+                if self.end_reason is not None and self.run is not None and self.run.turns != self.ended_at_turn:
+                    self._went_on(self.run)  # a middleware before the harness's swallowed the end: a round began
                 # most streamed events (_OTHER): nothing for the run to do
                 outs = (item,) if kind == _OTHER else await self.on_item(item, kind)
                 run = self.run
@@ -620,6 +625,7 @@ class ReplyLifecycle:
             if self._hold(run, item):
                 return []
             self.end_reason = str(getattr(item.finished_reason, "value", item.finished_reason))
+            self.ended_at_turn = run.turns
             await self.session_end(run)
             return [*self.corrections, *self.closing_events(run), item]
         if self.end_reason is None and not self.parked:  # a final Msg with no end: parked
@@ -947,6 +953,22 @@ class ReplyLifecycle:
         return end if metadata == end.metadata else end.model_copy(update={"metadata": metadata})
 
     # ------------------------------------------------------------ ends
+
+    def _went_on(self, run: RunState) -> None:
+        """The reply goes on past an end a middleware before the harness's
+        swallowed (AgentScope's way to ask for another round): the report
+        settled there was provisional. The run is open again, and its true
+        end settles and publishes the report that supersedes it (same run
+        id: ``on_report`` is called again, the history keeps the last)."""
+        stale, self.end_reason, self.corrections, self.structured = run.report, None, [], None
+        if stale is None:
+            return
+        run.report = None
+        with contextlib.suppress(ValueError):
+            self.harness.reports.remove(stale)
+        if run.parent is not None:  # its root's work in flight again, as while it ran
+            run.parent.open_children[run.run_id] = run
+            run.root.live_nested[run.run_id] = run
 
     def _hold(self, run: RunState, end: ReplyEndEvent) -> bool:
         """Hold back one completed ``ReplyEndEvent`` when a hook asked for

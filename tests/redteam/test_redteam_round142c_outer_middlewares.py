@@ -8,16 +8,25 @@ context vars, settle, report").
 - The harness's middlewares added twice (an agent factory adds them, the app appends
   them again): the reply stopped after its start, no model call, and the report said
   `completed` (`answered`) with 0 model calls.
+- A middleware of mine, first, swallows the first `ReplyEndEvent` after writing a hint
+  (AgentScope's way to force another round): the harness went on enforcing in the extra
+  rounds (the call cap, the tool cap, the deadline) but its report had settled at the
+  swallowed end and was never updated: `completed` (`answered`) while the user got "it
+  took too many steps"; `refusals` `{}` and `model_calls` 2 after 5 calls and 2 refusals.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from agentscope.agent import Agent, InjectionConfig
-from agentscope.message import UserMsg
+from agentscope.event import ReplyEndEvent
+from agentscope.message import HintBlock, UserMsg
+from agentscope.middleware import MiddlewareBase
 from agentscope.tool import Toolkit
 
-from agentscope_harness import Harness, HarnessConfig, HarnessConfigError
-from tests.scripted import ScriptedModel, search, text, tool
+from agentscope_harness import Harness, HarnessConfig, HarnessConfigError, RunReport, TerminalState
+from tests.scripted import ScriptedModel, calls, make_agent, run, search, text, tool
 
 pytestmark = pytest.mark.asyncio
 
@@ -31,3 +40,63 @@ async def test_the_harness_added_twice_is_refused_naming_it() -> None:
     with pytest.raises(HarnessConfigError, match="added 2 times"):
         await agent.reply(UserMsg("user", "hi"))
     assert h.last_report(agent) is None  # no run was opened: no report says it completed
+
+
+class OneMoreRound(MiddlewareBase):
+    """A self-check middleware: swallows the first end after writing a hint."""
+
+    def __init__(self) -> None:
+        self.swallowed = 0
+
+    async def get_middleware_key(self) -> str:
+        return "one_more_round"
+
+    async def on_reply(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        async for event in next_handler(**input_kwargs):
+            if isinstance(event, ReplyEndEvent) and self.swallowed == 0:
+                self.swallowed += 1
+                agent.state.append_context(agent.name, [HintBlock(hint="Double-check with one more search.")])
+                continue
+            yield event
+
+
+async def _after_a_swallowed_end(script: list[Any], **config: Any) -> tuple[RunReport, list[Any], str, list[Any]]:
+    published: list[RunReport] = []
+    h = Harness(HarnessConfig(on_report=published.append, **config), load_entry_points=False, environ={})
+    model = ScriptedModel(script)
+    agent = make_agent(model, [search], [OneMoreRound(), *h.middlewares()])
+    events, final = await run(agent, "research this")
+    report = h.last_report(agent)
+    assert report is not None and [r.run_id for r in h.reports] == [report.run_id]  # one report of the reply
+    assert published[-1] == report  # the superseding one, published last
+    shown = [e.value for e in events if getattr(e, "name", None) == "harness.report"]
+    assert shown[-1]["terminal_state"] == report.terminal_state.value
+    return report, model.calls, final.get_text_content() or "", published
+
+
+async def test_a_swallowed_end_does_not_freeze_the_report_at_a_cap() -> None:
+    report, made, said, _ = await _after_a_swallowed_end(
+        [calls(("search", {"q": "a"})), text("first answer"), calls(("search", {"q": "b"})), text("second")],
+        max_model_calls=2)
+    assert "too many steps" in said  # the cap held
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "max_model_calls")
+    assert report.model_calls == len(made) == 2
+
+
+async def test_a_swallowed_end_does_not_freeze_the_reports_counts() -> None:
+    report, made, _, _ = await _after_a_swallowed_end(
+        [calls(("search", {"q": "a"})), text("first answer"), calls(("search", {"q": "b"})),
+         calls(("search", {"q": "c"})), text("second answer")],
+        max_tool_calls=1)
+    assert len(made) == 5
+    assert report.refusals.get("quota_exhausted") == 2, report.refusals
+    assert report.model_calls == 5
+
+
+async def test_an_end_not_swallowed_is_reported_once() -> None:
+    """The control: a reply with no swallowed end publishes one report."""
+    published: list[RunReport] = []
+    h = Harness(HarnessConfig(on_report=published.append), load_entry_points=False, environ={})
+    agent = make_agent(ScriptedModel([calls(("search", {"q": "a"})), text("answer")]), [search], h.middlewares())
+    await run(agent, "research this")
+    assert len(published) == 1 and published[0].terminal_state is TerminalState.COMPLETED
