@@ -57,7 +57,7 @@ from agentscope.types import ReplyFinishedReason
 from . import park_record
 from .approvals import approval_digest
 from .arguments import guide_invalid_arguments, refusal_shown
-from .calls import read_as_agentscope, result_view
+from .calls import CallFlow, read_as_agentscope, result_view
 from .chains import close_stream, release
 from .context import HookContext, fallback, is_pruned
 from .deadline import current_deadline, tighter
@@ -504,6 +504,43 @@ def _added_once(harness: Harness, agent: Any) -> None:
         )
 
 
+
+async def shape_in_place(
+    flow: CallFlow, ctx: HookContext, block: ToolResultBlock, metadata: dict[str, Any],
+) -> dict[str, Any]:
+    """A result that entered the context without the harness's ``on_acting``
+    (a client's; one a middleware before the harness's served, a cache)
+    shaped in place as a server tool's is (``to_response``): its text fenced
+    and filtered, its data blocks kept beside it with their written fields
+    shaped. Returns ``metadata`` as it may be shown (the tool's ``pii``)."""
+    services, run = ctx.services, ctx.run
+    policy = ctx.tool.policy if ctx.tool is not None else None
+    modes, salt = result_pii(policy, run)
+    if modes and policy is not None:
+        metadata = readable_metadata(services.redactor, metadata, policy.pii, salt)
+    output = block.output
+    blocks = [] if isinstance(output, str) else [b for b in output if isinstance(b, DataBlock)]
+    data = [b for b in blocks if not isinstance(b.source, URLSource)]
+    # a link is text to the model, never fetched: AgentScope's formatters read a file:// URL
+    # from the server's own disk, and fetch some http ones, which a client may not make it do
+    links = [f"({b.source.media_type} at {b.source.url}: sent by the client, not fetched)"
+             for b in blocks if isinstance(b.source, URLSource)]
+    read = await read_names(data, services.redactor, modes, salt)
+    shaped = await shaped_data(data, read, services.redactor, modes, salt)
+    text = "\n".join([result_text(output), *links]) if links else result_text(output)
+    state = str(getattr(block.state, "value", block.state))
+    names = data_names(read, data)
+    result = await flow.shape(ctx, result_view(text, state, dict(metadata), bool(data), names))
+    if result.withheld:
+        block.output, block.state = result.body, ToolResultState.ERROR
+    elif result.text != text or result.notices or links or any(
+        a is not b for a, b in zip(shaped, data, strict=True)
+    ):
+        body = result.body
+        block.output = [TextBlock(text=body), *shaped] if body and shaped else shaped or body
+    return metadata
+
+
 class ReplyLifecycle:
     """The run of one ``agent.reply`` call (a resumption continues the run
     its reply parked)."""
@@ -908,37 +945,11 @@ class ReplyLifecycle:
             await self._shape_client_result(ctx, block)
 
     async def _shape_client_result(self, ctx: HookContext, block: ToolResultBlock) -> None:
-        """A client's result shaped in place as a server tool's is
-        (``to_response``): its text fenced and filtered, its data blocks kept
-        beside it with their written fields shaped, its metadata cleaned."""
-        services, run = ctx.services, ctx.run
-        policy = ctx.tool.policy if ctx.tool is not None else None
-        modes, salt = result_pii(policy, run)
+        """A client's result shaped in place as a server tool's is, its
+        metadata cleaned (kept for ``_cleaned_metadata``)."""
         pending = self.client_metadata[block.id]
-        metadata = pending[-1][1]  # this block's: the last filed under its id
-        if modes and policy is not None:
-            metadata = readable_metadata(services.redactor, metadata, policy.pii, salt)
-            pending[-1] = block, metadata
-        output = block.output
-        blocks = [] if isinstance(output, str) else [b for b in output if isinstance(b, DataBlock)]
-        data = [b for b in blocks if not isinstance(b.source, URLSource)]
-        # a link is text to the model, never fetched: AgentScope's formatters read a file:// URL
-        # from the server's own disk, and fetch some http ones, which a client may not make it do
-        links = [f"({b.source.media_type} at {b.source.url}: sent by the client, not fetched)"
-                 for b in blocks if isinstance(b.source, URLSource)]
-        read = await read_names(data, services.redactor, modes, salt)
-        shaped = await shaped_data(data, read, services.redactor, modes, salt)
-        text = "\n".join([result_text(output), *links]) if links else result_text(output)
-        state = str(getattr(block.state, "value", block.state))
-        names = data_names(read, data)
-        result = await self.harness.flow.shape(ctx, result_view(text, state, dict(metadata), bool(data), names))
-        if result.withheld:
-            block.output, block.state = result.body, ToolResultState.ERROR
-        elif result.text != text or result.notices or links or any(
-            a is not b for a, b in zip(shaped, data, strict=True)
-        ):
-            body = result.body
-            block.output = [TextBlock(text=body), *shaped] if body and shaped else shaped or body
+        # this block's: the last filed under its id
+        pending[-1] = block, await shape_in_place(self.harness.flow, ctx, block, pending[-1][1])
 
     def _cleaned_metadata(self, end: ToolResultEndEvent) -> ToolResultEndEvent:
         """A client's result AgentScope took (it checks the metadata the

@@ -13,6 +13,9 @@ context vars, settle, report").
   rounds (the call cap, the tool cap, the deadline) but its report had settled at the
   swallowed end and was never updated: `completed` (`answered`) while the user got "it
   took too many steps"; `refusals` `{}` and `model_calls` 2 after 5 calls and 2 refusals.
+- A result cache of mine, first, answers a call in `on_acting` without the tool: the
+  model read the cached result unredacted (a provider key) and unfenced; the harness's
+  admission of the call was never taken.
 """
 from __future__ import annotations
 
@@ -21,12 +24,12 @@ from typing import Any
 import pytest
 from agentscope.agent import Agent, InjectionConfig
 from agentscope.event import ReplyEndEvent
-from agentscope.message import HintBlock, UserMsg
+from agentscope.message import HintBlock, TextBlock, ToolResultState, UserMsg
 from agentscope.middleware import MiddlewareBase
-from agentscope.tool import Toolkit
+from agentscope.tool import Toolkit, ToolResponse
 
 from agentscope_harness import Harness, HarnessConfig, HarnessConfigError, RunReport, TerminalState
-from tests.scripted import ScriptedModel, calls, make_agent, run, search, text, tool
+from tests.scripted import ScriptedModel, calls, make_agent, run, search, text, tool, tool_messages
 
 pytestmark = pytest.mark.asyncio
 
@@ -100,3 +103,48 @@ async def test_an_end_not_swallowed_is_reported_once() -> None:
     agent = make_agent(ScriptedModel([calls(("search", {"q": "a"})), text("answer")]), [search], h.middlewares())
     await run(agent, "research this")
     assert len(published) == 1 and published[0].terminal_state is TerminalState.COMPLETED
+
+
+KEY = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0"
+RAN: list[str] = []
+
+
+class ResultCache(MiddlewareBase):
+    """A tool-result cache: a cached call is answered without its tool."""
+
+    def __init__(self, cached: dict[tuple[str, str], str]) -> None:
+        self.cached = cached
+
+    async def get_middleware_key(self) -> str:
+        return "result_cache"
+
+    async def on_acting(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        call = input_kwargs["tool_call"]
+        hit = self.cached.get((call.name, call.input))
+        if hit is not None:
+            yield ToolResponse(content=[TextBlock(text=hit)], state=ToolResultState.SUCCESS)
+            return
+        async for item in next_handler(**input_kwargs):
+            yield item
+
+
+async def read_config() -> str:
+    """Read the service configuration."""
+    RAN.append("read_config")
+    return f"api_key={KEY}"
+
+
+@pytest.mark.parametrize("cached", [True, False], ids=["served_by_the_cache", "control_run"])
+async def test_a_result_a_middleware_served_is_shaped_as_the_model_reads_it(cached: bool) -> None:
+    RAN.clear()
+    h = Harness(HarnessConfig(), load_entry_points=False, environ={})
+    cache = ResultCache({("read_config", "{}"): f"api_key={KEY}"} if cached else {})
+    model = ScriptedModel([calls(("read_config", {})), text("done")])
+    agent = make_agent(model, [read_config], [cache, *h.middlewares()])
+    await run(agent, "show the config")
+    read = tool_messages(model.calls[1])[-1]
+    assert RAN == ([] if cached else ["read_config"])
+    assert KEY not in str(model.calls[1].formatted), read
+    assert "<tool-output" in read  # fenced as data, as a result the tool made
+    run_state = h.table.get(agent.state.reply_id)
+    assert run_state is None  # settled: no admission left behind
