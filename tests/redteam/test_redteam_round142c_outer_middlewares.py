@@ -16,6 +16,11 @@ context vars, settle, report").
 - A result cache of mine, first, answers a call in `on_acting` without the tool: the
   model read the cached result unredacted (a provider key) and unfenced; the harness's
   admission of the call was never taken.
+- A rules (FAQ) middleware of mine answers in `on_reasoning` without the model
+  (AgentScope's own pattern): placed first, its answer goes around the harness's output
+  path (not redacted, not audited for claims, not held to a finishing tool, while the
+  report says `finish_tool_not_called`): a README limit, strict xfails; placed after the
+  harness's, the harness's reasoning layer reads it as the model's.
 """
 from __future__ import annotations
 
@@ -23,12 +28,13 @@ from typing import Any
 
 import pytest
 from agentscope.agent import Agent, InjectionConfig
-from agentscope.event import ReplyEndEvent
-from agentscope.message import HintBlock, TextBlock, ToolResultState, UserMsg
+from agentscope.event import ReplyEndEvent, TextBlockDeltaEvent, TextBlockEndEvent, TextBlockStartEvent
+from agentscope.message import AssistantMsg, HintBlock, TextBlock, ToolResultState, UserMsg
 from agentscope.middleware import MiddlewareBase
 from agentscope.tool import Toolkit, ToolResponse
+from agentscope.types import ReplyFinishedReason
 
-from agentscope_harness import Harness, HarnessConfig, HarnessConfigError, RunReport, TerminalState
+from agentscope_harness import Harness, HarnessConfig, HarnessConfigError, RunReport, TerminalState, ToolPolicy
 from tests.scripted import ScriptedModel, calls, make_agent, run, search, text, tool, tool_messages
 
 pytestmark = pytest.mark.asyncio
@@ -148,3 +154,83 @@ async def test_a_result_a_middleware_served_is_shaped_as_the_model_reads_it(cach
     assert "<tool-output" in read  # fenced as data, as a result the tool made
     run_state = h.table.get(agent.state.reply_id)
     assert run_state is None  # settled: no admission left behind
+
+
+class RuleAnswers(MiddlewareBase):
+    """A FAQ middleware: answers from rules without calling the model
+    (AgentScope's own pattern: its events and its message, appended to the context)."""
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+
+    async def get_middleware_key(self) -> str:
+        return "rule_answers"
+
+    async def on_reasoning(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        block = TextBlock(text=self.answer)
+        reply_id = agent.state.reply_id
+        agent.state.append_context(agent.name, [block])
+        yield TextBlockStartEvent(reply_id=reply_id, block_id=block.id)
+        yield TextBlockDeltaEvent(reply_id=reply_id, block_id=block.id, delta=self.answer)
+        yield TextBlockEndEvent(reply_id=reply_id, block_id=block.id)
+        yield AssistantMsg(id=reply_id, name=agent.name, content=[block], finished_reason=ReplyFinishedReason.COMPLETED)
+
+
+async def refund(order_id: str) -> str:
+    """Refund an order.
+
+    Args:
+        order_id (str): The order.
+    """
+    RAN.append(f"refund:{order_id}")
+    return "refunded"
+
+
+async def submit_answer(answer: str) -> str:
+    """Deliver the final answer.
+
+    Args:
+        answer (str): The answer.
+    """
+    return answer
+
+
+async def _rules_answer(answer: str, first: bool, **config: Any) -> tuple[RunReport, str, str]:
+    h = Harness(HarnessConfig(**config), load_entry_points=False, environ={})
+    faq = RuleAnswers(answer)
+    chain = [faq, *h.middlewares()] if first else [*h.middlewares(), faq]
+    agent = make_agent(ScriptedModel([text("never called")]), [refund, submit_answer], chain)
+    events, final = await run(agent, "hi")
+    streamed = "".join(e.delta for e in events if isinstance(e, TextBlockDeltaEvent))
+    report = h.last_report(agent)
+    assert report is not None
+    return report, streamed, final.get_text_content() or ""
+
+
+LIMIT = pytest.mark.xfail(strict=True, reason="README limit: a middleware before the harness's that answers in "
+                          "on_reasoning without the model answers around the harness's output path")
+ORDERS = pytest.mark.parametrize("first", [pytest.param(True, marks=LIMIT, id="mine_first"),
+                                           pytest.param(False, id="harness_first")])
+
+
+@ORDERS
+async def test_a_rules_answer_is_redacted(first: bool) -> None:
+    _, streamed, said = await _rules_answer(f"Your API key is {KEY}.", first)
+    assert KEY not in streamed and KEY not in said
+
+
+@ORDERS
+async def test_a_rules_answer_is_audited_for_claims(first: bool) -> None:
+    report, _, said = await _rules_answer(
+        "The refund was issued.", first,
+        tools={"refund": ToolPolicy(role="mutation", claims=[r"refund was issued"])})
+    assert "refund was issued" not in said
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "unsupported_claim")
+
+
+@ORDERS
+async def test_a_rules_answer_is_held_to_the_finishing_tool(first: bool) -> None:
+    report, streamed, said = await _rules_answer(
+        "Your order ships tomorrow.", first, tools={"submit_answer": ToolPolicy(role="finish")})
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "finish_tool_not_called")
+    assert "ships tomorrow" not in said and "ships tomorrow" not in streamed
