@@ -22,7 +22,7 @@ from agentscope._utils._common import _json_loads_with_repair
 from agentscope.exception import AgentOrientedException
 from agentscope.message import ToolCallBlock, ToolResultBlock, ToolResultState
 
-from .calls import UNGATED_TOOLS
+from .calls import UNGATED_TOOLS, tool_run_as
 from .hooks.termination import undelivered
 from .outputs import quoted_pii, quoted_shown
 from .sentinels import format_sentinel, neutralise_markers, unusable_by
@@ -68,7 +68,7 @@ async def guide_invalid_arguments(harness: Harness, agent: Any, run: RunState, c
         return  # another error (an inactive tool group, the tool itself): AgentScope's words stand
     if call.name in harness.finish_tools:
         undelivered(run.facts)  # a finishing call refused for its arguments delivers nothing
-    tool = await agent.toolkit.get_tool(call.name)
+    tool = await tool_run_as(agent, call.name)
     schema = getattr(tool, "input_schema", None)
     if not isinstance(schema, dict):
         return

@@ -531,12 +531,27 @@ class CallFlow:
         return HookContext("post_tool_call", run, self.services, agent, tool=view)
 
 
+async def tool_run_as(agent: Any, name: str) -> Any:
+    """The tool AgentScope runs a call of ``name`` with: the toolkit's of the
+    active groups (``check_tool_available``), as ``Agent._execute_tool_call``
+    resolves it (``get_tool`` searches every group: an inactive one's tool of
+    that name, with another schema, would be read instead); ``None``: none."""
+    toolkit = getattr(agent, "toolkit", None)
+    context = getattr(getattr(agent, "state", None), "tool_context", None)
+    if toolkit is None or context is None:
+        return None
+    try:
+        return await toolkit.check_tool_available(name, context.activated_groups)
+    except Exception:  # no such tool active: AgentScope answers the call with its own error
+        return None
+
+
 async def read_as_agentscope(agent: Any, call: Any) -> tuple[Any, dict[str, Any]] | None:
     """The tool of a call in the agent's toolkit, and the call's arguments
     as AgentScope reads them (with that tool's schema); ``None`` when it
     could not read them."""
     try:
-        tool = await agent.toolkit.get_tool(call.name)
+        tool = await agent.toolkit.get_tool(call.name)  # a call made earlier: its group may be inactive now
         schema = getattr(tool, "input_schema", None)
         args = _json_loads_with_repair(call.input, schema) if isinstance(call.input, str) else call.input
     except Exception:
@@ -657,8 +672,7 @@ async def as_made(agent: Any, call: Any, judged: Any, tool: Any) -> tuple[str, A
     elif len(texts) > 1:  # a copy changed, and several calls under this id: which one runs cannot be told
         return None
     texts = texts or [call.input]  # judged outside a reply: as given
-    toolkit = getattr(agent, "toolkit", None)
-    own = await toolkit.get_tool(call.name) if toolkit is not None else None
+    own = await tool_run_as(agent, call.name)
     tool = own if own is not None else tool
     schema = getattr(tool, "input_schema", None)
     text = next((text for text in texts if _reads_as(text, judged, schema)), None)

@@ -248,6 +248,9 @@ class HookContext:
     """The undos of an admitted call's charges: a call admitted but never
     made gives them back (``HarnessToolAdapter._uncount``)."""
     ask_reason: str | None = None
+    judged_text: str | None = None
+    """``pre_tool_call``: the arguments text of the call judged, as AgentScope
+    runs it; ``on_acting`` makes only a call that carries it."""
     would_refuse: str | None = None
     """In shadow mode: the code of the first refusal a hook made and shadow
     mode did not apply (a candidate policy is compared with it)."""

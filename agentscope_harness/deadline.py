@@ -39,6 +39,13 @@ def remaining_time() -> float | None:
     return None if deadline is None else deadline - time.monotonic()
 
 
+def seconds_told(left: float) -> str:
+    """Time left as the model is told it: whole seconds, tenths under ten
+    (``0.4s``: "0s" would tell a model with time left it has none)."""
+    left = max(left, 0.0)
+    return f"{left:.1f}s" if left < 10 else f"{left:.0f}s"
+
+
 def clamp_timeout(own_timeout: float | None) -> float | None:
     """``min(own_timeout, remaining)``: never more than ``own_timeout``, never
     less than 0.05 s. ``None`` stays ``None`` when there is no deadline."""

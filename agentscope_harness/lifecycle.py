@@ -493,15 +493,16 @@ def _keeps_quota(config: Any) -> bool:
 _REPLIES = itertools.count(1)
 
 
-def _added_once(harness: Harness, agent: Any) -> None:
+def added_once(harness: Harness, agent: Any) -> None:
     """One harness's middlewares on an agent once: twice, each layer would
     open its own run of the reply (the inner one replacing the outer's)."""
-    mine = [m for m in getattr(agent, "_reply_middlewares", ()) if getattr(m, "harness", None) is harness]
-    if len(mine) > 1:
-        raise HarnessConfigError(
-            f"agent {getattr(agent, 'name', 'agent')!r}: this harness's middlewares are added {len(mine)} times "
-            "(Agent(middlewares=[*mine, *harness.middlewares()]) once)",
-        )
+    for chain in ("_reply_middlewares", "_check_permission_middlewares", "_acting_middlewares"):
+        mine = sum(getattr(m, "harness", None) is harness for m in getattr(agent, chain, ()))
+        if mine > 1:
+            raise HarnessConfigError(
+                f"agent {getattr(agent, 'name', 'agent')!r}: this harness's middlewares are added {mine} times "
+                "(Agent(middlewares=[*mine, *harness.middlewares()]) once)",
+            )
 
 
 
@@ -572,8 +573,10 @@ class ReplyLifecycle:
         1-tuple; ``(None,)``: withheld), once the reply has ended."""
         self.answer = WITHHELD_ANSWER
         """The text a final message whose structured output is withheld says."""
-        self.ended_at_turn = 0
-        """The run's round when its end passed (a later round: the end was swallowed)."""
+        self.before_end: tuple[Any, str | None] = (None, None)
+        """The run's end and stop text before ``session_end`` judged the
+        answer at that end (``no_answer``, ``audit_failed``): the round a
+        swallowed end asked for is judged afresh."""
 
     # ------------------------------------------------------------ steps
 
@@ -585,7 +588,7 @@ class ReplyLifecycle:
         failure: BaseException | None = None
         inner = None  # AgentScope's reply, closed with this layer (its model and tool streams with it)
         try:
-            _added_once(self.harness, self.agent)
+            added_once(self.harness, self.agent)
             inputs = input_kwargs.get("inputs")
             if await self.resume(inputs) is not None:
                 await self.shape_external_results(inputs)
@@ -604,8 +607,6 @@ class ReplyLifecycle:
                 kind = _KINDS.get(type(item))
                 if kind is None:
                     kind = _kind(item)
-                if self.end_reason is not None and self.run is not None and self.run.turns != self.ended_at_turn:
-                    self._went_on(self.run)  # a middleware before the harness's swallowed the end: a round began
                 # most streamed events (_OTHER): nothing for the run to do
                 outs = (item,) if kind == _OTHER else await self.on_item(item, kind)
                 run = self.run
@@ -662,8 +663,9 @@ class ReplyLifecycle:
             if self._hold(run, item):
                 return []
             self.end_reason = str(getattr(item.finished_reason, "value", item.finished_reason))
-            self.ended_at_turn = run.turns
+            self.before_end = run.facts.terminal, run.facts.stop_text
             await self.session_end(run)
+            run.reopen = functools.partial(self._went_on, run)  # until the reply ends: an end swallowed
             return [*self.corrections, *self.closing_events(run), item]
         if self.end_reason is None and not self.parked:  # a final Msg with no end: parked
             return [*await self.park(run), item]
@@ -971,7 +973,9 @@ class ReplyLifecycle:
         settled there was provisional. The run is open again, and its true
         end settles and publishes the report that supersedes it (same run
         id: ``on_report`` is called again, the history keeps the last)."""
+        run.reopen = None
         stale, self.end_reason, self.corrections, self.structured = run.report, None, [], None
+        run.facts.terminal, run.facts.stop_text = self.before_end  # an answer's end judged there is no end now
         if stale is None:
             return
         run.report = None
@@ -1128,6 +1132,8 @@ class ReplyLifecycle:
         a history left with dangling calls, drop the slot (unless parked,
         or still parked: a resume AgentScope did not take)."""
         run = self.run
+        if run is not None:
+            run.reopen = None  # the reply is over: no round comes after its end
         if run is None or self.parked or self.harness.table.slots.get(run.run_id) is not run:
             return  # parked, or a later reply of the agent settled and freed it (abandoned)
         if run.replied_by and run.replied_by != self.serial:

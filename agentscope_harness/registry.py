@@ -237,9 +237,9 @@ def spec_of(hook: Any) -> HookSpec:
         raise HarnessConfigError(
             f"{hook!r} is not a harness hook: decorate it with @harness_hook",
         )
-    if inspect.ismethod(hook) and spec.fn is hook.__func__:  # a decorated method, given bound: it runs bound
-        return replace(spec, fn=hook)
-    return spec
+    # a decorated method (a wrapper of one too), given bound: it runs bound
+    bound = inspect.ismethod(hook) and getattr(hook.__func__, "__harness_hook__", None) is spec
+    return replace(spec, fn=hook) if bound else spec
 
 
 def collect(hooks: Iterable[Any]) -> list[HookSpec]:

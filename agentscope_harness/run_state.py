@@ -211,6 +211,10 @@ class RunState(LazyFields):
     spend beside it."""
     store_error: str | None = None
     report: RunReport | None = None
+    reopen: Callable[[], None] | None = None
+    """Set while the report settled at an end that passed: a round that
+    begins after it (a middleware before the harness's swallowed that end)
+    calls it first, reopening the run (``ReplyLifecycle._went_on``)."""
     candidate: Any = None
     """The model's candidate final ``Msg`` of the latest round."""
     harness_answer: str | None = None

@@ -43,7 +43,7 @@ from ..chains import release
 from ..context import HookContext, ToolCallView, ToolResultView
 from ..errors import METADATA_KEY, classify_exception, error_text
 from ..facts import remember_done_inside, thawed, tools_in
-from ..lifecycle import end_resumed_by_another, record_parked, rejoin
+from ..lifecycle import added_once, end_resumed_by_another, record_parked, rejoin
 from ..outputs import (
     cleaned_args,
     data_names,
@@ -141,6 +141,7 @@ class HarnessToolAdapter(HarnessMiddleware):
         self, agent: Any, input_kwargs: dict, next_handler: Callable[..., Any],
     ) -> PermissionDecision:
         flow = self.harness.flow
+        added_once(self.harness, agent)  # the tool adapter used alone too
         run = await self._run(agent)
         call = input_kwargs["tool_call"]
         made = await self._as_made(agent, call, input_kwargs)
@@ -184,6 +185,8 @@ class HarnessToolAdapter(HarnessMiddleware):
         run.judging.add(view.id)
         try:
             verdict = await flow.judge(run, agent, view)
+            if verdict.ctx is not None:
+                verdict.ctx.judged_text = written  # on_acting makes only a call that carries it
             if verdict.refusal is not None:
                 return _deny(verdict.refusal.text)
             with self.harness.services.approvals.only_rules_of(agent, run.principal):
@@ -286,6 +289,9 @@ class HarnessToolAdapter(HarnessMiddleware):
         ctx = run.admitted.pop(call.id, None)
         if ctx is None:  # not admitted at the permission point: never runs
             return _told(run, call.id, "policy_error", f"The call to {call.name} was not judged; it did not run.")
+        changed = self._changed_since_judged(ctx, call)
+        if changed is not None:
+            return self._not_made(ctx, call, changed)
         if run.past_deadline():  # judged in time, but its run is out of it now
             return self._stopped(ctx, call, "not made", DEADLINE_PASSED, ran=False)
         # the tool adapter alone: no reply step binds the run, so the tool runs
@@ -347,6 +353,16 @@ class HarnessToolAdapter(HarnessMiddleware):
         if self.harness.shadow:  # data protection stays on; notes are not given
             result.notices = []
         return to_response(ctx, result, original, sent, data)
+
+    def _changed_since_judged(self, ctx: HookContext, call: Any) -> str | None:
+        """The sentinel of an admitted call a middleware before the harness's
+        changed in ``on_acting`` (the call AgentScope runs): its name or its
+        arguments are not what was judged (``None``: as judged, or shadow
+        mode, which records it)."""
+        view = ctx.tool
+        if view is None or (call.name == view.name and (ctx.judged_text is None or call.input == ctx.judged_text)):
+            return None
+        return self.harness.flow.changed_before_judged(ctx.run, view)
 
     def _not_made(self, ctx: HookContext, call: Any, text: str) -> ToolResponse:
         """An admitted call the harness could not make safely: neither

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..context import HookContext, ToolCallContext, ToolResultContext, fallback
+from ..deadline import seconds_told
 from ..errors import DependencyDown
 from ..facts import finish_required
 from ..outcome import terminal_state
@@ -463,7 +464,7 @@ def status_line(ctx: HookContext) -> str | None:
     parts: list[str] = []
     left = run.time_left()
     if left is not None:
-        parts.append(f"{max(left, 0):.0f}s left")
+        parts.append(f"{seconds_told(left)} left")
     parts += [_what_left(b.left, b.cap, b.unit) for b in _budget_left(run)]
     for cap, what in ((run.model_call_cap(), "model"), (run.tool_call_cap(), "tool")):
         if cap is not None:

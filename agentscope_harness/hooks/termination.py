@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..context import STRUCTURED_OUTPUT_TOOL, HookContext, ReflectContext, ToolCallContext, ToolResultContext
-from ..deadline import MIN_TIMEOUT_S
+from ..deadline import MIN_TIMEOUT_S, seconds_told
 from ..facts import FINISHED, OUT_OF_TIME, GuardState, finish_required
 from ..outputs import shaped_notice
 from ..redaction import shaped_within
@@ -73,7 +73,7 @@ def liveness_watchdog(ctx: HookContext) -> None:
     if wrap_up is not None and left <= wrap_up and not facts.wrap_up_hinted:
         facts.wrap_up_hinted = True
         ctx.hint(
-            f"Only {left:.0f}s are left for this task. Conclude now with what you have.",
+            f"Only {seconds_told(left)} are left for this task. Conclude now with what you have.",
             key="conclude",
         )
         ctx.constrain(f"wrap-up: {left:.1f}s left", code="deadline")
