@@ -207,6 +207,21 @@ class CallFlow:
             self.asked_by_rule(run, view, verdict.rule)
             run.asks[view.id] = verdict.ask
 
+    def no_human_to_ask(self, run: RunState, view: ToolCallView, why: str) -> str:
+        """The sentinel of a call the harness would put to a human in a
+        reply AgentScope runs with nobody to ask (its ``DONT_ASK`` mode:
+        unattended, scheduled): refused, as AgentScope's engine turns its own
+        asks into denials there; never parked for nobody."""
+        self.services.record(run, "ask_when", "pre_tool_call", "refuse", code="permission_denied", tool=view.name,
+                             detail=f"needs a human ({why}); AgentScope's DONT_ASK mode asks nobody")
+        text = format_sentinel(
+            "permission_denied",
+            f"{view.name} needs a human's approval ({why}), and nobody can be asked here. Do not retry it; "
+            "tell the user it needs their approval.",
+        )
+        run.remember_sentinel("permission_denied", text)
+        return text
+
     def asked_by_rule(self, run: RunState, view: ToolCallView, rule: str | None) -> None:
         """The policy's ``ask_when`` asked about a call AgentScope's engine
         did not deny (a hook's ``ctx.ask`` records its own decision)."""
