@@ -13,10 +13,12 @@ from agentscope.agent import Agent, InjectionConfig, ReActConfig
 from agentscope.event import (
     ConfirmResult,
     ExternalExecutionResultEvent,
+    ReplyEndEvent,
     RequireExternalExecutionEvent,
     UserConfirmResultEvent,
 )
-from agentscope.message import Msg, TextBlock, ToolResultBlock, ToolResultState, UserMsg
+from agentscope.message import HintBlock, Msg, TextBlock, ToolResultBlock, ToolResultState, UserMsg
+from agentscope.middleware import MiddlewareBase
 from agentscope.model import ChatModelBase
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import FunctionTool, ToolBase, Toolkit
@@ -316,3 +318,22 @@ async def until_question(agent: Agent, inputs: Any, kind: type = RequireExternal
         return stream, asked
     await stream.aclose()
     return asked
+
+
+class OneMoreRound(MiddlewareBase):
+    """A user's self-check middleware, placed first: swallows the reply's
+    first end after writing a hint (AgentScope's way to ask for another round)."""
+
+    def __init__(self, hint: str = "Check your answer once more.") -> None:
+        self.hint, self.swallowed = hint, 0
+
+    async def get_middleware_key(self) -> str:
+        return "one_more_round"
+
+    async def on_reply(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        async for event in next_handler(**input_kwargs):
+            if isinstance(event, ReplyEndEvent) and self.swallowed == 0:
+                self.swallowed += 1
+                agent.state.append_context(agent.name, [HintBlock(hint=self.hint)])
+                continue
+            yield event

@@ -28,14 +28,14 @@ from typing import Any
 
 import pytest
 from agentscope.agent import Agent, InjectionConfig
-from agentscope.event import ReplyEndEvent, TextBlockDeltaEvent, TextBlockEndEvent, TextBlockStartEvent
-from agentscope.message import AssistantMsg, HintBlock, TextBlock, ToolResultState, UserMsg
+from agentscope.event import TextBlockDeltaEvent, TextBlockEndEvent, TextBlockStartEvent
+from agentscope.message import AssistantMsg, TextBlock, ToolResultState, UserMsg
 from agentscope.middleware import MiddlewareBase
 from agentscope.tool import Toolkit, ToolResponse
 from agentscope.types import ReplyFinishedReason
 
 from agentscope_harness import Harness, HarnessConfig, HarnessConfigError, RunReport, TerminalState, ToolPolicy
-from tests.scripted import ScriptedModel, calls, make_agent, run, search, text, tool, tool_messages
+from tests.scripted import OneMoreRound, ScriptedModel, calls, make_agent, run, search, text, tool, tool_messages
 
 pytestmark = pytest.mark.asyncio
 
@@ -51,29 +51,11 @@ async def test_the_harness_added_twice_is_refused_naming_it() -> None:
     assert h.last_report(agent) is None  # no run was opened: no report says it completed
 
 
-class OneMoreRound(MiddlewareBase):
-    """A self-check middleware: swallows the first end after writing a hint."""
-
-    def __init__(self) -> None:
-        self.swallowed = 0
-
-    async def get_middleware_key(self) -> str:
-        return "one_more_round"
-
-    async def on_reply(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
-        async for event in next_handler(**input_kwargs):
-            if isinstance(event, ReplyEndEvent) and self.swallowed == 0:
-                self.swallowed += 1
-                agent.state.append_context(agent.name, [HintBlock(hint="Double-check with one more search.")])
-                continue
-            yield event
-
-
 async def _after_a_swallowed_end(script: list[Any], **config: Any) -> tuple[RunReport, list[Any], str, list[Any]]:
     published: list[RunReport] = []
     h = Harness(HarnessConfig(on_report=published.append, **config), load_entry_points=False, environ={})
     model = ScriptedModel(script)
-    agent = make_agent(model, [search], [OneMoreRound(), *h.middlewares()])
+    agent = make_agent(model, [search], [OneMoreRound("Double-check with one more search."), *h.middlewares()])
     events, final = await run(agent, "research this")
     report = h.last_report(agent)
     assert report is not None and [r.run_id for r in h.reports] == [report.run_id]  # one report of the reply

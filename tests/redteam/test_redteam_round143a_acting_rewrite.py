@@ -27,29 +27,13 @@ import pytest
 from agentscope.middleware import MiddlewareBase
 from agentscope.tool import Toolkit
 
-from agentscope_harness import Harness, HarnessConfig, HookContext, HookRejectSignal, ToolPolicy, harness_hook
+from agentscope_harness import Harness, HarnessConfig, ToolPolicy
+from tests.redteam.files_kit import DELETED, delete_file, no_deletes_outside_tmp
 from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, text, tool
 
 pytestmark = pytest.mark.asyncio
 
-DELETED: list[str] = []
 
-
-async def delete_file(path: str) -> str:
-    """Delete a file.
-
-    Args:
-        path (str): The path.
-    """
-    DELETED.append(path)
-    return f"deleted {path}"
-
-
-@harness_hook("pre_tool_call", priority=50, name="no_deletes_outside_tmp")
-def no_deletes_outside_tmp(ctx: HookContext) -> Any:
-    if ctx.tool.name == "delete_file" and not str(ctx.tool.args.get("path", "")).startswith("/tmp/"):
-        raise HookRejectSignal("only /tmp may be cleaned", code="permission_denied")
-    return None
 
 
 class Rebase(MiddlewareBase):

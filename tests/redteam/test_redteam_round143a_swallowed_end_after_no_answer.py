@@ -17,35 +17,12 @@ delivered, `completed`. Control: a first answer that says something.
 """
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from agentscope.event import ReplyEndEvent
-from agentscope.message import HintBlock
-from agentscope.middleware import MiddlewareBase
 
 from agentscope_harness import Harness, HarnessConfig, TerminalState
-from tests.scripted import ScriptedModel, make_agent, run, search, text
+from tests.scripted import OneMoreRound, ScriptedModel, make_agent, run, search, text
 
 pytestmark = pytest.mark.asyncio
-
-
-class OneMoreRound(MiddlewareBase):
-    """A self-check middleware: swallows the first end after writing a hint."""
-
-    def __init__(self) -> None:
-        self.swallowed = 0
-
-    async def get_middleware_key(self) -> str:
-        return "one_more_round"
-
-    async def on_reply(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
-        async for event in next_handler(**input_kwargs):
-            if isinstance(event, ReplyEndEvent) and self.swallowed == 0:
-                self.swallowed += 1
-                agent.state.append_context(agent.name, [HintBlock(hint="Check your answer once more.")])
-                continue
-            yield event
 
 
 @pytest.mark.parametrize("harnessed", [False, True], ids=["bare", "harnessed"])
