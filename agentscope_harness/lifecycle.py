@@ -573,10 +573,11 @@ class ReplyLifecycle:
         1-tuple; ``(None,)``: withheld), once the reply has ended."""
         self.answer = WITHHELD_ANSWER
         """The text a final message whose structured output is withheld says."""
-        self.before_end: tuple[Any, str | None] = (None, None)
-        """The run's end and stop text before ``session_end`` judged the
-        answer at that end (``no_answer``, ``audit_failed``): the round a
-        swallowed end asked for is judged afresh."""
+        self.before_end: tuple[Any, ...] = ()
+        """What ``session_end`` judges of the answer at an end, as it was
+        before (the run's end and stop text: ``no_answer``, ``audit_failed``;
+        the claims it found unsupported): the round a swallowed end asked
+        for is judged afresh, on its own answer."""
 
     # ------------------------------------------------------------ steps
 
@@ -663,7 +664,9 @@ class ReplyLifecycle:
             if self._hold(run, item):
                 return []
             self.end_reason = str(getattr(item.finished_reason, "value", item.finished_reason))
-            self.before_end = run.facts.terminal, run.facts.stop_text
+            facts = run.facts
+            self.before_end = (facts.terminal, facts.stop_text, list(facts.unsupported_claims),
+                               list(facts.claimed_steps))
             await self.session_end(run)
             run.reopen = functools.partial(self._went_on, run)  # until the reply ends: an end swallowed
             return [*self.corrections, *self.closing_events(run), item]
@@ -975,7 +978,8 @@ class ReplyLifecycle:
         id: ``on_report`` is called again, the history keeps the last)."""
         run.reopen = None
         stale, self.end_reason, self.corrections, self.structured = run.report, None, [], None
-        run.facts.terminal, run.facts.stop_text = self.before_end  # an answer's end judged there is no end now
+        facts = run.facts  # what an answer was judged to there is undone: the next round's answer is judged
+        facts.terminal, facts.stop_text, facts.unsupported_claims[:], facts.claimed_steps[:] = self.before_end
         if stale is None:
             return
         run.report = None
