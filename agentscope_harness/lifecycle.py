@@ -505,7 +505,6 @@ def added_once(harness: Harness, agent: Any) -> None:
             )
 
 
-
 async def shape_in_place(
     flow: CallFlow, ctx: HookContext, block: ToolResultBlock, metadata: dict[str, Any],
 ) -> dict[str, Any]:
