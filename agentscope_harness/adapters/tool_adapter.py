@@ -49,6 +49,7 @@ from ..outputs import (
     data_names,
     dependency_label,
     pii_salt,
+    quoted_shown,
     read_names,
     readable_metadata,
     result_pii,
@@ -603,13 +604,16 @@ def to_response(
 def _sub_runs(ctx: HookContext, call_id: str) -> list[dict[str, str]] | None:
     """How the sub-agents a call ran (or resumed) ended (DESIGN 6.1), their
     reasons scrubbed with this Harness's secrets as the report's children
-    are; ``None``: it ran none."""
+    are, and, as metadata the UI streams and the context keeps, their
+    personal data rewritten as the tool's ``pii`` says (``record_raw``
+    keeps the report's, never the result's); ``None``: it ran none."""
     nested = ctx.run.ended_inside.pop(call_id, None)
     if nested is None:
         return None
     scrub = ctx.services.scrubbed
+    modes, salt = result_pii(ctx.tool.policy if ctx.tool is not None else None, ctx.run)
     return [{"run_id": r.run_id, "agent": r.agent, "terminal_state": r.terminal_state.value,
-             "reason": scrub(r.reason)} for r in nested]
+             "reason": quoted_shown(scrub(r.reason), modes, salt)} for r in nested]
 
 
 def _deny(text: str) -> PermissionDecision:
