@@ -493,6 +493,21 @@ def _keeps_quota(config: Any) -> bool:
 _REPLIES = itertools.count(1)
 
 
+def _result_block(agent: Any, call_id: str, name: str | None) -> ToolResultBlock | None:
+    """The newest result of ``call_id`` and tool ``name`` in the agent's
+    context that AgentScope's engine did not deny (it keeps a result before
+    it emits its end)."""
+    for msg in reversed(agent.state.context):
+        content = msg.content
+        if isinstance(content, str):
+            continue
+        for block in reversed(content):
+            if (isinstance(block, ToolResultBlock) and block.id == call_id and block.name == name
+                    and block.state != ToolResultState.DENIED):
+                return block
+    return None
+
+
 def added_once(harness: Harness, agent: Any) -> None:
     """One harness's middlewares on an agent once: twice, each layer would
     open its own run of the reply (the inner one replacing the outer's)."""
@@ -656,6 +671,10 @@ class ReplyLifecycle:
         if kind == _TOOL_START:  # the tool name is the model's to write: shown as its arguments are
             return [shown_name(answer_filter(self.harness.services, run), item)]
         if kind == _TOOL_END:
+            if item.tool_call_id in run.admitted and item.state != ToolResultState.DENIED:
+                served = await self._served(run, item)  # admitted, its on_acting never reached the harness's
+                if served is not None:
+                    return [served]
             if item.state == ToolResultState.ERROR:  # refused arguments: say what to send
                 await guide_invalid_arguments(self.harness, self.agent, run, item.tool_call_id)
             return [self._cleaned_metadata(item)]
@@ -954,6 +973,24 @@ class ReplyLifecycle:
         pending = self.client_metadata[block.id]
         # this block's: the last filed under its id
         pending[-1] = block, await shape_in_place(self.harness.flow, ctx, block, pending[-1][1])
+
+    async def _served(self, run: RunState, end: ToolResultEndEvent) -> ToolResultEndEvent | None:
+        """A result a middleware before the harness's served in ``on_acting``
+        (a cache; the tool never ran) is in the context as it served it:
+        shaped there now, as it entered (redacted, its tool's ``pii``,
+        fenced, withheld for what it says), before any model reads it, and
+        its end shown as it was shaped. ``None``: the end is another call's
+        under the admitted one's id (refused: a provider's repeated id)."""
+        ctx = run.admitted[end.tool_call_id]
+        block = _result_block(self.agent, end.tool_call_id, ctx.tool.name if ctx.tool is not None else None)
+        if block is None:
+            return None
+        del run.admitted[end.tool_call_id]
+        kept = {k: v for k, v in (block.metadata or {}).items() if k != METADATA_KEY}
+        block.metadata = await shape_in_place(
+            self.harness.flow, ctx, block, readable_metadata(self.harness.redactor, kept),
+        )
+        return end.model_copy(update={"state": block.state, "metadata": block.metadata})
 
     def _cleaned_metadata(self, end: ToolResultEndEvent) -> ToolResultEndEvent:
         """A client's result AgentScope took (it checks the metadata the

@@ -21,7 +21,7 @@ from agentscope.message import HintBlock, Msg, TextBlock, ToolResultBlock, ToolR
 from agentscope.middleware import MiddlewareBase
 from agentscope.model import ChatModelBase
 from agentscope.permission import PermissionBehavior, PermissionDecision
-from agentscope.tool import FunctionTool, ToolBase, Toolkit
+from agentscope.tool import FunctionTool, ToolBase, Toolkit, ToolResponse
 from pydantic import BaseModel
 
 from agentscope_harness import HarnessConfig, Principal
@@ -337,3 +337,22 @@ class OneMoreRound(MiddlewareBase):
                 agent.state.append_context(agent.name, [HintBlock(hint=self.hint)])
                 continue
             yield event
+
+
+class ResultCache(MiddlewareBase):
+    """A user's tool-result cache, placed first: a call of a tool it holds
+    (by name) is answered in ``on_acting`` without the tool."""
+
+    def __init__(self, cached: dict[str, str]) -> None:
+        self.cached = cached
+
+    async def get_middleware_key(self) -> str:
+        return "result_cache"
+
+    async def on_acting(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        hit = self.cached.get(input_kwargs["tool_call"].name)
+        if hit is not None:
+            yield ToolResponse(content=[TextBlock(text=hit)], state=ToolResultState.SUCCESS)
+            return
+        async for item in next_handler(**input_kwargs):
+            yield item

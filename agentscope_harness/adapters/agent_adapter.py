@@ -56,17 +56,16 @@ from ..context import (
     is_pruned,
     structured_output_owed,
 )
-from ..errors import METADATA_KEY
 from ..facts import finish_required, owes_finish
 from ..hooks.context_shaping import finish_rule
-from ..lifecycle import ReplyLifecycle, flush, rounds_left, shape_in_place, text_block_events
+from ..lifecycle import ReplyLifecycle, flush, rounds_left, text_block_events
 from ..outcome import (
     answer_is_replaced,
     finish_bypassed,
     overrules_answer,
     structured_output_is_withheld,
 )
-from ..outputs import HINT_SOURCE, OutputFilter, OutputStream, answer_filter, readable_metadata, shown_name
+from ..outputs import HINT_SOURCE, OutputFilter, OutputStream, answer_filter, shown_name
 from ..report import TerminalState
 from ..run_state import ResultAccount, RunState, current_run
 
@@ -280,13 +279,7 @@ class HarnessAgentAdapter(HarnessMiddleware):
         """Run ``pre_think``; apply pruning and hints; the fallback answer."""
         harness = self.harness
         events: list[Any] = flush(run)
-        served: list[ToolResultBlock] = []
-        account = _results_in_context(agent, run.results, run.admitted, served)
-        for block in served:  # a middleware before the harness's answered the call (a cache): shaped all the same
-            ctx = run.admitted.pop(block.id)
-            kept = {k: v for k, v in (block.metadata or {}).items() if k != METADATA_KEY}
-            block.metadata = await shape_in_place(harness.flow, ctx, block, readable_metadata(harness.redactor, kept))
-            account.add(_context_result(block), block)
+        account = _results_in_context(agent, run.results)
         ctx = HookContext(
             "pre_think", run, harness.services, agent, results_in_context=account.snapshot,
         )
@@ -728,15 +721,11 @@ def _context_result(block: ToolResultBlock) -> ContextResult:
     )
 
 
-def _results_in_context(
-    agent: Any, account: ResultAccount, admitted: dict[str, Any], served: list[ToolResultBlock],
-) -> ResultAccount:
+def _results_in_context(agent: Any, account: ResultAccount) -> ResultAccount:
     """Bring the run's account up to date with the tool results appended to
     the agent's context since the last round (one more round counted): only
     new blocks are read. A context replaced or rewritten since (compression,
-    a cleared history) is read again from the start. ``served``: the new
-    results of calls still ``admitted`` (their ``on_acting`` never reached
-    the harness's: a middleware before it answered)."""
+    a cleared history) is read again from the start."""
     account.rounds += 1
     context = agent.state.context
     resume = account.scanned_to(context)
@@ -752,9 +741,6 @@ def _results_in_context(
         for j in range(skip if i == first else 0, len(content)):
             block = content[j]
             if isinstance(block, ToolResultBlock):
-                if block.id in admitted:  # counted once shaped
-                    served.append(block)
-                    continue
                 account.add(_context_result(block), block)
     account.mark(context)
     return account

@@ -29,13 +29,24 @@ from typing import Any
 import pytest
 from agentscope.agent import Agent, InjectionConfig
 from agentscope.event import TextBlockDeltaEvent, TextBlockEndEvent, TextBlockStartEvent
-from agentscope.message import AssistantMsg, TextBlock, ToolResultState, UserMsg
+from agentscope.message import AssistantMsg, TextBlock, UserMsg
 from agentscope.middleware import MiddlewareBase
-from agentscope.tool import Toolkit, ToolResponse
+from agentscope.tool import Toolkit
 from agentscope.types import ReplyFinishedReason
 
 from agentscope_harness import Harness, HarnessConfig, HarnessConfigError, RunReport, TerminalState, ToolPolicy
-from tests.scripted import OneMoreRound, ScriptedModel, calls, make_agent, run, search, text, tool, tool_messages
+from tests.scripted import (
+    OneMoreRound,
+    ResultCache,
+    ScriptedModel,
+    calls,
+    make_agent,
+    run,
+    search,
+    text,
+    tool,
+    tool_messages,
+)
 
 pytestmark = pytest.mark.asyncio
 
@@ -97,24 +108,6 @@ KEY = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0"
 RAN: list[str] = []
 
 
-class ResultCache(MiddlewareBase):
-    """A tool-result cache: a cached call is answered without its tool."""
-
-    def __init__(self, cached: dict[tuple[str, str], str]) -> None:
-        self.cached = cached
-
-    async def get_middleware_key(self) -> str:
-        return "result_cache"
-
-    async def on_acting(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
-        call = input_kwargs["tool_call"]
-        hit = self.cached.get((call.name, call.input))
-        if hit is not None:
-            yield ToolResponse(content=[TextBlock(text=hit)], state=ToolResultState.SUCCESS)
-            return
-        async for item in next_handler(**input_kwargs):
-            yield item
-
 
 async def read_config() -> str:
     """Read the service configuration."""
@@ -126,7 +119,7 @@ async def read_config() -> str:
 async def test_a_result_a_middleware_served_is_shaped_as_the_model_reads_it(cached: bool) -> None:
     RAN.clear()
     h = Harness(HarnessConfig(), load_entry_points=False, environ={})
-    cache = ResultCache({("read_config", "{}"): f"api_key={KEY}"} if cached else {})
+    cache = ResultCache({"read_config": f"api_key={KEY}"} if cached else {})
     model = ScriptedModel([calls(("read_config", {})), text("done")])
     agent = make_agent(model, [read_config], [cache, *h.middlewares()])
     await run(agent, "show the config")
