@@ -508,6 +508,27 @@ def _result_block(agent: Any, call_id: str, name: str | None) -> ToolResultBlock
     return None
 
 
+async def shape_served(harness: Harness, run: RunState, block: ToolResultBlock) -> None:
+    """Shape in place the result ``block`` of an admitted call that a
+    middleware before the harness's served in ``on_acting`` (a cache; the
+    tool never ran), as a tool's result is shaped (redacted, its ``pii``,
+    fenced, withheld for what it says): at its end event; else (AgentScope's
+    concurrent calls keep a result before their end is read, and a reply may
+    stop before it is) at the next model call or when the reply ends."""
+    ctx = run.admitted.pop(block.id)
+    kept = {k: v for k, v in (block.metadata or {}).items() if k != METADATA_KEY}
+    block.metadata = await shape_in_place(harness.flow, ctx, block, readable_metadata(harness.redactor, kept))
+
+
+async def shape_served_in_context(harness: Harness, run: RunState, agent: Any) -> None:
+    """Every result in the context of a call still admitted (served, its end
+    not read: the reply stopped at a question, or its reader left)."""
+    for call_id, ctx in list(run.admitted.items()):
+        block = _result_block(agent, call_id, ctx.tool.name if ctx.tool is not None else None)
+        if block is not None:
+            await shape_served(harness, run, block)
+
+
 def added_once(harness: Harness, agent: Any) -> None:
     """One harness's middlewares on an agent once: twice, each layer would
     open its own run of the reply (the inner one replacing the outer's)."""
@@ -977,19 +998,14 @@ class ReplyLifecycle:
     async def _served(self, run: RunState, end: ToolResultEndEvent) -> ToolResultEndEvent | None:
         """A result a middleware before the harness's served in ``on_acting``
         (a cache; the tool never ran) is in the context as it served it:
-        shaped there now, as it entered (redacted, its tool's ``pii``,
-        fenced, withheld for what it says), before any model reads it, and
-        its end shown as it was shaped. ``None``: the end is another call's
-        under the admitted one's id (refused: a provider's repeated id)."""
+        shaped there now, as it entered, and its end shown as it was shaped.
+        ``None``: the end is another call's under the admitted one's id
+        (refused: a provider's repeated id)."""
         ctx = run.admitted[end.tool_call_id]
         block = _result_block(self.agent, end.tool_call_id, ctx.tool.name if ctx.tool is not None else None)
         if block is None:
             return None
-        del run.admitted[end.tool_call_id]
-        kept = {k: v for k, v in (block.metadata or {}).items() if k != METADATA_KEY}
-        block.metadata = await shape_in_place(
-            self.harness.flow, ctx, block, readable_metadata(self.harness.redactor, kept),
-        )
+        await shape_served(self.harness, run, block)
         return end.model_copy(update={"state": block.state, "metadata": block.metadata})
 
     def _cleaned_metadata(self, end: ToolResultEndEvent) -> ToolResultEndEvent:
@@ -1179,6 +1195,8 @@ class ReplyLifecycle:
         if run.replied_by and run.replied_by != self.serial:
             return  # a later reply resumed it (AgentScope closes a dropped stream's layers late, in a task)
         try:
+            if run.admitted:  # served results whose end was never read: shaped before any model reads them
+                await shape_served_in_context(self.harness, run, self.agent)
             if failure is not None and not isinstance(failure, GeneratorExit):
                 _close_dangling_tool_calls(self.agent, failure)
             left_at_question = isinstance(failure, GeneratorExit) and self.asked

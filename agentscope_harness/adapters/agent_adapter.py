@@ -58,7 +58,7 @@ from ..context import (
 )
 from ..facts import finish_required, owes_finish
 from ..hooks.context_shaping import finish_rule
-from ..lifecycle import ReplyLifecycle, flush, rounds_left, text_block_events
+from ..lifecycle import ReplyLifecycle, flush, rounds_left, shape_served_in_context, text_block_events
 from ..outcome import (
     answer_is_replaced,
     finish_bypassed,
@@ -279,6 +279,8 @@ class HarnessAgentAdapter(HarnessMiddleware):
         """Run ``pre_think``; apply pruning and hints; the fallback answer."""
         harness = self.harness
         events: list[Any] = flush(run)
+        if run.admitted:  # served results whose end was not read (the reply stopped at a question)
+            await shape_served_in_context(harness, run, agent)
         account = _results_in_context(agent, run.results)
         ctx = HookContext(
             "pre_think", run, harness.services, agent, results_in_context=account.snapshot,
