@@ -13,55 +13,23 @@ next reply's model reads `[harness:pii_blocked] ...`, no key, no address.
 """
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from agentscope.event import ToolResultEndEvent
 from agentscope.message import UserMsg
-from agentscope.tool import Toolkit
 
-from agentscope_harness import Harness, HarnessConfig, ToolPolicy
+from tests.redteam.served_kit import EMAIL, KEY, RAN, served_agent
 from tests.scripted import (
     ALICE,
     Ids,
-    ResultCache,
-    ScriptedModel,
     calls,
-    make_agent,
     payload_bytes,
     run,
     text,
-    tool,
     tool_messages,
 )
 
 pytestmark = pytest.mark.asyncio
 
-EMAIL = "maria.gonzalez@example.org"
-KEY = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0"
-RECORD = f"customer: {EMAIL} (crm api_key={KEY})"
-RAN: list[str] = []
-
-
-
-async def lookup(q: str) -> str:
-    """Look up a customer.
-
-    Args:
-        q (str): The query.
-    """
-    RAN.append(q)
-    return RECORD
-
-
-def _agent(cached: bool, script: list[Any]) -> tuple[Harness, ScriptedModel, Any]:
-    RAN.clear()
-    h = Harness(HarnessConfig(tools={"lookup": ToolPolicy(role="retrieval", pii={"email": "block"})}),
-                load_entry_points=False, environ={})
-    model = ScriptedModel(script)
-    cache = [ResultCache({"lookup": RECORD})] if cached else []
-    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(lookup)])), [*cache, *h.middlewares()])
-    return h, model, agent
 
 
 @pytest.mark.parametrize("cached", [False, True], ids=["control_tool_ran", "served_by_cache"])
@@ -72,7 +40,7 @@ async def test_a_served_result_in_the_structured_outputs_round_reaches_the_next_
     read `customer: maria.gonzalez@example.org (crm api_key=sk-proj-…)`, unfenced (the
     e-mail the tool's pii blocks, the key every result is scrubbed of).
     Should: the result shaped before any model reads it (withheld: pii_blocked)."""
-    h, model, agent = _agent(cached, [
+    h, model, agent = served_agent(cached, [
         calls(("lookup", {"q": "maria"}), ("GenerateStructuredOutput", {"ids": ["c-1"]})),
         text("Anything else?"),
     ])
@@ -94,7 +62,7 @@ async def test_a_served_result_of_a_reply_the_user_left_reaches_the_next_replys_
     result's end event; the run ends there (no next model call). The user comes back
     and asks again. Happened: the new reply's model read the served result raw (key
     and blocked e-mail, unfenced). Should: shaped before any model reads it."""
-    h, model, agent = _agent(cached, [calls(("lookup", {"q": "maria"})), text("never read"), text("Hello again")])
+    h, model, agent = served_agent(cached, [calls(("lookup", {"q": "maria"})), text("never read"), text("Hello again")])
     with h.acting_for(ALICE):
         stream = agent.reply_stream(UserMsg("user", "find maria"), yield_final_msg=True)
         async for event in stream:
@@ -115,7 +83,7 @@ async def test_a_withheld_served_result_is_shown_to_the_ui_as_an_error(cached: b
     record; the model reads `[harness:pii_blocked] ...` (state ERROR in the context).
     Happened: the UI's `ToolResultEndEvent` says `success` (the tool's own: `error`), and
     the stored context keeps error: the UI and the model disagree on the call's outcome."""
-    h, model, agent = _agent(cached, [calls(("lookup", {"q": "maria"})), text("done")])
+    h, model, agent = served_agent(cached, [calls(("lookup", {"q": "maria"})), text("done")])
     with h.acting_for(ALICE):
         events, _ = await run(agent, "find maria")
     assert "pii_blocked" in tool_messages(model.calls[1])[-1]

@@ -14,9 +14,9 @@ from agentscope.message import UserMsg
 from agentscope.tool import Toolkit
 
 from agentscope_harness import Harness, HarnessConfig, ToolPolicy
+from tests.redteam.served_kit import EMAIL, KEY, RECORD, served_agent
 from tests.scripted import (
     ALICE,
-    ResultCache,
     ScriptedModel,
     calls,
     make_agent,
@@ -29,30 +29,6 @@ from tests.scripted import (
 
 pytestmark = pytest.mark.asyncio
 
-EMAIL = "maria.gonzalez@example.org"
-KEY = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0"
-RECORD = f"customer: {EMAIL} (crm api_key={KEY})"
-RAN: list[str] = []
-
-
-async def lookup(q: str) -> str:
-    """Look up a customer.
-
-    Args:
-        q (str): The query.
-    """
-    RAN.append(q)
-    return RECORD
-
-
-def _agent(cached: bool, script: list[Any]) -> tuple[Harness, ScriptedModel, Any]:
-    RAN.clear()
-    h = Harness(HarnessConfig(tools={"lookup": ToolPolicy(role="retrieval", pii={"email": "block"})}),
-                load_entry_points=False, environ={})
-    model = ScriptedModel(script)
-    cache = [ResultCache({"lookup": RECORD})] if cached else []
-    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(lookup)])), [*cache, *h.middlewares()])
-    return h, model, agent
 
 
 @pytest.mark.parametrize("cached", [False, pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=(
@@ -67,7 +43,7 @@ async def test_a_concurrent_served_result_saved_before_its_end_is_read_reaches_t
     next reply's model read the record raw (key and blocked e-mail).
     Should: shaped before any model reads it (as the control: the tool's own result
     is shaped in the harness's on_acting)."""
-    h, model, agent = _agent(cached, [
+    h, model, agent = served_agent(cached, [
         calls(("lookup", {"q": "maria"}), ("lookup", {"q": "gonzalez"})), text("never read"), text("Hello again"),
     ])
     with h.acting_for(ALICE):
@@ -162,7 +138,7 @@ async def test_a_served_result_beside_an_invalid_call_under_its_id_is_left_raw(c
     r1 = ChatResponse(content=[ToolCallBlock(id="dup", name="lookup", input=json.dumps({"q": "maria"})),
                                ToolCallBlock(id="dup", name="lookup", input=json.dumps({}))],
                       is_last=True, usage=ChatUsage(input_tokens=1, output_tokens=1, time=0.0))
-    h, model, agent = _agent(cached, [r1, text("done")])
+    h, model, agent = served_agent(cached, [r1, text("done")])
     with h.acting_for(ALICE):
         await run(agent, "find maria")
     read = payload_bytes(model.calls[1])
@@ -182,13 +158,9 @@ async def test_a_served_result_beside_a_client_tool_question_reaches_the_model_r
     lifecycle). The client answers; the reply resumes and calls the model.
     Happened: the model read the served record raw (key, blocked e-mail).
     Should: shaped before any model reads it (control: the tool's own result is)."""
-    RAN.clear()
-    h = Harness(HarnessConfig(tools={"lookup": ToolPolicy(role="retrieval", pii={"email": "block"})}),
-                load_entry_points=False, environ={})
-    model = ScriptedModel([calls(("verify_code", {"code": "123"}), ("lookup", {"q": "maria"})), text("done")])
-    cache = [ResultCache({"lookup": RECORD})] if cached else []
-    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(lookup), client_tool(concurrent=True)])),
-                       [*cache, *h.middlewares()])
+    h, model, agent = served_agent(
+        cached, [calls(("verify_code", {"code": "123"}), ("lookup", {"q": "maria"})), text("done")],
+        client_tool(concurrent=True))
     with h.acting_for(ALICE):
         asked = await until_question(agent, UserMsg("user", "verify and find maria"))
         await run(agent, inputs=client_result(asked))
@@ -221,13 +193,8 @@ async def test_a_served_result_beside_a_human_question_reaches_the_model_raw(cac
     (served by the cache) beside it. The served result is saved by its worker; the
     reply stops at the question. The human confirms; the reply resumes.
     Happened: the model read the served record raw. Should: shaped (control: is)."""
-    RAN.clear()
-    h = Harness(HarnessConfig(tools={"lookup": ToolPolicy(role="retrieval", pii={"email": "block"})}),
-                load_entry_points=False, environ={})
-    model = ScriptedModel([calls(("refund", {"order": "A-1"}), ("lookup", {"q": "maria"})), text("done")])
-    cache = [ResultCache({"lookup": RECORD})] if cached else []
-    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(lookup), FunctionTool(refund)])),
-                       [*cache, *h.middlewares()])
+    h, model, agent = served_agent(
+        cached, [calls(("refund", {"order": "A-1"}), ("lookup", {"q": "maria"})), text("done")], FunctionTool(refund))
     with h.acting_for(ALICE):
         ask = await until_question(agent, UserMsg("user", "refund and find maria"), kind=RequireUserConfirmEvent)
         answers = [ConfirmResult(confirmed=True, tool_call=c) for c in ask.tool_calls]
