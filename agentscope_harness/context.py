@@ -416,8 +416,7 @@ class HookContext:
         """At ``pre_tool_call``: park the call for a human (AgentScope's own
         confirmation flow). The run reports ``waiting_input`` with ``reason``
         (an empty one says which hook asks: a call is parked all the same)."""
-        if self.point != "pre_tool_call":
-            raise ValueError("ctx.ask() is only available at pre_tool_call")
+        self._acts_at("ask", ("pre_tool_call",))
         self.ask_reason = str(reason or "") or f"{self.hook_name} asks a human to confirm this call"
         self.decide("ask", detail=self.ask_reason)
 

@@ -148,3 +148,17 @@ async def test_a_url_without_its_scheme_separator_is_refused_without_its_passwor
     with pytest.raises(ValueError, match="url must be a redis://") as info:
         RedisStore(url)
     assert SECRET not in str(info.value), str(info.value)
+
+
+async def test_ctx_ask_where_nothing_acts_on_it_names_the_point() -> None:
+    """A doc note of round 142 b: `ctx.ask` at a point other than `pre_tool_call` failed
+    saying only where it works; it says where it was used, as the other verbs do."""
+    @harness_hook("pre_think", name="asks_too_early")
+    def asks_too_early(ctx: Any) -> None:
+        ctx.ask("is this fine?")
+
+    h = Harness(hooks=[asks_too_early], load_entry_points=False, environ={})
+    agent = make_agent(ScriptedModel([text("done")]), [refund], h.middlewares())
+    await run(agent, "hi")
+    failed = [d.detail for d in h.last_report(agent).decisions if d.hook == "asks_too_early" and d.action == "error"]
+    assert failed and "ctx.ask() is not available at pre_think" in failed[0], failed
