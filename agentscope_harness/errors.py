@@ -101,7 +101,7 @@ timed out (requests' ``ConnectTimeout``, urllib3's ``NewConnectionError``)
 sent nothing."""
 
 _TIMEOUT_NAMES = frozenset({
-    "TimeoutException",  # httpx: a read, write or pool timeout
+    "TimeoutException",  # httpx: a connect, read, write or pool timeout
     "Timeout",  # requests: ReadTimeout
     "TimeoutError",  # urllib3's own (no builtin TimeoutError)
 })

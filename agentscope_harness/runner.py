@@ -243,7 +243,6 @@ def _own_values(principal: Any) -> frozenset[str]:
     return frozenset(str(v) for v in values if v is not None)
 
 
-
 async def within(awaitable: Any, limit: float | None) -> Any:
     """Await ``awaitable`` for at most ``limit`` seconds (``None``: no
     bound): in this task (no extra task per call, as ``wait_for`` would
@@ -270,7 +269,7 @@ async def within(awaitable: Any, limit: float | None) -> Any:
             value = await awaitable
     else:  # pragma: no cover - Python 3.10
         return await asyncio.wait_for(awaitable, limit)
-    if bound.expired():  # the hook caught the timeout's cancellation and returned: it failed
+    if bound.expired():  # it caught the timeout's cancellation and returned: it failed
         raise TimeoutError
     return value
 
