@@ -485,6 +485,13 @@ def found_so_far(run: RunState) -> str:
     return said
 
 
+def time_ran_out(run: RunState, config: HarnessConfig) -> str:
+    """The deadline ends the run (shadow mode too: time is no refusal): what
+    the user is told, the fallback and what the run found."""
+    run.facts.time_is_up(config.mode == "shadow")
+    return run.facts.stop(OUT_OF_TIME, fallback(config, OUT_OF_TIME) + found_so_far(run))
+
+
 _HINTED_POINTS = ("pre_think", "pre_tool_call", "post_tool_call", "post_reflect")
 """Where a hint or a constraint reaches a later model call of the run."""
 

@@ -38,9 +38,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from agentscope.model import AnthropicChatModel
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential, wait_random
 
-from .context import fallback, found_so_far
+from .context import fallback, found_so_far, time_ran_out
 from .errors import DependencyDown
-from .facts import OUT_OF_TIME
 from .registry import HookRejectSignal
 from .stores import (
     PROBE_LEASE_S,
@@ -834,8 +833,7 @@ class Fleet:
     def _out_of_time(self, run: RunState, what: str) -> None:
         """The run ends at its deadline, as the watchdog ends it (README: a
         store wait the deadline cuts is no store outage: `deadline`)."""
-        run.facts.time_is_up(self.config.mode == "shadow")
-        run.facts.stop(OUT_OF_TIME, fallback(self.config, OUT_OF_TIME) + found_so_far(run))
+        time_ran_out(run, self.config)
         self.record(run, "liveness_watchdog", "pre_think", "stop", detail=f"deadline: {what}", enforced=True)
 
     # ------------------------------------------------------------ model calls

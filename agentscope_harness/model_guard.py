@@ -33,7 +33,7 @@ from agentscope.tool import ToolChoice
 from pydantic import BaseModel
 
 from .chains import close_stream
-from .context import REASONS, fallback, found_so_far
+from .context import REASONS, fallback, found_so_far, time_ran_out
 from .errors import HarnessError
 from .fleet import estimate_input_tokens, output_bound
 from .hooks.budget import Held, Overspend, budget_spent, hold, overspend, release
@@ -760,10 +760,9 @@ class ModelGuard:
             run, "liveness_watchdog", "on_model_call", "stop", detail=f"deadline: the model call was {what}",
             enforced=True,  # shadow mode too: time is not a refusal
         )
-        run.facts.time_is_up(self.harness.shadow)
         if run.shown is not None:  # the held-back openings of the cut blocks are never sent
             run.shown.cut()
-        return self._stop(run, "deadline")
+        return time_ran_out(run, self.harness.config)
 
     def _usage(self, run: RunState, model: Any, response: ChatResponse, input_tokens: int) -> Any:
         """The response's usage; a provider that reports none is charged an
