@@ -123,6 +123,7 @@ class HarnessToolAdapter(HarnessMiddleware):
     async def _run(self, agent: Any) -> RunState:
         run = run_of(self.harness, agent)
         if run is None:  # used without the agent adapter, no on_reply opened a run: open one
+            added_once(self.harness, agent)  # as on_reply checks it where it opens the run
             return await self.harness.tool_only_run(agent)
         return run
 
@@ -142,7 +143,6 @@ class HarnessToolAdapter(HarnessMiddleware):
         self, agent: Any, input_kwargs: dict, next_handler: Callable[..., Any],
     ) -> PermissionDecision:
         flow = self.harness.flow
-        added_once(self.harness, agent)  # the tool adapter used alone too
         run = await self._run(agent)
         call = input_kwargs["tool_call"]
         made = await self._as_made(agent, call, input_kwargs)
