@@ -26,6 +26,7 @@ from agentscope.tool import Toolkit
 
 import agentscope_harness.testing as harness_testing
 from agentscope_harness import Harness, HarnessConfig, HookContext, HookRejectSignal, ToolPolicy, harness_hook
+from tests.redteam.files_kit import DELETED, delete_file
 from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, text, tool
 
 pytestmark = pytest.mark.asyncio
@@ -50,17 +51,7 @@ def no_system_paths(ctx: HookContext) -> Any:
 
 
 async def test_changed_args_matching_a_sibling_block_are_refused(monkeypatch: Any) -> None:
-    deleted: list[str] = []
-
-    async def delete_file(path: str) -> str:
-        """Delete a file.
-
-        Args:
-            path (str): The path.
-        """
-        deleted.append(path)
-        return f"deleted {path}"
-
+    DELETED.clear()
     monkeypatch.setattr(harness_testing, "_call_id", lambda: "call_0")
     model = ScriptedModel([
         calls(("delete_file", {"path": "/tmp/scratch.txt"}), ("delete_file", {"path": "/etc/passwd"})),
@@ -74,22 +65,12 @@ async def test_changed_args_matching_a_sibling_block_are_refused(monkeypatch: An
         await run(agent, "clean up")
     report = h.last_report(agent)
     refused = [(d.hook, d.code) for d in report.decisions if d.action == "refuse"]
-    assert "/etc/passwd" not in deleted, f"deleted={deleted}; refusals={refused}"
+    assert "/etc/passwd" not in DELETED, f"deleted={DELETED}; refusals={refused}"
 
 
 async def test_control_single_call_is_refused(monkeypatch: Any) -> None:
     """Control (passes): the same sandbox on a lone /etc/passwd call is refused arguments_check."""
-    deleted: list[str] = []
-
-    async def delete_file(path: str) -> str:
-        """Delete a file.
-
-        Args:
-            path (str): The path.
-        """
-        deleted.append(path)
-        return f"deleted {path}"
-
+    DELETED.clear()
     model = ScriptedModel([calls(("delete_file", {"path": "/etc/passwd"})), text("done")])
     h = Harness(HarnessConfig(tools={"delete_file": ToolPolicy(role="mutation")}), hooks=[no_system_paths],
                 load_entry_points=False, environ={})
@@ -98,5 +79,5 @@ async def test_control_single_call_is_refused(monkeypatch: Any) -> None:
     with h.acting_for(ALICE):
         await run(agent, "clean up")
     report = h.last_report(agent)
-    assert deleted == []
+    assert DELETED == []
     assert any(d.hook == "arguments_check" for d in report.decisions if d.action == "refuse")
