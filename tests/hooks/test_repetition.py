@@ -164,6 +164,37 @@ async def test_loop_hint_at_the_fourth_call_of_one_tool_once():
     assert report.refusals == {}
 
 
+async def test_one_tool_with_new_arguments_and_nothing_new_is_hinted_then_stopped_by_the_drift_ladder():
+    # README row 11: the loop detector constrains the same call; the same tool
+    # with new arguments each time, nothing new back, is row 21's to stop
+    ran = Ran()
+
+    async def search(q: str) -> str:
+        """Search the catalogue.
+
+        Args:
+            q (str): The query.
+        """
+        ran.append(("search", {"q": q}))
+        return "No products match. Try another query."
+
+    h, model, agent = harnessed(
+        HarnessConfig(tools=SEARCH),
+        [calls(("search", {"q": f"kettle model {i}"})) for i in range(12)] + [text("done")],
+        [FunctionTool(search, permission=ALLOW)],
+    )
+    _, _, report = await drive(h, agent)
+    msgs = results(model)
+    assert "called search 4 times in your last 4 calls" in msgs[3]
+    assert not any(d.hook == "repeat_call_gate" and d.action == "constrain" for d in report.decisions)
+    choices = [c["tool_choice"] for c in model.calls]
+    assert choices[:8] == [None] * 8 and choices[8] is not None and choices[8].mode == "none"
+    assert [d.detail for d in report.decisions if d.action == "constrain"] == [
+        "6 rounds without new information"]
+    assert (report.terminal_state.value, report.reason) == ("incomplete", "stalled")
+    assert len(ran) < 12
+
+
 async def test_loop_hint_yields_to_dependency_down():
     ran = Ran()
 
