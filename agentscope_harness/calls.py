@@ -21,7 +21,7 @@ from .approvals import approval_digest
 from .context import HookContext, ToolCallView, ToolResultView, awaited
 from .errors import ErrorClass, error_class_of
 from .facts import NO_DEFAULTS, call_digest, thawed
-from .hooks.budget import UNVERIFIED_APPROVAL, tool_calls_used_up, uncapped_answer
+from .hooks.budget import UNVERIFIED_APPROVAL, tool_calls_used_up, uncounted
 from .hooks.termination import CONCLUDED
 from .pii import find_pii
 from .run_state import FINDING_CHARS
@@ -391,7 +391,7 @@ class CallFlow:
         ``max_tool_calls`` is reached (a shadow sub-agent spends the live
         parent's calls; its own ``spend_gate`` only records). Checked when
         the call is judged and again at admission (parallel calls)."""
-        if not self.services.shadow or ctx.tool is None or uncapped_answer(ctx):
+        if not self.services.shadow or ctx.tool is None or uncounted(ctx):
             return None
         calls = ctx.run.tool_call_cap(enforced_only=True)
         if calls is None or calls[0] < calls[1]:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from .approvals import ApprovalBook, UsdExtension
 from .calls import CallFlow
-from .context import HookContext
+from .context import HookContext, ToolCallView
 from .facts import GuardState
 from .lazy import lazy_names
 from .model_guard import precall_stop
@@ -174,7 +174,7 @@ class Candidate:
         if verdict != _COMPARED:
             self._compare(live, "allow" if refusal is None else f"refuse:{refusal.code}", verdict)
         if refusal is None:
-            _count_ran(shadow.run, self.config.tools.get(view.name))
+            _count_ran(shadow.run, view, self.config.tools.get(view.name))
 
     def asked(self, live: HookContext) -> None:
         """The live policy parks the call for a human (its ``ask_when``; a
@@ -334,9 +334,10 @@ _MIRRORED_RUN = (
 its own ``tool_calls_total``)."""
 
 
-def _count_ran(run: RunState, policy: Any) -> None:
-    """A call that really ran, on the candidate's ledgers and call count."""
-    run.add_tool_call(1)
+def _count_ran(run: RunState, view: ToolCallView, policy: Any) -> None:
+    """A call that really ran, on the candidate's ledgers and call count
+    (a meta tool on its ledgers only, as the live ``spend_gate`` counts it)."""
+    run.add_tool_call(0 if view.meta_tool else 1)
     if policy is None or not policy.units:
         return
     used = run.facts.ledger_used

@@ -110,6 +110,10 @@ class ToolCallView:
     agentscope_own: bool = False
     """AgentScope's own tool (its structured output, its compression), not one
     of that name: AgentScope judges it, the harness does not gate it."""
+    meta_tool: bool = False
+    """The toolkit's own meta tool (``reset_tools``, the skill viewer): it
+    changes what the model is offered and acts on no service, so it is gated
+    but not counted on ``max_tool_calls``, as AgentScope's own tools are not."""
     _digest: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:

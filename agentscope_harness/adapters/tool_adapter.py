@@ -109,9 +109,7 @@ class HarnessToolAdapter(HarnessMiddleware):
         told = self.harness.services.told_uninstrumented
         if chain is None or name in told or name in UNGATED_TOOLS or getattr(tool, "is_external_tool", False):
             return  # AgentScope's own tools (re-made every reply) fail as AgentScope handles them
-        toolkit = getattr(agent, "toolkit", None)
-        if any(tool is getattr(getattr(toolkit, kit_own, None), "tool", None)
-               for kit_own in ("builtin_meta_tool", "builtin_skill_viewer")):
+        if _meta_tool(agent, tool):
             return  # the toolkit's own meta tools: no instrument() reaches them, and they call no service
         if not _instrumented_chain(chain):
             told.add(name)
@@ -157,6 +155,7 @@ class HarnessToolAdapter(HarnessMiddleware):
             resumed=call.state == ToolCallState.ALLOWED,
             declared=self.harness.services.declared(call.name, tool),
             agentscope_own=_agentscope_own(agent, tool),
+            meta_tool=_meta_tool(agent, tool),
         )
         if run.awaiting_human and _drop_answered(agent, run, view):
             rejoin(self.harness, run)  # the tool adapter alone: resumed, and no on_reply said so
@@ -454,6 +453,16 @@ def _agentscope_own(agent: Any, tool: Any) -> bool:
     never by its name: an application's tool of that name is gated."""
     return isinstance(tool, _GenerateStructuredOutput) or (
         tool is not None and tool is getattr(agent, "_compression_tool", None))
+
+
+def _meta_tool(agent: Any, tool: Any) -> bool:
+    """Whether ``tool`` is the agent's toolkit's own meta tool (its
+    ``reset_tools``, its skill viewer), told by the object."""
+    toolkit = getattr(agent, "toolkit", None)
+    return tool is not None and any(
+        tool is getattr(getattr(toolkit, kit_own, None), "tool", None)
+        for kit_own in ("builtin_meta_tool", "builtin_skill_viewer")
+    )
 
 
 def _waits(run: RunState, view: ToolCallView) -> None:

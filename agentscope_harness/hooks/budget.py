@@ -38,7 +38,7 @@ async def spend_gate(ctx: ToolCallContext) -> None:
 
 def _check_quota(ctx: ToolCallContext, admitting: bool = False) -> None:
     # every enclosing run's cap, whichever Harness opened it
-    calls = None if uncapped_answer(ctx) else ctx.run.tool_call_cap()
+    calls = None if uncounted(ctx) else ctx.run.tool_call_cap()
     if calls is not None and calls[0] >= calls[1]:
         raise HookRejectSignal(tool_calls_used_up(calls), code="quota_exhausted")
     policy = ctx.tool.policy
@@ -74,6 +74,13 @@ def uncapped_answer(ctx: HookContext) -> bool:
     sub-agent's is not: it answers its lead, a call in the lead's run."""
     tool, run = ctx.tool, ctx.run
     return tool is not None and tool.role == "finish" and run.parent is None and run.answered_in != tool.batch
+
+
+def uncounted(ctx: HookContext) -> bool:
+    """A call ``max_tool_calls`` neither refuses nor counts: the first
+    finishing call of a batch (``uncapped_answer``) or the toolkit's own
+    meta tool (``ToolCallView.meta_tool``)."""
+    return uncapped_answer(ctx) or (ctx.tool is not None and ctx.tool.meta_tool)
 
 
 def tool_calls_used_up(calls: tuple[int, int]) -> str:
@@ -125,7 +132,7 @@ def _charge(ctx: ToolCallContext) -> Callable[[], None]:
         used[name] = used.get(name, 0) + units
     run = ctx.run  # the undo holds the run, never the context that holds it (no cycle)
     answered_before = run.answered_in
-    counted = 1
+    counted = 0 if ctx.tool.meta_tool else 1
     if uncapped_answer(ctx):
         run.answered_in, counted = ctx.tool.batch, 0
     run.add_tool_call(counted)

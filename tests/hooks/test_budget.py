@@ -7,9 +7,9 @@ import json
 
 import pytest
 from agentscope.message import TextBlock
-from agentscope.tool import ToolChunk
+from agentscope.tool import FunctionTool, ToolChunk, ToolGroup, Toolkit
 from hookkit import Ran, drive, harnessed, results, shop_tools
-from scripted import ScriptedModel, calls, make_agent, text
+from scripted import ALLOW, ScriptedModel, calls, make_agent, text
 
 from agentscope_harness import (
     CostPolicy,
@@ -121,6 +121,32 @@ async def test_run_wide_max_tool_calls():
     assert "tool-call limit" in msgs[2] and "(2/2)" in msgs[2]
     assert sorted(name for name, _ in ran) == ["search", "select"]
     assert report.refusals == {"quota_exhausted": 1}
+
+
+@pytest.mark.parametrize("candidate", [False, True])
+async def test_max_tool_calls_does_not_count_the_toolkits_meta_tool(candidate):
+    # README row 9: switching tool groups (reset_tools) changes what the model
+    # is offered and acts on nothing: the cap counts the two searches only
+    # (and a candidate with the same cap judges the same)
+    ran = Ran()
+    t = shop_tools(ran)
+    toolkit = Toolkit(tool_groups=[ToolGroup(name="shop", description="The shop's tools.",
+                                             tools=[FunctionTool(t["search"], permission=ALLOW)])])
+    config = HarnessConfig(max_tool_calls=2)
+    h = Harness(config, candidate=config if candidate else None, load_entry_points=False)
+    h, model, agent = harnessed(
+        None,
+        [calls(("reset_tools", {"shop": True})), calls(("search", {"q": "a"})),
+         calls(("search", {"q": "b"})), calls(("search", {"q": "c"})), text("done")],
+        h.instrument(toolkit), harness=h,
+    )
+    _, _, report = await drive(h, agent)
+    msgs = results(model)
+    assert [q["q"] for _, q in ran] == ["a", "b"]
+    assert msgs[3].startswith("[harness:quota_exhausted]") and "(2/2)" in msgs[3]
+    assert report.tool_calls == {"reset_tools": 1, "search": 2}
+    assert report.refusals == {"quota_exhausted": 1}
+    assert report.candidate_differences == []
 
 
 # -------------------------------------------------------------- search_gate
