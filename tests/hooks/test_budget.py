@@ -149,6 +149,31 @@ async def test_max_tool_calls_does_not_count_the_toolkits_meta_tool(candidate):
     assert report.candidate_differences == []
 
 
+async def test_a_sub_agents_finishing_call_refused_by_its_leads_cap_is_said_in_its_report():
+    # README "What the caller receives", finish_tool_not_called: a sub-agent's
+    # finishing call counts on the lead's max_tool_calls (it answers its lead)
+    from scripted import delegating_tool
+
+    ran = Ran()
+    t = shop_tools(ran)
+    h = Harness(HarnessConfig(max_tool_calls=2, tools={"submit": ToolPolicy(role="finish")}),
+                load_entry_points=False)
+    child_model = ScriptedModel([calls(("search", {"q": "a"})), calls(("submit", {"answer": "mugs"})),
+                                 text("mugs"), text("mugs"), text("mugs")])
+    child = make_agent(child_model, [t["search"], t["submit"]], middlewares=h.middlewares(), name="child")
+    lead_model = ScriptedModel([calls(("delegate", {"task": "t"})), calls(("submit", {"answer": "done"})),
+                                text("done")])
+    lead = make_agent(lead_model, [delegating_tool(child), t["submit"]], middlewares=h.middlewares(),
+                      name="lead")
+    _, _, report = await drive(h, lead)
+    assert [name for name, _ in ran] == ["search", "submit"]  # the lead's own answer is uncapped
+    assert results(child_model)[1].startswith("[harness:quota_exhausted]")
+    (sub,) = report.children
+    assert (sub.terminal_state.value, sub.reason, sub.refusals) == (
+        "incomplete", "finish_tool_not_called", {"quota_exhausted": 1})
+    assert (report.terminal_state.value, report.reason) == ("completed", "finished")
+
+
 # -------------------------------------------------------------- search_gate
 
 
