@@ -69,6 +69,25 @@ async def test_a_foreign_middleware_editing_an_old_message_is_an_unknown_break(o
     assert "something else" in json.dumps(model.calls[2].formatted)
 
 
+async def test_switching_tool_groups_is_an_unknown_break_of_the_tool_table():
+    """README "Cache-bust detection": the tool table the model is offered
+    changed (its own ``reset_tools``): a break, ``unknown``."""
+    from agentscope.tool import FunctionTool, ToolGroup, Toolkit
+    from scripted import ALLOW
+
+    h = Harness(HarnessConfig(), load_entry_points=False)
+    toolkit = h.instrument(Toolkit(tool_groups=[
+        ToolGroup(name="shop", description="The shop's tools.", tools=[FunctionTool(search, permission=ALLOW)])]))
+    model = ScriptedModel([calls(("reset_tools", {"shop": True})), calls(("search", {"q": "a"})), text("done")])
+    agent = make_agent(model, toolkit, h.middlewares())
+    await run(agent)
+    report = h.last_report(agent)
+    assert [t["function"]["name"] for t in model.calls[1].tools] == ["reset_tools", "search"]
+    assert report.prefix_breaks == 1
+    [detail] = breaks(report)
+    assert detail.startswith("unknown: the tool")
+
+
 async def test_appending_at_the_end_is_no_break():
     h = Harness(HarnessConfig(), load_entry_points=False)
     model = three_rounds()
