@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from agentscope.permission import PermissionMode
+
 from .facts import OUT_OF_TIME, Batch, Declared, GuardState, call_digest, finish_required, frozen
 from .outputs import shaped_notice
 from .registry import TOOL_POINTS
@@ -467,6 +469,14 @@ def structured_output_owed(agent: Any) -> bool:
     """The reply owes a structured output it has not produced yet."""
     reply = getattr(getattr(agent, "state", None), "reply_context", None)
     return reply is not None and reply.structured_schema is not None and reply.structured_output is None
+
+
+def nobody_to_ask(agent: Any) -> bool:
+    """The agent's permission engine runs in AgentScope's ``DONT_ASK`` mode
+    (unattended, scheduled): no human is there to answer (it turns its own
+    asks into denials), so nothing the harness would ask parks for nobody."""
+    context = getattr(getattr(agent, "_engine", None), "context", None)
+    return getattr(context, "mode", None) == PermissionMode.DONT_ASK
 
 
 def fallback(config: HarnessConfig, reason: str, cost: CostPolicy | None = None) -> str:

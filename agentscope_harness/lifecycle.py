@@ -608,6 +608,10 @@ class ReplyLifecycle:
         1-tuple; ``(None,)``: withheld), once the reply has ended."""
         self.answer = WITHHELD_ANSWER
         """The text a final message whose structured output is withheld says."""
+        self.held_deltas: dict[str, list[ToolResultTextDeltaEvent]] = {}
+        """Result text a middleware before the harness's streamed for a call the
+        harness's ``on_acting`` has not taken (yet), by call id: a served
+        result's is shown as shaped at its end (``_served``), any other's then."""
         self.before_end: tuple[Any, ...] = ()
         """What ``session_end`` judges of the answer at an end, as it was
         before (the run's end and stop text: ``no_answer``, ``audit_failed``;
@@ -683,7 +687,11 @@ class ReplyLifecycle:
             # fail open in shadow mode, or a notice may follow the fence)
             shown = await self.harness.services.redactor.redact_async(item.delta)  # megabytes: in slices
             shown = refusal_shown(self.harness, self.agent, run, item.tool_call_id, shown)
-            return [item if shown == item.delta else item.model_copy(update={"delta": shown})]
+            item = item if shown == item.delta else item.model_copy(update={"delta": shown})
+            if item.tool_call_id in run.admitted:  # streamed by a middleware before the harness's: held
+                self.held_deltas.setdefault(item.tool_call_id, []).append(item)  # until known served or not
+                return []
+            return [item]
         if kind == _HINT:  # another middleware's (RAG's retrieved text): shown as the model reads it
             return [foreign_hint_shown(self.harness.services.redactor, item)]
         if kind == _ASK:  # a question for a human (or a client) is out: stopped here, the reply is parked
@@ -692,12 +700,15 @@ class ReplyLifecycle:
         if kind == _TOOL_START:  # the tool name is the model's to write: shown as its arguments are
             return [shown_name(answer_filter(self.harness.services, run), item)]
         if kind == _TOOL_END:
+            held = self.held_deltas.pop(item.tool_call_id, [])
             if item.tool_call_id in run.admitted and item.state != ToolResultState.DENIED:
-                served = await self._served(run, item)  # admitted, its on_acting never reached the harness's
+                served = await self._served(run, item, held)  # admitted, its on_acting never reached the harness's
                 if served is not None:
-                    return [served]
+                    return served
             if item.state == ToolResultState.ERROR:  # refused arguments: say what to send
                 await guide_invalid_arguments(self.harness, self.agent, run, item.tool_call_id)
+            if held:
+                return [*held, self._cleaned_metadata(item)]
             return [self._cleaned_metadata(item)]
         if kind == _END:
             if self._hold(run, item):
@@ -852,7 +863,7 @@ class ReplyLifecycle:
         else:
             run, parked_by_another, unreadable = await self._restored()
         self.harness.table.bind(self.agent, run)  # a later reply finds it as the agent's run
-        self.resumed_park = run.report
+        self.resumed_park = run.superseded = run.report
         run.report = None  # the park's provisional report is superseded
         run.resume_by(self.harness.caller_principal(run))
         run.resumer_recorded = True
@@ -995,18 +1006,26 @@ class ReplyLifecycle:
         # this block's: the last filed under its id
         pending[-1] = block, await shape_in_place(self.harness.flow, ctx, block, pending[-1][1])
 
-    async def _served(self, run: RunState, end: ToolResultEndEvent) -> ToolResultEndEvent | None:
+    async def _served(
+        self, run: RunState, end: ToolResultEndEvent, streamed: list[ToolResultTextDeltaEvent],
+    ) -> list[Any] | None:
         """A result a middleware before the harness's served in ``on_acting``
         (a cache; the tool never ran) is in the context as it served it:
-        shaped there now, as it entered, and its end shown as it was shaped.
-        ``None``: the end is another call's under the admitted one's id
-        (refused: a provider's repeated id)."""
+        shaped there now, as it entered, and its end shown as it was shaped;
+        what it ``streamed`` is shown as the model reads the result, in one
+        piece (as the harness's ``on_acting`` shows a tool's). ``None``: the
+        end is another call's under the admitted one's id (refused: a
+        provider's repeated id)."""
         ctx = run.admitted[end.tool_call_id]
         block = _result_block(self.agent, end.tool_call_id, ctx.tool.name if ctx.tool is not None else None)
         if block is None:
             return None
         await shape_served(self.harness, run, block)
-        return end.model_copy(update={"state": block.state, "metadata": block.metadata})
+        shown: list[Any] = [end.model_copy(update={"state": block.state, "metadata": block.metadata})]
+        text = result_text(block.output)
+        if streamed and text:
+            shown.insert(0, streamed[0].model_copy(update={"delta": text}))
+        return shown
 
     def _cleaned_metadata(self, end: ToolResultEndEvent) -> ToolResultEndEvent:
         """A client's result AgentScope took (it checks the metadata the
@@ -1034,9 +1053,7 @@ class ReplyLifecycle:
         facts.terminal, facts.stop_text, facts.unsupported_claims[:], facts.claimed_steps[:] = self.before_end
         if stale is None:
             return
-        run.report = None
-        with contextlib.suppress(ValueError):
-            self.harness.reports.remove(stale)
+        run.report, run.superseded = None, stale
         if run.parent is not None:  # its root's work in flight again, as while it ran
             run.parent.open_children[run.run_id] = run
             run.root.live_nested[run.run_id] = run
@@ -1180,6 +1197,10 @@ class ReplyLifecycle:
             if run.called_by is not None:  # once per run: a park's provisional report is superseded
                 _superseding(parent.ended_inside.setdefault(run.called_by, []), report)
             _join_late(run, report)
+        if run.superseded is not None:  # one report per run in the history: the provisional one leaves it
+            with contextlib.suppress(ValueError):
+                harness.reports.remove(run.superseded)
+            run.superseded = None
         await harness.publish(report, self.agent)
         return report
 

@@ -197,7 +197,7 @@ NOT_CARRIED: dict[str, str] = {
     ), "who and what the run is here: opened afresh by the resuming process, its deadline from the resume"),
     **dict.fromkeys((
         "in_flight", "admitted", "judging", "judged_calls", "awaiting_human", "parked_calls", "streaming",
-        "held", "shown", "candidate", "harness_answer", "report", "reopen", "with_consumer", "replaced",
+        "held", "shown", "candidate", "harness_answer", "report", "reopen", "superseded", "with_consumer", "replaced",
         "hold_reply_end", "ended_inside", "done_inside", "answer_blocked", "answered_in", "pauses", "replied_by",
         "narrowed_round", "answer_owed", "deferred_hints", "unflushed", "ended_at_cap",
         "answer_made_up", "results", "prefix", "hints_read", "artifacts", "daily_spent_usd", "store_error",

@@ -215,6 +215,10 @@ class RunState(LazyFields):
     """Set while the report settled at an end that passed: a round that
     begins after it (a middleware before the harness's swallowed that end)
     calls it first, reopening the run (``ReplyLifecycle._went_on``)."""
+    superseded: RunReport | None = None
+    """The provisional report (a park's, a swallowed end's) the run's next
+    report supersedes: it leaves ``Harness.reports`` when that one is
+    published (one report per run in the history)."""
     candidate: Any = None
     """The model's candidate final ``Msg`` of the latest round."""
     harness_answer: str | None = None

@@ -146,7 +146,7 @@ class HarnessAgentAdapter(HarnessMiddleware):
                 async for item in inner:
                     yield item
                 return
-            if run.reopen is not None:  # a round after an end a middleware before the harness's swallowed
+            if run.reopen is not None:  # a round after a swallowed end whose compression check a middleware took
                 run.reopen()
             run.candidate = run.harness_answer = None  # this round's answer is still to come
             run.turns += 1
@@ -251,6 +251,10 @@ class HarnessAgentAdapter(HarnessMiddleware):
             overruled = answered and overrules_answer(run, config)  # a rule's stop on this very answer stands
             if (made_up and not another_round) or overruled:
                 run.answer_made_up = True  # whatever ended the run in this round, corrected_answer replaces it
+                if made_up and not calls and structured_output_owed(agent):
+                    # AgentScope would ask again for an output that is withheld whatever it says: ended here
+                    _last_iteration(agent)
+                    run.ended_at_cap = True
             not_given = answer_is_replaced(run) or finish_bypassed(run, config) or overruled
             if said_in_place:  # cut mid-answer, the stop's text said in its place: the cut text never stands
                 text_events = [e for e in text_events if e.block_id in said_in_place]
@@ -407,12 +411,17 @@ class HarnessAgentAdapter(HarnessMiddleware):
         self, agent: Any, input_kwargs: dict, next_handler: Callable[..., Any],
     ) -> None:
         """AgentScope's context compression makes a model call of its own:
-        the run's deadline and budget hold for it (``ModelGuard.compress``)."""
+        the run's deadline and budget hold for it (``ModelGuard.compress``).
+        AgentScope checks it first in every round: a round after an end a
+        middleware before the harness's swallowed reopens the run here, before
+        any middleware's ``on_reasoning`` (its own model calls are the run's)."""
         try:
             run = run_of(self.harness, agent)
             if run is None:
                 await next_handler(**input_kwargs)
                 return
+            if run.reopen is not None:
+                run.reopen()
             await self.harness.model_guard.compress(run, agent, input_kwargs, next_handler)
         finally:
             release(next_handler)

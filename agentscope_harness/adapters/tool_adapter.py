@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentscope.agent._structured_output_tool import _GenerateStructuredOutput
 from agentscope.message import DataBlock, TextBlock, ToolCallState, ToolResultState
-from agentscope.permission import PermissionBehavior, PermissionDecision, PermissionMode
+from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import ToolChunk, ToolMiddlewareBase, ToolResponse
 
 from ..calls import (
@@ -40,7 +40,7 @@ from ..calls import (
     result_view,
 )
 from ..chains import release
-from ..context import HookContext, ToolCallView, ToolResultView
+from ..context import HookContext, ToolCallView, ToolResultView, nobody_to_ask
 from ..errors import METADATA_KEY, classify_exception, error_text
 from ..facts import remember_done_inside, thawed, tools_in
 from ..lifecycle import added_once, end_resumed_by_another, record_parked, rejoin
@@ -189,7 +189,7 @@ class HarnessToolAdapter(HarnessMiddleware):
                 verdict.ctx.judged_text = written  # on_acting makes only a call that carries it
             if verdict.refusal is not None:
                 return _deny(verdict.refusal.text)
-            if verdict.ask is not None and _nobody_to_ask(agent):
+            if verdict.ask is not None and nobody_to_ask(agent):
                 return _deny(flow.no_human_to_ask(run, view, verdict.ask))
             with self.harness.services.approvals.only_rules_of(agent, run.principal):
                 decision = await _engine_decides(run, next_handler, input_kwargs)
@@ -438,13 +438,6 @@ async def _engine_decides(
             return None
         raise  # the check's own
     return decision
-
-
-def _nobody_to_ask(agent: Any) -> bool:
-    """The agent's permission engine runs in AgentScope's ``DONT_ASK`` mode:
-    no human is there to answer (it turns its own asks into denials)."""
-    context = getattr(getattr(agent, "_engine", None), "context", None)
-    return getattr(context, "mode", None) == PermissionMode.DONT_ASK
 
 
 def _agentscope_own(agent: Any, tool: Any) -> bool:

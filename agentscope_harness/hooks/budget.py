@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..context import HookContext, ToolCallContext, ToolResultContext, fallback
+from ..context import HookContext, ToolCallContext, ToolResultContext, fallback, nobody_to_ask
 from ..deadline import seconds_told
 from ..errors import DependencyDown
 from ..facts import finish_required
@@ -238,9 +238,10 @@ def budget_spent(
     The fallback answer (``incomplete``, ``budget``); or, when the run's own
     USD cap is spent and the policy asks, the question (``waiting_input``):
     the agent's next reply continues this budget, plus what a human approves
-    (an extension raises the run's cap, never the principal's daily quota)."""
+    (an extension raises the run's cap, never the principal's daily quota);
+    never in AgentScope's ``DONT_ASK`` mode, where nobody would answer."""
     root = run.root
-    if kind != "run_usd" or run is not root or policy.on_exhausted != "ask":
+    if kind != "run_usd" or run is not root or policy.on_exhausted != "ask" or nobody_to_ask(agent):
         return "budget", TerminalState.INCOMPLETE, fallback(services.config, "budget", policy)
     run_cap = (policy.cap_usd or 0.0) + root.usd_extra
     spent = root.facts.spent_usd + root.usd_carried
