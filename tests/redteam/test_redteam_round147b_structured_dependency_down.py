@@ -97,3 +97,36 @@ async def test_structured_reply_after_outage_ends_dependency_down_scripted() -> 
     assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "dependency_down"), (
         f"report says {report.terminal_state.value}/{report.reason} after {len(model.calls)} model calls")
     assert len(model.calls) <= 3, f"{len(model.calls)} model calls after the dependency went down"
+
+
+class Ids(BaseModel):
+    ids: list[str]
+
+
+@pytest.mark.parametrize(("case", "config", "script", "schema", "expected"), [
+    ("fallback", {}, [calls(("orders", {"order_id": "A-1"})), text("z")], None,
+     ("completed", "incomplete", "dependency_down")),
+    ("structured, text replaced", {}, [calls(("orders", {"order_id": "A-1"})), text("z")], Ids,
+     ("exceed_max_iters", "incomplete", "dependency_down")),
+    ("structured, output withheld", {}, [calls(("orders", {"order_id": "A-1"})),
+                                         calls(("GenerateStructuredOutput", {"ids": ["x"]}))], Ids,
+     ("completed", "incomplete", "dependency_down")),
+    ("structured, model_error_text", {"model_error_text": "model down"}, [RuntimeError("provider 500")], Ids,
+     ("exceed_max_iters", "failed", "model_error")),
+    ("model_error_text", {"model_error_text": "model down"}, [RuntimeError("provider 500")], None,
+     ("completed", "failed", "model_error")),
+])
+async def test_finished_reason_is_agentscopes_account_of_its_loop(case, config, script, schema, expected) -> None:
+    """README "Choices where the design is silent": AgentScope's ``finished_reason``
+    says how its loop ended, the report what the task came to."""
+    h = Harness(HarnessConfig(**config), load_entry_points=False, environ={})
+    model = ScriptedModel(script)
+    agent = make_agent(model, h.instrument(Toolkit(tools=[FunctionTool(orders, permission=ALLOW)])), h.middlewares())
+    with h.acting_for(ALICE):
+        kwargs = {"structured_schema": schema} if schema is not None else {}
+        final = [item async for item in agent.reply_stream(UserMsg("user", "where is A-1?"), yield_final_msg=True,
+                                                           **kwargs)][-1]
+    report = h.last_report(agent)
+    reason = str(getattr(final.finished_reason, "value", final.finished_reason))
+    assert (reason, report.terminal_state.value, report.reason) == expected, case
+    assert final.structured_output is None
