@@ -49,7 +49,7 @@ class Classifier(MiddlewareBase):
 
     async def on_reasoning(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
         await self.model.generate_structured_output(
-            [m for m in agent.state.context][-1:] or [], structured_model={
+            list(agent.state.context)[-1:] or [], structured_model={
                 "type": "object", "properties": {"choice": {"type": "string"}}, "required": ["choice"]})
         async for item in next_handler(**input_kwargs):
             yield item

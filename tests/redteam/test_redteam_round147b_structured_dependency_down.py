@@ -92,7 +92,7 @@ async def test_structured_reply_after_outage_ends_dependency_down_scripted() -> 
                            text("The orders service is down; I cannot tell where A-1 is.")], repeat=True)
     h = Harness(HarnessConfig(), load_entry_points=False, environ={})
     agent = make_agent(model, h.instrument(Toolkit(tools=[FunctionTool(orders, permission=ALLOW)])), h.middlewares())
-    final = await _reply(h, agent)
+    await _reply(h, agent)
     report = h.last_report(agent)
     assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "dependency_down"), (
         f"report says {report.terminal_state.value}/{report.reason} after {len(model.calls)} model calls")
