@@ -124,6 +124,15 @@ def _kind(item: Any) -> int:
     return kind
 
 
+def _end_swallowed(agent: Any) -> bool:
+    """AgentScope's own account of the reply's end: its ``ReplyEndEvent``
+    did not reach the caller (a middleware before the harness's took it), so
+    its loop makes another round when asked for more (its ``_reply_impl``:
+    ``_receive_reply_end``). A version without that flag: the run reopens at
+    the round's reasoning instead."""
+    return getattr(agent, "_receive_reply_end", True) is False
+
+
 def run_deadline(harness: Harness, parent: RunState | None) -> float | None:
     """The deadline of a run timed from now: its Harness's ``deadline_s``,
     no later than the one in force where it runs (``current_deadline``) nor
@@ -636,6 +645,8 @@ class ReplyLifecycle:
             following = inner.__anext__
             while True:
                 run = self.run
+                if run is not None and run.reopen is not None and _end_swallowed(self.agent):
+                    run.reopen()  # asked for more after an end that never reached the caller: the reply goes on
                 token = None if run is None else RUN_HANDLE.set(run.handle)  # the deadline is read through it
                 try:
                     item = await following()

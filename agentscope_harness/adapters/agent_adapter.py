@@ -146,7 +146,7 @@ class HarnessAgentAdapter(HarnessMiddleware):
                 async for item in inner:
                     yield item
                 return
-            if run.reopen is not None:  # a round after a swallowed end whose compression check a middleware took
+            if run.reopen is not None:  # a round after a swallowed end the reply step did not see go on
                 run.reopen()
             run.candidate = run.harness_answer = None  # this round's answer is still to come
             run.turns += 1
@@ -411,17 +411,12 @@ class HarnessAgentAdapter(HarnessMiddleware):
         self, agent: Any, input_kwargs: dict, next_handler: Callable[..., Any],
     ) -> None:
         """AgentScope's context compression makes a model call of its own:
-        the run's deadline and budget hold for it (``ModelGuard.compress``).
-        AgentScope checks it first in every round: a round after an end a
-        middleware before the harness's swallowed reopens the run here, before
-        any middleware's ``on_reasoning`` (its own model calls are the run's)."""
+        the run's deadline and budget hold for it (``ModelGuard.compress``)."""
         try:
             run = run_of(self.harness, agent)
             if run is None:
                 await next_handler(**input_kwargs)
                 return
-            if run.reopen is not None:
-                run.reopen()
             await self.harness.model_guard.compress(run, agent, input_kwargs, next_handler)
         finally:
             release(next_handler)

@@ -89,3 +89,33 @@ class OneMoreRoundFirst(MiddlewareBase):
                 agent.state.append_context(agent.name, [HintBlock(hint="Check your answer once more.")])
                 continue
             yield event
+
+
+class CompactsAtTheEnd(MiddlewareBase):
+    """A user's middleware that compacts the agent's memory when the reply ends, before it
+    hands the end on (AgentScope's own compression, called outside its loop)."""
+
+    async def get_middleware_key(self) -> str:
+        return "compacts_at_the_end"
+
+    async def on_reply(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        async for event in next_handler(**input_kwargs):
+            if isinstance(event, ReplyEndEvent):
+                await agent.compress_context()
+            yield event
+
+
+@pytest.mark.parametrize("first", [True, False])
+async def test_a_compaction_at_the_end_is_no_round_asked_for(first: bool) -> None:
+    """Only a reply that goes on past its end reopens its run (a first fix reopened it at
+    any compression check: this reply's report then said ``waiting_input``)."""
+    h = Harness(HarnessConfig(), load_entry_points=False, environ={})
+    compacts = CompactsAtTheEnd()
+    agent = make_agent(ScriptedModel([calls(("search", {"q": "a"})), text("The answer is 42.")]), [search],
+                       [compacts, *h.middlewares()] if first else [*h.middlewares(), compacts])
+    with h.acting_for(ALICE):
+        _, final = await run(agent, "what is the answer?")
+    report = h.last_report(agent)
+    assert (report.terminal_state.value, report.reason) == ("completed", "answered")
+    assert final.get_text_content() == "The answer is 42."
+    assert list(h.reports) == [report]
