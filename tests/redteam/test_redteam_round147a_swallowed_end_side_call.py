@@ -27,11 +27,10 @@ from typing import Any
 
 import pytest
 from agentscope.event import ReplyEndEvent
-from agentscope.message import HintBlock
 from agentscope.middleware import MiddlewareBase
 
 from agentscope_harness import CostPolicy, Harness, HarnessConfig
-from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, search, text
+from tests.scripted import ALICE, OneMoreRound, ScriptedModel, calls, make_agent, run, search, text
 
 pytestmark = pytest.mark.asyncio
 
@@ -63,7 +62,7 @@ async def test_a_middlewares_own_call_in_the_round_asked_for_is_counted_and_char
                            text("The checked answer is 42.", inp=1000, out=10)], model="m")
     h = Harness(HarnessConfig(cost=CostPolicy(cap_usd=1.0, prices={"m": (1.0, 1.0), "clf": (10.0, 10.0)})),
                 load_entry_points=False, environ={})
-    agent = make_agent(model, [search], [OneMoreRoundFirst(), Classifier(clf), *h.middlewares()])
+    agent = make_agent(model, [search], [OneMoreRound(), Classifier(clf), *h.middlewares()])
     with h.acting_for(ALICE):
         _, final = await run(agent, "what is the answer?")
     report = h.last_report(agent)
@@ -71,24 +70,6 @@ async def test_a_middlewares_own_call_in_the_round_asked_for_is_counted_and_char
     assert report.model_calls == requests, (report.model_calls, requests, report.spent_usd)
     # the second classifier call alone costs $10 against a $1 cap
     assert report.spent_usd >= 10.0, report.spent_usd
-
-
-class OneMoreRoundFirst(MiddlewareBase):
-    """tests/scripted.py OneMoreRound (a short hint)."""
-
-    def __init__(self) -> None:
-        self.swallowed = 0
-
-    async def get_middleware_key(self) -> str:
-        return "one_more_round"
-
-    async def on_reply(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
-        async for event in next_handler(**input_kwargs):
-            if isinstance(event, ReplyEndEvent) and self.swallowed == 0:
-                self.swallowed += 1
-                agent.state.append_context(agent.name, [HintBlock(hint="Check your answer once more.")])
-                continue
-            yield event
 
 
 class CompactsAtTheEnd(MiddlewareBase):
