@@ -192,12 +192,13 @@ class _Holds:
 
     def renewable(self) -> list[_Lease]:
         """Every lease of a live run not parked for a human (a parked run's
-        report is set until it resumes), of one whose reply goes on past its
-        end (``RunState.reopen``: a middleware may ask for another round), or
+        report is set until it resumes), of one whose end a middleware before
+        the harness's holds (``RunState.reopen``: it may ask for another round), or
         of a settled one whose nested runs still run (``Fleet.close_run``,
         ``park_run`` kept its run slots for them)."""
         owner = self.owner()
-        if owner is None or (owner.report is not None and owner.reopen is None and not owner.live_nested):
+        swallowed = owner is not None and owner.reopen is not None and owner.reopen.swallowed()
+        if owner is None or (owner.report is not None and not swallowed and not owner.live_nested):
             return []
         return self.leases()
 

@@ -36,6 +36,7 @@ from agentscope.event import (
     TextBlockDeltaEvent,
     TextBlockEndEvent,
     TextBlockStartEvent,
+    ToolResultDataDeltaEvent,
     ToolResultEndEvent,
     ToolResultStartEvent,
     ToolResultTextDeltaEvent,
@@ -43,6 +44,7 @@ from agentscope.event import (
     UserInterruptEvent,
 )
 from agentscope.message import (
+    Base64Source,
     DataBlock,
     Msg,
     TextBlock,
@@ -86,6 +88,7 @@ from .outputs import (
     shaped_data,
     shown_name,
 )
+from .pii import apply_pii
 from .report import RunReport, TerminalState
 from .run_state import RUN_HANDLE, TOOL_CALL, RunState, live_parent
 from .runner import AUDIT_HOOK, OUTCOME_HOOK
@@ -111,10 +114,10 @@ that hangs must not hold the live run: the read goes on beside it)."""
 # on pydantic models goes through ABCMeta, and every event passes here.
 _CLASSES: tuple[type | tuple[type, ...], ...] = (
     ReplyStartEvent, ReplyEndEvent, Msg, ToolResultEndEvent, ToolResultTextDeltaEvent, ToolResultStartEvent,
-    (RequireUserConfirmEvent, RequireExternalExecutionEvent), HintBlockEvent,
+    (RequireUserConfirmEvent, RequireExternalExecutionEvent), HintBlockEvent, ToolResultDataDeltaEvent,
 )
 _KINDS: dict[type, int] = {}
-_OTHER, _START, _END, _MSG, _TOOL_END, _TOOL_TEXT, _TOOL_START, _ASK, _HINT = 0, 1, 2, 3, 4, 5, 6, 7, 8
+_OTHER, _START, _END, _MSG, _TOOL_END, _TOOL_TEXT, _TOOL_START, _ASK, _HINT, _TOOL_DATA = range(10)
 
 
 def _kind(item: Any) -> int:
@@ -124,13 +127,24 @@ def _kind(item: Any) -> int:
     return kind
 
 
-def _end_swallowed(agent: Any) -> bool:
-    """AgentScope's own account of the reply's end: its ``ReplyEndEvent``
-    did not reach the caller (a middleware before the harness's took it), so
-    its loop makes another round when asked for more (its ``_reply_impl``:
-    ``_receive_reply_end``). A version without that flag: the run reopens at
-    the round's reasoning instead."""
-    return getattr(agent, "_receive_reply_end", True) is False
+class _EndPassed:
+    """The end of a reply that passed (``RunState.reopen``), as AgentScope
+    accounts for it: its ``ReplyEndEvent`` has not reached the caller while
+    a middleware before the harness's holds it (``_receive_reply_end``, which
+    its loop reads to make another round when asked for more). A version
+    without that flag: the end reads as delivered, and a round that comes
+    reopens the run at its reasoning."""
+
+    __slots__ = ("life", "run")
+
+    def __init__(self, life: ReplyLifecycle, run: RunState) -> None:
+        self.life, self.run = life, run
+
+    def __call__(self) -> None:
+        self.life._went_on(self.run)
+
+    def swallowed(self) -> bool:
+        return getattr(self.life.agent, "_receive_reply_end", True) is False
 
 
 def run_deadline(harness: Harness, parent: RunState | None) -> float | None:
@@ -617,10 +631,15 @@ class ReplyLifecycle:
         1-tuple; ``(None,)``: withheld), once the reply has ended."""
         self.answer = WITHHELD_ANSWER
         """The text a final message whose structured output is withheld says."""
-        self.held_deltas: dict[str, list[ToolResultTextDeltaEvent]] = {}
-        """Result text a middleware before the harness's streamed for a call the
-        harness's ``on_acting`` has not taken (yet), by call id: a served
-        result's is shown as shaped at its end (``_served``), any other's then."""
+        self.tool_names: dict[str, str] = {}
+        """The tool of each call whose result is streaming, by call id (from
+        its start event to its end)."""
+        self.held_deltas: dict[str, list[Any]] = {}
+        """The pieces of a result's stream (text and data deltas) the harness's
+        ``on_acting`` did not shape (a middleware's before the harness's,
+        AgentScope's own refusal), by call id: shown at the call's end, a
+        served result's as it was shaped (``_served``), any other's
+        (``_held_shown``)."""
         self.before_end: tuple[Any, ...] = ()
         """What ``session_end`` judges of the answer at an end, as it was
         before (the run's end and stop text: ``no_answer``, ``audit_failed``;
@@ -645,7 +664,7 @@ class ReplyLifecycle:
             following = inner.__anext__
             while True:
                 run = self.run
-                if run is not None and run.reopen is not None and _end_swallowed(self.agent):
+                if run is not None and run.reopen is not None and run.reopen.swallowed():
                     run.reopen()  # asked for more after an end that never reached the caller: the reply goes on
                 token = None if run is None else RUN_HANDLE.set(run.handle)  # the deadline is read through it
                 try:
@@ -691,35 +710,43 @@ class ReplyLifecycle:
         run = self.run
         if run is None:
             return [item]
-        if kind == _TOOL_TEXT:
+        if kind == _TOOL_TEXT or kind == _TOOL_DATA:
+            own = run.own_pieces.get(item.tool_call_id)
+            piece = ("text", item.delta) if kind == _TOOL_TEXT else ("data", item.block_id)
+            if own is not None and piece in own:  # the harness's on_acting shaped it
+                own.remove(piece)
+                if kind == _TOOL_DATA:
+                    return [item]
+            elif self.tool_names.get(item.tool_call_id) is not None:  # another's piece of a tool's result
+                self.held_deltas.setdefault(item.tool_call_id, []).append(item)  # shown at its end
+                return []
             # every result delta, shaped or not: AgentScope's own error texts (a
             # refused call quotes the model's arguments) are never shaped, and a
             # fenced result is not proof of redaction (the filter may be disabled,
             # fail open in shadow mode, or a notice may follow the fence)
             shown = await self.harness.services.redactor.redact_async(item.delta)  # megabytes: in slices
             shown = refusal_shown(self.harness, self.agent, run, item.tool_call_id, shown)
-            item = item if shown == item.delta else item.model_copy(update={"delta": shown})
-            if item.tool_call_id in run.admitted:  # streamed by a middleware before the harness's: held
-                self.held_deltas.setdefault(item.tool_call_id, []).append(item)  # until known served or not
-                return []
-            return [item]
+            return [item if shown == item.delta else item.model_copy(update={"delta": shown})]
         if kind == _HINT:  # another middleware's (RAG's retrieved text): shown as the model reads it
             return [foreign_hint_shown(self.harness.services.redactor, item)]
         if kind == _ASK:  # a question for a human (or a client) is out: stopped here, the reply is parked
             self.asked = True
             return [item]
         if kind == _TOOL_START:  # the tool name is the model's to write: shown as its arguments are
+            self.tool_names[item.tool_call_id] = item.tool_call_name
             return [shown_name(answer_filter(self.harness.services, run), item)]
         if kind == _TOOL_END:
-            held = self.held_deltas.pop(item.tool_call_id, [])
+            held = self.held_deltas.pop(item.tool_call_id, None)
+            run.own_pieces.pop(item.tool_call_id, None)
+            tool = self.tool_names.pop(item.tool_call_id, None)
             if item.tool_call_id in run.admitted and item.state != ToolResultState.DENIED:
-                served = await self._served(run, item, held)  # admitted, its on_acting never reached the harness's
+                served = await self._served(run, item, held is not None)  # its on_acting never reached the harness's
                 if served is not None:
                     return served
             if item.state == ToolResultState.ERROR:  # refused arguments: say what to send
                 await guide_invalid_arguments(self.harness, self.agent, run, item.tool_call_id)
-            if held:
-                return [*held, self._cleaned_metadata(item)]
+            if held is not None:
+                return [*await self._held_shown(run, tool, held), self._cleaned_metadata(item)]
             return [self._cleaned_metadata(item)]
         if kind == _END:
             if self._hold(run, item):
@@ -729,7 +756,7 @@ class ReplyLifecycle:
             self.before_end = (facts.terminal, facts.stop_text, list(facts.unsupported_claims),
                                list(facts.claimed_steps))
             await self.session_end(run)
-            run.reopen = functools.partial(self._went_on, run)  # until the reply ends: an end swallowed
+            run.reopen = _EndPassed(self, run)  # until the reply ends: an end swallowed
             return [*self.corrections, *self.closing_events(run), item]
         if self.end_reason is None and not self.parked:  # a final Msg with no end: parked
             return [*await self.park(run), item]
@@ -1017,26 +1044,41 @@ class ReplyLifecycle:
         # this block's: the last filed under its id
         pending[-1] = block, await shape_in_place(self.harness.flow, ctx, block, pending[-1][1])
 
-    async def _served(
-        self, run: RunState, end: ToolResultEndEvent, streamed: list[ToolResultTextDeltaEvent],
-    ) -> list[Any] | None:
+    async def _served(self, run: RunState, end: ToolResultEndEvent, streamed: bool) -> list[Any] | None:
         """A result a middleware before the harness's served in ``on_acting``
         (a cache; the tool never ran) is in the context as it served it:
         shaped there now, as it entered, and its end shown as it was shaped;
-        what it ``streamed`` is shown as the model reads the result, in one
-        piece (as the harness's ``on_acting`` shows a tool's). ``None``: the
-        end is another call's under the admitted one's id (refused: a
-        provider's repeated id)."""
+        one it ``streamed`` is shown whole as the model reads it (as the
+        harness's ``on_acting`` shows a tool's: its text, then its data).
+        ``None``: the end is another call's under the admitted one's id
+        (refused: a provider's repeated id)."""
         ctx = run.admitted[end.tool_call_id]
         block = _result_block(self.agent, end.tool_call_id, ctx.tool.name if ctx.tool is not None else None)
         if block is None:
             return None
         await shape_served(self.harness, run, block)
-        shown: list[Any] = [end.model_copy(update={"state": block.state, "metadata": block.metadata})]
-        text = result_text(block.output)
-        if streamed and text:
-            shown.insert(0, streamed[0].model_copy(update={"delta": text}))
-        return shown
+        shown = _result_events(end, block.output) if streamed else []
+        return [*shown, end.model_copy(update={"state": block.state, "metadata": block.metadata})]
+
+    async def _held_shown(self, run: RunState, tool: str | None, held: list[Any]) -> list[Any]:
+        """A result's stream the harness's ``on_acting`` did not shape
+        (progress a middleware before the harness's streamed, then handed the
+        call on; AgentScope's refusal of a call): its text in one piece,
+        redacted and shaped by the tool's ``pii`` as the result is (none when
+        that withholds it), its data left out (the harness's ``on_acting``
+        shows the result's own)."""
+        pieces = [e for e in held if type(e) is ToolResultTextDeltaEvent]
+        if not pieces:
+            return []
+        shown = await self.harness.services.redactor.redact_async("".join(e.delta for e in pieces))
+        modes, salt = result_pii(self.harness.config.tools.get(tool) if tool is not None else None, run)
+        if modes:
+            found = apply_pii(shown, modes, salt)
+            if found.blocked_kinds:
+                return []
+            shown = found.text
+        shown = refusal_shown(self.harness, self.agent, run, pieces[0].tool_call_id, shown)
+        return [pieces[0].model_copy(update={"delta": shown})]
 
     def _cleaned_metadata(self, end: ToolResultEndEvent) -> ToolResultEndEvent:
         """A client's result AgentScope took (it checks the metadata the
@@ -1242,6 +1284,10 @@ class ReplyLifecycle:
                 await self._record_park(run)
             elif failure is not None and self.resumed_park is not None and _awaits_human(self.agent):
                 await self._park_again(run, failure, self.resumed_park.reason)
+            elif run.spent_after_end and run.report is not None:  # a judge's calls after its end: said
+                ended, run.spent_after_end = run.report, False
+                run.report, run.superseded = None, ended
+                await self.settle(run, ended.terminal_state, ended.reason)
             elif run.report is None:
                 state, reason = terminal_state(
                     run, finish_required(run, self.harness.config), self.end_reason, failure,
@@ -1331,6 +1377,24 @@ def _awaits_human(agent: Any) -> bool:
     """Whether AgentScope still waits for a human's (or a client's) answer
     to a call of the agent's reply: it can be resumed."""
     return bool(agent.state.get_awaiting_tool_calls(agent.name))
+
+
+def _result_events(end: ToolResultEndEvent, output: Any) -> list[Any]:
+    """A result's content as AgentScope streams a tool's: a text delta (its
+    text in one piece), then a data delta per data block."""
+    events: list[Any] = []
+    text = result_text(output)
+    if text:
+        events.append(ToolResultTextDeltaEvent(reply_id=end.reply_id, tool_call_id=end.tool_call_id, delta=text))
+    for block in output if isinstance(output, list) else ():
+        if isinstance(block, DataBlock) and isinstance(block.source, (Base64Source, URLSource)):
+            source = block.source
+            data, url = (source.data, None) if isinstance(source, Base64Source) else (None, str(source.url))
+            events.append(ToolResultDataDeltaEvent(
+                reply_id=end.reply_id, tool_call_id=end.tool_call_id, block_id=block.id,
+                media_type=source.media_type, data=data, url=url,
+            ))
+    return events
 
 
 def _rewrite_text(msg: Msg, text: str) -> None:

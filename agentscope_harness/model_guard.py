@@ -512,6 +512,8 @@ class ModelGuard:
         # held with no await since the check, as any call's estimate
         estimate = hold(run, _name(model), tokens, output)
         run.add_model_call()
+        if run.reopen is not None and run.report is not None:  # at a held end: its report is said again
+            run.spent_after_end = True
         _count_attempts(model)
         attempts = _Attempts(run, usages=[])
         token = _ATTEMPTS.set(attempts)
@@ -1183,12 +1185,15 @@ def _live_guard() -> tuple[ModelGuard, RunState] | None:
 
 
 def _open_to_calls(run: RunState) -> bool:
-    """Whether a call made now belongs to ``run``: it is live, or parked for
-    a human (a task it started runs on: its call is judged, and refused, as
-    the run's), not settled (a task that outlived it)."""
+    """Whether a call made now belongs to ``run``: it is live, parked for a
+    human (a task it started runs on: its call is judged, and refused, as
+    the run's), or at an end a middleware before the harness's holds (its
+    judge of the answer: ``RunState.spent_after_end``); not settled (a task
+    that outlived it)."""
     report = run.report
     return run.table.get(run.run_id) is run and (
         report is None or report.terminal_state is TerminalState.WAITING_INPUT
+        or (run.reopen is not None and run.reopen.swallowed())
     )
 
 

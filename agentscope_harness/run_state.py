@@ -20,7 +20,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .context import ContextResult
 from .facts import Batch, GuardState, Terminal
@@ -113,6 +113,16 @@ class RunLimits:
 
 NO_LIMITS = RunLimits()
 
+
+class EndPassed(Protocol):
+    """A reply's end that passed, its report settled (``RunState.reopen``)."""
+
+    def __call__(self) -> None:
+        """The reply went on past it: the run is open again."""
+
+    def swallowed(self) -> bool:
+        """It has not reached the caller: a middleware before the harness's
+        holds it, and may ask for another round."""
 
 @dataclass(eq=False)
 class RunState(LazyFields):
@@ -211,10 +221,15 @@ class RunState(LazyFields):
     spend beside it."""
     store_error: str | None = None
     report: RunReport | None = None
-    reopen: Callable[[], None] | None = None
-    """Set while the report settled at an end that passed: a round that
-    begins after it (a middleware before the harness's swallowed that end)
-    calls it first, reopening the run (``ReplyLifecycle._went_on``)."""
+    reopen: EndPassed | None = None
+    """Set while the report settled at an end that passed, until its reply
+    closes: a round that begins after it (a middleware before the harness's
+    swallowed that end) calls it first, reopening the run
+    (``ReplyLifecycle._went_on``)."""
+    spent_after_end: bool = False
+    """A model call was made in the run after its end was settled, while a
+    middleware before the harness's held that end (a judge of the answer):
+    the reply's close publishes the report that supersedes the end's."""
     superseded: RunReport | None = None
     """The provisional report (a park's, a swallowed end's) the run's next
     report supersedes: it leaves ``Harness.reports`` when that one is
@@ -239,6 +254,11 @@ class RunState(LazyFields):
     admitted: dict[str, Any] = lazy(dict)
     """Calls judged and admitted at the permission point, by call id: the
     view (AgentScope's own parse) their result is shaped against."""
+    own_pieces: dict[str, list[tuple[str, str]]] = lazy(dict)
+    """What the harness's ``on_acting`` streams of each call's result, by
+    call id (``("text", text)``, ``("data", block id)``): the reply shows
+    those pieces as they come, and holds any other of that call's stream (a
+    middleware's before the harness's) until the call's end."""
     breaker_failures: Counter = lazy(Counter)
     """Per tool, its dependency failures in this run (the root's count: a
     run tree is one caller's). The first counts towards the tool's breaker,

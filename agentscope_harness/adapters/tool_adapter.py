@@ -280,6 +280,10 @@ class HarnessToolAdapter(HarnessMiddleware):
         # image, as readable as the model reads it), under the response's id
         shown: list[TextBlock | DataBlock] = [b for b in response.content if isinstance(b, (TextBlock, DataBlock))]
         if shown:
+            run = run_of(self.harness, agent)
+            if run is not None:  # the reply shows these as they come (any other piece: at the call's end)
+                run.own_pieces[input_kwargs["tool_call"].id] = [
+                    ("text", b.text) if isinstance(b, TextBlock) else ("data", b.id) for b in shown]
             yield ToolChunk(content=shown, state=ToolResultState.RUNNING, id=response.id)
         yield response
 
