@@ -15,6 +15,7 @@ keep AgentScope's text: their retry loop is written against it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import jsonschema
@@ -76,7 +77,7 @@ async def guide_invalid_arguments(harness: Harness, agent: Any, run: RunState, c
     problems = [_shown(p, harness, run, policy) for p in _problems(call.input, schema)]
     if not problems:
         return
-    code, text = _guide(call.name, problems, schema, policy, run)
+    code, text = _guide(call.name, problems, schema, policy, run, harness.services.redactor.redact)
     denied = code == "permission_denied"  # a refusal, met again as any gate's is: the ladder counts it
     if not harness.services.shadow:
         result.output = text
@@ -94,6 +95,7 @@ async def guide_invalid_arguments(harness: Harness, agent: Any, run: RunState, c
 
 def _guide(
     tool: str, problems: list[str], schema: dict[str, Any], policy: ToolPolicy | None, run: RunState,
+    redact: Callable[[str], str],
 ) -> tuple[str, str]:
     """The code and sentinel of a call refused for its arguments: how to
     call it again, unless the bound caller cannot use the tool whatever its
@@ -102,7 +104,7 @@ def _guide(
     unusable = unusable_by(tool, run.principal, identity)
     if unusable is not None:
         return "permission_denied", format_sentinel("permission_denied", unusable)
-    return CODE, _sentinel(tool, problems, schema, identity, run)
+    return CODE, _sentinel(tool, problems, schema, identity, run, redact)
 
 
 def refusal_shown(harness: Harness, agent: Any, run: RunState, call_id: str, text: str) -> str:
@@ -171,19 +173,22 @@ def _shown(problem: str, harness: Harness, run: RunState, policy: ToolPolicy | N
 
 def _sentinel(
     tool: str, problems: list[str], schema: dict[str, Any], identity: dict[str, str], run: RunState,
+    redact: Callable[[str], str],
 ) -> str:
     shown = problems[:MAX_PROBLEMS]
     more = len(problems) - len(shown)
     said = "; ".join(shown) + (f" (and {more} more)" if more else "")
     return format_sentinel(
         CODE,
-        f"{tool} was not run: {said}. Call it again with {_template(schema, identity, run)}.",
+        f"{tool} was not run: {said}. Call it again with {_template(schema, identity, run, redact)}.",
     )
 
 
-def _template(schema: dict[str, Any], identity: dict[str, str], run: RunState) -> str:
+def _template(schema: dict[str, Any], identity: dict[str, str], run: RunState, redact: Callable[[str], str]) -> str:
     """The arguments to send: required ones first, each with its type; an
-    identity argument with the bound principal's value."""
+    identity argument with the bound principal's value, its secrets
+    redacted (a session token is the provider's to read no more than a
+    result's: the authorization gate says it so too)."""
     properties = schema.get("properties") or {}
     required = set(schema.get("required") or ())
     parts = []
@@ -191,7 +196,7 @@ def _template(schema: dict[str, Any], identity: dict[str, str], run: RunState) -
         spec = properties[name] if isinstance(properties[name], dict) else {}
         value = _bound_value(name, identity, run)
         if value is not None:
-            parts.append(f"{json.dumps(name)}: {json.dumps(value)}")
+            parts.append(f"{json.dumps(name)}: {redact(json.dumps(value))}")
             continue
         kind = spec.get("type") or ("one of " + ", ".join(map(json.dumps, spec["enum"])) if "enum" in spec else "any")
         parts.append(f"{json.dumps(name)}: <{kind}{'' if name in required else ', optional'}>")

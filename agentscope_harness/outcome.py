@@ -226,7 +226,7 @@ def build_report(
         deadline_left_s=None if run.deadline is None else round(run.deadline - now, 6),
         in_flight=run.still_running(),
         unsupported_claims=list(run.facts.unsupported_claims),
-        facts=sorted(run.facts.progress_marks),
+        facts=sorted({scrub(fact) for fact in run.facts.progress_marks}),  # a tool's words: its data in them
         children=list(run.children),
         extensions=cleaned_args(list(run.extensions), scrub),  # an approver's user_id may be an email
         mode=mode,

@@ -27,7 +27,6 @@ from typing import Any, Protocol
 
 from agentscope.message import DataBlock, HintBlock, TextBlock
 
-from .errors import METADATA_KEY
 from .pii import PiiOutcome, apply_pii, find_pii, rewrite_pii, validate_pii_modes
 from .redaction import Redactor, Turns, sliced
 from .sentinels import MarkerStream, fences_touching, neutralise_markers, neutralise_markers_sliced, strip_markers
@@ -757,11 +756,12 @@ def readable_metadata(
     UI in the result's end event and stays in the context, so its strings
     (keys too, in mappings, lists, tuples and sets; a value, a number too,
     that its key labels a secret) are redacted and their personal data
-    rewritten as the tool's ``pii`` says, the harness's own entry aside. The
-    given dict itself when nothing in it changes; none of it when it is
-    nested too deeply to walk (past Python's recursion limit)."""
-    theirs = {k: v for k, v in metadata.items() if k != METADATA_KEY}
-    if not theirs:
+    rewritten as the tool's ``pii`` says, the ``harness`` entry's too (what
+    the tool declares there, its ``facts``, is the tool's writing; the
+    harness adds its own entries after). The given dict itself when nothing
+    in it changes; none of it when it is nested too deeply to walk (past
+    Python's recursion limit)."""
+    if not metadata:
         return metadata
     modes = pii_modes(pii) if pii else {}
 
@@ -770,15 +770,11 @@ def readable_metadata(
         return apply_pii(text, modes, salt).text if modes else text
 
     try:
-        cleaned = cleaned_args(theirs, clean, numbers=True)
-        if cleaned == theirs:
-            return metadata
+        cleaned = cleaned_args(metadata, clean, numbers=True)
     except RecursionError:  # nested past what can be walked: what cannot be cleaned is not kept
         log.warning("harness dropped a tool result's metadata nested too deeply to clean")
-        cleaned = {}
-    if METADATA_KEY in metadata:
-        cleaned[METADATA_KEY] = metadata[METADATA_KEY]
-    return cleaned
+        return {}
+    return metadata if cleaned == metadata else cleaned
 
 
 HINT_SOURCE = "harness"
