@@ -122,6 +122,12 @@ def refusal_shown(harness: Harness, agent: Any, run: RunState, call_id: str, tex
     return quoted_shown(text, modes, salt)
 
 
+def quotes_the_call(text: str) -> bool:
+    """Whether a result's text is AgentScope's answer to a call no gate
+    judged that quotes the model's words (``refusal_shown`` rewrites it)."""
+    return _refused(text, _QUOTING)
+
+
 def _refused(text: str, openings: tuple[str, ...] = _REFUSALS) -> bool:
     """Whether a result's text is AgentScope's refusal of the arguments (or
     begins with another of its ``openings``)."""
@@ -210,4 +216,4 @@ def _bound_value(name: str, identity: dict[str, str], run: RunState) -> Any:
     return run.principal.attr(attribute)
 
 
-__all__ = ["MAX_PROBLEMS", "guide_invalid_arguments"]
+__all__ = ["MAX_PROBLEMS", "guide_invalid_arguments", "quotes_the_call", "refusal_shown"]

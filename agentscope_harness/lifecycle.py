@@ -44,7 +44,6 @@ from agentscope.event import (
     UserInterruptEvent,
 )
 from agentscope.message import (
-    Base64Source,
     DataBlock,
     Msg,
     TextBlock,
@@ -58,7 +57,7 @@ from agentscope.types import ReplyFinishedReason
 
 from . import park_record
 from .approvals import approval_digest
-from .arguments import guide_invalid_arguments, refusal_shown
+from .arguments import guide_invalid_arguments, quotes_the_call, refusal_shown
 from .calls import CallFlow, read_as_agentscope, result_view
 from .chains import close_stream, release
 from .context import HookContext, fallback, is_pruned
@@ -80,6 +79,7 @@ from .outputs import (
     answer_filter,
     cleaned_args,
     data_names,
+    filter_result,
     foreign_hint_shown,
     read_names,
     readable_metadata,
@@ -88,7 +88,7 @@ from .outputs import (
     shaped_data,
     shown_name,
 )
-from .pii import apply_pii
+from .redaction import Redactor
 from .report import RunReport, TerminalState
 from .run_state import RUN_HANDLE, TOOL_CALL, RunState, live_parent
 from .runner import AUDIT_HOOK, OUTCOME_HOOK
@@ -631,15 +631,14 @@ class ReplyLifecycle:
         1-tuple; ``(None,)``: withheld), once the reply has ended."""
         self.answer = WITHHELD_ANSWER
         """The text a final message whose structured output is withheld says."""
-        self.tool_names: dict[str, str] = {}
-        """The tool of each call whose result is streaming, by call id (from
-        its start event to its end)."""
+        self.tool_names: dict[str, str | None] = {}
+        """The tool of each call whose result streams in this reply, by call id,
+        from its start event (``None`` once its end passed)."""
         self.held_deltas: dict[str, list[Any]] = {}
-        """The pieces of a result's stream (text and data deltas) the harness's
-        ``on_acting`` did not shape (a middleware's before the harness's,
-        AgentScope's own refusal), by call id: shown at the call's end, a
-        served result's as it was shaped (``_served``), any other's
-        (``_held_shown``)."""
+        """The text of a result's stream the harness's ``on_acting`` did not
+        shape (a middleware's before the harness's), by call id: shown at the
+        call's end, a served result's as it was shaped (``_served``), any
+        other's in one piece (``_held_shown``)."""
         self.before_end: tuple[Any, ...] = ()
         """What ``session_end`` judges of the answer at an end, as it was
         before (the run's end and stop text: ``no_answer``, ``audit_failed``;
@@ -710,22 +709,24 @@ class ReplyLifecycle:
         run = self.run
         if run is None:
             return [item]
-        if kind == _TOOL_TEXT or kind == _TOOL_DATA:
-            own = run.own_pieces.get(item.tool_call_id)
-            piece = ("text", item.delta) if kind == _TOOL_TEXT else ("data", item.block_id)
-            if own is not None and piece in own:  # the harness's on_acting shaped it
-                own.remove(piece)
-                if kind == _TOOL_DATA:
-                    return [item]
-            elif self.tool_names.get(item.tool_call_id) is not None:  # another's piece of a tool's result
-                self.held_deltas.setdefault(item.tool_call_id, []).append(item)  # shown at its end
+        if kind == _TOOL_DATA:  # shown as it comes, its link redacted (the harness's own already is)
+            return [_data_shown(self.harness.services.redactor, item)]
+        if kind == _TOOL_TEXT:
+            call_id = item.tool_call_id
+            own = run.own_pieces.get(call_id)
+            if own is not None and item.delta in own:  # the harness's on_acting shaped it
+                own.remove(item.delta)
+            elif call_id in self.tool_names and not quotes_the_call(item.delta):
+                if self.tool_names[call_id] is None:  # after the call's end (a middleware's closing line)
+                    return []  # the result the model read has been shown
+                self.held_deltas.setdefault(call_id, []).append(item)  # another's piece: shown at the call's end
                 return []
             # every result delta, shaped or not: AgentScope's own error texts (a
             # refused call quotes the model's arguments) are never shaped, and a
             # fenced result is not proof of redaction (the filter may be disabled,
             # fail open in shadow mode, or a notice may follow the fence)
             shown = await self.harness.services.redactor.redact_async(item.delta)  # megabytes: in slices
-            shown = refusal_shown(self.harness, self.agent, run, item.tool_call_id, shown)
+            shown = refusal_shown(self.harness, self.agent, run, call_id, shown)
             return [item if shown == item.delta else item.model_copy(update={"delta": shown})]
         if kind == _HINT:  # another middleware's (RAG's retrieved text): shown as the model reads it
             return [foreign_hint_shown(self.harness.services.redactor, item)]
@@ -738,7 +739,7 @@ class ReplyLifecycle:
         if kind == _TOOL_END:
             held = self.held_deltas.pop(item.tool_call_id, None)
             run.own_pieces.pop(item.tool_call_id, None)
-            tool = self.tool_names.pop(item.tool_call_id, None)
+            tool, self.tool_names[item.tool_call_id] = self.tool_names.get(item.tool_call_id), None
             if item.tool_call_id in run.admitted and item.state != ToolResultState.DENIED:
                 served = await self._served(run, item, held is not None)  # its on_acting never reached the harness's
                 if served is not None:
@@ -1048,8 +1049,8 @@ class ReplyLifecycle:
         """A result a middleware before the harness's served in ``on_acting``
         (a cache; the tool never ran) is in the context as it served it:
         shaped there now, as it entered, and its end shown as it was shaped;
-        one it ``streamed`` is shown whole as the model reads it (as the
-        harness's ``on_acting`` shows a tool's: its text, then its data).
+        the text it ``streamed`` is shown whole as the model reads it (as the
+        harness's ``on_acting`` shows a tool's; its data was shown as it came).
         ``None``: the end is another call's under the admitted one's id
         (refused: a provider's repeated id)."""
         ctx = run.admitted[end.tool_call_id]
@@ -1057,28 +1058,21 @@ class ReplyLifecycle:
         if block is None:
             return None
         await shape_served(self.harness, run, block)
-        shown = _result_events(end, block.output) if streamed else []
-        return [*shown, end.model_copy(update={"state": block.state, "metadata": block.metadata})]
+        shown: list[Any] = [end.model_copy(update={"state": block.state, "metadata": block.metadata})]
+        text = result_text(block.output) if streamed else ""
+        if text:
+            shown.insert(0, ToolResultTextDeltaEvent(reply_id=end.reply_id, tool_call_id=end.tool_call_id, delta=text))
+        return shown
 
     async def _held_shown(self, run: RunState, tool: str | None, held: list[Any]) -> list[Any]:
-        """A result's stream the harness's ``on_acting`` did not shape
-        (progress a middleware before the harness's streamed, then handed the
-        call on; AgentScope's refusal of a call): its text in one piece,
-        redacted and shaped by the tool's ``pii`` as the result is (none when
-        that withholds it), its data left out (the harness's ``on_acting``
-        shows the result's own)."""
-        pieces = [e for e in held if type(e) is ToolResultTextDeltaEvent]
-        if not pieces:
-            return []
-        shown = await self.harness.services.redactor.redact_async("".join(e.delta for e in pieces))
+        """Text a middleware before the harness's streamed for a call and then
+        handed the call on (progress): in one piece, redacted and shaped by
+        the tool's ``pii`` as the result is, a step at a time for a large one
+        (none of it when that withholds it)."""
         modes, salt = result_pii(self.harness.config.tools.get(tool) if tool is not None else None, run)
-        if modes:
-            found = apply_pii(shown, modes, salt)
-            if found.blocked_kinds:
-                return []
-            shown = found.text
-        shown = refusal_shown(self.harness, self.agent, run, pieces[0].tool_call_id, shown)
-        return [pieces[0].model_copy(update={"delta": shown})]
+        text = "".join(e.delta for e in held)
+        shown, _, found = await filter_result(self.harness.services.redactor, text, modes, salt)
+        return [] if found.blocked_kinds or not shown else [held[0].model_copy(update={"delta": shown})]
 
     def _cleaned_metadata(self, end: ToolResultEndEvent) -> ToolResultEndEvent:
         """A client's result AgentScope took (it checks the metadata the
@@ -1379,22 +1373,13 @@ def _awaits_human(agent: Any) -> bool:
     return bool(agent.state.get_awaiting_tool_calls(agent.name))
 
 
-def _result_events(end: ToolResultEndEvent, output: Any) -> list[Any]:
-    """A result's content as AgentScope streams a tool's: a text delta (its
-    text in one piece), then a data delta per data block."""
-    events: list[Any] = []
-    text = result_text(output)
-    if text:
-        events.append(ToolResultTextDeltaEvent(reply_id=end.reply_id, tool_call_id=end.tool_call_id, delta=text))
-    for block in output if isinstance(output, list) else ():
-        if isinstance(block, DataBlock) and isinstance(block.source, (Base64Source, URLSource)):
-            source = block.source
-            data, url = (source.data, None) if isinstance(source, Base64Source) else (None, str(source.url))
-            events.append(ToolResultDataDeltaEvent(
-                reply_id=end.reply_id, tool_call_id=end.tool_call_id, block_id=block.id,
-                media_type=source.media_type, data=data, url=url,
-            ))
-    return events
+def _data_shown(redactor: Redactor, event: ToolResultDataDeltaEvent) -> ToolResultDataDeltaEvent:
+    """A result's data piece as the user is shown it: its link redacted (a
+    signed URL's key), as the model reads the block's."""
+    if event.url is None:
+        return event
+    url = redactor.redact(event.url)
+    return event if url == event.url else event.model_copy(update={"url": url})
 
 
 def _rewrite_text(msg: Msg, text: str) -> None:

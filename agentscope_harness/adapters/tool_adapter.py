@@ -281,9 +281,8 @@ class HarnessToolAdapter(HarnessMiddleware):
         shown: list[TextBlock | DataBlock] = [b for b in response.content if isinstance(b, (TextBlock, DataBlock))]
         if shown:
             run = run_of(self.harness, agent)
-            if run is not None:  # the reply shows these as they come (any other piece: at the call's end)
-                run.own_pieces[input_kwargs["tool_call"].id] = [
-                    ("text", b.text) if isinstance(b, TextBlock) else ("data", b.id) for b in shown]
+            if run is not None:  # the reply shows this text as it comes (any other: at the call's end)
+                run.own_pieces[input_kwargs["tool_call"].id] = [b.text for b in shown if isinstance(b, TextBlock)]
             yield ToolChunk(content=shown, state=ToolResultState.RUNNING, id=response.id)
         yield response
 
