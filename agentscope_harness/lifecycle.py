@@ -86,9 +86,9 @@ from .outputs import (
     result_pii,
     result_text,
     shaped_data,
+    shaped_link,
     shown_name,
 )
-from .redaction import Redactor
 from .report import RunReport, TerminalState
 from .run_state import RUN_HANDLE, TOOL_CALL, RunState, live_parent
 from .runner import AUDIT_HOOK, OUTCOME_HOOK
@@ -131,9 +131,10 @@ class _EndPassed:
     """The end of a reply that passed (``RunState.reopen``), as AgentScope
     accounts for it: its ``ReplyEndEvent`` has not reached the caller while
     a middleware before the harness's holds it (``_receive_reply_end``, which
-    its loop reads to make another round when asked for more). A version
-    without that flag: the end reads as delivered, and a round that comes
-    reopens the run at its reasoning."""
+    its loop reads to make another round when asked for more; a version
+    without that flag: the end reads as delivered). A round that comes
+    reopens the run at its reasoning (AgentScope may also just end again,
+    its answer already made: the end's verdict then stands)."""
 
     __slots__ = ("life", "run")
 
@@ -663,8 +664,6 @@ class ReplyLifecycle:
             following = inner.__anext__
             while True:
                 run = self.run
-                if run is not None and run.reopen is not None and run.reopen.swallowed():
-                    run.reopen()  # asked for more after an end that never reached the caller: the reply goes on
                 token = None if run is None else RUN_HANDLE.set(run.handle)  # the deadline is read through it
                 try:
                     item = await following()
@@ -709,14 +708,14 @@ class ReplyLifecycle:
         run = self.run
         if run is None:
             return [item]
-        if kind == _TOOL_DATA:  # shown as it comes, its link redacted (the harness's own already is)
-            return [_data_shown(self.harness.services.redactor, item)]
+        if kind == _TOOL_DATA:  # shown as it comes, its link as the model reads it (the harness's own already is)
+            return [await self._data_shown(run, item)]
         if kind == _TOOL_TEXT:
             call_id = item.tool_call_id
             own = run.own_pieces.get(call_id)
             if own is not None and item.delta in own:  # the harness's on_acting shaped it
                 own.remove(item.delta)
-            elif call_id in self.tool_names and not quotes_the_call(item.delta):
+            elif call_id in self.tool_names and not (quotes_the_call(item.delta) and call_id not in run.judged_calls):
                 if self.tool_names[call_id] is None:  # after the call's end (a middleware's closing line)
                     return []  # the result the model read has been shown
                 self.held_deltas.setdefault(call_id, []).append(item)  # another's piece: shown at the call's end
@@ -1064,6 +1063,17 @@ class ReplyLifecycle:
             shown.insert(0, ToolResultTextDeltaEvent(reply_id=end.reply_id, tool_call_id=end.tool_call_id, delta=text))
         return shown
 
+    async def _data_shown(self, run: RunState, event: ToolResultDataDeltaEvent) -> ToolResultDataDeltaEvent:
+        """A result's data piece as the user is shown it: its link shaped as
+        the model reads the block's (a signed URL's key redacted, the tool's
+        ``pii`` applied)."""
+        if event.url is None:
+            return event
+        tool = self.tool_names.get(event.tool_call_id)
+        modes, salt = result_pii(self.harness.config.tools.get(tool) if tool is not None else None, run)
+        url = await shaped_link(event.url, self.harness.services.redactor, modes, salt)
+        return event if url == event.url else event.model_copy(update={"url": url})
+
     async def _held_shown(self, run: RunState, tool: str | None, held: list[Any]) -> list[Any]:
         """Text a middleware before the harness's streamed for a call and then
         handed the call on (progress): in one piece, redacted and shaped by
@@ -1094,7 +1104,7 @@ class ReplyLifecycle:
         settled there was provisional. The run is open again, and its true
         end settles and publishes the report that supersedes it (same run
         id: ``on_report`` is called again, the history keeps the last)."""
-        run.reopen = None
+        run.reopen, run.spent_after_end = None, False  # what was spent at the held end: in the round's report
         stale, self.end_reason, self.corrections, self.structured = run.report, None, [], None
         facts = run.facts  # what an answer was judged to there is undone: the next round's answer is judged
         facts.terminal, facts.stop_text, facts.unsupported_claims[:], facts.claimed_steps[:] = self.before_end
@@ -1371,15 +1381,6 @@ def _awaits_human(agent: Any) -> bool:
     """Whether AgentScope still waits for a human's (or a client's) answer
     to a call of the agent's reply: it can be resumed."""
     return bool(agent.state.get_awaiting_tool_calls(agent.name))
-
-
-def _data_shown(redactor: Redactor, event: ToolResultDataDeltaEvent) -> ToolResultDataDeltaEvent:
-    """A result's data piece as the user is shown it: its link redacted (a
-    signed URL's key), as the model reads the block's."""
-    if event.url is None:
-        return event
-    url = redactor.redact(event.url)
-    return event if url == event.url else event.model_copy(update={"url": url})
 
 
 def _rewrite_text(msg: Msg, text: str) -> None:

@@ -749,6 +749,14 @@ async def shaped_data(
     return shaped_blocks
 
 
+async def shaped_link(url: str, redactor: Redactor, pii: Mapping[str, str], salt: bytes) -> str:
+    """A data block's link as the model reads it (``shaped_data``'s URL
+    field): secrets redacted, the tool's ``pii`` applied (``block``:
+    redacted), a step at a time (a megabyte link never holds the loop)."""
+    text, _, _ = await filter_result(redactor, url, _field_modes(pii), salt)
+    return text
+
+
 def readable_metadata(
     redactor: Redactor, metadata: dict[str, Any], pii: Mapping[str, str] | None = None, salt: bytes = b"",
 ) -> dict[str, Any]:

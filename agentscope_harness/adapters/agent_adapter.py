@@ -146,7 +146,7 @@ class HarnessAgentAdapter(HarnessMiddleware):
                 async for item in inner:
                     yield item
                 return
-            if run.reopen is not None:  # a round after a swallowed end the reply step did not see go on
+            if run.reopen is not None:  # a round after an end a middleware before the harness's swallowed
                 run.reopen()
             run.candidate = run.harness_answer = None  # this round's answer is still to come
             run.turns += 1
