@@ -1104,7 +1104,7 @@ class ReplyLifecycle:
         settled there was provisional. The run is open again, and its true
         end settles and publishes the report that supersedes it (same run
         id: ``on_report`` is called again, the history keeps the last)."""
-        run.reopen, run.spent_after_end = None, False  # what was spent at the held end: in the round's report
+        run.reopen, run.said_after_end = None, False  # what was spent at the held end: in the round's report
         stale, self.end_reason, self.corrections, self.structured = run.report, None, [], None
         facts = run.facts  # what an answer was judged to there is undone: the next round's answer is judged
         facts.terminal, facts.stop_text, facts.unsupported_claims[:], facts.claimed_steps[:] = self.before_end
@@ -1288,8 +1288,8 @@ class ReplyLifecycle:
                 await self._record_park(run)
             elif failure is not None and self.resumed_park is not None and _awaits_human(self.agent):
                 await self._park_again(run, failure, self.resumed_park.reason)
-            elif run.spent_after_end and run.report is not None:  # a judge's calls after its end: said
-                ended, run.spent_after_end = run.report, False
+            elif run.said_after_end and run.report is not None:  # a judge's calls after its end: said
+                ended, run.said_after_end = run.report, False
                 run.report, run.superseded = None, ended
                 await self.settle(run, ended.terminal_state, ended.reason)
             elif run.report is None:

@@ -495,6 +495,11 @@ class ModelGuard:
                 redact_foreign_hints(services.redactor, content)
         side = None if compression else str(next(_SIDE_CALLS))  # a compression is the run's own call
         tokens, output = estimate_input_tokens(messages, tools), _output_estimate(run, model)
+        candidate = self.harness.candidate
+        if candidate is not None:  # judged as any model call: on what the live checks see
+            name = _name(model)
+            live = precall_stop(run, name, tokens, output, enforced_only=not services.shadow)
+            candidate.judge_model_call(run, services, name, tokens, output, live)
         refusal = self._side_call_refusal(run, model, tokens, output)
         if refusal is None:
             admission = await fleet.before_model_call(run, model, messages, tools, side=side)
@@ -512,8 +517,7 @@ class ModelGuard:
         # held with no await since the check, as any call's estimate
         estimate = hold(run, _name(model), tokens, output)
         run.add_model_call()
-        if run.reopen is not None and run.report is not None:  # at a held end: its report is said again
-            run.spent_after_end = True
+        _after_end(run)
         _count_attempts(model)
         attempts = _Attempts(run, usages=[])
         token = _ATTEMPTS.set(attempts)
@@ -607,6 +611,7 @@ class ModelGuard:
 
     def _not_made(self, run: RunState, why: str, compression: bool) -> ModelCallRefused:
         """Record a call below ``on_model_call`` not made (or cut); what it raises."""
+        _after_end(run)
         point, what = (
             ("on_compress_context", "AgentScope's context compression") if compression
             else ("on_model_call", "a model call a middleware made itself")
@@ -1184,16 +1189,22 @@ def _live_guard() -> tuple[ModelGuard, RunState] | None:
     return run.table.guard, run
 
 
+def _after_end(run: RunState) -> None:
+    """A call of a run past its end, made or refused, changes its books: the
+    reply's close says it again (``RunState.said_after_end``)."""
+    if run.reopen is not None and run.report is not None:
+        run.said_after_end = True
+
+
 def _open_to_calls(run: RunState) -> bool:
     """Whether a call made now belongs to ``run``: it is live, parked for a
     human (a task it started runs on: its call is judged, and refused, as
-    the run's), or at an end a middleware before the harness's holds (its
-    judge of the answer: ``RunState.spent_after_end``); not settled (a task
-    that outlived it)."""
+    the run's), or past its end with its reply still open (a judge of the
+    answer, a grader of the final message: ``RunState.said_after_end``);
+    not settled (a task that outlived it)."""
     report = run.report
     return run.table.get(run.run_id) is run and (
-        report is None or report.terminal_state is TerminalState.WAITING_INPUT
-        or (run.reopen is not None and run.reopen.swallowed())
+        report is None or report.terminal_state is TerminalState.WAITING_INPUT or run.reopen is not None
     )
 
 

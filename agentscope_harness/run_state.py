@@ -226,10 +226,11 @@ class RunState(LazyFields):
     closes: a round that begins after it (a middleware before the harness's
     swallowed that end) calls it first, reopening the run
     (``ReplyLifecycle._went_on``)."""
-    spent_after_end: bool = False
-    """A model call was made in the run after its end was settled, while a
-    middleware before the harness's held that end (a judge of the answer):
-    the reply's close publishes the report that supersedes the end's."""
+    said_after_end: bool = False
+    """The run's books changed after its end was settled, before its reply
+    closed (a middleware's own model call, made or refused: a judge of the
+    answer, a grader of the final message): the reply's close publishes the
+    report that supersedes the end's."""
     superseded: RunReport | None = None
     """The provisional report (a park's, a swallowed end's) the run's next
     report supersedes: it leaves ``Harness.reports`` when that one is

@@ -25,39 +25,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from agentscope.event import ReplyEndEvent
-from agentscope.message import HintBlock
-from agentscope.middleware import MiddlewareBase
 
 from agentscope_harness import CostPolicy, Harness, HarnessConfig
+from tests.redteam.judge_kit import Judge
 from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, search, text
 
 pytestmark = pytest.mark.asyncio
-
-VERDICT = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
-
-
-class JudgeThenRetry(MiddlewareBase):
-    """A user's self-check: at the reply's first end a judge decides; a bad answer gets
-    one more round (the end swallowed, AgentScope's way)."""
-
-    def __init__(self, judge: Any) -> None:
-        self.judge, self.judged = judge, 0
-
-    async def get_middleware_key(self) -> str:
-        return "judge_then_retry"
-
-    async def on_reply(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
-        async for event in next_handler(**input_kwargs):
-            if isinstance(event, ReplyEndEvent) and self.judged == 0:
-                self.judged += 1
-                verdict = await self.judge.generate_structured_output(
-                    list(agent.state.context)[-2:], structured_model=VERDICT)
-                if not verdict.content.get("ok", True):
-                    agent.state.append_context(agent.name, [HintBlock(hint="The judge found a gap: check again.")])
-                    continue
-            yield event
-
 
 async def test_the_judges_call_at_a_swallowed_end_is_the_runs() -> None:
     judge = ScriptedModel([calls(("generate_structured_output", {"ok": False}), inp=1_000_000, out=10)],
@@ -66,7 +39,7 @@ async def test_the_judges_call_at_a_swallowed_end_is_the_runs() -> None:
                           model="m")
     h = Harness(HarnessConfig(cost=CostPolicy(cap_usd=1.0, prices={"m": (1.0, 1.0), "judge": (10.0, 10.0)})),
                 load_entry_points=False, environ={})
-    agent = make_agent(model, [search], [JudgeThenRetry(judge), *h.middlewares()])
+    agent = make_agent(model, [search], [Judge(judge), *h.middlewares()])
     with h.acting_for(ALICE):
         await run(agent, "what is the answer?")
     report = h.last_report(agent)
@@ -84,7 +57,7 @@ async def test_a_judge_that_passes_the_answer_is_charged_and_said_in_the_report(
     told: list[Any] = []
     h = Harness(HarnessConfig(cost=CostPolicy(cap_usd=1.0, prices={"m": (1.0, 1.0), "judge": (10.0, 10.0)}),
                               on_report=told.append), load_entry_points=False, environ={})
-    agent = make_agent(model, [search], [JudgeThenRetry(judge), *h.middlewares()])
+    agent = make_agent(model, [search], [Judge(judge), *h.middlewares()])
     with h.acting_for(ALICE):
         _, final = await run(agent, "what is the answer?")
     report = h.last_report(agent)
