@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 from agentscope.event import ToolResultTextDeltaEvent
 from agentscope.message import TextBlock, ToolResultState
-from agentscope.middleware import MiddlewareBase
 from agentscope.tool import ToolChunk, Toolkit, ToolResponse
 
 from agentscope_harness import Harness, HarnessConfig, ToolPolicy
+from tests.redteam.stream_kit import StreamsAround
 from tests.scripted import ALICE, ScriptedModel, calls, last_tool_message, make_agent, run, text, tool
 
 pytestmark = pytest.mark.asyncio
@@ -63,19 +63,6 @@ async def lookup(q: str) -> str:
     return RECORD
 
 
-class Progress(MiddlewareBase):
-    """A user's progress reporter, placed first: streams what it is doing, then delegates."""
-
-    async def get_middleware_key(self) -> str:
-        return "progress"
-
-    async def on_acting(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
-        for chunk in _chunks():
-            yield chunk
-        async for item in next_handler(**input_kwargs):
-            yield item
-
-
 @pytest.mark.parametrize("by_middleware", [False, True], ids=["tool_streams", "middleware_streams_then_delegates"])
 async def test_held_progress_text_is_redacted_and_shaped_whole(by_middleware: bool) -> None:
     h = Harness(HarnessConfig(tools={"lookup": ToolPolicy(role="retrieval", pii={"email": "block"})}),
@@ -84,7 +71,7 @@ async def test_held_progress_text_is_redacted_and_shaped_whole(by_middleware: bo
     fn = lookup if by_middleware else streaming_lookup
     fn.__name__ = "lookup"
     agent = make_agent(model, h.instrument(Toolkit(tools=[tool(fn)])),
-                       [*([Progress()] if by_middleware else []), *h.middlewares()])
+                       [*([StreamsAround(before=[c.content for c in _chunks()])] if by_middleware else []), *h.middlewares()])
     with h.acting_for(ALICE):
         events, _ = await run(agent, "who is maria?")
     streamed = "".join(e.delta for e in events if isinstance(e, ToolResultTextDeltaEvent))

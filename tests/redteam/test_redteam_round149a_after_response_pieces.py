@@ -19,15 +19,13 @@ Should: the pieces are held (or shaped whole) as any other piece of a tool's res
 """
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from agentscope.event import ToolResultTextDeltaEvent
-from agentscope.message import TextBlock, ToolResultState
-from agentscope.middleware import MiddlewareBase
-from agentscope.tool import ToolChunk, Toolkit
+from agentscope.message import TextBlock
+from agentscope.tool import Toolkit
 
 from agentscope_harness import Harness, HarnessConfig, ToolPolicy
+from tests.redteam.stream_kit import StreamsAround
 from tests.scripted import ALICE, ScriptedModel, calls, last_tool_message, make_agent, run, text, tool
 
 pytestmark = pytest.mark.asyncio
@@ -47,24 +45,11 @@ async def lookup(q: str) -> str:
     return RECORD
 
 
-class Audit(MiddlewareBase):
-    """A user's audit line, placed first: the call's stream, then a closing line."""
-
-    async def get_middleware_key(self) -> str:
-        return "audit"
-
-    async def on_acting(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
-        async for item in next_handler(**input_kwargs):
-            yield item
-        for piece in PIECES:
-            yield ToolChunk(content=[TextBlock(text=piece)], state=ToolResultState.RUNNING)
-
-
 async def test_pieces_after_the_result_are_shaped_too() -> None:
     h = Harness(HarnessConfig(tools={"lookup": ToolPolicy(role="retrieval", pii={"email": "block"})}),
                 load_entry_points=False, environ={})
     model = ScriptedModel([calls(("lookup", {"q": "maria"})), text("I could not read the record.")])
-    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(lookup)])), [Audit(), *h.middlewares()])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(lookup)])), [StreamsAround(after=[[TextBlock(text=piece)] for piece in PIECES]), *h.middlewares()])
     with h.acting_for(ALICE):
         events, _ = await run(agent, "who is maria?")
     streamed = "".join(e.delta for e in events if isinstance(e, ToolResultTextDeltaEvent))

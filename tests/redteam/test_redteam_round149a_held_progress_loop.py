@@ -19,18 +19,12 @@ Should: the held text's pii is rewritten in steps as a result's is (`_pii_in_pie
 """
 from __future__ import annotations
 
-import gc
-from typing import Any
-
 import pytest
 from agentscope.event import ToolResultTextDeltaEvent
-from agentscope.message import TextBlock, ToolResultState
-from agentscope.middleware import MiddlewareBase
-from agentscope.tool import ToolChunk, Toolkit
+from agentscope.message import TextBlock
 
-from agentscope_harness import Harness, HarnessConfig, ToolPolicy
-from tests.perf.loopkit import longest_block
-from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, text, tool
+from agentscope_harness import ToolPolicy
+from tests.redteam.stream_kit import StreamsAround, loop_gap
 
 pytestmark = pytest.mark.asyncio
 
@@ -39,48 +33,17 @@ LOG = LINE * (2_000_000 // len(LINE))
 STEP = 64 * 1024
 
 
-async def lookup(q: str) -> str:
-    """Look up a customer.
-
-    Args:
-        q (str): The query.
-    """
-    return "one record found"
-
-
-class Progress(MiddlewareBase):
+def _scan_log() -> StreamsAround:
     """A user's progress reporter, placed first: streams its scan log, then delegates."""
-
-    async def get_middleware_key(self) -> str:
-        return "progress"
-
-    async def on_acting(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
-        for start in range(0, len(LOG), STEP):
-            yield ToolChunk(content=[TextBlock(text=LOG[start:start + STEP])], state=ToolResultState.RUNNING)
-        async for item in next_handler(**input_kwargs):
-            yield item
+    return StreamsAround(before=[[TextBlock(text=LOG[start:start + STEP])] for start in range(0, len(LOG), STEP)])
 
 
-async def _gap(harnessed: bool) -> tuple[float, list[Any]]:
-    gc.collect()
-    h = Harness(HarnessConfig(tools={"lookup": ToolPolicy(role="retrieval", pii={"email": "redact"})}),
-                load_entry_points=False, environ={})
-    model = ScriptedModel([calls(("lookup", {"q": "maria"})), text("found one.")], model="m")
-    toolkit = h.instrument(Toolkit(tools=[tool(lookup)])) if harnessed else Toolkit(tools=[tool(lookup)])
-    agent = make_agent(model, toolkit, [Progress(), *(h.middlewares() if harnessed else [])])
-    out: list[Any] = []
-
-    async def work() -> None:
-        out.extend((await run(agent, "who is maria?"))[0])
-
-    with h.acting_for(ALICE):
-        gap = await longest_block(work())
-    return gap, out
+POLICY = ToolPolicy(role="retrieval", pii={"email": "redact"})
 
 
 async def test_held_progress_pii_does_not_hold_the_loop() -> None:
-    bare, _ = await _gap(False)
-    gap, events = await _gap(True)
+    bare, _ = await loop_gap(_scan_log(), False, POLICY)
+    gap, events = await loop_gap(_scan_log(), True, POLICY)
     streamed = "".join(e.delta for e in events if isinstance(e, ToolResultTextDeltaEvent))
     assert "maria.gonzalez@example.org" not in streamed and "scanned record" in streamed
     print(f"longest loop block: harnessed {gap * 1000:.1f} ms, bare {bare * 1000:.1f} ms")

@@ -17,18 +17,12 @@ Should: the link is redacted in slices (`redact_async`) as a text piece is.
 """
 from __future__ import annotations
 
-import gc
-from typing import Any
-
 import pytest
 from agentscope.event import ToolResultDataDeltaEvent
-from agentscope.message import DataBlock, ToolResultState, URLSource
-from agentscope.middleware import MiddlewareBase
-from agentscope.tool import ToolChunk, Toolkit
+from agentscope.message import DataBlock, URLSource
 
-from agentscope_harness import Harness, HarnessConfig, ToolPolicy
-from tests.perf.loopkit import longest_block
-from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, text, tool
+from agentscope_harness import ToolPolicy
+from tests.redteam.stream_kit import StreamsAround, loop_gap
 
 pytestmark = pytest.mark.asyncio
 
@@ -36,47 +30,14 @@ UNIT = "AKIAIOSFODNN7EXAMPLE,"
 URL = "https://files.example.com/bundle.zip?keys=" + UNIT * (4_000_000 // len(UNIT))
 
 
-async def lookup(q: str) -> str:
-    """Look up a customer.
-
-    Args:
-        q (str): The query.
-    """
-    return "one record found"
-
-
-class Progress(MiddlewareBase):
+def _bundle() -> StreamsAround:
     """A user's progress reporter, placed first: streams the bundle's link, then delegates."""
-
-    async def get_middleware_key(self) -> str:
-        return "progress"
-
-    async def on_acting(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
-        block = DataBlock(id="bundle-1", source=URLSource(url=URL, media_type="application/zip"))
-        yield ToolChunk(content=[block], state=ToolResultState.RUNNING)
-        async for item in next_handler(**input_kwargs):
-            yield item
-
-
-async def _gap(harnessed: bool) -> tuple[float, list[Any]]:
-    gc.collect()
-    h = Harness(HarnessConfig(tools={"lookup": ToolPolicy(role="retrieval")}), load_entry_points=False, environ={})
-    model = ScriptedModel([calls(("lookup", {"q": "maria"})), text("found one.")], model="m")
-    toolkit = h.instrument(Toolkit(tools=[tool(lookup)])) if harnessed else Toolkit(tools=[tool(lookup)])
-    agent = make_agent(model, toolkit, [Progress(), *(h.middlewares() if harnessed else [])])
-    out: list[Any] = []
-
-    async def work() -> None:
-        out.extend((await run(agent, "who is maria?"))[0])
-
-    with h.acting_for(ALICE):
-        gap = await longest_block(work())
-    return gap, out
+    return StreamsAround(before=[[DataBlock(id="bundle-1", source=URLSource(url=URL, media_type="application/zip"))]])
 
 
 async def test_a_streamed_data_link_is_not_redacted_in_one_step() -> None:
-    bare, _ = await _gap(False)
-    gap, events = await _gap(True)
+    bare, _ = await loop_gap(_bundle(), False, ToolPolicy(role="retrieval"))
+    gap, events = await loop_gap(_bundle(), True, ToolPolicy(role="retrieval"))
     shown = [e for e in events if isinstance(e, ToolResultDataDeltaEvent)]
     assert shown and "AKIAIOSFODNN7EXAMPLE" not in (shown[0].url or "")  # redacted, as promised
     print(f"longest loop block: harnessed {gap * 1000:.1f} ms, bare {bare * 1000:.1f} ms")
