@@ -383,10 +383,7 @@ class ModelGuard:
             services, run, input_kwargs.get("messages") or [], input_kwargs.get("tools"), model, agent.state,
         )
         name, output = _name(model), _output_estimate(run, model)
-        candidate = self.harness.candidate
-        if candidate is not None:  # judged on what the live checks are about to see
-            live = precall_stop(run, name, tokens, output, enforced_only=not services.shadow)
-            candidate.judge_model_call(run, services, name, tokens, output, live)
+        self._candidate_judges(run, name, tokens, output)
         over = overspend(run, name, tokens, output)
         refusal = (
             self._enclosing_ended(run) or self._past_deadline(run) or over_request_cap(services, run, tokens)
@@ -495,11 +492,7 @@ class ModelGuard:
                 redact_foreign_hints(services.redactor, content)
         side = None if compression else str(next(_SIDE_CALLS))  # a compression is the run's own call
         tokens, output = estimate_input_tokens(messages, tools), _output_estimate(run, model)
-        candidate = self.harness.candidate
-        if candidate is not None:  # judged as any model call: on what the live checks see
-            name = _name(model)
-            live = precall_stop(run, name, tokens, output, enforced_only=not services.shadow)
-            candidate.judge_model_call(run, services, name, tokens, output, live)
+        self._candidate_judges(run, _name(model), tokens, output)  # as any model call
         refusal = self._side_call_refusal(run, model, tokens, output)
         if refusal is None:
             admission = await fleet.before_model_call(run, model, messages, tools, side=side)
@@ -586,6 +579,15 @@ class ModelGuard:
             cache_input_tokens=sum(u.cache_input_tokens or 0 for u in usages),
             cache_creation_input_tokens=sum(u.cache_creation_input_tokens or 0 for u in usages),
         )
+
+    def _candidate_judges(self, run: RunState, name: str, tokens: int, output: int) -> None:
+        """The candidate policy's verdict on a model call, judged on what the
+        live checks are about to see."""
+        candidate = self.harness.candidate
+        if candidate is not None:
+            services = self.harness.services
+            live = precall_stop(run, name, tokens, output, enforced_only=not services.shadow)
+            candidate.judge_model_call(run, services, name, tokens, output, live)
 
     def _side_call_refusal(self, run: RunState, model: Any, tokens: int, output: int) -> str | None:
         """Why a call below ``on_model_call`` of ``tokens`` input (``output``
