@@ -5,12 +5,12 @@ longest event-loop block of a reply, harnessed against bare."""
 from __future__ import annotations
 
 import gc
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any
 
 from agentscope.message import ToolResultState
 from agentscope.middleware import MiddlewareBase
-from agentscope.tool import ToolChunk, Toolkit
+from agentscope.tool import ToolChunk, Toolkit, ToolResponse
 
 from agentscope_harness import Harness, HarnessConfig, ToolPolicy
 from tests.perf.loopkit import longest_block
@@ -34,6 +34,28 @@ class StreamsAround(MiddlewareBase):
             yield item
         for content in self.after:
             yield ToolChunk(content=content, state=ToolResultState.RUNNING)
+
+
+async def streamed(content: Callable[[], list[Any]]) -> AsyncGenerator[Any, None]:
+    """A result as a tool streams it: a chunk of ``content``, then the response."""
+    yield ToolChunk(content=content(), state=ToolResultState.RUNNING)
+    yield ToolResponse(content=content(), state=ToolResultState.SUCCESS)
+
+
+class ServesStreamed(MiddlewareBase):
+    """A user's result cache, placed first: serves ``tool``'s calls as a tool
+    streams a result (``streamed``), the tool never run; hands any other on."""
+
+    def __init__(self, tool: str, content: Callable[[], list[Any]]) -> None:
+        self.tool, self.content = tool, content
+
+    async def get_middleware_key(self) -> str:
+        return "serves_streamed"
+
+    async def on_acting(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        stream = streamed(self.content) if input_kwargs["tool_call"].name == self.tool else next_handler(**input_kwargs)
+        async for item in stream:
+            yield item
 
 
 async def lookup(q: str) -> str:

@@ -21,34 +21,17 @@ Should: the streamed text follows the tool's `pii` (withheld/blocked as the mode
 """
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from agentscope.event import ToolResultEndEvent, ToolResultTextDeltaEvent
 from agentscope.message import TextBlock, ToolResultState
-from agentscope.middleware import MiddlewareBase
-from agentscope.tool import ToolChunk, Toolkit, ToolResponse
+from agentscope.tool import Toolkit
 
 from agentscope_harness import Harness, HarnessConfig, ToolPolicy
 from tests.redteam.served_kit import EMAIL, RECORD, lookup
+from tests.redteam.stream_kit import ServesStreamed
 from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, text, tool
 
 pytestmark = pytest.mark.asyncio
-
-
-class StreamingCache(MiddlewareBase):
-    """A user's result cache, placed first, that replays a hit as a tool streams it."""
-
-    async def get_middleware_key(self) -> str:
-        return "streaming_cache"
-
-    async def on_acting(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
-        if input_kwargs["tool_call"].name == "lookup":
-            yield ToolChunk(content=[TextBlock(text=RECORD)], state=ToolResultState.RUNNING)
-            yield ToolResponse(content=[TextBlock(text=RECORD)], state=ToolResultState.SUCCESS)
-            return
-        async for item in next_handler(**input_kwargs):
-            yield item
 
 
 @pytest.mark.parametrize("cached", [False, True], ids=["tool_itself", "served_by_cache"])
@@ -57,7 +40,7 @@ async def test_a_served_results_streamed_text_follows_the_tools_pii(cached: bool
                 load_entry_points=False, environ={})
     model = ScriptedModel([calls(("lookup", {"q": "maria"})), text("I could not read the record.")])
     agent = make_agent(model, h.instrument(Toolkit(tools=[tool(lookup)])),
-                       [*([StreamingCache()] if cached else []), *h.middlewares()])
+                       [*([ServesStreamed("lookup", lambda: [TextBlock(text=RECORD)])] if cached else []), *h.middlewares()])
     with h.acting_for(ALICE):
         events, _ = await run(agent, "who is maria?")
     streamed = "".join(e.delta for e in events if isinstance(e, ToolResultTextDeltaEvent))

@@ -19,11 +19,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from agentscope.message import DataBlock, TextBlock, ToolResultState, URLSource
-from agentscope.middleware import MiddlewareBase
-from agentscope.tool import ToolChunk, Toolkit, ToolResponse
+from agentscope.message import DataBlock, TextBlock, URLSource
+from agentscope.tool import Toolkit
 
 from agentscope_harness import Harness, HarnessConfig, ToolPolicy
+from tests.redteam.stream_kit import ServesStreamed, streamed
 from tests.scripted import ALICE, ScriptedModel, calls, make_agent, payload_bytes, run, text, tool
 
 pytestmark = pytest.mark.asyncio
@@ -43,21 +43,8 @@ async def chart(q: str) -> Any:
     Args:
         q (str): The metric.
     """
-    yield ToolChunk(content=_blocks(), state=ToolResultState.RUNNING)
-    yield ToolResponse(content=_blocks(), state=ToolResultState.SUCCESS)
-
-
-class StreamingCache(MiddlewareBase):
-    async def get_middleware_key(self) -> str:
-        return "streaming_chart_cache"
-
-    async def on_acting(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
-        if input_kwargs["tool_call"].name == "chart":
-            yield ToolChunk(content=_blocks(), state=ToolResultState.RUNNING)
-            yield ToolResponse(content=_blocks(), state=ToolResultState.SUCCESS)
-            return
-        async for item in next_handler(**input_kwargs):
-            yield item
+    async for item in streamed(_blocks):
+        yield item
 
 
 @pytest.mark.parametrize("cached", [False, True], ids=["tool_itself", "served_by_cache"])
@@ -65,7 +52,7 @@ async def test_a_served_results_streamed_data_block_is_redacted(cached: bool) ->
     h = Harness(HarnessConfig(tools={"chart": ToolPolicy(role="retrieval")}), load_entry_points=False, environ={})
     model = ScriptedModel([calls(("chart", {"q": "latency"})), text("Here is the chart.")])
     agent = make_agent(model, h.instrument(Toolkit(tools=[tool(chart)])),
-                       [*([StreamingCache()] if cached else []), *h.middlewares()])
+                       [*([ServesStreamed("chart", _blocks)] if cached else []), *h.middlewares()])
     with h.acting_for(ALICE):
         events, final = await run(agent, "show latency")
     leaked = [type(e).__name__ for e in events if KEY in (e.model_dump_json() if hasattr(e, "model_dump_json") else str(e))]

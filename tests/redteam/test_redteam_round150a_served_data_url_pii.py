@@ -21,11 +21,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from agentscope.message import DataBlock, TextBlock, ToolResultState, URLSource
-from agentscope.middleware import MiddlewareBase
-from agentscope.tool import ToolChunk, Toolkit, ToolResponse
+from agentscope.message import DataBlock, TextBlock, URLSource
+from agentscope.tool import Toolkit
 
 from agentscope_harness import Harness, HarnessConfig, ToolPolicy
+from tests.redteam.stream_kit import ServesStreamed, streamed
 from tests.scripted import ALICE, ScriptedModel, calls, make_agent, payload_bytes, run, text, tool
 
 pytestmark = pytest.mark.asyncio
@@ -45,17 +45,8 @@ async def export(q: str) -> Any:
     Args:
         q (str): The customer.
     """
-    yield ToolChunk(content=_blocks(), state=ToolResultState.RUNNING)
-    yield ToolResponse(content=_blocks(), state=ToolResultState.SUCCESS)
-
-
-class StreamingCache(MiddlewareBase):
-    async def get_middleware_key(self) -> str:
-        return "streaming_export_cache"
-
-    async def on_acting(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
-        yield ToolChunk(content=_blocks(), state=ToolResultState.RUNNING)
-        yield ToolResponse(content=_blocks(), state=ToolResultState.SUCCESS)
+    async for item in streamed(_blocks):
+        yield item
 
 
 @pytest.mark.parametrize("cached", [False, True], ids=["tool_itself", "served_by_cache"])
@@ -64,7 +55,7 @@ async def test_a_streamed_data_pieces_link_follows_the_tools_pii(cached: bool) -
                 load_entry_points=False, environ={})
     model = ScriptedModel([calls(("export", {"q": "maria"})), text("Here is the export.")])
     agent = make_agent(model, h.instrument(Toolkit(tools=[tool(export)])),
-                       [*([StreamingCache()] if cached else []), *h.middlewares()])
+                       [*([ServesStreamed("export", _blocks)] if cached else []), *h.middlewares()])
     with h.acting_for(ALICE):
         events, _ = await run(agent, "export maria's records")
     leaked = [type(e).__name__ for e in events
