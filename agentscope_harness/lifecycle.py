@@ -1063,14 +1063,17 @@ class ReplyLifecycle:
             shown.insert(0, ToolResultTextDeltaEvent(reply_id=end.reply_id, tool_call_id=end.tool_call_id, delta=text))
         return shown
 
+    def _tool_pii(self, run: RunState, tool: str | None) -> tuple[dict[str, str], bytes]:
+        """The ``pii`` modes (and salt) a result of ``tool`` is shaped by."""
+        return result_pii(self.harness.config.tools.get(tool) if tool is not None else None, run)
+
     async def _data_shown(self, run: RunState, event: ToolResultDataDeltaEvent) -> ToolResultDataDeltaEvent:
         """A result's data piece as the user is shown it: its link shaped as
         the model reads the block's (a signed URL's key redacted, the tool's
         ``pii`` applied)."""
         if event.url is None:
             return event
-        tool = self.tool_names.get(event.tool_call_id)
-        modes, salt = result_pii(self.harness.config.tools.get(tool) if tool is not None else None, run)
+        modes, salt = self._tool_pii(run, self.tool_names.get(event.tool_call_id))
         url = await shaped_link(event.url, self.harness.services.redactor, modes, salt)
         return event if url == event.url else event.model_copy(update={"url": url})
 
@@ -1079,7 +1082,7 @@ class ReplyLifecycle:
         handed the call on (progress): in one piece, redacted and shaped by
         the tool's ``pii`` as the result is, a step at a time for a large one
         (none of it when that withholds it)."""
-        modes, salt = result_pii(self.harness.config.tools.get(tool) if tool is not None else None, run)
+        modes, salt = self._tool_pii(run, tool)
         text = "".join(e.delta for e in held)
         shown, _, found = await filter_result(self.harness.services.redactor, text, modes, salt)
         return [] if found.blocked_kinds or not shown else [held[0].model_copy(update={"delta": shown})]

@@ -99,17 +99,18 @@ class HarnessToolAdapter(HarnessMiddleware):
         """Distinct from other middlewares' keys in ``middle_context``."""
         return "agentscope_harness.tool"
 
-    def _instrumented(self, agent: Any, tool: Any) -> None:
+    def _instrumented(self, tool: Any, meta_tool: bool) -> None:
         """Log once per tool a tool of AgentScope's own kind that
         ``harness.instrument`` never reached: its failures are text to the
         harness (no ``dependency_down``, nothing for the breaker), so a run
-        whose dependency went down would deliver the model's answer."""
+        whose dependency went down would deliver the model's answer
+        (``meta_tool``: the toolkit's own, which no ``instrument`` reaches)."""
         chain = getattr(tool, "_middlewares", None)
         name = getattr(tool, "name", "")
         told = self.harness.services.told_uninstrumented
         if chain is None or name in told or name in UNGATED_TOOLS or getattr(tool, "is_external_tool", False):
             return  # AgentScope's own tools (re-made every reply) fail as AgentScope handles them
-        if _meta_tool(agent, tool):
+        if meta_tool:
             return  # the toolkit's own meta tools: no instrument() reaches them, and they call no service
         if not _instrumented_chain(chain):
             told.add(name)
@@ -145,7 +146,8 @@ class HarnessToolAdapter(HarnessMiddleware):
         call = input_kwargs["tool_call"]
         made = await self._as_made(agent, call, input_kwargs)
         tool = made[1] if made is not None else input_kwargs.get("tool")
-        self._instrumented(agent, tool)
+        meta_tool = _meta_tool(agent, tool)
+        self._instrumented(tool, meta_tool)
         view = ToolCallView(
             id=call.id,
             name=call.name,
@@ -155,7 +157,7 @@ class HarnessToolAdapter(HarnessMiddleware):
             resumed=call.state == ToolCallState.ALLOWED,
             declared=self.harness.services.declared(call.name, tool),
             agentscope_own=_agentscope_own(agent, tool),
-            meta_tool=_meta_tool(agent, tool),
+            meta_tool=meta_tool,
         )
         if run.awaiting_human and _drop_answered(agent, run, view):
             rejoin(self.harness, run)  # the tool adapter alone: resumed, and no on_reply said so
