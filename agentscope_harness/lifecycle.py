@@ -1294,6 +1294,7 @@ class ReplyLifecycle:
             elif run.said_after_end and run.report is not None:  # a judge's calls after its end: said
                 ended, run.said_after_end = run.report, False
                 run.report, run.superseded = None, ended
+                await self._outcome_again(run)
                 await self.settle(run, ended.terminal_state, ended.reason)
             elif run.report is None:
                 state, reason = terminal_state(
@@ -1303,6 +1304,15 @@ class ReplyLifecycle:
         finally:
             if not self.parked:
                 await self._free(run)
+
+    async def _outcome_again(self, run: RunState) -> None:
+        """``strategy_feedback`` records the end once more: what it said at
+        the end counted the spend before a judge's calls after it, and the
+        report that supersedes the end's says them."""
+        harness = self.harness
+        if OUTCOME_HOOK in harness.runner.by_name:
+            ctx = harness.session_context(run, self.agent, self.answer or "", self.end_reason)
+            await harness.runner.rerun(OUTCOME_HOOK, ctx)
 
     async def _park_again(self, run: RunState, failure: BaseException, reason: str) -> None:
         """A reply resuming a run parked here failed with AgentScope still
