@@ -63,6 +63,9 @@ class UsdExtension:
     largest_output_tokens: int = 0
     """The most output tokens one model call of the parked run produced: the
     continued run estimates its calls' output from there, not from nothing."""
+    carried_input_tokens: int = 0
+    carried_output_tokens: int = 0
+    """The tokens the parked task used: its token caps continue too."""
     carried_extra_usd: float = 0.0
     """What earlier extensions added to the cap of the budget being continued:
     a second extension adds to the first, never replaces it."""
@@ -197,15 +200,17 @@ class ApprovalBook:
 
     def budget_parked(
         self, agent: Any, owner: Principal | None, spent_usd: float, largest_output_tokens: int,
-        extra_usd: float = 0.0,
+        extra_usd: float = 0.0, tokens: tuple[int, int] = (0, 0),
     ) -> None:
         """``agent``'s run for ``owner`` parked on its budget having spent
-        ``spent_usd``, its cap raised by ``extra_usd`` of earlier extensions:
-        the owner's next reply continues that budget until a human extends it."""
+        ``spent_usd`` and ``tokens`` (input, output), its cap raised by
+        ``extra_usd`` of earlier extensions: the owner's next reply continues
+        that budget until a human extends it."""
         parked = _parked_budgets(agent, create=True)
         if parked is not None:
             parked[_key_of(owner)] = asdict(UsdExtension(
-                carried_usd=spent_usd, largest_output_tokens=largest_output_tokens, carried_extra_usd=extra_usd,
+                carried_usd=spent_usd, largest_output_tokens=largest_output_tokens,
+                carried_input_tokens=tokens[0], carried_output_tokens=tokens[1], carried_extra_usd=extra_usd,
                 claim=uuid.uuid4().hex,
             ))
 
@@ -297,7 +302,8 @@ def _extension(value: Any) -> UsdExtension | None:
     numbers = (extension.carried_usd, extension.carried_extra_usd, extension.usd)
     if not all(type(n) in (int, float) and math.isfinite(n) and n >= 0 for n in numbers):
         return None
-    if type(extension.largest_output_tokens) is not int:
+    counts = (extension.largest_output_tokens, extension.carried_input_tokens, extension.carried_output_tokens)
+    if not all(type(n) is int and n >= 0 for n in counts):
         return None
     if extension.approved_by is not None and type(extension.approved_by) is not str:
         return None

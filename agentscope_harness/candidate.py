@@ -85,7 +85,7 @@ class _QuietApprovals(ApprovalBook):
     (a candidate's park there would be continued by the user's next task)."""
 
     def budget_parked(self, agent: Any, owner: Principal | None, spent_usd: float, largest_output_tokens: int,
-                      extra_usd: float = 0.0) -> None:
+                      extra_usd: float = 0.0, tokens: tuple[int, int] = (0, 0)) -> None:
         """Nothing is parked for the candidate."""
 
     def parked_of(self, agent: Any, caller: Principal | None) -> UsdExtension | None:
@@ -328,7 +328,7 @@ def _keep_own(shadow: _Shadow | None) -> None:
 
 _MIRRORED_RUN = (
     "model_calls", "input_tokens", "output_tokens", "daily_spent_usd", "stored_usd", "store_error",
-    "deadline", "principal", "usd_extra", "usd_carried",
+    "deadline", "principal", "usd_extra", "usd_carried", "input_carried", "output_carried",
 )
 """Run counters read by gates, mirrored from the live run (the shadow keeps
 its own ``tool_calls_total``)."""

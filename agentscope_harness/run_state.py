@@ -373,6 +373,11 @@ class RunState(LazyFields):
     usd_carried: float = 0.0
     """USD a budget-parked run of the same agent spent before this run
     continued its budget (root only; never charged again)."""
+    input_carried: int = 0
+    output_carried: int = 0
+    """Input and output tokens that parked run used (root only): the token
+    caps continue the task as its USD cap does, an approval of dollars lifts
+    neither."""
     carried_park: str | None = None
     """The claim of the parked budget whose spend ``usd_carried`` holds
     (carried once, before its claim is made)."""

@@ -246,7 +246,9 @@ def budget_spent(
     run_cap = (policy.cap_usd or 0.0) + root.usd_extra
     spent = root.facts.spent_usd + root.usd_carried
     if park:  # a shadow run's question is only its report's end: nothing waits for it
-        services.approvals.budget_parked(agent, root.principal, spent, root.largest_output_tokens, root.usd_extra)
+        tokens = (root.input_tokens + root.input_carried, root.output_tokens + root.output_carried)
+        services.approvals.budget_parked(agent, root.principal, spent, root.largest_output_tokens, root.usd_extra,
+                                         tokens)
     return (
         f"the budget of this task (${run_cap:.4f}) is used up; approve an extension to continue",
         TerminalState.WAITING_INPUT,
@@ -303,8 +305,9 @@ def _passed(run: RunState, model_name: str, input_tokens: int, output_tokens: in
                     f"(${max(left, 0.0):.4f} left of ${cap:.4f})"
                 ), bound.limits.enforced)
         for limit, used, unit, tokens in (
-            (cost.max_input_tokens, bound.input_tokens + held_input, "input", input_tokens),
-            (cost.max_output_tokens, bound.output_tokens + held_output, "output", output_tokens),
+            (cost.max_input_tokens, bound.input_tokens + bound.input_carried + held_input, "input", input_tokens),
+            (cost.max_output_tokens, bound.output_tokens + bound.output_carried + held_output, "output",
+             output_tokens),
         ):
             if limit is not None and used + tokens > limit:
                 yield Overspend("tokens", cost, (
@@ -373,6 +376,8 @@ async def _continue_parked_budget(ctx: HookContext, parked: UsdExtension) -> Non
         root.carried_park = parked.claim
         root.usd_carried += parked.carried_usd
         root.usd_extra += parked.carried_extra_usd
+        root.input_carried += parked.carried_input_tokens
+        root.output_carried += parked.carried_output_tokens
         root.largest_output_tokens = max(root.largest_output_tokens, parked.largest_output_tokens)
     try:
         claimed = await ctx.services.fleet.claim_parked_budget(parked.claim, ctx.run.deadline)
@@ -435,8 +440,8 @@ def _budget_left(run: RunState) -> list[BudgetLeft]:
             out.append(BudgetLeft(run_left / run_cap if run_cap > 0 else 0.0, "run_usd", run_left, run_cap,
                                   "usd", cost))
         for limit, used, name in (
-            (cost.max_input_tokens, bound.input_tokens, "input"),
-            (cost.max_output_tokens, bound.output_tokens, "output"),
+            (cost.max_input_tokens, bound.input_tokens + bound.input_carried, "input"),
+            (cost.max_output_tokens, bound.output_tokens + bound.output_carried, "output"),
         ):
             if limit is not None:
                 left_tokens = max(limit - used, 0)

@@ -94,8 +94,13 @@ class SQLiteStore:
             with self._connect() as conn:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.executescript(SCHEMA)
+            conn.close()
+            shared = self._read(lambda conn: conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE name = 'harness_spend'").fetchone())
         except sqlite3.Error as exc:
             raise DependencyDown(self._what, exc) from exc
+        if shared is None:  # a database the next call does not meet (an in-memory URI, a private VFS)
+            raise ValueError(f"path must name a database file shared by every call, not {path!r}")
 
     def _connect(self) -> sqlite3.Connection:
         # A connection per call: a file that disappears is an outage at once,
