@@ -53,6 +53,9 @@ class Verdict:
     ctx: HookContext | None = None
     rule: str | None = None
     """Why the policy's ``ask_when`` asks (recorded once the call is put to a human)."""
+    shadow_ask: bool = False
+    """Shadow mode: the call would be put to a human (recorded unless
+    AgentScope's engine denies it), and it runs."""
 
     @property
     def allowed(self) -> bool:
@@ -187,7 +190,7 @@ class CallFlow:
         if self.services.shadow:  # asked (recorded unless AgentScope's engine denies it), and it runs
             if self.runner.candidate is not None:  # compared with what the live policy would do
                 self.runner.candidate.asked(ctx)
-            return Verdict(ctx=ctx, rule=by_rule)
+            return Verdict(ctx=ctx, rule=by_rule, shadow_ask=True)
         under_way = self.answer_under_way(ctx)
         if under_way is not None:
             return Verdict(refusal=under_way, ctx=ctx)
@@ -204,15 +207,17 @@ class CallFlow:
         and says why itself)."""
         self.shown(run, view)
         if verdict.ask is not None:
-            self.asked_by_rule(run, view, verdict.rule)
+            self.asked(run, view, verdict)
             run.asks[view.id] = verdict.ask
 
-    def no_human_to_ask(self, run: RunState, view: ToolCallView, why: str) -> str:
+    def no_human_to_ask(self, run: RunState, view: ToolCallView, verdict: Verdict) -> str:
         """The sentinel of a call the harness would put to a human in a
         reply AgentScope runs with nobody to ask (its ``DONT_ASK`` mode:
         unattended, scheduled): refused, as AgentScope's engine turns its own
         asks into denials there; never parked for nobody."""
-        self.services.record(run, "ask_when", "pre_tool_call", "refuse", code="permission_denied", tool=view.name,
+        why = verdict.ask
+        asker = verdict.ctx.asked[0][0] if verdict.ctx is not None and verdict.ctx.asked else "ask_when"
+        self.services.record(run, asker, "pre_tool_call", "refuse", code="permission_denied", tool=view.name,
                              detail=f"needs a human ({why}); AgentScope's DONT_ASK mode asks nobody")
         text = format_sentinel(
             "permission_denied",
@@ -222,11 +227,14 @@ class CallFlow:
         run.remember_sentinel("permission_denied", text)
         return text
 
-    def asked_by_rule(self, run: RunState, view: ToolCallView, rule: str | None) -> None:
-        """The policy's ``ask_when`` asked about a call AgentScope's engine
-        did not deny (a hook's ``ctx.ask`` records its own decision)."""
-        if rule is not None:
-            self.services.record(run, "ask_when", "pre_tool_call", "ask", tool=view.name, detail=rule)
+    def asked(self, run: RunState, view: ToolCallView, verdict: Verdict) -> None:
+        """Who asked about a call put to a human (in shadow mode, one that
+        would be; AgentScope's engine did not deny it): each hook's
+        ``ctx.ask``, in their order, then the policy's ``ask_when``."""
+        hooks = verdict.ctx.asked if verdict.ctx is not None else ()
+        rule = (("ask_when", verdict.rule),) if verdict.rule is not None else ()
+        for hook, why in (*hooks, *rule):
+            self.services.record(run, hook, "pre_tool_call", "ask", tool=view.name, detail=why)
 
     def answer_under_way(self, ctx: HookContext) -> Refusal | None:
         """The refusal of a call about to be parked for a human (by the

@@ -254,6 +254,10 @@ class HookContext:
     """The undos of an admitted call's charges: a call admitted but never
     made gives them back (``HarnessToolAdapter._uncount``)."""
     ask_reason: str | None = None
+    """At ``pre_tool_call``: why the hooks that asked ask, joined by ``; ``."""
+    asked: tuple[tuple[str, str], ...] = ()
+    """Each hook that asked, and why: recorded once the call is put to a
+    human (a call a later gate refuses, or nobody is asked about, was not)."""
     judged_text: str | None = None
     """``pre_tool_call``: the arguments text of the call judged, as AgentScope
     runs it; ``on_acting`` makes only a call that carries it."""
@@ -423,8 +427,9 @@ class HookContext:
         confirmation flow). The run reports ``waiting_input`` with ``reason``
         (an empty one says which hook asks: a call is parked all the same)."""
         self._acts_at("ask", ("pre_tool_call",))
-        self.ask_reason = str(reason or "") or f"{self.hook_name} asks a human to confirm this call"
-        self.decide("ask", detail=self.ask_reason)
+        own = str(reason or "") or f"{self.hook_name} asks a human to confirm this call"
+        self.asked += ((self.hook_name, own),)
+        self.ask_reason = own if self.ask_reason is None else f"{self.ask_reason}; {own}"
 
     def admit(self, charge: Callable[[], Callable[[], None] | None]) -> None:
         """Run ``charge`` only once every gate of this call has passed, with

@@ -192,13 +192,13 @@ class HarnessToolAdapter(HarnessMiddleware):
             if verdict.refusal is not None:
                 return _deny(verdict.refusal.text)
             if verdict.ask is not None and nobody_to_ask(agent):
-                return _deny(flow.no_human_to_ask(run, view, verdict.ask))
+                return _deny(flow.no_human_to_ask(run, view, verdict))
             with self.harness.services.approvals.only_rules_of(agent, run.principal):
                 decision = await _engine_decides(run, next_handler, input_kwargs)
             if decision is None or run.past_deadline():  # AgentScope's engine decided past the deadline
                 return _deny(flow.out_of_time(run, view.name).text)
-            if verdict.ask is None and verdict.rule is not None and decision.behavior != PermissionBehavior.DENY:
-                flow.asked_by_rule(run, view, verdict.rule)  # shadow mode: the question recorded, the call runs
+            if verdict.shadow_ask and decision.behavior != PermissionBehavior.DENY:
+                flow.asked(run, view, verdict)  # shadow mode: the question recorded, the call runs
             if verdict.ask is not None and decision.behavior == PermissionBehavior.DENY:
                 # a call AgentScope refuses is never put to a human (a yes would run it)
                 return self._denied_shaped(run, view, decision)

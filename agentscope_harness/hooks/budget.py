@@ -118,7 +118,7 @@ def _extend_or_ask(ctx: ToolCallContext, name: str, spent: int, cap: int) -> boo
     if not ctx.services.shadow:  # shadow mode records the ask and the call runs: nothing is offered
         run.offers.setdefault(call.id, {})[what] = by
     question = f"the {name} quota ({spent}/{cap}) is used up; approve to extend it by {by}"
-    ctx.ask(question if ctx.ask_reason is None else f"{ctx.ask_reason}; {question}")
+    ctx.ask(question)
     return True
 
 
