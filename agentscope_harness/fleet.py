@@ -483,6 +483,7 @@ class Fleet:
                 raise HookRejectSignal(exc.text, code=exc.code, hard=True) from None
             if not isinstance(exc, DependencyDown):
                 raise
+            run.dependency_went_down(tool)  # the run goes without the tool, as at an open breaker
             raise HookRejectSignal(
                 f"{tool} cannot be checked against its limits: {exc}. Do not retry; tell the user.",
                 code="dependency_down", hard=True,

@@ -91,16 +91,34 @@ class SQLiteStore:
         self._next_sweep = clock() + sweep_every_s
         self._what = f"SQLite store {path}"
         try:
-            with self._connect() as conn:
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.executescript(SCHEMA)
-            conn.close()
+            self._make_schema()
             shared = self._read(lambda conn: conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE name = 'harness_spend'").fetchone())
         except sqlite3.Error as exc:
             raise DependencyDown(self._what, exc) from exc
         if shared is None:  # a database the next call does not meet (an in-memory URI, a private VFS)
             raise ValueError(f"path must name a database file shared by every call, not {path!r}")
+
+    def _make_schema(self) -> None:
+        conn = self._connect()
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.executescript(SCHEMA)
+        finally:
+            conn.close()
+
+    def _on_a_new_file(self, fn: Callable[[], T]) -> T:
+        """``fn``; made once more on a file removed under this process (SQLite
+        makes it anew, empty: its schema is made again), as a Redis restarted
+        empty is used again: the day's spend starts again, nothing waits for
+        a restart."""
+        try:
+            return fn()
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+        self._make_schema()
+        return fn()
 
     def _connect(self) -> sqlite3.Connection:
         # A connection per call: a file that disappears is an outage at once,
@@ -154,7 +172,7 @@ class SQLiteStore:
         answer: whether it took something to give back)."""
         async def call() -> T:
             try:
-                return await asyncio.to_thread(fn)
+                return await asyncio.to_thread(self._on_a_new_file, fn)
             except sqlite3.Error as exc:
                 raise DependencyDown(self._what, exc) from exc
 
