@@ -68,7 +68,10 @@ def _reason_template(text: str) -> str:
     """A user-facing text formatted with ``.format(reason=...)``: the only
     placeholder allowed is ``{reason}``, braces must balance (``{{`` and ``}}``
     for literal ones). Anything else would raise at run time, in the very path
-    that enforces a limit, and so silently disable it."""
+    that enforces a limit, and so silently disable it. A blank one would
+    answer a stopped run's user with nothing."""
+    if not text.strip():
+        raise ValueError("a blank text would answer the user with nothing: say what happened")
     try:
         fields = list(string.Formatter().parse(text))
     except ValueError as exc:

@@ -629,6 +629,7 @@ class ModelGuard:
         name = _name(model)
         unlisted = _unlisted(run, name)
         if not unlisted:
+            self._uncounted(run, name)
             return None
         refused = _unpriceable(unlisted, name, enforced_only=False)
         if name not in run.root.unpriced_seen:
@@ -645,6 +646,25 @@ class ModelGuard:
         if refused and self.harness.shadow:
             self._stop(run, "unpriced_model")
         return None
+
+    def _uncounted(self, run: RunState, name: str) -> None:
+        """A model an uncapped cost policy that prices models cannot price
+        runs (no cap to keep), its calls charged $0: the report says so once,
+        or its ``spent_usd`` would read as the run's whole spend (a policy of
+        token caps alone prices nothing, and says nothing)."""
+        for bound in run.bounds:
+            cost = bound.limits.cost
+            if cost is not None and cost.prices and cost.price_of(name) is None:
+                break
+        else:
+            return
+        seen = run.root.unpriced_seen
+        if name not in seen:
+            seen.add(name)
+            self.harness.services.record(
+                run, "budget_router", "on_model_call", "unpriced_model",
+                detail=f"model {name!r} has no price; its calls are not counted in spent_usd",
+            )
 
     def _over_budget(self, run: RunState, agent: Any, over: Overspend | None) -> str | None:
         """The answer in the model's place when this call, at its estimated
