@@ -111,6 +111,21 @@ def _written_before_a_decision(run: RunState, view: ToolCallView) -> bool:
     return bool(others) or (not view.resumed and (view.batch in run.parked_calls or bool(run.awaiting_human)))
 
 
+def _rule_reason(value: Any, tool: str) -> str | None:
+    """Why an ``ask_when`` that returned ``value`` asks (``None``: it does
+    not). A text is the reason (an empty one says which rule asks); any
+    other value asks when true: ``cond and "reason"`` gives ``False`` when
+    nothing needs a human, never a question titled "False". A value whose
+    truth cannot be told asks (fail closed)."""
+    if value is None or isinstance(value, str):
+        return value or (None if value is None else f"the approval rule of {tool} asks a human")
+    try:
+        asks = bool(value)
+    except Exception:  # an array's truth, a broken __bool__: a human decides
+        asks = True
+    return f"the approval rule of {tool} asks a human" if asks else None
+
+
 class CallFlow:
     """Runs the tool points of one call for a Harness."""
 
@@ -357,9 +372,7 @@ class CallFlow:
                 raise
             self.services.log_failure(f"ask_when of {view.name}", exc)
             reason = f"the approval rule of {view.name} failed ({type(exc).__name__})"
-        if reason is None:
-            return None
-        return str(reason)
+        return _rule_reason(reason, view.name)
 
     def _resume_mismatch(self, run: RunState, view: ToolCallView) -> tuple[str, str] | None:
         """A resumed call is refused unless the caller bound now is the one
