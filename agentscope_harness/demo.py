@@ -401,7 +401,7 @@ async def run_scenario(
                 out.model_calls += 1
                 out.input_tokens += item.input_tokens
                 out.output_tokens += item.output_tokens
-                price = price_of(model_name) or (config.cost.prices.get(model_name)
+                price = price_of(model_name) or (config.cost.price_of(model_name)  # its `unpriced` price too
                                                  if config.cost is not None else None)
                 if price is not None:
                     out.usd += price.usd(item.input_tokens, item.output_tokens)

@@ -195,3 +195,23 @@ async def test_one_question_is_reported_asked_once_after_the_resume() -> None:
     report = h.last_report(agent)
     assert report.terminal_state == TerminalState.COMPLETED and RAN == ["search:a"]
     assert _asks(report) == ["four_eyes"], f"one question, reported: {_asks(report)}"
+
+
+async def test_a_yes_extends_only_when_the_approved_call_does_not_fit() -> None:
+    """README: each parked call is asked about; two calls of one batch over a spent
+    ledger, both approved: the first call's extension (2) covers the second."""
+    h = Harness(HarnessConfig(tools={"search": ToolPolicy(role="retrieval", ledgers=["retrieval"])},
+                              ledgers={"retrieval": Ledger(cap=1, on_exhausted="ask", extend_by=2)}),
+                load_entry_points=False)
+    model = ScriptedModel([calls(("search", {"q": "a"})), calls(("search", {"q": "b"}), ("search", {"q": "c"})),
+                           text("done")])
+    agent = make_agent(model, [search], h.middlewares())
+    events, _ = await stream(h, agent, "find")
+    asked = [e for e in events if isinstance(e, RequireUserConfirmEvent)]
+    assert RAN == ["search:a"] and sum(len(e.tool_calls) for e in asked) == 2
+    answer = UserConfirmResultEvent(reply_id=asked[0].reply_id, confirm_results=[
+        ConfirmResult(confirmed=True, tool_call=call) for e in asked for call in e.tool_calls])
+    await stream(h, agent, answer)
+    report = h.last_report(agent)
+    assert sorted(RAN) == ["search:a", "search:b", "search:c"]
+    assert report.extensions == [{"what": "ledger:retrieval", "by": 2, "approved_by": "alice"}]
