@@ -40,6 +40,19 @@ pytestmark = pytest.mark.asyncio
 STORE_DOWN = HarnessConfig().fallback_text.format(reason="a service it needs is unavailable")
 
 
+LOOKED_UP: list[str] = []
+
+
+async def lookup(order_id: str) -> str:
+    """Look up an order.
+
+    Args:
+        order_id (str): The order.
+    """
+    LOOKED_UP.append(order_id)
+    return "paid"
+
+
 def dead_redis_url() -> str:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -54,17 +67,8 @@ def dead_redis_url() -> str:
 async def test_a_tool_limit_the_store_cannot_check_ends_the_run_dependency_down(limit: dict[str, Any]) -> None:
     h = Harness(HarnessConfig(store=RedisStore(dead_redis_url(), timeout_s=0.5), **limit),
                 load_entry_points=False, environ={})
-    ran: list[str] = []
-
-    async def lookup(order_id: str) -> str:
-        """Look up an order.
-
-        Args:
-            order_id (str): The order.
-        """
-        ran.append(order_id)
-        return "paid"
-
+    ran = LOOKED_UP
+    ran.clear()
     model = ScriptedModel([calls(("lookup", {"order_id": "A1"})), text("Order A1 is paid and on its way.")])
     toolkit = h.instrument(Toolkit(tools=[FunctionTool(lookup, permission=ALLOW)]))
     agent = make_agent(model, toolkit, h.middlewares())
@@ -104,17 +108,8 @@ async def test_a_tools_wait_s_is_bounded_by_its_gates_hook_timeout(hook_timeout_
     0.8 x `hook_timeout_s`. 60 calls a minute: the 61st of one batch waits a second."""
     rate = RateLimit(scope="tool", tool="lookup", calls_per_min=60, wait_s=15)
     h = Harness(HarnessConfig(rate_limits=[rate], hook_timeout_s=hook_timeout_s), load_entry_points=False, environ={})
-    ran: list[str] = []
-
-    async def lookup(order_id: str) -> str:
-        """Look up an order.
-
-        Args:
-            order_id (str): The order.
-        """
-        ran.append(order_id)
-        return "paid"
-
+    ran = LOOKED_UP
+    ran.clear()
     batch = [("lookup", {"order_id": f"A{i}"}) for i in range(61)]
     model = ScriptedModel([calls(*batch), text("done")])
     agent = make_agent(model, h.instrument(Toolkit(tools=[FunctionTool(lookup, permission=ALLOW)])), h.middlewares())
