@@ -23,6 +23,7 @@ from .errors import ErrorClass, error_class_of
 from .facts import NO_DEFAULTS, call_digest, thawed
 from .hooks.budget import UNVERIFIED_APPROVAL, tool_calls_used_up, uncounted
 from .hooks.termination import CONCLUDED
+from .injection import shows_nothing
 from .pii import find_pii
 from .run_state import FINDING_CHARS
 from .runner import Refusal, being_cancelled
@@ -113,12 +114,14 @@ def _written_before_a_decision(run: RunState, view: ToolCallView) -> bool:
 
 def _rule_reason(value: Any, tool: str) -> str | None:
     """Why an ``ask_when`` that returned ``value`` asks (``None``: it does
-    not). A text is the reason (an empty one says which rule asks); any
+    not). A text is the reason (a blank one says which rule asks); any
     other value asks when true: ``cond and "reason"`` gives ``False`` when
     nothing needs a human, never a question titled "False". A value whose
     truth cannot be told asks (fail closed)."""
-    if value is None or isinstance(value, str):
-        return value or (None if value is None else f"the approval rule of {tool} asks a human")
+    if value is None:
+        return None
+    if isinstance(value, str):  # a blank one (zero-width characters too) shows the human nothing
+        return f"the approval rule of {tool} asks a human" if shows_nothing(value) else value
     try:
         asks = bool(value)
     except Exception:  # an array's truth, a broken __bool__: a human decides

@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from .errors import HarnessConfigError
-from .injection import InjectionDetector
+from .injection import InjectionDetector, shows_nothing
 from .stores import PROBE_LEASE_S, LeaseRenewal, LedgerStore, SpendStore
 
 Role = Literal[
@@ -70,7 +70,7 @@ def _reason_template(text: str) -> str:
     for literal ones). Anything else would raise at run time, in the very path
     that enforces a limit, and so silently disable it. A blank one would
     answer a stopped run's user with nothing."""
-    if not text.strip():
+    if shows_nothing(text):  # blanks, zero-width and other invisible characters alike
         raise ValueError("a blank text would answer the user with nothing: say what happened")
     try:
         fields = list(string.Formatter().parse(text))

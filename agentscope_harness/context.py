@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from agentscope.permission import PermissionMode
 
 from .facts import OUT_OF_TIME, Batch, Declared, GuardState, call_digest, finish_required, frozen
+from .injection import shows_nothing
 from .outputs import shaped_notice
 from .registry import TOOL_POINTS
 from .report import TerminalState
@@ -427,7 +428,9 @@ class HookContext:
         confirmation flow). The run reports ``waiting_input`` with ``reason``
         (an empty one says which hook asks: a call is parked all the same)."""
         self._acts_at("ask", ("pre_tool_call",))
-        own = str(reason or "") or f"{self.hook_name} asks a human to confirm this call"
+        own = str(reason or "")
+        if shows_nothing(own):  # a blank question would tell the human nothing: say who asks
+            own = f"{self.hook_name} asks a human to confirm this call"
         self.asked += ((self.hook_name, own),)
         self.ask_reason = own if self.ask_reason is None else f"{self.ask_reason}; {own}"
 

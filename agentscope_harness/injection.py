@@ -587,3 +587,19 @@ def _noisy_or(weights: Iterable[float]) -> float:
     for weight in weights:
         miss *= 1.0 - weight
     return 1.0 - miss
+
+
+_BLANK_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
+"""Unicode categories that show nothing: controls, format characters, spaces."""
+
+
+def _shows_something(ch: str) -> bool:
+    if ch in BLANK_ANYWAY:
+        return False
+    return ch in SHOWN_ANYWAY or unicodedata.category(ch) not in _BLANK_CATEGORIES
+
+
+def shows_nothing(text: str) -> bool:
+    """Whether ``text`` draws nothing a reader could see (an answer of it is
+    ``no_answer``): spaces, controls, format characters, blank glyphs."""
+    return not any(_shows_something(ch) for ch in text)

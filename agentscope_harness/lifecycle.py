@@ -65,12 +65,12 @@ from .deadline import current_deadline, tighter
 from .errors import METADATA_KEY, DependencyDown, HarnessConfigError
 from .facts import finish_required
 from .hooks.drift import judged_text
+from .injection import shows_nothing
 from .outcome import (
     WITHHELD_ANSWER,
     build_report,
     corrected_answer,
     overrules_answer,
-    shows_nothing,
     structured_output_is_withheld,
     terminal_state,
     unanswered,

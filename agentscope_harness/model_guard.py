@@ -510,6 +510,7 @@ class ModelGuard:
         # held with no await since the check, as any call's estimate
         estimate = hold(run, _name(model), tokens, output)
         run.add_model_call()
+        self._uncounted(run, _name(model))  # an uncapped policy's unpriced model: said, as for any call
         _after_end(run)
         _count_attempts(model)
         attempts = _Attempts(run, usages=[])

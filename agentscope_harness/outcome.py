@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-import unicodedata
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .context import found_so_far, reason_words
 from .facts import finish_required
-from .injection import BLANK_ANYWAY, SHOWN_ANYWAY
 from .outputs import cleaned_args
 from .report import RunReport, TerminalState
 from .run_state import RunState, principal_dict
@@ -131,22 +129,6 @@ def replacement(run: RunState, fallback_text: str) -> str:
         return facts.stop_text
     why = facts.stuck or ("dependency_down" if facts.dependency_down else "finish_tool_not_called")
     return fallback_text.format(reason=reason_words(why)) + found_so_far(run)
-
-
-_BLANK_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
-"""Unicode categories that show nothing: controls, format characters, spaces."""
-
-
-def _shows_something(ch: str) -> bool:
-    if ch in BLANK_ANYWAY:
-        return False
-    return ch in SHOWN_ANYWAY or unicodedata.category(ch) not in _BLANK_CATEGORIES
-
-
-def shows_nothing(text: str) -> bool:
-    """Whether ``text`` draws nothing a reader could see (an answer of it is
-    ``no_answer``): spaces, controls, format characters, blank glyphs."""
-    return not any(_shows_something(ch) for ch in text)
 
 
 def unanswered(run: RunState, fallback_text: str) -> str:

@@ -83,6 +83,10 @@ class SQLiteStore:
         if not isinstance(path, (str, os.PathLike)) or str(path) in ("", ":memory:") or "mode=memory" in str(path):
             # a connection is opened per call: each would meet a new, empty database
             raise ValueError(f"path must name a database file shared by every call, not {path!r}")
+        if str(path).startswith("file:") and "?" in str(path):
+            # SQLite reads a URI's parameters: nolock, immutable, a vfs or mode=ro would turn
+            # off the locking that keeps a limit exact across processes
+            raise ValueError(f"path must name a database file without URI parameters, not {path!r}")
         self.path = path
         self.timeout_s = timeout_s
         self.retention_days = retention_days

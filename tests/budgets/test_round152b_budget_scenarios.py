@@ -28,7 +28,7 @@ U42 = Principal(user_id="u-42", tenant="acme")
 @pytest.mark.parametrize("path", ["file::memory:", "file::memory:?cache=shared", "file:spend.db?vfs=memdb"])
 def test_an_in_memory_database_written_as_a_uri_is_refused(path: str, tmp_path: Any, monkeypatch: Any) -> None:
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(ValueError, match="shared by every call"):
+    with pytest.raises(ValueError, match="path must name a database file"):
         SQLiteStore(path)
 
 

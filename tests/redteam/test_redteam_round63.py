@@ -98,9 +98,8 @@ from agentscope_harness import (
     retry_call,
 )
 from agentscope_harness.adapters import HarnessToolAdapter
-from agentscope_harness.injection import HeuristicDetector, InjectionVerdict, unhidden
+from agentscope_harness.injection import HeuristicDetector, InjectionVerdict, shows_nothing, unhidden
 from agentscope_harness.model_guard import billed_tokens
-from agentscope_harness.outcome import shows_nothing
 from agentscope_harness.stores import RedisStore, SQLiteStore
 
 U42 = Principal(user_id="u-42")
