@@ -352,6 +352,7 @@ def _park_record_of(run: RunState) -> dict[str, Any]:
         **park_record.record_of(run),
         "shown": {call_id: list(shown) for call_id, shown in run.approvals.items()},
         "awaiting": sorted(run.park_awaiting), "spent": sorted(run.spent_approvals),
+        "began": time.time() - (time.monotonic() - run.started),  # wall_s counts the human's wait there too
     }
 
 
@@ -369,6 +370,9 @@ def _held_to(run: RunState, record: dict[str, Any]) -> None:
     park_record.apply(run, fields)
     if run.daily_spent_usd is not None and math.isfinite(run.daily_spent_usd):  # read with it: beside it now
         run.daily_spent_usd = max(run.daily_spent_usd - run.stored_usd, 0.0)
+    began = record.get("began")
+    if type(began) is float and math.isfinite(began):  # another host's clock: never a start in the future
+        run.started = min(run.started, time.monotonic() - max(time.time() - began, 0.0))
     run.approvals = shown
     run.asked_here = True  # what was shown is known: compared, not unverified
     run.park_awaiting = awaiting
@@ -731,6 +735,7 @@ class ReplyLifecycle:
             return [foreign_hint_shown(self.harness.services.redactor, item)]
         if kind == _ASK:  # a question for a human (or a client) is out: stopped here, the reply is parked
             self.asked = True
+            await self._record_asked(run)
             return [item]
         if kind == _TOOL_START:  # the tool name is the model's to write: shown as its arguments are
             self.tool_names[item.tool_call_id] = item.tool_call_name
@@ -1003,6 +1008,17 @@ class ReplyLifecycle:
             run.parked_at = time.monotonic()
             run.park_recorded = await _put_park_record(self.harness, run)
             _keep_park_id(self.agent, run)
+
+    async def _record_asked(self, run: RunState) -> None:
+        """The park as it stands when its question goes out, recorded before
+        the caller reads the question: a caller that stops there, closes the
+        stream and saves the agent's state has its park in it at once
+        (AgentScope closes the reply's layers late, in a task, so the park
+        recorded at the close comes after that save; it is recorded again
+        then, with what the rest of the batch did)."""
+        if _awaits_human(self.agent):  # what an answer sent at once may answer, too
+            await _shown_at_park(run, self.agent)
+            await self._record_park(run)
 
     async def shape_external_results(self, inputs: Any) -> None:
         """Client-executed results enter the context here, not through
