@@ -373,10 +373,12 @@ class ModelGuard:
         swap = self.harness.tier_model(run)
         if swap is not None and not _fallback_call(agent, input_kwargs):
             input_kwargs["current_model"] = swap
-        _narrowed_within_table(run, input_kwargs, self.harness.finish_tools)
         model = input_kwargs.get("current_model") or agent.model
-        if narrowed or run.facts.force_conclude:
-            _unforced_while_thinking(input_kwargs, model)
+        choice = input_kwargs.get("tool_choice")
+        if choice is not None and choice == run.harness_choice:  # never a choice another middleware forced
+            _narrowed_within_table(run, input_kwargs, self.harness.finish_tools)
+            if narrowed or run.facts.force_conclude:
+                _unforced_while_thinking(input_kwargs, model)
         services = self.harness.services
         _redact_new_hints(services.redactor, run, agent)
         tokens = observe(

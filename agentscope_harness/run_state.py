@@ -300,6 +300,11 @@ class RunState(LazyFields):
     call's ``Batch``."""
     structured_rounds: int = 0
     """Model rounds a stopped run was given to produce its structured output."""
+    harness_choice: Any = None
+    """The ``tool_choice`` the harness set for this round's model call (its
+    own narrowing): the only one it may turn to text (a finishing tool not
+    in the table) or leave to a thinking model; another middleware's forced
+    choice is sent as it forced it."""
     narrowed_round: bool = False
     """The coming model call is one of those rounds (the model guard lets it
     past the run's own ``max_model_calls``, and clears it)."""

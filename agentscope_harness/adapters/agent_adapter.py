@@ -149,6 +149,7 @@ class HarnessAgentAdapter(HarnessMiddleware):
             if run.reopen is not None:  # a round after an end a middleware before the harness's swallowed
                 run.reopen()
             run.candidate = run.harness_answer = None  # this round's answer is still to come
+            run.harness_choice = None  # this round's narrowing, if the harness makes one
             run.turns += 1
             pre = await self._pre_think(agent, run)
             for event in pre.events:
@@ -168,7 +169,7 @@ class HarnessAgentAdapter(HarnessMiddleware):
                 for event in narrowed:
                     yield event
             if run.facts.force_conclude and input_kwargs.get("tool_choice") is None and not self.harness.shadow:
-                input_kwargs["tool_choice"] = self._conclude_choice(agent, run)
+                input_kwargs["tool_choice"] = run.harness_choice = self._conclude_choice(agent, run)
             before = _tail_of_reply(agent)
             held: Msg | None = None
             enforcing = not self.harness.shadow
@@ -365,7 +366,7 @@ class HarnessAgentAdapter(HarnessMiddleware):
             return None
         run.structured_rounds += 1
         run.narrowed_round = True
-        input_kwargs["tool_choice"] = ToolChoice(mode=STRUCTURED_OUTPUT_TOOL)
+        input_kwargs["tool_choice"] = run.harness_choice = ToolChoice(mode=STRUCTURED_OUTPUT_TOOL)
         self.harness.services.record(run, "liveness_watchdog", "pre_think", "constrain", enforced=True,
                                      detail=f"stopped: one round narrowed to {STRUCTURED_OUTPUT_TOOL}")
         hint = f"Conclude now: call {STRUCTURED_OUTPUT_TOOL} with your final answer, from what you have."

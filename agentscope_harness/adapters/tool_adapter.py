@@ -294,7 +294,12 @@ class HarnessToolAdapter(HarnessMiddleware):
         call = input_kwargs["tool_call"]
         run = await self._run(agent)
         ctx = run.admitted.pop(call.id, None)
-        if ctx is None:  # not admitted at the permission point: never runs
+        if ctx is None:  # not admitted at the permission point: never runs, and the report says why
+            self.harness.services.record(
+                run, "tool_adapter", "on_acting", "refuse", code="policy_error", tool=call.name, enforced=True,
+                detail="not judged: the permission check never reached the harness's (a middleware before "
+                       "it answered the check itself); the call did not run",
+            )
             return _told(run, call.id, "policy_error", f"The call to {call.name} was not judged; it did not run.")
         changed = self._changed_since_judged(ctx, call)
         if changed is not None:
