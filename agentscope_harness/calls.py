@@ -206,14 +206,10 @@ class CallFlow:
         if run.past_deadline():  # the approval's ``when`` took the run's time: nothing is asked
             return Verdict(refusal=self.out_of_time(ctx.run, view.name), ctx=ctx)
         if self.services.shadow:  # asked (recorded unless AgentScope's engine denies it), and it runs
-            if self.runner.candidate is not None:  # compared with what the live policy would do
-                self.runner.candidate.asked(ctx)
             return Verdict(ctx=ctx, rule=by_rule, shadow_ask=True)
         under_way = self.answer_under_way(ctx)
         if under_way is not None:
             return Verdict(refusal=under_way, ctx=ctx)
-        if self.runner.candidate is not None:
-            self.runner.candidate.asked(ctx)
         # the report states the reason: it may quote the call
         return Verdict(ask=self.services.scrubbed(reason), ctx=ctx, rule=by_rule)
 
@@ -233,8 +229,11 @@ class CallFlow:
         reply AgentScope runs with nobody to ask (its ``DONT_ASK`` mode:
         unattended, scheduled): refused, as AgentScope's engine turns its own
         asks into denials there; never parked for nobody."""
-        why = verdict.ask
-        asker = verdict.ctx.asked[0][0] if verdict.ctx is not None and verdict.ctx.asked else "ask_when"
+        ctx = verdict.ctx
+        why = verdict.ask or "; ".join(r for r in (ctx.ask_reason if ctx else None, verdict.rule) if r)
+        asker = ctx.asked[0][0] if ctx is not None and ctx.asked else "ask_when"
+        if self.runner.candidate is not None and ctx is not None:
+            self.runner.candidate.asked(ctx, "refuse:permission_denied")
         self.services.record(run, asker, "pre_tool_call", "refuse", code="permission_denied", tool=view.name,
                              detail=f"needs a human ({why}); AgentScope's DONT_ASK mode asks nobody")
         text = format_sentinel(
@@ -249,10 +248,13 @@ class CallFlow:
         """Who asked about a call put to a human (in shadow mode, one that
         would be; AgentScope's engine did not deny it): each hook's
         ``ctx.ask``, in their order, then the policy's ``ask_when``."""
-        hooks = verdict.ctx.asked if verdict.ctx is not None else ()
+        ctx = verdict.ctx
+        hooks = ctx.asked if ctx is not None else ()
         rule = (("ask_when", verdict.rule),) if verdict.rule is not None else ()
         for hook, why in (*hooks, *rule):
             self.services.record(run, hook, "pre_tool_call", "ask", tool=view.name, detail=why)
+        if self.runner.candidate is not None and ctx is not None:  # compared with what the live policy did
+            self.runner.candidate.asked(ctx)
 
     def answer_under_way(self, ctx: HookContext) -> Refusal | None:
         """The refusal of a call about to be parked for a human (by the

@@ -148,9 +148,7 @@ class Candidate:
                 self._compare(live, f"refuse:{refused}", verdict)
                 if refusal is None:  # refused in shadow only: the call runs, counted on admission
                     shadow.pending[view.id] = _COMPARED
-            elif live.ask_reason is not None and not live.services.shadow and not view.resumed:
-                self._compare(live, "ask", verdict)
-            else:
+            else:  # compared at admission, or when the call is put to a human (or refused for nobody to ask)
                 shadow.pending[view.id] = verdict
             return
         ctx = HookContext(point, shadow.run, self.services, live.agent)
@@ -176,10 +174,10 @@ class Candidate:
         if refusal is None:
             _count_ran(shadow.run, view, self.config.tools.get(view.name))
 
-    def asked(self, live: HookContext) -> None:
-        """The live policy parks the call for a human (its ``ask_when``; a
-        hook's ``ctx.ask`` is compared in ``judge``): compare now, as a
-        parked call is never admitted."""
+    def asked(self, live: HookContext, outcome: str = "ask") -> None:
+        """The live policy parks the call for a human (a hook's ``ctx.ask``,
+        its ``ask_when``; ``outcome``: refused instead, nobody to ask):
+        compare now, as such a call is never admitted."""
         view = live.tool
         assert view is not None
         shadow = self._shadows.get(live.run)
@@ -189,7 +187,7 @@ class Candidate:
         if verdict is None:
             return
         if verdict != _COMPARED:  # a refusal in shadow mode was compared already
-            self._compare(live, "ask", verdict)
+            self._compare(live, outcome, verdict)
         if live.services.shadow:  # the call runs all the same: counted on admission
             shadow.pending[view.id] = _COMPARED
 
@@ -240,17 +238,16 @@ class Candidate:
             _keep_own(shadow)
         if refusal is not None:
             return f"refuse:{refusal.code}"
-        if ctx.ask_reason is not None:
-            return "ask"
         return "ask" if await self._asks(ctx, live) else "allow"
 
     async def _asks(self, ctx: HookContext, live: HookContext) -> bool:
-        """The candidate policy's ``ask_when`` asks about the call, and no
-        approval the live caller gave before covers it (the live store's)."""
+        """The candidate policy asks about the call (a hook's ``ctx.ask``,
+        its ``ask_when``), and no approval the live caller gave before
+        covers it (the live store's)."""
         view = ctx.tool
         assert view is not None
         try:
-            reason = await self.flow.ask_when(ctx)
+            reason = ctx.ask_reason if ctx.ask_reason is not None else await self.flow.ask_when(ctx)
         except TimeoutError:
             return False  # the run's deadline passed: the live side stops the call
         if reason is None or view.resumed:

@@ -198,7 +198,11 @@ class HarnessToolAdapter(HarnessMiddleware):
             if decision is None or run.past_deadline():  # AgentScope's engine decided past the deadline
                 return _deny(flow.out_of_time(run, view.name).text)
             if verdict.shadow_ask and decision.behavior != PermissionBehavior.DENY:
-                flow.asked(run, view, verdict)  # shadow mode: the question recorded, the call runs
+                # shadow mode: the question recorded (or, with nobody to ask, its refusal), the call runs
+                if nobody_to_ask(agent):
+                    flow.no_human_to_ask(run, view, verdict)
+                else:
+                    flow.asked(run, view, verdict)
             if verdict.ask is not None and decision.behavior == PermissionBehavior.DENY:
                 # a call AgentScope refuses is never put to a human (a yes would run it)
                 return self._denied_shaped(run, view, decision)
