@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from .approvals import ApprovalBook, UsdExtension
 from .calls import CallFlow
-from .context import HookContext, ToolCallView
+from .context import HookContext, ToolCallView, nobody_to_ask
 from .facts import GuardState
 from .lazy import lazy_names
 from .model_guard import precall_stop
@@ -238,7 +238,9 @@ class Candidate:
             _keep_own(shadow)
         if refusal is not None:
             return f"refuse:{refusal.code}"
-        return "ask" if await self._asks(ctx, live) else "allow"
+        if not await self._asks(ctx, live):
+            return "allow"
+        return "refuse:permission_denied" if nobody_to_ask(live.agent) else "ask"  # as the live side refuses
 
     async def _asks(self, ctx: HookContext, live: HookContext) -> bool:
         """The candidate policy asks about the call (a hook's ``ctx.ask``,

@@ -312,12 +312,14 @@ class HookContext:
         """Tell the model something before its next call (its secrets
         redacted: a hook may quote what a call carried; a hook of yours, the
         tool's ``pii`` applied and markers defanged too, as a notice), and record it as a
-        decision. ``key`` names the hint (default: the hook's name): the same
-        hint is never given twice in a row, and then this returns False. Once
+        decision. ``key`` names the hint (default: a built-in's name; a hook
+        of yours, its name and the text, so another text of it is another
+        hint): the same hint is never given twice in a row, and then this
+        returns False. Once
         the run is constrained, hints that invite exploring are dropped: the
         ladder only climbs."""
         self._acts_at("hint", _HINTED_POINTS)
-        key = key or self.hook_name
+        key = key or (self.hook_name if self.hook_builtin else f"{self.hook_name}: {text}")
         facts = self.run.facts
         if key == facts.last_hint:
             return False

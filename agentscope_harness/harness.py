@@ -642,7 +642,7 @@ def _unique(specs: list[HookSpec]) -> tuple[HookSpec, ...]:
     seen: dict[str, HookSpec] = {}
     for spec in specs:
         other = seen.get(spec.name)
-        if other is not None and other.fn is not spec.fn:
+        if other is not None and other.fn is not spec.fn and other.fn != spec.fn:  # a bound method: equal, not one
             raise HarnessConfigError(
                 f"two hooks are named {spec.name!r} ({other.module} and {spec.module})",
             )

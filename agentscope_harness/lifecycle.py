@@ -735,7 +735,6 @@ class ReplyLifecycle:
             return [foreign_hint_shown(self.harness.services.redactor, item)]
         if kind == _ASK:  # a question for a human (or a client) is out: stopped here, the reply is parked
             self.asked = True
-            await self._record_asked(run)
             return [item]
         if kind == _TOOL_START:  # the tool name is the model's to write: shown as its arguments are
             self.tool_names[item.tool_call_id] = item.tool_call_name
@@ -1008,17 +1007,6 @@ class ReplyLifecycle:
             run.parked_at = time.monotonic()
             run.park_recorded = await _put_park_record(self.harness, run)
             _keep_park_id(self.agent, run)
-
-    async def _record_asked(self, run: RunState) -> None:
-        """The park as it stands when its question goes out, recorded before
-        the caller reads the question: a caller that stops there, closes the
-        stream and saves the agent's state has its park in it at once
-        (AgentScope closes the reply's layers late, in a task, so the park
-        recorded at the close comes after that save; it is recorded again
-        then, with what the rest of the batch did)."""
-        if _awaits_human(self.agent):  # what an answer sent at once may answer, too
-            await _shown_at_park(run, self.agent)
-            await self._record_park(run)
 
     async def shape_external_results(self, inputs: Any) -> None:
         """Client-executed results enter the context here, not through

@@ -304,6 +304,7 @@ class HarnessToolAdapter(HarnessMiddleware):
                 detail="not judged: the permission check never reached the harness's (a middleware before "
                        "it answered the check itself); the call did not run",
             )
+            run.facts.refused.append(("tool_adapter", "policy_error", call.name))  # met again: the ladder climbs
             return _told(run, call.id, "policy_error", f"The call to {call.name} was not judged; it did not run.")
         changed = self._changed_since_judged(ctx, call)
         if changed is not None:

