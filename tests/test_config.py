@@ -35,6 +35,7 @@ from agentscope_harness.config import (
     _store_methods,
     build_config,
 )
+from agentscope_harness.injection import shows_nothing
 from agentscope_harness.testing import ScriptedModel
 
 PROPS = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
@@ -146,7 +147,7 @@ def test_whatever_passes_validation_formats_with_a_reason(text: str) -> None:
 )
 def test_every_well_formed_reason_template_is_accepted(parts: list[str]) -> None:
     text = "".join(parts)
-    if not text.strip():  # a blank answer is refused: the user would be told nothing
+    if shows_nothing(text):  # a blank answer is refused: the user would be told nothing
         rejected(lambda: HarnessConfig(fallback_text=text), "fallback_text")
         return
     config = HarnessConfig(fallback_text=text)
