@@ -34,18 +34,11 @@ from agentscope_harness import (
     ToolResultContext,
     harness_hook,
 )
+from tests.ecosystem.test_round153b_outer_middlewares import AllowList
+from tests.redteam.test_redteam_round153a_candidate_asks import four_eyes
 from tests.scripted import ALICE, RAN, ScriptedModel, calls, client_tool, drain, make_agent, run, search, text
 
 pytestmark = pytest.mark.asyncio
-
-
-class AllowList(MiddlewareBase):
-    """A user's guard placed first that answers the permission check itself."""
-
-    async def on_check_permission(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
-        if input_kwargs["tool"].name == "search":
-            return PermissionDecision(behavior=PermissionBehavior.ALLOW, message="allow-listed")
-        return await next_handler(**input_kwargs)
 
 
 async def test_an_unjudged_call_refused_again_climbs_the_refusal_ladder() -> None:
@@ -59,12 +52,6 @@ async def test_an_unjudged_call_refused_again_climbs_the_refusal_ladder() -> Non
     assert RAN == [] and report.refusals.get("policy_error", 0) >= 2
     assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "refused:policy_error")
     assert report.model_calls <= 4, report.model_calls
-
-
-@harness_hook("pre_tool_call", priority=25, name="four_eyes_154", kind="observer")
-def four_eyes(ctx: HookContext) -> None:
-    if ctx.tool.name == "search":
-        ctx.ask("searches need a human")
 
 
 @pytest.mark.parametrize("asker", ["hook", "ask_when"])
