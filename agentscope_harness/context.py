@@ -14,6 +14,7 @@ base class keeps working.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -319,17 +320,18 @@ class HookContext:
         the run is constrained, hints that invite exploring are dropped: the
         ladder only climbs."""
         self._acts_at("hint", _HINTED_POINTS)
-        key = key or (self.hook_name if self.hook_builtin else f"{self.hook_name}: {text}")
+        if self.hook_builtin:
+            text = self.services.redactor.redact(text)
+        else:  # it may quote a tool's output: shaped as a notice is
+            text = shaped_notice(text, self.services.redactor, self.tool.policy if self.tool else None, self.run)
+        # a hook of yours: its name and a digest of the text as shaped (a park record keeps the key)
+        key = key or (self.hook_name if self.hook_builtin else f"{self.hook_name}: {_digest(text)}")
         facts = self.run.facts
         if key == facts.last_hint:
             return False
         if facts.force_conclude and key in EXPLORING_HINTS:
             return False
         facts.last_hint = key
-        if self.hook_builtin:
-            text = self.services.redactor.redact(text)
-        else:  # it may quote a tool's output: shaped as a notice is
-            text = shaped_notice(text, self.services.redactor, self.tool.policy if self.tool else None, self.run)
         self.hints.append((key, text))
         self.decide("hint", detail=text)
         return True
@@ -554,3 +556,9 @@ def _terminal_state(state: Any) -> TerminalState:
     except ValueError:
         allowed = ", ".join(s.value for s in TerminalState)
         raise ValueError(f"ctx.stop: state must be a TerminalState ({allowed}), got {state!r}") from None
+
+
+def _digest(text: str) -> str:
+    """A hint's text as a short key: the same in every process, and never
+    the text itself (a park record keeps the last key)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]

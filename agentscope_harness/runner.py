@@ -171,8 +171,8 @@ OUTCOME_HOOK = "strategy_feedback"
 
 
 def _put_back(
-    ctx: HookContext, tool: Any, answer: str | None, audit: Any, result: tuple[Any, str | None, str | None],
-    hook: str,
+    ctx: HookContext, tool: Any, answer: str | None, audit: Any,
+    result: tuple[Any, str | None, str | None, tuple[Any, ...]], hook: str,
 ) -> Exception | None:
     """A hook replaced the call being judged (the tool receives AgentScope's
     own call, so the gates after it would judge another) or the result, or
@@ -187,10 +187,13 @@ def _put_back(
     if ctx.tool is not tool:
         ctx.tool = tool
         wrong.append("replaced ctx.tool; the call being judged is read-only")
-    given, raw, text = result
+    given, raw, text, notices = result
     if text is not None and type(given.text) is not str:
         wrong.append(f"set ctx.result.text to {type(given.text).__name__}; it must be a str")
         given.text = text
+    if text is not None and type(given.notices) is not list:
+        wrong.append(f"set ctx.result.notices to {type(given.notices).__name__}; append to the list instead")
+        given.notices = list(notices)
     if ctx.result is not given:
         ctx.result = given
         wrong.append("replaced ctx.result; write ctx.result.text or ctx.result.notices instead")
@@ -358,11 +361,12 @@ class HookRunner:
                         raise _returned(result)
                 finally:  # however the hook ended, what it may not change is put back
                     broken = (
-                        _put_back(ctx, tool, answer, audit, (given, raw, before), spec.name)
+                        _put_back(ctx, tool, answer, audit, (given, raw, before, notes), spec.name)
                         if ctx.tool is not tool or ctx.audit is not audit or ctx.result is not given
                         or (answer is not None and type(ctx.final_text) is not str)
                         or (result_read is not None and result_read.raw_text is not raw)
-                        or (before is not None and result_read is not None and type(result_read.text) is not str)
+                        or (before is not None and result_read is not None
+                            and (type(result_read.text) is not str or type(result_read.notices) is not list))
                         else None
                     )
                     if broken is None and prompting:

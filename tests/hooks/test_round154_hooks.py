@@ -29,6 +29,7 @@ from agentscope_harness import (
     Harness,
     HarnessConfig,
     HookContext,
+    MemoryStore,
     TerminalState,
     ToolPolicy,
     ToolResultContext,
@@ -155,3 +156,50 @@ async def test_a_client_run_call_a_guard_allowed_is_not_handed_to_the_client_unj
     handed = [i for i in items if isinstance(i, RequireExternalExecutionEvent)]
     asked = [i for i in items if isinstance(i, RequireUserConfirmEvent)]
     assert handed == [] or asked
+
+
+SECRET = "s3cr3t-value-0xDEADBEEF-prod"
+
+
+@harness_hook("post_tool_call", name="quoting_hinter")
+def quoting_hinter(ctx: ToolResultContext) -> None:
+    ctx.hint(f"the search said the token is {SECRET}; do not use it")
+
+
+async def test_a_hint_quoting_a_secret_is_kept_nowhere_unredacted() -> None:
+    """Round 155 a: round 154's default key of a hook's hint was "<name>: <text>", the raw
+    text, kept in `facts.last_hint` and so in the park record other workers read. The key
+    is a digest of the text as shaped."""
+    RAN.clear()
+    store = MemoryStore()
+    cfg = HarnessConfig(store=store, secret_values=[SECRET],
+                        tools={"search": ToolPolicy(ask_when=lambda a: "second search needs a human"
+                                                    if a.get("q") == "b" else None)})
+    h = Harness(cfg, hooks=[quoting_hinter], load_entry_points=False, environ={})
+    model = ScriptedModel([calls(("search", {"q": "a"})), calls(("search", {"q": "b"})), text("x")])
+    agent = make_agent(model, [search], h.middlewares())
+    with h.acting_for(ALICE):
+        await run(agent, "go")
+    report = h.last_report(agent)
+    assert report.terminal_state is TerminalState.WAITING_INPUT
+    assert SECRET not in json.dumps(model.calls[1].formatted)
+    assert SECRET not in report.model_dump_json()
+    assert SECRET not in (await store.park_get(report.run_id) or "")
+
+
+@harness_hook("post_tool_call", priority=12, name="pending_notice", kind="transform", fail_closed=True)
+def pending_notice(ctx: ToolResultContext) -> None:
+    ctx.result.notices = ("Refund REF-77 is still pending.",)  # type: ignore[assignment]
+
+
+async def test_a_hook_that_replaces_notices_with_no_list_fails() -> None:
+    """Round 155 a: notices replaced by a tuple were silently dropped (the hook neither
+    failed nor was its notice given): it fails, as a non-text `result.text` does."""
+    h = Harness(HarnessConfig(), hooks=[pending_notice], load_entry_points=False, environ={})
+    model = ScriptedModel([calls(("search", {"q": "a"})), text("ok")])
+    agent = make_agent(model, [search], h.middlewares())
+    await run(agent, "go")
+    report = h.last_report(agent)
+    failed = [d for d in report.decisions if d.hook == "pending_notice" and d.action == "error"]
+    assert failed and "ctx.result.notices to tuple" in failed[0].detail
+    assert report.refusals.get("policy_error") == 1  # fail_closed: the result is withheld
