@@ -176,8 +176,8 @@ def _put_back(
 ) -> Exception | None:
     """A hook replaced the call being judged (the tool receives AgentScope's
     own call, so the gates after it would judge another) or the result, or
-    set its text to something not text, or wrote the tool's own text
-    (``raw_text``: the harness's shaping, before
+    set its text to something not text or its notices to something not a
+    list, or wrote the tool's own text (``raw_text``: the harness's shaping, before
     and after it, shapes the result the model reads, and tells a result it
     changed from the tool's own: either would go around it), set the answer
     to something not text, or wrote the audit's record (which tells the

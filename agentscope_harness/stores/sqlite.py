@@ -125,8 +125,8 @@ class SQLiteStore:
         return fn()
 
     def _connect(self) -> sqlite3.Connection:
-        # A connection per call: a file that disappears is an outage at once,
-        # not a handle that keeps writing to an unlinked inode.
+        # A connection per call: a file that disappears is met at once (the next
+        # call makes it anew), not a handle that keeps writing to an unlinked inode.
         return sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None)
 
     def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
