@@ -120,13 +120,20 @@ def _rule_reason(value: Any, tool: str) -> str | None:
     truth cannot be told asks (fail closed)."""
     if value is None:
         return None
-    if isinstance(value, str):  # a blank one (zero-width characters too) shows the human nothing
-        return f"the approval rule of {tool} asks a human" if shows_nothing(value) else value
+    if isinstance(value, str) and not shows_nothing(value):  # a blank one shows the human nothing
+        return value
     try:
-        asks = bool(value)
+        asks = isinstance(value, str) or bool(value)
     except Exception:  # an array's truth, a broken __bool__: a human decides
         asks = True
     return f"the approval rule of {tool} asks a human" if asks else None
+
+
+def _why_asked(ctx: HookContext | None, rule: str | None) -> str | None:
+    """The question a call is put to a human with: every hook's, then the
+    policy's ``ask_when`` (``None``: nobody asks)."""
+    reasons = [r for r in (ctx.ask_reason if ctx is not None else None, rule) if r is not None]
+    return "; ".join(reasons) if reasons else None
 
 
 class CallFlow:
@@ -180,10 +187,9 @@ class CallFlow:
             # the policy's own rule is asked too: a hook's question (a ledger's
             # extension) must not hide why the call itself needs a human
             by_rule = await self.ask_when(ctx)
-            reasons = [r for r in (ctx.ask_reason, by_rule) if r is not None]
         except TimeoutError:  # the rule took the run's time: the call is not made
             return Verdict(refusal=self.out_of_time(ctx.run, view.name), ctx=ctx)
-        reason = "; ".join(reasons) if reasons else None
+        reason = _why_asked(ctx, by_rule)
         if view.role == "finish" and _written_before_a_decision(run, view):  # asked about or not
             waits = self._would_refuse(ctx, ("not_ready", FINISH_WAITS), hook="finish_gate")
             if waits is not None:
@@ -230,7 +236,7 @@ class CallFlow:
         unattended, scheduled): refused, as AgentScope's engine turns its own
         asks into denials there; never parked for nobody."""
         ctx = verdict.ctx
-        why = verdict.ask or "; ".join(r for r in (ctx.ask_reason if ctx else None, verdict.rule) if r)
+        why = verdict.ask or _why_asked(ctx, verdict.rule)  # shadow mode's verdict carries no question
         asker = ctx.asked[0][0] if ctx is not None and ctx.asked else "ask_when"
         if self.runner.candidate is not None and ctx is not None:
             self.runner.candidate.asked(ctx, "refuse:permission_denied")

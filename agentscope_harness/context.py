@@ -320,21 +320,28 @@ class HookContext:
         the run is constrained, hints that invite exploring are dropped: the
         ladder only climbs."""
         self._acts_at("hint", _HINTED_POINTS)
-        if self.hook_builtin:
-            text = self.services.redactor.redact(text)
-        else:  # it may quote a tool's output: shaped as a notice is
-            text = shaped_notice(text, self.services.redactor, self.tool.policy if self.tool else None, self.run)
-        # a hook of yours: its name and a digest of the text as shaped (a park record keeps the key)
-        key = key or (self.hook_name if self.hook_builtin else f"{self.hook_name}: {_digest(text)}")
+        shaped = None
+        if not key and not self.hook_builtin:  # its name and a digest of the text as shaped (a park record keeps it)
+            shaped = self._shaped_hint(text)
+            key = f"{self.hook_name}: {_digest(shaped)}"
+        key = key or self.hook_name
         facts = self.run.facts
         if key == facts.last_hint:
-            return False
+            return False  # not shaped: a built-in's hint, dropped every round it repeats, costs nothing
         if facts.force_conclude and key in EXPLORING_HINTS:
             return False
         facts.last_hint = key
+        text = shaped if shaped is not None else self._shaped_hint(text)
         self.hints.append((key, text))
         self.decide("hint", detail=text)
         return True
+
+    def _shaped_hint(self, text: str) -> str:
+        """A hint as the model reads it: a built-in's redacted; a hook of
+        yours may quote a tool's output, so shaped as a notice is."""
+        if self.hook_builtin:
+            return self.services.redactor.redact(text)
+        return shaped_notice(text, self.services.redactor, self.tool.policy if self.tool else None, self.run)
 
     def notice(self, text: str) -> None:
         """Append a note to this call's result (outside the fence, shaped as

@@ -21,7 +21,7 @@ from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import ToolChoice
 from pydantic import BaseModel
 
-from agentscope_harness import Harness, HarnessConfig
+from agentscope_harness import Harness, HarnessConfig, TerminalState
 from tests.scripted import RAN, ScriptedModel, calls, make_agent, run, search
 
 pytestmark = pytest.mark.asyncio
@@ -40,10 +40,13 @@ class ForceChoice(MiddlewareBase):
 
 
 class AllowList(MiddlewareBase):
-    """A user's guard placed first that answers the permission check itself."""
+    """A user's guard placed first that answers the permission check itself (for ``tool``)."""
+
+    def __init__(self, tool: str = "search") -> None:
+        self.tool = tool
 
     async def on_check_permission(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
-        if input_kwargs["tool"].name == "search":
+        if input_kwargs["tool"].name == self.tool:
             return PermissionDecision(behavior=PermissionBehavior.ALLOW, message="allow-listed")
         return await next_handler(**input_kwargs)
 
@@ -81,3 +84,6 @@ async def test_calls_a_guard_before_the_harness_answered_for_are_refusals_in_the
     assert report.refusals == {"policy_error": len(refused)} and len(refused) >= len(read), report.refusals
     assert {(d.hook, d.tool) for d in refused} == {("tool_adapter", "search")}
     assert all("not judged" in d.detail for d in refused)
+    # round 154 a: met again with nothing new, they climb the refusal ladder as any refusal does
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "refused:policy_error")
+    assert report.model_calls <= 4, report.model_calls

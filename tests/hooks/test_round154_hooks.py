@@ -3,7 +3,8 @@ env flags, about 56 held).
 
 a 1. Calls a guard placed first answered the permission check for were refused and
      counted (round 153 b) but never met the refusal ladder: the run went on to `stalled`
-     eight model calls later, where a refusal met again ends `refused:<code>`.
+     eight model calls later, where a refusal met again ends `refused:<code>` (asserted in
+     tests/ecosystem/test_round153b_outer_middlewares.py).
 a 2. A policy compared with itself as its candidate differed in `DONT_ASK` mode ("live:
      refuse:permission_denied; candidate: ask"): the candidate refuses as the live side.
 b 1. A bound method given twice (`hooks=[common, counter.check]`, one instance) was
@@ -22,8 +23,7 @@ from typing import Any
 import pytest
 from agentscope.event import RequireExternalExecutionEvent, RequireUserConfirmEvent
 from agentscope.message import UserMsg
-from agentscope.middleware import MiddlewareBase
-from agentscope.permission import PermissionBehavior, PermissionDecision, PermissionMode
+from agentscope.permission import PermissionMode
 
 from agentscope_harness import (
     Harness,
@@ -40,19 +40,6 @@ from tests.redteam.test_redteam_round153a_candidate_asks import four_eyes
 from tests.scripted import ALICE, RAN, ScriptedModel, calls, client_tool, drain, make_agent, run, search, text
 
 pytestmark = pytest.mark.asyncio
-
-
-async def test_an_unjudged_call_refused_again_climbs_the_refusal_ladder() -> None:
-    RAN.clear()
-    h = Harness(HarnessConfig(deadline_s=30), load_entry_points=False, environ={})
-    queries = iter(range(100))
-    model = ScriptedModel(lambda turn: calls(("search", {"q": f"q{next(queries)}"})))
-    agent = make_agent(model, [search], [AllowList(), *h.middlewares()], max_iters=40)
-    await run(agent, "go")
-    report = h.last_report(agent)
-    assert RAN == [] and report.refusals.get("policy_error", 0) >= 2
-    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "refused:policy_error")
-    assert report.model_calls <= 4, report.model_calls
 
 
 @pytest.mark.parametrize("asker", ["hook", "ask_when"])
@@ -133,15 +120,6 @@ async def test_another_text_of_a_hooks_hint_is_given() -> None:
     assert "1 searches left" in json.dumps(model.calls[2].formatted)
 
 
-class AllowClient(MiddlewareBase):
-    """The same guard, allowing the client-run ``verify_code``."""
-
-    async def on_check_permission(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
-        if input_kwargs["tool"].name == "verify_code":
-            return PermissionDecision(behavior=PermissionBehavior.ALLOW, message="allow-listed")
-        return await next_handler(**input_kwargs)
-
-
 @pytest.mark.xfail(strict=True, reason="README limit: a client-run call a guard before the harness allowed is "
                                        "handed to the client unjudged")
 async def test_a_client_run_call_a_guard_allowed_is_not_handed_to_the_client_unjudged() -> None:
@@ -150,7 +128,7 @@ async def test_a_client_run_call_a_guard_allowed_is_not_handed_to_the_client_unj
     h = Harness(HarnessConfig(tools={"verify_code": ToolPolicy(ask_when=lambda a: "codes need a human")}),
                 load_entry_points=False, environ={})
     model = ScriptedModel([calls(("verify_code", {"code": "123"})), text("Checked."), text("x")])
-    agent = make_agent(model, [client_tool()], [AllowClient(), *h.middlewares()])
+    agent = make_agent(model, [client_tool()], [AllowList("verify_code"), *h.middlewares()])
     with h.acting_for(ALICE):
         items = await drain(agent, UserMsg("user", "check my code"))
     handed = [i for i in items if isinstance(i, RequireExternalExecutionEvent)]
