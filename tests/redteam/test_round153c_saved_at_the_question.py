@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agentscope.event import RequireUserConfirmEvent
@@ -24,6 +25,7 @@ from agentscope.tool import Toolkit
 
 from agentscope_harness import TerminalState, ToolPolicy
 from tests.redteam.park_kit import charge_tool, instrumented, pay_model, resumed, worker
+from tests.redteam.test_redteam_round131_second_question_answered_at_once import REFUNDED, refund
 from tests.scripted import (
     ALICE,
     ScriptedModel,
@@ -39,17 +41,21 @@ from tests.scripted import (
 
 pytestmark = pytest.mark.asyncio
 
-REFUNDED: list[str] = []
+ASKS = {"refund": ToolPolicy(role="mutation", ask_when=lambda a: "refunds need a human")}
 
 
-async def refund(order_id: str) -> str:
-    """Refund an order.
+def refunding(path: str) -> tuple[ScriptedModel, Any, Any]:
+    """A worker on the SQLite file ``path`` whose refunds need a human, its agent, and the model."""
+    REFUNDED.clear()
+    model = ScriptedModel([calls(("refund", {"order_id": "A-1"})), text("Refunded A-1."), text("x")])
+    a = worker(path, tools=ASKS)
+    return model, a, make_agent(model, a.instrument(Toolkit(tools=[tool(refund)])), a.middlewares())
 
-    Args:
-        order_id (str): The order.
-    """
-    REFUNDED.append(order_id)
-    return f"refunded {order_id}"
+
+def fresh_worker(path: str, model: ScriptedModel, saved: str) -> tuple[Any, Any]:
+    """A worker restarted on ``path``, and the agent it rebuilds from the saved state."""
+    b = worker(path, tools=ASKS)
+    return b, resumed(model, b, b.instrument(Toolkit(tools=[tool(refund)])), saved)
 
 
 LIMIT = pytest.mark.xfail(strict=True, reason="README limit: a state saved right after aclose() names no park yet")
@@ -57,20 +63,15 @@ LIMIT = pytest.mark.xfail(strict=True, reason="README limit: a state saved right
 
 @LIMIT
 async def test_a_state_saved_right_after_aclose_resumes_on_a_fresh_worker_at_once(tmp_path: Path) -> None:
-    REFUNDED.clear()
     path = str(tmp_path / "fleet.db")
-    asks = {"refund": ToolPolicy(role="mutation", ask_when=lambda a: "refunds need a human")}
-    model = ScriptedModel([calls(("refund", {"order_id": "A-1"})), text("Refunded A-1."), text("x")])
-    a = worker(path, tools=asks)
-    first = make_agent(model, a.instrument(Toolkit(tools=[tool(refund)])), a.middlewares())
+    model, a, first = refunding(path)
     with a.acting_for(ALICE):
         stream, asked = await until_question(first, UserMsg("user", "refund A-1"), RequireUserConfirmEvent,
                                              close=False)
         await stream.aclose()
     saved = first.state.model_dump_json()  # at once, as a web handler does
     assert "agentscope_harness.park" in saved
-    b = worker(path, tools=asks)
-    second = resumed(model, b, b.instrument(Toolkit(tools=[tool(refund)])), saved)
+    b, second = fresh_worker(path, model, saved)
     with b.acting_for(ALICE):
         await drain(second, confirm(asked, asked.tool_calls[0]))
     report = b.last_report(second)
@@ -104,19 +105,14 @@ async def test_a_run_resumed_on_a_fresh_worker_counts_the_humans_wait_in_wall_s(
     reply (the human's wait included)". Resumed on a fresh worker 1 s after its park, the
     report said the resume's own 0.01 s (the start was this process's clock): the park
     record carries the run's start in wall-clock time."""
-    REFUNDED.clear()
     path = str(tmp_path / "fleet.db")
-    asks = {"refund": ToolPolicy(role="mutation", ask_when=lambda a: "refunds need a human")}
-    model = ScriptedModel([calls(("refund", {"order_id": "A-1"})), text("Refunded A-1."), text("x")])
-    a = worker(path, tools=asks)
-    first = make_agent(model, a.instrument(Toolkit(tools=[tool(refund)])), a.middlewares())
+    model, a, first = refunding(path)
     with a.acting_for(ALICE):
         items = await drain(first, UserMsg("user", "refund A-1"))
     asked = next(i for i in items if isinstance(i, RequireUserConfirmEvent))
     saved = first.state.model_dump_json()
     await asyncio.sleep(1.0)  # the human decides
-    b = worker(path, tools=asks)
-    second = resumed(model, b, b.instrument(Toolkit(tools=[tool(refund)])), saved)
+    b, second = fresh_worker(path, model, saved)
     with b.acting_for(ALICE):
         await drain(second, confirm(asked, asked.tool_calls[0]))
     report = b.last_report(second)
