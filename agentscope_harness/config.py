@@ -40,9 +40,8 @@ Role = Literal[
 ]
 
 
-# Texts a pattern is tried on to find zero-width matches: one of every
-# printable ASCII character and a few others, so a lookaround on any single
-# character is caught too.
+# Texts a pattern is tried on to find zero-width matches besides its
+# shortest match: one of every printable ASCII character and a few others.
 _EMPTY_PROBES = ("", string.printable, "é ß 中文 \u00a0\u200b —")
 
 
@@ -55,13 +54,26 @@ def _regexes(patterns: list[str], flags: int = 0) -> list[str]:
             compiled = re.compile(pattern, flags)
         except re.error as exc:
             raise ValueError(f"[{index}]: invalid regex {pattern!r}: {exc}") from exc
-        for probe in _EMPTY_PROBES:
-            if any(m.start() == m.end() for m in compiled.finditer(probe)):
-                raise ValueError(
-                    f"[{index}]: regex {pattern!r} can match the empty string; "
-                    "it would match everywhere",
-                )
+        if _shortest_match(pattern, flags) == 0 or any(
+            m.start() == m.end() for probe in _EMPTY_PROBES for m in compiled.finditer(probe)
+        ):
+            raise ValueError(
+                f"[{index}]: regex {pattern!r} can match the empty string; "
+                "it would match everywhere, or take nothing where it matches",
+            )
     return patterns
+
+
+def _shortest_match(pattern: str, flags: int) -> int | None:
+    """The fewest characters ``pattern`` can match, from Python's own regex
+    parser: exact where sample texts are not (``(?<=token=)`` matches the
+    empty string only after ``token=``, redacting nothing). ``None`` where
+    this Python's parser is not the one read here (the samples decide)."""
+    parser = getattr(re, "_parser", None)
+    try:
+        return int(parser.parse(pattern, flags).getwidth()[0]) if parser is not None else None
+    except Exception:  # the compiled pattern is valid: the samples still judge it
+        return None
 
 
 def _reason_template(text: str) -> str:
@@ -671,8 +683,8 @@ class HarnessConfig(_Strict):
     def _secrets_long(cls, value: list[str]) -> list[str]:
         # never echo a value: the message goes to logs
         for index, secret in enumerate(value):
-            if not secret.strip():
-                raise ValueError(f"[{index}]: a blank secret value would match every run of spaces")
+            if shows_nothing(secret):  # zero-width characters too, as the fallback texts count them
+                raise ValueError(f"[{index}]: a blank or invisible secret value would match runs of spacing")
             if len(secret) < MIN_SECRET_CHARS:
                 raise ValueError(
                     f"[{index}]: a secret value of {len(secret)} characters is too "

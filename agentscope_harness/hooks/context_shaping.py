@@ -22,6 +22,9 @@ PRUNE_SPACING = 8
 prefix once, whatever the size of the results."""
 
 _ERROR_LINE = re.compile(r"^.*(error|exception|traceback|failed).*$", re.IGNORECASE | re.MULTILINE)
+_FIRST_LINE = re.compile(r"^.*\S.*$", re.MULTILINE)
+"""An error's first line with text: the error line when none reads as one
+(AgentScope writes an exception's message alone, without its class)."""
 
 
 @harness_hook("on_system_prompt", priority=50, name="system_prompt_append", kind="transform")
@@ -77,7 +80,7 @@ def truncate_result(ctx: ToolResultContext) -> None:
         return
     marker = f"\n[... {omitted} characters omitted; the full result is kept as ref {ref} ...]\n"
     if not result.ok:
-        first = _ERROR_LINE.search(text)
+        first = _ERROR_LINE.search(text) or _FIRST_LINE.search(text)
         # whole, unless the head or the tail already keeps it whole
         if first is not None and first.end() > head_len and first.start() < len(text) - tail_len:
             marker += first.group(0)[:500] + "\n"
