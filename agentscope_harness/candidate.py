@@ -38,7 +38,7 @@ from .lazy import lazy_names
 from .model_guard import precall_stop
 from .redaction import Redactor
 from .report import Decision
-from .run_state import RunLimits, RunState, RunTable
+from .run_state import NO_LIMITS, RunLimits, RunState, RunTable
 from .runner import HookRunner, Refusal
 from .services import Services
 from .stores import MemoryStore
@@ -283,15 +283,24 @@ class Candidate:
     # ------------------------------------------------------------ state
 
     def _shadow(self, live: RunState) -> _Shadow:
+        """The candidate's side of ``live``, nested as ``live`` is now (a
+        sub-agent resumed from its lead's next reply is nested there since).
+        Another Harness's run is mirrored under none of the candidate's caps:
+        its calls are that Harness's to judge (a lead's calls never count on
+        a sub-agent Harness's candidate)."""
         shadow = self._shadows.get(live)
+        parent = self._shadow(live.parent) if live.parent is not None else None
         if shadow is None:
-            parent = self._shadow(live.parent) if live.parent is not None else None
             run = self.table.open(
                 live.run_id, live.agent_name, live.session_id, live.principal,
                 live.deadline, parent.run if parent is not None else None, "enforce",
+                None if live.table.candidate is self else NO_LIMITS,
             )
             self.table.drop(run.run_id)  # held here, for as long as the live run lives
             shadow = self._shadows[live] = _Shadow(run, run.facts, parent)
+        elif shadow.parent is not parent:
+            shadow.parent = parent
+            shadow.run.nest_in(parent.run if parent is not None else None)
         return shadow
 
 

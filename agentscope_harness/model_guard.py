@@ -635,8 +635,8 @@ class ModelGuard:
             self._uncounted(run, name)
             return None
         refused = _unpriceable(unlisted, name, enforced_only=False)
-        if name not in run.root.unpriced_seen:
-            run.root.unpriced_seen.add(name)
+        if name not in run.unpriced_seen:
+            run.unpriced_seen.add(name)
             self.harness.services.record(
                 run, "budget_router", "on_model_call", "unpriced_model", code="quota_exhausted",
                 detail=f"model {name!r} has no price; "
@@ -652,22 +652,25 @@ class ModelGuard:
 
     def _uncounted(self, run: RunState, name: str) -> None:
         """A model an uncapped cost policy that prices models cannot price
-        runs (no cap to keep), its calls charged $0: the report says so once,
-        or its ``spent_usd`` would read as the run's whole spend (a policy of
-        token caps alone prices nothing, and says nothing)."""
-        for bound in run.bounds:
-            cost = bound.limits.cost
-            if cost is not None and cost.prices and cost.price_of(name) is None:
-                break
-        else:
+        runs (no cap to keep), its calls charged $0 there: the report of each
+        run whose ``spent_usd`` leaves them out (the run's own, a lead's a
+        sub-agent's calls count in) says so once, or its spend would read as
+        the whole. None does when this Harness prices the model: ``add_usage``
+        charges every run that price where it has none (a policy of token
+        caps alone prices nothing, and says nothing)."""
+        own = self.harness.config.cost
+        if own is not None and own.price_of(name) is not None:
             return
-        seen = run.root.unpriced_seen
-        if name not in seen:
-            seen.add(name)
-            self.harness.services.record(
-                run, "budget_router", "on_model_call", "unpriced_model",
-                detail=f"model {name!r} has no price; its calls are not counted in spent_usd",
-            )
+        counting: RunState | None = run
+        while counting is not None:
+            cost = counting.limits.cost
+            if cost is not None and cost.prices and cost.price_of(name) is None and name not in counting.unpriced_seen:
+                counting.unpriced_seen.add(name)
+                self.harness.services.record(
+                    counting, "budget_router", "on_model_call", "unpriced_model",
+                    detail=f"model {name!r} has no price; its calls are not counted in spent_usd",
+                )
+            counting = counting.parent
 
     def _over_budget(self, run: RunState, agent: Any, over: Overspend | None) -> str | None:
         """The answer in the model's place when this call, at its estimated

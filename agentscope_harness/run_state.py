@@ -417,9 +417,9 @@ class RunState(LazyFields):
         self.handle = RunHandle(self)
         self.handle.deadline = self.deadline
         self.timed_from = self.started
-        self._nest(self.parent)
+        self.nest_in(self.parent)
 
-    def _nest(self, parent: RunState | None) -> None:
+    def nest_in(self, parent: RunState | None) -> None:
         """Answer to ``parent`` (and what it answers to): its caps bind this
         run, and its ledgers (its root's) are the ones this run spends."""
         if self.parent is not None and self.parent is not parent:
@@ -444,14 +444,14 @@ class RunState(LazyFields):
         its own live parent, it answers to what that parent answers to now
         (the parent may have been re-nested meanwhile)."""
         if self.parent is not None and self.parent.report is None:
-            self._nest(self.parent)
+            self.nest_in(self.parent)
             return False
         parent = live_parent(self.run_id)
         if parent is None or parent is self.parent or self._encloses(parent):
             if self.parent is not None:  # live again: its root's work in flight (its slot kept for it)
                 self.root.live_nested[self.run_id] = self
             return False
-        self._nest(parent)
+        self.nest_in(parent)
         return True
 
     def _encloses(self, run: RunState) -> bool:
@@ -913,8 +913,11 @@ class RunTable:
         deadline: float | None,
         parent: RunState | None,
         mode: str,
+        limits: RunLimits | None = None,
     ) -> RunState:
-        """Create the slot of a new run (a nested run shares its root's ledgers: ``RunState._nest``)."""
+        """Create the slot of a new run (a nested run shares its root's
+        ledgers: ``RunState.nest_in``), under the table's limits unless others
+        are given."""
         facts = GuardState(
             recent_tools=deque(maxlen=self.loop_window),
             recent_digests=deque(maxlen=self.loop_window),
@@ -928,7 +931,7 @@ class RunTable:
             facts=facts,
             table=self,
             parent=parent,
-            limits=self.limits,
+            limits=self.limits if limits is None else limits,
             mode=mode,
         )
         self.slots[run_id] = run
