@@ -25,6 +25,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import runpy
 import sys
 from collections import Counter
@@ -34,7 +35,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .config import EnvFlags, HarnessConfig, build_config
+from .config import EnvFlags, HarnessConfig, build_config, env_secret
 from .errors import HarnessConfigError
 from .registry import HOOK_POINTS
 
@@ -176,6 +177,7 @@ def load_config(path: str | os.PathLike[str]) -> HarnessConfig:
     if not file.is_file():
         raise CliError(f"{file}: no such file")
     suffix = file.suffix.lower()
+    raw: Any = None
     try:
         if suffix == ".py":
             try:
@@ -226,12 +228,57 @@ def load_config(path: str | os.PathLike[str]) -> HarnessConfig:
             )
         return _writable(build_config(raw), file)
     except ValidationError as exc:
-        raise CliError(f"{file}: invalid policy\n{_format_validation(exc, file)}") from exc
+        problem = "\n" + _format_validation(exc, file)
     except HarnessConfigError as exc:
         cause = exc.__cause__
-        if isinstance(cause, ValidationError):
-            raise CliError(f"{file}: invalid policy\n{_format_validation(cause)}") from exc
-        raise CliError(f"{file}: invalid policy: {exc}") from exc
+        problem = "\n" + _format_validation(cause) if isinstance(cause, ValidationError) else f": {exc}"
+    # a check's message may quote the value it refused (a hook or ledger name, a pattern)
+    raise CliError(f"{file}: invalid policy{_hidden(problem, _exact_redactor(_secrets_of(raw)))}")
+
+
+def _secrets_of(raw: Any) -> list[str]:
+    """The secret values a policy lists (``secret_values``, and the values
+    of its ``secret_env`` variables), read from it as written, valid or not."""
+    values: Any
+    names: Any
+    if isinstance(raw, HarnessConfig):
+        values, names = raw.secret_values, raw.secret_env
+    elif isinstance(raw, Mapping):
+        values, names = raw.get("secret_values"), raw.get("secret_env")
+    else:
+        return []
+    listed = [v for v in values if isinstance(v, str)] if isinstance(values, list) else []
+    named = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+    return [*listed, *(env_secret(os.environ.get(n, "")) for n in named)]
+
+
+def _exact_redactor(secrets: list[str]) -> Callable[[str], str]:
+    """A redactor of these exact values, as written and as Python quotes
+    them (a message's ``!r``): for a policy that failed, whose harness and
+    its redactor were never built."""
+    forms = sorted({form for s in secrets if s.strip() for form in (s, repr(s)[1:-1])}, key=len, reverse=True)
+
+    def redact(text: str) -> str:
+        for form in forms:
+            text = text.replace(form, "[redacted:secret_value]")
+        return text
+
+    return redact
+
+
+_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+
+
+def _hidden(text: str, redact: Callable[[str], str]) -> str:
+    """``text`` redacted, and read again with a pattern's escapes taken out
+    (``re.escape(secret)`` writes a secret with a backslash before each
+    ``-``): where that reading shows a secret, it is the one printed."""
+    plain = _ESCAPE.sub(r"\1", text)
+    if plain != text:
+        shown = redact(plain)
+        if shown != plain:
+            return shown
+    return redact(text)
 
 
 def _writable(config: HarnessConfig, file: Path) -> HarnessConfig:
@@ -250,13 +297,14 @@ def _writable(config: HarnessConfig, file: Path) -> HarnessConfig:
     return config
 
 
-def _build_harness(config: HarnessConfig | None, entry_points: bool = True) -> Any:
+def _build_harness(config: HarnessConfig | None, file: str | None = None, entry_points: bool = True) -> Any:
     from .harness import Harness
 
     try:
         return Harness(config, load_entry_points=entry_points)
     except HarnessConfigError as exc:
-        raise CliError(str(exc)) from exc
+        shown = _hidden(str(exc), _exact_redactor(_secrets_of(config)))
+        raise CliError(f"{file}: invalid policy: {shown}" if file else shown) from exc
 
 
 def _n(count: int, one: str, many: str | None = None) -> str:
@@ -284,7 +332,7 @@ def _env_overrides(env: EnvFlags, config: HarnessConfig) -> list[str]:
 def cmd_hooks(args: argparse.Namespace) -> int:
     """Print the live hook table of a config."""
     config = load_config(args.config) if args.config else None
-    harness = _build_harness(config, entry_points=not args.no_entry_points)
+    harness = _build_harness(config, args.config, entry_points=not args.no_entry_points)
     env_off = set(harness.env.disabled_hooks)
     config_off = set(config.disabled_hooks) if config is not None else set()
     point_order = {p: i for i, p in enumerate(HOOK_POINTS)}
@@ -364,7 +412,7 @@ def cmd_hooks(args: argparse.Namespace) -> int:
 def cmd_check_config(args: argparse.Namespace) -> int:
     """Validate a policy file and print the effective config."""
     config = load_config(args.file)
-    harness = _build_harness(config, entry_points=not args.no_entry_points)
+    harness = _build_harness(config, args.file, entry_points=not args.no_entry_points)
     effective = harness.config
     overrides = _env_overrides(harness.env, config)
     # printed: never a secret's value, in its own field or quoted in another (a fallback text, a claim)
@@ -387,13 +435,14 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def _redacted(value: Any, redact: Callable[[str], str]) -> Any:
-    """Every string of a JSON value redacted."""
+    """Every string of a JSON value redacted, its keys too (a model's name
+    in ``prices``, a tool's), a pattern as its escapes read (``_hidden``)."""
     if isinstance(value, str):
-        return redact(value)
+        return _hidden(value, redact)
     if isinstance(value, list):
         return [_redacted(v, redact) for v in value]
     if isinstance(value, dict):
-        return {k: _redacted(v, redact) for k, v in value.items()}
+        return {_hidden(k, redact): _redacted(v, redact) for k, v in value.items()}
     return value
 
 

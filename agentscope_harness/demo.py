@@ -162,6 +162,8 @@ SHOP_TOOLS = {
         role="mutation",
         identity_args={"user_id": "user_id"},
         requires=[Prerequisite(tool="lookup_order", same_args=["order_id"])],
+        # an answer saying an order was cancelled needs that very cancel to have succeeded
+        claims=[r"order (?P<order_id>[\w-]+) (?:was |has been )?cancell?ed"],
     ),
 }
 
