@@ -297,11 +297,25 @@ class Candidate:
                 None if live.table.candidate is self else NO_LIMITS,
             )
             self.table.drop(run.run_id)  # held here, for as long as the live run lives
+            _carried(run, live)
             shadow = self._shadows[live] = _Shadow(run, run.facts, parent)
         elif shadow.parent is not parent:
             shadow.parent = parent
             shadow.run.nest_in(parent.run if parent is not None else None)
         return shadow
+
+
+def _carried(mine: RunState, live: RunState) -> None:
+    """A shadow starts from its live run's counts, its own facts included:
+    the same as none for a run just opened, and for one resumed here from
+    another worker's park record (its counts carried there) the best known
+    (the candidate's own of before the park stayed on that worker: exact for
+    a candidate equal to the live policy). A nested run's ledgers are its
+    root's, shared already."""
+    mine.tool_calls_total = live.tool_calls_total
+    for name in _OWN:
+        if name != "ledger_used" or mine.parent is None:
+            setattr(mine.facts, name, copy.deepcopy(getattr(live.facts, name)))
 
 
 def _mirror(shadow: _Shadow | None, live: RunState | None) -> None:

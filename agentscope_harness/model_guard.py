@@ -631,46 +631,47 @@ class ModelGuard:
         choice, a sub-agent's own Harness: never charged at $0)."""
         name = _name(model)
         unlisted = _unlisted(run, name)
-        if not unlisted:
-            self._uncounted(run, name)
-            return None
         refused = _unpriceable(unlisted, name, enforced_only=False)
-        if name not in run.unpriced_seen:
-            run.unpriced_seen.add(name)
-            self.harness.services.record(
-                run, "budget_router", "on_model_call", "unpriced_model", code="quota_exhausted",
-                detail=f"model {name!r} has no price; "
-                + ("the call is refused" if refused else "charged at the stated unpriced price"),
-            )
+        if refused:
+            self._said_unpriced(run, name, "the call is refused", "quota_exhausted")
         # an enforcing cap refuses; a shadow Harness's own ends its run's report as
         # enforcing would (the call is made): never another Harness's run's
         if _unpriceable(unlisted, name, enforced_only=True):
             return self._stop(run, "unpriced_model")
         if refused and self.harness.shadow:
             self._stop(run, "unpriced_model")
+        self._uncounted(run, name)
         return None
 
     def _uncounted(self, run: RunState, name: str) -> None:
-        """A model an uncapped cost policy that prices models cannot price
-        runs (no cap to keep), its calls charged $0 there: the report of each
-        run whose ``spent_usd`` leaves them out (the run's own, a lead's a
-        sub-agent's calls count in) says so once, or its spend would read as
-        the whole. None does when this Harness prices the model: ``add_usage``
-        charges every run that price where it has none (a policy of token
-        caps alone prices nothing, and says nothing)."""
+        """A call of a model some run's cost policy does not list, made: the
+        report of each run it counts in (its own, and every run it is nested
+        in, whichever Harness opened it) says once what that run's spend did
+        with it. Charged at a capped policy's stated ``unpriced`` price; or
+        left out of ``spent_usd`` by a policy that prices models (or is
+        capped: a shadow Harness's) and cannot price this one, unless this
+        Harness prices it (``add_usage`` charges that price where a run has
+        none). A policy of token caps alone prices nothing, and says nothing."""
         own = self.harness.config.cost
-        if own is not None and own.price_of(name) is not None:
-            return
+        charged = own is not None and own.price_of(name) is not None
         counting: RunState | None = run
         while counting is not None:
             cost = counting.limits.cost
-            if cost is not None and cost.prices and cost.price_of(name) is None and name not in counting.unpriced_seen:
-                counting.unpriced_seen.add(name)
-                self.harness.services.record(
-                    counting, "budget_router", "on_model_call", "unpriced_model",
-                    detail=f"model {name!r} has no price; its calls are not counted in spent_usd",
-                )
+            if cost is not None and name not in cost.prices:
+                capped = cost.cap_usd is not None or cost.daily_quota_usd is not None
+                if cost.price_of(name) is not None:
+                    if capped:
+                        self._said_unpriced(counting, name, "charged at the stated unpriced price", "quota_exhausted")
+                elif not charged and (capped or cost.prices):
+                    self._said_unpriced(counting, name, "its calls are not counted in spent_usd")
             counting = counting.parent
+
+    def _said_unpriced(self, run: RunState, name: str, what: str, code: str | None = None) -> None:
+        """An ``unpriced_model`` decision, once per model name in a run's report."""
+        if name not in run.unpriced_seen:
+            run.unpriced_seen.add(name)
+            self.harness.services.record(run, "budget_router", "on_model_call", "unpriced_model", code=code,
+                                         detail=f"model {name!r} has no price; {what}")
 
     def _over_budget(self, run: RunState, agent: Any, over: Overspend | None) -> str | None:
         """The answer in the model's place when this call, at its estimated

@@ -4,6 +4,7 @@ cached prefix once, so it must be rare)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import TYPE_CHECKING
 
@@ -21,10 +22,12 @@ PRUNE_SPACING = 8
 """Rounds between two prunes, at least: each breaks the provider's cached
 prefix once, whatever the size of the results."""
 
-_ERROR_LINE = re.compile(r"^.*(error|exception|traceback|failed).*$", re.IGNORECASE | re.MULTILINE)
-_FIRST_LINE = re.compile(r"^.*\S.*$", re.MULTILINE)
-"""An error's first line with text: the error line when none reads as one
-(AgentScope writes an exception's message alone, without its class)."""
+_ERROR_WORDS = ("error", "exception", "traceback", "failed")
+"""A line naming one of these, in any case, reads as an error's line."""
+_TEXT = re.compile(r"\S")
+_SLICE = 1 << 20
+"""Characters of an error result searched between two turns of the event
+loop (a few milliseconds of C work)."""
 
 
 @harness_hook("on_system_prompt", priority=50, name="system_prompt_append", kind="transform")
@@ -60,7 +63,7 @@ def finish_rule(config: HarnessConfig) -> str | None:
 
 
 @harness_hook("post_tool_call", priority=10, name="truncate_result", kind="transform")
-def truncate_result(ctx: ToolResultContext) -> None:
+async def truncate_result(ctx: ToolResultContext) -> None:
     """Cap one result at ``result_max_tokens``: head and tail kept, the middle
     replaced by a marker with a ref to the full text (kept in the run's
     artifacts); for errors the first error line is always kept."""
@@ -80,12 +83,38 @@ def truncate_result(ctx: ToolResultContext) -> None:
         return
     marker = f"\n[... {omitted} characters omitted; the full result is kept as ref {ref} ...]\n"
     if not result.ok:
-        first = _ERROR_LINE.search(text) or _FIRST_LINE.search(text)
+        line = await _error_line(text)
         # whole, unless the head or the tail already keeps it whole
-        if first is not None and first.end() > head_len and first.start() < len(text) - tail_len:
-            marker += first.group(0)[:500] + "\n"
+        if line is not None and line[1] > head_len and line[0] < len(text) - tail_len:
+            marker += text[line[0]:min(line[1], line[0] + 500)] + "\n"
     result.text = head + marker + tail
     ctx.decide("rewrite", detail=f"truncated {len(text)} to {budget} characters (ref {ref})")
+
+
+async def _error_line(text: str) -> tuple[int, int] | None:
+    """Where the first line of an error's text naming an error is, else its
+    first line with text (AgentScope writes an exception's message alone,
+    without its class): searched by slices in C, the event loop turned
+    between them (a pattern reading lines, ``^.*error.*$``, held it for
+    200 ms on a 5 MB message)."""
+    at = first_text = None
+    for start in range(0, len(text), _SLICE):
+        if start:
+            await asyncio.sleep(0)
+        # one character each way (İ alone lowers to two), so positions hold; a
+        # word across the slice's end is read whole (the next slice begins in it)
+        piece = text[start:start + _SLICE + 8].replace("\u0130", "I").lower()
+        hits = [found for found in map(piece.find, _ERROR_WORDS) if found >= 0]
+        if hits:
+            at = start + min(hits)
+            break
+        if first_text is None and (seen := _TEXT.search(text, start, start + _SLICE)) is not None:
+            first_text = seen.start()
+    at = first_text if at is None else at
+    if at is None:
+        return None
+    end = text.find("\n", at)
+    return text.rfind("\n", 0, at) + 1, len(text) if end < 0 else end
 
 
 @harness_hook("pre_think", priority=10, name="tool_result_pruner", kind="transform")
