@@ -407,7 +407,8 @@ def audit_answer(ctx: HookContext) -> None:
     if text == run.harness_answer:  # its own words (a stop's text, what the run found) claim nothing,
         _audit_claims(ctx, _structured_strings(ctx.agent))  # (a structured output made beside them does)
         return  # and are no answer to withhold: a `block` kind in them is redacted
-    _audit_claims(ctx, [cleaned, *_structured_strings(ctx.agent)])
+    # read as written too: a value the filter rewrote (an e-mail as ``[pii:email]``) hides no claim of it
+    _audit_claims(ctx, [cleaned, *_structured_strings(ctx.agent)], stripped if stripped != cleaned else None)
     blocked = found.blocked_kinds or run.answer_blocked  # or found as the harness gave it (a finishing tool's)
     if blocked:
         raise HookRejectSignal(
@@ -416,8 +417,10 @@ def audit_answer(ctx: HookContext) -> None:
         )
 
 
-def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
-    """Each tool's ``claims`` against the answer's strings: a claim stands
+def _audit_claims(ctx: HookContext, claimed: list[str], written: str | None = None) -> None:
+    """Each tool's ``claims`` against the answer's strings (and ``written``,
+    the answer before its filter, for the claims the filtered text hides,
+    their values as the filter shows them): a claim stands
     when its tool succeeded, in this run (a sub-run's included) or in the
     agent's earlier replies, as its context keeps them; a claim pattern's
     named groups name the tool's arguments, and then the very call must have
@@ -433,11 +436,15 @@ def _audit_claims(ctx: HookContext, claimed: list[str]) -> None:
     for tool, policy in ctx.config.tools.items():
         if policy.claims and not shown:
             shown = [_as_read(said) for said in claimed]
+            if written is not None:  # a value the answer's filter rewrote is claimed as rewritten
+                shown_as = answer_filter(ctx.services, ctx.run)
         succeeded = facts.has_succeeded(tool) or tool in facts.done_otherwise
         unconfirmed = facts.unconfirmed.get(tool, [])
         for pattern in policy.claims:
             compiled = re.compile(pattern, re.IGNORECASE)
-            matches = _claims_in(compiled, claimed, shown)
+            matches: list[Claim] = [*_claims_in(compiled, claimed, shown)]
+            if written is not None and shown_as is not None:
+                matches += _hidden_claims(compiled, written, matches, shown_as.rewritten)
             if not matches:
                 continue
             if succeeded and not compiled.groupindex:  # a claim of the tool alone: its success supports it
@@ -671,6 +678,37 @@ def _claims_in(pattern: re.Pattern[str], said: list[str], shown: list[str]) -> l
     return found
 
 
+class _ShownClaim:
+    """A claim found in the answer as written that its filtered text hides
+    (a value rewritten, ``[pii:email]``, no longer matches the pattern): its
+    text and values as the filter shows them, so they compare as rewritten
+    and a correction never names the value as written."""
+
+    def __init__(self, match: re.Match[str], show: Callable[[str], str]) -> None:
+        self.text = show(match.group(0))
+        self.named = {name: None if value is None else show(value) for name, value in match.groupdict().items()}
+
+    def group(self, _: int = 0) -> str:
+        return self.text
+
+    def groupdict(self) -> dict[str, str | None]:
+        return self.named
+
+
+Claim = re.Match[str] | _ShownClaim
+
+
+def _hidden_claims(
+    pattern: re.Pattern[str], written: str, found: list[Claim], show: Callable[[str], str],
+) -> list[Claim]:
+    """The claims ``pattern`` finds in the answer as written (read as
+    ``_claims_in`` reads any text) that the filtered answer's reading did
+    not find, as the filter shows them."""
+    seen = {_as_read(m.group(0)).casefold() for m in found}
+    hidden = (_ShownClaim(m, show) for m in _claims_in(pattern, [written], [_as_read(written)]))
+    return [claim for claim in hidden if _as_read(claim.group(0)).casefold() not in seen]
+
+
 def _not_taken_back(text: str, matches: list[re.Match[str]]) -> list[re.Match[str]]:
     """``matches`` but those within struck-through or hidden text of ``text``
     (the user reads neither)."""
@@ -693,7 +731,7 @@ STEP_VALUE_CHARS = 80
 pattern's group may span a page of the answer)."""
 
 
-def _step(tool: str, match: re.Match[str]) -> str:
+def _step(tool: str, match: Claim) -> str:
     """A claimed step in words: the tool, and the values its claim names."""
     named = [f"{name} {_quoted(value.strip())}" for name, value in match.groupdict().items() if value is not None]
     return f"{tool} ({', '.join(named)})" if named else tool
@@ -742,7 +780,7 @@ class _Successes:
                 if isinstance(arg, str):
                     self.number_texts[name].setdefault(text, set()).add(at)
 
-    def supports(self, match: re.Match[str]) -> bool:
+    def supports(self, match: Claim) -> bool:
         """Whether one call's arguments are all the values the claim names
         (its named groups; none: any success supports it)."""
         named = {name: value for name, value in match.groupdict().items() if value is not None}
