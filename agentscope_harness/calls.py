@@ -10,7 +10,6 @@ No AgentScope objects here: the adapters translate to and from these views.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -332,10 +331,10 @@ class CallFlow:
         written, are not the one reading it was judged on: recorded, never
         handed to the client (``None`` in shadow mode: recorded only; and for
         a tool the caller cannot use whatever its arguments, unrecorded: the
-        authorization gate answers it ``permission_denied``, never how to
-        send it again)."""
+        authorization gate, when on, answers it ``permission_denied``, never
+        how to send it again)."""
         identity = view.policy.identity_args if view.policy is not None else None
-        if unusable_by(view.name, run.principal, identity) is not None:
+        if "authorization_gate" in self.runner.by_name and unusable_by(view.name, run.principal, identity) is not None:
             return None
         self.services.record(run, "client_arguments_check", "pre_tool_call", "refuse", code="bad_arguments",
                              tool=view.name, detail="arguments a client could read otherwise than as judged")
@@ -778,36 +777,14 @@ def read_one_way(written: str, judged: dict[str, Any]) -> bool:
         return judged == {}
 
     def once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        keys = [key for key, _ in pairs]
-        if len(set(map(str.casefold, keys))) != len(keys) or len(set(map(_go_folded, keys))) != len(keys):
-            raise ValueError("a repeated key")  # Go's reader matches keys case aside, its own way
+        if len({key.casefold() for key, _ in pairs}) != len(pairs):  # Go's reader matches keys case aside
+            raise ValueError("a repeated key")
         return dict(pairs)
 
     try:
         return bool(json.loads(written, object_pairs_hook=once) == judged)
     except (ValueError, TypeError, RecursionError):
         return False
-
-
-def _go_folded(key: str) -> str:
-    """A key as Go's ``encoding/json`` matches it to a field: each character
-    folded to the least of its case orbit (``ı`` and ``i`` both to ``I``,
-    ``ſ`` to ``S``, the Kelvin sign to ``K``), which ``str.casefold`` leaves
-    apart."""
-    return key.upper() if key.isascii() else "".join(map(_least_of_case, key))
-
-
-@functools.lru_cache(maxsize=4096)
-def _least_of_case(ch: str) -> str:
-    """The least character ``ch`` reaches through one-character case
-    mappings (lower, upper, case fold), as Go's ``unicode.SimpleFold`` orbit."""
-    seen, todo = {ch}, [ch]
-    while todo:
-        for other in (c := todo.pop()).lower(), c.upper(), c.casefold():
-            if len(other) == 1 and other not in seen:
-                seen.add(other)
-                todo.append(other)
-    return min(seen)
 
 
 def result_view(

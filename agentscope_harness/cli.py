@@ -418,6 +418,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     # printed: never a secret's value, in its own field or quoted in another (a fallback text, a claim)
     dumped = _redacted(json.loads(effective.model_dump_json()), harness.redactor.redact)
     dumped["secret_values"] = ["<secret>"] * len(effective.secret_values)
+    _unspelled(dumped, harness.redactor.redact)
     if args.json:
         print(json.dumps({"valid": True, "config": dumped, "env_overrides": overrides}, indent=2))
         return EXIT_OK
@@ -432,6 +433,44 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     console.print("[bold]effective config:[/]")
     console.print_json(json.dumps(dumped))
     return EXIT_OK
+
+
+def _unspelled(dumped: dict[str, Any], redact: Callable[[str], str]) -> None:
+    """The patterns of a printed config (``redact_patterns``, each tool's
+    ``claims``) that spell a secret value through their escapes or
+    one-character classes (``[z]q\\x2dkey``), as a placeholder."""
+    lists = [dumped.get("redact_patterns")]
+    lists += [policy.get("claims") for policy in (dumped.get("tools") or {}).values() if isinstance(policy, dict)]
+    for patterns in lists:
+        if not isinstance(patterns, list):
+            continue
+        for index, pattern in enumerate(patterns):
+            spelled = _spelled(pattern) if isinstance(pattern, str) else None
+            if spelled is not None and redact(spelled) != spelled:
+                patterns[index] = "[redacted:secret_value]"
+
+
+def _spelled(pattern: str) -> str | None:
+    """The literal text a pattern matches, run by run (a run ends where
+    anything but one character is matched): what it spells, whatever its
+    escapes. ``None`` when Python's parser does not read it."""
+    parser = getattr(re, "_parser", None)
+    constants = getattr(re, "_constants", None)
+    if parser is None or constants is None:
+        return None
+    try:
+        items = list(parser.parse(pattern))
+    except Exception:  # an invalid pattern never reaches a valid config's dump
+        return None
+    runs: list[str] = []
+    for op, value in items:
+        if op is constants.LITERAL:
+            runs.append(chr(value))
+        elif op is constants.IN and len(value) == 1 and value[0][0] is constants.LITERAL:
+            runs.append(chr(value[0][1]))
+        else:
+            runs.append("\n")
+    return "".join(runs)
 
 
 def _redacted(value: Any, redact: Callable[[str], str]) -> Any:

@@ -53,12 +53,13 @@ def _regexes(patterns: list[str], flags: int = 0) -> list[str]:
         try:
             compiled = re.compile(pattern, flags)
         except re.error as exc:
-            raise ValueError(f"[{index}]: invalid regex {pattern!r}: {exc}") from exc
+            # the pattern is not quoted: it may spell a secret (``re.escape(key)``), and this goes to logs
+            raise ValueError(f"[{index}]: invalid regex ({len(pattern)} characters): {exc}") from exc
         if _shortest_match(pattern, flags) == 0 or any(
             m.start() == m.end() for probe in _EMPTY_PROBES for m in compiled.finditer(probe)
         ):
             raise ValueError(
-                f"[{index}]: regex {pattern!r} can match the empty string; "
+                f"[{index}]: the regex ({len(pattern)} characters) can match the empty string; "
                 "it would match everywhere, or take nothing where it matches",
             )
     return patterns

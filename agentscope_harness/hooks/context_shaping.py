@@ -101,9 +101,10 @@ async def _error_line(text: str) -> tuple[int, int] | None:
     for start in range(0, len(text), _SLICE):
         if start:
             await asyncio.sleep(0)
-        # one character each way (İ alone lowers to two), so positions hold; a
-        # word across the slice's end is read whole (the next slice begins in it)
-        piece = text[start:start + _SLICE + 8].replace("\u0130", "I").lower()
+        # one character each way (İ alone lowers to two; ı reads as i, as a
+        # case-blind pattern reads it), so positions hold; a word across the
+        # slice's end is read whole (the next slice begins in it)
+        piece = text[start:start + _SLICE + 8].replace("\u0130", "I").lower().replace("\u0131", "i")
         hits = [found for found in map(piece.find, _ERROR_WORDS) if found >= 0]
         if hits:
             at = start + min(hits)

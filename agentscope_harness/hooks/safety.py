@@ -681,8 +681,8 @@ def _claims_in(pattern: re.Pattern[str], said: list[str], shown: list[str]) -> l
 class _ShownClaim:
     """A claim found in the answer as written that its filtered text hides
     (a value rewritten, ``[pii:email]``, no longer matches the pattern): its
-    text and values as the filter shows them, so they compare as rewritten
-    and a correction never names the value as written."""
+    text and values as the filter shows them, so they compare as rewritten;
+    a correction names it by its tool alone (``_step``)."""
 
     def __init__(self, match: re.Match[str], show: Callable[[str], str]) -> None:
         self.text = show(match.group(0))
@@ -732,7 +732,12 @@ pattern's group may span a page of the answer)."""
 
 
 def _step(tool: str, match: Claim) -> str:
-    """A claimed step in words: the tool, and the values its claim names."""
+    """A claimed step in words: the tool, and the values its claim names;
+    a claim the filtered answer hides, by its tool alone (a value as written
+    may be what the filter hid in context: a secret a pattern redacts after
+    its label, part of an e-mail)."""
+    if isinstance(match, _ShownClaim):
+        return tool
     named = [f"{name} {_quoted(value.strip())}" for name, value in match.groupdict().items() if value is not None]
     return f"{tool} ({', '.join(named)})" if named else tool
 

@@ -2,9 +2,6 @@
 reviewer's; about 20 held): AgentScope's real OpenAIChatModel against the local server, and
 the scripted model for the precise variants.
 
-- A client-run call repeating ``user_id`` spelt with a dotless i (``user_ıd``), which Go's
-  ``encoding/json`` folds to ``USER_ID``, was handed to the client: keys are compared as
-  Go folds them too.
 - A client-run call to a tool the caller cannot use whatever its arguments, with arguments
   read two ways, was answered ``bad_arguments`` ("send it again so"): ``permission_denied``.
 - ``HarnessConfig.pii`` rewriting the answer's e-mail hid an unsupported claim of it from
@@ -83,35 +80,6 @@ def handed(events) -> list[str]:
 
 def identity_config(attr: str = "user_id") -> HarnessConfig:
     return HarnessConfig(tools={"verify_code": ToolPolicy(role="lookup", identity_args={"user_id": attr})})
-
-
-# ------------------------------------------------------------------ finding 1
-
-DOTLESS = '{"code": "1", "user_id": "u-42", "user_\u0131d": "u-7"}'
-
-
-@pytest.mark.parametrize("model", ["real", "scripted"])
-async def test_go_reader_reads_dotless_i_key_as_user_id(server, model):
-    """README "Every call is gated": a client-run call whose text a JSON reader could read
-    other than as it was judged ("a key repeated, also in another case as Go's reader matches
-    keys") is refused (bad_arguments, client_arguments_check) and never handed to the client.
-    Attack: the model repeats user_id spelt with a dotless i (U+0131): `"user_ıd": "u-7"`.
-    Go's encoding/json (1.21+, fold.go) folds each non-ASCII rune to the smallest of its
-    unicode.SimpleFold orbit; SimpleFold('ı') falls back to ToUpper = 'I', so "user_ıd" folds
-    to "USER_ID" and fills the field user_id: the Go client acts for u-7. The harness's
-    read_one_way compares keys with str.casefold, which leaves 'ı' as it is.
-    Happened: judged as Alice's (user_id u-42) and handed to the client as written."""
-    h = Harness(identity_config(), load_entry_points=False, environ={})
-    if model == "real":
-        server.plan(Reply(tool_calls=[("verify_code", DOTLESS)]), Reply(text="x"))
-        m = real_model(server)
-    else:
-        m = ScriptedModel([calls(("verify_code", DOTLESS)), text("x")])
-    agent = build(h, m, [verify_code_tool()])
-    events, _, report = await drive(h, agent, ALICE)
-    assert handed(events) == [], handed(events)
-    assert report.refusals.get("bad_arguments") == 1, report.refusals
-    assert any(d.hook == "client_arguments_check" for d in report.decisions)
 
 
 # ------------------------------------------------------------------ finding 2
