@@ -46,6 +46,7 @@ from .stores import (
     LedgerStore,
     MemoryStore,
     ParkRecords,
+    ProbeRenewal,
     RateRefund,
     bounded,
     give_back_soon,
@@ -231,6 +232,9 @@ class Fleet:
         self.breakers: dict[str, Breaker] = {}
         self._store_retry_at = 0.0
         self._spare_probes: dict[str, float] = {}
+        self._spare_takers: dict[tuple[str, str], str] = {}
+        """The calls (run id, call id) judged to take a tool's spare probe at
+        admission: one not admitted gives it back (``_give_back_spare``)."""
         self._seen_open: set[str] = set()
         self._units: dict[str, _KeyUnits] = {}
         """Per rate key, this worker's units there (see ``_take_unit``)."""
@@ -239,6 +243,8 @@ class Fleet:
         self._probes: dict[tuple[str, str], tuple[str, bool]] = {}
         """The calls (run id, call id) that are their tool's half-open probe:
         the tool, and whether the probe is the store's (else this process's)."""
+        self._probe_holders: dict[tuple[str, str], asyncio.Task[None]] = {}
+        """Per store probe out, the task holding it in the store while its call runs."""
         self._holds: dict[str, _Holds] = {}
         self._model_units: dict[tuple[str, str | None], _ModelUnits] = {}
         """Per model call in flight, ``(run id, side)`` (``side``: ``None``
@@ -307,12 +313,13 @@ class Fleet:
 
     async def breaker_gate(self, ctx: ToolCallContext) -> None:
         """Refuse a call whose breaker is open; the half-open probe is
-        claimed from the store here (an await) but used at admission, so a
-        probe whose call a later gate refuses stays with this process for its
-        next call of the tool instead of being lost."""
+        claimed from the store here (an await) but used at admission: a call
+        a later gate refuses, or one parked for a human, gives it back
+        (``_give_back_spare``), so no probe is held where no call runs."""
         tool, now = ctx.tool.name, time.monotonic()
         failed_here = bool(ctx.run.root.breaker_failures.get(tool))
         if self._spare_probes.get(tool, 0.0) > now and not failed_here:
+            self._spare_takers[(ctx.run.run_id, ctx.tool.id)] = tool
             ctx.admit(lambda: self._use_probe(ctx))
             return
         if self.ledger and now >= self._store_retry_at:
@@ -337,6 +344,7 @@ class Fleet:
                     _not_a_failed_run(ctx)
                 if decision == "probe":
                     self._spare_probes[tool] = now + PROBE_LEASE_S
+                    self._spare_takers[(ctx.run.run_id, ctx.tool.id)] = tool
                     ctx.admit(lambda: self._use_probe(ctx))
                 return
         self._local_gate(ctx)
@@ -344,12 +352,30 @@ class Fleet:
     def _use_probe(self, ctx: ToolCallContext) -> None:
         """At admission: this call is the fleet's half-open probe."""
         tool = ctx.tool.name
+        self._spare_takers.pop((ctx.run.run_id, ctx.tool.id), None)
         _not_a_failed_run(ctx)
         until = self._spare_probes.pop(tool, 0.0)
         if until <= time.monotonic():
             raise _unavailable(tool, "another call is checking whether it is back")
-        self._probes[(ctx.run.run_id, ctx.tool.id)] = (tool, True)
+        key = (ctx.run.run_id, ctx.tool.id)
+        self._probes[key] = (tool, True)
+        if isinstance(self.store, ProbeRenewal):
+            self._probe_holders[key] = self._in_background(self._hold_probe(self.store, tool))
         ctx.decide("half_open", detail="probe (shared breaker)")
+
+    async def _hold_probe(self, store: ProbeRenewal, tool: str) -> None:
+        """Keep the store's probe this process runs out for as long as its
+        call runs (``PROBE_LEASE_S`` at a time, renewed four times a lease):
+        a probe slower than its lease would let another probe in. Ended
+        when the probe's outcome is recorded or it is abandoned (and with
+        the process: then the lease lapses, and another worker probes)."""
+        while True:
+            await asyncio.sleep(PROBE_LEASE_S / 4)
+            try:
+                if not await self._call(store.breaker_renew(tool, PROBE_LEASE_S), "breaker store", None):
+                    return  # decided, or taken again elsewhere after it lapsed
+            except DependencyDown:
+                continue  # the next renewal may reach it before the lease ends
 
     def _local_gate(self, ctx: ToolCallContext) -> None:
         breaker = self.breakers.get(ctx.tool.name)
@@ -379,7 +405,8 @@ class Fleet:
         """Feed this process's breaker and the shared one with a call's
         outcome (successes, and dependency-class failures only)."""
         tool = ctx.tool.name
-        probe = self._probes.pop((ctx.run.run_id, ctx.tool.id), None) is not None
+        claimed = self._probe_over((ctx.run.run_id, ctx.tool.id))
+        probe = claimed is not None
         if ok:  # the run's own count is of consecutive failures
             ctx.run.root.breaker_failures.pop(tool, None)
         elif self._failed_again(ctx) and not probe:
@@ -390,7 +417,7 @@ class Fleet:
             try:
                 shared = await self._call(
                     self.store.breaker_record(tool, ok, ctx.config.breaker_failures,
-                                              deadline=ctx.run.deadline),
+                                              deadline=ctx.run.deadline, probe=claimed is not None and claimed[1]),
                     "breaker store", ctx.run.deadline,
                 )
             except DependencyDown as exc:
@@ -558,6 +585,8 @@ class Fleet:
         half-open probe it claimed."""
         if not ran and self._probes:
             self._abandon_probes(run.run_id, call_id)
+        if self._spare_takers:
+            self._give_back_spare(run.run_id, call_id)
         holds = self._holds.get(run.run_id)
         if holds is None:
             return
@@ -575,14 +604,35 @@ class Fleet:
         for a cooldown, here and in the store, so the next call probes then
         (else the store would keep the probe out for ``PROBE_LEASE_S``)."""
         for key in [k for k in self._probes if k[0] == run_id and call_id in (None, k[1])]:
-            tool, shared = self._probes.pop(key)
+            tool, shared = self._probes[key]
+            self._probe_over(key)
             self._record_local(tool, False)
             if shared:
                 self._in_background(self._reopen(tool))
 
+    def _probe_over(self, key: tuple[str, str]) -> tuple[str, bool] | None:
+        """The probe of call ``key`` is over (its outcome came, or none will):
+        no longer held in the store; what it was, if it was one."""
+        holder = self._probe_holders.pop(key, None)
+        if holder is not None:
+            holder.cancel()
+        return self._probes.pop(key, None)
+
+    def _give_back_spare(self, run_id: str, call_id: str | None = None) -> None:
+        """A call judged to take its tool's spare probe and never admitted
+        (refused by a later gate, parked for a human, cut short): the probe,
+        still unused, proves nothing and blocks every other worker's call of
+        the tool while this process keeps it. Its breaker opens again for a
+        cooldown, here and in the store, so the next call anywhere probes then."""
+        for key in [k for k in self._spare_takers if k[0] == run_id and call_id in (None, k[1])]:
+            tool = self._spare_takers.pop(key)
+            if self._spare_probes.pop(tool, None) is not None:
+                self._record_local(tool, False)
+                self._in_background(self._reopen(tool))
+
     async def _reopen(self, tool: str) -> None:
         try:
-            await self._call(self.store.breaker_record(tool, False, self.config.breaker_failures),
+            await self._call(self.store.breaker_record(tool, False, self.config.breaker_failures, probe=True),
                              "breaker store", None)
         except DependencyDown:
             pass  # the store's probe lapses at PROBE_LEASE_S
@@ -790,6 +840,8 @@ class Fleet:
         that came to no outcome."""
         if self._probes:
             self._abandon_probes(run.run_id)
+        if self._spare_takers:
+            self._give_back_spare(run.run_id)
         if self._unsettled:
             self._settle_later(0.0)
         for key in [key for key in self._model_units if key[0] == run.run_id]:

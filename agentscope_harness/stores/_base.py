@@ -150,10 +150,22 @@ def breaker_allow_step(b: Breaker, now: float, cooldown_s: float,
     return "probe"
 
 
-def breaker_record_step(b: Breaker, now: float, ok: bool, failures_to_open: int) -> BreakerState:
+def breaker_renew_step(b: Breaker, now: float, probe_lease_s: float) -> bool:
+    """Hold ``b``'s half-open probe ``probe_lease_s`` more from now (mutated);
+    whether it is still out (a breaker its outcome decided is left as it is)."""
+    if b.state != "half":
+        return False
+    b.probe_until = max(b.probe_until, now + probe_lease_s)
+    return True
+
+
+def breaker_record_step(b: Breaker, now: float, ok: bool, failures_to_open: int,
+                        probe: bool = False) -> BreakerState:
     """Record an outcome into ``b`` (mutated). An open breaker ignores late
-    outcomes of calls admitted before it opened: only a probe closes it."""
-    if b.state == "open":
+    outcomes of calls admitted before it opened, and a half-open one every
+    outcome but its probe's: only the probe closes it (a stale failure
+    landing first would reopen it, and the probe's success then be ignored)."""
+    if b.state == "open" or (b.state == "half" and not probe):
         return "open"
     if ok:
         b.state, b.failures = "closed", 0
@@ -310,10 +322,12 @@ class LedgerStore(SpendStore, Protocol):
         ...
 
     async def breaker_record(self, tool: str, ok: bool, failures_to_open: int, *,
-                             deadline: float | None = None) -> BreakerState:
-        """Record a call's outcome; the new state. A success closes a
-        half-open breaker, a failed probe re-opens it for another cooldown,
-        ``failures_to_open`` consecutive failures open a closed one."""
+                             deadline: float | None = None, probe: bool = False) -> BreakerState:
+        """Record a call's outcome; the new state. The probe's success closes
+        a half-open breaker and its failure re-opens it for another cooldown
+        (``probe``: this outcome is the half-open probe's; any other outcome
+        leaves a half-open breaker as it is); ``failures_to_open``
+        consecutive failures open a closed one."""
         ...
 
     async def rate_acquire(self, key: str, per_min: int, cost: int = 1, *,
@@ -332,6 +346,20 @@ class LedgerStore(SpendStore, Protocol):
     async def lease_release(self, key: str, lease_id: str, *,
                             deadline: float | None = None) -> None:
         """Free a slot (a lapsed or unknown lease is a no-op)."""
+        ...
+
+
+@runtime_checkable
+class ProbeRenewal(Protocol):
+    """A store whose half-open probe can be held past its lease while its
+    call runs (the three stores can): without it a probe slower than its
+    lease lets a second probe in."""
+
+    async def breaker_renew(self, tool: str, probe_lease_s: float, *,
+                            deadline: float | None = None) -> bool:
+        """Hold the tool's half-open probe ``probe_lease_s`` seconds more from
+        now; False when no probe is out (its outcome decided, or it lapsed and
+        another was taken: held then too, as the one probe out)."""
         ...
 
 

@@ -13,6 +13,7 @@ from ._base import (
     BreakerState,
     breaker_allow_step,
     breaker_record_step,
+    breaker_renew_step,
     fits,
     gcra,
     gcra_refund,
@@ -124,11 +125,15 @@ class MemoryStore:
             return "closed"
         return breaker_allow_step(breaker, self._clock(), cooldown_s, probe_lease_s)
 
+    async def breaker_renew(self, tool: str, probe_lease_s: float, *, deadline: float | None = None) -> bool:
+        breaker = self._breakers.get(tool)
+        return breaker is not None and breaker_renew_step(breaker, self._clock(), probe_lease_s)
+
     async def breaker_record(self, tool: str, ok: bool, failures_to_open: int, *,
-                             deadline: float | None = None) -> BreakerState:
+                             deadline: float | None = None, probe: bool = False) -> BreakerState:
         self._tidy()
         breaker = self._breakers.setdefault(tool, Breaker())
-        state = breaker_record_step(breaker, self._clock(), ok, failures_to_open)
+        state = breaker_record_step(breaker, self._clock(), ok, failures_to_open, probe)
         if breaker.state == "closed" and breaker.failures == 0:
             del self._breakers[tool]
         return state

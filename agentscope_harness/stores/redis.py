@@ -107,12 +107,21 @@ redis.call('EXPIRE', KEYS[1], ARGV[3])
 return 'probe'
 """
 
-# KEYS: breaker. ARGV: ok (1/0), failures_to_open, key_ttl_s.
+# KEYS: breaker. ARGV: probe_lease_us, key_ttl_s. Mirrors _base.breaker_renew_step.
+BREAKER_RENEW = _NOW + """
+local b = redis.call('HMGET', KEYS[1], 'state', 'probe_until')
+if b[1] ~= 'half' then return 0 end
+redis.call('HSET', KEYS[1], 'probe_until', num(math.max(tonumber(b[2]), now + tonumber(ARGV[1]))))
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
+
+# KEYS: breaker. ARGV: ok (1/0), failures_to_open, key_ttl_s, probe (1/0: the half-open probe's outcome).
 # Mirrors _base.breaker_record_step; a clean closed breaker is no key.
 BREAKER_RECORD = _NOW + """
 local b = redis.call('HMGET', KEYS[1], 'state', 'failures')
 local state = b[1] or 'closed'
-if state == 'open' then return 'open' end
+if state == 'open' or (state == 'half' and ARGV[4] ~= '1') then return 'open' end  -- the probe alone decides
 if ARGV[1] == '1' then
   redis.call('DEL', KEYS[1])
   return 'closed'
@@ -189,7 +198,8 @@ return 1
 
 _SCRIPTS = {
     "reserve": RESERVE, "settle": SETTLE, "allow": BREAKER_ALLOW, "record": BREAKER_RECORD,
-    "rate": RATE, "rate_refund": RATE_REFUND, "lease": LEASE, "renew": RENEW, "claim": CLAIM,
+    "renew_probe": BREAKER_RENEW, "rate": RATE, "rate_refund": RATE_REFUND, "lease": LEASE, "renew": RENEW,
+    "claim": CLAIM,
 }
 """The Lua scripts, by the name a store method runs them with."""
 
@@ -459,10 +469,15 @@ class RedisStore:
                                       [_us(cooldown_s), _us(probe_lease_s), ttl], deadline)
         return cast(BreakerDecision, decision.decode())
 
+    async def breaker_renew(self, tool: str, probe_lease_s: float, *, deadline: float | None = None) -> bool:
+        ttl = max(self.state_ttl_s, math.ceil(probe_lease_s) + 1)
+        held = await self._script("renew_probe", [self._key("breaker", tool)], [_us(probe_lease_s), ttl], deadline)
+        return bool(int(held))
+
     async def breaker_record(self, tool: str, ok: bool, failures_to_open: int, *,
-                             deadline: float | None = None) -> BreakerState:
+                             deadline: float | None = None, probe: bool = False) -> BreakerState:
         state = await self._script("record", [self._key("breaker", tool)],
-                                   [1 if ok else 0, failures_to_open, self.state_ttl_s], deadline)
+                                   [1 if ok else 0, failures_to_open, self.state_ttl_s, 1 if probe else 0], deadline)
         return cast(BreakerState, state.decode())
 
     # ------------------------------------------------------- rate limits

@@ -20,6 +20,7 @@ from ._base import (
     bounded,
     breaker_allow_step,
     breaker_record_step,
+    breaker_renew_step,
     fits,
     gcra,
     gcra_refund,
@@ -267,11 +268,21 @@ class SQLiteStore:
 
         return await self._run(allow_or_claim, deadline)
 
+    async def breaker_renew(self, tool: str, probe_lease_s: float, *, deadline: float | None = None) -> bool:
+        def renew(conn: sqlite3.Connection, now: float) -> bool:
+            breaker = _breaker(conn, tool)
+            held = breaker_renew_step(breaker, now, probe_lease_s)
+            if held:
+                _save_breaker(conn, tool, breaker)
+            return held
+
+        return await self._run(lambda: self._write(renew), deadline)
+
     async def breaker_record(self, tool: str, ok: bool, failures_to_open: int, *,
-                             deadline: float | None = None) -> BreakerState:
+                             deadline: float | None = None, probe: bool = False) -> BreakerState:
         def record(conn: sqlite3.Connection, now: float) -> BreakerState:
             breaker = _breaker(conn, tool)
-            state = breaker_record_step(breaker, now, ok, failures_to_open)
+            state = breaker_record_step(breaker, now, ok, failures_to_open, probe)
             _save_breaker(conn, tool, breaker)
             return state
 

@@ -109,10 +109,10 @@ async def test_the_half_open_probe_is_admitted_exactly_once_across_processes(fle
     for _ in range(2):  # a failed probe re-opens: the next cooldown has one probe too
         decisions = flat(fleet.run(*backend, "allow", "search"))
         assert decisions.count("probe") == 1 and decisions.count("open") == ALL - 1
-        assert await store.breaker_record("search", False, failures_to_open=1) == "open"
+        assert await store.breaker_record("search", False, failures_to_open=1, probe=True) == "open"
     decisions = flat(fleet.run(*backend, "allow", "search"))
     assert decisions.count("probe") == 1
-    assert await store.breaker_record("search", True, failures_to_open=1) == "closed"
+    assert await store.breaker_record("search", True, failures_to_open=1, probe=True) == "closed"
     assert set(flat(fleet.run(*backend, "allow", "search"))) == {"closed"}
     if isinstance(store, RedisStore):
         await store.aclose()

@@ -102,10 +102,12 @@ async def test_one_probe_after_the_cooldown_and_its_outcome_decides(store: Ledge
     assert await store.breaker_record("search", False, failures_to_open=1) == "open"
     decisions = await asyncio.gather(*[store.breaker_allow("search", cooldown_s=0) for _ in range(20)])
     assert sorted(decisions) == ["open"] * 19 + ["probe"]
-    assert await store.breaker_record("search", False, failures_to_open=5) == "open"  # probe failed
+    assert await store.breaker_record("search", True, failures_to_open=5) == "open"  # not the probe's: ignored
+    assert await store.breaker_record("search", False, failures_to_open=5, probe=True) == "open"  # probe failed
     assert await store.breaker_allow("search", cooldown_s=60) == "open"  # another cooldown
     assert await store.breaker_allow("search", cooldown_s=0) == "probe"
-    assert await store.breaker_record("search", True, failures_to_open=5) == "closed"
+    assert await store.breaker_record("search", False, failures_to_open=1) == "open"  # a stale failure: ignored
+    assert await store.breaker_record("search", True, failures_to_open=5, probe=True) == "closed"
     assert await store.breaker_allow("search", cooldown_s=0) == "closed"
 
 
@@ -116,6 +118,17 @@ async def test_a_crashed_probe_frees_the_probe_after_its_lease(store: LedgerStor
     await asyncio.sleep(0.1)  # the prober never reported
     assert await store.breaker_allow("search", cooldown_s=0, probe_lease_s=60) == "probe"
     assert await store.breaker_allow("search", cooldown_s=0, probe_lease_s=60) == "open"
+
+
+async def test_a_running_probe_is_held_past_its_lease_until_decided(store: LedgerStore) -> None:
+    """``breaker_renew``: the fleet holds its probe while its call runs (round 158 c)."""
+    await store.breaker_record("search", False, failures_to_open=1)
+    assert await store.breaker_allow("search", cooldown_s=0, probe_lease_s=0.05) == "probe"
+    assert await store.breaker_renew("search", 0.5)  # type: ignore[attr-defined]
+    await asyncio.sleep(0.1)  # past the first lease
+    assert await store.breaker_allow("search", cooldown_s=0, probe_lease_s=60) == "open"  # still held
+    assert await store.breaker_record("search", True, failures_to_open=1, probe=True) == "closed"
+    assert not await store.breaker_renew("search", 0.5)  # type: ignore[attr-defined]  # decided: nothing held
 
 
 # -------------------------------------------------------------- rate limits
