@@ -28,6 +28,7 @@ call admitted before it opened ignored, half-open as when open).
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 from agentscope.agent import Agent, InjectionConfig
@@ -40,15 +41,10 @@ from agentscope_harness import Harness, HarnessConfig
 from agentscope_harness.stores import MemoryStore, RedisStore, SQLiteStore
 from agentscope_harness.testing import ScriptedModel, calls, text
 
-URL = ""
-"""The fleet's Redis (``redis_url``), set by ``redis_prefix``."""
 
-
-@pytest.fixture
-def redis_prefix(redis_url: str, prefix: str) -> str:
-    global URL
-    URL = redis_url
-    return prefix
+def _redis(prefix: str) -> RedisStore:
+    """A worker's store on the fleet's Redis (the ``prefix`` fixture skips without one)."""
+    return RedisStore(os.environ["HARNESS_TEST_REDIS_URL"], prefix=prefix)
 
 
 
@@ -97,9 +93,9 @@ def _results(agent: Agent) -> list[str]:
             for b in m.content if isinstance(b, ToolResultBlock)]
 
 
-async def _scenario(backend: str, redis_prefix: str, tmp_path, stale: bool) -> None:
+async def _scenario(backend: str, prefix: str, tmp_path, stale: bool) -> None:
     if backend == "redis":
-        stores = RedisStore(URL, prefix=redis_prefix), RedisStore(URL, prefix=redis_prefix)
+        stores = _redis(prefix), _redis(prefix)
     elif backend == "sqlite":
         stores = SQLiteStore(str(tmp_path / "f.db")), SQLiteStore(str(tmp_path / "f.db"))
     else:
@@ -136,9 +132,9 @@ async def _scenario(backend: str, redis_prefix: str, tmp_path, stale: bool) -> N
 
 @pytest.mark.parametrize("backend", ["redis", "sqlite", "memory"])
 async def test_a_late_failure_of_a_call_admitted_before_the_breaker_opened_overrules_its_probe(
-        backend: str, redis_prefix: str, tmp_path) -> None:
-    await _scenario(backend, redis_prefix, tmp_path, stale=True)
+        backend: str, prefix: str, tmp_path) -> None:
+    await _scenario(backend, prefix, tmp_path, stale=True)
 
 
-async def test_control_the_probes_success_closes_the_breaker(redis_prefix: str, tmp_path) -> None:
-    await _scenario("redis", redis_prefix, tmp_path, stale=False)
+async def test_control_the_probes_success_closes_the_breaker(prefix: str, tmp_path) -> None:
+    await _scenario("redis", prefix, tmp_path, stale=False)

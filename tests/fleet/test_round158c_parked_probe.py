@@ -30,8 +30,8 @@ The control resumes on A, within its spare's minute: the refund runs.
 from __future__ import annotations
 
 import asyncio
+import os
 
-import pytest
 from agentscope.agent import Agent, InjectionConfig
 from agentscope.event import RequireUserConfirmEvent
 from agentscope.message import ToolResultBlock, UserMsg
@@ -44,15 +44,10 @@ from agentscope_harness import Harness, HarnessConfig, ToolPolicy
 from agentscope_harness.stores import RedisStore
 from agentscope_harness.testing import ScriptedModel, calls, text
 
-URL = ""
-"""The fleet's Redis (``redis_url``), set by ``redis_prefix``."""
 
-
-@pytest.fixture
-def redis_prefix(redis_url: str, prefix: str) -> str:
-    global URL
-    URL = redis_url
-    return prefix
+def _redis(prefix: str) -> RedisStore:
+    """A worker's store on the fleet's Redis (the ``prefix`` fixture skips without one)."""
+    return RedisStore(os.environ["HARNESS_TEST_REDIS_URL"], prefix=prefix)
 
 
 
@@ -80,7 +75,7 @@ class Payments:
 
 def _worker(prefix: str) -> Harness:
     return Harness(HarnessConfig(
-        store=RedisStore(URL, prefix=prefix), breaker_failures=1, breaker_cooldown_s=COOLDOWN_S,
+        store=_redis(prefix), breaker_failures=1, breaker_cooldown_s=COOLDOWN_S,
         tools={"refund": ToolPolicy(role="mutation",
                                     ask_when=lambda a: "refunds over $50 need a human" if a["amount"] > 50 else None)},
     ), load_entry_points=False, environ={})
@@ -125,14 +120,14 @@ async def _scenario(prefix: str, answer_on: str) -> tuple[Payments, list[str], l
     return pay, _told(bobs), _told(there), h.last_report(there).reason
 
 
-async def test_a_probe_parked_for_a_human_blocks_the_fleet_and_the_approval_elsewhere(redis_prefix: str) -> None:
-    pay, bob_told, alice_told, reason = await _scenario(redis_prefix, "b")
+async def test_a_probe_parked_for_a_human_blocks_the_fleet_and_the_approval_elsewhere(prefix: str) -> None:
+    pay, bob_told, alice_told, reason = await _scenario(prefix, "b")
     assert "a-9" in pay.ran and "b-2" in pay.ran, (
         f"payments is up and no probe runs (Alice's probe call waits for a human), 4 cooldowns later: "
         f"Bob on worker B was told {bob_told[-1:]}; Alice's approved refund on B was told {alice_told[-1:]} "
         f"(run {reason}); refunds made: {pay.ran}")
 
 
-async def test_control_the_approval_on_the_parking_worker_runs(redis_prefix: str) -> None:
-    pay, _, alice_told, reason = await _scenario(redis_prefix, "a")
+async def test_control_the_approval_on_the_parking_worker_runs(prefix: str) -> None:
+    pay, _, alice_told, reason = await _scenario(prefix, "a")
     assert "a-9" in pay.ran, (alice_told, reason)

@@ -26,6 +26,7 @@ are), lapsing only when its worker is gone.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 import pytest
@@ -40,15 +41,10 @@ from agentscope_harness import Harness, HarnessConfig
 from agentscope_harness.stores import RedisStore
 from agentscope_harness.testing import ScriptedModel, calls, text
 
-URL = ""
-"""The fleet's Redis (``redis_url``), set by ``redis_prefix``."""
 
-
-@pytest.fixture
-def redis_prefix(redis_url: str, prefix: str) -> str:
-    global URL
-    URL = redis_url
-    return prefix
+def _redis(prefix: str) -> RedisStore:
+    """A worker's store on the fleet's Redis (the ``prefix`` fixture skips without one)."""
+    return RedisStore(os.environ["HARNESS_TEST_REDIS_URL"], prefix=prefix)
 
 
 
@@ -57,7 +53,7 @@ COOLDOWN_S = 0.3
 
 
 def _worker(prefix: str) -> Harness:
-    return Harness(HarnessConfig(store=RedisStore(URL, prefix=prefix), breaker_failures=1,
+    return Harness(HarnessConfig(store=_redis(prefix), breaker_failures=1,
                                  breaker_cooldown_s=COOLDOWN_S, deadline_s=600),
                    load_entry_points=False, environ={})
 
@@ -128,9 +124,9 @@ async def _scenario(prefix: str, lease_s: float) -> Dependency:
 
 
 async def test_a_probe_slower_than_its_lease_lets_a_second_probe_in_fast(
-        redis_prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fleet, "PROBE_LEASE_S", 1.0)
-    dep = await _scenario(redis_prefix, 1.0)
+    dep = await _scenario(prefix, 1.0)
     assert dep.most_in_flight == 1, (
         f"one half-open probe fleet-wide: {dep.most_in_flight} calls reached the failing CRM at once "
         f"while worker A's probe was still running ({dep.calls} calls in all)")

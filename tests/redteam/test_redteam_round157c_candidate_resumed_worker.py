@@ -24,18 +24,11 @@ from scripted import ALICE, RAN, ScriptedModel, calls, confirm, drain, make_agen
 from agentscope_harness import Harness, HarnessConfig, ToolPolicy
 from agentscope_harness.stores import SQLiteStore
 from tests.redteam.park_kit import resumed
+from tests.redteam.test_redteam_round156c_candidate_resumed_sub_agent import refund
 
 pytestmark = pytest.mark.asyncio
 
 
-async def refund(order_id: str) -> str:
-    """Refund an order.
-
-    Args:
-        order_id (str): The order.
-    """
-    RAN.append(f"refund:{order_id}")
-    return f"refunded {order_id}"
 
 
 def _config(path: str | None) -> HarnessConfig:

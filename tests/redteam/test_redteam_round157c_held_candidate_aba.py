@@ -1,4 +1,4 @@
-"""Probe: A -> B -> A nesting (lead and sub-sub under Harness A with a candidate, the middle
+"""Round 157 c (held): A -> B -> A nesting (lead and sub-sub under Harness A with a candidate, the middle
 sub-agent under Harness B). Identical candidate must differ nowhere; a stricter
 `max_model_calls` candidate must differ at the sub-sub's call past it."""
 from __future__ import annotations

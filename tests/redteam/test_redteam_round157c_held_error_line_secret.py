@@ -1,4 +1,4 @@
-"""Probe: the kept first line of an error is redacted (secret value, key shape, pattern, pii)."""
+"""Round 157 c (held): the kept first line of an error is redacted (secret value, key shape, pattern, pii)."""
 from __future__ import annotations
 
 from agentscope.tool import Toolkit

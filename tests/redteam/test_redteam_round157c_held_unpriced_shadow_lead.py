@@ -1,4 +1,4 @@
-"""Probe (held?): a shadow-mode lead with an uncapped policy, its sub-agent's Harness with no cost."""
+"""Round 157 c (held): a shadow-mode lead with an uncapped policy, its sub-agent's Harness with no cost."""
 from __future__ import annotations
 
 import pytest
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.asyncio
 async def test_shadow_lead() -> None:
     lead_h = Harness(HarnessConfig(mode="shadow", cost=CostPolicy(prices=PRICES)), load_entry_points=False, environ={})
     child_h = Harness(HarnessConfig(), load_entry_points=False, environ={})
-    lead, child = _lead_and_child(lead_h, child_h)
+    lead, child = _lead_and_child(lead_h, child_h, "priced")
     with lead_h.acting_for(ALICE):
         await run(lead, "go")
     assert _unpriced(lead_h.last_report(lead))

@@ -13,11 +13,10 @@ records one decision on the calling run only, worded for the capped policy.
 from __future__ import annotations
 
 import pytest
-from agentscope.message import UserMsg
-from agentscope.tool import Toolkit
-from scripted import ALICE, ScriptedModel, calls, make_agent, run, search, text, tool
+from scripted import ALICE, run
 
 from agentscope_harness import CostPolicy, Harness, HarnessConfig
+from tests.redteam.test_redteam_round156c_unpriced_sub_agent import _lead_and_child
 
 pytestmark = pytest.mark.asyncio
 
@@ -26,23 +25,6 @@ PRICES = {"priced": (1.0, 1.0)}
 
 def _unpriced(report):
     return [d.detail for d in report.decisions if d.action == "unpriced_model"]
-
-
-def _lead_and_child(lead_h: Harness, child_h: Harness):
-    child = make_agent(ScriptedModel([calls(("search", {"q": "x"})), text("child done")], model="mystery"),
-                       child_h.instrument(Toolkit(tools=[tool(search)])), child_h.middlewares(), name="researcher")
-
-    async def delegate(task: str) -> str:
-        """Ask the researcher.
-
-        Args:
-            task (str): What.
-        """
-        return (await child.reply(UserMsg("lead", task))).get_text_content() or ""
-
-    lead = make_agent(ScriptedModel([calls(("delegate", {"task": "t"})), text("lead done")], model="priced"),
-                      lead_h.instrument(Toolkit(tools=[tool(delegate)])), lead_h.middlewares(), name="lead")
-    return lead, child
 
 
 async def test_uncapped_sub_agent_under_a_capped_lead_with_a_stated_unpriced_price() -> None:
@@ -55,7 +37,7 @@ async def test_uncapped_sub_agent_under_a_capped_lead_with_a_stated_unpriced_pri
     lead_h = Harness(HarnessConfig(cost=CostPolicy(cap_usd=5.0, prices=PRICES, unpriced=(1.0, 1.0))),
                      load_entry_points=False, environ={})
     child_h = Harness(HarnessConfig(cost=CostPolicy(prices=PRICES)), load_entry_points=False, environ={})
-    lead, child = _lead_and_child(lead_h, child_h)
+    lead, child = _lead_and_child(lead_h, child_h, "priced")
     with lead_h.acting_for(ALICE):
         await run(lead, "go")
     child_report = child_h.last_report(child)
@@ -76,7 +58,7 @@ async def test_uncapped_lead_above_a_shadow_capped_sub_agent_harness() -> None:
     lead_h = Harness(HarnessConfig(cost=CostPolicy(prices=PRICES)), load_entry_points=False, environ={})
     child_h = Harness(HarnessConfig(mode="shadow", cost=CostPolicy(cap_usd=5.0, prices=PRICES)),
                       load_entry_points=False, environ={})
-    lead, child = _lead_and_child(lead_h, child_h)
+    lead, child = _lead_and_child(lead_h, child_h, "priced")
     with lead_h.acting_for(ALICE):
         await run(lead, "go")
     child_report = child_h.last_report(child)
