@@ -497,6 +497,7 @@ class CallFlow:
                 run.facts.fact_batches[fact] = view.batch
         ran = result.ok
         refusal = await self.runner.run("post_tool_call", ctx)
+        self.services.fleet.shaped(run, view.id)
         self._defer_hints(ctx)
         if refusal is not None:
             run.remember_sentinel(refusal.code, refusal.text)

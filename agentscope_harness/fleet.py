@@ -618,15 +618,29 @@ class Fleet:
             holder.cancel()
         return self._probes.pop(key, None)
 
+    def shaped(self, run: RunState, call_id: str) -> None:
+        """The call's result was shaped: a half-open probe whose outcome no
+        hook recorded (one placed before the breaker's refused the result)
+        is over, its breaker open again for a cooldown: never held in the
+        store while the run goes on."""
+        if self._probes:
+            self._abandon_probes(run.run_id, call_id)
+
     def _give_back_spare(self, run_id: str, call_id: str | None = None) -> None:
         """A call judged to take its tool's spare probe and never admitted
         (refused by a later gate, parked for a human, cut short): the probe,
         still unused, proves nothing and blocks every other worker's call of
-        the tool while this process keeps it. Its breaker opens again for a
-        cooldown, here and in the store, so the next call anywhere probes then."""
+        the tool while this process keeps it. Unless another call judged to
+        take it is still being judged, its breaker opens again for a
+        cooldown, here and in the store, so the next call anywhere probes
+        then; a spare past its lease is the store's no more (another worker
+        may have probed and closed the breaker since): dropped only."""
         for key in [k for k in self._spare_takers if k[0] == run_id and call_id in (None, k[1])]:
             tool = self._spare_takers.pop(key)
-            if self._spare_probes.pop(tool, None) is not None:
+            if tool in self._spare_takers.values():
+                continue  # another call judged to take it may still: it stays for that one
+            until = self._spare_probes.pop(tool, None)
+            if until is not None and until > time.monotonic():  # lapsed: the store's is no longer ours to end
                 self._record_local(tool, False)
                 self._in_background(self._reopen(tool))
 

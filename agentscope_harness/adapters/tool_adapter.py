@@ -515,7 +515,10 @@ async def _within_deadline(
     if done:
         return rest
     tool = asyncio.get_running_loop().create_task(_rest_of(rest), context=context)
-    grace = TOOL_GRACE_S / (1 + run.depth)
+    # a sub-agent's tools are cut, and their stop waited for, within a quarter
+    # of its lead's grace each: it is free to end with its own answer before
+    # the lead cuts the call running it (halving it met the lead's cut exactly)
+    grace = TOOL_GRACE_S / 4 ** run.depth
     try:
         finished, _ = await asyncio.wait((tool,), timeout=max(run.deadline + grace - time.monotonic(), 0.0))
     except asyncio.CancelledError:
