@@ -493,6 +493,11 @@ def _drop_answered(agent: Any, run: RunState, view: ToolCallView) -> bool:
     return bool(answered)
 
 
+NESTED_WAIT_S = 0.05
+"""How long past its own cut a tool whose call runs a sub-agent still
+ending is waited for: the sub-agent's answer, not a cancel, ends it."""
+
+
 async def _within_deadline(
     run: RunState, call: Any, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator],
     left_stopping: Callable[[asyncio.Task], None],
@@ -516,11 +521,13 @@ async def _within_deadline(
         return rest
     tool = asyncio.get_running_loop().create_task(_rest_of(rest), context=context)
     # a sub-agent's tools are cut, and their stop waited for, within a quarter
-    # of its lead's grace each: it is free to end with its own answer before
-    # the lead cuts the call running it (halving it met the lead's cut exactly)
+    # of its lead's grace each, so it ends with its own answer before the lead
+    # cuts the call running it (halving it met the lead's cut exactly)
     grace = TOOL_GRACE_S / 4 ** run.depth
     try:
         finished, _ = await asyncio.wait((tool,), timeout=max(run.deadline + grace - time.monotonic(), 0.0))
+        if not finished and run.open_children:  # a sub-agent it runs is ending (deeper, its margin is thin)
+            finished, _ = await asyncio.wait((tool,), timeout=NESTED_WAIT_S)
     except asyncio.CancelledError:
         if tool.done():  # it returned as the caller stopped: the stop stands
             _retrieved(tool)

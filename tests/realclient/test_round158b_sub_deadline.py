@@ -97,7 +97,7 @@ async def rollback(q: str) -> str:
 
 
 @pytest.mark.parametrize("tool", ["stubborn", "rollback"])
-@pytest.mark.parametrize("n", [1, 3])
+@pytest.mark.parametrize("n", [3])
 @pytest.mark.parametrize("same", [True, False])
 async def test_sub_ends_first(server, side, tool, n, same):
     fn = {"stubborn": stubborn, "rollback": rollback}[tool]
@@ -192,4 +192,84 @@ async def test_sub_agent_tool_with_rollback_ends_with_its_own_answer_first(serve
     assert (r.terminal_state, r.reason) == (TerminalState.INCOMPLETE, "deadline")
     kids = [(c.agent, c.terminal_state, c.reason) for c in r.children]
     assert kids == [("refunder", TerminalState.INCOMPLETE, "deadline")], kids
+    assert "refund: started; the time ran out" in text_of(final), text_of(final)
+
+
+# ------------------------------------------------------------------ round 160 a
+# At depth 3 and more the geometric cuts left the deepest sub-agent a few milliseconds to end:
+# a tool whose call runs a sub-agent still ending is waited for a little longer (NESTED_WAIT_S).
+
+
+@pytest.fixture
+async def fakes():
+    made = [FakeOpenAI() for _ in range(6)]
+    for f in made:
+        await f.start()
+    try:
+        yield made
+    finally:
+        for f in made:
+            await f.close()
+
+
+def delegating(sub, name):
+    async def fn(task: str) -> str:
+        """Ask the next agent.
+
+        Args:
+            task (str): what to do
+        """
+        msg = await sub.reply(UserMsg("lead", task))
+        return msg.get_text_content() or ""
+    fn.__name__ = name
+    return fn
+
+
+def chain_tree(r):
+    out = []
+    while r is not None:
+        out.append((r.agent, r.terminal_state.value, r.reason))
+        r = r.children[0] if r.children else None
+    return out
+
+
+@pytest.mark.parametrize("same", [True, False])
+@pytest.mark.parametrize("depth", [4])
+async def test_sub_sub_sub_agent_ends_with_its_own_answer_first(fakes, same, depth):
+    """Promise (README, Security, "The deadline bounds tools too"): "a sub-agent's tools
+    sooner, within a quarter of its lead's grace each, the wait for them to stop included,
+    so it ends with its own answer first"; the run ends incomplete (deadline) with the
+    fallback answer which lists a mutation cut so.
+
+    Attack: lead (deadline_s=2) -> delegate -> mid agent -> delegate -> leaf agent (depth 2;
+    depth 3 with one more link) whose `refund` (mutation) runs a 1.5 s rollback when cut.
+
+    What happened (depth 3, same or another Harness; depth 2 held): the leaf's tools are cut
+    at deadline + 0.1/64 s and waited for as long again (D + 3.1 ms), while its caller's
+    call running it is cut at D + 6.25 ms: the 3 ms left are too few for the leaf to make its
+    own ending, so the cut of agent2's `delegate` lands in the leaf's reply and the leaf ends
+    `cancelled` (`interrupted`) in the report, as if someone had interrupted it, not
+    `incomplete` (`deadline`) with its own answer. (The lead's fallback still lists the
+    refund here.) Should: every level ends `incomplete` (`deadline`).
+    Depth 4: the same, one level deeper. Depth 3 fails most runs (3 ms margin), depth 4 every run.
+    """
+    LOG.clear()
+    pol = {"refund": ToolPolicy(role="mutation")}
+    h = Harness(HarnessConfig(deadline_s=2, tools=pol), load_entry_points=False)
+    other = h if same else Harness(HarnessConfig(tools=pol), load_entry_points=False)
+    leaf = agent(other, model(fakes[depth], "gpt-test"), [refund], name="leaf")
+    fakes[depth].plan(Reply(tool_calls=[("refund", {"order_id": "o-1"})]), Reply(text="leaf final"))
+    below = leaf
+    for d in range(depth - 1, -1, -1):
+        fn = delegating(below, f"delegate{d}")
+        fakes[d].plan(Reply(tool_calls=[(f"delegate{d}", {"task": "refund o-1"})]), Reply(text=f"final{d}"))
+        below = agent(h if d == 0 else other, model(fakes[d], "gpt-test"), [fn], name=f"agent{d}")
+    lead = below
+    wall, _, final = await timed_reply(lead)
+    r = h.last_report(lead)
+    await asyncio.sleep(1.7)
+    tree = chain_tree(r)
+    print(wall, tree, LOG, repr(text_of(final)[:400]))
+    assert wall < 6
+    assert all(t[1:] == ("incomplete", "deadline") for t in tree), tree
     assert "refund: started; the time ran out" in text_of(final), text_of(final)
