@@ -253,17 +253,12 @@ def _secrets_of(raw: Any) -> list[str]:
 
 
 def _exact_redactor(secrets: list[str]) -> Callable[[str], str]:
-    """A redactor of these exact values, as written and as Python quotes
-    them (a message's ``!r``): for a policy that failed, whose harness and
-    its redactor were never built."""
-    forms = sorted({form for s in secrets if s.strip() for form in (s, repr(s)[1:-1])}, key=len, reverse=True)
+    """The harness's redactor of these values, as written and as Python
+    quotes them (a message's ``!r``): for a policy that failed, whose
+    harness and its redactor were never built."""
+    from .redaction import Redactor
 
-    def redact(text: str) -> str:
-        for form in forms:
-            text = text.replace(form, "[redacted:secret_value]")
-        return text
-
-    return redact
+    return Redactor(secret_values={form for s in secrets if s.strip() for form in (s, repr(s)[1:-1])}).redact
 
 
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
