@@ -28,27 +28,18 @@ call admitted before it opened ignored, half-open as when open).
 from __future__ import annotations
 
 import asyncio
-import os
 
 import pytest
 from agentscope.agent import Agent, InjectionConfig
-from agentscope.message import ToolResultBlock, UserMsg
-from agentscope.permission import PermissionBehavior, PermissionDecision
+from agentscope.message import ToolResultBlock
 from agentscope.tool import FunctionTool, Toolkit
-from scripted import ALICE, BOB
+from breaker_kit import ALLOW, redis_store, reply
+from scripted import BOB
 
 from agentscope_harness import Harness, HarnessConfig
-from agentscope_harness.stores import MemoryStore, RedisStore, SQLiteStore
+from agentscope_harness.stores import MemoryStore, SQLiteStore
 from agentscope_harness.testing import ScriptedModel, calls, text
 
-
-def _redis(prefix: str) -> RedisStore:
-    """A worker's store on the fleet's Redis (the ``prefix`` fixture skips without one)."""
-    return RedisStore(os.environ["HARNESS_TEST_REDIS_URL"], prefix=prefix)
-
-
-
-ALLOW = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="allowed")
 COOLDOWN_S = 0.5
 
 
@@ -82,12 +73,6 @@ def _agent(h: Harness, crm: Crm, q: str) -> Agent:
                  middlewares=h.middlewares(), injection_config=InjectionConfig(enabled=False))
 
 
-async def _reply(h: Harness, agent: Agent, who=ALICE) -> None:
-    with h.acting_for(who):
-        async for _ in agent.reply_stream(UserMsg("user", "check the crm")):
-            pass
-
-
 def _results(agent: Agent) -> list[str]:
     return [str(b.output) for m in agent.state.context if not isinstance(m.content, str)
             for b in m.content if isinstance(b, ToolResultBlock)]
@@ -95,7 +80,7 @@ def _results(agent: Agent) -> list[str]:
 
 async def _scenario(backend: str, prefix: str, tmp_path, stale: bool) -> None:
     if backend == "redis":
-        stores = _redis(prefix), _redis(prefix)
+        stores = redis_store(prefix), redis_store(prefix)
     elif backend == "sqlite":
         stores = SQLiteStore(str(tmp_path / "f.db")), SQLiteStore(str(tmp_path / "f.db"))
     else:
@@ -104,13 +89,13 @@ async def _scenario(backend: str, prefix: str, tmp_path, stale: bool) -> None:
     a, b = (Harness(HarnessConfig(store=s, breaker_failures=2, breaker_cooldown_s=COOLDOWN_S, deadline_s=60),
                     load_entry_points=False, environ={}) for s in stores)
     crm = Crm()
-    x = asyncio.ensure_future(_reply(a, _agent(a, crm, "stale" if stale else "fine")))  # admitted while closed
+    x = asyncio.ensure_future(reply(a, _agent(a, crm, "stale" if stale else "fine")))  # admitted while closed
     await asyncio.sleep(0.2)
-    await _reply(a, _agent(a, crm, "fail-1"), BOB)
-    await _reply(b, _agent(b, crm, "fail-2"), BOB)  # two failures: open
+    await reply(a, _agent(a, crm, "fail-1"), BOB)
+    await reply(b, _agent(b, crm, "fail-2"), BOB)  # two failures: open
     await asyncio.sleep(COOLDOWN_S * 2)
     p_agent = _agent(b, crm, "probe")
-    p = asyncio.ensure_future(_reply(b, p_agent, BOB))  # the one probe; the CRM is back
+    p = asyncio.ensure_future(reply(b, p_agent, BOB))  # the one probe; the CRM is back
     for _ in range(300):
         if "probe" in crm.ran:
             break
@@ -123,7 +108,7 @@ async def _scenario(backend: str, prefix: str, tmp_path, stale: bool) -> None:
     assert any("crm says probe" in r for r in _results(p_agent))
 
     after = _agent(a, crm, "after")
-    await _reply(a, after, BOB)
+    await reply(a, after, BOB)
     told = _results(after)
     assert "after" in crm.ran, (
         f"the probe succeeded (the CRM answers), yet the next call is refused: {told}; the breaker was "

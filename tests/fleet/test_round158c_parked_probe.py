@@ -30,52 +30,24 @@ The control resumes on A, within its spare's minute: the refund runs.
 from __future__ import annotations
 
 import asyncio
-import os
 
 from agentscope.agent import Agent, InjectionConfig
 from agentscope.event import RequireUserConfirmEvent
-from agentscope.message import ToolResultBlock, UserMsg
-from agentscope.permission import PermissionBehavior, PermissionDecision
+from agentscope.message import UserMsg
 from agentscope.state import AgentState
 from agentscope.tool import FunctionTool, Toolkit
+from breaker_kit import ALLOW, Payments, redis_store, told
 from scripted import ALICE, BOB, confirm, drain
 
 from agentscope_harness import Harness, HarnessConfig, ToolPolicy
-from agentscope_harness.stores import RedisStore
 from agentscope_harness.testing import ScriptedModel, calls, text
 
-
-def _redis(prefix: str) -> RedisStore:
-    """A worker's store on the fleet's Redis (the ``prefix`` fixture skips without one)."""
-    return RedisStore(os.environ["HARNESS_TEST_REDIS_URL"], prefix=prefix)
-
-
-
-ALLOW = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="allowed")
 COOLDOWN_S = 0.5
-
-
-class Payments:
-    def __init__(self) -> None:
-        self.up = False
-        self.ran: list[str] = []
-
-    async def refund(self, order: str, amount: float) -> str:
-        """Refund an order.
-
-        Args:
-            order (str): The order.
-            amount (float): USD.
-        """
-        self.ran.append(order)
-        if not self.up:
-            raise ConnectionError("payments: connection refused")
-        return f"refunded {amount} on {order}"
 
 
 def _worker(prefix: str) -> Harness:
     return Harness(HarnessConfig(
-        store=_redis(prefix), breaker_failures=1, breaker_cooldown_s=COOLDOWN_S,
+        store=redis_store(prefix), breaker_failures=1, breaker_cooldown_s=COOLDOWN_S,
         tools={"refund": ToolPolicy(role="mutation",
                                     ask_when=lambda a: "refunds over $50 need a human" if a["amount"] > 50 else None)},
     ), load_entry_points=False, environ={})
@@ -86,11 +58,6 @@ def _agent(h: Harness, pay: Payments, model: ScriptedModel, state: AgentState | 
     return Agent(name="desk", system_prompt="You help.", model=model,
                  toolkit=h.instrument(Toolkit(tools=[FunctionTool(pay.refund, permission=ALLOW)])),
                  middlewares=h.middlewares(), injection_config=InjectionConfig(enabled=False), **kw)
-
-
-def _told(agent: Agent) -> list[str]:
-    return [str(b.output) for m in agent.state.context if not isinstance(m.content, str)
-            for b in m.content if isinstance(b, ToolResultBlock)]
 
 
 async def _scenario(prefix: str, answer_on: str) -> tuple[Payments, list[str], list[str], str]:
@@ -117,7 +84,7 @@ async def _scenario(prefix: str, answer_on: str) -> tuple[Payments, list[str], l
     there = alices if h is a else _agent(b, pay, model, AgentState.model_validate_json(alices.state.model_dump_json()))
     with h.acting_for(ALICE):
         await drain(there, confirm(ask, ask.tool_calls[0]))
-    return pay, _told(bobs), _told(there), h.last_report(there).reason
+    return pay, told(bobs), told(there), h.last_report(there).reason
 
 
 async def test_a_probe_parked_for_a_human_blocks_the_fleet_and_the_approval_elsewhere(prefix: str) -> None:

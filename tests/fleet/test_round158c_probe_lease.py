@@ -26,34 +26,23 @@ are), lapsing only when its worker is gone.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 
 import pytest
 from agentscope.agent import Agent, InjectionConfig
-from agentscope.message import UserMsg
-from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import FunctionTool, Toolkit
-from scripted import ALICE, BOB
+from breaker_kit import ALLOW, redis_store, reply
+from scripted import BOB
 
 import agentscope_harness.fleet as fleet
 from agentscope_harness import Harness, HarnessConfig
-from agentscope_harness.stores import RedisStore
 from agentscope_harness.testing import ScriptedModel, calls, text
 
-
-def _redis(prefix: str) -> RedisStore:
-    """A worker's store on the fleet's Redis (the ``prefix`` fixture skips without one)."""
-    return RedisStore(os.environ["HARNESS_TEST_REDIS_URL"], prefix=prefix)
-
-
-
-ALLOW = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="allowed")
 COOLDOWN_S = 0.3
 
 
 def _worker(prefix: str) -> Harness:
-    return Harness(HarnessConfig(store=_redis(prefix), breaker_failures=1,
+    return Harness(HarnessConfig(store=redis_store(prefix), breaker_failures=1,
                                  breaker_cooldown_s=COOLDOWN_S, deadline_s=600),
                    load_entry_points=False, environ={})
 
@@ -93,20 +82,14 @@ def _agent(h: Harness, dep: Dependency) -> Agent:
                  middlewares=h.middlewares(), injection_config=InjectionConfig(enabled=False))
 
 
-async def _reply(h: Harness, agent: Agent, who=ALICE) -> None:
-    with h.acting_for(who):
-        async for _ in agent.reply_stream(UserMsg("user", "check the crm")):
-            pass
-
-
 async def _scenario(prefix: str, lease_s: float) -> Dependency:
     a, b = _worker(prefix), _worker(prefix)
     dep = Dependency()
-    await _reply(a, _agent(a, dep))  # fails: the shared breaker opens
+    await reply(a, _agent(a, dep))  # fails: the shared breaker opens
     assert dep.calls == 1
     await asyncio.sleep(COOLDOWN_S * 2)
     dep.mode = "slow"
-    probe = asyncio.ensure_future(_reply(a, _agent(a, dep)))  # A's run is the one probe
+    probe = asyncio.ensure_future(reply(a, _agent(a, dep)))  # A's run is the one probe
     for _ in range(200):
         if dep.in_flight:
             break
@@ -116,7 +99,7 @@ async def _scenario(prefix: str, lease_s: float) -> Dependency:
     others = []
     for at in (0.5 * lease_s, lease_s + 1.0, lease_s + 2.0):  # B's users ask, before and after the lease
         await asyncio.sleep(max(0.0, started + at - time.monotonic()))
-        others.append(asyncio.ensure_future(_reply(b, _agent(b, dep), BOB)))
+        others.append(asyncio.ensure_future(reply(b, _agent(b, dep), BOB)))
     await asyncio.sleep(0.5)
     dep.release.set()
     await asyncio.gather(probe, *others)

@@ -25,50 +25,24 @@ breaker.
 from __future__ import annotations
 
 import asyncio
-import os
 
 from agentscope.agent import Agent, InjectionConfig
 from agentscope.event import RequireUserConfirmEvent
-from agentscope.message import ToolResultBlock, UserMsg
-from agentscope.permission import PermissionBehavior, PermissionDecision
+from agentscope.message import UserMsg
 from agentscope.tool import FunctionTool, Toolkit
+from breaker_kit import ALLOW, Payments, redis_store, told
 from scripted import ALICE, BOB
 
 from agentscope_harness import Harness, HarnessConfig, ToolPolicy, harness_hook
-from agentscope_harness.stores import RedisStore
 from agentscope_harness.testing import ScriptedModel, calls, text
 
-ALLOW = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="allowed")
 COOLDOWN_S = 0.5
-
-
-class Payments:
-    def __init__(self) -> None:
-        self.up = False
-        self.ran: list[str] = []
-
-    async def refund(self, order: str, amount: float) -> str:
-        """Refund an order.
-
-        Args:
-            order (str): The order.
-            amount (float): USD.
-        """
-        self.ran.append(order)
-        if not self.up:
-            raise ConnectionError("payments: connection refused")
-        return f"refunded {amount} on {order}"
 
 
 def _agent(h: Harness, pay: Payments, script) -> Agent:
     return Agent(name="desk", system_prompt="You help.", model=ScriptedModel(script),
                  toolkit=h.instrument(Toolkit(tools=[FunctionTool(pay.refund, permission=ALLOW)])),
                  middlewares=h.middlewares(), injection_config=InjectionConfig(enabled=False))
-
-
-def _told(agent: Agent) -> list[str]:
-    return [str(b.output) for m in agent.state.context if not isinstance(m.content, str)
-            for b in m.content if isinstance(b, ToolResultBlock)]
 
 
 async def _drain(h: Harness, agent: Agent, who, prompt: str) -> list:
@@ -86,7 +60,7 @@ async def test_a_parked_call_gives_back_the_probe_another_call_claimed(prefix: s
             await passed.wait()  # the fraud service answers: fine
 
     a = Harness(HarnessConfig(
-        store=RedisStore(os.environ["HARNESS_TEST_REDIS_URL"], prefix=prefix),
+        store=redis_store(prefix),
         breaker_failures=1, breaker_cooldown_s=COOLDOWN_S,
         tools={"refund": ToolPolicy(role="mutation",
                                     ask_when=lambda a: "refunds over $50 need a human" if a["amount"] > 50 else None)},
@@ -109,4 +83,4 @@ async def test_a_parked_call_gives_back_the_probe_another_call_claimed(prefix: s
     await alices
     assert "a-1" in pay.ran, (
         f"payments are up and Alice's call claimed the one probe; Bob's call, parked, never held it: "
-        f"Alice was told {_told(alice)}; refunds made: {pay.ran}")
+        f"Alice was told {told(alice)}; refunds made: {pay.ran}")

@@ -27,21 +27,17 @@ worst its lapse, lets B's call run).
 from __future__ import annotations
 
 import asyncio
-import os
 
 import pytest
 from agentscope.agent import Agent, InjectionConfig
-from agentscope.message import ToolResultBlock, UserMsg
-from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import FunctionTool, Toolkit
-from scripted import ALICE, BOB
+from breaker_kit import ALLOW, redis_store, reply, told
+from scripted import BOB
 
 import agentscope_harness.fleet as fleet
 from agentscope_harness import Harness, HarnessConfig, HookRejectSignal, harness_hook
-from agentscope_harness.stores import RedisStore
 from agentscope_harness.testing import ScriptedModel, calls, text
 
-ALLOW = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="allowed")
 COOLDOWN_S = 0.3
 
 
@@ -81,7 +77,7 @@ def dlp_check(ctx) -> None:
 
 
 def _worker(prefix: str) -> Harness:
-    return Harness(HarnessConfig(store=RedisStore(os.environ["HARNESS_TEST_REDIS_URL"], prefix=prefix),
+    return Harness(HarnessConfig(store=redis_store(prefix),
                                  breaker_failures=1, breaker_cooldown_s=COOLDOWN_S, deadline_s=600),
                    hooks=[dlp_check], load_entry_points=False, environ={})
 
@@ -93,35 +89,24 @@ def _agent(h: Harness, dep: Crm, script) -> Agent:
                  middlewares=h.middlewares(), injection_config=InjectionConfig(enabled=False))
 
 
-def _told(agent: Agent) -> list[str]:
-    return [str(b.output) for m in agent.state.context if not isinstance(m.content, str)
-            for b in m.content if isinstance(b, ToolResultBlock)]
-
-
-async def _reply(h: Harness, agent: Agent, who=ALICE) -> None:
-    with h.acting_for(who):
-        async for _ in agent.reply_stream(UserMsg("user", "check the crm")):
-            pass
-
-
 async def test_a_probe_whose_outcome_a_hook_withholds_is_held_while_its_run_lasts(
         prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fleet, "PROBE_LEASE_S", 1.0)
     a, b = _worker(prefix), _worker(prefix)
     dep = Crm()
-    await _reply(a, _agent(a, dep, [calls(("crm", {"q": "first"})), text("sorry")]))  # the breaker opens
+    await reply(a, _agent(a, dep, [calls(("crm", {"q": "first"})), text("sorry")]))  # the breaker opens
     assert dep.calls == ["first"]
     await asyncio.sleep(COOLDOWN_S * 2)
     dep.up = True
 
     alice = _agent(a, dep, [calls(("crm", {"q": "alice"})), calls(("report", {"title": "q3"})), text("done")])
-    alices = asyncio.ensure_future(_reply(a, alice))  # the one probe: it succeeds, its result is withheld
+    alices = asyncio.ensure_future(reply(a, alice))  # the one probe: it succeeds, its result is withheld
     await asyncio.wait_for(dep.probe_done.wait(), 10)
     await asyncio.sleep(3.0)  # the probe's call is long over: 3 leases
     bob = _agent(b, dep, [calls(("crm", {"q": "bob"})), text("done")])
-    await _reply(b, bob, BOB)
+    await reply(b, bob, BOB)
     await alices
     assert "bob" in dep.calls, (
         f"the CRM is up and the probe's call ended 3 leases ago (it succeeded); Alice's run still "
-        f"holds the probe: Bob on B was told {_told(bob)}; CRM calls: {dep.calls}; "
-        f"Alice read {_told(alice)}")
+        f"holds the probe: Bob on B was told {told(bob)}; CRM calls: {dep.calls}; "
+        f"Alice read {told(alice)}")

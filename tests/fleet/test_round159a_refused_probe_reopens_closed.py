@@ -24,21 +24,17 @@ reopens the half-open breaker its own probe still holds.
 from __future__ import annotations
 
 import asyncio
-import os
 
 import pytest
 from agentscope.agent import Agent, InjectionConfig
-from agentscope.message import ToolResultBlock, UserMsg
-from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import FunctionTool, Toolkit
-from scripted import ALICE, BOB
+from breaker_kit import ALLOW, redis_store, reply, told
+from scripted import BOB
 
 import agentscope_harness.fleet as fleet
 from agentscope_harness import Harness, HarnessConfig, HookRejectSignal, harness_hook
-from agentscope_harness.stores import RedisStore
 from agentscope_harness.testing import ScriptedModel, calls, text
 
-ALLOW = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="allowed")
 COOLDOWN_S = 1.5
 
 
@@ -60,7 +56,7 @@ class Crm:
 
 
 def _worker(prefix: str, hooks=()) -> Harness:
-    return Harness(HarnessConfig(store=RedisStore(os.environ["HARNESS_TEST_REDIS_URL"], prefix=prefix),
+    return Harness(HarnessConfig(store=redis_store(prefix),
                                  breaker_failures=1, breaker_cooldown_s=COOLDOWN_S, deadline_s=600,
                                  hook_timeout_s=30),
                    hooks=list(hooks), load_entry_points=False, environ={})
@@ -71,17 +67,6 @@ def _agent(h: Harness, dep: Crm, q: str) -> Agent:
                  model=ScriptedModel([calls(("crm", {"q": q})), text("done")]),
                  toolkit=h.instrument(Toolkit(tools=[FunctionTool(dep.crm, permission=ALLOW)])),
                  middlewares=h.middlewares(), injection_config=InjectionConfig(enabled=False))
-
-
-def _told(agent: Agent) -> list[str]:
-    return [str(b.output) for m in agent.state.context if not isinstance(m.content, str)
-            for b in m.content if isinstance(b, ToolResultBlock)]
-
-
-async def _reply(h: Harness, agent: Agent, who=ALICE) -> None:
-    with h.acting_for(who):
-        async for _ in agent.reply_stream(UserMsg("user", "check the crm")):
-            pass
 
 
 async def test_a_refused_spare_probe_reopens_a_breaker_another_worker_closed(
@@ -98,22 +83,22 @@ async def test_a_refused_spare_probe_reopens_a_breaker_another_worker_closed(
 
     a, b = _worker(prefix, [slow_policy_check]), _worker(prefix)
     dep = Crm()
-    await _reply(a, _agent(a, dep, "first"))  # fails: the shared breaker opens
+    await reply(a, _agent(a, dep, "first"))  # fails: the shared breaker opens
     assert dep.calls == ["first"]
     await asyncio.sleep(COOLDOWN_S * 2)
     dep.up = True
 
-    alices = asyncio.ensure_future(_reply(a, _agent(a, dep, "alice-slow")))  # claims the probe, then waits
+    alices = asyncio.ensure_future(reply(a, _agent(a, dep, "alice-slow")))  # claims the probe, then waits
     await asyncio.wait_for(entered.wait(), 10)
     await asyncio.sleep(1.5)  # the probe's store lease lapses (A never used it)
     bob1 = _agent(b, dep, "bob-1")
-    await _reply(b, bob1, BOB)  # B's probe runs and succeeds: closed
-    assert "bob-1" in dep.calls, _told(bob1)
+    await reply(b, bob1, BOB)  # B's probe runs and succeeds: closed
+    assert "bob-1" in dep.calls, told(bob1)
     verdict.set()  # A's later gate refuses: A gives its spare "back"
     await alices
     await asyncio.sleep(0.2)  # A's background give-back lands (well within a cooldown)
     bob2 = _agent(b, dep, "bob-2")
-    await _reply(b, bob2, BOB)
+    await reply(b, bob2, BOB)
     assert "bob-2" in dep.calls, (
         f"the CRM is up and B's probe closed the breaker; A's refused (never run) call reopened it: "
-        f"Bob was told {_told(bob2)}; CRM calls: {dep.calls}")
+        f"Bob was told {told(bob2)}; CRM calls: {dep.calls}")

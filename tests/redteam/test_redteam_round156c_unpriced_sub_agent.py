@@ -44,6 +44,14 @@ def _lead_and_child(lead_h: Harness, child_h: Harness, lead_model: str):
     return lead, child
 
 
+async def _reports(lead_h: Harness, child_h: Harness, lead_model: str):
+    """The lead's reply as Alice; the lead's report and its sub-agent's."""
+    lead, child = _lead_and_child(lead_h, child_h, lead_model)
+    with lead_h.acting_for(ALICE):
+        await run(lead, "go")
+    return lead_h.last_report(lead), child_h.last_report(child)
+
+
 @pytest.mark.parametrize("same_harness", [True, False])
 async def test_sub_agent_run_says_its_unpriced_calls_are_not_in_spent_usd(same_harness: bool) -> None:
     """Attack: lead and sub-agent both run the model "mystery", which the uncapped policy
@@ -55,11 +63,7 @@ async def test_sub_agent_run_says_its_unpriced_calls_are_not_in_spent_usd(same_h
     lead_h = Harness(HarnessConfig(cost=CostPolicy(prices=PRICES)), load_entry_points=False, environ={})
     child_h = lead_h if same_harness else Harness(HarnessConfig(cost=CostPolicy(prices=PRICES)),
                                                   load_entry_points=False, environ={})
-    lead, child = _lead_and_child(lead_h, child_h, "mystery")
-    with lead_h.acting_for(ALICE):
-        await run(lead, "go")
-    lead_report = lead_h.last_report(lead)
-    child_report = child_h.last_report(child)
+    lead_report, child_report = await _reports(lead_h, child_h, "mystery")
     assert _unpriced(lead_report), lead_report.decisions
     assert child_report.model_calls == 2 and child_report.spent_usd == 0.0
     assert _unpriced(child_report), [(d.hook, d.action, d.detail) for d in child_report.decisions]
@@ -72,12 +76,9 @@ async def test_lead_report_says_a_sub_agents_unpriced_calls_are_not_in_its_spent
     lead's report reads as its whole spend with nothing saying 2 of its 4 model calls are
     not in it. Should: the lead's run (whose `spent_usd` leaves them out) says so too."""
     h = Harness(HarnessConfig(cost=CostPolicy(prices=PRICES)), load_entry_points=False, environ={})
-    lead, child = _lead_and_child(h, h, "priced")
-    with h.acting_for(ALICE):
-        await run(lead, "go")
-    lead_report = h.last_report(lead)
+    lead_report, child_report = await _reports(h, h, "priced")
     assert lead_report.model_calls == 4, lead_report.model_calls
-    assert _unpriced(h.last_report(child))
+    assert _unpriced(child_report)
     assert _unpriced(lead_report), [(d.hook, d.action, d.detail) for d in lead_report.decisions]
 
 
@@ -93,11 +94,7 @@ async def test_sub_agent_priced_by_its_own_harness_is_not_told_uncounted() -> No
     lead_h = Harness(HarnessConfig(cost=CostPolicy(prices=PRICES)), load_entry_points=False, environ={})
     child_h = Harness(HarnessConfig(cost=CostPolicy(cap_usd=1.0, prices={"mystery": (2.0, 2.0)})),
                       load_entry_points=False, environ={})
-    lead, child = _lead_and_child(lead_h, child_h, "priced")
-    with lead_h.acting_for(ALICE):
-        await run(lead, "go")
-    child_report = child_h.last_report(child)
-    lead_report = lead_h.last_report(lead)
+    lead_report, child_report = await _reports(lead_h, child_h, "priced")
     assert child_report.spent_usd > 0  # its calls ARE counted in its spent_usd
     assert lead_report.spent_usd > 2 * 110 * 1.0 / 1e6  # and in the lead's: more than its own 2 calls
     said = [d.detail for d in child_report.decisions if d.action == "unpriced_model"]

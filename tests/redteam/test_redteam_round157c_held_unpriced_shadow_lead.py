@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import pytest
-from scripted import ALICE, run
 
 from agentscope_harness import CostPolicy, Harness, HarnessConfig
-from tests.redteam.test_redteam_round157c_unpriced_mixed import PRICES, _lead_and_child, _unpriced
+from tests.redteam.test_redteam_round157c_unpriced_mixed import PRICES, _reports, _unpriced
 
 pytestmark = pytest.mark.asyncio
 
@@ -13,8 +12,6 @@ pytestmark = pytest.mark.asyncio
 async def test_shadow_lead() -> None:
     lead_h = Harness(HarnessConfig(mode="shadow", cost=CostPolicy(prices=PRICES)), load_entry_points=False, environ={})
     child_h = Harness(HarnessConfig(), load_entry_points=False, environ={})
-    lead, child = _lead_and_child(lead_h, child_h, "priced")
-    with lead_h.acting_for(ALICE):
-        await run(lead, "go")
-    assert _unpriced(lead_h.last_report(lead))
-    assert not _unpriced(child_h.last_report(child))
+    lead_report, child_report = await _reports(lead_h, child_h, "priced")
+    assert _unpriced(lead_report)
+    assert not _unpriced(child_report)

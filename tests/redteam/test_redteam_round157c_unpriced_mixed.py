@@ -13,10 +13,9 @@ records one decision on the calling run only, worded for the capped policy.
 from __future__ import annotations
 
 import pytest
-from scripted import ALICE, run
 
 from agentscope_harness import CostPolicy, Harness, HarnessConfig
-from tests.redteam.test_redteam_round156c_unpriced_sub_agent import _lead_and_child
+from tests.redteam.test_redteam_round156c_unpriced_sub_agent import _reports
 
 pytestmark = pytest.mark.asyncio
 
@@ -37,11 +36,7 @@ async def test_uncapped_sub_agent_under_a_capped_lead_with_a_stated_unpriced_pri
     lead_h = Harness(HarnessConfig(cost=CostPolicy(cap_usd=5.0, prices=PRICES, unpriced=(1.0, 1.0))),
                      load_entry_points=False, environ={})
     child_h = Harness(HarnessConfig(cost=CostPolicy(prices=PRICES)), load_entry_points=False, environ={})
-    lead, child = _lead_and_child(lead_h, child_h, "priced")
-    with lead_h.acting_for(ALICE):
-        await run(lead, "go")
-    child_report = child_h.last_report(child)
-    lead_report = lead_h.last_report(lead)
+    lead_report, child_report = await _reports(lead_h, child_h, "priced")
     assert child_report.model_calls == 2
     assert lead_report.spent_usd > 0
     said = _unpriced(child_report)
@@ -58,11 +53,7 @@ async def test_uncapped_lead_above_a_shadow_capped_sub_agent_harness() -> None:
     lead_h = Harness(HarnessConfig(cost=CostPolicy(prices=PRICES)), load_entry_points=False, environ={})
     child_h = Harness(HarnessConfig(mode="shadow", cost=CostPolicy(cap_usd=5.0, prices=PRICES)),
                       load_entry_points=False, environ={})
-    lead, child = _lead_and_child(lead_h, child_h, "priced")
-    with lead_h.acting_for(ALICE):
-        await run(lead, "go")
-    child_report = child_h.last_report(child)
-    lead_report = lead_h.last_report(lead)
+    lead_report, child_report = await _reports(lead_h, child_h, "priced")
     assert child_report.model_calls == 2  # made: shadow
     assert lead_report.model_calls == 4
     assert _unpriced(lead_report), ([(d.hook, d.action, d.detail) for d in lead_report.decisions],
