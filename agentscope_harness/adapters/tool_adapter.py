@@ -99,6 +99,15 @@ class HarnessToolAdapter(HarnessMiddleware):
         """Distinct from other middlewares' keys in ``middle_context``."""
         return "agentscope_harness.tool"
 
+    async def on_system_prompt(self, agent: Any, current_prompt: str) -> str:
+        """The prompt passed on as it is. Its one use: this adapter added
+        twice without the agent adapter (whose ``on_reply`` checks it) fails
+        the first reply at its first model call, whatever that reply does,
+        rather than at a tool call many replies later, inside AgentScope's
+        tool runner (an ``ExceptionGroup``, not the ``HarnessConfigError``)."""
+        added_once(self.harness, agent)
+        return current_prompt
+
     def _instrumented(self, tool: Any, meta_tool: bool) -> None:
         """Log once per tool a tool of AgentScope's own kind that
         ``harness.instrument`` never reached: its failures are text to the

@@ -35,11 +35,7 @@ async def test_the_tool_adapter_added_twice_is_refused_naming_the_agent(shape: s
     model = ScriptedModel([calls(("search", {"q": "a"})), text("done")])
     agent = make_agent(model, [search], layers)
     # with the agent adapter the reply fails at its start; the tool adapter alone at its first
-    # call, in AgentScope's task of the call (which wraps it in an ExceptionGroup)
-    with pytest.raises((HarnessConfigError, BaseExceptionGroup)) as raised:  # noqa: F821 (3.11+)
+    # model call (round 161 a: no longer in AgentScope's task of a tool call, an ExceptionGroup)
+    with pytest.raises(HarnessConfigError, match="shop"):
         await run(agent, "research this")
-    error = raised.value
-    while isinstance(error, BaseExceptionGroup):  # noqa: F821
-        error = error.exceptions[0]
-    assert isinstance(error, HarnessConfigError) and "shop" in str(error)
-    assert model.calls == [] if shape == "both_then_the_tool_adapter" else len(model.calls) == 1
+    assert model.calls == []
