@@ -1,0 +1,74 @@
+"""Round 161 b (red team: sub-agents, the fleet and candidates together): a
+candidate judges its rate and concurrency limits in its private store in the
+order the live gates finish with the calls. Over Redis, concurrent calls of
+one process finish the live gates in another order than Redis admitted them:
+a call the live limit refused can take the candidate's unit first, and a
+candidate equal to the live policy reports ``refuse:rate_limited`` against
+``allow``. A README limit (Budgets users can see, candidate policies), held
+here as a strict xfail beside the cases that agree: calls one at a time over
+Redis, and concurrent calls over ``MemoryStore``."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from agentscope.tool import Toolkit
+from breaker_kit import redis_store, reply
+from scripted import ScriptedModel, calls, make_agent, text, tool
+
+from agentscope_harness import ConcurrencyLimit, Harness, HarnessConfig, RateLimit
+from agentscope_harness.stores import MemoryStore
+
+LIMITS = {
+    "rate": {"rate_limits": [RateLimit(scope="principal", tool="noop", calls_per_min=5)]},
+    "concurrency": {"concurrency_limits": [ConcurrencyLimit(scope="tool", tool="noop", max_in_flight=2)]},
+}
+
+
+async def noop(q: str) -> str:
+    """Look something up.
+
+    Args:
+        q (str): The query.
+    """
+    await asyncio.sleep(0.01)
+    return f"ok {q}"
+
+
+async def differences(store: object, limit: str, at_once: bool) -> tuple[list[str], list[dict]]:
+    """One reply of an agent whose candidate is its own policy: 8 calls of
+    ``noop`` in one batch (``at_once``) or one a round. The live limit's
+    refusals, and the candidate's differences."""
+    def config() -> HarnessConfig:
+        return HarnessConfig(store=store, **LIMITS[limit])
+    h = Harness(config(), candidate=config(), load_entry_points=False, environ={})
+    batch = [("noop", {"q": f"x{i}"}) for i in range(8)]
+    script = [calls(*batch)] if at_once else [calls(one) for one in batch]
+    agent = make_agent(ScriptedModel([*script, text("done")]), h.instrument(Toolkit(tools=[tool(noop)])), h.middlewares())
+    await reply(h, agent)
+    report = h.last_report(agent)
+    refused = [d.code for d in report.decisions if d.action == "refuse" and d.tool == "noop" and d.enforced]
+    return refused, report.candidate_differences
+
+
+@pytest.mark.parametrize("limit", list(LIMITS))
+async def test_a_candidate_equal_to_the_live_policy_agrees_over_memory_store(limit: str) -> None:
+    refused, differ = await differences(MemoryStore(), limit, at_once=True)
+    assert refused and differ == []
+
+
+@pytest.mark.parametrize("limit", list(LIMITS))
+async def test_a_candidate_equal_to_the_live_policy_agrees_over_redis_one_call_at_a_time(
+    prefix: str, limit: str,
+) -> None:
+    refused, differ = await differences(redis_store(prefix), limit, at_once=False)
+    assert differ == []
+    assert refused if limit == "rate" else not refused  # one at a time: one in flight
+
+
+@pytest.mark.xfail(strict=True, reason="README limit: the candidate judges in the order the live gates finish")
+async def test_a_candidate_equal_to_the_live_policy_agrees_over_redis_for_concurrent_calls(prefix: str) -> None:
+    for _ in range(3):  # the orders differ most times, not every time
+        refused, differ = await differences(redis_store(prefix), "rate", at_once=True)
+        assert refused and differ == []
