@@ -128,6 +128,7 @@ class Candidate:
         quiet.shadow = False  # it decides as if enforcing; nothing it decides is applied
         quiet.approvals = _QuietApprovals()
         quiet.fleet.waits = False
+        quiet.fleet.follows_live = True  # a limit the live store judged: its verdict, in the store's order
         self.services = quiet
         self.flow = CallFlow(quiet, self.runner)  # its policy's ``ask_when``, judged as the live one's is
         self.table = RunTable(loop_window=config.loop_window, limits=RunLimits.of(config))
@@ -230,7 +231,8 @@ class Candidate:
         view = live.tool
         assert view is not None
         mine = dataclasses.replace(view, policy=self.config.tools.get(view.name))
-        ctx = HookContext("pre_tool_call", shadow.run, self.services, live.agent, tool=mine)
+        ctx = HookContext("pre_tool_call", shadow.run, self.services, live.agent, tool=mine,
+                          limits_met=live.limits_met)
         _mirror(shadow, live.run)
         try:
             refusal = await self.runner.run("pre_tool_call", ctx)

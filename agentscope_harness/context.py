@@ -266,6 +266,10 @@ class HookContext:
     would_refuse: str | None = None
     """In shadow mode: the code of the first refusal a hook made and shadow
     mode did not apply (a candidate policy is compared with it)."""
+    limits_met: dict[str, Exception | None] | None = None
+    """``pre_tool_call``: the tool rate and concurrency limits the fleet
+    judged for the call (by store key and size: ``None`` taken, else the
+    refusal), which a candidate policy's same limits follow."""
     hook_name: str = ""
     hook_builtin: bool = False
     """The running hook is one of the harness's own (its hints carry the

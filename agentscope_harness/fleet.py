@@ -31,7 +31,8 @@ import logging
 import math
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -95,6 +96,10 @@ class Breaker:
     failures: int = 0
     opened_at: float | None = None
     half_open_probe: bool = False
+
+
+_UNJUDGED = object()
+"""A limit the live fleet did not judge for the call (refused before it)."""
 
 
 @dataclass
@@ -268,6 +273,9 @@ class Fleet:
         delay the live call)."""
         self.renew_every_s = min((limit.lease_s for limit in config.concurrency_limits), default=0.0) / RENEWALS
         """How often held leases are renewed (``RENEWALS`` times per shortest lease)."""
+        self.follows_live = False
+        """A candidate policy's fleet: a tool limit the live fleet judged for
+        the call is judged as it was (``_verdict``)."""
         self.tool_rates: dict[str, list[RateLimit]] = {}
         self.model_rates: list[RateLimit] = []
         self.tool_leases: dict[str, list[ConcurrencyLimit]] = {}
@@ -490,20 +498,22 @@ class Fleet:
             for rate in rates:
                 assert rate.calls_per_min is not None  # a tool limit counts calls
                 key = _rate_key(rate, run, "calls")
-                if await self._rate(rate, key, rate.calls_per_min, 1, deadline, wait_until, tool):
-                    taken.append(self._take_unit(key, rate.calls_per_min, 1))
+                with self._verdict(ctx, f"{key}/{rate.calls_per_min}"):
+                    if await self._rate(rate, key, rate.calls_per_min, 1, deadline, wait_until, tool):
+                        taken.append(self._take_unit(key, rate.calls_per_min, 1))
             for limit in limits:
                 key = _lease_key(limit, run)
-                lease = await self._call(
-                    self.store.lease_acquire(key, limit.max_in_flight, limit.lease_s, deadline=deadline),
-                    "limits store", deadline,
-                )
-                if lease is None:
-                    raise _Limited("concurrency_limited", (
-                        f"{tool} is busy: {limit.max_in_flight} calls of it are already running "
-                        f"({_whose(limit.scope)}). Try again shortly, or answer with what you have."
-                    ))
-                held.append(_Lease(key, lease, limit.lease_s, limit.max_in_flight))
+                with self._verdict(ctx, f"{key}/{limit.max_in_flight}"):
+                    lease = await self._call(
+                        self.store.lease_acquire(key, limit.max_in_flight, limit.lease_s, deadline=deadline),
+                        "limits store", deadline,
+                    )
+                    if lease is None:
+                        raise _Limited("concurrency_limited", (
+                            f"{tool} is busy: {limit.max_in_flight} calls of it are already running "
+                            f"({_whose(limit.scope)}). Try again shortly, or answer with what you have."
+                        ))
+                    held.append(_Lease(key, lease, limit.lease_s, limit.max_in_flight))
         except BaseException as exc:  # cancelled too: what was taken so far is given back
             self._release_later(held, taken)
             if isinstance(exc, _Limited):
@@ -520,6 +530,30 @@ class Fleet:
         if held:
             self._holds_of(run).calls[ctx.tool.id] = held
             self._keep_renewing()
+
+    @contextmanager
+    def _verdict(self, ctx: ToolCallContext, limit: str) -> Iterator[None]:
+        """One tool limit judged for ``ctx``'s call (``limit``: its store key
+        and size). The live fleet records its verdict in ``ctx.limits_met``;
+        a candidate's (``follows_live``) takes the live verdict on the same
+        limit over its private store's: the same traffic, judged in the order
+        the live store admitted it (concurrent calls finish the live gates,
+        and reach the candidate, in another order). Its private units are
+        still taken where they can be, for the calls the live store never judged."""
+        met = ctx.limits_met
+        live = met.get(limit, _UNJUDGED) if self.follows_live and met is not None else _UNJUDGED
+        try:
+            yield
+        except _Limited as refused:
+            if live is None:  # the live store took it: allowed (its private unit not taken)
+                return
+            if not self.follows_live:
+                ctx.limits_met = {**(met or {}), limit: refused}
+            raise
+        if isinstance(live, _Limited):  # refused live: refused alike (what it took goes back)
+            raise live
+        if not self.follows_live:
+            ctx.limits_met = {**(met or {}), limit: None}
 
     async def _rate(self, rate: RateLimit, key: str, per_min: int, cost: int,
                     deadline: float | None, wait_until: float | None, what: str) -> bool:

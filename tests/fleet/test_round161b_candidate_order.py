@@ -1,12 +1,10 @@
 """Round 161 b (red team: sub-agents, the fleet and candidates together): a
-candidate judges its rate and concurrency limits in its private store in the
-order the live gates finish with the calls. Over Redis, concurrent calls of
+candidate judged its rate and concurrency limits in its private store in the
+order the live gates finished with the calls. Over Redis, concurrent calls of
 one process finish the live gates in another order than Redis admitted them:
-a call the live limit refused can take the candidate's unit first, and a
-candidate equal to the live policy reports ``refuse:rate_limited`` against
-``allow``. A README limit (Budgets users can see, candidate policies), held
-here as a strict xfail beside the cases that agree: calls one at a time over
-Redis, and concurrent calls over ``MemoryStore``."""
+a call the live limit refused took the candidate's unit first, and a
+candidate equal to the live policy reported ``refuse:rate_limited`` against
+``allow``. A limit the live store judged for the call is judged as it was."""
 
 from __future__ import annotations
 
@@ -67,8 +65,24 @@ async def test_a_candidate_equal_to_the_live_policy_agrees_over_redis_one_call_a
     assert refused if limit == "rate" else not refused  # one at a time: one in flight
 
 
-@pytest.mark.xfail(strict=True, reason="README limit: the candidate judges in the order the live gates finish")
-async def test_a_candidate_equal_to_the_live_policy_agrees_over_redis_for_concurrent_calls(prefix: str) -> None:
-    for _ in range(3):  # the orders differ most times, not every time
-        refused, differ = await differences(redis_store(prefix), "rate", at_once=True)
+@pytest.mark.parametrize("limit", list(LIMITS))
+async def test_a_candidate_equal_to_the_live_policy_agrees_over_redis_for_concurrent_calls(
+    prefix: str, limit: str,
+) -> None:
+    for _ in range(3):  # the orders differed most times, not every time
+        refused, differ = await differences(redis_store(prefix), limit, at_once=True)
         assert refused and differ == []
+
+
+async def test_a_stricter_candidate_still_differs_over_redis(prefix: str) -> None:
+    """Its own limit, which the live store never judged, counts in its private store."""
+    store = redis_store(prefix)
+    h = Harness(HarnessConfig(store=store), candidate=HarnessConfig(store=store, **LIMITS["rate"]),
+                load_entry_points=False, environ={})
+    batch = [("noop", {"q": f"x{i}"}) for i in range(8)]
+    agent = make_agent(ScriptedModel([calls(*batch), text("done")]), h.instrument(Toolkit(tools=[tool(noop)])),
+                       h.middlewares())
+    await reply(h, agent)
+    differ = h.last_report(agent).candidate_differences
+    assert sorted(d["candidate"] for d in differ) == ["refuse:rate_limited"] * 3
+    assert {d["live"] for d in differ} == {"allow"}
