@@ -272,7 +272,7 @@ class CallFlow:
         if terminal is not None and not self.services.shadow:  # a shadow run's end is only recorded
             return self._refuse(ctx, ("run_concluded", CONCLUDED.format(reason=terminal.reason)),
                                 hook="terminal_reached_gate")
-        if set(self.services.config.finish_tools()).isdisjoint(ctx.run.in_flight.values()):
+        if self.services.finish_tools.isdisjoint(ctx.run.in_flight.values()):
             return None
         return self._would_refuse(ctx, ("run_concluded", ANSWER_UNDER_WAY), hook="finish_gate")
 

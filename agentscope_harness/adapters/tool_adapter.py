@@ -104,8 +104,10 @@ class HarnessToolAdapter(HarnessMiddleware):
         twice without the agent adapter (whose ``on_reply`` checks it) fails
         the first reply at its first model call, whatever that reply does,
         rather than at a tool call many replies later, inside AgentScope's
-        tool runner (an ``ExceptionGroup``, not the ``HarnessConfigError``)."""
-        added_once(self.harness, agent)
+        tool runner (an ``ExceptionGroup``, not the ``HarnessConfigError``).
+        A reply whose run is open was checked where it opened."""
+        if agent.state.reply_id not in self.harness.table.slots:
+            added_once(self.harness, agent)
         return current_prompt
 
     def _instrumented(self, tool: Any, meta_tool: bool) -> None:
