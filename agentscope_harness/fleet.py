@@ -498,7 +498,9 @@ class Fleet:
             for rate in rates:
                 assert rate.calls_per_min is not None  # a tool limit counts calls
                 key = _rate_key(rate, run, "calls")
-                with self._verdict(ctx, f"{key}/{rate.calls_per_min}"):
+                # its size and how long it may wait (its own, and within the hook timeout): a
+                # candidate's limit equal in all three takes the live verdict
+                with self._verdict(ctx, f"{key}/{rate.calls_per_min}/{rate.wait_s}/{hook_s}"):
                     if await self._rate(rate, key, rate.calls_per_min, 1, deadline, wait_until, tool):
                         taken.append(self._take_unit(key, rate.calls_per_min, 1))
             for limit in limits:
@@ -534,7 +536,7 @@ class Fleet:
     @contextmanager
     def _verdict(self, ctx: ToolCallContext, limit: str) -> Iterator[None]:
         """One tool limit judged for ``ctx``'s call (``limit``: its store key
-        and size). The live fleet records its verdict in ``ctx.limits_met``;
+        and size, and a rate's wait bounds). The live fleet records its verdict in ``ctx.limits_met``;
         a candidate's (``follows_live``) takes the live verdict on the same
         limit over its private store's: the same traffic, judged in the order
         the live store admitted it (concurrent calls finish the live gates,

@@ -86,3 +86,32 @@ async def test_a_stricter_candidate_still_differs_over_redis(prefix: str) -> Non
     differ = h.last_report(agent).candidate_differences
     assert sorted(d["candidate"] for d in differ) == ["refuse:rate_limited"] * 3
     assert {d["live"] for d in differ} == {"allow"}
+
+
+# Round 162 a (a red team on round 161 b): the live verdict was followed by store
+# key and size alone, so a candidate whose rate waits differently (its own ``wait_s``,
+# or the hook timeout its wait must end within) was reported as agreeing.
+WAITS = {  # (live, candidate) configs over one store: the same key and size
+    "the candidate waits longer": (
+        {}, {"hook_timeout_s": 120, "wait_s": 60}, ("refuse:rate_limited", "allow")),
+    "the candidate waits not at all (live in shadow mode)": (
+        {"mode": "shadow", "hook_timeout_s": 120, "wait_s": 60}, {}, ("allow", "refuse:rate_limited")),
+    "the candidate's hook timeout is shorter (live in shadow mode)": (
+        {"mode": "shadow", "hook_timeout_s": 120, "wait_s": 60}, {"wait_s": 60}, ("allow", "refuse:rate_limited")),
+}
+
+
+def waiting(store: object, wait_s: float = 0.0, **config: object) -> HarnessConfig:
+    limit = RateLimit(scope="tool", tool="noop", calls_per_min=2, wait_s=wait_s)
+    return HarnessConfig(store=store, rate_limits=[limit], **config)
+
+
+@pytest.mark.parametrize("case", list(WAITS))
+async def test_a_candidate_whose_rate_waits_differently_differs(case: str) -> None:
+    live, candidate, differs = WAITS[case]
+    store = MemoryStore()
+    h = Harness(waiting(store, **live), candidate=waiting(store, **candidate), load_entry_points=False, environ={})
+    agent = make_agent(ScriptedModel([*(calls(("noop", {"q": f"x{i}"})) for i in range(3)), text("done")]),
+                       h.instrument(Toolkit(tools=[tool(noop)])), h.middlewares())
+    await reply(h, agent)  # one call at a time: the third is over 2 a minute
+    assert [(d["live"], d["candidate"]) for d in h.last_report(agent).candidate_differences] == [differs]
