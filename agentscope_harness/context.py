@@ -268,8 +268,8 @@ class HookContext:
     mode did not apply (a candidate policy is compared with it)."""
     limits_met: dict[str, Exception | None] | None = None
     """``pre_tool_call``: the tool rate and concurrency limits the fleet
-    judged for the call (by store key and size: ``None`` taken, else the
-    refusal), which a candidate policy's same limits follow."""
+    judged for the call (by store key, size and a rate's waits: ``None``
+    taken, else the refusal), which a candidate policy's same limits follow."""
     hook_name: str = ""
     hook_builtin: bool = False
     """The running hook is one of the harness's own (its hints carry the

@@ -535,13 +535,14 @@ class Fleet:
 
     @contextmanager
     def _verdict(self, ctx: ToolCallContext, limit: str) -> Iterator[None]:
-        """One tool limit judged for ``ctx``'s call (``limit``: its store key
-        and size, and a rate's wait bounds). The live fleet records its verdict in ``ctx.limits_met``;
-        a candidate's (``follows_live``) takes the live verdict on the same
-        limit over its private store's: the same traffic, judged in the order
-        the live store admitted it (concurrent calls finish the live gates,
-        and reach the candidate, in another order). Its private units are
-        still taken where they can be, for the calls the live store never judged."""
+        """One tool limit judged for ``ctx``'s call (``limit``: its store key,
+        size and a rate's wait bounds). The live fleet records its verdict in
+        ``ctx.limits_met``; a candidate's (``follows_live``) takes the live
+        verdict on the same limit over its private store's: the same traffic,
+        judged in the order the live store admitted it (concurrent calls
+        finish the live gates, and reach the candidate, in another order).
+        Its private units are still taken where they can be, for the calls
+        the live store never judged."""
         met = ctx.limits_met
         live = met.get(limit, _UNJUDGED) if self.follows_live and met is not None else _UNJUDGED
         try:
