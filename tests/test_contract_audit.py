@@ -1657,6 +1657,25 @@ async def test_post_reflect_stop_with_another_state_delivers_the_stop_text() -> 
     assert len(model.calls) == 1
 
 
+@pytest.mark.parametrize("state", ["waiting_input", "done"])
+async def test_a_stop_state_given_as_its_value_is_taken_any_other_text_fails_the_hook(state: str) -> None:
+    """README "Writing a hook": a ``ctx.stop`` whose state is neither a
+    ``TerminalState`` nor one's value is the hook's failure."""
+    ran = Ran()
+    t = shop_tools(ran)
+    h, model, agent = harnessed(HarnessConfig(),
+                                [calls(("search", {"q": "a"})), calls(("search", {"q": "b"})), text("more")],
+                                [t["search"]],
+                                hooks=[_stopper("post_reflect", state, "Stopped by policy.")])
+    _, final, report = await drive(h, agent, U42)
+    if state == "waiting_input":
+        assert report.terminal_state is TerminalState.WAITING_INPUT
+        assert final.get_text_content() == "Stopped by policy."
+    else:  # an observer's failure: recorded, and the run goes on
+        assert any(d.hook == "stop_at_post_reflect" and d.action == "error" for d in report.decisions)
+        assert report.terminal_state is TerminalState.COMPLETED and final.get_text_content() == "more"
+
+
 async def test_post_reflect_stop_incomplete_delivers_the_stop_text() -> None:
     ran = Ran()
     t = shop_tools(ran)
