@@ -8,6 +8,7 @@ README "Ask a human": ``approve_edit``'s *Limit*."""
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +94,23 @@ async def test_an_edit_answered_on_the_parking_worker_runs(tmp_path: Path) -> No
         edited = a.approve_edit(agent, ask.tool_calls[0], {"order_id": "o-1", "amount": 60.0})
         await drain(agent, confirmed(ask, edited))
     assert RAN == ["refund:o-1:60.0"]
+
+
+async def test_an_agent_rebuilt_on_the_parking_worker_cannot_edit_but_resumes(tmp_path: Path) -> None:
+    """Round 162 b: the same limit on the worker that parked the call, once
+    its agent is collected and rebuilt from the saved state (the parked run
+    left the table with it): the edit raises ``ValueError``; a plain
+    confirmation resumes from the park record, as on another worker."""
+
+    a, agent, model, ask = await parked(tmp_path)
+    state = agent.state.model_dump_json()
+    del agent
+    gc.collect()
+    assert len(a.table) == 0
+    rebuilt = make_agent(model, [refund], a.middlewares(), state=AgentState.model_validate_json(state))
+    with a.acting_for(ALICE), pytest.raises(ValueError, match="is not waiting for approval"):
+        a.approve_edit(rebuilt, ask.tool_calls[0], {"order_id": "o-1", "amount": 60.0})
+    with a.acting_for(ALICE):
+        await drain(rebuilt, confirmed(ask, ask.tool_calls[0]))
+    assert RAN == ["refund:o-1:80.0"]
+    assert a.last_report(rebuilt).terminal_state.value == "completed"
