@@ -79,10 +79,11 @@ async def test_a_state_saved_right_after_aclose_resumes_on_a_fresh_worker_at_onc
     assert (report.terminal_state, report.reason) == (TerminalState.COMPLETED, "answered")
 
 
-@LIMIT
+@pytest.mark.xfail(strict=False, reason="README limit; on a loaded machine the close's record may land first")
 async def test_a_call_still_running_at_the_saved_question_is_made_once(tmp_path: Path) -> None:
     """The charge of the question's batch still runs when the state is saved and the
-    client's result reaches a fresh worker at once: made again there."""
+    client's result reaches a fresh worker at once: made again there (not strict: with
+    the machine loaded by other test runs, it was made once in one run of about thirty)."""
     card: list[tuple[str, int]] = []
     path = str(tmp_path / "fleet.db")
     model = pay_model()
