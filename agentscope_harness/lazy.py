@@ -33,6 +33,13 @@ def lazy_names(cls: type) -> frozenset[str]:
     return frozenset(_factories(cls))
 
 
+def made(instance: LazyFields, name: str) -> Any:
+    """The lazy field ``name`` of ``instance`` if it was made, else ``None``:
+    a read on the hot path that must not make an empty container the run
+    then keeps (one more object every full collection walks)."""
+    return instance.__dict__.get(name)
+
+
 _BY_CLASS: dict[type, dict[str, Callable[[], Any]]] = {}
 
 
@@ -62,4 +69,4 @@ class LazyFields:
             return value
 
 
-__all__ = ["LazyFields", "lazy", "lazy_names"]
+__all__ = ["LazyFields", "lazy", "lazy_names", "made"]

@@ -58,6 +58,7 @@ from ..context import (
 )
 from ..facts import finish_required, owes_finish
 from ..hooks.context_shaping import finish_rule
+from ..lazy import made
 from ..lifecycle import ReplyLifecycle, flush, rounds_left, shape_served_in_context, text_block_events
 from ..outcome import (
     answer_is_replaced,
@@ -298,7 +299,9 @@ class HarnessAgentAdapter(HarnessMiddleware):
         # post_reflect hints of a round that called tools come first; none where no model call
         # follows (the fallback answers): the context keeps them, and a later reply's model
         # would read a stale status line ("0s left") as its own
-        hints, run.deferred_hints = run.deferred_hints + ctx.hints, []
+        hints, deferred = ctx.hints, made(run, "deferred_hints")
+        if deferred:
+            hints, run.deferred_hints = deferred + hints, []
         if ctx.fallback_answer is None:
             events += _add_hints(agent, hints)
         return _PreThink(events + flush(run), ctx.fallback_answer)

@@ -105,9 +105,9 @@ class HarnessToolAdapter(HarnessMiddleware):
         the first reply at its first model call, whatever that reply does,
         rather than at a tool call many replies later, inside AgentScope's
         tool runner (an ``ExceptionGroup``, not the ``HarnessConfigError``).
-        A reply whose run is open was checked where it opened."""
-        if agent.state.reply_id not in self.harness.table.slots:
-            added_once(self.harness, agent)
+        Checked at every model call: a run open under the reply's id may be
+        another agent's (one rebuilt from its saved state resumes its id)."""
+        added_once(self.harness, agent)
         return current_prompt
 
     def _instrumented(self, tool: Any, meta_tool: bool) -> None:

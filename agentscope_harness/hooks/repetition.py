@@ -3,7 +3,10 @@ over and over, the same refusal again."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..context import HookContext, ToolCallContext
+from ..lazy import made
 from ..registry import HookRejectSignal, harness_hook
 
 
@@ -130,6 +133,16 @@ the ladder; a productive run that met one long ago is not stopped for the
 next."""
 
 
+def _forget_on_news(ctx: HookContext, turns: Sequence[int]) -> None:
+    """A round that brought new information forgets the refusals met before
+    it; a ``permission_denied`` met within ``stall_rounds`` rounds (``turns``:
+    the rounds that met one) is kept."""
+    facts = ctx.facts
+    if facts.new_fact_this_round:
+        recent = bool(turns) and ctx.run.turns - turns[-1] < ctx.config.stall_rounds
+        facts.refusals_met.intersection_update({("code", _SLOW_TO_FORGET)} if recent else ())
+
+
 def escalate_refusals(ctx: HookContext) -> None:
     """The ladder for refusals, run before each model call: a model that
     meets the same refusal again (same gate or same code, any arguments; a
@@ -144,14 +157,17 @@ def escalate_refusals(ctx: HookContext) -> None:
     does a refused finishing tool: narrowing the choice to it cannot help.
     Nor do refusals with a ladder of their own (``_OWN_LADDER``)."""
     facts = ctx.facts
-    met_now, facts.refused = facts.refused, []
+    met_now = made(facts, "refused")
+    if not met_now:  # nothing refused this round (most rounds): only what news forgets
+        if made(facts, "refusals_met"):
+            _forget_on_news(ctx, made(facts, "denied_turns") or ())
+        return
+    facts.refused = []
     denied = [(hook, code, tool) for hook, code, tool in met_now if code == _SLOW_TO_FORGET]
     turns = facts.denied_turns
     if denied:
         turns = facts.denied_turns = [*turns[-(DENIED_ROUNDS - 1):], ctx.run.turns]
-    if facts.new_fact_this_round:
-        recent = bool(turns) and ctx.run.turns - turns[-1] < ctx.config.stall_rounds
-        facts.refusals_met.intersection_update({("code", _SLOW_TO_FORGET)} if recent else ())
+    _forget_on_news(ctx, turns)
     finish, earlier = ctx.services.finish_tools, set(facts.refusals_met)
     again = None
     for hook, code, tool in met_now:  # a parallel batch meets a refusal once

@@ -115,3 +115,40 @@ async def test_a_candidate_whose_rate_waits_differently_differs(case: str) -> No
                        h.instrument(Toolkit(tools=[tool(noop)])), h.middlewares())
     await reply(h, agent)  # one call at a time: the third is over 2 a minute
     assert [(d["live"], d["candidate"]) for d in h.last_report(agent).candidate_differences] == [differs]
+
+
+async def test_a_candidate_whose_earlier_limit_differs_judges_the_next_one_itself() -> None:
+    """A limit the live store never judged for the call is the candidate's own to
+    judge: the live policy's first limit (one call a minute) refuses the second call
+    before its second limit is judged; a candidate with the second limit alone allows
+    it (60 a minute)."""
+    store = MemoryStore()
+    first = RateLimit(scope="tool", tool="noop", calls_per_min=1)
+    second = RateLimit(scope="principal", tool="noop", calls_per_min=60)
+    h = Harness(HarnessConfig(store=store, rate_limits=[first, second]),
+                candidate=HarnessConfig(store=store, rate_limits=[second]), load_entry_points=False, environ={})
+    agent = make_agent(ScriptedModel([calls(("noop", {"q": "a"})), calls(("noop", {"q": "b"})), text("done")]),
+                       h.instrument(Toolkit(tools=[tool(noop)])), h.middlewares())
+    await reply(h, agent)
+    differ = h.last_report(agent).candidate_differences
+    assert [(d["live"], d["candidate"]) for d in differ] == [("refuse:rate_limited", "allow")]
+
+
+@pytest.mark.xfail(strict=True, reason="README limit: a candidate judges after the live waits, making none")
+async def test_a_candidate_without_the_live_policys_slow_rate_differs() -> None:
+    """Round 163 a: live [a rate that may wait 5 s, one that may wait 0.2 s], the
+    candidate the second alone, each 60 a minute. The 61st call waits about a second
+    on the first, and the second has refilled meanwhile: allowed. The candidate alone
+    would wait that second on its own rate (over its 0.2 s) and refuse, but it judges
+    after the live wait: it allows too, and no difference is reported."""
+    store = MemoryStore()
+    slow = RateLimit(scope="tool", tool="noop", calls_per_min=60, wait_s=5)
+    quick = RateLimit(scope="principal", tool="noop", calls_per_min=60, wait_s=0.2)
+    h = Harness(HarnessConfig(store=store, rate_limits=[slow, quick]),
+                candidate=HarnessConfig(store=store, rate_limits=[quick]), load_entry_points=False, environ={})
+    batch = [("noop", {"q": f"x{i}"}) for i in range(60)]
+    agent = make_agent(ScriptedModel([calls(*batch), calls(("noop", {"q": "last"})), text("done")]),
+                       h.instrument(Toolkit(tools=[tool(noop)])), h.middlewares())
+    await reply(h, agent)
+    differ = h.last_report(agent).candidate_differences
+    assert [(d["live"], d["candidate"]) for d in differ] == [("allow", "refuse:rate_limited")]
