@@ -36,9 +36,5 @@ async def server() -> AsyncIterator[Any]:
     ``OpenAIChatModel`` talks to, listening on a free port of 127.0.0.1."""
     from server import FakeOpenAI
 
-    fake = FakeOpenAI()
-    await fake.start()
-    try:
+    async with FakeOpenAI.running() as fake:
         yield fake
-    finally:
-        await fake.close()

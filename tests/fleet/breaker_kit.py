@@ -4,6 +4,7 @@ until it is back, the results each agent's model read."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 from agentscope.agent import Agent
@@ -53,3 +54,26 @@ class Payments:
         if not self.up:
             raise ConnectionError("payments: connection refused")
         return f"refunded {amount} on {order}"
+
+
+class Crm:
+    """A CRM that refuses connections until it is ``up``; ``answered`` is
+    set by its first answer, which says ``says`` of the query."""
+
+    def __init__(self, says: str = "crm says {q}") -> None:
+        self.up = False
+        self.calls: list[str] = []
+        self.answered = asyncio.Event()
+        self.says = says
+
+    async def crm(self, q: str) -> str:
+        """Ask the CRM.
+
+        Args:
+            q (str): What.
+        """
+        self.calls.append(q)
+        if not self.up:
+            raise ConnectionError("crm: connection refused")
+        self.answered.set()
+        return self.says.format(q=q)

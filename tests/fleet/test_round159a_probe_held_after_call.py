@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 
+import breaker_kit
 import pytest
 from agentscope.agent import Agent, InjectionConfig
 from agentscope.tool import FunctionTool, Toolkit
@@ -41,24 +42,11 @@ from agentscope_harness.testing import ScriptedModel, calls, text
 COOLDOWN_S = 0.3
 
 
-class Crm:
+class Crm(breaker_kit.Crm):
+    """Its answers carry a card number (the DLP hook withholds them); it writes reports too."""
+
     def __init__(self) -> None:
-        self.up = False
-        self.calls: list[str] = []
-        self.probe_done = asyncio.Event()
-
-    async def crm(self, q: str) -> str:
-        """Ask the CRM.
-
-        Args:
-            q (str): What.
-        """
-        self.calls.append(q)
-        if not self.up:
-            raise ConnectionError("crm: connection refused")
-        if q == "alice":
-            self.probe_done.set()
-        return f"crm says {q}: account 4111-1111-1111-1111"
+        super().__init__(says="crm says {q}: account 4111-1111-1111-1111")
 
     async def report(self, title: str) -> str:
         """Write a report (slow).
@@ -101,7 +89,7 @@ async def test_a_probe_whose_outcome_a_hook_withholds_is_held_while_its_run_last
 
     alice = _agent(a, dep, [calls(("crm", {"q": "alice"})), calls(("report", {"title": "q3"})), text("done")])
     alices = asyncio.ensure_future(reply(a, alice))  # the one probe: it succeeds, its result is withheld
-    await asyncio.wait_for(dep.probe_done.wait(), 10)
+    await asyncio.wait_for(dep.answered.wait(), 10)  # the probe (Alice's) answered
     await asyncio.sleep(3.0)  # the probe's call is long over: 3 leases
     bob = _agent(b, dep, [calls(("crm", {"q": "bob"})), text("done")])
     await reply(b, bob, BOB)

@@ -28,7 +28,7 @@ import asyncio
 import pytest
 from agentscope.agent import Agent, InjectionConfig
 from agentscope.tool import FunctionTool, Toolkit
-from breaker_kit import ALLOW, redis_store, reply, told
+from breaker_kit import ALLOW, Crm, redis_store, reply, told
 from scripted import BOB
 
 import agentscope_harness.fleet as fleet
@@ -36,23 +36,6 @@ from agentscope_harness import Harness, HarnessConfig, HookRejectSignal, harness
 from agentscope_harness.testing import ScriptedModel, calls, text
 
 COOLDOWN_S = 1.5
-
-
-class Crm:
-    def __init__(self) -> None:
-        self.up = False
-        self.calls: list[str] = []
-
-    async def crm(self, q: str) -> str:
-        """Ask the CRM.
-
-        Args:
-            q (str): What.
-        """
-        self.calls.append(q)
-        if not self.up:
-            raise ConnectionError("crm: connection refused")
-        return f"crm says {q}"
 
 
 def _worker(prefix: str, hooks=()) -> Harness:

@@ -9,6 +9,7 @@ candidate equal to the live policy reported ``refuse:rate_limited`` against
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from agentscope.tool import Toolkit
@@ -34,20 +35,29 @@ async def noop(q: str) -> str:
     return f"ok {q}"
 
 
-async def differences(store: object, limit: str, at_once: bool) -> tuple[list[str], list[dict]]:
-    """One reply of an agent whose candidate is its own policy: 8 calls of
-    ``noop`` in one batch (``at_once``) or one a round. The live limit's
-    refusals, and the candidate's differences."""
-    def config() -> HarnessConfig:
-        return HarnessConfig(store=store, **LIMITS[limit])
-    h = Harness(config(), candidate=config(), load_entry_points=False, environ={})
-    batch = [("noop", {"q": f"x{i}"}) for i in range(8)]
-    script = [calls(*batch)] if at_once else [calls(one) for one in batch]
-    agent = make_agent(ScriptedModel([*script, text("done")]), h.instrument(Toolkit(tools=[tool(noop)])), h.middlewares())
+async def compared(live: HarnessConfig, candidate: HarnessConfig, *script: Any) -> tuple[list[str], list[Any]]:
+    """One reply of an agent calling ``noop`` as ``script`` says (then done),
+    under ``live`` with ``candidate``: the live refusals, and each difference
+    as ``(live, candidate)``."""
+    h = Harness(live, candidate=candidate, load_entry_points=False, environ={})
+    agent = make_agent(ScriptedModel([*script, text("done")]), h.instrument(Toolkit(tools=[tool(noop)])),
+                       h.middlewares())
     await reply(h, agent)
     report = h.last_report(agent)
     refused = [d.code for d in report.decisions if d.action == "refuse" and d.tool == "noop" and d.enforced]
-    return refused, report.candidate_differences
+    return refused, [(d["live"], d["candidate"]) for d in report.candidate_differences]
+
+
+def batch(n: int) -> list[tuple[str, dict[str, str]]]:
+    return [("noop", {"q": f"x{i}"}) for i in range(n)]
+
+
+async def differences(store: object, limit: str, at_once: bool) -> tuple[list[str], list[Any]]:
+    """A candidate that is its own policy: 8 calls of ``noop`` in one batch
+    (``at_once``) or one a round."""
+    script = [calls(*batch(8))] if at_once else [calls(one) for one in batch(8)]
+    return await compared(HarnessConfig(store=store, **LIMITS[limit]), HarnessConfig(store=store, **LIMITS[limit]),
+                          *script)
 
 
 @pytest.mark.parametrize("limit", list(LIMITS))
@@ -77,16 +87,10 @@ async def test_a_candidate_equal_to_the_live_policy_agrees_over_redis_for_concur
 async def test_a_stricter_candidate_still_differs_over_redis(prefix: str) -> None:
     """Its own limit, which the live store never judged, counts in its private store."""
     store = redis_store(prefix)
-    h = Harness(HarnessConfig(store=store), candidate=HarnessConfig(store=store, **LIMITS["rate"]),
-                load_entry_points=False, environ={})
-    batch = [("noop", {"q": f"x{i}"}) for i in range(8)]
-    agent = make_agent(ScriptedModel([calls(*batch), text("done")]), h.instrument(Toolkit(tools=[tool(noop)])),
-                       h.middlewares())
-    await reply(h, agent)
-    differ = h.last_report(agent).candidate_differences
-    assert sorted(d["candidate"] for d in differ) == ["refuse:rate_limited"] * 3
-    assert {d["live"] for d in differ} == {"allow"}
-
+    _, differ = await compared(HarnessConfig(store=store), HarnessConfig(store=store, **LIMITS["rate"]),
+                               calls(*batch(8)))
+    assert sorted(candidate for _, candidate in differ) == ["refuse:rate_limited"] * 3
+    assert {live for live, _ in differ} == {"allow"}
 
 # Round 162 a (a red team on round 161 b): the live verdict was followed by store
 # key and size alone, so a candidate whose rate waits differently (its own ``wait_s``,
@@ -110,11 +114,9 @@ def waiting(store: object, wait_s: float = 0.0, **config: object) -> HarnessConf
 async def test_a_candidate_whose_rate_waits_differently_differs(case: str) -> None:
     live, candidate, differs = WAITS[case]
     store = MemoryStore()
-    h = Harness(waiting(store, **live), candidate=waiting(store, **candidate), load_entry_points=False, environ={})
-    agent = make_agent(ScriptedModel([*(calls(("noop", {"q": f"x{i}"})) for i in range(3)), text("done")]),
-                       h.instrument(Toolkit(tools=[tool(noop)])), h.middlewares())
-    await reply(h, agent)  # one call at a time: the third is over 2 a minute
-    assert [(d["live"], d["candidate"]) for d in h.last_report(agent).candidate_differences] == [differs]
+    # one call at a time: the third is over 2 a minute
+    _, differ = await compared(waiting(store, **live), waiting(store, **candidate), *map(calls, batch(3)))
+    assert differ == [differs]
 
 
 async def test_a_candidate_whose_earlier_limit_differs_judges_the_next_one_itself() -> None:
@@ -125,13 +127,9 @@ async def test_a_candidate_whose_earlier_limit_differs_judges_the_next_one_itsel
     store = MemoryStore()
     first = RateLimit(scope="tool", tool="noop", calls_per_min=1)
     second = RateLimit(scope="principal", tool="noop", calls_per_min=60)
-    h = Harness(HarnessConfig(store=store, rate_limits=[first, second]),
-                candidate=HarnessConfig(store=store, rate_limits=[second]), load_entry_points=False, environ={})
-    agent = make_agent(ScriptedModel([calls(("noop", {"q": "a"})), calls(("noop", {"q": "b"})), text("done")]),
-                       h.instrument(Toolkit(tools=[tool(noop)])), h.middlewares())
-    await reply(h, agent)
-    differ = h.last_report(agent).candidate_differences
-    assert [(d["live"], d["candidate"]) for d in differ] == [("refuse:rate_limited", "allow")]
+    _, differ = await compared(HarnessConfig(store=store, rate_limits=[first, second]),
+                               HarnessConfig(store=store, rate_limits=[second]), *map(calls, batch(2)))
+    assert differ == [("refuse:rate_limited", "allow")]
 
 
 @pytest.mark.xfail(strict=True, reason="README limit: a candidate judges after the live waits, making none")
@@ -144,11 +142,7 @@ async def test_a_candidate_without_the_live_policys_slow_rate_differs() -> None:
     store = MemoryStore()
     slow = RateLimit(scope="tool", tool="noop", calls_per_min=60, wait_s=5)
     quick = RateLimit(scope="principal", tool="noop", calls_per_min=60, wait_s=0.2)
-    h = Harness(HarnessConfig(store=store, rate_limits=[slow, quick]),
-                candidate=HarnessConfig(store=store, rate_limits=[quick]), load_entry_points=False, environ={})
-    batch = [("noop", {"q": f"x{i}"}) for i in range(60)]
-    agent = make_agent(ScriptedModel([calls(*batch), calls(("noop", {"q": "last"})), text("done")]),
-                       h.instrument(Toolkit(tools=[tool(noop)])), h.middlewares())
-    await reply(h, agent)
-    differ = h.last_report(agent).candidate_differences
-    assert [(d["live"], d["candidate"]) for d in differ] == [("allow", "refuse:rate_limited")]
+    _, differ = await compared(HarnessConfig(store=store, rate_limits=[slow, quick]),
+                               HarnessConfig(store=store, rate_limits=[quick]),
+                               calls(*batch(60)), calls(("noop", {"q": "last"})))
+    assert differ == [("allow", "refuse:rate_limited")]

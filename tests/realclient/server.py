@@ -14,7 +14,8 @@ import json
 import socket
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +100,17 @@ class FakeOpenAI:
     async def close(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+
+    @classmethod
+    @asynccontextmanager
+    async def running(cls) -> AsyncIterator[FakeOpenAI]:
+        """A server started for the block, closed however it ends."""
+        fake = cls()
+        await fake.start()
+        try:
+            yield fake
+        finally:
+            await fake.close()
 
     # ---------------------------------------------------------------- serving
 

@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 from agentscope.event import RequireExternalExecutionEvent, TextBlockDeltaEvent
-from agentscope.message import Msg, UserMsg
 from agentscope.permission import PermissionDecision
 from agentscope.tool import ToolBase, Toolkit
-from scripted import ALLOW, make_agent, tool
+from scripted import ALLOW, make_agent, run, tool
 from server import Reply
 from side_kit import model as side_model
 
@@ -37,14 +36,8 @@ def build(harness: Harness, model: Any, tools: list[Any]) -> Any:
 
 
 async def drive(harness: Harness, agent: Any, principal: Principal | None = None) -> tuple[list[Any], Any, Any]:
-    events: list[Any] = []
-    final = None
     with harness.acting_for(principal):
-        async for item in agent.reply_stream(UserMsg("user", "hi"), yield_final_msg=True):
-            if isinstance(item, Msg):
-                final = item
-            else:
-                events.append(item)
+        events, final = await run(agent)
     return events, final, harness.last_report(agent)
 
 

@@ -9,6 +9,7 @@ tools are cut, and their stop waited for, within a quarter of its lead's grace e
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import pytest
@@ -51,18 +52,11 @@ def text_of(msg) -> str:
     return (msg.get_text_content() or "") if msg is not None else ""
 
 
-
-
-
-
 @pytest.fixture
 async def side():
-    fake = FakeOpenAI()
-    await fake.start()
-    try:
+    """A second server, for the sub-agents' model."""
+    async with FakeOpenAI.running() as fake:
         yield fake
-    finally:
-        await fake.close()
 
 
 async def stubborn(q: str) -> str:
@@ -202,14 +196,8 @@ async def test_sub_agent_tool_with_rollback_ends_with_its_own_answer_first(serve
 
 @pytest.fixture
 async def fakes():
-    made = [FakeOpenAI() for _ in range(6)]
-    for f in made:
-        await f.start()
-    try:
-        yield made
-    finally:
-        for f in made:
-            await f.close()
+    async with contextlib.AsyncExitStack() as servers:
+        yield [await servers.enter_async_context(FakeOpenAI.running()) for _ in range(6)]
 
 
 def delegating(sub, name):

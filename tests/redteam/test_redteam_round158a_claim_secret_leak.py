@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentscope.message import Msg, UserMsg
+from agentscope.message import Msg
 from agentscope.tool import Toolkit
-from scripted import make_agent, tool
+from scripted import make_agent, run, tool
 
 from agentscope_harness import Harness, HarnessConfig, ToolPolicy
 from agentscope_harness.testing import ScriptedModel, text
@@ -25,12 +25,7 @@ async def set_password(user: str, password: str) -> str:
 
 
 async def drive(h: Harness, agent: Any) -> tuple[list[Any], Msg | None, Any]:
-    events, final = [], None
-    async for item in agent.reply_stream(UserMsg("user", "hi"), yield_final_msg=True):
-        if isinstance(item, Msg):
-            final = item
-        else:
-            events.append(item)
+    events, final = await run(agent)
     return events, final, h.last_report(agent)
 
 
