@@ -475,14 +475,14 @@ class HookRunner:
             ctx.run, spec.name, spec.point, "refuse",
             code=signal.code, tool=tool, detail=signal.message,
         )
-        if self.shadow:
-            ctx.would_refuse = ctx.would_refuse or signal.code
-            return None
-        if key is None or signal.hard:  # a presumption latches open instead
+        if key is None or signal.hard:  # a presumption latches open instead; shadow mode's climbs the ladder too
             met = (spec.name, signal.code, tool)
             facts.refused.append(met)
             if signal.code == "permission_denied" and ctx.tool is not None and ctx.tool.identity_bound:
                 ctx.run.met_by_enclosing_runs(met)
+        if self.shadow:
+            ctx.would_refuse = ctx.would_refuse or signal.code
+            return None
         return Refusal(hook=spec.name, code=signal.code, text=text)
 
     def _failed(self, spec: HookSpec, exc: BaseException, ctx: HookContext) -> Refusal | None:
@@ -513,9 +513,9 @@ class HookRunner:
             ctx.run, spec.name, spec.point, "refuse",
             code="policy_error", tool=tool, detail="fail-closed", enforced=protects or not self.shadow,
         )
+        if ctx.tool is not None:  # a refusal the model meets again climbs the ladder, as a gate's does
+            ctx.run.facts.refused.append((spec.name, "policy_error", tool))
         if self.shadow and not protects:
             ctx.would_refuse = ctx.would_refuse or "policy_error"
             return None
-        if ctx.tool is not None:  # a refusal the model meets again climbs the ladder, as a gate's does
-            ctx.run.facts.refused.append((spec.name, "policy_error", tool))
         return Refusal(hook=spec.name, code="policy_error", text=text)
