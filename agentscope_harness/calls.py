@@ -20,7 +20,7 @@ from agentscope._utils._common import _json_loads_with_repair
 from .approvals import approval_digest
 from .context import HookContext, ToolCallView, ToolResultView, awaited
 from .errors import ErrorClass, error_class_of
-from .facts import NO_DEFAULTS, call_digest, thawed
+from .facts import NO_DEFAULTS, NOTHING_FOUND, call_digest, thawed
 from .hooks.budget import UNVERIFIED_APPROVAL, tool_calls_used_up, uncounted
 from .hooks.termination import CONCLUDED
 from .injection import shows_nothing
@@ -488,22 +488,24 @@ class CallFlow:
         self.call_over(run, view.id, ran=True)  # nothing waits on it now, whatever its state
         if result.error_class != ErrorClass.DEPENDENCY_DOWN:
             self._attach_pending_notices(ctx)
+        found = NOTHING_FOUND
         if result.ok and view.digest not in run.facts.succeeded:
             counted = await self._count_results(ctx, result.raw_text)
-            result.new_facts = run.facts.record_result_facts(
-                view.role, True, result.raw_text, result.harness_meta, counted,
-            )
-            for fact in result.new_facts:  # the model reads it only after this batch
+            found = run.facts.found_in(view.role, result.raw_text, result.harness_meta, counted)
+            result.new_facts = found.edges
+            for fact in found.edges:  # the model reads it only after this batch
                 run.facts.fact_batches[fact] = view.batch
         ran = result.ok
         refusal = await self.runner.run("post_tool_call", ctx)
         self.services.fleet.shaped(run, view.id)
         self._defer_hints(ctx)
-        if refusal is not None:
+        if refusal is not None:  # the model reads none of it: it brought nothing
             run.remember_sentinel(refusal.code, refusal.text)
             result.text, result.notices, result.state = refusal.text, [], "error"
             result.withheld = True
-            run.facts.unreach(result.new_facts)
+            run.facts.unreach(found.edges)
+        else:
+            run.facts.credit(found)
         withheld = refusal is not None and refusal.code in WITHHELD_DONE
         done_unread = ran and withheld
         # a mutation that timed out may have taken effect, its error text withheld or not: its outcome is

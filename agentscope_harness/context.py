@@ -330,11 +330,11 @@ class HookContext:
             key = f"{self.hook_name}: {_digest(shaped)}"
         key = key or self.hook_name
         facts = self.run.facts
-        if key == facts.last_hint:
+        if key in facts.last_hints:
             return False  # not shaped: a built-in's hint, dropped every round it repeats, costs nothing
         if facts.force_conclude and key in EXPLORING_HINTS:
             return False
-        facts.last_hint = key
+        facts.remember_hint(key, self.run.root.model_calls)
         text = shaped if shaped is not None else self._shaped_hint(text)
         self.hints.append((key, text))
         self.decide("hint", detail=text)

@@ -18,7 +18,7 @@ from itertools import islice
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from .lazy import LazyFields, lazy
+from .lazy import LazyFields, lazy, made
 
 Batch = tuple[str, int, int]
 """The calls the model chose without reading each other's results: its
@@ -524,6 +524,24 @@ class Terminal:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What one successful result brought (``GuardState.found_in``):
+    credited once the model reads it, taken back when it is withheld."""
+
+    edges: list[str]
+    counts: str | None
+    """``candidates``, ``picks`` or ``None``: what ``n`` counts."""
+    n: int
+    declared: bool
+    """Whether the tool declared the count (progress), not a count read from its text."""
+
+
+NOTHING_FOUND = Found([], None, 0, False)
+_COUNTS = {"retrieval": "candidates", "selection": "picks"}
+_REACHED = {"candidates": "retrieved", "picks": "selected"}
+
+
 @dataclass
 class GuardState(LazyFields):
     """The facts of a run. Ledgers are shared with nested runs (a sub-agent
@@ -568,7 +586,11 @@ class GuardState(LazyFields):
     enforce_retries: int = 0
     empty_selections: int = 0
     pool_emptied: bool = False
-    last_hint: str | None = None
+    last_hints: tuple[str, ...] = ()
+    """The keys of the hints given before the latest model call that got
+    any (``hinted_at``): none of them is given again before another hint
+    is, so two ladders hinting in one round never take turns."""
+    hinted_at: int = 0
     unsupported_claims: list[str] = lazy(list)
     claimed_steps: list[tuple[str, bool | None]] = lazy(list)
     """The steps the answer claimed of tools with an unsupported claim, in
@@ -641,17 +663,29 @@ class GuardState(LazyFields):
     that ignores that is stopped with reason ``refused:<code>``; one that
     concludes ends as its conclusion earns."""
 
+    def remember_hint(self, key: str, at: int) -> None:
+        """A hint ``key`` given before model call ``at`` (the run-wide count
+        of calls made): one more of that round's, or the first of a new one."""
+        self.last_hints = (*self.last_hints, key) if at == self.hinted_at else (key,)
+        self.hinted_at = at
+
     def mark(self, fact: str) -> bool:
         """Record a reached fact; True when it is new (a progress edge)."""
+        if not self._reach(fact):
+            return False
+        self.new_fact_this_round = True
+        return True
+
+    def _reach(self, fact: str) -> bool:
         if fact in self.progress_marks:
             return False
         self.progress_marks.add(fact)
-        self.new_fact_this_round = True
         return True
 
     def unreach(self, facts: list[str]) -> None:
         """Forget facts a result reached that the model never read (the
-        result was withheld): a finish requiring them waits for another."""
+        result was withheld): a finish requiring them waits for another,
+        and nothing of it is progress."""
         for fact in facts:
             self.progress_marks.discard(fact)
             self.fact_batches.pop(fact, None)
@@ -729,7 +763,7 @@ class GuardState(LazyFields):
                 self.success_counts[tool] += 1
             self.succeeded[digest] = Success(tool, {**defaults, **args} if defaults else args, ref)
             self.mutations += changed_state
-            self.failures.pop(digest, None)
+            (made(self, "failures") or {}).pop(digest, None)
             for names in index_keys:
                 self.success_index.setdefault((tool, names, exact_key(args, names, defaults)), batch)
             return
@@ -744,11 +778,11 @@ class GuardState(LazyFields):
         total = last.total + 1 if last is not None else 1
         self.failures[digest] = Failures(error_class, streak, self.mutations, fingerprint, total)
 
-    def record_result_facts(
-        self, role: str, ok: bool, text: str, reported: dict[str, Any], counted: int | None,
-    ) -> list[str]:
-        """Progress facts a successful result brings; the facts reached for
-        the first time (progress edges).
+    def found_in(self, role: str, text: str, reported: dict[str, Any], counted: int | None) -> Found:
+        """What a successful result brings: the facts it reaches for the
+        first time (progress edges, marked now: the next-step notice names
+        them) and the candidates or picks it counts, credited by ``credit``
+        once the ``post_tool_call`` chain let the model read it.
 
         ``count_results`` counts; else tools report ``{"candidates": n,
         "picks": n, "facts": [...]}`` in ``metadata["harness"]``; else a
@@ -757,46 +791,36 @@ class GuardState(LazyFields):
         many hits, not whether they are new (the same three hits again count
         three), so whether the text is new is the drift tracker's to judge.
         """
-        if not ok:
-            return []
-        edges = [f for f in reported.get("facts", ()) if isinstance(f, str) and self.mark(f)]
-        n = counted
-        if role == "retrieval":
-            declared = reported.get("candidates") is not None
-            if n is None:
-                n = reported.get("candidates")
-            if n is None:
-                n = 1 if text.strip() else 0
-            if n > 0:
-                self.candidates += int(n)
-                if declared:
-                    self.new_fact_this_round = True
-                if self.mark("retrieved"):
-                    edges.append("retrieved")
-        elif role == "selection":
-            declared = reported.get("picks") is not None
-            if n is None:
-                n = reported.get("picks")
-            if n is None:
-                n = 1 if text.strip() else 0
-            if n > 0:
-                self.picks += int(n)
-                self.empty_selections = 0
-                if declared:
-                    self.new_fact_this_round = True
-                if self.mark("selected"):
-                    edges.append("selected")
-            else:
-                self.empty_selections += 1
-                if self.candidates:
-                    self.candidates = 0
-                    self.pool_emptied = True
-        elif role == "planning" and self.mark("planned"):
+        edges = [f for f in reported.get("facts", ()) if isinstance(f, str) and self._reach(f)]
+        counts = _COUNTS.get(role)
+        if counts is not None:
+            declared = reported.get(counts) is not None
+            n = counted if counted is not None else reported[counts] if declared else int(bool(text.strip()))
+            if n > 0 and self._reach(_REACHED[counts]):
+                edges.append(_REACHED[counts])
+            return Found(edges, counts, int(n), declared)
+        if role == "planning" and self._reach("planned"):
             edges.append("planned")
         elif "candidates" in reported and int(reported["candidates"]) > 0:
-            self.candidates += int(reported["candidates"])
+            return Found(edges, "candidates", int(reported["candidates"]), True)
+        return Found(edges, None, 0, False)
+
+    def credit(self, found: Found) -> None:
+        """Count what a result the model read brought: its candidates or
+        picks (an empty selection empties the pool), and the round's progress
+        when it reached a fact or brought what its tool declared."""
+        if found.edges or (found.declared and found.n > 0):
             self.new_fact_this_round = True
-        return edges
+        if found.counts == "candidates" and found.n > 0:
+            self.candidates += found.n
+        elif found.counts == "picks" and found.n > 0:
+            self.picks += found.n
+            self.empty_selections = 0
+        elif found.counts == "picks":
+            self.empty_selections += 1
+            if self.candidates:
+                self.candidates = 0
+                self.pool_emptied = True
 
     def has_succeeded(
         self, tool: str, same: Mapping[str, Any] | None = None, before: Batch | None = None,

@@ -41,6 +41,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 
 from .context import fallback, found_so_far, time_ran_out
 from .errors import DependencyDown
+from .lazy import made
 from .registry import HookRejectSignal
 from .stores import (
     PROBE_LEASE_S,
@@ -325,7 +326,7 @@ class Fleet:
         a later gate refuses, or one parked for a human, gives it back
         (``_give_back_spare``), so no probe is held where no call runs."""
         tool, now = ctx.tool.name, time.monotonic()
-        failed_here = bool(ctx.run.root.breaker_failures.get(tool))
+        failed_here = bool((made(ctx.run.root, "breaker_failures") or {}).get(tool))
         if self._spare_probes.get(tool, 0.0) > now and not failed_here:
             self._spare_takers[(ctx.run.run_id, ctx.tool.id)] = tool
             ctx.admit(lambda: self._use_probe(ctx))
@@ -416,7 +417,7 @@ class Fleet:
         claimed = self._probe_over((ctx.run.run_id, ctx.tool.id))
         probe = claimed is not None
         if ok:  # the run's own count is of consecutive failures
-            ctx.run.root.breaker_failures.pop(tool, None)
+            (made(ctx.run.root, "breaker_failures") or {}).pop(tool, None)
         elif self._failed_again(ctx) and not probe:
             return
         local = self._record_local(tool, ok)

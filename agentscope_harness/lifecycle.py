@@ -66,6 +66,7 @@ from .errors import METADATA_KEY, DependencyDown, HarnessConfigError
 from .facts import finish_required
 from .hooks.drift import judged_text
 from .injection import shows_nothing
+from .lazy import made
 from .outcome import (
     WITHHELD_ANSWER,
     build_report,
@@ -1369,7 +1370,7 @@ def text_block_events(reply_id: str, block_id: str, text: str) -> list[Any]:
 
 def flush(run: RunState) -> list[CustomEvent]:
     """The decisions not yet emitted, as ``harness.decision`` events."""
-    if not run.unflushed:
+    if not made(run, "unflushed"):
         return []
     return [
         CustomEvent(name="harness.decision", value=d.as_event_value(run.run_id))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from .context import found_so_far, reason_words
 from .facts import finish_required
+from .lazy import made
 from .outputs import cleaned_args
 from .report import RunReport, TerminalState
 from .run_state import RunState, principal_dict
@@ -75,7 +76,7 @@ def answer_is_replaced(run: RunState) -> bool:
     An end another rule gives in that answer's own round comes after the
     answer: the adapter marks it made up then (``RunState.answer_made_up``)."""
     facts = run.facts
-    return facts.terminal is None and (facts.stuck is not None or bool(facts.dependency_down))
+    return facts.terminal is None and (facts.stuck is not None or bool(made(facts, "dependency_down")))
 
 
 def finish_bypassed(run: RunState, config: HarnessConfig) -> bool:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .context import ContextResult
 from .facts import Batch, GuardState, Terminal
-from .lazy import LazyFields, lazy
+from .lazy import LazyFields, lazy, made
 from .report import Decision, RunReport, TerminalState
 
 if TYPE_CHECKING:
@@ -123,6 +123,10 @@ class EndPassed(Protocol):
     def swallowed(self) -> bool:
         """It has not reached the caller: a middleware before the harness's
         holds it, and may ask for another round."""
+
+_HOLDING = ("judging", "admitted", "in_flight", "awaiting_human")
+"""The fields of a run that hold calls by id (read without making them)."""
+
 
 @dataclass(eq=False)
 class RunState(LazyFields):
@@ -495,7 +499,7 @@ class RunState(LazyFields):
     def ledger_cap(self, name: str, cap: int) -> int:
         """A ledger's cap in this run (call on the root): the configured
         ``cap`` plus what a human approved."""
-        return cap + self.ledger_extra.get(name, 0)
+        return cap + (made(self, "ledger_extra") or {}).get(name, 0)
 
     def time_left(self) -> float | None:
         """Seconds before the deadline (negative past it; ``None``: no deadline)."""
@@ -722,10 +726,11 @@ class RunState(LazyFields):
     def holds_call(self, call_id: str) -> bool:
         """Whether a call of this run holds ``call_id``: being judged,
         admitted, running, or parked for a human or a client."""
-        return (
-            call_id in self.judging or call_id in self.admitted
-            or call_id in self.in_flight or call_id in self.awaiting_human
-        )
+        for name in _HOLDING:
+            held = made(self, name)
+            if held and call_id in held:
+                return True
+        return False
 
     def remember_sentinel(self, code: str, text: str) -> None:
         """Sentinels the audit may strip from the final answer."""

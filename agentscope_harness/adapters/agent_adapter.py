@@ -47,6 +47,7 @@ from agentscope.types import ReplyFinishedReason
 
 from ..chains import close_stream, release
 from ..context import (
+    EXPLORING_HINTS,
     PRUNED,
     STRUCTURED_OUTPUT_TOOL,
     ContextResult,
@@ -300,8 +301,9 @@ class HarnessAgentAdapter(HarnessMiddleware):
         # follows (the fallback answers): the context keeps them, and a later reply's model
         # would read a stale status line ("0s left") as its own
         hints, deferred = ctx.hints, made(run, "deferred_hints")
-        if deferred:
-            hints, run.deferred_hints = deferred + hints, []
+        if deferred:  # given before this round constrained the run: one inviting to explore is dropped now
+            kept = [h for h in deferred if h[0] not in EXPLORING_HINTS] if run.facts.force_conclude else deferred
+            hints, run.deferred_hints = kept + hints, []
         if ctx.fallback_answer is None:
             events += _add_hints(agent, hints)
         return _PreThink(events + flush(run), ctx.fallback_answer)
@@ -344,7 +346,8 @@ class HarnessAgentAdapter(HarnessMiddleware):
             if calls:
                 # a hint between the tool calls and their results would break
                 # the provider's message order: give it before the next call
-                run.deferred_hints.extend(post.hints)
+                if post.hints:
+                    run.deferred_hints.extend(post.hints)
             else:
                 events += _add_hints(agent, post.hints)
             if post.another_round is not None and held is not None:

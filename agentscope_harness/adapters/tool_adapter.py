@@ -43,6 +43,7 @@ from ..chains import release
 from ..context import HookContext, ToolCallView, ToolResultView, nobody_to_ask
 from ..errors import METADATA_KEY, classify_exception, error_text
 from ..facts import remember_done_inside, thawed, tools_in
+from ..lazy import made
 from ..lifecycle import added_once, end_resumed_by_another, record_parked, rejoin
 from ..outputs import (
     cleaned_args,
@@ -155,8 +156,8 @@ class HarnessToolAdapter(HarnessMiddleware):
         flow = self.harness.flow
         run = await self._run(agent)
         call = input_kwargs["tool_call"]
-        made = await self._as_made(agent, call, input_kwargs)
-        tool = made[1] if made is not None else input_kwargs.get("tool")
+        as_made = await self._as_made(agent, call, input_kwargs)
+        tool = as_made[1] if as_made is not None else input_kwargs.get("tool")
         meta_tool = _meta_tool(agent, tool)
         self._instrumented(tool, meta_tool)
         view = ToolCallView(
@@ -170,7 +171,7 @@ class HarnessToolAdapter(HarnessMiddleware):
             agentscope_own=_agentscope_own(agent, tool),
             meta_tool=meta_tool,
         )
-        if run.awaiting_human and _drop_answered(agent, run, view):
+        if made(run, "awaiting_human") and _drop_answered(agent, run, view):
             rejoin(self.harness, run)  # the tool adapter alone: resumed, and no on_reply said so
             self._record_resumer(run)  # answered, confirmed or denied: whoever answered acts from here
         if view.resumed:
@@ -183,11 +184,11 @@ class HarnessToolAdapter(HarnessMiddleware):
             # second call under a held id would take the first one's place (its
             # judgement, its slots), so it is refused before it takes any
             return _deny(flow.id_taken(run, view))
-        if made is None:  # a middleware before the harness changed the call: AgentScope runs its own
+        if as_made is None:  # a middleware before the harness changed the call: AgentScope runs its own
             changed = flow.changed_before_judged(run, view)
             if changed is not None:
                 return _deny(changed)
-        written = made[0] if made is not None else call.input
+        written = as_made[0] if as_made is not None else call.input
         if getattr(tool, "is_external_tool", False) and not read_one_way(written, input_kwargs["tool_input"]):
             refused = flow.read_otherwise(run, view)  # the client reads the text, not AgentScope's parse
             if refused is not None:
@@ -343,7 +344,7 @@ class HarnessToolAdapter(HarnessMiddleware):
             if token is not None:
                 RUN_HANDLE.reset(token)
             ctx.refunds = ()  # made: its charges stand
-            done = run.done_inside.pop(call.id, None)
+            done = (made(run, "done_inside") or {}).pop(call.id, None)
             if done:
                 remember_done_inside(agent, call.id, done)
         if original is None:
@@ -645,7 +646,7 @@ def _sub_runs(ctx: HookContext, call_id: str) -> list[dict[str, str]] | None:
     are, and, as metadata the UI streams and the context keeps, their
     personal data rewritten as the tool's ``pii`` says (``record_raw``
     keeps the report's, never the result's); ``None``: it ran none."""
-    nested = ctx.run.ended_inside.pop(call_id, None)
+    nested = (made(ctx.run, "ended_inside") or {}).pop(call_id, None)
     if nested is None:
         return None
     scrub = ctx.services.scrubbed

@@ -10,6 +10,7 @@ from ..context import HookContext, ToolCallContext, ToolResultContext, fallback,
 from ..deadline import seconds_told
 from ..errors import DependencyDown
 from ..facts import finish_required
+from ..lazy import made
 from ..outcome import terminal_state
 from ..registry import HookRejectSignal, harness_hook
 from ..report import TerminalState
@@ -521,7 +522,7 @@ def _disclose(ctx: HookContext) -> None:
         return
     facts = ctx.facts  # each agent of a nesting is told once
     if mode == "changes":
-        new = _budget_marks(ctx) - facts.nudged
+        new = _budget_marks(ctx) - (made(facts, "nudged") or set())
         if not new:
             return
         facts.nudged |= new
@@ -529,9 +530,9 @@ def _disclose(ctx: HookContext) -> None:
     if line is None:
         return
     ctx.run.remember_sentinel("budget", line)
-    last = facts.last_hint
+    last = facts.last_hints, facts.hinted_at
     ctx.hint(line, key=f"budget_status:{ctx.run.root.model_calls}")
-    facts.last_hint = last  # a status line is no nudge: it does not let the last one be given again
+    facts.last_hints, facts.hinted_at = last  # a status line is no nudge: it does not let the last one be given again
 
 
 @harness_hook("post_tool_call", priority=20, name="result_nudges", kind="observer")

@@ -18,6 +18,8 @@ from ..registry import harness_hook
 from ..sentinels import unfenced
 
 _ACTING_ROLES = frozenset({"mutation", "finish"})
+_STALL_HINTS = frozenset({"drift", "cycle"})
+"""The drift ladder's hints: a stall after progress is a new one, hinted again."""
 NOVELTY_TOKENS = 4_000
 """The most of a result (its two ends, as truncation keeps them) judged for
 news: 16 KB, the default ``result_max_tokens``, about a millisecond of
@@ -77,8 +79,8 @@ def drift_detector(ctx: ReflectContext) -> None:
     if facts.new_fact_this_round:
         facts.rounds_without_progress = 0
         facts.cycle_hinted = False
-        if facts.last_hint in ("drift", "cycle"):  # a stall after progress is a new one: hinted again
-            facts.last_hint = None
+        if not _STALL_HINTS.isdisjoint(facts.last_hints):
+            facts.last_hints = tuple(key for key in facts.last_hints if key not in _STALL_HINTS)
     else:
         facts.rounds_without_progress += 1
     facts.new_fact_this_round = False

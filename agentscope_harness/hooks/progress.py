@@ -48,7 +48,9 @@ def phase_check(ctx: ToolCallContext) -> None:
 @harness_hook("post_tool_call", priority=19, name="transition_notice", kind="observer")
 def transition_notice(ctx: ToolResultContext) -> None:
     """On a progress edge (a fact reached for the first time), say what the
-    next step is."""
+    next step is. Not once the run must conclude: the next step is the answer."""
+    if ctx.facts.force_conclude:
+        return
     for fact in ctx.result.new_facts:
         text = _NEXT.get(fact)
         if text:

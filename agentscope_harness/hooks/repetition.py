@@ -24,7 +24,7 @@ def repeat_call_gate(ctx: ToolCallContext) -> None:
     digest = call.digest
     _watch_loop(ctx, digest)
 
-    failed = facts.failures.get(digest)
+    failed = (made(facts, "failures") or {}).get(digest)
     if failed is not None:
         # the run-wide count: a backstop for streaks read as broken (an id made of words)
         over = failed.total >= REPEATED_FAILURES_PER_STREAK * config.max_identical_failures
@@ -38,7 +38,7 @@ def repeat_call_gate(ctx: ToolCallContext) -> None:
             )
     _refuse_twin_in_batch(ctx, digest)
     ctx.admit(lambda: _claim_in_batch(ctx, digest))
-    if digest in facts.done_unread:  # an exact fact: a mutation's never escapes (a card charged twice)
+    if digest in (made(facts, "done_unread") or ()):  # an exact fact: a mutation's never escapes (a card charged twice)
         raise HookRejectSignal(
             "This exact call was already made in this task (its result was withheld). "
             "Do not retry it.",
@@ -96,9 +96,10 @@ def _watch_loop(ctx: ToolCallContext, digest: str) -> None:
     facts.recent_digests.append(digest)
     count = facts.recent_tools.count(name)
     if count < config.loop_threshold:
-        facts.loop_hinted.discard(name)
+        if made(facts, "loop_hinted"):
+            facts.loop_hinted.discard(name)
         return
-    if name in facts.dependency_down:
+    if name in (made(facts, "dependency_down") or ()):
         return  # the dependency-down sentinel already says "do not retry"
     if name not in facts.loop_hinted and not facts.force_conclude:
         facts.loop_hinted.add(name)

@@ -30,6 +30,7 @@ from ..injection import (
     mixes_scripts,
     unhidden,
 )
+from ..lazy import made
 from ..outputs import OutputFilter, answer_filter, dependency_label, filter_result, result_pii
 from ..redaction import Turns
 from ..registry import HookRejectSignal, harness_hook
@@ -108,7 +109,7 @@ async def tool_breaker_gate(ctx: ToolCallContext) -> None:
     above 48, or at admission) leaves the probe with this process for its
     next call of the tool, or for another process after ``PROBE_LEASE_S``."""
     facts = ctx.facts
-    if ctx.tool.name in facts.dependency_down:
+    if ctx.tool.name in (made(facts, "dependency_down") or ()):
         # retried after "do not retry": constrain
         ctx.constrain(f"{ctx.tool.name} retried while its dependency is down")
         raise HookRejectSignal(
