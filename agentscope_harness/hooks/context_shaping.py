@@ -62,6 +62,12 @@ def finish_rule(config: HarnessConfig) -> str | None:
     return f"Deliver the result by calling {' or '.join(finish)}; a plain text answer does not complete the task."
 
 
+_ERROR_LINE_KEPT = 500
+"""The most of an error's first error line a truncated error keeps."""
+_BEFORE_ERROR_WORD = 100
+"""How much of a line longer than that is kept before its word naming the error."""
+
+
 @harness_hook("post_tool_call", priority=10, name="truncate_result", kind="transform")
 async def truncate_result(ctx: ToolResultContext) -> None:
     """Cap one result at ``result_max_tokens``: head and tail kept, the middle
@@ -86,15 +92,18 @@ async def truncate_result(ctx: ToolResultContext) -> None:
         line = await _error_line(text)
         # whole, unless the head or the tail already keeps it whole
         if line is not None and line[1] > head_len and line[0] < len(text) - tail_len:
-            marker += text[line[0]:min(line[1], line[0] + 500)] + "\n"
+            start, end, at = line  # a long line (a minified JSON body is one) is kept around its error word
+            start = max(start, at - _BEFORE_ERROR_WORD)
+            marker += text[start:min(end, start + _ERROR_LINE_KEPT)] + "\n"
     result.text = head + marker + tail
     ctx.decide("rewrite", detail=f"truncated {len(text)} to {budget} characters (ref {ref})")
 
 
-async def _error_line(text: str) -> tuple[int, int] | None:
-    """Where the first line of an error's text naming an error is, else its
-    first line with text (AgentScope writes an exception's message alone,
-    without its class): searched by slices in C, the event loop turned
+async def _error_line(text: str) -> tuple[int, int, int] | None:
+    """Where the first line of an error's text naming an error is (its
+    start, end and the word naming the error), else its first line with
+    text (AgentScope writes an exception's message alone, without its
+    class): searched by slices in C, the event loop turned
     between them (a pattern reading lines, ``^.*error.*$``, held it for
     200 ms on a 5 MB message)."""
     at = first_text = None
@@ -115,7 +124,7 @@ async def _error_line(text: str) -> tuple[int, int] | None:
     if at is None:
         return None
     end = text.find("\n", at)
-    return text.rfind("\n", 0, at) + 1, len(text) if end < 0 else end
+    return text.rfind("\n", 0, at) + 1, len(text) if end < 0 else end, at
 
 
 @harness_hook("pre_think", priority=10, name="tool_result_pruner", kind="transform")

@@ -253,3 +253,27 @@ async def _fetch_big(page: int) -> str:
         page (int): The page.
     """
     return "y" * 4000
+
+
+async def test_a_truncated_one_line_error_keeps_its_error_words():
+    """Round 165 b: a minified JSON error body is one line; the 500 characters kept of
+    the first error line were its head, so the error itself ("Card declined") was lost."""
+
+    async def charge(amount: int) -> str:
+        """Charge a card.
+
+        Args:
+            amount (int): The amount.
+        """
+        fields = ", ".join(f'"field_{i}": "value {i}"' for i in range(400))
+        raise RuntimeError("{" + fields + ', "error": "Card declined: insufficient funds", "trace": "'
+                           + "x" * 4000 + '"}')
+
+    h, model, agent = harnessed(
+        HarnessConfig(result_max_tokens=50),
+        [calls(("charge", {"amount": 80})), text("it failed")], [charge],
+    )
+    await drive(h, agent)
+    seen = results(model)[0]
+    assert "characters omitted" in seen
+    assert '"error": "Card declined: insufficient funds"' in seen

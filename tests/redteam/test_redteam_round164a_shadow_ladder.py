@@ -74,3 +74,8 @@ async def test_a_shadow_report_ends_as_the_refusal_ladder_would() -> None:
     assert (report.terminal_state.value, report.reason) == ("incomplete", "refused:permission_denied")
     assert len(made) == 6 and final == "done"  # the user gets the model's answer: nothing was enforced
     assert all(d.enforced is False for d in report.decisions if d.action in ("refuse", "constrain", "stop"))
+    # README: `refusals` counts only the refusals enforced; the would-be ones are `refuse` decisions
+    assert report.refusals == {}
+    refused = [d.code for d in report.decisions if d.action == "refuse"]
+    assert refused[:2] == ["permission_denied"] * 2  # then, past the end enforcing made, every call
+    assert set(refused[2:]) == {"permission_denied", "run_concluded"}
