@@ -792,6 +792,7 @@ def read_one_way(written: str, judged: dict[str, Any]) -> bool:
 
 def result_view(
     text: str, state: str, metadata: dict[str, Any], has_data: bool = False, data_names: tuple[str, ...] = (),
+    data_digests: tuple[int, ...] = (),
 ) -> ToolResultView:
     """A result as hooks see it. The error class comes from metadata the
     harness's tool middleware (or the tool itself) set, never from text a
@@ -799,7 +800,7 @@ def result_view(
     error_class = error_class_of(metadata) if state == "error" else None
     return ToolResultView(
         text=text, state=state, metadata=metadata, error_class=error_class,
-        has_data=has_data, raw_text=text, data_names=data_names,
+        has_data=has_data, raw_text=text, data_names=data_names, data_digests=data_digests,
     )
 
 

@@ -160,6 +160,9 @@ class ToolResultView:
     data_names: tuple[str, ...] = ()
     """The names of its data blocks (an image's): text the model reads
     outside the fence (AgentScope's note on an image it drops quotes it)."""
+    data_digests: tuple[int, ...] = ()
+    """What tells its data blocks from others (``outputs.data_digests``):
+    a new image under the same caption is news."""
     new_facts: list[str] = field(default_factory=list)
     """Facts this result reached for the first time (progress edges)."""
     withheld: bool = False

@@ -316,6 +316,21 @@ class Novelty:
     def __len__(self) -> int:
         return len(self.older) + len(self.newer)
 
+    def _remember(self, said: int) -> bool:
+        """Keep a whole result's hash (the last ``NOVELTY_RESULTS``); whether it is new."""
+        if said in self.results:
+            return False
+        if len(self.results) >= NOVELTY_RESULTS:
+            del self.results[next(iter(self.results))]
+        self.results[said] = None
+        return True
+
+    def add_data(self, digests: tuple[int, ...]) -> bool:
+        """Record a result's data blocks (``outputs.data_digests``, among
+        the whole results remembered); whether any is new to the run."""
+        fresh = [self._remember(hash(("data", digest))) for digest in digests]  # each one remembered
+        return any(fresh)
+
     def add(self, text: str, echo: Any = None) -> bool:
         """Record ``text``; whether it brings new information: of its
         distinct shingles, at least ``NOVEL_SHINGLES`` or ``NOVEL_SHARE``
@@ -327,12 +342,8 @@ class Novelty:
         words = _words(text)
         phrases = _echoed(echo) if echo else []
         kept = _without(words, phrases) if phrases else words
-        said = hash(tuple(kept))
-        if said in self.results:
+        if not self._remember(hash(tuple(kept))):
             return False
-        if len(self.results) >= NOVELTY_RESULTS:
-            del self.results[next(iter(self.results))]
-        self.results[said] = None
         new, distinct = self._record(_shingles(kept))
         if kept is not words and len(kept) < len(words):
             self._record(_shingles(words))

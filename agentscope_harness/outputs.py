@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from agentscope.message import DataBlock, HintBlock, TextBlock
+from agentscope.message import Base64Source, DataBlock, HintBlock, TextBlock
 
 from .pii import PiiOutcome, apply_pii, find_pii, rewrite_pii, validate_pii_modes
 from .redaction import Redactor, Turns, sliced
@@ -611,6 +611,23 @@ async def read_names(
         names.append(None if block.name is None else await read_name(block.name, redactor, pii, salt))
         await turns.take()
     return names
+
+
+def data_digests(blocks: Sequence[Any]) -> tuple[int, ...]:
+    """What tells each data block from another (an image's bytes, a URL):
+    a hash of its length, its two ends and an even sample between, so a
+    screenshot of megabytes costs microseconds, not a pass over it."""
+    digests = []
+    for block in blocks:
+        source = block.source
+        data = source.data if isinstance(source, Base64Source) else str(source.url)
+        step = max(1, len(data) // _DATA_SAMPLE)
+        digests.append(hash((len(data), data[:_DATA_SAMPLE], data[-_DATA_SAMPLE:], data[::step])))
+    return tuple(digests)
+
+
+_DATA_SAMPLE = 4096
+"""Characters of a data block read at each end, and between them, for its digest."""
 
 
 def data_names(read: Sequence[str | None], blocks: Sequence[Any]) -> tuple[str, ...]:

@@ -47,6 +47,7 @@ from ..lazy import made
 from ..lifecycle import added_once, end_resumed_by_another, record_parked, rejoin
 from ..outputs import (
     cleaned_args,
+    data_digests,
     data_names,
     dependency_label,
     pii_salt,
@@ -599,7 +600,7 @@ def _view_of(response: ToolResponse, blocks: list[DataBlock], names: list[str | 
     if len(content) == 1 and type(content[0]) is TextBlock:  # the usual result
         return result_view(content[0].text, _state_name(response.state), dict(response.metadata))
     return result_view(result_text(content), _state_name(response.state), dict(response.metadata), bool(blocks),
-                       data_names(names, blocks))
+                       data_names(names, blocks), data_digests(blocks))
 
 
 def to_response(

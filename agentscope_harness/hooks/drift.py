@@ -43,6 +43,8 @@ def drift_result_tracker(ctx: ToolResultContext) -> None:
     # megabytes (``result_max_tokens`` raised) is judged on their two ends
     # too: whether a result is news does not take all of it
     novel = facts.novelty.add(judged_text(result.text, ctx.config.result_max_tokens), echo=ctx.tool.args)
+    if result.data_digests:  # an image the model had not seen is news, whatever its caption says
+        novel = facts.novelty.add_data(result.data_digests) or novel
     if novel:
         facts.news_from.add(ctx.tool.digest)
     else:
