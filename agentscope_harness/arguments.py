@@ -79,14 +79,15 @@ async def guide_invalid_arguments(harness: Harness, agent: Any, run: RunState, c
         return
     code, text = _guide(call.name, problems, schema, policy, run, harness.services.redactor.redact)
     denied = code == "permission_denied"  # a refusal, met again as any gate's is: the ladder counts it
-    if not harness.services.shadow:
+    shadow = harness.services.shadow
+    if not shadow:
         result.output = text
         run.remember_sentinel(code, text)
-        if denied:
-            met = ("argument_guide", code, call.name)
-            run.facts.refused.append(met)
-            if policy is not None and policy.identity_args:  # as the gate's: its lead meets it too
-                run.met_by_enclosing_runs(met)
+    if denied:  # shadow mode's too: its report ends as enforcing would
+        met = ("argument_guide", code, call.name)
+        run.facts.refused.append(met)
+        if policy is not None and policy.identity_args:  # as the gate's: its lead meets it too
+            run.met_by_enclosing_runs(met, enforced=not shadow)
     harness.services.record(
         run, "argument_guide", "post_tool_call", "refuse" if denied else "rewrite", code=code, tool=call.name,
         detail="; ".join(problems),

@@ -503,9 +503,9 @@ class CallFlow:
             run.remember_sentinel(refusal.code, refusal.text)
             result.text, result.notices, result.state = refusal.text, [], "error"
             result.withheld = True
-            run.facts.unreach(found.edges)
+            run.facts.unreach(found)
         else:
-            run.facts.credit(found)
+            run.facts.credit(found, result.news)
         withheld = refusal is not None and refusal.code in WITHHELD_DONE
         done_unread = ran and withheld
         # a mutation that timed out may have taken effect, its error text withheld or not: its outcome is

@@ -165,6 +165,9 @@ class ToolResultView:
     a new image under the same caption is news."""
     new_facts: list[str] = field(default_factory=list)
     """Facts this result reached for the first time (progress edges)."""
+    news: bool = False
+    """The drift tracker's verdict: the result brings new information (or
+    acted): the round's progress once the model reads it."""
     withheld: bool = False
     """A post_tool_call gate refused the result: the model reads a sentinel."""
     failed_verify: bool = False
@@ -337,7 +340,9 @@ class HookContext:
             return False  # not shaped: a built-in's hint, dropped every round it repeats, costs nothing
         if facts.force_conclude and key in EXPLORING_HINTS:
             return False
-        facts.remember_hint(key, self.run.root.model_calls)
+        # the model call it is given before: this one at pre_think, the next one elsewhere (this run's
+        # own count: a sub-agent's calls in the batch are no round of this run)
+        facts.remember_hint(key, self.run.turns + (self.point != "pre_think"))
         text = shaped if shaped is not None else self._shaped_hint(text)
         self.hints.append((key, text))
         self.decide("hint", detail=text)

@@ -541,6 +541,10 @@ class Found:
     credited once the model reads it, taken back when it is withheld."""
 
     edges: list[str]
+    """The facts it reached first (the next-step notice names them)."""
+    claims: tuple[str, ...]
+    """The facts it reached that no result the model read had reached yet:
+    its edges, and those another unread result of its batch reached first."""
     counts: str | None
     """``candidates``, ``picks`` or ``None``: what ``n`` counts."""
     n: int
@@ -548,7 +552,7 @@ class Found:
     """Whether the tool declared the count (progress), not a count read from its text."""
 
 
-NOTHING_FOUND = Found([], None, 0, False)
+NOTHING_FOUND = Found([], (), None, 0, False)
 _COUNTS = {"retrieval": "candidates", "selection": "picks"}
 _REACHED = {"candidates": "retrieved", "picks": "selected"}
 
@@ -572,6 +576,10 @@ class GuardState(LazyFields):
     done_unread: set[str] = lazy(set)
     """The digests of the calls in ``unconfirmed``: the same call again is
     refused (made once; a mutation for good)."""
+    unread_facts: dict[str, int] = lazy(dict)
+    """Facts reached by results the model has not read yet, and how many
+    such results reached each: one withheld takes its fact back only when
+    no other did (``unreach``)."""
     fact_batches: dict[str, Batch] = lazy(dict)
     """The batch whose result reached each fact a tool's result brought:
     a call of that same batch was written before the model read it."""
@@ -675,8 +683,8 @@ class GuardState(LazyFields):
     concludes ends as its conclusion earns."""
 
     def remember_hint(self, key: str, at: int) -> None:
-        """A hint ``key`` given before model call ``at`` (the run-wide count
-        of calls made): one more of that round's, or the first of a new one."""
+        """A hint ``key`` given before this run's model turn ``at``: one more
+        of that round's, or the first of a new one."""
         self.last_hints = (*self.last_hints, key) if at == self.hinted_at else (key,)
         self.hinted_at = at
 
@@ -693,13 +701,37 @@ class GuardState(LazyFields):
         self.progress_marks.add(fact)
         return True
 
-    def unreach(self, facts: list[str]) -> None:
-        """Forget facts a result reached that the model never read (the
-        result was withheld): a finish requiring them waits for another,
-        and nothing of it is progress."""
-        for fact in facts:
-            self.progress_marks.discard(fact)
-            self.fact_batches.pop(fact, None)
+    def _claimable(self, fact: str) -> bool:
+        """No result the model read has reached ``fact`` yet."""
+        return fact not in self.progress_marks or fact in (made(self, "unread_facts") or ())
+
+    def _claim(self, fact: str) -> str | None:
+        """A result not yet read reaches ``fact``: ``"edge"`` when it is the
+        first to, ``"claim"`` when another unread one was, ``None`` when a
+        result the model read already had."""
+        unread = self.unread_facts
+        if self._reach(fact):
+            unread[fact] = 1
+            return "edge"
+        if fact in unread:
+            unread[fact] += 1
+            return "claim"
+        return None
+
+    def unreach(self, found: Found) -> None:
+        """Forget what a result reached that the model never read (the
+        result was withheld): a fact no other result of its batch reached
+        is unreached (a finish requiring it waits for another), and nothing
+        of it is progress."""
+        unread = made(self, "unread_facts") or {}
+        for fact in found.claims:
+            if fact not in unread:
+                continue  # a result the model read reached it
+            unread[fact] -= 1
+            if not unread[fact]:
+                del unread[fact]
+                self.progress_marks.discard(fact)
+                self.fact_batches.pop(fact, None)
 
     def lift_deadline(self) -> None:
         """A reply resuming the run gets its time again: an end the previous
@@ -802,25 +834,38 @@ class GuardState(LazyFields):
         many hits, not whether they are new (the same three hits again count
         three), so whether the text is new is the drift tracker's to judge.
         """
-        edges = [f for f in reported.get("facts", ()) if isinstance(f, str) and self._reach(f)]
-        counts = _COUNTS.get(role)
+        reached = [f for f in reported.get("facts", ()) if isinstance(f, str)]
+        counts, n, declared = _COUNTS.get(role), 0, False
         if counts is not None:
             declared = reported.get(counts) is not None
             n = counted if counted is not None else reported[counts] if declared else int(bool(text.strip()))
-            if n > 0 and self._reach(_REACHED[counts]):
-                edges.append(_REACHED[counts])
-            return Found(edges, counts, int(n), declared)
-        if role == "planning" and self._reach("planned"):
-            edges.append("planned")
+            if n > 0:
+                reached.append(_REACHED[counts])
+        elif role == "planning" and self._claimable("planned"):
+            reached.append("planned")
         elif "candidates" in reported and int(reported["candidates"]) > 0:
-            return Found(edges, "candidates", int(reported["candidates"]), True)
-        return Found(edges, None, 0, False)
+            counts, n, declared = "candidates", reported["candidates"], True
+        edges: list[str] = []
+        claims: list[str] = []
+        for fact in reached:
+            how = self._claim(fact)
+            if how is not None:
+                claims.append(fact)
+            if how == "edge":
+                edges.append(fact)
+        return Found(edges, tuple(claims), counts, int(n), declared)
 
-    def credit(self, found: Found) -> None:
-        """Count what a result the model read brought: its candidates or
-        picks (an empty selection empties the pool), and the round's progress
-        when it reached a fact or brought what its tool declared."""
-        if found.edges or (found.declared and found.n > 0):
+    def credit(self, found: Found, news: bool) -> None:
+        """Count what a result the model read brought: its facts (reached
+        now, whichever result of its batch is withheld), its candidates or
+        picks (an empty selection empties the pool), and the round's
+        progress when it reached a fact, brought what its tool declared or
+        was news (``news``: the drift tracker's verdict)."""
+        unread = made(self, "unread_facts")
+        if unread:
+            for fact in found.claims:
+                unread.pop(fact, None)
+        if news or found.edges or (found.declared and found.n > 0):
             self.new_fact_this_round = True
         if found.counts == "candidates" and found.n > 0:
             self.candidates += found.n

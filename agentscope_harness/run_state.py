@@ -713,14 +713,17 @@ class RunState(LazyFields):
             running += [f"{child.agent_name}/{entry}" for entry in child.still_running()]
         return running
 
-    def met_by_enclosing_runs(self, refused: tuple[str, str, str | None]) -> None:
+    def met_by_enclosing_runs(self, refused: tuple[str, str, str | None], enforced: bool) -> None:
         """A call for another user is every enclosing run's attempt too: each
         meets it at its next round (a lead sending a fresh sub-agent after
         each refusal climbs its own ladder), told as it is refused (a
-        sub-agent that ends in that batch never reaches another round)."""
+        sub-agent that ends in that batch never reaches another round). A
+        refusal shadow mode only recorded (``enforced`` False) moves no
+        enforcing run's ladder: nothing was refused there."""
         run = self.parent
         while run is not None:
-            run.facts.refused.append(refused)
+            if enforced or not run.limits.enforced:
+                run.facts.refused.append(refused)
             run = run.parent
 
     def holds_call(self, call_id: str) -> bool:

@@ -479,7 +479,7 @@ class HookRunner:
             met = (spec.name, signal.code, tool)
             facts.refused.append(met)
             if signal.code == "permission_denied" and ctx.tool is not None and ctx.tool.identity_bound:
-                ctx.run.met_by_enclosing_runs(met)
+                ctx.run.met_by_enclosing_runs(met, enforced=not self.shadow)
         if self.shadow:
             ctx.would_refuse = ctx.would_refuse or signal.code
             return None

@@ -301,11 +301,10 @@ class HarnessAgentAdapter(HarnessMiddleware):
         # follows (the fallback answers): the context keeps them, and a later reply's model
         # would read a stale status line ("0s left") as its own
         hints, deferred = ctx.hints, made(run, "deferred_hints")
-        if deferred:  # given before this round constrained the run: one inviting to explore is dropped now
-            kept = [h for h in deferred if h[0] not in EXPLORING_HINTS] if run.facts.force_conclude else deferred
-            hints, run.deferred_hints = kept + hints, []
+        if deferred:
+            hints, run.deferred_hints = deferred + hints, []
         if ctx.fallback_answer is None:
-            events += _add_hints(agent, hints)
+            events += _add_hints(agent, _deliverable(run, hints))
         return _PreThink(events + flush(run), ctx.fallback_answer)
 
     def _shown(self, run: RunState) -> _Shown | None:
@@ -349,7 +348,7 @@ class HarnessAgentAdapter(HarnessMiddleware):
                 if post.hints:
                     run.deferred_hints.extend(post.hints)
             else:
-                events += _add_hints(agent, post.hints)
+                events += _add_hints(agent, _deliverable(run, post.hints))
             if post.another_round is not None and held is not None:
                 run.hold_reply_end = True
                 return events + flush(run), rounds_left(agent, in_round=True)
@@ -683,6 +682,15 @@ class _PreThink:
     def __init__(self, events: list[Any], answer: str | None) -> None:
         self.events = events
         self.answer = answer
+
+
+def _deliverable(run: RunState, hints: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The hints the model reads: one inviting to explore, given before a
+    later hook of its round constrained the run, is dropped (its ``hint``
+    decision stays in the report)."""
+    if not run.facts.force_conclude:
+        return hints
+    return [hint for hint in hints if hint[0] not in EXPLORING_HINTS]
 
 
 def _add_hints(agent: Any, hints: list[tuple[str, str]]) -> list[HintBlockEvent]:

@@ -49,8 +49,7 @@ def drift_result_tracker(ctx: ToolResultContext) -> None:
         facts.news_from.add(ctx.tool.digest)
     else:
         facts.news_from.discard(ctx.tool.digest)
-    if novel or ctx.tool.role in _ACTING_ROLES:
-        facts.new_fact_this_round = True
+    result.news = novel or ctx.tool.role in _ACTING_ROLES  # the round's progress once the model reads it
 
 
 def judged_text(text: str, result_max_tokens: int) -> str:
