@@ -771,11 +771,13 @@ def _stored_calls(agent: Any, call_id: str) -> list[Any]:
     return []
 
 
-def read_one_way(written: str, judged: dict[str, Any]) -> bool:
+def read_one_way(written: str, judged: dict[str, Any], schema: Any = None) -> bool:
     """Whether every JSON reader reads ``written`` as ``judged``: one
     object, each key once (case aside, as some readers match keys), nothing
     around it (a client decodes a call's arguments itself; an empty text is
-    the empty object)."""
+    the empty object), and no key a field of the tool's ``schema`` in
+    another case (Go's reader fills the field with it: the judged call left
+    it out)."""
     if not written.strip():
         return judged == {}
 
@@ -785,9 +787,34 @@ def read_one_way(written: str, judged: dict[str, Any]) -> bool:
         return dict(pairs)
 
     try:
-        return bool(json.loads(written, object_pairs_hook=once) == judged)
+        read = json.loads(written, object_pairs_hook=once)
     except (ValueError, TypeError, RecursionError):
         return False
+    return bool(read == judged) and not _field_in_another_case(read, schema)
+
+
+MAX_SCHEMA_DEPTH = 32
+"""How deep a tool's schema is followed for keys in another case (a schema deeper is not a tool's)."""
+
+
+def _field_in_another_case(value: Any, schema: Any, depth: int = 0) -> bool:
+    """Whether an object in ``value`` writes a key its ``schema`` declares
+    in another case only (``ACCOUNT`` for ``account``), at any depth the
+    schema describes."""
+    if not isinstance(schema, dict) or depth > MAX_SCHEMA_DEPTH:
+        return False
+    if isinstance(value, list):
+        return any(_field_in_another_case(item, schema.get("items"), depth + 1) for item in value)
+    fields = schema.get("properties")
+    if not isinstance(value, dict) or not isinstance(fields, dict):
+        return False
+    folded = {name.casefold() for name in fields}
+    for key, item in value.items():
+        if key not in fields and key.casefold() in folded:
+            return True
+        if _field_in_another_case(item, fields.get(key), depth + 1):
+            return True
+    return False
 
 
 def result_view(

@@ -190,7 +190,9 @@ class HarnessToolAdapter(HarnessMiddleware):
             if changed is not None:
                 return _deny(changed)
         written = as_made[0] if as_made is not None else call.input
-        if getattr(tool, "is_external_tool", False) and not read_one_way(written, input_kwargs["tool_input"]):
+        if getattr(tool, "is_external_tool", False) and not read_one_way(
+            written, input_kwargs["tool_input"], getattr(tool, "input_schema", None),
+        ):
             refused = flow.read_otherwise(run, view)  # the client reads the text, not AgentScope's parse
             if refused is not None:
                 return _deny(refused)

@@ -1,0 +1,114 @@
+"""Round 166 b (scenarios on README "Security: the guarantees and their limits" with the real
+``OpenAIChatModel``; about 40 held): a client-run call whose argument key differs from the
+schema's field only in case (or by Go's ``ſ``/Kelvin folding), written once, was handed to
+the client. Go's ``encoding/json`` fills the field with it, while the harness judged the
+field left out: ``same_args`` filled in the schema's default (a prerequisite met for
+another account) and ``ask_when`` asked nobody before a recursive wipe. README "Every call
+is gated": a call "a JSON reader could read other than as it was judged ... is refused
+(``bad_arguments``, decision ``client_arguments_check``) and never handed to the client".
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from agentscope.event import RequireExternalExecutionEvent, RequireUserConfirmEvent
+from agentscope.tool import ToolBase, Toolkit
+from scripted import ALLOW, make_agent, run, tool
+from server import FakeOpenAI, Reply
+from side_kit import model
+
+from agentscope_harness import Harness, HarnessConfig, Prerequisite, Principal, ToolPolicy
+
+ALICE = Principal(user_id="u-42", tenant="bank")
+ASK_RECURSIVE = ToolPolicy(role="mutation", ask_when=lambda a: a.get("recursive") is True and "a recursive wipe")
+
+
+async def lookup_account(account: str) -> str:
+    """Look an account up.
+
+    Args:
+        account (str): The account.
+    """
+    return f"account {account}: open, balance 10"
+
+
+class _ClientTool(ToolBase):
+    is_concurrency_safe = False
+    is_read_only = False
+    is_external_tool = True
+
+    async def check_permissions(self, tool_input: Any, context: Any) -> Any:
+        return ALLOW
+
+
+class CloseAccount(_ClientTool):
+    """Run by the bank's app (Go: ``encoding/json`` into a struct field tagged ``account``)."""
+
+    name = "close_account"
+    description = "Close one of the user's accounts (the primary one by default)."
+    input_schema = {"type": "object", "required": ["reason"], "properties": {
+        "account": {"type": "string", "default": "primary"}, "reason": {"type": "string"}}}
+
+
+class WipeFolder(_ClientTool):
+    name = "wipe_folder"
+    description = "Wipe a folder on the user's device."
+    input_schema = {"type": "object", "required": ["path"], "properties": {
+        "path": {"type": "string"}, "recursive": {"type": "boolean", "default": False}}}
+
+
+async def _events(policies: dict[str, ToolPolicy], tools: list[Any], *replies: Reply) -> tuple[list[Any], Any]:
+    async with FakeOpenAI.running() as server:
+        server.plan(*replies, Reply(text="ok"))
+        harness = Harness(HarnessConfig(tools=policies), load_entry_points=False, environ={})
+        toolkit = harness.instrument(Toolkit(tools=[t if isinstance(t, ToolBase) else tool(t) for t in tools]))
+        agent = make_agent(model(server, "gpt-test"), toolkit, harness.middlewares(), name="bank")
+        with harness.acting_for(ALICE):
+            events, _ = await run(agent)
+        return events, harness.last_report(agent)
+
+
+def _handed(events: list[Any]) -> list[str]:
+    return [c.input for e in events if isinstance(e, RequireExternalExecutionEvent) for c in e.tool_calls]
+
+
+@pytest.mark.parametrize("key", ["ACCOUNT", "Account", "acCount"])
+async def test_a_field_in_another_case_is_not_handed_to_the_client(key: str) -> None:
+    events, report = await _events(
+        {"lookup_account": ToolPolicy(role="lookup"), "close_account": ToolPolicy(
+            role="mutation", requires=[Prerequisite(tool="lookup_account", same_args=["account"])])},
+        [lookup_account, CloseAccount()],
+        Reply(tool_calls=[("lookup_account", {"account": "primary"})]),
+        Reply(tool_calls=[("close_account", json.dumps({"reason": "user asked", key: "savings-9"}))]),
+    )
+    assert _handed(events) == []
+    assert [(d.hook, d.code) for d in report.decisions if d.hook == "client_arguments_check"] == [
+        ("client_arguments_check", "bad_arguments")]
+
+
+@pytest.mark.parametrize("key", ["RECURSIVE", "recur\u017five"])
+async def test_a_flag_in_another_case_is_not_handed_to_the_client_unasked(key: str) -> None:
+    events, _ = await _events({"wipe_folder": ASK_RECURSIVE}, [WipeFolder()],
+                              Reply(tool_calls=[("wipe_folder", json.dumps({"path": "/sdcard", key: True}, ensure_ascii=False))]))
+    assert _handed(events) == []
+
+
+async def test_the_flag_as_the_schema_spells_it_asks_a_human() -> None:
+    events, _ = await _events({"wipe_folder": ASK_RECURSIVE}, [WipeFolder()],
+                              Reply(tool_calls=[("wipe_folder", '{"path": "/sdcard", "recursive": true}')]))
+    assert any(isinstance(e, RequireUserConfirmEvent) for e in events)
+    assert _handed(events) == []
+
+
+def test_a_nested_field_in_another_case_reads_otherwise() -> None:
+    """The schema is followed into objects and arrays (Go fills nested struct fields alike)."""
+    from agentscope_harness.calls import read_one_way
+
+    schema = {"type": "object", "properties": {"items": {"type": "array", "items": {
+        "type": "object", "properties": {"sku": {"type": "string"}}}}}}
+    assert read_one_way('{"items": [{"sku": "a"}]}', {"items": [{"sku": "a"}]}, schema)
+    assert not read_one_way('{"items": [{"SKU": "a"}]}', {"items": [{"SKU": "a"}]}, schema)
+    assert not read_one_way('{"items": [{"\u017fku": "a"}]}', {"items": [{"\u017fku": "a"}]}, schema)
