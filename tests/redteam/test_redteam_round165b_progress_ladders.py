@@ -1,11 +1,13 @@
-"""Red team round 165 b: what a withheld result brings, and the ladders' hints.
+"""Red team rounds 165 b and 166 a: what a withheld result brings, and the ladders' hints.
 
 A result the harness withheld still counted as the round's progress (the
 ladders never climbed on a tool whose every result was ``pii_blocked``); an
 exploring hint given before the run was constrained, and a next-step notice
 after, reached a model told to conclude; two ladders hinting in one round took
 turns, so each hint was given again in consecutive rounds. Real Agent, real
-tools in a real Toolkit.
+tools in a real Toolkit. Round 166 a: a text answer's round that then
+constrained the run still gave its exploring hint, and a result a user's hook
+withheld after the drift tracker still counted as news.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from agentscope.model import ChatResponse
 from hookkit import Ran, drive, harnessed, hint_texts, shop_tools
 from scripted import calls, text
 
-from agentscope_harness import HarnessConfig, Prerequisite, Principal, ToolPolicy
+from agentscope_harness import HarnessConfig, HookRejectSignal, Prerequisite, Principal, ToolPolicy, harness_hook
 
 U42 = Principal(user_id="u-42", tenant="acme")
 
@@ -51,6 +53,27 @@ def _config(**kw) -> HarnessConfig:
 
 
 CANCEL = ("cancel_order", {"order_id": "o1", "user_id": "u-42"})
+
+
+def _catalogue(ran: Ran):
+    async def search(q: str) -> str:
+        """Search the catalogue.
+
+        Args:
+            q (str): The query.
+        """
+        ran.append(("search", {"q": q}))
+        return "3 products: red mug, blue mug, green mug"
+
+    return search
+
+
+def _searching(turn) -> ChatResponse:
+    """A model searching with a new query each round until it is narrowed, then concluding."""
+    mode = getattr(turn.tool_choice, "mode", turn.tool_choice)
+    if mode not in (None, "auto"):
+        return text("I could not find it.")
+    return calls(("search", {"q": f"customer {len(turn.formatted)}"}))
 
 
 async def test_no_exploring_hint_reaches_a_constrained_model():
@@ -156,15 +179,6 @@ async def test_the_drift_hint_is_not_given_in_consecutive_rounds():
     """
     ran = Ran()
 
-    async def search(q: str) -> str:
-        """Search the catalogue.
-
-        Args:
-            q (str): The query.
-        """
-        ran.append(("search", {"q": q}))
-        return "3 products: red mug, blue mug, green mug"
-
     async def select(pick: str) -> str:
         """Select products from the candidates.
 
@@ -181,7 +195,7 @@ async def test_the_drift_hint_is_not_given_in_consecutive_rounds():
     script = [calls(("search", {"q": "mugs"}))] + [
         calls(("select", {"pick": f"mug {i}"})) for i in range(9)
     ] + [text("none fit")]
-    h, model, agent = harnessed(config, script, [search, select])
+    h, model, agent = harnessed(config, script, [_catalogue(ran), select])
     _, final, report = await drive(h, agent)
 
     def given(call) -> int:
@@ -230,13 +244,7 @@ async def test_a_search_whose_every_result_is_withheld_is_stopped():
         stall_rounds=2, require_finish_tool=False,
     )
 
-    def step(turn) -> ChatResponse:
-        mode = getattr(turn.tool_choice, "mode", turn.tool_choice)
-        if mode not in (None, "auto"):  # constrained: the model concludes
-            return text("I could not find it.")
-        return calls(("search", {"q": f"customer {len(turn.formatted)}"}))
-
-    h, model, agent = harnessed(config, step, [_search(ran)], max_iters=14)
+    h, model, agent = harnessed(config, _searching, [_search(ran)], max_iters=14)
     _, final, report = await drive(h, agent)
     told = [r for c in model.calls[-1:] for r in c.tool_results]
     assert all(r.startswith("[harness:pii_blocked]") for r in told), told[:2]
@@ -245,3 +253,86 @@ async def test_a_search_whose_every_result_is_withheld_is_stopped():
     assert [(d.hook, d.detail) for d in report.decisions if d.action == "constrain"] == [
         ("liveness_watchdog", "pii_blocked refused again")]
     assert "retrieved" not in report.facts
+
+
+async def test_no_change_approach_reaches_a_model_narrowed_to_submit() -> None:
+    """Round 166 a: an exploring hint given in a text round that terminal_enforcer then constrains.
+
+README "The hooks" (after the table): "no hint invites exploring once the run is
+constrained (one given in the round that then constrained it is dropped before the model
+reads it; its `hint` decision stays in the report)". Row 23 terminal_enforcer: "Text answer
+while a finishing tool is required: one more round with a nudge and `tool_choice` narrowed
+to the finishing tool".
+
+Attack: two rounds without news, then the model answers in text. At that post_reflect
+drift_detector (priority 20) hints "Change approach" and terminal_enforcer (priority 60)
+constrains the run (tool_choice narrowed to `submit`). Round 165 b drops an exploring hint
+only from the deferred hints (a round that called tools); a text round's hints are added
+at once (``_post_reflect``), so the model narrowed to `submit` reads "Change approach".
+    """
+    ran = Ran()
+
+    async def submit(answer: str) -> str:
+        """Deliver the answer.
+
+        Args:
+            answer (str): The answer.
+        """
+        return answer
+
+    config = HarnessConfig(
+        tools={"search": ToolPolicy(role="retrieval"), "submit": ToolPolicy(role="finish")},
+        stall_rounds=2, loop_threshold=20, loop_window=20,
+    )
+    script = [calls(("search", {"q": f"mugs {i}"})) for i in range(3)] + [
+        text("We have red, blue and green mugs."),
+        calls(("submit", {"answer": "red, blue and green mugs"})), text("done"),
+    ]
+    h, model, agent = harnessed(config, script, [_catalogue(ran), submit])
+    _, final, report = await drive(h, agent)
+    narrowed = [c for c in model.calls if getattr(c.tool_choice, "mode", None) == "submit"]
+    assert narrowed, [c.tool_choice for c in model.calls]
+    first = narrowed[0]
+    i = model.calls.index(first)
+    told_now = hint_texts(first)[len(hint_texts(model.calls[i - 1])):]
+    assert any("call submit" in t for t in told_now), told_now  # the constrain rung's nudge
+    # the break: the model narrowed to submit is told to change approach (explore) beside it
+    assert not any("Change approach" in t or "going round in circles" in t for t in told_now), told_now
+
+
+@harness_hook("post_tool_call", priority=60, name="no_customer_data", kind="safety")
+def no_customer_data(ctx) -> None:
+    if ctx.tool.name == "search" and "contact" in ctx.result.text:
+        raise HookRejectSignal("That result holds customer data and was withheld.", code="customer_data")
+
+
+async def test_a_search_whose_every_result_a_users_hook_withholds_is_stopped():
+    """Round 166 a: a result a user's hook withholds after drift_result_tracker still counts as progress.
+
+README row 20 (drift_result_tracker): "Also progress: ... (each by a result the model
+read: one the harness withheld ... brings no fact, candidates or picks, and is no
+progress)"; row 11/21: a refusal met again with nothing new between -> constrain;
+`stall_rounds` rounds without progress -> hint, then constrain. "Writing a hook": a
+post_tool_call hook may raise `HookRejectSignal` (the result is withheld) at any priority.
+
+Attack (round 165 b's loop, through a user's hook): a compliance hook (safety,
+post_tool_call, priority 60) withholds every `search` result that names a customer.
+drift_result_tracker (priority 50) has already judged the text new and set the round's
+progress flag; the withholding afterwards does not take it back (``credit`` covers facts
+and counts only). Each round reads as progress: the drift ladder never climbs and the
+refusal ladder forgets each `customer_data` refusal before meeting it again. The model,
+which read nothing, loops to AgentScope's `max_iters` (14 calls). Harness-withheld
+(`pii_blocked`, round 165 b) stops after 2.
+    """
+    ran = Ran()
+    config = HarnessConfig(tools={"search": ToolPolicy(role="retrieval")}, stall_rounds=2,
+                           require_finish_tool=False)
+
+    h, model, agent = harnessed(config, _searching, [_search(ran)], hooks=(no_customer_data,), max_iters=14)
+    _, final, report = await drive(h, agent)
+    told = [r for c in model.calls[-1:] for r in c.tool_results]
+    assert told and all("customer_data" in r for r in told), told[:2]  # nothing was ever read
+    constrained = [(d.hook, d.detail) for d in report.decisions if d.action == "constrain"]
+    # the break: every round counted as progress; no ladder climbed; max_iters ended it
+    assert constrained, (len(ran), report.terminal_state.value, report.reason)
+    assert len(ran) <= 4, (len(ran), report.reason)
