@@ -104,10 +104,28 @@ def _kept_in_reports(principal: Principal) -> None:
         try:
             to_jsonable_python(value)
         except (PydanticSerializationError, ValueError, RecursionError) as exc:  # bytes not UTF-8, a cycle
+            where, value = _unkept(repr(name), value)
             raise ValueError(
-                f"Principal attribute {name!r}: a {type(value).__name__} is not data a report can keep "
+                f"Principal attribute {where}: a {type(value).__name__} is not data a report can keep "
                 "(JSON); pass its id or plain values",
             ) from exc
+
+
+def _unkept(where: str, value: Any, depth: int = 0) -> tuple[str, Any]:
+    """Where inside ``value`` (a dict's key, a list's index, as far as
+    they go: a cycle stops it) the first value a report cannot keep is,
+    and that value."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+    for key, item in items if depth < _UNKEPT_DEPTH else ():
+        try:
+            to_jsonable_python(item)
+        except (PydanticSerializationError, ValueError, RecursionError):
+            return _unkept(f"{where}[{key!r}]", item, depth + 1)
+    return where, value
+
+
+_UNKEPT_DEPTH = 8
+"""How deep an error about a principal's attribute points (a cycle would never end)."""
 
 
 def _key_part(text: str) -> str:

@@ -16,6 +16,7 @@ answer and no report is kept. Should: refused, named (at construction or at
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -62,3 +63,15 @@ async def test_an_application_object_in_a_principal_is_refused_or_harmless(how: 
         raise
     assert msg is not None and msg.get_text_content() == "Hello."
     assert h.last_report(agent) is not None
+
+
+@pytest.mark.parametrize(("attrs", "where"), [
+    ({"session": Account("gold")}, "'attrs'['session']: a Account"),
+    ({"a": [1, {"b": Account("gold")}]}, "'attrs'['a'][1]['b']: a Account"),
+])
+async def test_an_application_object_inside_an_attribute_is_named_where_it_is(attrs: Any, where: str) -> None:
+    """Round 165 a (doc note): an object inside ``attrs={...}`` was named as the whole
+    attribute ("a dict is not data"), though a dict of plain values is data: the error
+    points at the value that is not."""
+    with pytest.raises(ValueError, match="Principal attribute " + re.escape(where)):
+        Principal(user_id="u-42", attrs=attrs)
