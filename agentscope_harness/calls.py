@@ -506,6 +506,8 @@ class CallFlow:
             run.facts.unreach(found)
         else:
             run.facts.credit(found, result.news)
+            if result.heard is not None:
+                run.facts.hear(view.digest, result.heard)
         withheld = refusal is not None and refusal.code in WITHHELD_DONE
         done_unread = ran and withheld
         # a mutation that timed out may have taken effect, its error text withheld or not: its outcome is
@@ -797,24 +799,58 @@ MAX_SCHEMA_DEPTH = 32
 """How deep a tool's schema is followed for keys in another case (a schema deeper is not a tool's)."""
 
 
-def _field_in_another_case(value: Any, schema: Any, depth: int = 0) -> bool:
+def _field_in_another_case(value: Any, schema: Any, root: Any = None, depth: int = 0) -> bool:
     """Whether an object in ``value`` writes a key its ``schema`` declares
     in another case only (``ACCOUNT`` for ``account``), at any depth the
-    schema describes."""
-    if not isinstance(schema, dict) or depth > MAX_SCHEMA_DEPTH:
-        return False
+    schema describes (through local ``$ref`` and every branch of
+    ``anyOf``, ``oneOf`` and ``allOf``)."""
+    root = schema if root is None else root
+    shapes = _shapes(schema, root, set()) if depth <= MAX_SCHEMA_DEPTH else []
     if isinstance(value, list):
-        return any(_field_in_another_case(item, schema.get("items"), depth + 1) for item in value)
-    fields = schema.get("properties")
-    if not isinstance(value, dict) or not isinstance(fields, dict):
+        items = [shape["items"] for shape in shapes if "items" in shape]
+        return any(_field_in_another_case(item, sub, root, depth + 1) for item in value for sub in items)
+    fields: dict[str, list[Any]] = {}
+    for shape in shapes:
+        declared = shape.get("properties")
+        for name, sub in declared.items() if isinstance(declared, dict) else ():
+            fields.setdefault(name, []).append(sub)
+    if not isinstance(value, dict) or not fields:
         return False
     folded = {name.casefold() for name in fields}
     for key, item in value.items():
         if key not in fields and key.casefold() in folded:
             return True
-        if _field_in_another_case(item, fields.get(key), depth + 1):
+        if any(_field_in_another_case(item, sub, root, depth + 1) for sub in fields.get(key, ())):
             return True
     return False
+
+
+def _shapes(schema: Any, root: Any, seen: set[int]) -> list[dict[str, Any]]:
+    """The schemas ``schema`` stands for: itself, what its local ``$ref``
+    points to, and each branch of its ``anyOf``, ``oneOf`` and ``allOf``
+    (each once: a recursive schema refers to itself)."""
+    if not isinstance(schema, dict) or id(schema) in seen:
+        return []
+    seen.add(id(schema))
+    found = [schema]
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        found += _shapes(_pointed_to(root, ref), root, seen)
+    for combined in ("anyOf", "oneOf", "allOf"):
+        branches = schema.get(combined)
+        for branch in branches if isinstance(branches, list) else ():
+            found += _shapes(branch, root, seen)
+    return found
+
+
+def _pointed_to(root: Any, ref: str) -> Any:
+    """The part of ``root`` a local JSON pointer (``#/$defs/Job``) names, else ``None``."""
+    node = root
+    for part in ref[2:].split("/"):
+        if not isinstance(node, dict):
+            return None
+        node = node.get(part.replace("~1", "/").replace("~0", "~"))
+    return node
 
 
 def result_view(

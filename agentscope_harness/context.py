@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentscope.permission import PermissionMode
 
-from .facts import OUT_OF_TIME, Batch, Declared, GuardState, call_digest, finish_required, frozen
+from .facts import OUT_OF_TIME, Batch, Declared, GuardState, Heard, call_digest, finish_required, frozen
 from .injection import shows_nothing
 from .outputs import shaped_notice
 from .registry import TOOL_POINTS
@@ -168,6 +168,8 @@ class ToolResultView:
     news: bool = False
     """The drift tracker's verdict: the result brings new information (or
     acted): the round's progress once the model reads it."""
+    heard: Heard | None = None
+    """What the drift tracker read of it, remembered once the model reads it."""
     withheld: bool = False
     """A post_tool_call gate refused the result: the model reads a sentinel."""
     failed_verify: bool = False

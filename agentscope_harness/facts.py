@@ -325,37 +325,51 @@ class Novelty:
         self.results[said] = None
         return True
 
-    def add_data(self, digests: tuple[int, ...]) -> bool:
-        """Record a result's data blocks (``outputs.data_digests``, among
-        the whole results remembered); whether any is new to the run."""
-        fresh = [self._remember(hash(("data", digest))) for digest in digests]  # each one remembered
-        return any(fresh)
-
     def add(self, text: str, echo: Any = None) -> bool:
-        """Record ``text``; whether it brings new information: of its
-        distinct shingles, at least ``NOVEL_SHINGLES`` or ``NOVEL_SHARE``
-        unseen in this run. Volatile tokens are left out (``_words``), and
-        so is what the call's arguments (``echo``) say: a result that
-        repeats its query back says nothing new (the text is recorded as it
-        is too, so an argument that happens to occur in it does not make
-        the next result look new)."""
+        """Judge ``text`` and remember it (``judge``, ``keep``); whether it
+        brings new information."""
+        heard = self.judge(text, echo)
+        self.keep(heard)
+        return heard.news
+
+    def judge(self, text: str, echo: Any = None, data: tuple[int, ...] = ()) -> Heard:
+        """Whether ``text`` brings new information, remembered only by
+        ``keep`` (a result the harness withholds after this is not heard):
+        of its distinct shingles, at least ``NOVEL_SHINGLES`` or
+        ``NOVEL_SHARE`` unseen in this run, or a data block (``data``:
+        ``outputs.data_digests``) the run has not seen. Volatile tokens are
+        left out (``_words``), and so is what the call's arguments (``echo``)
+        say: a result that repeats its query back says nothing new (the text
+        is remembered as it is too, so an argument that happens to occur in
+        it does not make the next result look new)."""
         words = _words(text)
         phrases = _echoed(echo) if echo else []
         kept = _without(words, phrases) if phrases else words
-        if not self._remember(hash(tuple(kept))):
-            return False
-        new, distinct = self._record(_shingles(kept))
-        if kept is not words and len(kept) < len(words):
-            self._record(_shingles(words))
-        return new > 0 and (new >= NOVEL_SHINGLES or new >= NOVEL_SHARE * distinct)
+        said = [hash(tuple(kept)), *(hash(("data", digest)) for digest in data)]
+        news = any(whole not in self.results for whole in said[1:])
+        shingles: tuple[set[int], ...] = ()
+        if said[0] not in self.results:  # a result repeated word for word brings nothing
+            shingles = (_shingles(kept),)
+            new = len(shingles[0].difference(self.newer, self.older))
+            news = news or (new > 0 and (new >= NOVEL_SHINGLES or new >= NOVEL_SHARE * len(shingles[0])))
+            if kept is not words and len(kept) < len(words):
+                shingles += (_shingles(words),)
+        return Heard(tuple(said), shingles, news)
 
-    def _record(self, shingles: set[int]) -> tuple[int, int]:
-        """Remember ``shingles``; (how many were new, how many there were)."""
+    def keep(self, heard: Heard) -> None:
+        """Remember what ``judge`` read of a result the model reads."""
+        for whole in heard.said:
+            self._remember(whole)
+        for shingles in heard.shingles:
+            self._record(shingles)
+
+    def _record(self, shingles: set[int]) -> None:
+        """Remember ``shingles``."""
         fresh = shingles.difference(self.newer, self.older)
         half = max(self.cap // 2, 1)
         if len(self.newer) + len(fresh) <= half:  # the common case: set operations in C
             self.newer |= fresh
-            return len(fresh), len(shingles)
+            return
         pending = list(fresh)
         while pending:
             if len(self.newer) >= half:
@@ -363,7 +377,16 @@ class Novelty:
             room = half - len(self.newer)
             self.newer.update(pending[:room])
             pending = pending[room:]
-        return len(fresh), len(shingles)
+
+
+class Heard(NamedTuple):
+    """What ``Novelty.judge`` read of a result, not yet remembered."""
+
+    said: tuple[int, ...]
+    """The hashes of the whole result: its text, then each data block."""
+    shingles: tuple[set[int], ...]
+    """Its shingles to remember (none for a text heard word for word before)."""
+    news: bool
 
 
 class Failures(NamedTuple):
@@ -541,10 +564,9 @@ class Found:
     credited once the model reads it, taken back when it is withheld."""
 
     edges: list[str]
-    """The facts it reached first (the next-step notice names them)."""
-    claims: tuple[str, ...]
-    """The facts it reached that no result the model read had reached yet:
-    its edges, and those another unread result of its batch reached first."""
+    """The facts it reached that no result the model read had reached yet
+    (the next-step notice names them: a twin of its batch reaching one too
+    may be withheld)."""
     counts: str | None
     """``candidates``, ``picks`` or ``None``: what ``n`` counts."""
     n: int
@@ -552,7 +574,7 @@ class Found:
     """Whether the tool declared the count (progress), not a count read from its text."""
 
 
-NOTHING_FOUND = Found([], (), None, 0, False)
+NOTHING_FOUND = Found([], None, 0, False)
 _COUNTS = {"retrieval": "candidates", "selection": "picks"}
 _REACHED = {"candidates": "retrieved", "picks": "selected"}
 
@@ -690,33 +712,24 @@ class GuardState(LazyFields):
 
     def mark(self, fact: str) -> bool:
         """Record a reached fact; True when it is new (a progress edge)."""
-        if not self._reach(fact):
-            return False
-        self.new_fact_this_round = True
-        return True
-
-    def _reach(self, fact: str) -> bool:
         if fact in self.progress_marks:
             return False
         self.progress_marks.add(fact)
+        self.new_fact_this_round = True
         return True
 
     def _claimable(self, fact: str) -> bool:
         """No result the model read has reached ``fact`` yet."""
         return fact not in self.progress_marks or fact in (made(self, "unread_facts") or ())
 
-    def _claim(self, fact: str) -> str | None:
-        """A result not yet read reaches ``fact``: ``"edge"`` when it is the
-        first to, ``"claim"`` when another unread one was, ``None`` when a
-        result the model read already had."""
-        unread = self.unread_facts
-        if self._reach(fact):
-            unread[fact] = 1
-            return "edge"
-        if fact in unread:
-            unread[fact] += 1
-            return "claim"
-        return None
+    def _claim(self, fact: str) -> bool:
+        """A result not yet read reaches ``fact``; False when a result the
+        model read already had."""
+        if not self._claimable(fact):
+            return False
+        self.progress_marks.add(fact)
+        self.unread_facts[fact] = self.unread_facts.get(fact, 0) + 1
+        return True
 
     def unreach(self, found: Found) -> None:
         """Forget what a result reached that the model never read (the
@@ -724,7 +737,7 @@ class GuardState(LazyFields):
         is unreached (a finish requiring it waits for another), and nothing
         of it is progress."""
         unread = made(self, "unread_facts") or {}
-        for fact in found.claims:
+        for fact in found.edges:
             if fact not in unread:
                 continue  # a result the model read reached it
             unread[fact] -= 1
@@ -822,9 +835,9 @@ class GuardState(LazyFields):
         self.failures[digest] = Failures(error_class, streak, self.mutations, fingerprint, total)
 
     def found_in(self, role: str, text: str, reported: dict[str, Any], counted: int | None) -> Found:
-        """What a successful result brings: the facts it reaches for the
-        first time (progress edges, marked now: the next-step notice names
-        them) and the candidates or picks it counts, credited by ``credit``
+        """What a successful result brings: the facts it reaches that no
+        result the model read had (progress edges, marked now: the next-step
+        notice names them) and the candidates or picks it counts, credited by ``credit``
         once the ``post_tool_call`` chain let the model read it.
 
         ``count_results`` counts; else tools report ``{"candidates": n,
@@ -845,15 +858,17 @@ class GuardState(LazyFields):
             reached.append("planned")
         elif "candidates" in reported and int(reported["candidates"]) > 0:
             counts, n, declared = "candidates", reported["candidates"], True
-        edges: list[str] = []
-        claims: list[str] = []
-        for fact in reached:
-            how = self._claim(fact)
-            if how is not None:
-                claims.append(fact)
-            if how == "edge":
-                edges.append(fact)
-        return Found(edges, tuple(claims), counts, int(n), declared)
+        return Found([fact for fact in dict.fromkeys(reached) if self._claim(fact)], counts, int(n), declared)
+
+    def hear(self, digest: str, heard: Heard) -> None:
+        """Remember what the drift tracker read of a result the model read
+        (``Novelty.keep``), and whether the call ``digest`` brought news
+        with it (the loop detector leaves a call whose results advance)."""
+        self.novelty.keep(heard)
+        if heard.news:
+            self.news_from.add(digest)
+        else:
+            self.news_from.discard(digest)
 
     def credit(self, found: Found, news: bool) -> None:
         """Count what a result the model read brought: its facts (reached
@@ -863,7 +878,7 @@ class GuardState(LazyFields):
         was news (``news``: the drift tracker's verdict)."""
         unread = made(self, "unread_facts")
         if unread:
-            for fact in found.claims:
+            for fact in found.edges:
                 unread.pop(fact, None)
         if news or found.edges or (found.declared and found.n > 0):
             self.new_fact_this_round = True

@@ -42,14 +42,13 @@ def drift_result_tracker(ctx: ToolResultContext) -> None:
     # truncated, on the two ends truncation would keep); a model told to read
     # megabytes (``result_max_tokens`` raised) is judged on their two ends
     # too: whether a result is news does not take all of it
-    novel = facts.novelty.add(judged_text(result.text, ctx.config.result_max_tokens), echo=ctx.tool.args)
-    if result.data_digests:  # an image the model had not seen is news, whatever its caption says
-        novel = facts.novelty.add_data(result.data_digests) or novel
-    if novel:
-        facts.news_from.add(ctx.tool.digest)
-    else:
-        facts.news_from.discard(ctx.tool.digest)
-    result.news = novel or ctx.tool.role in _ACTING_ROLES  # the round's progress once the model reads it
+    # (an image the model had not seen is news, whatever its caption says); remembered, and the
+    # round's progress, once the model reads it (a later hook may withhold it)
+    heard = facts.novelty.judge(
+        judged_text(result.text, ctx.config.result_max_tokens), echo=ctx.tool.args, data=result.data_digests,
+    )
+    result.heard = heard
+    result.news = heard.news or ctx.tool.role in _ACTING_ROLES
 
 
 def judged_text(text: str, result_max_tokens: int) -> str:

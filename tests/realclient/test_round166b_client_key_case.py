@@ -53,6 +53,25 @@ class CloseAccount(_ClientTool):
         "account": {"type": "string", "default": "primary"}, "reason": {"type": "string"}}}
 
 
+JOB = {"type": "object", "required": ["path"], "properties": {
+    "path": {"type": "string"}, "recursive": {"type": "boolean", "default": False}}}
+JOB_SCHEMAS = {  # round 167 a: pydantic's and MCP servers' forms of a nested object
+    "inline": {"type": "object", "required": ["job"], "properties": {"job": JOB}},
+    "ref": {"type": "object", "properties": {"job": {"$ref": "#/$defs/Job"}}, "$defs": {"Job": JOB}},
+    "anyOf": {"type": "object", "properties": {"job": {"anyOf": [JOB, {"type": "null"}]}}},
+    "allOf": {"type": "object", "properties": {"job": {"allOf": [JOB]}}},
+}
+
+
+def _wipe_job(schema: dict[str, Any]) -> ToolBase:
+    class WipeJob(_ClientTool):
+        name = "wipe_job"
+        description = "Run a wipe job on the user's device."
+        input_schema = schema
+
+    return WipeJob()
+
+
 class WipeFolder(_ClientTool):
     name = "wipe_folder"
     description = "Wipe a folder on the user's device."
@@ -112,3 +131,29 @@ def test_a_nested_field_in_another_case_reads_otherwise() -> None:
     assert read_one_way('{"items": [{"sku": "a"}]}', {"items": [{"sku": "a"}]}, schema)
     assert not read_one_way('{"items": [{"SKU": "a"}]}', {"items": [{"SKU": "a"}]}, schema)
     assert not read_one_way('{"items": [{"\u017fku": "a"}]}', {"items": [{"\u017fku": "a"}]}, schema)
+
+
+@pytest.mark.parametrize("form", sorted(JOB_SCHEMAS))
+@pytest.mark.parametrize("key", ["recursive", "RECURSIVE"])
+async def test_a_nested_field_in_another_case_is_refused_however_the_schema_describes_it(form: str, key: str) -> None:
+    """Round 167 a: a field described through ``$ref``, ``anyOf`` or ``allOf`` was not
+    followed: ``{"job": {"RECURSIVE": true}}`` went to the client unasked."""
+    ask = ToolPolicy(role="mutation", ask_when=lambda a: (a.get("job") or {}).get("recursive") is True and "recursive")
+    events, report = await _events({"wipe_job": ask}, [_wipe_job(JOB_SCHEMAS[form])],
+                                   Reply(tool_calls=[("wipe_job", json.dumps({"job": {"path": "/sdcard", key: True}}))]))
+    assert _handed(events) == []
+    asked = any(isinstance(e, RequireUserConfirmEvent) for e in events)
+    refused = [d.code for d in report.decisions if d.hook == "client_arguments_check"]
+    assert (asked, refused) == ((True, []) if key == "recursive" else (False, ["bad_arguments"]))
+
+
+def test_a_recursive_schema_is_followed_once_per_object() -> None:
+    """A schema referring to itself (a tree) ends; its nested fields are still judged."""
+    from agentscope_harness.calls import read_one_way
+
+    tree = {"$ref": "#/$defs/Node", "$defs": {"Node": {"type": "object", "properties": {
+        "name": {"type": "string"}, "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}}}}}}
+    nested = {"name": "a", "children": [{"name": "b", "children": [{"name": "c"}]}]}
+    assert read_one_way(json.dumps(nested), nested, tree)
+    bad = {"name": "a", "children": [{"name": "b", "children": [{"NAME": "c"}]}]}
+    assert not read_one_way(json.dumps(bad), bad, tree)

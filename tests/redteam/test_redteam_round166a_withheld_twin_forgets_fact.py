@@ -1,4 +1,4 @@
-"""Round 166 a: a withheld result in a parallel batch takes back the fact a readable one brought.
+"""Rounds 166 a and 167 a: a withheld result in a parallel batch takes back what a readable one brought.
 
 README row 8 phase_check: "`requires_facts` reached, in an earlier batch than the call
 ..., by a result the model read (one the harness withheld, `injection_blocked` or
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from hookkit import Ran, drive, harnessed
 from scripted import calls, text
 
@@ -78,3 +79,12 @@ async def test_a_withheld_twin_does_not_take_back_what_the_read_result_brought()
     # the break: the model read search_docs' hits; rank is refused "first retrieve"
     assert refused == [], refused
     assert ran.of("rank") == [{"top": 2}], ran
+
+
+@pytest.mark.parametrize("blocked", [False, True])
+async def test_the_read_result_carries_the_next_step(blocked: bool) -> None:
+    """Round 167 a: the next-step notice went on the twin shaped first; withheld, it took
+    the notice with it, and the result the model read told no next step."""
+    _, model, _ = await _go(blocked=blocked)
+    docs = next(t for t in model.calls[1].tool_results if "manual-7, faq-12" in t)
+    assert "You have results now" in docs
