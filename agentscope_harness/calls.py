@@ -799,30 +799,55 @@ MAX_SCHEMA_DEPTH = 32
 """How deep a tool's schema is followed for keys in another case (a schema deeper is not a tool's)."""
 
 
-def _field_in_another_case(value: Any, schema: Any, root: Any = None, depth: int = 0) -> bool:
+def _field_in_another_case(value: Any, schema: Any) -> bool:
     """Whether an object in ``value`` writes a key its ``schema`` declares
     in another case only (``ACCOUNT`` for ``account``), at any depth the
     schema describes (through local ``$ref`` and every branch of
-    ``anyOf``, ``oneOf`` and ``allOf``)."""
-    root = schema if root is None else root
-    shapes = _shapes(schema, root, set()) if depth <= MAX_SCHEMA_DEPTH else []
-    if isinstance(value, list):
-        items = [shape["items"] for shape in shapes if "items" in shape]
-        return any(_field_in_another_case(item, sub, root, depth + 1) for item in value for sub in items)
-    fields: dict[str, list[Any]] = {}
-    for shape in shapes:
-        declared = shape.get("properties")
-        for name, sub in declared.items() if isinstance(declared, dict) else ():
-            fields.setdefault(name, []).append(sub)
-    if not isinstance(value, dict) or not fields:
+    ``anyOf``, ``oneOf`` and ``allOf``). Each schema is read once: an array
+    of 100,000 objects costs a dict lookup each."""
+    return _SchemaWalk(schema).finds(value, schema, 0)
+
+
+class _SchemaWalk:
+    """One call's walk of its arguments along the tool's schema."""
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        self.read: dict[int, tuple[dict[str, list[Any]], frozenset[str], list[Any]]] = {}
+
+    def finds(self, value: Any, schema: Any, depth: int) -> bool:
+        if depth > MAX_SCHEMA_DEPTH or not isinstance(value, (dict, list)):
+            return False
+        fields, folded, items = self._read(schema)
+        if isinstance(value, list):
+            return bool(items) and any(self.finds(item, sub, depth + 1) for item in value for sub in items)
+        if not fields:
+            return False
+        for key, item in value.items():
+            subs = fields.get(key)
+            if subs is None and key.casefold() in folded:
+                return True
+            if subs is not None and isinstance(item, (dict, list)) and any(
+                self.finds(item, sub, depth + 1) for sub in subs
+            ):
+                return True
         return False
-    folded = {name.casefold() for name in fields}
-    for key, item in value.items():
-        if key not in fields and key.casefold() in folded:
-            return True
-        if any(_field_in_another_case(item, sub, root, depth + 1) for sub in fields.get(key, ())):
-            return True
-    return False
+
+    def _read(self, schema: Any) -> tuple[dict[str, list[Any]], frozenset[str], list[Any]]:
+        """The fields an object ``schema`` declares (each with its schemas),
+        their names folded, and the schemas of an array's items."""
+        known = self.read.get(id(schema))
+        if known is None:
+            fields: dict[str, list[Any]] = {}
+            items: list[Any] = []
+            for shape in _shapes(schema, self.root, set()):
+                declared = shape.get("properties")
+                for name, sub in declared.items() if isinstance(declared, dict) else ():
+                    fields.setdefault(name, []).append(sub)
+                if isinstance(shape.get("items"), dict):
+                    items.append(shape["items"])
+            known = self.read[id(schema)] = (fields, frozenset(name.casefold() for name in fields), items)
+        return known
 
 
 def _shapes(schema: Any, root: Any, seen: set[int]) -> list[dict[str, Any]]:
