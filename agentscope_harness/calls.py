@@ -13,7 +13,7 @@ import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from agentscope._utils._common import _json_loads_with_repair
 
@@ -22,6 +22,7 @@ from .context import HookContext, ToolCallView, ToolResultView, awaited
 from .errors import ErrorClass, error_class_of
 from .facts import NO_DEFAULTS, NOTHING_FOUND, call_digest, thawed
 from .hooks.budget import UNVERIFIED_APPROVAL, tool_calls_used_up, uncounted
+from .hooks.drift import judge_news
 from .hooks.termination import CONCLUDED
 from .injection import shows_nothing
 from .pii import find_pii
@@ -505,6 +506,8 @@ class CallFlow:
             result.withheld = True
             run.facts.unreach(found)
         else:
+            if result.heard is not None and result.heard_of is not result.text:
+                judge_news(ctx, result, view)  # a hook rewrote it after the tracker: news is what the model reads
             run.facts.credit(found, result.news)
             if result.heard is not None:
                 run.facts.hear(view.digest, result.heard)
@@ -803,9 +806,23 @@ def _field_in_another_case(value: Any, schema: Any) -> bool:
     """Whether an object in ``value`` writes a key its ``schema`` declares
     in another case only (``ACCOUNT`` for ``account``), at any depth the
     schema describes (through local ``$ref`` and every branch of
-    ``anyOf``, ``oneOf`` and ``allOf``). Each schema is read once: an array
-    of 100,000 objects costs a dict lookup each."""
-    return _SchemaWalk(schema).finds(value, schema, 0)
+    ``anyOf``, ``oneOf`` and ``allOf``; an array's ``items`` and
+    ``prefixItems``, a map's ``additionalProperties``). Each value is
+    walked once, against every schema that describes it at once: linear in
+    the arguments, whatever the schema's unions."""
+    return _SchemaWalk(schema).finds(value, (schema,), 0)
+
+
+class _Read(NamedTuple):
+    """What a union of schemas says of a value: its declared fields (each
+    with the schemas that describe it), their names folded, and the schemas
+    of a map's other values, an array's items and its leading items."""
+
+    fields: dict[str, tuple[Any, ...]]
+    folded: frozenset[str]
+    other_values: tuple[Any, ...]
+    items: tuple[Any, ...]
+    leading: tuple[tuple[Any, ...], ...]
 
 
 class _SchemaWalk:
@@ -813,53 +830,63 @@ class _SchemaWalk:
 
     def __init__(self, root: Any) -> None:
         self.root = root
-        self.read: dict[int, tuple[dict[str, list[Any]], frozenset[str], list[Any]]] = {}
+        self.read: dict[tuple[int, ...], _Read] = {}
 
-    def finds(self, value: Any, schema: Any, depth: int) -> bool:
-        if depth > MAX_SCHEMA_DEPTH or not isinstance(value, (dict, list)):
+    def finds(self, value: Any, schemas: tuple[Any, ...], depth: int) -> bool:
+        if depth > MAX_SCHEMA_DEPTH or not schemas or not isinstance(value, (dict, list)):
             return False
-        fields, folded, items = self._read(schema)
+        read = self._read(schemas)
         if isinstance(value, list):
-            return bool(items) and any(self.finds(item, sub, depth + 1) for item in value for sub in items)
-        if not fields:
-            return False
+            return any(
+                self.finds(item, read.leading[i] if i < len(read.leading) else read.items, depth + 1)
+                for i, item in enumerate(value)
+            )
         for key, item in value.items():
-            subs = fields.get(key)
-            if subs is None and key.casefold() in folded:
+            subs = read.fields.get(key)
+            if subs is None and key.casefold() in read.folded:
                 return True
-            if subs is not None and isinstance(item, (dict, list)) and any(
-                self.finds(item, sub, depth + 1) for sub in subs
-            ):
+            if self.finds(item, read.other_values if subs is None else subs, depth + 1):
                 return True
         return False
 
-    def _read(self, schema: Any) -> tuple[dict[str, list[Any]], frozenset[str], list[Any]]:
-        """The fields an object ``schema`` declares (each with its schemas),
-        their names folded, and the schemas of an array's items."""
-        known = self.read.get(id(schema))
+    def _read(self, schemas: tuple[Any, ...]) -> _Read:
+        key = tuple(map(id, schemas))
+        known = self.read.get(key)
         if known is None:
             fields: dict[str, list[Any]] = {}
+            other_values: list[Any] = []
             items: list[Any] = []
-            for shape in _shapes(schema, self.root, set()):
+            leading: list[list[Any]] = []
+            seen: set[int] = set()
+            for shape in (shape for schema in schemas for shape in _shapes(schema, self.root, seen)):
                 declared = shape.get("properties")
                 for name, sub in declared.items() if isinstance(declared, dict) else ():
                     fields.setdefault(name, []).append(sub)
-                if isinstance(shape.get("items"), dict):
-                    items.append(shape["items"])
-            known = self.read[id(schema)] = (fields, frozenset(name.casefold() for name in fields), items)
+                for word, into in (("additionalProperties", other_values), ("items", items)):
+                    if isinstance(shape.get(word), dict):
+                        into.append(shape[word])
+                prefix = shape.get("prefixItems")
+                for i, sub in enumerate(prefix if isinstance(prefix, list) else ()):
+                    leading.extend([] for _ in range(i + 1 - len(leading)))
+                    leading[i].append(sub)
+            known = self.read[key] = _Read(
+                {name: tuple(subs) for name, subs in fields.items()},
+                frozenset(name.casefold() for name in fields),
+                tuple(other_values), tuple(items), tuple(tuple(subs) for subs in leading),
+            )
         return known
 
 
 def _shapes(schema: Any, root: Any, seen: set[int]) -> list[dict[str, Any]]:
     """The schemas ``schema`` stands for: itself, what its local ``$ref``
-    points to, and each branch of its ``anyOf``, ``oneOf`` and ``allOf``
-    (each once: a recursive schema refers to itself)."""
+    points to (``#`` is the root), and each branch of its ``anyOf``,
+    ``oneOf`` and ``allOf`` (each once: a recursive schema refers to itself)."""
     if not isinstance(schema, dict) or id(schema) in seen:
         return []
     seen.add(id(schema))
     found = [schema]
     ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/"):
+    if isinstance(ref, str) and (ref == "#" or ref.startswith("#/")):
         found += _shapes(_pointed_to(root, ref), root, seen)
     for combined in ("anyOf", "oneOf", "allOf"):
         branches = schema.get(combined)
@@ -869,9 +896,9 @@ def _shapes(schema: Any, root: Any, seen: set[int]) -> list[dict[str, Any]]:
 
 
 def _pointed_to(root: Any, ref: str) -> Any:
-    """The part of ``root`` a local JSON pointer (``#/$defs/Job``) names, else ``None``."""
+    """The part of ``root`` a local JSON pointer (``#/$defs/Job``, ``#``) names, else ``None``."""
     node = root
-    for part in ref[2:].split("/"):
+    for part in ref[2:].split("/") if ref != "#" else ():
         if not isinstance(node, dict):
             return None
         node = node.get(part.replace("~1", "/").replace("~0", "~"))

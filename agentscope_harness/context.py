@@ -170,6 +170,8 @@ class ToolResultView:
     acted): the round's progress once the model reads it."""
     heard: Heard | None = None
     """What the drift tracker read of it, remembered once the model reads it."""
+    heard_of: str | None = None
+    """The text it read (a hook that rewrote the result after it: read again)."""
     withheld: bool = False
     """A post_tool_call gate refused the result: the model reads a sentinel."""
     failed_verify: bool = False

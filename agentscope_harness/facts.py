@@ -325,10 +325,10 @@ class Novelty:
         self.results[said] = None
         return True
 
-    def add(self, text: str, echo: Any = None) -> bool:
-        """Judge ``text`` and remember it (``judge``, ``keep``); whether it
-        brings new information."""
-        heard = self.judge(text, echo)
+    def add(self, text: str, echo: Any = None, data: tuple[int, ...] = ()) -> bool:
+        """Judge ``text`` (and ``data``) and remember it (``judge``,
+        ``keep``); whether it brings new information."""
+        heard = self.judge(text, echo, data)
         self.keep(heard)
         return heard.news
 

@@ -79,6 +79,7 @@ from .outcome import (
 from .outputs import (
     answer_filter,
     cleaned_args,
+    data_digests,
     data_names,
     filter_result,
     foreign_hint_shown,
@@ -404,7 +405,8 @@ async def _recall_results(run: RunState, agent: Any, result_max_tokens: int) -> 
                 call = calls.get(block.id)
                 read = await read_as_agentscope(agent, call) if call is not None else None
                 text = judged_text(result_text(block.output), result_max_tokens)  # joined as the live view joins it
-                run.facts.novelty.add(text, echo=read[1] if read else None)
+                images = [] if isinstance(block.output, str) else [b for b in block.output if isinstance(b, DataBlock)]
+                run.facts.novelty.add(text, echo=read[1] if read else None, data=data_digests(images))
                 await asyncio.sleep(0)
 
 

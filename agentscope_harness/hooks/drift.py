@@ -13,7 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..context import CHARS_PER_TOKEN, ReflectContext, ToolResultContext, kept_ends
+from ..context import (
+    CHARS_PER_TOKEN,
+    HookContext,
+    ReflectContext,
+    ToolCallView,
+    ToolResultContext,
+    ToolResultView,
+    kept_ends,
+)
 from ..registry import harness_hook
 from ..sentinels import unfenced
 
@@ -44,11 +52,17 @@ def drift_result_tracker(ctx: ToolResultContext) -> None:
     # too: whether a result is news does not take all of it
     # (an image the model had not seen is news, whatever its caption says); remembered, and the
     # round's progress, once the model reads it (a later hook may withhold it)
-    heard = facts.novelty.judge(
-        judged_text(result.text, ctx.config.result_max_tokens), echo=ctx.tool.args, data=result.data_digests,
+    judge_news(ctx, result, ctx.tool)
+
+
+def judge_news(ctx: HookContext, result: ToolResultView, tool: ToolCallView) -> None:
+    """Read ``result`` as it stands for news (``result.heard``,
+    ``result.news``); judged again where a hook rewrote it after this."""
+    result.heard = ctx.facts.novelty.judge(
+        judged_text(result.text, ctx.config.result_max_tokens), echo=tool.args, data=result.data_digests,
     )
-    result.heard = heard
-    result.news = heard.news or ctx.tool.role in _ACTING_ROLES
+    result.heard_of = result.text
+    result.news = result.heard.news or tool.role in _ACTING_ROLES
 
 
 def judged_text(text: str, result_max_tokens: int) -> str:

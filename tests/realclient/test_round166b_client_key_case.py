@@ -157,3 +157,46 @@ def test_a_recursive_schema_is_followed_once_per_object() -> None:
     assert read_one_way(json.dumps(nested), nested, tree)
     bad = {"name": "a", "children": [{"name": "b", "children": [{"NAME": "c"}]}]}
     assert not read_one_way(json.dumps(bad), bad, tree)
+
+
+TREE_FORMS = {  # round 168 a: a tree referring to the root, and a map of jobs by name
+    "ref_to_root": ({"type": "object", "properties": {**JOB["properties"], "then": {"type": "array", "items": {
+        "$ref": "#"}}}}, lambda key: {"path": "/tmp", "then": [{"path": "/sdcard", key: True}]}),
+    "map_of_jobs": ({"type": "object", "properties": {**JOB["properties"], "then": {
+        "type": "object", "additionalProperties": JOB}}}, lambda key: {"path": "/tmp", "then": {
+            "photos": {"path": "/sdcard", key: True}}}),
+    "prefix_items": ({"type": "object", "properties": {"then": {"type": "array", "prefixItems": [JOB]}}},
+                     lambda key: {"then": [{"path": "/sdcard", key: True}]}),
+}
+
+
+@pytest.mark.parametrize("form", sorted(TREE_FORMS))
+def test_a_field_in_another_case_is_found_through_the_root_maps_and_tuples(form: str) -> None:
+    from agentscope_harness.calls import read_one_way
+
+    schema, args = TREE_FORMS[form]
+    assert read_one_way(json.dumps(args("recursive")), args("recursive"), schema)
+    assert not read_one_way(json.dumps(args("RECURSIVE")), args("RECURSIVE"), schema)
+
+
+def test_a_recursive_union_is_walked_once_per_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 168 a: pydantic's file tree, ``Node = Folder | Group | Album`` each with
+    ``children: [Node]``, was walked once per branch naming ``children`` at every level:
+    3^depth walks (depth 13, 671 bytes: the event loop held 3.2 s)."""
+    from agentscope_harness import calls as calls_module
+
+    def node(kind: str) -> dict[str, Any]:
+        return {"type": "object", "properties": {"kind": {"const": kind}, "children": {
+            "type": "array", "items": {"$ref": "#/$defs/Node"}}}}
+
+    tree = {"$ref": "#/$defs/Node", "$defs": {
+        "Node": {"anyOf": [{"$ref": f"#/$defs/{k}"} for k in ("Folder", "Group", "Album")]},
+        "Folder": node("folder"), "Group": node("group"), "Album": node("album")}}
+    value: dict[str, Any] = {"kind": "folder"}
+    for _ in range(12):
+        value = {"kind": "folder", "children": [value]}
+    walked = []
+    finds = calls_module._SchemaWalk.finds
+    monkeypatch.setattr(calls_module._SchemaWalk, "finds", lambda self, *a: walked.append(1) or finds(self, *a))
+    assert calls_module.read_one_way(json.dumps(value), value, tree)
+    assert len(walked) <= 5 * 13  # each object, its children list and its fields: linear
