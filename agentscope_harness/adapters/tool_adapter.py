@@ -36,10 +36,10 @@ from ..calls import (
     Verdict,
     as_made,
     made_unconfirmed,
-    read_one_way,
     result_view,
 )
 from ..chains import release
+from ..client_arguments import read_one_way
 from ..context import HookContext, ToolCallView, ToolResultView, nobody_to_ask
 from ..errors import METADATA_KEY, classify_exception, error_text
 from ..facts import remember_done_inside, thawed, tools_in

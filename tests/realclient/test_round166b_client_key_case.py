@@ -124,7 +124,7 @@ async def test_the_flag_as_the_schema_spells_it_asks_a_human() -> None:
 
 def test_a_nested_field_in_another_case_reads_otherwise() -> None:
     """The schema is followed into objects and arrays (Go fills nested struct fields alike)."""
-    from agentscope_harness.calls import read_one_way
+    from agentscope_harness.client_arguments import read_one_way
 
     schema = {"type": "object", "properties": {"items": {"type": "array", "items": {
         "type": "object", "properties": {"sku": {"type": "string"}}}}}}
@@ -149,7 +149,7 @@ async def test_a_nested_field_in_another_case_is_refused_however_the_schema_desc
 
 def test_a_recursive_schema_is_followed_once_per_object() -> None:
     """A schema referring to itself (a tree) ends; its nested fields are still judged."""
-    from agentscope_harness.calls import read_one_way
+    from agentscope_harness.client_arguments import read_one_way
 
     tree = {"$ref": "#/$defs/Node", "$defs": {"Node": {"type": "object", "properties": {
         "name": {"type": "string"}, "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}}}}}}
@@ -172,7 +172,7 @@ TREE_FORMS = {  # round 168 a: a tree referring to the root, and a map of jobs b
 
 @pytest.mark.parametrize("form", sorted(TREE_FORMS))
 def test_a_field_in_another_case_is_found_through_the_root_maps_and_tuples(form: str) -> None:
-    from agentscope_harness.calls import read_one_way
+    from agentscope_harness.client_arguments import read_one_way
 
     schema, args = TREE_FORMS[form]
     assert read_one_way(json.dumps(args("recursive")), args("recursive"), schema)
@@ -183,7 +183,7 @@ def test_a_recursive_union_is_walked_once_per_object(monkeypatch: pytest.MonkeyP
     """Round 168 a: pydantic's file tree, ``Node = Folder | Group | Album`` each with
     ``children: [Node]``, was walked once per branch naming ``children`` at every level:
     3^depth walks (depth 13, 671 bytes: the event loop held 3.2 s)."""
-    from agentscope_harness import calls as calls_module
+    from agentscope_harness import client_arguments
 
     def node(kind: str) -> dict[str, Any]:
         return {"type": "object", "properties": {"kind": {"const": kind}, "children": {
@@ -196,7 +196,7 @@ def test_a_recursive_union_is_walked_once_per_object(monkeypatch: pytest.MonkeyP
     for _ in range(12):
         value = {"kind": "folder", "children": [value]}
     walked = []
-    finds = calls_module._SchemaWalk.finds
-    monkeypatch.setattr(calls_module._SchemaWalk, "finds", lambda self, *a: walked.append(1) or finds(self, *a))
-    assert calls_module.read_one_way(json.dumps(value), value, tree)
+    finds = client_arguments._SchemaWalk.finds
+    monkeypatch.setattr(client_arguments._SchemaWalk, "finds", lambda self, *a: walked.append(1) or finds(self, *a))
+    assert client_arguments.read_one_way(json.dumps(value), value, tree)
     assert len(walked) <= 5 * 13  # each object, its children list and its fields: linear

@@ -10,7 +10,7 @@ from agentscope.tool import ToolBase, Toolkit
 from scripted import ALLOW, make_agent
 
 from agentscope_harness import Harness, HarnessConfig, Principal
-from agentscope_harness.calls import read_one_way
+from agentscope_harness.client_arguments import read_one_way
 from agentscope_harness.testing import ScriptedModel, calls, text
 
 

@@ -10,7 +10,7 @@ import pytest
 from client_kit import handed_to_client
 from scripted import ALICE, last_tool_message
 
-from agentscope_harness.calls import read_one_way
+from agentscope_harness.client_arguments import read_one_way
 
 
 async def test_a_client_is_handed_the_arguments_the_identity_check_judged() -> None:
