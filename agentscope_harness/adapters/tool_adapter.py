@@ -376,9 +376,10 @@ class HarnessToolAdapter(HarnessMiddleware):
             modes, salt = result_pii(ctx.tool.policy if ctx.tool is not None else None, ctx.run)
             blocks = _data_blocks(original)
             names = await read_names(blocks, redactor, modes, salt) if blocks else []
-            result = await self.harness.flow.shape(ctx, _view_of(original, blocks, names))
+            shown = await shaped_data(blocks, names, redactor, modes, salt) if blocks else []
+            result = await self.harness.flow.shape(ctx, _view_of(original, blocks, names, shown))
             sent = [] if result.withheld or not result.has_data else blocks
-            data: list[TextBlock | DataBlock] = await shaped_data(sent, names, redactor, modes, salt) if sent else []
+            data: list[TextBlock | DataBlock] = shown if sent else []
         except Exception as exc:
             self.harness.services.log_failure(f"harness shaping the result of {original.id}", exc)
             return self._failed(ctx, original, exc)
@@ -595,14 +596,17 @@ def _data_blocks(response: ToolResponse) -> list[DataBlock]:
     return [b for b in content if isinstance(b, DataBlock)]
 
 
-def _view_of(response: ToolResponse, blocks: list[DataBlock], names: list[str | None]) -> ToolResultView:
-    """The result as hooks judge it: its text, and its data ``blocks``'
-    names as the model reads them (``names``, read once)."""
+def _view_of(
+    response: ToolResponse, blocks: list[DataBlock], names: list[str | None], shown: list[TextBlock | DataBlock],
+) -> ToolResultView:
+    """The result as hooks judge it: its text, its data ``blocks``' names as
+    the model reads them (``names``, read once), and what tells the blocks
+    apart as the model reads them (``shown``: a link's token redacted)."""
     content = response.content
     if len(content) == 1 and type(content[0]) is TextBlock:  # the usual result
         return result_view(content[0].text, _state_name(response.state), dict(response.metadata))
     return result_view(result_text(content), _state_name(response.state), dict(response.metadata), bool(blocks),
-                       data_names(names, blocks), data_digests(blocks))
+                       data_names(names, blocks), data_digests([b for b in shown if isinstance(b, DataBlock)]))
 
 
 def to_response(

@@ -8,12 +8,14 @@ Real Agent, a real tool in a real, instrumented Toolkit."""
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agentscope.event import RequireUserConfirmEvent
-from agentscope.message import Base64Source, DataBlock, TextBlock, UserMsg
+from agentscope.message import Base64Source, DataBlock, TextBlock, URLSource, UserMsg
 from agentscope.state import AgentState
 from agentscope.tool import ToolChunk, Toolkit
 from scripted import ALICE, ScriptedModel, calls, confirm, drain, make_agent, run, text, tool
@@ -33,16 +35,29 @@ async def screenshot(page: int, zoom: int = 1) -> ToolChunk:
         zoom (int): The zoom level.
     """
     shown = SHOTS[page] if page < len(SHOTS) else SHOTS[-1]
-    return ToolChunk(content=[
-        TextBlock(text="Screenshot taken."),
-        DataBlock(name="screen", source=Base64Source(data=base64.b64encode(shown).decode(), media_type="image/png")),
-    ])
+    if LINKED:  # a per-user CDN link, signed with a fresh token each time: the model reads both redacted
+        source: Any = URLSource(url=f"https://cdn.example.com/u/jane.doe@example.com/{shown[-1]}.png?token="
+                                f"{_jwt(next(_SIGNED))}", media_type="image/png")
+    else:
+        source = Base64Source(data=base64.b64encode(shown).decode(), media_type="image/png")
+    return ToolChunk(content=[TextBlock(text="Screenshot taken."), DataBlock(name="screen", source=source)])
 
 
-async def _report(pages: list[bytes]) -> tuple[str, str]:
-    SHOTS[:] = pages
+LINKED: list[bool] = []
+_SIGNED = itertools.count()
+
+
+def _jwt(n: int) -> str:
+    def part(claims: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'HS256', 'typ': 'JWT'})}.{part({'sub': 'shot', 'iat': 1765000000 + n})}.{'s' * 43}"
+
+
+async def _report(pages: list[bytes], linked: bool = False) -> tuple[str, str]:
+    SHOTS[:], LINKED[:] = pages, [True] if linked else []
     harness = Harness(HarnessConfig(require_finish_tool=False, stall_rounds=2, loop_threshold=20, loop_window=20,
-                                    tools={"screenshot": ToolPolicy(role="retrieval")}),
+                                    tools={"screenshot": ToolPolicy(role="retrieval", pii={"email": "redact"})}),
                       load_entry_points=False, environ={})
     model = ScriptedModel([calls(("screenshot", {"page": n})) for n in range(8)] + [text("The form is filled in.")])
     agent = make_agent(model, harness.instrument(Toolkit(tools=[tool(screenshot)])), harness.middlewares())
@@ -56,8 +71,11 @@ async def test_a_new_screenshot_under_the_same_caption_is_progress() -> None:
     assert await _report(pages) == ("completed", "answered")
 
 
-async def test_the_same_screenshot_again_is_no_progress() -> None:
-    assert await _report([b"\x89PNG\r\n\x1a\n" + b"\x07" * 3000]) == ("incomplete", "stalled")
+@pytest.mark.parametrize("linked", [False, True])
+async def test_the_same_screenshot_again_is_no_progress(linked: bool) -> None:
+    """Round 169 a: a signed link with a fresh token each time, which the model reads
+    redacted (one and the same link), was news at every call: judged as the model reads it."""
+    assert await _report([b"\x89PNG\r\n\x1a\n" + b"\x07" * 3000], linked) == ("incomplete", "stalled")
 
 
 async def submit_form(form: str) -> str:
@@ -69,15 +87,19 @@ async def submit_form(form: str) -> str:
     return f"form {form} submitted, confirmation number pending review by the clerk"
 
 
+@pytest.mark.parametrize("linked", [False, True])
 @pytest.mark.parametrize("elsewhere", [False, True])
-async def test_screenshots_seen_before_a_park_are_no_news_after_it(tmp_path: Path, elsewhere: bool) -> None:
-    SHOTS[:] = [b"\x89PNG\r\n\x1a\n" + bytes([n + 1]) * 3000 for n in range(2)]
+async def test_screenshots_seen_before_a_park_are_no_news_after_it(tmp_path: Path, elsewhere: bool,
+                                                                    linked: bool) -> None:
+    """Round 169 a: a link carrying the user's e-mail was digested as the tool wrote it live,
+    and as the context keeps it (redacted) on the worker that resumed: news there again."""
+    SHOTS[:], LINKED[:] = [b"\x89PNG\r\n\x1a\n" + bytes([n + 1]) * 3000 for n in range(2)], [True] if linked else []
     path = str(tmp_path / "shared.db")
 
     def worker() -> tuple[Harness, Toolkit]:
         harness = Harness(HarnessConfig(
             store=SQLiteStore(path), loop_window=40, loop_threshold=40, stall_rounds=2, require_finish_tool=False,
-            tools={"screenshot": ToolPolicy(role="retrieval"),
+            tools={"screenshot": ToolPolicy(role="retrieval", pii={"email": "redact"}),
                    "submit_form": ToolPolicy(ask_when=lambda args: "each submission needs a yes")},
         ), load_entry_points=False, environ={})
         return harness, harness.instrument(Toolkit(tools=[tool(screenshot), tool(submit_form)]))

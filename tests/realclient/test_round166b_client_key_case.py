@@ -179,24 +179,45 @@ def test_a_field_in_another_case_is_found_through_the_root_maps_and_tuples(form:
     assert not read_one_way(json.dumps(args("RECURSIVE")), args("RECURSIVE"), schema)
 
 
-def test_a_recursive_union_is_walked_once_per_object(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Round 168 a: pydantic's file tree, ``Node = Folder | Group | Album`` each with
-    ``children: [Node]``, was walked once per branch naming ``children`` at every level:
-    3^depth walks (depth 13, 671 bytes: the event loop held 3.2 s)."""
-    from agentscope_harness import client_arguments
+MORE_FORMS = {  # round 169 a: keywords the schema walk did not follow, and depth
+    "pattern_map": ({"type": "object", "properties": {"jobs": {"type": "object", "patternProperties": {
+        "^dev-": JOB}}}}, lambda key: {"jobs": {"dev-1": {"path": "/sdcard", key: True}}}),
+    "draft7_tuple": ({"type": "object", "properties": {"then": {"type": "array", "items": [JOB]}}},
+                     lambda key: {"then": [{"path": "/sdcard", key: True}]}),
+    "if_then": ({"type": "object", "properties": {"path": {"type": "string"}}, "if": {"required": ["path"]},
+                 "then": {"properties": {"recursive": {"type": "boolean"}}}},
+                lambda key: {"path": "/sdcard", key: True}),
+    "deep_tree": (TREE_FORMS["ref_to_root"][0], lambda key: _chain(25, key)),
+}
 
-    def node(kind: str) -> dict[str, Any]:
-        return {"type": "object", "properties": {"kind": {"const": kind}, "children": {
-            "type": "array", "items": {"$ref": "#/$defs/Node"}}}}
 
-    tree = {"$ref": "#/$defs/Node", "$defs": {
-        "Node": {"anyOf": [{"$ref": f"#/$defs/{k}"} for k in ("Folder", "Group", "Album")]},
-        "Folder": node("folder"), "Group": node("group"), "Album": node("album")}}
-    value: dict[str, Any] = {"kind": "folder"}
-    for _ in range(12):
-        value = {"kind": "folder", "children": [value]}
-    walked = []
-    finds = client_arguments._SchemaWalk.finds
-    monkeypatch.setattr(client_arguments._SchemaWalk, "finds", lambda self, *a: walked.append(1) or finds(self, *a))
-    assert client_arguments.read_one_way(json.dumps(value), value, tree)
-    assert len(walked) <= 5 * 13  # each object, its children list and its fields: linear
+def _chain(depth: int, key: str) -> dict[str, Any]:
+    job: dict[str, Any] = {"path": "/sdcard", key: True}
+    for i in range(depth):
+        job = {"path": f"/tmp/{i}", "then": [job]}
+    return job
+
+
+@pytest.mark.parametrize("form", sorted(MORE_FORMS))
+def test_a_field_in_another_case_is_found_wherever_the_schema_names_it(form: str) -> None:
+    from agentscope_harness.client_arguments import read_one_way
+
+    schema, args = MORE_FORMS[form]
+    assert read_one_way(json.dumps(args("recursive")), args("recursive"), schema)
+    assert not read_one_way(json.dumps(args("RECURSIVE")), args("RECURSIVE"), schema)
+
+
+@pytest.mark.parametrize(("written", "refused"), [
+    ({"stra\u00dfe": "Hauptstr. 1"}, False),  # Go folds no ß to ss: no field of the schema
+    ({"STRASSE": "Hauptstr. 1"}, True),
+    ({"stra\u017fse": "Hauptstr. 1"}, True),  # ſ is s to Go
+    ({"strasse": "a", "stra\u00dfe": "b"}, False),  # two keys to Go, not a repeated one
+])
+def test_keys_fold_as_go_folds_them(written: dict[str, str], refused: bool) -> None:
+    """Round 169 a: Python's full case folding made ``straße`` a ``strasse`` and refused a call
+    Go reads as one field left out and one extra key."""
+    from agentscope_harness.client_arguments import read_one_way
+
+    schema = {"type": "object", "properties": {"strasse": {"type": "string"}, "ort": {"type": "string"}}}
+    assert read_one_way(json.dumps(written, ensure_ascii=False), written, schema) is not refused
+
