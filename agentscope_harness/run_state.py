@@ -124,6 +124,7 @@ class EndPassed(Protocol):
         """It has not reached the caller: a middleware before the harness's
         holds it, and may ask for another round."""
 
+
 _HOLDING = ("judging", "admitted", "in_flight", "awaiting_human")
 """The fields of a run that hold calls by id (read without making them)."""
 
