@@ -363,13 +363,13 @@ class Novelty:
         for shingles in heard.shingles:
             self._record(shingles)
 
-    def _record(self, shingles: set[int]) -> None:
-        """Remember ``shingles``."""
+    def _record(self, shingles: set[int]) -> tuple[int, int]:
+        """Remember ``shingles``; (how many were new, how many there were)."""
         fresh = shingles.difference(self.newer, self.older)
         half = max(self.cap // 2, 1)
         if len(self.newer) + len(fresh) <= half:  # the common case: set operations in C
             self.newer |= fresh
-            return
+            return len(fresh), len(shingles)
         pending = list(fresh)
         while pending:
             if len(self.newer) >= half:
@@ -377,6 +377,7 @@ class Novelty:
             room = half - len(self.newer)
             self.newer.update(pending[:room])
             pending = pending[room:]
+        return len(fresh), len(shingles)
 
 
 class Heard(NamedTuple):

@@ -73,3 +73,19 @@ def test_the_record_is_bounded_and_remembers_the_newest(cap: int, batches: list[
         assert len(novelty.newer) <= max(cap // 2, 1) and len(novelty.older) <= max(cap // 2, 1)
         if len(fresh) <= max(cap // 2, 1):
             assert novelty._record(fresh)[0] == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_TEXTS, min_size=1, max_size=5), _TEXTS)
+def test_judging_remembers_nothing_until_kept(earlier: list[str], text: str) -> None:
+    """Rounds 167-168 a: a result is judged, then remembered only once the model reads it
+    (a withheld one is not heard): judging leaves the record as it was."""
+    novelty = Novelty()
+    for seen in earlier:
+        novelty.add(seen)
+    before = (set(novelty.newer), set(novelty.older), dict(novelty.results))
+    heard = novelty.judge(text)
+    assert novelty.judge(text) == heard
+    assert (novelty.newer, novelty.older, novelty.results) == before
+    novelty.keep(heard)
+    assert not novelty.judge(text).news  # heard once, the same text again is no news
