@@ -19,20 +19,27 @@ def read_one_way(written: str, judged: dict[str, Any], schema: Any = None) -> bo
     object, each key once (folded as Go folds a field's name: some readers
     match keys so), nothing around it (an empty text is the empty object),
     and no key, in any object of it, that is no field the tool's ``schema``
-    names but folds to one it does."""
+    names but folds to one it names anywhere (under whichever keyword,
+    branch or reference: which branch of a union a value takes is not
+    judged, so a data key of a map folding to a field name elsewhere is
+    refused too). Each object is judged as it is read: one pass."""
     if not written.strip():
         return judged == {}
+    names = _field_names(schema)
+    fields = {go_folded(name) for name in names}
 
     def once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        if len({go_folded(key) for key, _ in pairs}) != len(pairs):
+        read = dict(pairs)
+        if len({go_folded(key) for key in read}) != len(pairs):  # an exact repeat is one key of ``read``
             raise ValueError("a repeated key")
-        return dict(pairs)
+        if fields and not names.issuperset(read) and any(go_folded(key) in fields for key in read.keys() - names):
+            raise ValueError("a field in another case")
+        return read
 
     try:
-        read = json.loads(written, object_pairs_hook=once)
+        return bool(json.loads(written, object_pairs_hook=once) == judged)
     except (ValueError, TypeError, RecursionError):
         return False
-    return bool(read == judged) and not _field_in_another_case(read, schema)
 
 
 def go_folded(key: str) -> str:
@@ -51,29 +58,6 @@ def _go_folded_char(char: str) -> str:
         return folded
     lower = char.lower()
     return lower if len(lower) == 1 else char
-
-
-def _field_in_another_case(value: Any, schema: Any) -> bool:
-    """Whether an object anywhere in ``value`` writes a key that is no
-    field name ``schema`` declares but folds to one it declares anywhere
-    (under whichever keyword, branch or reference: which branch of a union
-    a value takes is not judged, so a data key of a map folding to a field
-    name elsewhere is refused too). One pass over each, without recursion."""
-    names = _field_names(schema)
-    if not names:
-        return False
-    folded = {go_folded(name) for name in names}
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, dict):
-            for key, inner in item.items():
-                if key not in names and go_folded(key) in folded:
-                    return True
-                pending.append(inner)
-        elif isinstance(item, list):
-            pending.extend(item)
-    return False
 
 
 def _field_names(schema: Any) -> frozenset[str]:
