@@ -39,7 +39,9 @@ _PERIODS = (2, 3)
 def drift_result_tracker(ctx: ToolResultContext) -> None:
     """A successful result that brings new information makes the round a
     progress round (edge-triggered: only progress resets the stall counter).
-    Every successful result is recorded, so a later repeat of it is not new."""
+    Every successful result the model reads is remembered, so a later repeat
+    of it is not new; one a later hook withholds is not (``CallFlow.shape``
+    keeps the verdict only then)."""
     result, facts = ctx.result, ctx.facts
     if not result.ok:
         facts.news_from.discard(ctx.tool.digest)
@@ -49,9 +51,8 @@ def drift_result_tracker(ctx: ToolResultContext) -> None:
     # cost its shingles on the event loop (in shadow mode, where nothing is
     # truncated, on the two ends truncation would keep); a model told to read
     # megabytes (``result_max_tokens`` raised) is judged on their two ends
-    # too: whether a result is news does not take all of it
-    # (an image the model had not seen is news, whatever its caption says); remembered, and the
-    # round's progress, once the model reads it (a later hook may withhold it)
+    # too: whether a result is news does not take all of it (an image the
+    # model had not seen is news, whatever its caption says)
     judge_news(ctx, result, ctx.tool)
 
 
