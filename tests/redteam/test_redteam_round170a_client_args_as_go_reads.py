@@ -1,0 +1,131 @@
+"""Round 170 a: texts Go's ``encoding/json`` reads other than the harness judged them.
+
+Go 1.21+ folds field names with Unicode 15's simple foldings (``ﬅ``/``ﬆ``, ``ΐ``/``ΐ``,
+``ΰ``/``ΰ``), which Python 3.11's Unicode 14 (and its full folding first) keeps apart; Go
+reads an escaped lone surrogate as U+FFFD (two such keys are one key); Go refuses ``NaN``,
+``Infinity`` and a number beyond a double, and a text of Unicode (not JSON) whitespace.
+Each was handed to the client as judged. Now each is refused ``bad_arguments``.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+from agentscope.event import RequireExternalExecutionEvent
+from agentscope.message import UserMsg
+from agentscope.permission import PermissionDecision
+from agentscope.tool import ToolBase, Toolkit
+from scripted import ALLOW, make_agent
+
+from agentscope_harness import Harness, HarnessConfig, Principal
+from agentscope_harness.client_arguments import _go_folded_char, go_folded, read_one_way
+from agentscope_harness.testing import ScriptedModel, calls, text
+
+SCHEMA = {"type": "object", "properties": {"terms": {"type": "object",
+          "additionalProperties": {"type": "number"}}}, "required": ["terms"]}
+
+
+def go_tool(schema: dict[str, Any]) -> ToolBase:
+    class SaveTerms(ToolBase):
+        name = "save_terms"
+        description = "Save terms with a weight each on the user's device (a Go app)."
+        input_schema = schema
+        is_concurrency_safe = False
+        is_read_only = False
+        is_external_tool = True
+
+        async def check_permissions(self, tool_input: dict[str, Any], context: Any) -> PermissionDecision:
+            return ALLOW
+
+    return SaveTerms()
+
+
+async def handed_and_refused(arguments: str, schema: dict[str, Any] = SCHEMA) -> tuple[list[str], list[str]]:
+    h = Harness(HarnessConfig(), load_entry_points=False, environ={})
+    m = ScriptedModel([calls(("save_terms", arguments)), text("I could not save them.")])
+    agent = make_agent(m, h.instrument(Toolkit(tools=[go_tool(schema)])), h.middlewares())
+    handed: list[str] = []
+    with h.acting_for(Principal(user_id="u-1")):
+        async for item in agent.reply_stream(UserMsg("user", "save my terms")):
+            if isinstance(item, RequireExternalExecutionEvent):
+                handed += [c.input for c in item.tool_calls]
+                break
+    report = h.last_report(agent)
+    return handed, list(report.refusals) if report else []
+
+
+# Two keys of one Go orbit: Go's struct/map decoding of a field name matches either.
+UNICODE_15_PAIRS = [("\ufb05", "\ufb06"), ("\u1fd3", "\u0390"), ("\u1fe3", "\u03b0")]
+
+
+@pytest.mark.parametrize(("one", "other"), UNICODE_15_PAIRS)
+def test_unicode_15_orbits_fold_as_one(one: str, other: str):
+    assert go_folded("a" + one) == go_folded("A" + other)
+    assert not read_one_way(f'{{"terms": {{"{one}": 1, "{other}": 2}}}}', {"terms": {one: 1, other: 2}})
+
+
+@pytest.mark.parametrize(("one", "other"), UNICODE_15_PAIRS)
+async def test_a_call_naming_one_key_twice_in_unicode_15_is_never_handed(one: str, other: str):
+    arguments = f'{{"terms": {{"{one}": 1, "{other}": 2}}}}'
+    handed, refused = await handed_and_refused(arguments)
+    assert handed == [] and refused == ["bad_arguments"]
+
+
+LONE_SURROGATES = [
+    r'{"terms": {"\ud800": 1, "\udc00": 2}}',  # Go: both keys are U+FFFD
+    r'{"terms": {"\ud800": 1, "\ufffd": 2}}',
+    r'{"terms": {"a\udbff": 1}}',
+    r'{"terms": {"a": 1}, "\udfff": 3}',
+]
+
+
+@pytest.mark.parametrize("arguments", LONE_SURROGATES)
+async def test_a_lone_surrogate_is_never_handed(arguments: str):
+    handed, refused = await handed_and_refused(arguments)
+    assert handed == [] and refused == ["bad_arguments"]
+
+
+def test_an_escaped_surrogate_pair_is_its_character_and_passes():
+    """Python's json.dumps escapes an emoji as a pair: every reader reads the character."""
+    assert read_one_way(r'{"terms": {"\ud83d\ude00": 1}}', {"terms": {"\U0001F600": 1}})
+    assert read_one_way(r'{"terms": {"\\ud800": 1}}', {"terms": {"\\ud800": 1}})  # an escaped backslash
+
+
+NO_JSON = [
+    ('{"terms": {"a": NaN}}', {"terms": {"a": float("nan")}}),
+    ('{"terms": {"a": Infinity}}', {"terms": {"a": float("inf")}}),
+    ('{"terms": {"a": -Infinity}}', {"terms": {"a": float("-inf")}}),
+    ('{"terms": {"a": 1e400}}', {"terms": {"a": float("inf")}}),
+    ('\u00a0', {}),
+    ('\u2003\u3000', {}),
+]
+
+
+@pytest.mark.parametrize(("arguments", "judged"), NO_JSON)
+def test_no_json_is_refused(arguments: str, judged: dict[str, Any]):
+    assert not read_one_way(arguments, judged, SCHEMA)
+
+
+async def test_a_text_of_unicode_whitespace_is_never_handed():
+    """Infinity and a number beyond a double meet the harness's own argument check first;
+    a text of no-break spaces met none: AgentScope reads it as {}, Go reads no JSON."""
+    handed, refused = await handed_and_refused("\u00a0", {"type": "object", "properties": {
+        "terms": {"type": "object"}}})
+    assert handed == [] and refused == ["bad_arguments"]
+
+
+def test_json_whitespace_alone_is_the_empty_object_and_large_numbers_pass():
+    assert read_one_way(" \t\r\n", {})
+    assert read_one_way('{"terms": {"a": 1.7976931348623157e308, "b": 12345678901234567890}}',
+                        {"terms": {"a": 1.7976931348623157e308, "b": 12345678901234567890}})
+
+
+def test_a_key_of_no_cased_character_folds_to_itself_exactly_as_character_by_character():
+    """go_folded's fast path (a key no case operation changes is itself) is sound only if no
+    character folds to such a character: checked over every code point."""
+    every = [chr(point) for point in range(sys.maxunicode + 1)]
+    uncased = {c for c in every if c.casefold() == c and c.lower() == c and c.upper() == c}
+    assert all(_go_folded_char(c) == c for c in uncased)
+    assert {_go_folded_char(c) for c in every if _go_folded_char(c) != c}.isdisjoint(uncased)
+    assert go_folded("中文词") == "中文词" and go_folded("中ſ") == "中s"
