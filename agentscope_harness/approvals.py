@@ -70,7 +70,10 @@ class UsdExtension:
     """What earlier extensions added to the cap of the budget being continued:
     a second extension adds to the first, never replaces it."""
     usd: float = 0.0
-    approved_by: str | None = None
+    """The extensions approved so far, added up: what the cap grows by."""
+    approvals: list[dict[str, Any]] = field(default_factory=list)
+    """Each approval as the report lists it, ``{"by": usd, "approved_by":
+    user_id | None}``: two approvers (or one approving twice) are two."""
     claim: str = ""
     """The park's id: the one reply that continues it claims it in the
     store (``Fleet.claim_parked_budget``); a state kept before it had one
@@ -217,13 +220,13 @@ class ApprovalBook:
     def extend(self, agent: Any, usd: float, approved_by: Principal | None) -> UsdExtension:
         """A human (``approved_by``) approved ``usd`` more for ``agent``'s
         parked budget: the approver's own, else the only one parked."""
-        if not (math.isfinite(usd) and usd > 0):  # NaN would poison the sum, infinity lift the cap
+        if isinstance(usd, bool) or not (math.isfinite(usd) and usd > 0):  # NaN would poison the sum, infinity lift the cap
             raise ValueError(f"an extension must be a finite amount above 0, not {usd!r}")
         owner, pending = self._parked(agent, approved_by)
         if not math.isfinite(pending.usd + usd):  # finite amounts whose sum is not
             raise ValueError(f"an extension must be a finite amount above 0: {usd!r} more is not")
         pending.usd += usd
-        pending.approved_by = approved_by.user_id if approved_by is not None else None
+        pending.approvals.append({"by": usd, "approved_by": approved_by.user_id if approved_by is not None else None})
         parked = _parked_budgets(agent)
         assert parked is not None  # ``_parked`` found it there
         parked[owner] = asdict(pending)
@@ -295,6 +298,10 @@ def _extension(value: Any) -> UsdExtension | None:
     not read back as one: a state edited or of another version)."""
     if not isinstance(value, dict):
         return None
+    if "approved_by" in value:  # kept by 0.1: one approver for the sum
+        value = {**value, "approvals": [{"by": value.get("usd"), "approved_by": value["approved_by"]}]
+                 if value.get("usd") else []}
+        del value["approved_by"]
     try:
         extension = UsdExtension(**value)
     except TypeError:
@@ -305,11 +312,23 @@ def _extension(value: Any) -> UsdExtension | None:
     counts = (extension.largest_output_tokens, extension.carried_input_tokens, extension.carried_output_tokens)
     if not all(type(n) is int and n >= 0 for n in counts):
         return None
-    if extension.approved_by is not None and type(extension.approved_by) is not str:
+    if not _approvals_add_up(extension):
         return None
     if type(extension.claim) is not str:
         return None
     return extension
+
+
+def _approvals_add_up(extension: UsdExtension) -> bool:
+    """Each approval a positive amount by a user id or nobody, together the extension."""
+    approvals = extension.approvals
+    if type(approvals) is not list or not all(
+        type(a) is dict and a.keys() == {"by", "approved_by"} and type(a["by"]) in (int, float)
+        and math.isfinite(a["by"]) and a["by"] > 0 and (a["approved_by"] is None or type(a["approved_by"]) is str)
+        for a in approvals
+    ):
+        return False
+    return math.isclose(sum(a["by"] for a in approvals), extension.usd, rel_tol=1e-9, abs_tol=1e-12)
 
 
 def _key_of(principal: Principal | None) -> str:

@@ -393,11 +393,11 @@ async def _continue_parked_budget(ctx: HookContext, parked: UsdExtension) -> Non
         ))
     else:
         ctx.decide("continue_budget", detail=f"${parked.carried_usd:.6f} already spent by the parked run")
-        if parked.usd > 0:
-            root.usd_extra += parked.usd
-            root.extensions.append({"what": "usd", "by": parked.usd, "approved_by": parked.approved_by})
+        root.usd_extra += parked.usd
+        for approval in parked.approvals:
+            root.extensions.append({"what": "usd", **approval})
             ctx.decide("extend", code="quota_exhausted",
-                       detail=f"usd +{parked.usd} approved by {parked.approved_by}")
+                       detail=f"usd +{approval['by']} approved by {approval['approved_by']}")
     _route(ctx)
 
 
