@@ -220,7 +220,8 @@ class ApprovalBook:
     def extend(self, agent: Any, usd: float, approved_by: Principal | None) -> UsdExtension:
         """A human (``approved_by``) approved ``usd`` more for ``agent``'s
         parked budget: the approver's own, else the only one parked."""
-        if isinstance(usd, bool) or not (math.isfinite(usd) and usd > 0):  # NaN would poison the sum, infinity lift the cap
+        # NaN would poison the sum, infinity lift the cap, True read as 1
+        if isinstance(usd, bool) or not (math.isfinite(usd) and usd > 0):
             raise ValueError(f"an extension must be a finite amount above 0, not {usd!r}")
         owner, pending = self._parked(agent, approved_by)
         if not math.isfinite(pending.usd + usd):  # finite amounts whose sum is not
