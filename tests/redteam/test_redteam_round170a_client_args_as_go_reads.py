@@ -16,10 +16,12 @@ from agentscope.event import RequireExternalExecutionEvent
 from agentscope.message import UserMsg
 from agentscope.permission import PermissionDecision
 from agentscope.tool import ToolBase, Toolkit
+from hypothesis import given
+from hypothesis import strategies as st
 from scripted import ALLOW, make_agent
 
 from agentscope_harness import Harness, HarnessConfig, Principal
-from agentscope_harness.client_arguments import _go_folded_char, go_folded, read_one_way
+from agentscope_harness.client_arguments import _NEWER_ORBITS, _go_folded_char, go_folded, read_one_way
 from agentscope_harness.testing import ScriptedModel, calls, text
 
 SCHEMA = {"type": "object", "properties": {"terms": {"type": "object",
@@ -115,17 +117,31 @@ async def test_a_text_of_unicode_whitespace_is_never_handed():
     assert handed == [] and refused == ["bad_arguments"]
 
 
-def test_json_whitespace_alone_is_the_empty_object_and_large_numbers_pass():
+def test_json_whitespace_alone_is_the_empty_object_and_numbers_a_double_holds_pass():
     assert read_one_way(" \t\r\n", {})
-    assert read_one_way('{"terms": {"a": 1.7976931348623157e308, "b": 12345678901234567890}}',
-                        {"terms": {"a": 1.7976931348623157e308, "b": 12345678901234567890}})
+    assert read_one_way('{"terms": {"a": 1.7976931348623157e308, "b": 9007199254740992, "c": -0, "d": 1152921504606846976}}',
+                        {"terms": {"a": 1.7976931348623157e308, "b": 2**53, "c": 0, "d": 2**60}})
 
 
-def test_a_key_of_no_cased_character_folds_to_itself_exactly_as_character_by_character():
-    """go_folded's fast path (a key no case operation changes is itself) is sound only if no
-    character folds to such a character: checked over every code point."""
-    every = [chr(point) for point in range(sys.maxunicode + 1)]
-    uncased = {c for c in every if c.casefold() == c and c.lower() == c and c.upper() == c}
-    assert all(_go_folded_char(c) == c for c in uncased)
-    assert {_go_folded_char(c) for c in every if _go_folded_char(c) != c}.isdisjoint(uncased)
-    assert go_folded("中文词") == "中文词" and go_folded("中ſ") == "中s"
+@pytest.mark.parametrize("integer", [2**53 + 1, 12345678901234567890, -(2**63) - 1, 10**400])
+def test_an_integer_a_double_does_not_hold_is_refused(integer: int):
+    """Round 171 a: a browser reads 9007199254740993 as 9007199254740992 (another order id),
+    and 1 followed by 400 zeros as Infinity."""
+    assert not read_one_way(f'{{"terms": {{"a": {integer}}}}}', {"terms": {"a": integer}})
+
+
+def test_a_key_folds_as_its_characters_fold_one_by_one():
+    """go_folded folds a whole key in C (fully folding characters through placeholders):
+    each character of every plane folds as it does alone, and no character outside the
+    Basic Multilingual Plane folds fully (where the placeholders' table looks)."""
+    every = [chr(point) for point in range(sys.maxunicode + 1) if not 0xD800 <= point < 0xE000]
+    assert all(len(c.casefold()) == 1 for c in every[0xF800:])
+    one_by_one = [go_folded(c) for c in every]
+    assert go_folded("".join(every)) == "".join(one_by_one)
+    assert all(one == ((_NEWER_ORBITS.get(ord(c)) and chr(_NEWER_ORBITS[ord(c)])) or _go_folded_char(c))
+               for c, one in zip(every, one_by_one))
+
+
+@given(st.text(st.sampled_from("aAſsSkKKßẞ\ufb05\ufb06\u1fd3\u0390ΣσςİıiI中\ud800\udc00\ufffdǅǄǆ\ua7dc\u019b")))
+def test_any_key_folds_as_its_characters(key: str):
+    assert go_folded(key) == "".join(map(go_folded, key))
