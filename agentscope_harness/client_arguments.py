@@ -187,7 +187,7 @@ _GO_ONLY_FOUND = re.compile(_ranges(list(_GO_ONLY)))
 
 
 @functools.cache
-def _simply_folded() -> tuple[dict[int, str], dict[int, str]]:
+def _simply_folded() -> tuple[dict[int, str], dict[int, str | int]]:
     """The characters Python folds fully (all in the Basic Multilingual Plane,
     about a hundred), each to a lone surrogate (a key's own are U+FFFD by
     then), and those back to the character Go folds it to, with the newer
