@@ -542,6 +542,9 @@ class RateLimit(_Strict):
         return self
 
 
+LONGEST_LEASE_S = 366 * 86400.0
+
+
 class ConcurrencyLimit(_Strict):
     """How many things may be in flight at once, shared through the store:
     runs of a principal or tenant, or calls of ``tool`` when it is set (per
@@ -551,10 +554,11 @@ class ConcurrencyLimit(_Strict):
     scope: Literal["principal", "tenant", "tool"]
     max_in_flight: int = Field(ge=1)
     tool: str | None = Field(default=None, min_length=1)
-    lease_s: float = Field(default=300, ge=0.1)
+    lease_s: float = Field(default=300, ge=0.1, le=LONGEST_LEASE_S)
     """At least 0.1 s: a lease renewed four times per ``lease_s`` cannot be
     kept much shorter (a 1 ms lease lapsed between renewals, and the limit
-    held nothing across processes)."""
+    held nothing across processes); at most a year (Redis holds no longer
+    an expiry: 1e16 s failed every run ``dependency_down``)."""
 
     @model_validator(mode="after")
     def _tool_scope(self) -> ConcurrencyLimit:

@@ -235,6 +235,9 @@ def _redis_url(url: Any, parse: Callable[[str], Any]) -> Any:
     # an '@' past the first '/': a password's '/' left unencoded (a socket's path may hold one)
     if "@" in path and (scheme.lower() != "unix" or (netloc and not netloc.endswith("@"))):
         raise ValueError(f"{usage}: its credentials hold an unencoded '/'")
+    if scheme.lower() != "unix" and path and not (path.isascii() and path.isdigit()):
+        # redis-py reads a database it cannot number as none: db 0, shared with whatever lives there
+        raise ValueError(f"{usage}: its database (the path after the host) must be a whole number")
     try:
         return parse(url)
     except ValueError:  # its message may quote the password
@@ -316,6 +319,8 @@ class RedisStore:
         from redis.asyncio.connection import parse_url
 
         read = _redis_url(url, parse_url)
+        if not isinstance(prefix, str):  # every key is built from it: None or 5 failed each call
+            raise ValueError(f"prefix must be text (the start of every key), not {type(prefix).__name__}")
         self.url = url
         self.prefix = prefix
         self.ttl_s = ttl_days * 86400
