@@ -419,6 +419,7 @@ async def _shown_at_park(run: RunState, agent: Any) -> None:
     not offered again (an old copy of the state still waits for it)."""
     waiting: list[ToolCallBlock] = agent.state.get_awaiting_tool_calls(agent.name)
     run.park_awaiting = {call.id for call in waiting}
+    run.asked_here = True  # seen here: a resume is compared with it, never taken unverified
     for call in waiting:
         if call.id in run.approvals or call.id in run.spent_approvals or call.state != ToolCallState.ASKING:
             continue

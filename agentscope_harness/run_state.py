@@ -356,8 +356,9 @@ class RunState(LazyFields):
     """The store kept the latest park's record (its write answered): a
     record missing at the resume expired or was lost, not never written."""
     asked_here: bool = False
-    """This process parked a call of the run for a human (so a resume must
-    match what was shown); false for a run restored in another process."""
+    """This process saw the run park (so a resume must match what was shown,
+    whoever asked: the harness, AgentScope's engine or a middleware of the
+    application's); false for a run restored in another process."""
     asks: dict[str, str] = lazy(dict)
     """Why a rule (``ctx.ask``, ``ask_when``) put each call to a human, by
     call id: a park's reason is the questions of the calls it awaits (a
