@@ -400,7 +400,7 @@ class Harness:
         the prompt is byte-stable, computed once per Harness, bounded by the
         asking run's deadline. A safety hook that refuses or fails stops the
         asking run (its model call not made) and is asked again by the next
-        run, as is a hook that failed open (that run keeps the text it got):
+        run, as is a hook that failed open (that run goes without its text):
         only a clean pass is kept. The hooks' decisions are the asking run's,
         in its report."""
         if self._prompt_addition is not None:

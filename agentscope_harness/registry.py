@@ -174,7 +174,8 @@ def make_spec(
     when: Callable[[Any, Any], bool] | None = None,
 ) -> HookSpec:
     """Validate and build a :class:`HookSpec` (errors name the hook)."""
-    name = name or getattr(fn, "__name__", None) or repr(fn)
+    if name is None:  # a name given (blank, 0, b"") is judged as given, never replaced
+        name = getattr(fn, "__name__", None) or repr(fn)
     return HookSpec(
         fn=fn,
         point=point,

@@ -374,17 +374,19 @@ class HookRunner:
                 if broken is not None:
                     raise broken
             except HookRejectSignal as signal:
-                refusal = self._refused(spec, signal, ctx)
+                refusal, ended = self._refused(spec, signal, ctx), True
             except asyncio.CancelledError as exc:
                 if being_cancelled():
                     raise
-                refusal = self._failed(spec, exc, ctx)  # the hook's own (it awaited a cancelled task)
+                refusal, ended = self._failed(spec, exc, ctx), True  # the hook's own (it awaited a cancelled task)
             except (KeyboardInterrupt, SystemExit):
                 raise
             except BaseException as exc:  # any other is the hook's failure (escaping, the call would run again)
-                refusal = self._failed(spec, exc, ctx)
+                refusal, ended = self._failed(spec, exc, ctx), True
             else:
-                refusal = None
+                refusal, ended = None, False
+            if ended and prompting:  # a prompt hook that did not finish adds nothing (half a rule is none)
+                del additions[added:]
             if before is not None:  # however the hook ended (a write, then a raise): what the model reads is shaped
                 await _shape_written(ctx, before, notes)
             if refusal is not None:
