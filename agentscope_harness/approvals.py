@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import json
 import math
+import numbers
 import time
 import uuid
 import weakref
@@ -221,8 +222,9 @@ class ApprovalBook:
         """A human (``approved_by``) approved ``usd`` more for ``agent``'s
         parked budget: the approver's own, else the only one parked."""
         # NaN would poison the sum, infinity lift the cap, True read as 1
-        if isinstance(usd, bool) or not (math.isfinite(usd) and usd > 0):
+        if isinstance(usd, bool) or not isinstance(usd, numbers.Real) or not (math.isfinite(usd) and usd > 0):
             raise ValueError(f"an extension must be a finite amount above 0, not {usd!r}")
+        usd = float(usd)  # a numpy float is kept as the state reads it back (else the park reads as none)
         owner, pending = self._parked(agent, approved_by)
         if not math.isfinite(pending.usd + usd):  # finite amounts whose sum is not
             raise ValueError(f"an extension must be a finite amount above 0: {usd!r} more is not")

@@ -201,7 +201,7 @@ class CallFlow:
             refused = self._would_refuse(ctx, ("approval_mismatch", UNVERIFIED_APPROVAL))
             if refused is not None:
                 return Verdict(refusal=refused, ctx=ctx)
-        if reason is None or view.resumed:  # resumed: approved, checked above
+        if reason is None or (view.resumed and not ctx.asks_anew):  # resumed: approved, checked above
             return Verdict(ctx=ctx)
         if view.id not in run.offers and await self.services.approvals.covers(
             run.principal, run.session_id, view.name, view.args,

@@ -86,17 +86,15 @@ def _a_number_judged_a_boolean(parsed: Any, judged: Any) -> bool:
     """Whether a value equal in ``parsed`` and ``judged`` (``1 == True``) is a
     boolean in one and a number in the other: AgentScope's repair reads a
     ``0`` or ``1`` under a boolean of the schema as ``False``/``True``, where
-    a browser reads the number."""
-    pending = [(parsed, judged)]
-    while pending:
-        one, other = pending.pop()
-        if type(one) is dict:
-            pending.extend((value, other[key]) for key, value in one.items())
-        elif type(one) is list:
-            pending.extend(zip(one, other, strict=True))
-        elif (type(one) is bool) is not (type(other) is bool):
-            return True
-    return False
+    a browser reads the number. Equal values spell their strings and keys
+    alike and no number spells ``true``: the two spellings hold as many of
+    each word unless a boolean stands for a number (counted in C: a walk in
+    Python held the loop 0.6 s over 330,000 objects)."""
+    try:
+        one, other = json.dumps(parsed), json.dumps(judged)
+    except (ValueError, TypeError, RecursionError):
+        return True
+    return one.count("true") != other.count("true") or one.count("false") != other.count("false")
 
 
 def _holds_a_surrogate(value: Any) -> bool:

@@ -270,6 +270,9 @@ class HookContext:
     asked: tuple[tuple[str, str], ...] = ()
     """Each hook that asked, and why: recorded once the call is put to a
     human (a call a later gate refuses, or nobody is asked about, was not)."""
+    asks_anew: bool = False
+    """A resumed call is put to a human again: its approval answered another
+    question than this one (a ledger's extension never offered)."""
     judged_text: str | None = None
     """``pre_tool_call``: the arguments text of the call judged, as AgentScope
     runs it; ``on_acting`` makes only a call that carries it."""

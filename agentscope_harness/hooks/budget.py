@@ -108,18 +108,24 @@ def _extend_or_ask(ctx: ToolCallContext, name: str, spent: int, cap: int) -> boo
         by = run.offers.get(call.id, {}).pop(what, None)
         if by is None and not run.asked_here:  # a "yes" to an offer this process never made: ask again
             raise HookRejectSignal(UNVERIFIED_APPROVAL, code="approval_mismatch")
-        if by is None:
-            return False
+        if by is None:  # the human answered another question (an app's own): the extension is asked now
+            ctx.asks_anew = True
+            return _offer(ctx, name, what, spent, cap, units)
         root.ledger_extra[name] = root.ledger_extra.get(name, 0) + by
         approver = run.resumed_by.user_id if run.resumed_by is not None else None
         root.extensions.append({"what": what, "by": by, "approved_by": approver})
         ctx.decide("extend", code="quota_exhausted", detail=f"{what} +{by} approved by {approver}")
         return spent + units <= cap + by
+    return _offer(ctx, name, what, spent, cap, units)
+
+
+def _offer(ctx: ToolCallContext, name: str, what: str, spent: int, cap: int, units: int) -> bool:
+    """Park the call with the ledger's question: an extension offered."""
+    root = ctx.run.root
     by = max(ctx.config.ledgers[name].extend_by or cap - root.ledger_extra.get(name, 0), units, 1)
     if not ctx.services.shadow:  # shadow mode records the ask and the call runs: nothing is offered
-        run.offers.setdefault(call.id, {})[what] = by
-    question = f"the {name} quota ({spent}/{cap}) is used up; approve to extend it by {by}"
-    ctx.ask(question)
+        ctx.run.offers.setdefault(ctx.tool.id, {})[what] = by
+    ctx.ask(f"the {name} quota ({spent}/{cap}) is used up; approve to extend it by {by}")
     return True
 
 

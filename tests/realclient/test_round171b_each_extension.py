@@ -80,3 +80,28 @@ async def test_a_budget_parked_by_0_1_reads_its_one_approver(server):
         value["approved_by"] = value.pop("approvals")[0]["approved_by"]
     await reply(h, agent, "continue")
     assert h.last_report(agent).extensions == [{"what": "usd", "by": 0.1, "approved_by": "alice"}]
+
+
+class Float64(float):
+    """What numpy's float64 is to Python: a float subclass (numpy is no dependency here)."""
+
+
+async def test_an_amount_of_a_float_subclass_continues_the_budget(server):
+    """Round 172 a: `extend(agent, usd=np.float64(0.1))` was kept as given, and the state's
+    read-back (exact types) read the parked budget as none: the next reply started a fresh
+    budget, the $0.20 spent forgotten."""
+    h, agent = await parked(server)
+    with h.acting_for(ALICE):
+        h.extend(agent, usd=Float64(0.1))
+    await reply(h, agent, "continue")
+    report = h.last_report(agent)
+    assert "continue_budget" in {d.action for d in report.decisions}
+    assert report.extensions == [{"what": "usd", "by": 0.1, "approved_by": "alice"}]
+    assert type(report.extensions[0]["by"]) is float
+
+
+@pytest.mark.parametrize("amount", ["0.1", None, [0.1]])
+async def test_an_amount_that_is_no_number_is_refused(server, amount: object):
+    h, agent = await parked(server)
+    with h.acting_for(ALICE), pytest.raises(ValueError, match="finite amount above 0"):
+        h.extend(agent, usd=amount)  # type: ignore[arg-type]
