@@ -195,7 +195,7 @@ NOT_CARRIED: dict[str, str] = {
     **dict.fromkeys((
         "run_id", "agent_name", "session_id", "principal", "deadline", "facts", "table", "parent", "limits",
         "started", "timed_from", "handle", "enclosing_bounds", "binds_itself", "mode", "toolkit",
-        "open_children", "live_nested", "adopt_late", "after_nested", "called_by",
+        "open_children", "live_nested", "adopt_late", "after_nested", "called_by", "bound_by",
     ), "who and what the run is here: opened afresh by the resuming process, its deadline from the resume"),
     **dict.fromkeys((
         "in_flight", "admitted", "own_pieces", "judging", "judged_calls", "awaiting_human", "parked_calls", "streaming",

@@ -43,8 +43,12 @@ class RunHandle(weakref.ref["RunState"]):
     """A run's weak handle, and the deadline a task that outlives the run
     keeps (the run's last: a tool's background task stays bounded)."""
 
-    __slots__ = ("deadline",)
+    __slots__ = ("deadline", "stopped")
     deadline: float | None
+    stopped: Terminal | None
+    """How the run was stopped short of its task (set as it settles): a
+    task still running in its context (a background worker) opens its
+    sub-agents' runs bound by it, the run itself long freed."""
 
 
 RUN_HANDLE: ContextVar[RunHandle | None] = ContextVar("harness_run", default=None)
@@ -418,12 +422,18 @@ class RunState(LazyFields):
     itself, which would make a reference cycle."""
     binds_itself: bool = field(init=False, repr=False)
     """No enclosing run holds this run's ``limits``: they bind on its own counters."""
+    bound_by: Terminal | None = field(init=False, repr=False, default=None)
+    """The end of a run stopped short of its task, settled before this one
+    opened in its context (a background worker's sub-agent): this run is
+    part of that stopped task."""
 
     def __post_init__(self) -> None:
         self.handle = RunHandle(self)
-        self.handle.deadline = self.deadline
+        self.handle.deadline, self.handle.stopped = self.deadline, None
         self.timed_from = self.started
         self.nest_in(self.parent)
+        if self.parent is None:
+            self.bound_by = _stopped_here()
 
     def nest_in(self, parent: RunState | None) -> None:
         """Answer to ``parent`` (and what it answers to): its caps bind this
@@ -682,8 +692,18 @@ class RunState(LazyFields):
             end = run.facts.terminal or _settled_end(run.report)
             if end is not None and end.state in SHORT_ENDS and run.limits.enforced:
                 return end
+            if run.parent is None and run.bound_by is not None:
+                return run.bound_by
             run = run.parent
-        return None
+        return self.bound_by if self.parent is None else None
+
+    def stopped_short(self) -> Terminal | None:
+        """How this settled run, or one it is part of, was stopped short of
+        its task by an enforcing Harness (``None``: none was)."""
+        end = _settled_end(self.report)
+        if end is not None and end.state in SHORT_ENDS and self.limits.enforced:
+            return end
+        return self.enclosing_end()
 
     def add_tool_call(self, n: int = 1) -> None:
         """Count admitted tool calls run-wide (``-1`` gives one back)."""
@@ -741,6 +761,13 @@ class RunState(LazyFields):
         """Sentinels the audit may strip from the final answer."""
         self.issued.add(text)
         self.issued.add(f"[harness:{code}]")
+
+
+def _stopped_here() -> Terminal | None:
+    """The end of the run whose context this is, when it settled stopped
+    short of its task (its handle says so: the run may be freed)."""
+    handle = RUN_HANDLE.get()
+    return handle.stopped if handle is not None else None
 
 
 def _settled_end(report: RunReport | None) -> Terminal | None:
