@@ -23,8 +23,8 @@ def read_one_way(written: str, judged: dict[str, Any], schema: Any = None) -> bo
     text is the empty object), no constant JSON lacks (``NaN``, a number
     too large for a double), no integer a double does not hold exactly (a
     browser reads ``2**53 + 1`` as ``2**53``), no number judged a boolean
-    (AgentScope's repair reads ``1`` as ``True``), no lone surrogate (Go reads it as U+FFFD), and
-    no key, in any object of it, that is no field the tool's ``schema``
+    (AgentScope's repair reads ``1`` as ``True``), no lone surrogate (Go
+    reads it as U+FFFD), and no key, in any object of it, that is no field the tool's ``schema``
     names but folds to one it names anywhere (under whichever keyword,
     branch or reference: which branch of a union a value takes is not
     judged, so a data key of a map folding to a field name elsewhere is

@@ -692,10 +692,8 @@ class RunState(LazyFields):
             end = run.facts.terminal or _settled_end(run.report)
             if end is not None and end.state in SHORT_ENDS and run.limits.enforced:
                 return end
-            if run.parent is None and run.bound_by is not None:
-                return run.bound_by
             run = run.parent
-        return self.bound_by if self.parent is None else None
+        return self.root.bound_by  # the task it is part of was stopped before it opened
 
     def stopped_short(self) -> Terminal | None:
         """How this settled run, or one it is part of, was stopped short of
