@@ -12,10 +12,8 @@ Integers go through ``json.loads``'s exact ``int`` (only floats meet ``_finite``
 """
 from __future__ import annotations
 
-import asyncio
 import gc
 import json
-import time
 from typing import Any
 
 from agentscope.event import RequireExternalExecutionEvent
@@ -27,6 +25,7 @@ from scripted import ALLOW, make_agent
 from agentscope_harness import Harness, HarnessConfig, Principal
 from agentscope_harness.client_arguments import read_one_way
 from agentscope_harness.testing import ScriptedModel, calls, text
+from tests.perf.loopkit import longest_block
 
 
 def client_tool(schema: dict[str, Any], name: str = "client_op") -> ToolBase:
@@ -145,17 +144,6 @@ def _cycled(n: int) -> str:
     return "".join(chars[i % len(chars)] for i in range(n))
 
 
-async def _longest_block(work: Any) -> float:
-    task = asyncio.ensure_future(work)
-    longest, last = 0.0, time.perf_counter()
-    while not task.done():
-        await asyncio.sleep(0.001)
-        now = time.perf_counter()
-        longest, last = max(longest, now - last), now
-    await task
-    return longest
-
-
 async def test_a_long_multilingual_key_holds_the_event_loop():
     """Promise (brief / round 170 a's CHANGELOG): the check is linear and cheap, "a key of no
     cased character (a CJK word) is folded in three C calls".
@@ -174,9 +162,9 @@ async def test_a_long_multilingual_key_holds_the_event_loop():
     arguments = json.dumps({"terms": {"terms": 1, key: 2}}, ensure_ascii=False)
     assert len(arguments.encode("utf-8")) < 1_000_000
     gc.collect()
-    bare = await _longest_block(handed(arguments, TERMS, harnessed=False))
+    bare = await longest_block(handed(arguments, TERMS, harnessed=False))
     gc.collect()
-    gap = await _longest_block(handed(arguments, TERMS))
+    gap = await longest_block(handed(arguments, TERMS))
     assert gap < max(0.1, 3 * bare), f"harnessed loop block {gap:.3f}s, bare {bare:.3f}s"
 
 
