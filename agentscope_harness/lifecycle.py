@@ -1256,7 +1256,8 @@ class ReplyLifecycle:
         reason = harness.services.scrubbed(reason)[:REASON_CHARS]
         run.children[:] = [_adopted(harness.services, child) for child in run.children]
         report = run.report = build_report(run, state, reason, name, harness.config.mode, harness.services.scrubbed)
-        run.handle.stopped = run.stopped_short()  # what binds work its tasks start from here on
+        stopped = run.stopped_short()  # what binds the work its tasks start from here on
+        run.handle.stopped = None if stopped is None else (stopped, run.principal.key if run.principal else "")
         run.adopt_late = functools.partial(_adopted, harness.services)  # for a child that settles later
         parent = run.parent
         if parent is not None:

@@ -43,12 +43,16 @@ class RunHandle(weakref.ref["RunState"]):
     """A run's weak handle, and the deadline a task that outlives the run
     keeps (the run's last: a tool's background task stays bounded)."""
 
-    __slots__ = ("deadline", "stopped")
+    __slots__ = ("deadline", "parent", "stopped")
     deadline: float | None
-    stopped: Terminal | None
-    """How the run was stopped short of its task (set as it settles): a
-    task still running in its context (a background worker) opens its
-    sub-agents' runs bound by it, the run itself long freed."""
+    stopped: tuple[Terminal, str] | None
+    """How the run was stopped short of its task, and for whom (its
+    principal's key; set as it settles): a task still running in its context
+    (a background worker) opens that principal's runs bound by it, the run
+    itself long freed."""
+    parent: RunHandle | None
+    """The handle of the run this one is nested in: a task started in a
+    nested run that settled reaches the runs it was part of."""
 
 
 RUN_HANDLE: ContextVar[RunHandle | None] = ContextVar("harness_run", default=None)
@@ -89,12 +93,17 @@ not made). A deadline passed refuses every call by itself."""
 
 def live_parent(reply_id: str) -> RunState | None:
     """The run whose step is executing the reply ``reply_id`` (a sub-agent
-    called from one of its tools), if it is still live: the run a new run
-    of that reply is nested in."""
-    parent = current_run()
-    if parent is None or parent.run_id == reply_id or parent.report is not None:
-        return None
-    return parent
+    called from one of its tools), if it is still live, else the nearest
+    live run it was nested in (a task a sub-agent started, the sub-agent
+    settled since, is its lead's work): the run a new run of that reply is
+    nested in."""
+    handle = RUN_HANDLE.get()
+    while handle is not None:
+        parent = handle()
+        if parent is not None and parent.report is None:
+            return None if parent.run_id == reply_id else parent
+        handle = handle.parent
+    return None
 
 
 @dataclass(frozen=True, eq=False)
@@ -429,11 +438,11 @@ class RunState(LazyFields):
 
     def __post_init__(self) -> None:
         self.handle = RunHandle(self)
-        self.handle.deadline, self.handle.stopped = self.deadline, None
+        self.handle.deadline, self.handle.stopped, self.handle.parent = self.deadline, None, None
         self.timed_from = self.started
         self.nest_in(self.parent)
         if self.parent is None:
-            self.bound_by = _stopped_here()
+            self.bound_by = _stopped_here(self.principal)
 
     def nest_in(self, parent: RunState | None) -> None:
         """Answer to ``parent`` (and what it answers to): its caps bind this
@@ -441,6 +450,7 @@ class RunState(LazyFields):
         if self.parent is not None and self.parent is not parent:
             self.parent.open_children.pop(self.run_id, None)
         self.parent = parent
+        self.handle.parent = parent.handle if parent is not None else None
         if parent is not None:
             parent.open_children[self.run_id] = self
             parent.root.live_nested[self.run_id] = self
@@ -761,11 +771,18 @@ class RunState(LazyFields):
         self.issued.add(f"[harness:{code}]")
 
 
-def _stopped_here() -> Terminal | None:
-    """The end of the run whose context this is, when it settled stopped
-    short of its task (its handle says so: the run may be freed)."""
+def _stopped_here(principal: Principal | None) -> Terminal | None:
+    """The end of the run whose context this is, or of one it was nested in,
+    when it settled stopped short of its task for ``principal`` (its handle
+    says so: the run may be freed). Another principal's run opened there (a
+    shared worker a tool started) is a task of its own."""
+    key = principal.key if principal is not None else ""
     handle = RUN_HANDLE.get()
-    return handle.stopped if handle is not None else None
+    while handle is not None:
+        if handle.stopped is not None and handle.stopped[1] == key:
+            return handle.stopped[0]
+        handle = handle.parent
+    return None
 
 
 def _settled_end(report: RunReport | None) -> Terminal | None:

@@ -209,14 +209,13 @@ def _put_back(
     return TypeError("the hook " + " and ".join(wrong)) if wrong else None
 
 
-def _additions_put_back(ctx: HookContext, additions: list[str], added: int) -> Exception | None:
-    """A hook at ``on_system_prompt`` replaced ``ctx.prompt_addition`` or put
-    something other than text in it (the prompt is joined from it): what it
-    added is taken out, and the hook has failed."""
-    if ctx.prompt_addition is additions and all(type(item) is str for item in additions[added:]):
+def _appended_only(ctx: HookContext, own: list[str], additions: list[str]) -> Exception | None:
+    """Whether a hook at ``on_system_prompt`` only appended text to its own
+    copy of ``ctx.prompt_addition`` (the prompt is joined from it): one that
+    replaced it, edited what others wrote or put in no text has failed."""
+    kept = len(additions)
+    if ctx.prompt_addition is own and own[:kept] == additions and all(type(item) is str for item in own[kept:]):
         return None
-    ctx.prompt_addition = additions
-    del additions[added:]
     return TypeError("the hook changed ctx.prompt_addition other than by appending text to it")
 
 
@@ -351,7 +350,9 @@ class HookRunner:
             shadowed = ctx.would_refuse
             before = result_read.text if result_read is not None and not spec.builtin else None
             notes = tuple(result_read.notices) if result_read is not None and before is not None else ()
-            added = len(additions) if prompting else 0
+            own = additions
+            if prompting:  # a copy of its own: what it writes after it ended (a task it left) is dropped
+                own = ctx.prompt_addition = list(additions)
             try:
                 try:
                     result = spec.fn(ctx)
@@ -370,7 +371,7 @@ class HookRunner:
                         else None
                     )
                     if broken is None and prompting:
-                        broken = _additions_put_back(ctx, additions, added)
+                        broken = _appended_only(ctx, own, additions)
                 if broken is not None:
                     raise broken
             except HookRejectSignal as signal:
@@ -385,8 +386,10 @@ class HookRunner:
                 refusal, ended = self._failed(spec, exc, ctx), True
             else:
                 refusal, ended = None, False
-            if ended and prompting:  # a prompt hook that did not finish adds nothing (half a rule is none)
-                del additions[added:]
+            if prompting:  # what a prompt hook that finished appended; one that did not adds nothing
+                ctx.prompt_addition = additions
+                if not ended:
+                    additions.extend(own[len(additions):])
             if before is not None:  # however the hook ended (a write, then a raise): what the model reads is shaped
                 await _shape_written(ctx, before, notes)
             if refusal is not None:
