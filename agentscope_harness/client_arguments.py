@@ -125,7 +125,13 @@ def go_folded(key: str) -> str:
     if key.isascii():
         return key.lower()
     folded = key.casefold()
-    if len(folded) != len(key):  # a character Python folds fully (ß to ss): Go folds it simply
+    grown = len(folded) - len(key)
+    if grown and grown <= len(key) // 8:  # a few characters Python folds fully (ß to ss): Go folds them simply
+        pieces = _fully_folding().split(key)  # the characters at the odd places
+        pieces[0::2] = [piece.casefold() for piece in pieces[0::2]]
+        pieces[1::2] = map(_go_folded_char, pieces[1::2])
+        folded = "".join(pieces)
+    elif grown:  # many: through placeholders, in C
         to_placeholders, back = _simply_folded()
         return _SURROGATE.sub("\ufffd", key).translate(to_placeholders).casefold().translate(back)
     return folded.translate(_GO_ONLY) if _GO_ONLY_FOUND.search(folded) else folded
@@ -182,6 +188,12 @@ def _ranges(points: list[int]) -> str:
 
 
 _GO_ONLY_FOUND = re.compile(_ranges(list(_GO_ONLY)))
+
+
+@functools.cache
+def _fully_folding() -> re.Pattern[str]:
+    """The characters Python folds fully, as a pattern that splits a key at each."""
+    return re.compile("(" + _ranges([ord(c) for c in map(chr, range(0x10000)) if len(c.casefold()) > 1]) + ")")
 
 
 @functools.cache
