@@ -145,3 +145,11 @@ def test_a_key_folds_as_its_characters_fold_one_by_one():
 @given(st.text(st.sampled_from("aAſsSkKKßẞ\ufb05\ufb06\u1fd3\u0390ΣσςİıiI中\ud800\udc00\ufffdǅǄǆ\ua7dc\u019b")))
 def test_any_key_folds_as_its_characters(key: str):
     assert go_folded(key) == "".join(map(go_folded, key))
+
+
+@given(st.lists(st.text(st.sampled_from("abcdefghXYZ"), min_size=8, max_size=40), min_size=1, max_size=6),
+       st.lists(st.sampled_from("ßẞŉǰΐΰևİﬅ\ud800\ua7dcΣς"), min_size=1, max_size=6))
+def test_a_long_key_with_a_few_fully_folding_characters_folds_as_its_characters(runs: list[str], few: list[str]):
+    """The route that splits a key at its few fully folding characters (not the placeholders')."""
+    key = "".join(run + char for run, char in zip(runs, few, strict=False)) + "".join(runs[len(few):])
+    assert go_folded(key) == "".join(map(go_folded, key))
