@@ -35,6 +35,10 @@ def read_one_way(written: str, judged: dict[str, Any], schema: Any = None) -> bo
     fields = {go_folded(name) for name in names}
 
     def once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        if len(pairs) < 2:  # nothing to repeat: a key alone, or none (a row of a long list)
+            if pairs and pairs[0][0] not in names and go_folded(pairs[0][0]) in fields:
+                raise ValueError("a field in another case")
+            return dict(pairs)
         read = dict(pairs)
         folded = list(map(go_folded, read))
         distinct = set(folded)
