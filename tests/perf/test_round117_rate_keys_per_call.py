@@ -55,8 +55,8 @@ async def test_a_reply_costs_the_same_whatever_the_number_of_principals_served()
     late = statistics.median(times[-500:])
     print(f"one-call reply: principals 500-1000 {early * 1e6:.0f} µs, {N - 500}-{N} {late * 1e6:.0f} µs "
           f"({late / early:.2f}x)")
-    # the defect doubled it; 1.5x leaves room for a shared machine's noise (1.20x seen once in CI)
-    assert late <= 1.5 * early, (
+    # the defect doubled it (2.1x); 1.7x leaves room for a shared machine's noise (1.20x, then 1.54x seen in CI)
+    assert late <= 1.7 * early, (
         f"a reply's cost grows with the principals served: {early * 1e6:.0f} µs at the 500th-1000th, "
         f"{late * 1e6:.0f} µs at the {N - 500}th-{N}th ({late / early:.2f}x)"
     )
