@@ -195,18 +195,24 @@ _GO_ONLY_FOUND = re.compile(_ranges(list(_GO_ONLY)))
 
 
 @functools.cache
+def _folding_fully() -> tuple[str, ...]:
+    """The characters Python folds fully (all in the Basic Multilingual Plane,
+    about a hundred): read once, on the first key that holds one."""
+    return tuple(c for c in map(chr, range(0x10000)) if len(c.casefold()) > 1)
+
+
+@functools.cache
 def _fully_folding() -> re.Pattern[str]:
     """The characters Python folds fully, as a pattern that splits a key at each."""
-    return re.compile("(" + _ranges([ord(c) for c in map(chr, range(0x10000)) if len(c.casefold()) > 1]) + ")")
+    return re.compile("(" + _ranges([ord(c) for c in _folding_fully()]) + ")")
 
 
 @functools.cache
 def _simply_folded() -> tuple[dict[int, str], dict[int, str | int]]:
-    """The characters Python folds fully (all in the Basic Multilingual Plane,
-    about a hundred), each to a lone surrogate (a key's own are U+FFFD by
-    then), and those back to the character Go folds it to, with the newer
-    pairs: a key folds as a whole in C."""
-    full = [c for c in map(chr, range(0x10000)) if len(c.casefold()) > 1]
+    """The characters Python folds fully, each to a lone surrogate (a key's
+    own are U+FFFD by then), and those back to the character Go folds it to,
+    with the newer pairs: a key folds as a whole in C."""
+    full = _folding_fully()
     placeholders = [chr(0xD800 + i) for i in range(len(full))]
     return (dict(zip(map(ord, full), placeholders, strict=True)),
             {**_NEWER_ORBITS, **{ord(p): _go_folded_char(c) for p, c in zip(placeholders, full, strict=True)}})

@@ -350,8 +350,8 @@ class HookRunner:
             shadowed = ctx.would_refuse
             before = result_read.text if result_read is not None and not spec.builtin else None
             notes = tuple(result_read.notices) if result_read is not None and before is not None else ()
-            own = additions
-            if prompting:  # a copy of its own: what it writes after it ended (a task it left) is dropped
+            own, finished = additions, False
+            if prompting:  # a copy of its own: an edit of what another hook wrote is seen, and fails it
                 own = ctx.prompt_addition = list(additions)
             try:
                 try:
@@ -375,20 +375,20 @@ class HookRunner:
                 if broken is not None:
                     raise broken
             except HookRejectSignal as signal:
-                refusal, ended = self._refused(spec, signal, ctx), True
+                refusal = self._refused(spec, signal, ctx)
             except asyncio.CancelledError as exc:
                 if being_cancelled():
                     raise
-                refusal, ended = self._failed(spec, exc, ctx), True  # the hook's own (it awaited a cancelled task)
+                refusal = self._failed(spec, exc, ctx)  # the hook's own (it awaited a cancelled task)
             except (KeyboardInterrupt, SystemExit):
                 raise
             except BaseException as exc:  # any other is the hook's failure (escaping, the call would run again)
-                refusal, ended = self._failed(spec, exc, ctx), True
+                refusal = self._failed(spec, exc, ctx)
             else:
-                refusal, ended = None, False
+                refusal, finished = None, True
             if prompting:  # what a prompt hook that finished appended; one that did not adds nothing
                 ctx.prompt_addition = additions
-                if not ended:
+                if finished:
                     additions.extend(own[len(additions):])
             if before is not None:  # however the hook ended (a write, then a raise): what the model reads is shaped
                 await _shape_written(ctx, before, notes)
