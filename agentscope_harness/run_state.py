@@ -433,16 +433,15 @@ class RunState(LazyFields):
     """No enclosing run holds this run's ``limits``: they bind on its own counters."""
     bound_by: Terminal | None = field(init=False, repr=False, default=None)
     """The end of a run stopped short of its task, settled before this one
-    opened in its context (a background worker's sub-agent): this run is
-    part of that stopped task."""
+    opened in its context (a background worker's sub-agent, nested in a live
+    lead or not): this run is part of that stopped task."""
 
     def __post_init__(self) -> None:
         self.handle = RunHandle(self)
         self.handle.deadline, self.handle.stopped, self.handle.parent = self.deadline, None, None
         self.timed_from = self.started
         self.nest_in(self.parent)
-        if self.parent is None:
-            self.bound_by = _stopped_here(self.principal)
+        self.bound_by = _stopped_here(self.principal)
 
     def nest_in(self, parent: RunState | None) -> None:
         """Answer to ``parent`` (and what it answers to): its caps bind this
@@ -703,7 +702,12 @@ class RunState(LazyFields):
             if end is not None and end.state in SHORT_ENDS and run.limits.enforced:
                 return end
             run = run.parent
-        return self.root.bound_by  # the task it is part of was stopped before it opened
+        run = self
+        while run is not None:  # the task it (or a run it is nested in) opened in was stopped before
+            if run.bound_by is not None:
+                return run.bound_by
+            run = run.parent
+        return None
 
     def stopped_short(self) -> Terminal | None:
         """How this settled run, or one it is part of, was stopped short of
