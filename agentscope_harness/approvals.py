@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from .context import awaited
 from .facts import thawed
+from .run_state import key_of
 
 if TYPE_CHECKING:
     from .harness import Principal
@@ -159,7 +160,7 @@ class ApprovalBook:
     def rules_given(self, agent: Any, rules: Iterable[Any], principal: Principal | None) -> None:
         """``principal`` confirmed a call with these rules ("always allow"):
         AgentScope keeps them on ``agent``, for whoever it serves next."""
-        given = [(rule, principal.key if principal is not None else "") for rule in rules]
+        given = [(rule, key_of(principal)) for rule in rules]
         context = _permission_context(agent)
         if not given or context is None:
             return
@@ -178,7 +179,7 @@ class ApprovalBook:
             return _NOTHING_HIDDEN
         context = _permission_context(agent)
         entry = self._rules.get(id(context)) if context is not None else None
-        key = principal.key if principal is not None else ""
+        key = key_of(principal)
         foreign = [rule for rule, owner in entry[1] if owner != key] if entry and entry[0]() is context else []
         return self._hiding(context, foreign) if foreign else _NOTHING_HIDDEN
 
@@ -212,7 +213,7 @@ class ApprovalBook:
         that budget until a human extends it."""
         parked = _parked_budgets(agent, create=True)
         if parked is not None:
-            parked[_key_of(owner)] = asdict(UsdExtension(
+            parked[key_of(owner)] = asdict(UsdExtension(
                 carried_usd=spent_usd, largest_output_tokens=largest_output_tokens,
                 carried_input_tokens=tokens[0], carried_output_tokens=tokens[1], carried_extra_usd=extra_usd,
                 claim=uuid.uuid4().hex,
@@ -251,7 +252,7 @@ class ApprovalBook:
         }
         if not parked:
             raise ValueError("this agent has no run waiting on its budget")
-        own = _key_of(bound)
+        own = key_of(bound)
         if own in parked:
             return own, parked[own]
         if len(parked) > 1:
@@ -266,13 +267,13 @@ class ApprovalBook:
         parked. Another caller's run is a task of its own: a parked budget
         and its extension stay for the caller whose run parked."""
         parked = _parked_budgets(agent)
-        return _extension(parked.get(_key_of(caller))) if parked else None
+        return _extension(parked.get(key_of(caller))) if parked else None
 
     def take(self, agent: Any, caller: Principal | None) -> None:
         """Forget ``caller``'s parked budget of ``agent``: a run continues it."""
         parked = _parked_budgets(agent)
         if parked:
-            parked.pop(_key_of(caller), None)
+            parked.pop(key_of(caller), None)
 
 
 BUDGETS_KEY = "agentscope_harness.parked_budgets"
@@ -332,10 +333,6 @@ def _approvals_add_up(extension: UsdExtension) -> bool:
     ):
         return False
     return math.isclose(sum(a["by"] for a in approvals), extension.usd, rel_tol=1e-9, abs_tol=1e-12)
-
-
-def _key_of(principal: Principal | None) -> str:
-    return principal.key if principal is not None else ""
 
 
 _NOTHING_HIDDEN = contextlib.nullcontext()

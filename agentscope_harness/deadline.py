@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from contextvars import ContextVar
 
-from .run_state import RUN_HANDLE
+from .run_state import RUN_HANDLE, set_aside_deadline
 
 MIN_TIMEOUT_S = 0.05
 """Never clamp below this: 0 means "wait forever" to httpx and friends."""
@@ -25,9 +25,13 @@ def current_deadline() -> float | None:
     """The monotonic deadline of the current run, or ``None``."""
     handle = RUN_HANDLE.get()
     if handle is None:
-        return _DEADLINE.get()
-    run = handle()
-    return run.deadline if run is not None else handle.deadline  # a task that outlived its run
+        deadline = _DEADLINE.get()
+    else:
+        run = handle()
+        deadline = run.deadline if run is not None else handle.deadline  # a task that outlived its run
+    # a block bound to another caller inside a live run's tool (and a run's own work
+    # bound again inside it) ends with that tool, which that run's deadline cuts
+    return tighter(deadline, set_aside_deadline())
 
 
 def remaining_time() -> float | None:

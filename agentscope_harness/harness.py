@@ -39,7 +39,7 @@ from .outputs import json_spelling
 from .redaction import Redactor
 from .registry import HookSpec, collect
 from .report import RunReport
-from .run_state import RunLimits, RunState, RunTable, current_run, live_parent, same_caller
+from .run_state import RunLimits, RunState, RunTable, context_for, current_run, live_parent, same_caller
 from .runner import HookRunner, being_cancelled
 from .services import Breaker, Services
 from .stores import LedgerStore, MemoryStore
@@ -293,13 +293,20 @@ class Harness:
     def acting_for(self, principal: Principal | None) -> Iterator[Principal | None]:
         """Bind the authenticated caller for replies run inside this block
         (one a report cannot keep, an application object in a field or put
-        there by ``model_copy``, fails here, named, not every reply at its end)."""
+        there by ``model_copy``, fails here, named, not every reply at its end).
+        Bound inside a run that acts for another caller (a shared worker a
+        tool started, serving everyone), the block is not that run's work:
+        its replies are tasks of their own, outside the run's caps and stop
+        (timed by its deadline while it runs, which cuts the tool)."""
         if principal is not None:
             _kept_in_reports(principal)
         token = _PRINCIPAL.set(principal)
+        put_back = context_for(principal.key if principal is not None else None)
         try:
             yield principal
         finally:
+            if put_back is not None:
+                put_back()
             _PRINCIPAL.reset(token)
 
     def approve(

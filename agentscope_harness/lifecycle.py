@@ -92,7 +92,7 @@ from .outputs import (
     shown_name,
 )
 from .report import RunReport, TerminalState
-from .run_state import RUN_HANDLE, TOOL_CALL, RunState, live_parent
+from .run_state import RUN_HANDLE, TOOL_CALL, RunState, live_parent, set_aside_depth
 from .runner import AUDIT_HOOK, OUTCOME_HOOK
 from .sentinels import neutralise_markers
 from .stores import PARK_TTL_S, ParkRecords, bounded, give_back_soon, store_timeout
@@ -234,6 +234,7 @@ def rejoin(harness: Harness, run: RunState) -> None:
     run.called_by = TOOL_CALL.get()  # its ending goes to the result of the call that resumed it
     parent = run.parent if run.parent is not None and run.parent.report is None else None
     run.set_deadline(run_deadline(harness, parent))
+    run.inside_set_aside = set_aside_depth()  # resumed in a block bound to its caller inside another's tool
     run.facts.lift_deadline()
 
 
@@ -969,7 +970,7 @@ class ReplyLifecycle:
             return run, False, False
         run.parked_by_another = True  # its resumed call is refused as such
         # the run is its parker's, as in the parking process (the resumer is recorded beside it)
-        run.principal = self.harness.recorded_principal(record.get("principal"))
+        run.act_for(self.harness.recorded_principal(record.get("principal")))
         return run, True, False
 
     async def _kept_park(self, run: RunState) -> _Kept:
@@ -1257,7 +1258,7 @@ class ReplyLifecycle:
         run.children[:] = [_adopted(harness.services, child) for child in run.children]
         report = run.report = build_report(run, state, reason, name, harness.config.mode, harness.services.scrubbed)
         stopped = run.stopped_short()  # what binds the work its tasks start from here on
-        run.handle.stopped = None if stopped is None else (stopped, run.principal.key if run.principal else "")
+        run.handle.stopped = stopped
         run.adopt_late = functools.partial(_adopted, harness.services)  # for a child that settles later
         parent = run.parent
         if parent is not None:

@@ -296,10 +296,12 @@ class OutputFilter:
     """The steps text the model wrote goes through before the user sees it.
     ``json_args``: the text is a tool call's JSON arguments: its escapes are
     put in one spelling first (``JsonEscapes``: a secret spelled with escapes
-    is found; ``redactor`` then knows each exact value's JSON spelling) and
-    its markers are kept; otherwise (answers, thinking) harness markers are
-    stripped first. ``pii``: detector → mode, hashed with ``salt`` (per
-    run, so hash tags match within a run only)."""
+    is found, a marker spelled with them too; ``redactor`` then knows each
+    exact value's JSON spelling). Harness markers are stripped as from any
+    text the model wrote (a finishing tool's arguments are the answer; only
+    the stream shows this text, the tool receives what the model wrote).
+    ``pii``: detector → mode, hashed with ``salt`` (per run, so hash tags
+    match within a run only)."""
 
     redactor: Redactor
     pii: Mapping[str, str] = field(default_factory=dict)
@@ -312,7 +314,7 @@ class OutputFilter:
 
     def apply(self, text: str) -> tuple[str, PiiOutcome]:
         """``text`` filtered, and what the PII step found (for ``block``)."""
-        text = "".join(canonical_escapes(text)) if self.json_args else strip_markers(text)
+        text = strip_markers("".join(canonical_escapes(text)) if self.json_args else text)
         text = self.redactor.redact(text)
         if not self.pii:
             return text, PiiOutcome(text)
@@ -321,7 +323,9 @@ class OutputFilter:
 
     def stream(self) -> OutputStream:
         """A stream of deltas filtered as ``apply`` filters the whole."""
-        stages: list[_Stage] = [JsonEscapes() if self.json_args else MarkerStream(), self.redactor.stream()]
+        stages: list[_Stage] = [MarkerStream(), self.redactor.stream()]
+        if self.json_args:
+            stages.insert(0, JsonEscapes())
         if self.pii:
             stages.append(PiiStream(self.pii, self.salt))
         return OutputStream(stages, self)

@@ -196,6 +196,7 @@ NOT_CARRIED: dict[str, str] = {
         "run_id", "agent_name", "session_id", "principal", "deadline", "facts", "table", "parent", "limits",
         "started", "timed_from", "handle", "enclosing_bounds", "binds_itself", "mode", "toolkit",
         "open_children", "live_nested", "adopt_late", "after_nested", "called_by", "bound_by",
+        "inside_set_aside",
     ), "who and what the run is here: opened afresh by the resuming process, its deadline from the resume"),
     **dict.fromkeys((
         "in_flight", "admitted", "own_pieces", "judging", "judged_calls", "awaiting_human", "parked_calls", "streaming",

@@ -20,7 +20,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .context import ContextResult
 from .facts import Batch, GuardState, Terminal
@@ -43,13 +43,15 @@ class RunHandle(weakref.ref["RunState"]):
     """A run's weak handle, and the deadline a task that outlives the run
     keeps (the run's last: a tool's background task stays bounded)."""
 
-    __slots__ = ("deadline", "parent", "stopped")
+    __slots__ = ("deadline", "key", "parent", "stopped")
     deadline: float | None
-    stopped: tuple[Terminal, str] | None
-    """How the run was stopped short of its task, and for whom (its
-    principal's key; set as it settles): a task still running in its context
-    (a background worker) opens that principal's runs bound by it, the run
-    itself long freed."""
+    stopped: Terminal | None
+    """How the run was stopped short of its task (set as it settles): a task
+    still running in its context (a background worker) opens its principal's
+    runs bound by it, the run itself long freed."""
+    key: str
+    """Whom the run acts for (its principal's key, ``""`` for none): a block
+    bound to another caller in its context is not its work (``acting_for``)."""
     parent: RunHandle | None
     """The handle of the run this one is nested in: a task started in a
     nested run that settled reaches the runs it was part of."""
@@ -67,6 +69,77 @@ TOOL_CALL: ContextVar[str | None] = ContextVar("harness_tool_call", default=None
 """The id of the tool call whose tool is running: a run nested there (a
 sub-agent the tool runs) records it, so the call's result can say how the
 sub-agent's run ended."""
+
+
+class _SetAside(NamedTuple):
+    """A run's context set aside by a block bound to another caller
+    (``acting_for``), and what was set aside before it."""
+
+    handle: RunHandle
+    tool_call: str | None
+    earlier: _SetAside | None
+
+
+_SET_ASIDE: ContextVar[_SetAside | None] = ContextVar("harness_set_aside", default=None)
+"""The runs set aside in this context, innermost first: a block bound to one
+of their callers again is that run's work once more."""
+
+
+def context_for(key: str | None) -> Callable[[], None] | None:
+    """Make this context ``key``'s (a caller's ``Principal.key``): inside a
+    run acting for another caller, the run is set aside (a reply opened here
+    is a task of its own), and a run of ``key`` set aside earlier (a block
+    bound to that caller again) is this context's run once more. A run acting
+    for nobody sets nothing aside: every reply in its context is its work.
+    ``None`` (no caller bound) inside a block that set a run aside, and no
+    run of its own, is that run's work again (a reply there inherits its
+    caller). Returns what puts the context back (``None``: nothing changed)."""
+    handle = RUN_HANDLE.get()
+    if handle is not None and (key is None or handle.key in (key, "")):
+        return None
+    earlier = _SET_ASIDE.get()
+    back = earlier
+    while back is not None and key is not None and back.handle.key != key:
+        back = back.earlier
+    if handle is None and back is None:
+        return None
+    aside = _SetAside(handle, TOOL_CALL.get(), earlier) if handle is not None else earlier
+    tokens = (
+        RUN_HANDLE.set(back.handle if back is not None else None),
+        TOOL_CALL.set(back.tool_call if back is not None else None),
+        _SET_ASIDE.set(aside),
+    )
+
+    def put_back() -> None:
+        _SET_ASIDE.reset(tokens[2])
+        TOOL_CALL.reset(tokens[1])
+        RUN_HANDLE.reset(tokens[0])
+
+    return put_back
+
+
+def _live_set_aside() -> Iterator[RunState]:
+    """The live runs set aside in this context, innermost first: a block
+    bound to another caller inside a run's tool ends with that tool."""
+    aside = _SET_ASIDE.get()
+    while aside is not None:
+        run = aside.handle()
+        if run is not None and run.report is None:
+            yield run
+        aside = aside.earlier
+
+
+def set_aside_depth() -> int:
+    """How many runs' tools a run opened (or resumed) here runs inside, the
+    live runs set aside in this context counted (see ``RunState.depth``)."""
+    return max((run.depth + 1 for run in _live_set_aside()), default=0)
+
+
+def set_aside_deadline() -> float | None:
+    """The earliest deadline of the live runs set aside in this context (the
+    tool running the block is cut at it; ``None``: none applies)."""
+    deadlines = [run.deadline for run in _live_set_aside() if run.deadline is not None]
+    return min(deadlines) if deadlines else None
 
 
 def current_run() -> RunState | None:
@@ -431,6 +504,9 @@ class RunState(LazyFields):
     itself, which would make a reference cycle."""
     binds_itself: bool = field(init=False, repr=False)
     """No enclosing run holds this run's ``limits``: they bind on its own counters."""
+    inside_set_aside: int = field(init=False, repr=False, default=0)
+    """How many runs' tools this run, opened in a block bound to another
+    caller, runs inside (see ``depth``)."""
     bound_by: Terminal | None = field(init=False, repr=False, default=None)
     """The end of a run stopped short of its task, settled before this one
     opened in its context (a background worker's sub-agent, nested in a live
@@ -439,9 +515,11 @@ class RunState(LazyFields):
     def __post_init__(self) -> None:
         self.handle = RunHandle(self)
         self.handle.deadline, self.handle.stopped, self.handle.parent = self.deadline, None, None
+        self.handle.key = key_of(self.principal)
         self.timed_from = self.started
         self.nest_in(self.parent)
         self.bound_by = _stopped_here(self.principal)
+        self.inside_set_aside = set_aside_depth()
 
     def nest_in(self, parent: RunState | None) -> None:
         """Answer to ``parent`` (and what it answers to): its caps bind this
@@ -508,7 +586,12 @@ class RunState(LazyFields):
         park counts); another caller is recorded, and refused."""
         self.resumed_by = principal
         if same_caller(self.principal, principal):
-            self.principal = principal
+            self.act_for(principal)
+
+    def act_for(self, principal: Principal | None) -> None:
+        """The caller the run acts for from here (its handle says whom)."""
+        self.principal = principal
+        self.handle.key = key_of(principal)
 
     def resumed_by_another(self) -> bool:
         """Whether the caller bound at a resume is not the one who parked the
@@ -548,11 +631,15 @@ class RunState(LazyFields):
 
     @property
     def depth(self) -> int:
-        """How many runs this one is nested in (0: a root)."""
-        depth, run = 0, self
+        """How many runs' tools this one runs inside (0: none): those it is
+        nested in, and the live runs its root opened set aside in (an awaited
+        reply for another caller): each is cut at its deadline after its own
+        tools, so it ends with its own answer."""
+        depth, inside, run = 0, self.inside_set_aside, self
         while run.parent is not None:
             depth, run = depth + 1, run.parent
-        return depth
+            inside = max(inside, depth + run.inside_set_aside)
+        return max(depth, inside)
 
     def _bounds_of(self, enforced_only: bool) -> Iterator[RunState]:
         """``bounds``; ``enforced_only``: those of enforcing Harnesses."""
@@ -780,11 +867,11 @@ def _stopped_here(principal: Principal | None) -> Terminal | None:
     when it settled stopped short of its task for ``principal`` (its handle
     says so: the run may be freed). Another principal's run opened there (a
     shared worker a tool started) is a task of its own."""
-    key = principal.key if principal is not None else ""
+    key = key_of(principal)
     handle = RUN_HANDLE.get()
     while handle is not None:
-        if handle.stopped is not None and handle.stopped[1] == key:
-            return handle.stopped[0]
+        if handle.stopped is not None and handle.key == key:
+            return handle.stopped
         handle = handle.parent
     return None
 
@@ -1009,6 +1096,11 @@ def _drop_held(table: weakref.ref[RunTable], holder: list[str | None]) -> None:
     live = table()
     if live is not None and holder[0] is not None:
         live.slots.pop(holder[0], None)
+
+
+def key_of(principal: Principal | None) -> str:
+    """Whom a run acts for: its principal's key, ``""`` for none."""
+    return principal.key if principal is not None else ""
 
 
 def same_caller(one: Principal | None, other: Principal | None) -> bool:
