@@ -6,37 +6,16 @@ import asyncio
 
 from agentscope.message import UserMsg
 from agentscope.tool import Toolkit
+from callers_kit import ALICE, BOB, LOG, POLICIES, SEEN, ask_lead, fresh, notes
 from scripted import ScriptedModel, calls, make_agent, run, text, tool
 
 from agentscope_harness import (
     Harness,
     HarnessConfig,
-    Principal,
     TerminalState,
-    ToolPolicy,
     clamp_timeout,
     remaining_time,
 )
-
-ALICE = Principal(user_id="alice", tenant="acme")
-BOB = Principal(user_id="bob", tenant="acme")
-LOG: list = []
-SEEN: list = []
-
-
-async def notes(q: str) -> str:
-    """Read notes.
-
-    Args:
-        q (str): Query.
-    """
-    SEEN.append(("notes-remaining", remaining_time()))
-    await asyncio.sleep(0.4)
-    LOG.append(("notes", q))
-    return f"note about {q}: fine"
-
-
-POLICIES = {"notes": ToolPolicy(role="retrieval"), "ask": ToolPolicy(role="other")}
 
 
 async def test_an_awaited_reply_for_bob_ends_with_its_own_answer_at_alices_deadline():
@@ -47,8 +26,7 @@ async def test_an_awaited_reply_for_bob_ends_with_its_own_answer_at_alices_deadl
     2 notes of 0.4 s each. With round 175 a's first fix, Alice's cut of her tool cancelled
     Bob's job in its second call (`cancelled`, `interrupted`, a call in flight). Should: Bob's
     job ends `incomplete` (`deadline`) before Alice's cut, having read 1 note."""
-    LOG.clear()
-    SEEN.clear()
+    fresh(0.4)
     h = Harness(HarnessConfig(tools=POLICIES, deadline_s=0.5), load_entry_points=False, environ={})
     hw = Harness(HarnessConfig(tools=POLICIES, deadline_s=30), load_entry_points=False, environ={})
     worker = make_agent(ScriptedModel([calls(("notes", {"q": "bob-1"})), calls(("notes", {"q": "bob-2"})),
@@ -56,17 +34,11 @@ async def test_an_awaited_reply_for_bob_ends_with_its_own_answer_at_alices_deadl
                         hw.instrument(Toolkit(tools=[tool(notes)])), hw.middlewares(), name="worker")
 
     async def ask(q: str) -> str:
-        """Ask.
-
-        Args:
-            q (str): What.
-        """
         with hw.acting_for(BOB):
             msg = await worker.reply(UserMsg("lead", q))
         return msg.get_text_content() or ""
 
-    lead = make_agent(ScriptedModel([calls(("ask", {"q": "x"})), text("done")]),
-                      h.instrument(Toolkit(tools=[tool(ask)])), h.middlewares(), name="lead")
+    lead = ask_lead(h, ask)
     with h.acting_for(ALICE):
         await run(lead, "go")
     await asyncio.sleep(0.5)
@@ -87,18 +59,12 @@ async def test_clamp_timeout_inside_the_block_still_sees_the_deadline_that_cuts_
     h = Harness(HarnessConfig(tools=POLICIES, deadline_s=5), load_entry_points=False, environ={})
 
     async def ask(q: str) -> str:
-        """Ask.
-
-        Args:
-            q (str): What.
-        """
         got.append(("before", remaining_time(), clamp_timeout(30)))
         with h.acting_for(BOB):
             got.append(("inside", remaining_time(), clamp_timeout(30)))
         return "ok"
 
-    lead = make_agent(ScriptedModel([calls(("ask", {"q": "x"})), text("done")]),
-                      h.instrument(Toolkit(tools=[tool(ask)])), h.middlewares(), name="lead")
+    lead = ask_lead(h, ask)
     with h.acting_for(ALICE):
         await run(lead, "go")
     assert got[0][1] is not None and got[0][2] <= 5, got

@@ -5,69 +5,43 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from agentscope.message import UserMsg
 from agentscope.tool import Toolkit
+from callers_kit import ALICE, BOB, LOG, POLICIES, ask_lead, fresh, notes_agent
 from scripted import ScriptedModel, calls, make_agent, run, text, tool
 
-from agentscope_harness import Harness, HarnessConfig, Principal, TerminalState, ToolPolicy
-
-ALICE = Principal(user_id="alice", tenant="acme")
-BOB = Principal(user_id="bob", tenant="acme")
-LOG: list = []
+from agentscope_harness import Harness, HarnessConfig, TerminalState, ToolPolicy
 
 
-async def notes(q: str) -> str:
-    """Read notes.
-
-    Args:
-        q (str): Query.
-    """
-    LOG.append(("notes", q))
-    return f"note about {q}: fine"
-
-
-POLICIES = {"notes": ToolPolicy(role="retrieval"), "ask": ToolPolicy(role="other"),
-            "start": ToolPolicy(role="other"), "wait": ToolPolicy(role="other")}
-
-
-def _worker(h: Harness, name: str = "worker", n: int = 3):
-    model = ScriptedModel([*(calls(("notes", {"q": f"{name}-{i}"})) for i in range(n)), text(f"{name} done")])
-    return make_agent(model, h.instrument(Toolkit(tools=[tool(notes)])), h.middlewares(), name=name), model
-
-
-def _lead(h: Harness, tool_fn, script: list, name: str = "lead"):
-    return make_agent(ScriptedModel(script), h.instrument(Toolkit(tools=[tool(tool_fn)])), h.middlewares(), name=name)
-
-
-async def test_alices_work_reentered_inside_a_bob_block_still_counts_on_alices_cap():
+@pytest.mark.parametrize("inner", [ALICE, None], ids=["alice", "nobody"])
+async def test_alices_work_reentered_inside_a_bob_block_still_counts_on_alices_cap(inner):
     """Alice's lead may make 2 tool calls. Its tool serves a job under `acting_for(BOB)` and,
     inside that block, a sub-agent for Alice herself (`acting_for(ALICE)`, e.g. the shared
     worker's helper that reports back to the job's owner, or a library wrapping its work in
     `acting_for(job.owner)`). README: only "another `Principal.key` than the run's" is not the
     run's work; Alice's sub-agent is Alice's: it should answer to her `max_tool_calls=2` (the
-    lead's own `ask` is 1 of them, so at most 1 of the sub-agent's 3 notes runs)."""
-    LOG.clear()
+    lead's own `ask` is 1 of them, so at most 1 of the sub-agent's 3 notes runs). Round 175 b:
+    `acting_for(None)` inside the block (a library clearing the caller for a helper) is no
+    other caller either: the sub-agent ran 3 notes with no principal, outside every cap."""
+    fresh()
     h = Harness(HarnessConfig(tools=POLICIES, max_tool_calls=2), load_entry_points=False, environ={})
-    sub, _ = _worker(h, "alice_sub")
+    sub = notes_agent(h, "alice_sub")
 
     async def ask(q: str) -> str:
-        """Ask.
-
-        Args:
-            q (str): What.
-        """
         with h.acting_for(BOB):
-            with h.acting_for(ALICE):
+            with h.acting_for(inner):
                 msg = await sub.reply(UserMsg("lead", q))
         return msg.get_text_content() or ""
 
-    lead = _lead(h, ask, [calls(("ask", {"q": "x"})), text("done")])
+    lead = ask_lead(h, ask)
     with h.acting_for(ALICE):
         await run(lead, "go")
     lr, sr = h.last_report(lead), h.last_report(sub)
     detail = (LOG, sr.principal, sr.terminal_state, sr.reason, [c.run_id for c in lr.children])
     assert len(LOG) <= 1, detail
     assert [c.run_id for c in lr.children] == [sr.run_id], detail
+    assert sr.principal["user_id"] == "alice", detail
 
 
 async def test_alices_subagent_run_by_bobs_job_tool_is_bound_by_alices_live_cap():
@@ -75,10 +49,10 @@ async def test_alices_subagent_run_by_bobs_job_tool_is_bound_by_alices_live_cap(
     (`acting_for(BOB)`); the worker's own tool hands a piece back to a helper agent for
     Alice (`acting_for(ALICE)`). Alice's helper's 3 tool calls should answer to Alice's
     `max_tool_calls=2` (her lead's `ask` already made 1)."""
-    LOG.clear()
+    fresh()
     h = Harness(HarnessConfig(tools={**POLICIES, "notify_owner": ToolPolicy(role="other")}, max_tool_calls=2),
                 load_entry_points=False, environ={})
-    helper, _ = _worker(h, "alice_helper")
+    helper = notes_agent(h, "alice_helper")
 
     async def notify_owner(q: str) -> str:
         """Notify the owner.
@@ -94,16 +68,11 @@ async def test_alices_subagent_run_by_bobs_job_tool_is_bound_by_alices_live_cap(
                         h.instrument(Toolkit(tools=[tool(notify_owner)])), h.middlewares(), name="worker")
 
     async def ask(q: str) -> str:
-        """Ask.
-
-        Args:
-            q (str): What.
-        """
         with h.acting_for(BOB):
             msg = await worker.reply(UserMsg("lead", q))
         return msg.get_text_content() or ""
 
-    lead = _lead(h, ask, [calls(("ask", {"q": "x"})), text("done")])
+    lead = ask_lead(h, ask)
     with h.acting_for(ALICE):
         await run(lead, "go")
     hr = h.last_report(helper)
@@ -117,9 +86,9 @@ async def test_a_stopped_alices_background_job_reentered_through_bob_stays_bound
     (`max_model_calls=2`); the task her tool started serves Bob and, inside Bob's block, a
     sub-agent for Alice. That Alice run, opened in the stopped run's task, should be bound
     (`run_concluded`: no tool call runs)."""
-    LOG.clear()
+    fresh()
     h = Harness(HarnessConfig(tools=POLICIES, max_model_calls=2), load_entry_points=False, environ={})
-    sub, _ = _worker(h, "alice_sub")
+    sub = notes_agent(h, "alice_sub")
     jobs: list = []
 
     async def job():
@@ -161,9 +130,9 @@ async def test_a_stopped_alices_background_job_reentered_through_bob_stays_bound
 async def test_control_same_stopped_task_without_bob_block_is_bound():
     """Control for the previous test: without the Bob block in between, the same Alice
     sub-agent in the stopped task is bound (README's promise as it stands)."""
-    LOG.clear()
+    fresh()
     h = Harness(HarnessConfig(tools=POLICIES, max_model_calls=2), load_entry_points=False, environ={})
-    sub, _ = _worker(h, "alice_sub")
+    sub = notes_agent(h, "alice_sub")
     jobs: list = []
 
     async def job():
@@ -203,21 +172,16 @@ async def test_an_anonymous_leads_caps_bind_a_subagent_bound_to_a_user():
     her `allowed_tools` and quota). README "Nested runs share every enclosing budget": the
     exception is "another `Principal.key` than the run's"; a run with no principal has no
     `Principal.key`. Happened? the sub-agent opens outside the lead: its 3 calls run."""
-    LOG.clear()
+    fresh()
     h = Harness(HarnessConfig(tools=POLICIES, max_tool_calls=2), load_entry_points=False, environ={})
-    sub, _ = _worker(h, "per_user")
+    sub = notes_agent(h, "per_user")
 
     async def ask(q: str) -> str:
-        """Ask.
-
-        Args:
-            q (str): What.
-        """
         with h.acting_for(ALICE):
             msg = await sub.reply(UserMsg("lead", q))
         return msg.get_text_content() or ""
 
-    lead = _lead(h, ask, [calls(("ask", {"q": "x"})), text("done")])
+    lead = ask_lead(h, ask)
     await run(lead, "go")
     lr, sr = h.last_report(lead), h.last_report(sub)
     detail = (LOG, sr.principal, sr.terminal_state, sr.reason, lr.children)
@@ -226,20 +190,15 @@ async def test_an_anonymous_leads_caps_bind_a_subagent_bound_to_a_user():
 
 
 async def test_plain_subagent_is_capped_by_lead():
-    LOG.clear()
+    fresh()
     h = Harness(HarnessConfig(tools=POLICIES, max_tool_calls=2), load_entry_points=False, environ={})
-    sub, _ = _worker(h, "alice_sub")
+    sub = notes_agent(h, "alice_sub")
 
     async def ask(q: str) -> str:
-        """Ask.
-
-        Args:
-            q (str): What.
-        """
         msg = await sub.reply(UserMsg("lead", q))
         return msg.get_text_content() or ""
 
-    lead = _lead(h, ask, [calls(("ask", {"q": "x"})), text("done")])
+    lead = ask_lead(h, ask)
     with h.acting_for(ALICE):
         await run(lead, "go")
     lr, sr = h.last_report(lead), h.last_report(sub)

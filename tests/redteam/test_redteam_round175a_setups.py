@@ -4,49 +4,20 @@ from __future__ import annotations
 
 from agentscope.message import UserMsg
 from agentscope.tool import Toolkit
+from callers_kit import ALICE, ALICE_R2, BOB, LOG, POLICIES, ask_lead, fresh, notes_agent
 from scripted import RAN, ScriptedModel, calls, make_agent, parking_tools, run, search, text, tool
 
-from agentscope_harness import CostPolicy, Harness, HarnessConfig, ModelPrice, Principal, ToolPolicy
+from agentscope_harness import CostPolicy, Harness, HarnessConfig, ModelPrice, ToolPolicy
 from agentscope_harness.stores import MemoryStore
-
-ALICE = Principal(user_id="alice", tenant="acme")
-ALICE_R2 = Principal(user_id="alice", tenant="acme", request_id="r-2")
-BOB = Principal(user_id="bob", tenant="acme")
-LOG: list = []
-
-
-async def notes(q: str) -> str:
-    """Read notes.
-
-    Args:
-        q (str): Query.
-    """
-    LOG.append(("notes", q))
-    return f"note about {q}: fine"
-
-
-POLICIES = {"notes": ToolPolicy(role="retrieval"), "ask": ToolPolicy(role="other")}
-
-
-def _worker(h: Harness, name: str = "worker", agent_adapter: bool = True):
-    model = ScriptedModel([*(calls(("notes", {"q": f"{name}-{i}"})) for i in range(3)), text(f"{name} done")])
-    return make_agent(model, h.instrument(Toolkit(tools=[tool(notes)])),
-                      h.middlewares() if agent_adapter else h.middlewares()[1:], name=name)
 
 
 async def _lead_asking(h: Harness, hb: Harness, worker, who):
     async def ask(q: str) -> str:
-        """Ask.
-
-        Args:
-            q (str): What.
-        """
         with hb.acting_for(who):
             msg = await worker.reply(UserMsg("lead", q))
         return msg.get_text_content() or ""
 
-    lead = make_agent(ScriptedModel([calls(("ask", {"q": "x"})), text("done")]),
-                      h.instrument(Toolkit(tools=[tool(ask)])), h.middlewares(), name="lead")
+    lead = ask_lead(h, ask)
     with h.acting_for(ALICE):
         await run(lead, "go")
     return lead
@@ -58,7 +29,7 @@ async def test_bobs_job_is_charged_to_bob_and_not_to_alice():
     store = MemoryStore()
     cost = CostPolicy(daily_quota_usd=100.0, prices={"scripted": ModelPrice(1000.0, 1000.0)})
     h = Harness(HarnessConfig(tools=POLICIES, cost=cost, store=store), load_entry_points=False, environ={})
-    worker = _worker(h)
+    worker = notes_agent(h)
     lead = await _lead_asking(h, h, worker, BOB)
     lr, wr = h.last_report(lead), h.last_report(worker)
     alice, bob = await store.get_spend(ALICE.key), await store.get_spend(BOB.key)
@@ -73,8 +44,8 @@ async def test_bob_over_his_quota_is_refused_inside_alices_tool():
     cost = CostPolicy(daily_quota_usd=1.0, prices={"scripted": ModelPrice(1.0, 1.0)})
     h = Harness(HarnessConfig(tools=POLICIES, cost=cost, store=store), load_entry_points=False, environ={})
     await store.add_spend(BOB.key, 5.0)
-    LOG.clear()
-    worker = _worker(h)
+    fresh()
+    worker = notes_agent(h)
     await _lead_asking(h, h, worker, BOB)
     wr = h.last_report(worker)
     assert LOG == [], (LOG, wr and (wr.terminal_state, wr.reason, wr.principal))
@@ -84,9 +55,9 @@ async def test_bob_over_his_quota_is_refused_inside_alices_tool():
 async def test_acting_for_none_inside_alices_run_stays_her_sub_agent():
     """`acting_for(None)` inside Alice's run: not another caller; the sub-agent stays nested
     (Alice's `max_tool_calls=2`: 1 of its 3 calls at most)."""
-    LOG.clear()
+    fresh()
     h = Harness(HarnessConfig(tools=POLICIES, max_tool_calls=2), load_entry_points=False, environ={})
-    worker = _worker(h)
+    worker = notes_agent(h)
     lead = await _lead_asking(h, h, worker, None)
     lr, wr = h.last_report(lead), h.last_report(worker)
     assert len(LOG) <= 1 and [c.run_id for c in lr.children] == [wr.run_id], (LOG, wr.principal, lr.children)
@@ -95,10 +66,10 @@ async def test_acting_for_none_inside_alices_run_stays_her_sub_agent():
 async def test_same_caller_on_another_harness_stays_nested():
     """Two Harness instances: the lead under `h` (`max_tool_calls=2`), its tool binds the same
     caller (another request id) with `hw.acting_for` for a worker under `hw` (no caps)."""
-    LOG.clear()
+    fresh()
     h = Harness(HarnessConfig(tools=POLICIES, max_tool_calls=2), load_entry_points=False, environ={})
     hw = Harness(HarnessConfig(tools=POLICIES), load_entry_points=False, environ={})
-    worker = _worker(hw)
+    worker = notes_agent(hw)
     lead = await _lead_asking(h, hw, worker, ALICE_R2)
     lr, wr = h.last_report(lead), hw.last_report(worker)
     assert len(LOG) <= 1 and [c.run_id for c in lr.children] == [wr.run_id], (LOG, wr.principal, lr.children)
@@ -107,9 +78,9 @@ async def test_same_caller_on_another_harness_stays_nested():
 async def test_tool_adapter_alone_same_caller_stays_bound():
     """The tool adapter alone (worker without agent middlewares), same caller: its tool calls
     answer to Alice's `max_tool_calls=2`."""
-    LOG.clear()
+    fresh()
     h = Harness(HarnessConfig(tools=POLICIES, max_tool_calls=2), load_entry_points=False, environ={})
-    worker = _worker(h, agent_adapter=False)
+    worker = notes_agent(h, agent_adapter=False)
     await _lead_asking(h, h, worker, ALICE_R2)
     assert len(LOG) <= 1, LOG
 
@@ -117,9 +88,9 @@ async def test_tool_adapter_alone_same_caller_stays_bound():
 async def test_tool_adapter_alone_bob_is_his_own_task():
     """The tool adapter alone, Bob's job inside Alice's `max_tool_calls=2` run: his own task
     (his calls are not refused on Alice's cap; his own cap is 2 too: 2 of 3 run)."""
-    LOG.clear()
+    fresh()
     h = Harness(HarnessConfig(tools=POLICIES, max_tool_calls=2), load_entry_points=False, environ={})
-    worker = _worker(h, agent_adapter=False)
+    worker = notes_agent(h, agent_adapter=False)
     await _lead_asking(h, h, worker, BOB)
     assert len(LOG) == 2, LOG
 

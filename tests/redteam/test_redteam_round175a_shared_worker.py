@@ -9,25 +9,10 @@ import asyncio
 
 from agentscope.message import UserMsg
 from agentscope.tool import Toolkit
+from callers_kit import ALICE, BOB, LOG, POLICIES, fresh, notes
 from scripted import ScriptedModel, calls, make_agent, run, text, tool
 
 from agentscope_harness import Harness, HarnessConfig, Principal, TerminalState, ToolPolicy
-
-ALICE = Principal(user_id="alice", tenant="acme")
-BOB = Principal(user_id="bob", tenant="acme")
-LOG: list = []
-NOTES_S = [0.0]
-
-
-async def notes(q: str) -> str:
-    """Read notes.
-
-    Args:
-        q (str): Query.
-    """
-    await asyncio.sleep(NOTES_S[0])
-    LOG.append(("notes", q))
-    return f"note about {q}: fine"
 
 
 def _setup(h: Harness, lead_script: list, wait_s: float, job_after_s: float = 0.2, notes_s: float = 0.0,
@@ -36,8 +21,7 @@ def _setup(h: Harness, lead_script: list, wait_s: float, job_after_s: float = 0.
     serves Bob's job after `job_after_s`; its `wait` tool sleeps `wait_s`, the worker's
     `notes` `notes_s`."""
     hw = hw or h
-    LOG.clear()
-    NOTES_S[0] = notes_s
+    fresh(notes_s)
     worker_model = ScriptedModel([calls(("notes", {"q": "bob-1"})), calls(("notes", {"q": "bob-2"})),
                                   text("bob's answer")])
     worker = make_agent(worker_model, hw.instrument(Toolkit(tools=[tool(notes)])), hw.middlewares(), name="worker")
@@ -69,10 +53,6 @@ def _setup(h: Harness, lead_script: list, wait_s: float, job_after_s: float = 0.
     lead = make_agent(ScriptedModel(lead_script), h.instrument(Toolkit(tools=[tool(start_worker), tool(wait)])),
                       h.middlewares(), name="lead")
     return lead, worker, worker_model, jobs
-
-
-POLICIES = {"notes": ToolPolicy(role="retrieval"), "start_worker": ToolPolicy(role="other"),
-            "wait": ToolPolicy(role="other")}
 
 
 async def test_bobs_job_on_a_shared_worker_is_not_counted_on_alices_caps():
@@ -134,8 +114,7 @@ async def test_alices_stop_does_not_end_bobs_job_in_flight():
 
 async def _lead_awaiting_worker_as(h: Harness, who: Principal):
     """A lead whose `ask_worker` tool awaits the worker under `acting_for(who)`."""
-    LOG.clear()
-    NOTES_S[0] = 0.0
+    fresh()
     worker = make_agent(ScriptedModel([calls(("notes", {"q": "w"})), text("worker's answer")]),
                         h.instrument(Toolkit(tools=[tool(notes)])), h.middlewares(), name="worker")
 

@@ -7,28 +7,10 @@ import pytest
 from agentscope.event import ConfirmResult, RequireUserConfirmEvent, UserConfirmResultEvent
 from agentscope.message import Msg, UserMsg
 from agentscope.tool import Toolkit
+from callers_kit import ALICE, BOB, LOG, POLICIES, ask_lead, fresh, notes
 from scripted import ScriptedModel, calls, make_agent, run, text, tool
 
-from agentscope_harness import Harness, HarnessConfig, Principal, TerminalState, ToolPolicy
-
-ALICE = Principal(user_id="alice", tenant="acme")
-BOB = Principal(user_id="bob", tenant="acme")
-LOG: list = []
-
-
-async def notes(q: str) -> str:
-    """Read notes.
-
-    Args:
-        q (str): Query.
-    """
-    await asyncio.sleep(0.4)
-    LOG.append(("notes", q))
-    return f"note about {q}: fine"
-
-
-POLICIES = {"notes": ToolPolicy(role="retrieval"), "start": ToolPolicy(role="other"),
-            "ask": ToolPolicy(role="other"), "help_owner": ToolPolicy(role="other")}
+from agentscope_harness import Harness, HarnessConfig, TerminalState, ToolPolicy
 
 
 @pytest.mark.xfail(strict=True, reason="README limit: a reply opened in a block while the run is live takes "
@@ -40,7 +22,7 @@ async def test_bobs_job_opened_while_alice_live_is_not_cut_at_alices_deadline_af
     reads 2 notes of 0.4 s each: 0.8 s, past Alice's deadline, but Alice's run settled at ~0 s.
     Should: Bob's job completes (Alice no longer live). Broken if it ends `incomplete`,
     `deadline` at Alice's 0.5 s: Alice's settled run times another caller's job."""
-    LOG.clear()
+    fresh(0.4)
     h = Harness(HarnessConfig(tools=POLICIES, deadline_s=0.5), load_entry_points=False, environ={})
     hw = Harness(HarnessConfig(tools=POLICIES, deadline_s=30), load_entry_points=False, environ={})
     worker = make_agent(ScriptedModel([calls(("notes", {"q": "bob-1"})), calls(("notes", {"q": "bob-2"})),
@@ -83,7 +65,7 @@ async def test_alices_helper_reentered_inside_bobs_tighter_timed_worker_ends_wit
     a tool of a harnessed run "inherits the tighter deadline"; README: "the reply ends first, with
     its own answer". Should: the helper ends `incomplete` (`deadline`) after 1 note, not
     `cancelled` by Bob's cut of the tool running it."""
-    LOG.clear()
+    fresh(0.4)
     h = Harness(HarnessConfig(tools=POLICIES, deadline_s=30), load_entry_points=False, environ={})
     hw = Harness(HarnessConfig(tools=POLICIES, deadline_s=0.5), load_entry_points=False, environ={})
     helper = make_agent(ScriptedModel([calls(("notes", {"q": "a-1"})), calls(("notes", {"q": "a-2"})),
@@ -104,17 +86,11 @@ async def test_alices_helper_reentered_inside_bobs_tighter_timed_worker_ends_wit
                         hw.instrument(Toolkit(tools=[tool(help_owner)])), hw.middlewares(), name="worker")
 
     async def ask(q: str) -> str:
-        """Ask.
-
-        Args:
-            q (str): What.
-        """
         with hw.acting_for(BOB):
             msg = await worker.reply(UserMsg("lead", q))
         return msg.get_text_content() or ""
 
-    lead = make_agent(ScriptedModel([calls(("ask", {"q": "x"})), text("done")]),
-                      h.instrument(Toolkit(tools=[tool(ask)])), h.middlewares(), name="lead")
+    lead = ask_lead(h, ask)
     with h.acting_for(ALICE):
         await run(lead, "go")
     await asyncio.sleep(0.5)
@@ -130,7 +106,7 @@ async def test_bobs_parked_worker_resumed_inside_alices_block_ends_with_its_own_
     worker serving Bob). README: timed by Alice's deadline while her run is live, "the reply
     ends first, with its own answer". The resumed reply's tools read 2 notes of 0.4 s. Should:
     Bob's resumed job ends `incomplete` (`deadline`), not `cancelled` at Alice's cut."""
-    LOG.clear()
+    fresh(0.4)
     h = Harness(HarnessConfig(tools=POLICIES, deadline_s=0.5), load_entry_points=False, environ={})
     hw = Harness(HarnessConfig(deadline_s=30, tools={
         **POLICIES, "refund": ToolPolicy(ask_when=lambda a: "refunds need a human")}),
@@ -156,11 +132,6 @@ async def test_bobs_parked_worker_resumed_inside_alices_block_ends_with_its_own_
     assert asks, "Bob's job parked"
 
     async def ask(q: str) -> str:
-        """Resume Bob's job.
-
-        Args:
-            q (str): What.
-        """
         a = asks[-1]
         answers = [ConfirmResult(confirmed=True, tool_call=c) for c in a.tool_calls]
         with hw.acting_for(BOB):
@@ -169,8 +140,7 @@ async def test_bobs_parked_worker_resumed_inside_alices_block_ends_with_its_own_
                 if isinstance(item, Msg)]
         return " ".join(said)
 
-    lead = make_agent(ScriptedModel([calls(("ask", {"q": "x"})), text("done")]),
-                      h.instrument(Toolkit(tools=[tool(ask)])), h.middlewares(), name="lead")
+    lead = ask_lead(h, ask)
     with h.acting_for(ALICE):
         await run(lead, "go")
     await asyncio.sleep(0.5)

@@ -9,68 +9,11 @@ import weakref
 import pytest
 from agentscope.message import UserMsg
 from agentscope.tool import Toolkit
+from callers_kit import ALICE, BOB, LOG, POLICIES, ask_lead, fresh, lead_agent, notes, notes_agent
 from scripted import ScriptedModel, calls, make_agent, run, text, tool
 
-from agentscope_harness import Harness, HarnessConfig, Principal, TerminalState, ToolPolicy
+from agentscope_harness import Harness, HarnessConfig, TerminalState
 from agentscope_harness.run_state import current_run
-
-ALICE = Principal(user_id="alice", tenant="acme")
-BOB = Principal(user_id="bob", tenant="acme")
-LOG: list = []
-
-
-async def notes(q: str) -> str:
-    """Read notes.
-
-    Args:
-        q (str): Query.
-    """
-    LOG.append(("notes", q))
-    return f"note about {q}: fine"
-
-
-POLICIES = {"notes": ToolPolicy(role="retrieval"), "ask": ToolPolicy(role="other"),
-            "peek": ToolPolicy(role="other"), "start": ToolPolicy(role="other"), "wait": ToolPolicy(role="other")}
-
-
-def _worker(h: Harness, name: str, n: int = 3):
-    model = ScriptedModel([*(calls(("notes", {"q": f"{name}-{i}"})) for i in range(n)), text(f"{name} done")])
-    return make_agent(model, h.instrument(Toolkit(tools=[tool(notes)])), h.middlewares(), name=name)
-
-
-def _lead(h: Harness, fns: list, script: list, name: str = "lead"):
-    return make_agent(ScriptedModel(script), h.instrument(Toolkit(tools=[tool(f) for f in fns])), h.middlewares(),
-                      name=name)
-
-
-async def test_acting_for_none_inside_a_bob_block_escapes_alices_caps():
-    """Alice's lead (`max_tool_calls=2`); its tool enters `acting_for(BOB)` then, inside,
-    `acting_for(None)` (a library clearing the caller for an internal helper) and runs a
-    sub-agent of 3 notes. README: "A run acting for nobody sets nothing aside" and round 175 a:
-    `acting_for(None)` inside Alice's run is not another caller (nested). The anonymous reply is
-    neither Bob's (no quota, no Bob) nor a task of its own under a caller; it should stay
-    Alice's work (1 note at most). Broken if all 3 notes run with no principal, outside Alice."""
-    LOG.clear()
-    h = Harness(HarnessConfig(tools=POLICIES, max_tool_calls=2), load_entry_points=False, environ={})
-    sub = _worker(h, "anon")
-
-    async def ask(q: str) -> str:
-        """Ask.
-
-        Args:
-            q (str): What.
-        """
-        with h.acting_for(BOB):
-            with h.acting_for(None):
-                msg = await sub.reply(UserMsg("lead", q))
-        return msg.get_text_content() or ""
-
-    lead = _lead(h, [ask], [calls(("ask", {"q": "x"})), text("done")])
-    with h.acting_for(ALICE):
-        await run(lead, "go")
-    lr, sr = h.last_report(lead), h.last_report(sub)
-    detail = (LOG, sr.principal, sr.terminal_state, sr.reason, [c.run_id for c in lr.children])
-    assert len(LOG) <= 1, detail
 
 
 @pytest.mark.xfail(strict=True, reason="README limit: a generator suspended inside acting_for leaves its "
@@ -83,11 +26,11 @@ async def test_async_generator_left_inside_a_bob_block_does_not_unbind_alices_la
     tool answers to its lead's caps (`max_tool_calls=2`: the lead's `ask` is 1, so 1 note).
     Broken if the suspended block leaves the tool's context set aside: the sub-agent opens for
     Bob, outside Alice's run."""
-    LOG.clear()
+    fresh()
     h = Harness(HarnessConfig(tools=POLICIES, max_tool_calls=2), load_entry_points=False, environ={})
     bob_worker = make_agent(ScriptedModel([text("bob's answer")]), h.instrument(Toolkit(tools=[tool(notes)])),
                             h.middlewares(), name="bob_worker")
-    sub = _worker(h, "alice_sub")
+    sub = notes_agent(h, "alice_sub")
 
     async def stream_for(who, agent, msg):
         with h.acting_for(who):
@@ -95,18 +38,13 @@ async def test_async_generator_left_inside_a_bob_block_does_not_unbind_alices_la
                 yield ev
 
     async def ask(q: str) -> str:
-        """Ask.
-
-        Args:
-            q (str): What.
-        """
         gen = stream_for(BOB, bob_worker, UserMsg("lead", "peek"))
         async for _ in gen:
             break
         msg = await sub.reply(UserMsg("lead", q))
         return msg.get_text_content() or ""
 
-    lead = _lead(h, [ask], [calls(("ask", {"q": "x"})), text("done")])
+    lead = ask_lead(h, ask)
     with h.acting_for(ALICE):
         await run(lead, "go")
     lr, sr = h.last_report(lead), h.last_report(sub)
@@ -140,7 +78,7 @@ async def test_set_aside_chain_does_not_keep_a_settled_run_alive():
         jobs.append(ctx)
         return "started"
 
-    lead = _lead(h, [start], [calls(("start", {"why": "x"})), text("done")])
+    lead = lead_agent(h, [start], [calls(("start", {"why": "x"})), text("done")])
     with h.acting_for(ALICE):
         await run(lead, "go")
     assert h.last_report(lead).terminal_state == TerminalState.COMPLETED
@@ -160,19 +98,14 @@ async def test_three_callers_a_b_a_b_and_nested_same_key_and_exception_restore()
     Bob's (all 3 notes run, not in Alice's children); the A level is Alice's (1 note at most);
     `acting_for(BOB)` nested twice changes nothing; an exception inside the block restores the
     tool's context (a later sub-agent is Alice's, bound by her cap)."""
-    LOG.clear()
+    fresh()
     h = Harness(HarnessConfig(tools=POLICIES, max_tool_calls=3), load_entry_points=False, environ={})
-    inner_bob = _worker(h, "inner_bob")
-    mid_alice = _worker(h, "mid_alice")
-    after = _worker(h, "after")
+    inner_bob = notes_agent(h, "inner_bob")
+    mid_alice = notes_agent(h, "mid_alice")
+    after = notes_agent(h, "after")
     seen: list = []
 
     async def ask(q: str) -> str:
-        """Ask.
-
-        Args:
-            q (str): What.
-        """
         with h.acting_for(BOB):
             with h.acting_for(ALICE):
                 seen.append(("A", current_run() is not None))
@@ -190,7 +123,7 @@ async def test_three_callers_a_b_a_b_and_nested_same_key_and_exception_restore()
         await after.reply(UserMsg("lead", q))
         return "ok"
 
-    lead = _lead(h, [ask], [calls(("ask", {"q": "x"})), text("done")])
+    lead = ask_lead(h, ask)
     with h.acting_for(ALICE):
         await run(lead, "go")
     lr = h.last_report(lead)
