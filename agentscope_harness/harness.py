@@ -297,7 +297,8 @@ class Harness:
         Bound inside a run that acts for another caller (a shared worker a
         tool started, serving everyone), the block is not that run's work:
         its replies are tasks of their own, outside the run's caps and stop
-        (timed by its deadline while it runs, which cuts the tool)."""
+        (timed by its deadline while it runs, which cuts the tool); the run's
+        own caller, or none, bound again inside is the run's work once more."""
         if principal is not None:
             _kept_in_reports(principal)
         token = _PRINCIPAL.set(principal)

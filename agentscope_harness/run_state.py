@@ -632,9 +632,9 @@ class RunState(LazyFields):
     @property
     def depth(self) -> int:
         """How many runs' tools this one runs inside (0: none): those it is
-        nested in, and the live runs its root opened set aside in (an awaited
-        reply for another caller): each is cut at its deadline after its own
-        tools, so it ends with its own answer."""
+        nested in, and the live runs set aside where it, or a run it is nested
+        in, opened (an awaited reply for another caller): each is cut at its
+        deadline after its own tools, so it ends with its own answer."""
         depth, inside, run = 0, self.inside_set_aside, self
         while run.parent is not None:
             depth, run = depth + 1, run.parent
