@@ -120,12 +120,16 @@ def _extend_or_ask(ctx: ToolCallContext, name: str, spent: int, cap: int) -> boo
 
 
 def _offer(ctx: ToolCallContext, name: str, what: str, spent: int, cap: int, units: int) -> bool:
-    """Park the call with the ledger's question: an extension offered."""
+    """Park the call with the ledger's question: an extension offered, at
+    least what the call lacks (a call of more units than are left asks for
+    enough to run, never less: a yes answers what the question said)."""
     root = ctx.run.root
-    by = max(ctx.config.ledgers[name].extend_by or cap - root.ledger_extra.get(name, 0), units, 1)
+    lacking = spent + units - cap
+    by = max(ctx.config.ledgers[name].extend_by or cap - root.ledger_extra.get(name, 0), lacking, 1)
     if not ctx.services.shadow:  # shadow mode records the ask and the call runs: nothing is offered
         ctx.run.offers.setdefault(ctx.tool.id, {})[what] = by
-    ctx.ask(f"the {name} quota ({spent}/{cap}) is used up; approve to extend it by {by}")
+    state = "is used up" if spent >= cap else f"has {cap - spent} left, this call takes {units}"
+    ctx.ask(f"the {name} quota ({spent}/{cap}) {state}; approve to extend it by {by}")
     return True
 
 

@@ -356,6 +356,28 @@ async def test_a_remembered_approval_is_per_session_and_revocable() -> None:
 
 # ------------------------------------------------------- budget extensions
 
+async def test_a_call_of_more_units_than_are_left_asks_for_what_it_lacks() -> None:
+    """Round 176 b: `Ledger(cap=3, extend_by=1)`, `search` spends 2 units: after one call
+    (2/3) the next asked "(2/3) is used up; approve to extend it by 2" (1 unit was left, and
+    the configured 1 is all the call lacks). The question says what is left and offers the
+    larger of `extend_by` and what the call lacks; a yes extends by that, and the call runs."""
+    h = Harness(HarnessConfig(
+        tools={"search": ToolPolicy(role="retrieval", ledgers=["retrieval"], units=2)},
+        ledgers={"retrieval": Ledger(cap=3, on_exhausted="ask", extend_by=1)},
+    ), load_entry_points=False)
+    model = ScriptedModel([calls(("search", {"q": "a"})), calls(("search", {"q": "b"})),
+                           calls(("search", {"q": "c"})), text("done")])
+    agent = make_agent(model, [search], h.middlewares())
+    ask = asked(await reply(h, agent, ALICE))
+    parked = h.last_report(agent)
+    assert ask is not None and RAN == ["a"], RAN
+    assert parked.reason == "the retrieval quota (2/3) has 1 left, this call takes 2; approve to extend it by 1"
+    ask = asked(await reply(h, agent, ALICE, confirm(ask)))
+    report = h.last_report(agent)
+    assert RAN == ["a", "b"] and report.extensions == [{"what": "ledger:retrieval", "by": 1, "approved_by": "alice"}]
+    assert ask is not None and report.reason == "the retrieval quota (4/4) is used up; approve to extend it by 2"
+
+
 async def test_an_exhausted_ledger_asks_and_an_approval_extends_it() -> None:
     h = shop()
     model = ScriptedModel([
