@@ -76,11 +76,14 @@ class HookSpec:
     point: str
     priority: int
     name: str
-    kind: str
-    escape_key: str | None
-    module: str
-    is_async: bool = field(compare=False)
-    fail_closed: bool | None = False
+    kind: str = "observer"
+    escape_key: str | None = None
+    module: str = ""
+    """Where the hook comes from, as reports and errors name it (by hand:
+    the function's module when left blank)."""
+    is_async: bool | None = field(default=None, compare=False)
+    """Whether ``fn`` is a coroutine function (by hand: read from it when left out)."""
+    fail_closed: bool | None = None
     when: Callable[[Any, Any], bool] | None = field(default=None, compare=False)
     """``(policy, config) -> bool``: whether the hook can act at all on a
     tool call with this ``ToolPolicy`` (``None`` for an unconfigured tool)
@@ -112,6 +115,10 @@ class HookSpec:
                 f"hook {name!r}: a safety gate judges an exact fact and must never "
                 "declare an escape_key",
             )
+        if not self.module:  # built by hand: what make_spec reads of the function
+            object.__setattr__(self, "module", getattr(self.fn, "__module__", "") or "")
+        if self.is_async is None:
+            object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
         if self.fail_closed is None:  # the kind's default, as declared
             object.__setattr__(self, "fail_closed", self.kind == "safety")
         if not isinstance(self.fail_closed, bool):
@@ -177,16 +184,8 @@ def make_spec(
     if name is None:  # a name given (blank, 0, b"") is judged as given, never replaced
         name = getattr(fn, "__name__", None) or repr(fn)
     return HookSpec(
-        fn=fn,
-        point=point,
-        priority=priority,
-        name=name,
-        kind=kind,
-        escape_key=escape_key,
-        module=getattr(fn, "__module__", "") or "",
-        is_async=inspect.iscoroutinefunction(fn),
-        fail_closed=kind == "safety" if fail_closed is None else fail_closed,
-        when=when,
+        fn=fn, point=point, priority=priority, name=name, kind=kind, escape_key=escape_key,
+        fail_closed=fail_closed, when=when,
     )
 
 

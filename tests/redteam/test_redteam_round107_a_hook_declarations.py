@@ -33,7 +33,7 @@ def fraud_check(ctx) -> None:
 
 
 @pytest.mark.parametrize("fields", [
-    {"kind": "safety"},  # fail_closed defaults to False on the type: a safety hook must fail closed
+    {"kind": "safety", "fail_closed": False},  # a safety hook must fail closed (left out: it does, round 176 a)
     {"kind": "safety", "fail_closed": True, "escape_key": "fraud"},  # a safety gate never latches open
     {"kind": "guard"},
     {"point": "before_tool"},
