@@ -297,9 +297,11 @@ class OutputFilter:
     ``json_args``: the text is a tool call's JSON arguments: its escapes are
     put in one spelling first (``JsonEscapes``: a secret spelled with escapes
     is found, a marker spelled with them too; ``redactor`` then knows each
-    exact value's JSON spelling). Harness markers are stripped as from any
-    text the model wrote (a finishing tool's arguments are the answer; only
-    the stream shows this text, the tool receives what the model wrote).
+    exact value's JSON spelling). Harness markers are defanged, never
+    removed: a fence tag's reading may span JSON values, and what is shown
+    stays the JSON of the call (only the stream shows this text, the tool
+    receives what the model wrote). Otherwise (answers, thinking) markers
+    are stripped.
     ``pii``: detector → mode, hashed with ``salt`` (per run, so hash tags
     match within a run only)."""
 
@@ -314,7 +316,7 @@ class OutputFilter:
 
     def apply(self, text: str) -> tuple[str, PiiOutcome]:
         """``text`` filtered, and what the PII step found (for ``block``)."""
-        text = strip_markers("".join(canonical_escapes(text)) if self.json_args else text)
+        text = neutralise_markers("".join(canonical_escapes(text))) if self.json_args else strip_markers(text)
         text = self.redactor.redact(text)
         if not self.pii:
             return text, PiiOutcome(text)
@@ -323,7 +325,7 @@ class OutputFilter:
 
     def stream(self) -> OutputStream:
         """A stream of deltas filtered as ``apply`` filters the whole."""
-        stages: list[_Stage] = [MarkerStream(), self.redactor.stream()]
+        stages: list[_Stage] = [MarkerStream(defang_only=self.json_args), self.redactor.stream()]
         if self.json_args:
             stages.insert(0, JsonEscapes())
         if self.pii:

@@ -115,10 +115,6 @@ class HookSpec:
                 f"hook {name!r}: a safety gate judges an exact fact and must never "
                 "declare an escape_key",
             )
-        if not self.module:  # built by hand: what make_spec reads of the function
-            object.__setattr__(self, "module", getattr(self.fn, "__module__", "") or "")
-        if self.is_async is None:
-            object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
         if self.fail_closed is None:  # the kind's default, as declared
             object.__setattr__(self, "fail_closed", self.kind == "safety")
         if not isinstance(self.fail_closed, bool):
@@ -155,6 +151,11 @@ class HookSpec:
                 f"hook {name!r}: a hook is a function or a coroutine function, not a generator "
                 "(its body would never run)",
             )
+        if not self.module:  # left out (built by hand): the function's own, a partial's wrapped one
+            inner = fn.func if isinstance(fn, functools.partial) else call
+            object.__setattr__(self, "module", getattr(inner, "__module__", "") or "")
+        if self.is_async is None:
+            object.__setattr__(self, "is_async", inspect.iscoroutinefunction(call))
 
     @functools.cached_property
     def builtin(self) -> bool:

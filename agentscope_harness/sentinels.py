@@ -240,11 +240,12 @@ def marker_open(text: str, pos: int) -> bool:
     return _still_open(text, pos, "", pos)[0]
 
 
-def _still_open(text: str, pos: int, read: str, at: int) -> tuple[bool, str, int]:
+def _still_open(text: str, pos: int, read: str, at: int, whole: bool = True) -> tuple[bool, str, int]:
     """``marker_open``, going on from a reading of ``text[pos:at]`` as
     ``read`` (the text has only grown since): whether it may still become a
     marker, and the reading so far. A stream resumes it, never reading a held
-    run of spacing twice."""
+    run of spacing twice. ``whole=False``: a marker's opening word is all
+    there is to read (defanging changes nothing after it)."""
     if text[pos] not in "[\uff3b\ufe47<\uff1c\ufe64\u2039":
         return False, read, at
     end = min(len(text), pos + _REACH)
@@ -256,7 +257,7 @@ def _still_open(text: str, pos: int, read: str, at: int) -> tuple[bool, str, int
         if read not in _WORDS and not any(w.startswith(read) for w in _WORDS):
             return False, read, at
     literal = text[pos:at].lower()
-    if literal not in _WORDS:
+    if literal not in _WORDS or not whole:
         return False, read, at  # disguised: neutralised whatever follows
     rest = _CODE_CHARS if literal[0] == "[" else _TAG_REST
     if literal[0] == "<" and at < len(text) and (text[at].isalnum() or text[at] in "_-"):
@@ -270,12 +271,16 @@ class MarkerStream:
     """``strip_markers`` over a text that arrives in pieces: holds back from
     the first bracket that may still become a marker, sends the rest. The
     held bracket's reading goes on with each piece (a bracket before
-    thousands of spaces costs what the spaces cost)."""
+    thousands of spaces costs what the spaces cost). ``defang_only``:
+    ``neutralise_markers`` instead, which removes nothing (JSON text stays
+    the same JSON: a marker's tag may span its values)."""
 
-    def __init__(self) -> None:
+    def __init__(self, defang_only: bool = False) -> None:
         self._buf = ""
         self._reading = ("", 0)
         """How far the held bracket (at 0 of ``_buf``) was read, and as what."""
+        self._filter = neutralise_markers if defang_only else strip_markers
+        self._whole = not defang_only
 
     def feed(self, delta: str) -> str:
         """Add a delta; the stripped text that is now safe to send."""
@@ -286,12 +291,12 @@ class MarkerStream:
         for m in _BRACKET.finditer(buf):
             start = m.start()
             read, at = self._reading if start == 0 and self._buf else ("", start)
-            still, read, at = _still_open(buf, start, read, at)
+            still, read, at = _still_open(buf, start, read, at, self._whole)
             if still:
                 cut, self._reading = start, (read, at - start)
                 break
         self._buf = buf[cut:]
-        return strip_markers(buf[:cut]) if cut else ""
+        return self._filter(buf[:cut]) if cut else ""
 
     def open(self, anywhere: bool = False) -> bool:
         """Whether a bracket that may still become a marker is held."""
@@ -300,7 +305,7 @@ class MarkerStream:
     def flush(self) -> str:
         """The rest (at the end of the stream)."""
         rest, self._buf, self._reading = self._buf, "", ("", 0)
-        return strip_markers(rest)
+        return self._filter(rest)
 
 
 _BRACKET = re.compile("[\\[\uff3b\ufe47<\uff1c\ufe64]")

@@ -121,11 +121,10 @@ def _extend_or_ask(ctx: ToolCallContext, name: str, spent: int, cap: int) -> boo
 
 def _offer(ctx: ToolCallContext, name: str, what: str, spent: int, cap: int, units: int) -> bool:
     """Park the call with the ledger's question: an extension offered, at
-    least what the call lacks (a call of more units than are left asks for
-    enough to run, never less: a yes answers what the question said)."""
+    least the call's units (a yes runs it even when calls of its batch
+    spend what was left meanwhile: a yes answers what the question said)."""
     root = ctx.run.root
-    lacking = spent + units - cap
-    by = max(ctx.config.ledgers[name].extend_by or cap - root.ledger_extra.get(name, 0), lacking, 1)
+    by = max(ctx.config.ledgers[name].extend_by or cap - root.ledger_extra.get(name, 0), units, 1)
     if not ctx.services.shadow:  # shadow mode records the ask and the call runs: nothing is offered
         ctx.run.offers.setdefault(ctx.tool.id, {})[what] = by
     state = "is used up" if spent >= cap else f"has {cap - spent} left, this call takes {units}"

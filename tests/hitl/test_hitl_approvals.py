@@ -356,11 +356,11 @@ async def test_a_remembered_approval_is_per_session_and_revocable() -> None:
 
 # ------------------------------------------------------- budget extensions
 
-async def test_a_call_of_more_units_than_are_left_asks_for_what_it_lacks() -> None:
+async def test_a_call_of_more_units_than_are_left_is_told_so_and_offered_its_units() -> None:
     """Round 176 b: `Ledger(cap=3, extend_by=1)`, `search` spends 2 units: after one call
-    (2/3) the next asked "(2/3) is used up; approve to extend it by 2" (1 unit was left, and
-    the configured 1 is all the call lacks). The question says what is left and offers the
-    larger of `extend_by` and what the call lacks; a yes extends by that, and the call runs."""
+    (2/3) the next asked "(2/3) is used up" while 1 unit was left. The question says what is
+    left and what the call takes, and offers the larger of `extend_by` and the call's units;
+    a yes extends by that, and the call runs."""
     h = Harness(HarnessConfig(
         tools={"search": ToolPolicy(role="retrieval", ledgers=["retrieval"], units=2)},
         ledgers={"retrieval": Ledger(cap=3, on_exhausted="ask", extend_by=1)},
@@ -371,11 +371,41 @@ async def test_a_call_of_more_units_than_are_left_asks_for_what_it_lacks() -> No
     ask = asked(await reply(h, agent, ALICE))
     parked = h.last_report(agent)
     assert ask is not None and RAN == ["a"], RAN
-    assert parked.reason == "the retrieval quota (2/3) has 1 left, this call takes 2; approve to extend it by 1"
+    assert parked.reason == "the retrieval quota (2/3) has 1 left, this call takes 2; approve to extend it by 2"
     ask = asked(await reply(h, agent, ALICE, confirm(ask)))
     report = h.last_report(agent)
-    assert RAN == ["a", "b"] and report.extensions == [{"what": "ledger:retrieval", "by": 1, "approved_by": "alice"}]
-    assert ask is not None and report.reason == "the retrieval quota (4/4) is used up; approve to extend it by 2"
+    assert RAN == ["a", "b"] and report.extensions == [{"what": "ledger:retrieval", "by": 2, "approved_by": "alice"}]
+    assert ask is not None and report.reason == "the retrieval quota (4/5) has 1 left, this call takes 2; approve to extend it by 2"
+
+
+async def test_a_yes_runs_the_call_when_its_batch_spent_what_was_left() -> None:
+    """Round 176 d: a ledger at 1/2 (`extend_by=1`), a batch of a 2-unit call and a 1-unit
+    call: the first is asked about, the second fits and spends the last unit. Offering only
+    what the first lacked (1) left its yes refused `quota_exhausted`, the extension recorded.
+    "A yes answers what the question said": it runs."""
+    async def small(q: str) -> str:
+        """Small.
+
+        Args:
+            q (str): q.
+        """
+        RAN.append(f"small:{q}")
+        return q
+
+    h = Harness(HarnessConfig(
+        tools={"search": ToolPolicy(role="retrieval", ledgers=["q"], units=2),
+               "small": ToolPolicy(role="retrieval", ledgers=["q"], units=1)},
+        ledgers={"q": Ledger(cap=2, on_exhausted="ask", extend_by=1)},
+    ), load_entry_points=False)
+    model = ScriptedModel([calls(("small", {"q": "a"})), calls(("search", {"q": "b"}), ("small", {"q": "c"})),
+                           text("done"), text("done")])
+    agent = make_agent(model, [search, tool(small)], h.middlewares())
+    ask = asked(await reply(h, agent, ALICE))
+    assert ask is not None and RAN == ["small:a", "small:c"], RAN
+    await reply(h, agent, ALICE, confirm(ask))
+    report = h.last_report(agent)
+    assert RAN == ["small:a", "small:c", "b"] and not report.refusals, (RAN, report.refusals)
+    assert report.extensions == [{"what": "ledger:q", "by": 2, "approved_by": "alice"}], report.extensions
 
 
 async def test_an_exhausted_ledger_asks_and_an_approval_extends_it() -> None:
