@@ -21,6 +21,7 @@ import hmac
 import json
 import logging
 import re
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -444,11 +445,26 @@ def _shared_head(a: str, b: str) -> int:
     return lo
 
 
+PII_STEP_S = 0.002
+"""How long one step of ``_pii_in_pieces`` may hold the loop before the next
+is made smaller (``PII_INLINE`` characters of prose take about 1 ms)."""
+PII_LEAST = 256
+"""The smallest step of ``_pii_in_pieces``: text that costs the detectors
+many times what prose does (a run of digit groups is a card, a phone, an
+IBAN candidate at every group) is read this many characters at a step."""
+
+
 def _pii_in_pieces(stream: PiiStream, text: str) -> Iterator[str]:
-    """``apply_pii`` of a large text through ``stream``, ``PII_INLINE``
-    characters at a step (a stream: the same result as the whole)."""
-    for start in range(0, len(text), PII_INLINE):
-        yield stream.feed(text[start : start + PII_INLINE])
+    """``apply_pii`` of a large text through ``stream``, up to ``PII_INLINE``
+    characters at a step (a stream: the same result as the whole): a step
+    that held the loop longer than ``PII_STEP_S`` halves the next, down to
+    ``PII_LEAST``, so costly text holds it about as long as prose does."""
+    start, size = 0, PII_INLINE
+    while start < len(text):
+        began = time.perf_counter()
+        yield stream.feed(text[start : start + size])
+        start += size
+        size = max(PII_LEAST, size // 2) if time.perf_counter() - began > PII_STEP_S else min(PII_INLINE, size * 2)
     yield stream.flush()
 
 

@@ -80,7 +80,15 @@ class PiiOutcome:
 # --- exact checks -----------------------------------------------------------
 
 
+_ASCII_NON_DIGITS = dict.fromkeys(ch for ch in range(128) if not chr(ch).isdigit())
+"""Every ASCII character but a digit, deleted by ``str.translate``."""
+
+
 def _digits(value: str) -> str:
+    """The digits of ``value``: in one C call for ASCII text (every candidate
+    a digit run is judged on, a few per group of a long run of groups)."""
+    if value.isascii():
+        return value.translate(_ASCII_NON_DIGITS)
     return "".join(ch for ch in value if ch.isdigit())
 
 
@@ -126,6 +134,10 @@ def ssn_valid(value: str) -> bool:
     return area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
 
 
+_CUT = re.compile(r"[ .\-/]")
+"""A separator a candidate may be cut before (``_longest``)."""
+
+
 def _longest(valid: Callable[[str], bool]) -> Callable[[str], int]:
     """An acceptor returning the longest valid prefix of a candidate, cut
     only after a letter or digit before a separator: a candidate may run into
@@ -134,8 +146,8 @@ def _longest(valid: Callable[[str], bool]) -> Callable[[str], int]:
     def accept(value: str) -> int:
         if valid(value):
             return len(value)
-        for end in range(len(value) - 1, 0, -1):
-            if value[end] in " .-/" and value[end - 1].isalnum() and valid(value[:end]):
+        for end in reversed([cut.start() for cut in _CUT.finditer(value, 1)]):  # found in C
+            if value[end - 1].isalnum() and valid(value[:end]):
                 return end
         return 0
 
@@ -165,10 +177,13 @@ def _iban_accept(value: str) -> int:
     most = 1
     while most < len(groups) and len(groups[most - 1]) == 4:  # only the last group may be short
         most += 1
+    # each group read as digits once (a run of groups is a candidate at every group)
+    head, rest = groups[0][:4].translate(_LETTER_DIGITS), groups[0][4:].translate(_LETTER_DIGITS)
+    read = [group.translate(_LETTER_DIGITS) for group in groups[1:most]]
     for n in range(most, 0, -1):
-        compact = "".join(groups[:n])
-        rearranged = (compact[4:] + compact[:4]).translate(_LETTER_DIGITS)
-        if 15 <= len(compact) <= 34 and int(rearranged) % 97 == 1:
+        if not 15 <= sum(map(len, groups[:n])) <= 34:  # no IBAN: its number is never made
+            continue
+        if int(rest + "".join(read[:n - 1]) + head) % 97 == 1:
             return len(" ".join(groups[:n]))
     return 0
 

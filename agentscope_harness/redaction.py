@@ -520,6 +520,46 @@ def _merging(steps: list[list[tuple[int, int, str]]], step: int = 1024) -> Itera
     yield merged
 
 
+MATCHES_AT_A_STEP = 512
+"""Matches of a configured pattern (or the secret values) taken in one step:
+a text dense in them (a value repeated over megabytes) is found a step at a
+time, the loop given turns between (``sliced``)."""
+
+
+def _matched(pattern: re.Pattern[str], text: str, pos: int, end: int, tag: str) -> Iterator[list[tuple[int, int, str]]]:
+    """``pattern``'s non-empty matches in ``text[pos:end]`` as spans tagged
+    ``tag``, ``MATCHES_AT_A_STEP`` at a step."""
+    spans: list[tuple[int, int, str]] = []
+    for m in pattern.finditer(text, pos, end):
+        if m.end() > m.start():
+            spans.append((m.start(), m.end(), tag))
+            if len(spans) >= MATCHES_AT_A_STEP:
+                yield spans
+                spans = []
+    yield spans
+
+
+def _values_found(
+    values: re.Pattern[str], longest: int, text: str, pos: int, end: int,
+) -> Iterator[list[tuple[int, int, str]]]:
+    """The secret values (``values``: their alternation, longest first, none
+    longer than ``longest``) in ``text[pos:end]``, a ``WINDOW`` at a step:
+    a value matches on its own characters only, so a window read
+    ``longest`` past its end finds what one search would (a text of near
+    misses, every position a value's opening, is one long search otherwise)."""
+    at = pos
+    while at < end:
+        stop = min(end, at + WINDOW)
+        spans, after = [], stop
+        for m in values.finditer(text, at, min(end, stop + longest)):
+            if m.start() >= stop:
+                break
+            spans.append((m.start(), m.end(), "[redacted:secret_value]"))
+            after = max(after, m.end())
+        yield spans
+        at = after
+
+
 def _merge(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
     """Overlapping spans joined; the first (longest) one names the result."""
     return [span for step in _merging([spans]) for span in step]
@@ -762,9 +802,9 @@ class Redactor:
                 folded = "".join(pieces)
             yield from one.steps(folded if one.folded and folded is not None else text, pos, end)
         if self._values_re is not None:
-            yield [(m.start(), m.end(), "[redacted:secret_value]") for m in self._values_re.finditer(text, pos, end)]
+            yield from _values_found(self._values_re, len(self._values[0]), text, pos, end)
         for pattern in self._extra:
-            yield [(m.start(), m.end(), "[redacted:pattern]") for m in pattern.finditer(text, pos, end) if m.end() > m.start()]
+            yield from _matched(pattern, text, pos, end, "[redacted:pattern]")
 
     def _find(self, text: str, pos: int, end: int, folded: str | None = None) -> list[tuple[int, int, str]]:
         """Every secret in ``text[pos:end]`` (``text`` before ``pos`` is context)."""

@@ -8,8 +8,11 @@ largest gap between its wake-ups)."""
 from __future__ import annotations
 
 import gc
+from typing import Any
 
 from agentscope.tool import FunctionTool, Toolkit
+
+from agentscope_harness import ToolPolicy
 
 from ._common import ALLOW, full_policy, harness, make_agent, reply, timed_on_loop
 from ._model import BenchModel, call, say
@@ -47,10 +50,23 @@ WHOLE = "text, read whole"
 reads all of it, so nothing is truncated before the other steps."""
 
 
-async def measure(text: str, harnessed: bool, whole: bool = False) -> tuple[float, float]:
+CRAFTED: dict[str, tuple[str, dict]] = {
+    "digit groups, tool pii on": ("4111 ", {"tools": {"fetch": ToolPolicy(
+        role="other", pii={"card": "redact", "phone": "mask", "iban": "hash", "email": "redact"})}}),
+    "IBAN-like groups, tool pii on": ("DE12 ", {"tools": {"fetch": ToolPolicy(
+        role="other", pii={"card": "redact", "phone": "mask", "iban": "hash", "email": "redact"})}}),
+    "near misses of 60 secret values": ("svc0", {"secret_values": [f"svc{i:03d}-Zq7Rt2Lm9Xv4" for i in range(60)]}),
+}
+"""Text crafted against a step's cost, and the config that runs that step:
+every group a card, phone or IBAN candidate; every position a secret value's
+opening. The loop's longest block must stay what prose gives."""
+
+
+async def measure(text: str, harnessed: bool, whole: bool = False, **config: Any) -> tuple[float, float]:
     """Wall ms of a reply reading ``text`` once, and the longest loop block (ms)."""
     raised = {"result_max_tokens": 10**8} if whole else {}
-    h = harness(full_policy(tools={}, ledgers={}, enough_candidates=None, **raised)) if harnessed else None
+    policy = {"tools": {}, **config}
+    h = harness(full_policy(ledgers={}, enough_candidates=None, **raised, **policy)) if harnessed else None
     model = BenchModel([call("fetch", url="https://example.com/big"), say("done")])
     agent = make_agent(model, _BigTools(text), h)  # type: ignore[arg-type]
     gc.collect()  # as overhead does: both variants start from a collected heap, not the last section's garbage
@@ -82,4 +98,14 @@ async def run(size: str = "full") -> Section:
                        goal=f"harness adds no block over {GOAL_BLOCK_MS:.0f} ms",
                        met=(hb <= max(GOAL_BLOCK_MS, bb * 1.1)) if full else None, show_ratio=False),
             ]
+    for kind, (unit, config) in CRAFTED.items():
+        n = SIZES[size][-1] // 5 if size == "full" else SIZES[size][-1]
+        text = (unit * (n // len(unit) + 1))[:n]
+        blocks = [(await measure(text, harnessed, **config))[1] for harnessed in (False, True, False, True)]
+        bb, hb = min(blocks[0::2]), min(blocks[1::2])
+        section.figures.append(Figure(
+            "large results", f"{n // 1000:,} KB crafted: {kind}: longest loop block", hb, bb, unit="ms",
+            goal=f"harness adds no block over {GOAL_BLOCK_MS:.0f} ms",
+            met=(hb <= max(GOAL_BLOCK_MS, bb * 1.1)) if size == "full" else None, show_ratio=False,
+        ))
     return section
