@@ -1,6 +1,7 @@
-"""Two callers and the agents they share: the kit of rounds 175 a/b (a block bound to
-another caller with `acting_for` inside a run's tool). `notes` records what it read (`LOG`)
-and the time it saw left (`SEEN`), taking `DELAY[0]` seconds; `fresh` starts a test clean."""
+"""Two callers and the agents they share: the kit of rounds 172 c to 175 b (a stopped lead's
+background work; a block bound to another caller with `acting_for` inside a run's tool).
+`notes` records what it read (`LOG`) and the time it saw left (`SEEN`), taking `DELAY[0]`
+seconds; `fresh` starts a test clean."""
 from __future__ import annotations
 
 import asyncio

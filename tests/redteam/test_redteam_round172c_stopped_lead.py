@@ -11,22 +11,12 @@ from agentscope.event import RequireUserConfirmEvent
 from agentscope.message import UserMsg
 from agentscope.state import AgentState
 from agentscope.tool import Toolkit
+from callers_kit import LOG, fresh, notes
 from scripted import ScriptedModel, calls, confirm, drain, make_agent, run, text, tool
 
 from agentscope_harness import Harness, HarnessConfig, Principal, TerminalState, ToolPolicy
 
 ALICE = Principal(user_id="u-42", tenant="acme")
-LOG: list = []
-
-
-async def notes(q: str) -> str:
-    """Read notes.
-
-    Args:
-        q (str): Query.
-    """
-    LOG.append(("notes", q))
-    return f"note about {q}: fine"
 
 
 async def pay_out(user_id: str, amount: int) -> str:
@@ -57,7 +47,7 @@ async def test_background_sub_agent_of_a_stopped_lead_is_bound_even_if_its_reply
     Alice: two more model calls and its `notes` tool run, `completed` (`answered`), past
     the lead's stop and its run-wide model-call cap. Should: bound as the lead's sub-agent
     (refused `run_concluded`, no model call, `incomplete`)."""
-    LOG.clear()
+    fresh()
     h = Harness(HarnessConfig(tools={"notes": ToolPolicy(role="retrieval"), "start_sub": ToolPolicy(role="other")},
                               max_model_calls=2), load_entry_points=False, environ={})
     sub_model = ScriptedModel([calls(("notes", {"q": "bg"})), text("bg done")])
@@ -106,7 +96,7 @@ async def test_double_click_on_one_worker_runs_the_approved_call_at_most_once():
     concluded run (`run_concluded`, plus an `approval_mismatch` refusal); both users'
     responses are the refusal fallback and the approval is spent. Should: the call runs
     once (what the README says the claim guarantees), as it does across two workers."""
-    LOG.clear()
+    fresh()
     h = Harness(HarnessConfig(tools={"pay_out": ToolPolicy(
         role="mutation", identity_args={"user_id": "user_id"},
         ask_when=lambda a: "over 50" if a["amount"] > 50 else None)}), load_entry_points=False, environ={})
@@ -131,7 +121,7 @@ async def test_double_click_on_one_worker_runs_the_approved_call_at_most_once():
 async def test_a_background_worker_of_a_lead_that_completed_runs_its_own_run():
     """A lead that completed leaves its background work to its own rules (README: bound are
     sub-agents of a run stopped short of its task)."""
-    LOG.clear()
+    fresh()
     h = Harness(HarnessConfig(tools={"notes": ToolPolicy(role="retrieval"), "start_sub": ToolPolicy(role="other")}),
                 load_entry_points=False, environ={})
     sub_model = ScriptedModel([calls(("notes", {"q": "bg"})), text("bg done")])

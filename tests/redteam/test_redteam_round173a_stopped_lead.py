@@ -8,22 +8,10 @@ import asyncio
 
 from agentscope.message import UserMsg
 from agentscope.tool import Toolkit
+from callers_kit import ALICE, LOG, fresh, notes
 from scripted import ScriptedModel, calls, make_agent, run, text, tool
 
 from agentscope_harness import Harness, HarnessConfig, Principal, TerminalState, ToolPolicy
-
-ALICE = Principal(user_id="u-42", tenant="acme")
-LOG: list = []
-
-
-async def notes(q: str) -> str:
-    """Read notes.
-
-    Args:
-        q (str): Query.
-    """
-    LOG.append(("notes", q))
-    return f"note about {q}: fine"
 
 
 async def test_background_grandchild_of_a_stopped_lead_runs_past_the_stop():
@@ -44,7 +32,7 @@ async def test_background_grandchild_of_a_stopped_lead_runs_past_the_stop():
     `completed`, past the lead's stop and its run-wide cap. Should: bound as part of the
     stopped lead (no model call, `incomplete`, `run_concluded`), as the lead's own
     background worker now is."""
-    LOG.clear()
+    fresh()
     h = Harness(HarnessConfig(tools={"notes": ToolPolicy(role="retrieval"), "start_job": ToolPolicy(role="other"),
                                      "research": ToolPolicy(role="other")},
                               max_model_calls=4), load_entry_points=False, environ={})
@@ -105,7 +93,7 @@ async def test_background_grandchild_opened_while_the_lead_is_live_escapes_its_c
     and when the lead is stopped by that cap the crawler goes on (its next model call is
     made, `completed`). Should: nested in the lead (the run its settled parent was part
     of): counted, and bound by the lead's stop."""
-    LOG.clear()
+    fresh()
     h = Harness(HarnessConfig(tools={"notes": ToolPolicy(role="retrieval"), "start_job": ToolPolicy(role="other"),
                                      "research": ToolPolicy(role="other"), "wait": ToolPolicy(role="retrieval"),
                                      "slow_notes": ToolPolicy(role="retrieval")},
@@ -196,7 +184,7 @@ async def test_shared_job_worker_started_by_a_stopped_lead_refuses_every_later_u
     lead gets nothing; so does every later job of every user, for the life of the process.
     Should: Bob's job, acting for Bob on behalf of a run that is live and not stopped, runs
     (before round 172 c it did)."""
-    LOG.clear()
+    fresh()
     h = Harness(HarnessConfig(tools={"notes": ToolPolicy(role="retrieval"), "summarize": ToolPolicy(role="other")},
                               max_model_calls=2), load_entry_points=False, environ={})
     sub_model = ScriptedModel([text("summary A"), calls(("notes", {"q": "bob"})), text("summary B")])

@@ -7,22 +7,10 @@ import asyncio
 
 from agentscope.message import UserMsg
 from agentscope.tool import Toolkit
+from callers_kit import ALICE, LOG, fresh, notes
 from scripted import ScriptedModel, calls, make_agent, run, text, tool
 
-from agentscope_harness import Harness, HarnessConfig, Principal, TerminalState, ToolPolicy
-
-ALICE = Principal(user_id="u-42", tenant="acme")
-LOG: list = []
-
-
-async def notes(q: str) -> str:
-    """Read notes.
-
-    Args:
-        q (str): Query.
-    """
-    LOG.append(("notes", q))
-    return f"note about {q}: fine"
+from agentscope_harness import Harness, HarnessConfig, TerminalState, ToolPolicy
 
 
 async def test_job_of_a_stopped_sub_agent_escapes_its_stop_while_the_lead_lives():
@@ -43,7 +31,7 @@ async def test_job_of_a_stopped_sub_agent_escapes_its_stop_while_the_lead_lives(
     runs, so the crawler makes its model calls and runs `notes`: work of a stopped run
     goes on. Before round 173 a the crawler opened as a root bound by the researcher's
     stop. Should: bound (no model call, `incomplete`, `run_concluded`)."""
-    LOG.clear()
+    fresh()
     h = Harness(HarnessConfig(tools={"notes": ToolPolicy(role="retrieval"), "research": ToolPolicy(role="other"),
                                      "wait": ToolPolicy(role="other")}), load_entry_points=False, environ={})
     h_sub = Harness(HarnessConfig(tools={"start_job": ToolPolicy(role="other")}, max_model_calls=1),
