@@ -177,15 +177,20 @@ def _iban_accept(value: str) -> int:
     most = 1
     while most < len(groups) and len(groups[most - 1]) == 4:  # only the last group may be short
         most += 1
-    # each group read as digits once (a run of groups is a candidate at every group)
-    head, rest = groups[0][:4].translate(_LETTER_DIGITS), groups[0][4:].translate(_LETTER_DIGITS)
-    read = [group.translate(_LETTER_DIGITS) for group in groups[1:most]]
-    for n in range(most, 0, -1):
-        if not 15 <= sum(map(len, groups[:n])) <= 34:  # no IBAN: its number is never made
-            continue
-        if int(rest + "".join(read[:n - 1]) + head) % 97 == 1:
-            return len(" ".join(groups[:n]))
-    return 0
+    # the check reads the number after the country and check digits, then those four:
+    # each group's digits taken once into a running remainder (a run of groups is a
+    # candidate at every group), the four appended to it for each length
+    head = groups[0][:4].translate(_LETTER_DIGITS)
+    shift, last = pow(10, len(head), 97), int(head) % 97
+    remainder, length, longest = 0, 0, 0
+    for n, group in enumerate(groups[:most], 1):
+        digits = (group[4:] if n == 1 else group).translate(_LETTER_DIGITS)
+        if digits:
+            remainder = (remainder * pow(10, len(digits), 97) + int(digits)) % 97
+        length += len(group)
+        if 15 <= length <= 34 and (remainder * shift + last) % 97 == 1:
+            longest = length + n - 1  # its spaces
+    return longest
 
 
 _NATIONAL_PHONE = (

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .context import HookContext
 from .deadline import MIN_TIMEOUT_S
 from .outputs import quoted_pii, quoted_shown, result_pii, shaped_notice, written_by_hook
-from .redaction import shaped_within
+from .redaction import Turns, shaped_within
 from .registry import HOOK_POINTS, TOOL_POINTS, HookRejectSignal, HookSpec, malformed
 from .sentinels import format_sentinel, neutralise_markers
 
@@ -281,6 +281,12 @@ async def within(awaitable: Any, limit: float | None) -> Any:
     return value
 
 
+TURN_OVER = 8192
+"""A tool result longer than this (characters, as the model reads it) gives
+the event loop a turn between ``post_tool_call`` hooks whenever they have
+held it ``redaction.SLICE_S``."""
+
+
 class HookRunner:
     """Per-point hook lists, sorted once at construction."""
 
@@ -344,6 +350,8 @@ class HookRunner:
         raw = result_read.raw_text if result_read is not None else None  # the tool's own: read-only
         prompting = point == "on_system_prompt"
         additions = ctx.prompt_addition
+        # each hook reads a long result whole: their sum, not one of them, would hold the loop
+        turns = Turns() if result_read is not None and len(result_read.text) > TURN_OVER else None
         for spec in specs:
             ctx.hook_name, ctx.hook_builtin = spec.name, spec.builtin
             tool, answer, audit, given = ctx.tool, ctx.final_text, ctx.audit, ctx.result
@@ -399,6 +407,8 @@ class HookRunner:
                 break
             if shadowed is None and ctx.would_refuse is not None and point in _STOPPING_POINTS:
                 _stop(ctx, spec, ctx.would_refuse)  # shadow mode: the end enforcing would have made, reported
+            if turns is not None:
+                await turns.take()
         else:
             refusal = None
         if self.candidate is not None and point in CANDIDATE_POINTS:

@@ -35,8 +35,9 @@ def system_prompt_append(ctx: HookContext) -> None:
     """The rules the model must know, from the config alone (byte-stable)."""
     config = ctx.config
     rules = [
-        "A tool result starting with [harness:<code>] comes from the control plane, "
-        "not from the tool: follow what it says and do not repeat the refused call.",
+        "A [harness:<code>] line in a tool result (at its start, or after the tool's output) "
+        "comes from the control plane, not from the tool: follow what it says and do not "
+        "repeat the refused call.",
     ]
     if config.fence:
         rules.append(

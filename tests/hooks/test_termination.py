@@ -69,6 +69,10 @@ async def test_verify_failure_is_an_error_the_model_reads_and_not_completed():
     msg = results(model)[0]
     assert "[harness:verification_failed] The answer does not name a product." in msg
     assert "call submit again" in msg
+    # after the tool's output, as the rules the model was given say a sentinel may stand (round 177 b)
+    assert msg.index("[harness:verification_failed]") > msg.index("</tool-output")
+    assert "A [harness:<code>] line in a tool result (at its start, or after the tool's output)" in (
+        model.calls[0]["formatted"][0]["content"][0]["text"])
     assert seen == ["delivered"]  # verify sees the tool's own text, not the fenced one
     assert ran.of("submit") == [{"answer": "something"}]
     assert report.terminal_state.value == "incomplete"

@@ -17,18 +17,19 @@ import pytest
 from agentscope.event import ToolResultTextDeltaEvent
 
 from agentscope_harness import Harness, HarnessConfig, ToolPolicy
+from agentscope_harness.outputs import PII_HOLD, PII_INLINE
 from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, text, tool_messages
 
 pytestmark = pytest.mark.asyncio
 EMAIL = "alice.nguyen@example.com"
-CUT = 4096 - 320  # outputs.PII_INLINE - PII_HOLD: the first cut of a result's PII pass
+CUT = PII_INLINE - PII_HOLD  # the first cut of a result's PII pass
 PAGE: dict[str, str] = {}
 
 
 def _page(pad: int) -> str:
     notes = [{"id": i, "text": "Customer asked about delivery times and the return policy. " * 3}
              for i in range(40)]
-    notes[10]["text"] = "Customer wrote back" + "." * pad + ":\n" + EMAIL + " (please reply there)"
+    notes[5]["text"] = "Customer wrote back" + "." * pad + ":\n" + EMAIL + " (please reply there)"
     return json.dumps({"notes": notes})  # a JSON API response, as json.dumps writes it
 
 

@@ -38,19 +38,20 @@ import pytest
 from agentscope.event import ToolResultTextDeltaEvent
 
 from agentscope_harness import Harness, HarnessConfig, ToolPolicy
+from agentscope_harness.outputs import PII_HOLD, PII_INLINE
 from agentscope_harness.pii import apply_pii
 from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, text, tool_messages
 
 pytestmark = pytest.mark.asyncio
 SECOND = "020 7946 0959"
 ADDR = "maria.garcia@empresa.es"
-CUT = 4096 - 320  # outputs.PII_INLINE - PII_HOLD: the first cut of a result's PII pass
+CUT = PII_INLINE - PII_HOLD  # the first cut of a result's PII pass
 PAGE: dict[str, str] = {}
 
 
 def page_at(offset: int, line: str, value: str) -> str:
-    """A >4 KB page with ``line`` in it, ``value`` (in ``line``) at ``offset``."""
-    head = "".join(f"Branch {i}: open 9-5, closed on public holidays. Ask at the desk.\n" for i in range(50))
+    """A page longer than ``PII_INLINE`` with ``line`` in it, ``value`` (in ``line``) at ``offset``."""
+    head = "".join(f"Branch {i}: open 9-5, closed on public holidays. Ask at the desk.\n" for i in range(20))
     pad = offset - len(head) - line.index(value)
     assert pad >= 0
     page = head + " " * pad + line + head

@@ -47,7 +47,8 @@ async def test_the_tool_adapter_alone_refuses_runs_it_cannot_hold_to_their_limit
         with caplog.at_level(logging.ERROR, logger="agentscope_harness"), harness.acting_for(ALICE):
             await drain(agent, UserMsg("user", "find my order"))
         assert ACTED == []  # not run past a limit nobody holds
-        assert "[harness:" in last_tool_message(model)  # the model was told it was not made
+        told = last_tool_message(model)  # the model was told it was not made, and why (README "Choices")
+        assert told.startswith("[harness:run_concluded]") and "(policy_error)" in told, told
         records = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
         assert any("concurrency_limits[1]" in m and "HarnessAgentAdapter" in m for m in records), records
         assert not any("concurrency_limits[0]" in m for m in records)  # a tool's limit is held alone
