@@ -506,8 +506,12 @@ class CallFlow:
             result.withheld = True
             run.facts.unreach(found)
         else:
-            if result.heard is not None and result.heard_of is not result.text:
-                judge_news(ctx, result, view)  # a hook rewrote it after the tracker: news is what the model reads
+            heard = result.heard
+            if heard is not None and (result.heard_of is not result.text or heard.at != run.facts.novelty.kept):
+                # a hook rewrote it after the tracker (news is what the model reads), or a parallel
+                # call's result was remembered since (the hooks between may give the loop turns):
+                # judged again, and remembered with no await between
+                judge_news(ctx, result, view)
             run.facts.credit(found, result.news)
             if result.heard is not None:
                 run.facts.hear(view.digest, result.heard)

@@ -305,13 +305,16 @@ class Novelty:
     turn, would push each other out and each repeat read as news.
     O(result size) per result."""
 
-    __slots__ = ("cap", "newer", "older", "results")
+    __slots__ = ("cap", "kept", "newer", "older", "results")
 
     def __init__(self, cap: int = NOVELTY_CAP) -> None:
         self.cap = cap
         self.older: set[int] = set()
         self.newer: set[int] = set()
         self.results: dict[int, None] = {}
+        self.kept = 0
+        """How many results were remembered (``keep``): a judgement made at
+        another count is stale (another call's result was kept since)."""
 
     def __len__(self) -> int:
         return len(self.older) + len(self.newer)
@@ -354,10 +357,11 @@ class Novelty:
             news = news or (new > 0 and (new >= NOVEL_SHINGLES or new >= NOVEL_SHARE * len(shingles[0])))
             if kept is not words and len(kept) < len(words):
                 shingles += (_shingles(words),)
-        return Heard(tuple(said), shingles, news)
+        return Heard(tuple(said), shingles, news, self.kept)
 
     def keep(self, heard: Heard) -> None:
         """Remember what ``judge`` read of a result the model reads."""
+        self.kept += 1
         for whole in heard.said:
             self._remember(whole)
         for shingles in heard.shingles:
@@ -388,6 +392,8 @@ class Heard(NamedTuple):
     shingles: tuple[set[int], ...]
     """Its shingles to remember (none for a text heard word for word before)."""
     news: bool
+    at: int
+    """``Novelty.kept`` when judged: the judgement holds while it is the same."""
 
 
 class Failures(NamedTuple):
@@ -606,6 +612,10 @@ class GuardState(LazyFields):
     fact_batches: dict[str, Batch] = lazy(dict)
     """The batch whose result reached each fact a tool's result brought:
     a call of that same batch was written before the model read it."""
+    told_next_step: dict[str, Batch] = lazy(dict)
+    """The batch whose result was told the next step after each fact
+    (``transition_notice``): once a batch, as parallel calls' results may
+    reach one fact together, whichever of them is shaped first."""
     candidates: int = 0
     picks: int = 0
     force_conclude: bool = False

@@ -267,6 +267,8 @@ class Fleet:
         self._tasks: set[asyncio.Task[None]] = set()
         self._giving_back: dict[str, set[asyncio.Task[None]]] = {}
         """The background give-backs of each lease or rate key (``_released_here``)."""
+        self._given_by: dict[str, set[asyncio.Task[None]]] = {}
+        """The background give-backs of each run's calls, waited for when it closes."""
         self._renewer: asyncio.Task[None] | None = None
         self.waits = config.mode != "shadow"
         """``False``: a rate limit's wait is not made, only judged (in shadow
@@ -634,7 +636,17 @@ class Fleet:
         if until is not None and held:
             until.add_done_callback(lambda _: self._release_later(held))
             return
-        self._release_later(held, taken if not ran else [])
+        task = self._release_later(held, taken if not ran else [])
+        if task is not None:
+            self._given_by.setdefault(run.run_id, set()).add(task)
+            task.add_done_callback(functools.partial(self._run_given_back, run.run_id))
+
+    def _run_given_back(self, run_id: str, task: asyncio.Task[None]) -> None:
+        tasks = self._given_by.get(run_id)
+        if tasks is not None:
+            tasks.discard(task)
+            if not tasks:
+                del self._given_by[run_id]
 
     def _abandon_probes(self, run_id: str, call_id: str | None = None) -> None:
         """A half-open probe that never ran to an outcome (not made, dropped,
@@ -689,13 +701,15 @@ class Fleet:
         except DependencyDown:
             pass  # the store's probe lapses at PROBE_LEASE_S
 
-    def _release_later(self, held: list[_Lease], taken: Sequence[_Taken] = ()) -> None:
-        if held or taken:
-            keys = {lease.key for lease in held} | {t.key for t in taken}
-            task = self._in_background(self._release(held, taken))
-            for key in keys:
-                self._giving_back.setdefault(key, set()).add(task)
-            task.add_done_callback(functools.partial(self._given_back, keys))
+    def _release_later(self, held: list[_Lease], taken: Sequence[_Taken] = ()) -> asyncio.Task[None] | None:
+        if not (held or taken):
+            return None
+        keys = {lease.key for lease in held} | {t.key for t in taken}
+        task = self._in_background(self._release(held, taken))
+        for key in keys:
+            self._giving_back.setdefault(key, set()).add(task)
+        task.add_done_callback(functools.partial(self._given_back, keys))
+        return task
 
     def _given_back(self, keys: set[str], task: asyncio.Task[None]) -> None:
         for key in keys:
@@ -744,11 +758,17 @@ class Fleet:
                         seconds = t.width * units / t.cost
                         mine.given_back += seconds
                         mine.ends = max(time.monotonic(), mine.ends - seconds)
-        for give in gives:
-            try:
-                await self._call(give(), "limits store", None)
-            except DependencyDown:
-                pass
+        if self.in_process or len(gives) < 2:
+            for give in gives:
+                await self._give(give)
+        else:  # together: a slow store holds them one bound, not one each
+            await asyncio.gather(*map(self._give, gives))
+
+    async def _give(self, give: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await self._call(give(), "limits store", None)
+        except DependencyDown:
+            pass
 
     def _holds_of(self, run: RunState) -> _Holds:
         holds = self._holds.get(run.run_id)
@@ -845,13 +865,13 @@ class Fleet:
         now, so its resume takes one afresh wherever it lands (a slot kept
         here was one another worker's resume could neither renew nor free)."""
         holds = self._holds.get(run.run_id)
-        if holds is None or not holds.run:
-            return
-        if run.live_nested:  # a nested run of it still runs: its work in flight keeps them, renewed
-            run.after_nested = functools.partial(self._release_kept, run.run_id)
-            return
-        leases, holds.run = holds.run, []
-        await self._release(leases)
+        if holds is not None and holds.run:
+            if run.live_nested:  # a nested run of it still runs: its work in flight keeps them, renewed
+                run.after_nested = functools.partial(self._release_kept, run.run_id)
+            else:
+                leases, holds.run = holds.run, []
+                await self._release(leases)
+        await self._calls_given_back(run)
 
     async def _take_run_slots(self, run: RunState, holder: RunState) -> None:
         """``holder``'s run slots, for ``run`` (the run stopped if they cannot
@@ -906,9 +926,20 @@ class Fleet:
             run.after_nested = functools.partial(self._release_kept, run.run_id)
             holds.run = []
         self._stop_renewing_if_idle()
-        if holds is None:
-            return
-        await self._release(holds.leases(), [t for taken in holds.rates.values() for t in taken])
+        if holds is not None:
+            await self._release(holds.leases(), [t for taken in holds.rates.values() for t in taken])
+        await self._calls_given_back(run)
+
+    async def _calls_given_back(self, run: RunState) -> None:
+        """The run's calls' slots went back in the background as each ended:
+        back in the store before its reply returns (closed or parked), so
+        the caller's next call on another worker finds them free. A store
+        that does not answer holds the reply one store call's bound at most
+        (a call's give-backs are made together, each bounded)."""
+        loop = asyncio.get_running_loop()
+        giving = [task for task in self._given_by.pop(run.run_id, ()) if task.get_loop() is loop]
+        if giving:
+            await asyncio.wait(giving)
 
     def _release_kept(self, run_id: str) -> None:
         """The last nested run of a closed or parked run ended: the run

@@ -28,7 +28,18 @@ from typing import Any, Protocol
 
 from agentscope.message import Base64Source, DataBlock, HintBlock, TextBlock
 
-from .pii import PiiOutcome, apply_pii, find_pii, rewrite_pii, validate_pii_modes
+from .pii import (
+    Finding,
+    PiiOutcome,
+    apply_pii,
+    chosen_findings,
+    find_pii,
+    open_run,
+    overlapped_from,
+    pii_candidates,
+    rewrite_pii,
+    validate_pii_modes,
+)
 from .redaction import Redactor, Turns, sliced
 from .sentinels import MarkerStream, fences_touching, neutralise_markers, neutralise_markers_sliced, strip_markers
 
@@ -93,11 +104,9 @@ class PiiStream:
         k = len(self._before)
         text = self._before + self._buf
         cut += k
-        found = find_pii(text, self.modes, start=k)
-        for f in found:
-            if f.start < cut < f.end:  # never send part of a value
-                cut = f.start
-                break
+        candidates = pii_candidates(text, self.modes, start=k)
+        found = chosen_findings(candidates)
+        cut = _cut_between_values(text, k, cut, candidates, found)
         kept = [replace(f, start=f.start - k, end=f.end - k) for f in found if f.end <= cut]
         out = rewrite_pii(text[k:cut], kept, self.modes, self.salt)
         self._note(out)
@@ -108,6 +117,26 @@ class PiiStream:
         for kind, n in out.counts.items():
             self.counts[kind] = self.counts.get(kind, 0) + n
         self.blocked_kinds += [k for k in out.blocked_kinds if k not in self.blocked_kinds]
+
+
+def _cut_between_values(text: str, k: int, cut: int, candidates: list[Finding], found: list[Finding]) -> int:
+    """Where a PII stream's window (``text``, sent up to ``k``) is cut: so
+    that the rest is read as one scan of the whole would read it. Before a
+    run of address characters that reaches the window's end (an address
+    longer than the stream holds back, an accented one JSON-escaped twice,
+    is not whole yet), and before any run of values that overlap there (a
+    phone number inside an IBAN: which detector's value the whole scan
+    chose depends on where each detector's scan stood). When that leaves
+    nothing to send (text crafted as one such run), the cut is only kept
+    out of a chosen value, as each step then reads its window alone."""
+    if cut < len(text):
+        safe = overlapped_from(candidates, min(cut, open_run(text, k)))
+        if safe > k:
+            return safe
+    for f in found:
+        if f.start < cut < f.end:  # never send part of a value
+            return f.start
+    return cut
 
 
 class OutputStream:

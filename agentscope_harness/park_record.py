@@ -205,6 +205,7 @@ NOT_CARRIED: dict[str, str] = {
         "narrowed_round", "harness_choice", "said_after_end", "answer_owed", "deferred_hints", "unflushed",
         "ended_at_cap", "answer_made_up", "results", "prefix", "hints_read", "artifacts", "daily_spent_usd",
         "store_error", "enclosing_refusals", "new_fact_this_round", "unread_facts", "batch_key", "batch_seen",
+        "told_next_step",
     ), "this process's objects and the round in progress: none survives a park (or read afresh: the quota)"),
     **dict.fromkeys((
         "approvals", "park_awaiting", "spent_approvals", "park_id", "park_recorded", "parked_at", "earlier_parks",

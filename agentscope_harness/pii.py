@@ -397,12 +397,24 @@ def find_pii(text: str, detectors: Iterable[str] = DETECTORS, start: int = 0) ->
     """Every finding of the named detectors in ``text``, in order and not
     overlapping; those from ``start`` on (what stands before it is read as
     a value's left edge only: no finding there hides one after it)."""
+    return chosen_findings(pii_candidates(text, detectors, start))
+
+
+def pii_candidates(text: str, detectors: Iterable[str] = DETECTORS, start: int = 0) -> list[Finding]:
+    """Every value each detector accepts, before they are chosen among
+    (they may overlap: a phone number inside an IBAN), in order."""
     candidates: list[Finding] = []
     for kind in detectors:
         if kind not in DETECTORS:
             raise ValueError(f"unknown pii detector {kind!r}; choose from {', '.join(DETECTORS)}")
         candidates += _scan(DETECTORS[kind], text, start)
     candidates.sort(key=lambda f: (f.start, f.start - f.end, _ORDER[f.kind]))
+    return candidates
+
+
+def chosen_findings(candidates: list[Finding]) -> list[Finding]:
+    """The findings among ``candidates`` (in order): the earliest, the
+    longest of those, each one overlapping none chosen before it."""
     chosen: list[Finding] = []
     end = 0
     for finding in candidates:
@@ -410,6 +422,34 @@ def find_pii(text: str, detectors: Iterable[str] = DETECTORS, start: int = 0) ->
             chosen.append(finding)
             end = finding.end
     return chosen
+
+
+def overlapped_from(candidates: list[Finding], at: int) -> int:
+    """Where the run of overlapping ``candidates`` (in order) that ``at``
+    stands inside begins; ``at`` itself when it stands inside none. A text
+    cut there is read alike on both sides: no detector's scan crosses it."""
+    start, end = -1, -1
+    for c in candidates:
+        if c.start >= at:
+            break
+        if c.start >= end:
+            start = c.start
+        end = max(end, c.end)
+    return start if start < at < end else at
+
+
+_ADDRESS_RUN = re.compile(rf"[A-Za-z0-9{_ACCENTED}{_MARK}._%+@\\\-]+")
+"""Characters an e-mail address may be written with (a backslash too: JSON
+escapes of its accented letters): a run of them at the end of a text may be
+an address not yet whole."""
+
+
+def open_run(text: str, lo: int) -> int:
+    """Where the run of address characters reaching the end of ``text``
+    begins, not before ``lo`` (``len(text)``: the text ends in none). Read
+    from the end, in C: linear in the run."""
+    run = _ADDRESS_RUN.match(text[lo:][::-1])
+    return len(text) - (run.end() if run is not None else 0)
 
 
 def mask_value(value: str) -> str:

@@ -51,7 +51,7 @@ PAGE: dict[str, str] = {}
 
 def page_at(offset: int, line: str, value: str) -> str:
     """A page longer than ``PII_INLINE`` with ``line`` in it, ``value`` (in ``line``) at ``offset``."""
-    head = "".join(f"Branch {i}: open 9-5, closed on public holidays. Ask at the desk.\n" for i in range(20))
+    head = "".join(f"Branch {i}: open 9-5, closed on public holidays. Ask at the desk.\n" for i in range(PII_INLINE // 130))
     pad = offset - len(head) - line.index(value)
     assert pad >= 0
     page = head + " " * pad + line + head
