@@ -38,6 +38,7 @@ from agentscope.tool import FunctionTool, Toolkit
 from pydantic import SecretStr
 
 from .config import CostPolicy, HarnessConfig, Ledger, ModelPrice, Prerequisite, ToolPolicy
+from .fleet import estimate_input_tokens
 from .harness import Harness, Principal
 from .report import RunReport
 from .testing import ScriptedModel, Turn, calls, text
@@ -218,7 +219,9 @@ _QUERIES = ["4K monitor", "4K monitor 27in", "4K monitor IPS", "4K monitor USB-C
 
 
 def _budget(turn: Turn) -> ChatResponse:
-    inp = turn.payload_tokens
+    # billed as the harness estimates a request (README "What a cap guarantees": the cap holds
+    # whenever the estimates do; a provider counting more passes it by the difference)
+    inp = estimate_input_tokens(turn.messages, turn.tools or [])
     if turn.rounds < len(_QUERIES):  # a model that researches forever
         return call_tools(("search_products", {"query": _QUERIES[turn.rounds]}), inp=inp, out=120)
     return say("Best 4K monitor under $400: the Dell S2721QS at $279.", inp=inp, out=200)

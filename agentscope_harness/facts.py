@@ -612,10 +612,6 @@ class GuardState(LazyFields):
     fact_batches: dict[str, Batch] = lazy(dict)
     """The batch whose result reached each fact a tool's result brought:
     a call of that same batch was written before the model read it."""
-    told_next_step: dict[str, Batch] = lazy(dict)
-    """The batch whose result was told the next step after each fact
-    (``transition_notice``): once a batch, as parallel calls' results may
-    reach one fact together, whichever of them is shaped first."""
     candidates: int = 0
     picks: int = 0
     force_conclude: bool = False
@@ -640,8 +636,12 @@ class GuardState(LazyFields):
     pool_emptied: bool = False
     last_hints: tuple[str, ...] = ()
     """The keys of the hints given before the latest model call that got
-    any (``hinted_at``): none of them is given again before another hint
-    is, so two ladders hinting in one round never take turns."""
+    any (``hinted_at``): none of them is given again before the next model
+    call that gets a hint (whichever hint comes first in that round), so
+    two ladders hinting in one round never take turns."""
+    hints_before: tuple[str, ...] = ()
+    """The keys of the hinted round before ``last_hints``'s: while hints
+    are still given for ``hinted_at``, none of these is."""
     hinted_at: int = 0
     unsupported_claims: list[str] = lazy(list)
     claimed_steps: list[tuple[str, bool | None]] = lazy(list)
@@ -715,11 +715,20 @@ class GuardState(LazyFields):
     that ignores that is stopped with reason ``refused:<code>``; one that
     concludes ends as its conclusion earns."""
 
+    def hint_repeats(self, key: str, at: int) -> bool:
+        """Whether a hint ``key`` given before model turn ``at`` repeats one
+        of the round hinted before it, or one of its own round."""
+        if at != self.hinted_at:
+            return key in self.last_hints
+        return key in self.last_hints or key in self.hints_before
+
     def remember_hint(self, key: str, at: int) -> None:
         """A hint ``key`` given before this run's model turn ``at``: one more
         of that round's, or the first of a new one."""
-        self.last_hints = (*self.last_hints, key) if at == self.hinted_at else (key,)
-        self.hinted_at = at
+        if at == self.hinted_at:
+            self.last_hints = (*self.last_hints, key)
+        else:
+            self.hints_before, self.last_hints, self.hinted_at = self.last_hints, (key,), at
 
     def mark(self, fact: str) -> bool:
         """Record a reached fact; True when it is new (a progress edge)."""

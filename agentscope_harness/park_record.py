@@ -174,7 +174,7 @@ _FACTS: dict[str, Callable[[Any], Any]] = {
     "spent_usd": _amount, "ledger_used": _units, "called_tools": _counts, "tier": _text,
     "rounds": _count, "rounds_without_progress": _count, "force_conclude": _flag,
     "forced_at": _maybe(_count), "undelivered": _count, "constrained_for": _maybe_text,
-    "last_hints": lambda v: tuple(_recent(v)), "hinted_at": _count,
+    "last_hints": lambda v: tuple(_recent(v)), "hints_before": lambda v: tuple(_recent(v)), "hinted_at": _count,
     "cycle_hinted": _flag, "wrap_up_hinted": _flag, "candidates": _count, "picks": _count,
     "empty_selections": _count, "pool_emptied": _flag, "enforce_retries": _count,
     "gate_reject_counts": _counts, "latched": _names, "refusals_met": _pairs, "denied_turns": _turns,
@@ -205,7 +205,6 @@ NOT_CARRIED: dict[str, str] = {
         "narrowed_round", "harness_choice", "said_after_end", "answer_owed", "deferred_hints", "unflushed",
         "ended_at_cap", "answer_made_up", "results", "prefix", "hints_read", "artifacts", "daily_spent_usd",
         "store_error", "enclosing_refusals", "new_fact_this_round", "unread_facts", "batch_key", "batch_seen",
-        "told_next_step",
     ), "this process's objects and the round in progress: none survives a park (or read afresh: the quota)"),
     **dict.fromkeys((
         "approvals", "park_awaiting", "spent_approvals", "park_id", "park_recorded", "parked_at", "earlier_parks",

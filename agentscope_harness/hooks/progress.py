@@ -53,9 +53,7 @@ def transition_notice(ctx: ToolResultContext) -> None:
         return
     for fact in ctx.result.new_facts:
         text = _NEXT.get(fact)
-        told = ctx.facts.told_next_step
-        if text and told.get(fact) != ctx.tool.batch:  # a parallel call's result was told already
-            told[fact] = ctx.tool.batch
+        if text:
             ctx.result.notices.append(f"Note: {text}")
             ctx.decide("hint", detail=f"reached {fact}")
 

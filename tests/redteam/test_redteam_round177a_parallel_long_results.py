@@ -58,7 +58,8 @@ async def _play(script, bodies, config, long: bool, monkeypatch, force: bool = T
     if force:
         monkeypatch.setattr(redaction, "SLICE_S", 0.0)
     BODY.clear()
-    BODY.update({k: (page(v, long) if not v.startswith("=") else v[1:]) for k, v in bodies.items()})
+    BODY.update({k: v(long) if callable(v) else page(v, long) if not v.startswith("=") else v[1:]
+                 for k, v in bodies.items()})
     h = Harness(config, load_entry_points=False, environ={})
     model = ScriptedModel(list(script))
     agent = make_agent(model, [fetch, submit], middlewares=h.middlewares())
@@ -132,29 +133,18 @@ async def test_pii_block_beside_a_finish(monkeypatch) -> None:
     script = [calls(("fetch", {"url": "a"}), ("submit", {"answer": "done"})), text("done"), text("done")]
     cfg = HarnessConfig(tools={"submit": ToolPolicy(role="finish"),
                                "fetch": ToolPolicy(role="lookup", pii={"card": "block"})})
-    BODY.clear()
-
-    async def both(long: bool):
-        monkeypatch.setattr(redaction, "SLICE_S", 0.0)
-        BODY.update({"a": page("a", long) + card, "submit:done": page("s", long)})
-        h = Harness(cfg, load_entry_points=False, environ={})
-        model = ScriptedModel(list(script))
-        agent = make_agent(model, [fetch, submit], middlewares=h.middlewares())
-        h.instrument(agent.toolkit)
-        with h.acting_for(ALICE):
-            _, final = await run(agent, "where?")
-        rep = h.last_report(agent)
-        return str(rep.terminal_state), str(rep.reason), len(model.calls), _strip(final.get_text_content() or "")
-
-    assert await both(True) == await both(False)
+    await _compare(script, {"a": lambda long: page("a", long) + card, "submit:done": "s"}, cfg, monkeypatch)
 
 
 @pytest.mark.parametrize("force", [False, True], ids=["own_timing", "turn_at_every_hook"])
-async def test_two_retrieval_results_in_parallel_are_told_the_next_step_once(monkeypatch, force: bool) -> None:
-    """Round 177 b (a red team on the fix above): both results of two parallel fetches reached
-    `retrieved` before either was read, so with long pages each was told "You have results
-    now" (two `hint` decisions); `transition_notice` tells one result of a batch."""
+async def test_two_retrieval_results_in_parallel_are_told_the_next_step(monkeypatch, force: bool) -> None:
+    """Both results of two parallel fetches reach `retrieved` before either is read: with long
+    pages (the hooks giving turns) each may be told "You have results now", as either may yet
+    be withheld (round 177 c: telling one only left a withheld one's twin untold); each is
+    told at most once, and the model always learns it."""
     script = [calls(("fetch", {"url": "a"}), ("fetch", {"url": "b"})), text("It is on its way."), text("x")]
     cfg = HarnessConfig(tools={"fetch": ToolPolicy(role="retrieval")})
-    short = await _compare(script, {"a": "a1", "b": "b2"}, cfg, monkeypatch, force=force)
-    assert sum(m.count("You have results now") for m in short["told"][-1]) == 1, short["told"]
+    for long in (False, True):
+        played = await _play(script, {"a": "a1", "b": "b2"}, cfg, long, monkeypatch, force)
+        told = [m.count("You have results now") for m in played["told"][-1]]
+        assert sum(told) >= 1 and max(told) == 1, played["told"]
