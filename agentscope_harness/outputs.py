@@ -41,14 +41,7 @@ from .pii import (
     validate_pii_modes,
 )
 from .redaction import Redactor, Turns, sliced
-from .sentinels import (
-    MarkerStream,
-    fence_lines,
-    fences_touching,
-    neutralise_markers,
-    neutralise_markers_sliced,
-    strip_markers,
-)
+from .sentinels import MarkerStream, fences_touching, neutralise_markers, neutralise_markers_sliced, strip_markers
 
 log = logging.getLogger("agentscope_harness")
 
@@ -399,72 +392,12 @@ async def written_by_hook(
     ``before`` and what it wrote may join into a secret or a marker, and so
     may a cut), shaped as a notice is: forged markers defanged (fence markers
     where the hook wrote or that its edit completes, sentinels on the whole
-    span), secrets redacted and the tool's ``pii`` applied. The span runs
-    ``SEAM`` characters past each seam, to the nearest space, so each word
-    or marker is judged whole. In slices: a large write never holds the
-    event loop.
-
-    The fence is kept where that is unambiguous: a write whose span crosses
-    a fence line (an edit inside and a line appended after it, in one
-    write) is shaped on each side of the fence lines apart when the run's
-    nonce stands in it only in them, once each (nothing of the tool's, which
-    only the model could have echoed, nor any copy the hook wrote, carries
-    it); any other write is one span, a fence line in it defanged."""
+    span), secrets redacted and
+    the tool's ``pii`` applied. The span runs ``SEAM`` characters past each
+    seam, to the nearest space, so each word or marker is judged whole. In
+    slices: a large write never holds the event loop."""
     start = await _shared(before, after)
     end = len(after) - await _shared(before, after, tail=True, limit=min(len(before), len(after)) - start)
-    lines = fence_lines(before)
-    if lines is not None:
-        opened, close = lines
-        shut, kept_tail = before.rfind(close), len(after) - end  # kept_tail: what it kept of the end
-        untouched = (start >= len(opened) or kept_tail >= len(before)) and (
-            start >= shut + len(close) or kept_tail >= len(before) - shut)  # each line in what it kept
-        if not untouched and await _only_in_fence_lines(before, after, opened, close):
-            opens, closes = after.find(opened), after.find(close)
-            if opens + len(opened) <= closes:
-                return await _written_apart(before, after, opened, close, opens, closes, (redactor, pii, salt))
-    return await _written_span(after, start, end, redactor, pii, salt)
-
-
-async def _only_in_fence_lines(before: str, after: str, opened: str, close: str) -> bool:
-    """Whether the run's nonce stands in ``before`` and ``after`` only in
-    the fence lines, once each: a C scan of each text a step of its own."""
-    nonce = close[len('</tool-output nonce="'):-2]
-    for text, part, times in ((before, nonce, 2), (after, nonce, 2), (after, opened, 1), (after, close, 1)):
-        await _turn_after(len(text))
-        if text.count(part) != times:
-            return False
-    return True
-
-
-async def _written_apart(
-    before: str, after: str, opened: str, close: str, opens: int, closes: int,
-    shaping: tuple[Redactor, Mapping[str, str], bytes],
-) -> str:
-    """``written_by_hook`` of a rewrite that kept the fence lines: each side
-    of them shaped apart, a copy of megabytes a step of its own."""
-    inner, outer = len(opened), before.rfind(close)
-    shaped: list[str] = []
-    for kept_at, written_at in (((0, 0), (0, opens)), ((inner, outer), (opens + inner, closes)),
-                                ((outer + len(close), len(before)), (closes + len(close), len(after)))):
-        kept = before[kept_at[0]:kept_at[1]]
-        await _turn_after(len(kept))
-        written = after[written_at[0]:written_at[1]]
-        await _turn_after(len(written))
-        if kept == written:
-            shaped.append(written)
-            continue
-        start = await _shared(kept, written)
-        end = len(written) - await _shared(kept, written, tail=True, limit=min(len(kept), len(written)) - start)
-        shaped.append(await _written_span(written, start, end, *shaping))
-    await _turn_after(len(after))
-    head, inside, tail = shaped
-    return head + opened + inside + close + tail
-
-
-async def _written_span(
-    after: str, start: int, end: int, redactor: Redactor, pii: Mapping[str, str], salt: bytes,
-) -> str:
-    """``written_by_hook`` of the span ``after[start:end]`` a hook wrote."""
     start, end = await fences_touching(after, start, end)
     lo, hi = _word_edge(after, start - SEAM, -1), _word_edge(after, end + SEAM, 1)
     written = await neutralise_markers_sliced(after[start:end])

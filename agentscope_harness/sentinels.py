@@ -325,20 +325,6 @@ def fence_close(nonce: str) -> str:
     return f'</tool-output nonce="{nonce}">'
 
 
-def fence_lines(text: str) -> tuple[str, str] | None:
-    """The fence a shaped tool result stands in: its opening line (with its
-    line break) and its closing marker, the last one of its nonce (the
-    shaping defanged every other); ``None`` for text not fenced."""
-    if not text.startswith(_FENCE_OPEN):
-        return None
-    line_end = text.find("\n")
-    nonce = text[len(_FENCE_OPEN) + 1:].partition('"')[0]
-    close = fence_close(nonce)
-    if line_end < 0 or not nonce or text.rfind(close) <= line_end:
-        return None
-    return text[:line_end + 1], close
-
-
 def unfenced(text: str) -> str:
     """The body of a fenced tool result (its fence lines left out); any
     other text as it is."""

@@ -2,11 +2,13 @@
 against a local server): two promises of "Writing a hook" broke.
 
 - A transform that masks a word inside a result and appends a line after it, in one write:
-  the write was judged as one span from the edit to the end, the harness's closing fence
-  marker in it, and defanged (`&lt;/tool-output ...>`): the fence never closed, and the line
-  the hook appended read as the tool's. README: "appended after the fence, it stands outside
-  it, so the model reads it as yours, not the tool's". Now the fence lines are kept and each
-  side of them shaped apart.
+  the write is judged as one span from the edit to the end, the harness's closing fence
+  marker in it, and defanged (`&lt;/tool-output ...>`): the fence never closes, and the line
+  the hook appended reads as the tool's. Kept so, a README limit (strict xfail): two red teams
+  (rounds 177 c and d) broke each way of telling the harness's closing line from one the
+  write completes (a hook decoding entities, tags or percent escapes completes the tool's
+  copy of it, the nonce echoed by the model; capped, only that copy is left), and judging
+  the tool's text as the hook's is the one failure the fence may not have.
 - "never the same hint twice in a row: the same `key`": a keyed hint given in one round came
   again in the next when another hint of the hook came first in that round (the round's first
   hint forgot the round before). Now a round's hints are judged against the round hinted
@@ -16,6 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
 from agentscope.message import UserMsg
 from scripted import make_agent, search
 from server import Reply
@@ -50,6 +53,8 @@ async def fetch(url: str) -> str:
     return "Order 17 served by db01.corp.internal; status shipped."
 
 
+@pytest.mark.xfail(strict=True, reason="README limit: an edit inside and a line appended after, in one write, "
+                                      "are one span: the closing line is defanged with it")
 async def test_an_edit_inside_and_a_line_after_in_one_write_keep_the_fence(server, make_model) -> None:
     @harness_hook("post_tool_call", priority=50, name="host_masker", kind="transform")
     def masker(ctx) -> None:
