@@ -50,8 +50,7 @@ if TYPE_CHECKING:
 
 _OWN = (
     "ledger_used", "gate_reject_counts", "latched", "reject_batches",
-    "batch_key", "batch_seen", "tier", "nudged", "last_hints", "hints_before", "hinted_at", "wrap_up_hinted",
-    "spent_usd",
+    "batch_key", "batch_seen", "tier", "nudged", "last_hints", "hinted_at", "wrap_up_hinted", "spent_usd",
 )
 """Facts the candidate's own decisions make; every other fact is mirrored
 from the live run before each judgement."""

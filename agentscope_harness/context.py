@@ -343,14 +343,13 @@ class HookContext:
             key = f"{self.hook_name}: {_digest(shaped)}"
         key = key or self.hook_name
         facts = self.run.facts
-        # the model call it is given before: this one at pre_think, the next one elsewhere (this run's
-        # own count: a sub-agent's calls in the batch are no round of this run)
-        at = self.run.turns + (self.point != "pre_think")
-        if facts.hint_repeats(key, at):
+        if key in facts.last_hints:
             return False  # not shaped: a built-in's hint, dropped every round it repeats, costs nothing
         if facts.force_conclude and key in EXPLORING_HINTS:
             return False
-        facts.remember_hint(key, at)
+        # the model call it is given before: this one at pre_think, the next one elsewhere (this run's
+        # own count: a sub-agent's calls in the batch are no round of this run)
+        facts.remember_hint(key, self.run.turns + (self.point != "pre_think"))
         text = shaped if shaped is not None else self._shaped_hint(text)
         self.hints.append((key, text))
         self.decide("hint", detail=text)

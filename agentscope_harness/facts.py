@@ -636,12 +636,8 @@ class GuardState(LazyFields):
     pool_emptied: bool = False
     last_hints: tuple[str, ...] = ()
     """The keys of the hints given before the latest model call that got
-    any (``hinted_at``): none of them is given again before the next model
-    call that gets a hint (whichever hint comes first in that round), so
-    two ladders hinting in one round never take turns."""
-    hints_before: tuple[str, ...] = ()
-    """The keys of the hinted round before ``last_hints``'s: while hints
-    are still given for ``hinted_at``, none of these is."""
+    any (``hinted_at``): none of them is given again before another hint
+    is, so two ladders hinting in one round never take turns."""
     hinted_at: int = 0
     unsupported_claims: list[str] = lazy(list)
     claimed_steps: list[tuple[str, bool | None]] = lazy(list)
@@ -715,20 +711,11 @@ class GuardState(LazyFields):
     that ignores that is stopped with reason ``refused:<code>``; one that
     concludes ends as its conclusion earns."""
 
-    def hint_repeats(self, key: str, at: int) -> bool:
-        """Whether a hint ``key`` given before model turn ``at`` repeats one
-        of the round hinted before it, or one of its own round."""
-        if at != self.hinted_at:
-            return key in self.last_hints
-        return key in self.last_hints or key in self.hints_before
-
     def remember_hint(self, key: str, at: int) -> None:
         """A hint ``key`` given before this run's model turn ``at``: one more
         of that round's, or the first of a new one."""
-        if at == self.hinted_at:
-            self.last_hints = (*self.last_hints, key)
-        else:
-            self.hints_before, self.last_hints, self.hinted_at = self.last_hints, (key,), at
+        self.last_hints = (*self.last_hints, key) if at == self.hinted_at else (key,)
+        self.hinted_at = at
 
     def mark(self, fact: str) -> bool:
         """Record a reached fact; True when it is new (a progress edge)."""

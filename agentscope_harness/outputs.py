@@ -47,8 +47,10 @@ log = logging.getLogger("agentscope_harness")
 
 PII_HOLD = 320
 """Characters a PII stream holds back: longer than any value a detector
-recognises (an address is at most 254 characters), so a value is whole
-before any part of it is sent."""
+recognises as written plainly (an address is at most 254 characters), so a
+value is whole before any part of it is sent; an address written longer
+(its accents JSON-escaped twice) is held whole by where the stream cuts
+(``_cut_between_values``)."""
 
 
 PII_INLINE = 1536

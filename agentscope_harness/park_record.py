@@ -174,7 +174,7 @@ _FACTS: dict[str, Callable[[Any], Any]] = {
     "spent_usd": _amount, "ledger_used": _units, "called_tools": _counts, "tier": _text,
     "rounds": _count, "rounds_without_progress": _count, "force_conclude": _flag,
     "forced_at": _maybe(_count), "undelivered": _count, "constrained_for": _maybe_text,
-    "last_hints": lambda v: tuple(_recent(v)), "hints_before": lambda v: tuple(_recent(v)), "hinted_at": _count,
+    "last_hints": lambda v: tuple(_recent(v)), "hinted_at": _count,
     "cycle_hinted": _flag, "wrap_up_hinted": _flag, "candidates": _count, "picks": _count,
     "empty_selections": _count, "pool_emptied": _flag, "enforce_retries": _count,
     "gate_reject_counts": _counts, "latched": _names, "refusals_met": _pairs, "denied_turns": _turns,

@@ -539,10 +539,9 @@ def _disclose(ctx: HookContext) -> None:
     if line is None:
         return
     ctx.run.remember_sentinel("budget", line)
-    last = facts.last_hints, facts.hints_before, facts.hinted_at
+    last = facts.last_hints, facts.hinted_at
     ctx.hint(line, key=f"budget_status:{ctx.run.root.model_calls}")
-    # a status line is no nudge: it does not let the last one be given again
-    facts.last_hints, facts.hints_before, facts.hinted_at = last
+    facts.last_hints, facts.hinted_at = last  # a status line is no nudge: it does not let the last one be given again
 
 
 @harness_hook("post_tool_call", priority=20, name="result_nudges", kind="observer")

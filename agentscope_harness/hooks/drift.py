@@ -94,9 +94,8 @@ def drift_detector(ctx: ReflectContext) -> None:
     if facts.new_fact_this_round:
         facts.rounds_without_progress = 0
         facts.cycle_hinted = False
-        if not _STALL_HINTS.isdisjoint(facts.last_hints + facts.hints_before):
+        if not _STALL_HINTS.isdisjoint(facts.last_hints):
             facts.last_hints = tuple(key for key in facts.last_hints if key not in _STALL_HINTS)
-            facts.hints_before = tuple(key for key in facts.hints_before if key not in _STALL_HINTS)
     else:
         facts.rounds_without_progress += 1
     facts.new_fact_this_round = False
