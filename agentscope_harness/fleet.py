@@ -638,15 +638,7 @@ class Fleet:
             return
         task = self._release_later(held, taken if not ran else [])
         if task is not None:
-            self._given_by.setdefault(run.run_id, set()).add(task)
-            task.add_done_callback(functools.partial(self._run_given_back, run.run_id))
-
-    def _run_given_back(self, run_id: str, task: asyncio.Task[None]) -> None:
-        tasks = self._given_by.get(run_id)
-        if tasks is not None:
-            tasks.discard(task)
-            if not tasks:
-                del self._given_by[run_id]
+            _track(self._given_by, (run.run_id,), task)
 
     def _abandon_probes(self, run_id: str, call_id: str | None = None) -> None:
         """A half-open probe that never ran to an outcome (not made, dropped,
@@ -704,20 +696,9 @@ class Fleet:
     def _release_later(self, held: list[_Lease], taken: Sequence[_Taken] = ()) -> asyncio.Task[None] | None:
         if not (held or taken):
             return None
-        keys = {lease.key for lease in held} | {t.key for t in taken}
         task = self._in_background(self._release(held, taken))
-        for key in keys:
-            self._giving_back.setdefault(key, set()).add(task)
-        task.add_done_callback(functools.partial(self._given_back, keys))
+        _track(self._giving_back, {lease.key for lease in held} | {t.key for t in taken}, task)
         return task
-
-    def _given_back(self, keys: set[str], task: asyncio.Task[None]) -> None:
-        for key in keys:
-            tasks = self._giving_back.get(key)
-            if tasks is not None:
-                tasks.discard(task)
-                if not tasks:
-                    del self._giving_back[key]
 
     def _in_background(self, step: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Run a store step on this loop without awaiting it (kept until done)."""
@@ -1172,6 +1153,24 @@ class Fleet:
                 self._unsettled.setdefault(key, [])[:0] = pending
                 raise
             pending.pop(0)
+
+
+def _track(index: dict[str, set[asyncio.Task[None]]], keys: Iterable[str], task: asyncio.Task[None]) -> None:
+    """``task`` in ``index`` under each of ``keys`` until it is done (a key
+    with no task left is dropped)."""
+    keys = tuple(keys)
+    for key in keys:
+        index.setdefault(key, set()).add(task)
+    task.add_done_callback(functools.partial(_untrack, index, keys))
+
+
+def _untrack(index: dict[str, set[asyncio.Task[None]]], keys: tuple[str, ...], task: asyncio.Task[None]) -> None:
+    for key in keys:
+        tasks = index.get(key)
+        if tasks is not None:
+            tasks.discard(task)
+            if not tasks:
+                del index[key]
 
 
 def estimate_input_tokens(messages: list[Any], tools: list[Any]) -> int:
