@@ -25,6 +25,7 @@ from .hooks.budget import UNVERIFIED_APPROVAL, tool_calls_used_up, uncounted
 from .hooks.drift import judge_news
 from .hooks.termination import CONCLUDED
 from .injection import shows_nothing
+from .lazy import made
 from .pii import find_pii
 from .run_state import FINDING_CHARS
 from .runner import Refusal, being_cancelled
@@ -109,8 +110,9 @@ def _written_before_a_decision(run: RunState, view: ToolCallView) -> bool:
     """A finishing tool written while a call waits for a human or a client,
     or beside one that did (in its batch): its answer could not know what
     they answered. Its own approval answers for itself only."""
-    others = run.parked_calls.get(view.batch, set()) - {view.id}
-    return bool(others) or (not view.resumed and (view.batch in run.parked_calls or bool(run.awaiting_human)))
+    parked = made(run, "parked_calls") or {}
+    others = parked.get(view.batch, set()) - {view.id}
+    return bool(others) or (not view.resumed and (view.batch in parked or bool(made(run, "awaiting_human"))))
 
 
 def _rule_reason(value: Any, tool: str) -> str | None:

@@ -727,7 +727,7 @@ class GuardState(LazyFields):
 
     def _claimable(self, fact: str) -> bool:
         """No result the model read has reached ``fact`` yet."""
-        return fact not in self.progress_marks or fact in (made(self, "unread_facts") or ())
+        return fact not in (made(self, "progress_marks") or ()) or fact in (made(self, "unread_facts") or ())
 
     def _claim(self, fact: str) -> bool:
         """A result not yet read reaches ``fact``; False when a result the

@@ -723,7 +723,8 @@ class ReplyLifecycle:
             call_id = item.tool_call_id
             own = run.own_pieces.get(call_id)
             if own is not None and item.delta in own:  # the harness's on_acting shaped it
-                own.remove(item.delta)
+                at = own.index(item.delta)
+                run.own_pieces[call_id] = own[:at] + own[at + 1:]
             elif call_id in self.tool_names and not (quotes_the_call(item.delta) and call_id not in run.judged_calls):
                 if self.tool_names[call_id] is None:  # after the call's end (a middleware's closing line)
                     return []  # the result the model read has been shown

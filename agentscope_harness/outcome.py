@@ -115,7 +115,7 @@ def structured_output_is_withheld(run: RunState) -> bool:
     facts = run.facts
     if facts.unsupported_claims:
         return True
-    return bool(facts.dependency_down) and (facts.terminal is None or run.answer_made_up)
+    return bool(made(facts, "dependency_down")) and (facts.terminal is None or run.answer_made_up)
 
 
 def replacement(run: RunState, fallback_text: str) -> str:

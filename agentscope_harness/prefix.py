@@ -41,6 +41,7 @@ from agentscope.message import (
 )
 
 from .context import CHARS_PER_TOKEN, fallback, found_so_far
+from .lazy import made
 
 if TYPE_CHECKING:
     from .run_state import RunState
@@ -70,6 +71,14 @@ class Chunks:
     keys: array[int]
     sizes: array[int]
     owners: array[int]
+
+    def take(self, other: Chunks) -> None:
+        """Hold ``other``'s chunks instead, in these arrays: a run keeps one
+        ``Chunks`` for its life (a new one each call would outlive the
+        collections made while the model answers, and each would promote it)."""
+        self.keys[:] = other.keys
+        self.sizes[:] = other.sizes
+        self.owners[:] = other.owners
 
 
 @dataclass
@@ -104,14 +113,18 @@ def observe(
     compression). Returns the payload's estimated input tokens."""
     state = track(run)
     previous = state.chunks
-    chunks = state.chunks = _chunk_keys(messages, tools, previous)
-    if previous is not None and previous.keys:
-        at = _divergence(previous.keys, chunks.keys)
-        if at is not None:
-            compressed = agent_state.summary is not state.summary
-            _record_break(services, run, state, previous, at, model, compressed)
+    chunks = _chunk_keys(messages, tools, previous)
+    if previous is None:
+        state.chunks = chunks
+    else:
+        if previous.keys:
+            at = _divergence(previous.keys, chunks.keys)
+            if at is not None:
+                compressed = agent_state.summary is not state.summary
+                _record_break(services, run, state, previous, at, model, compressed)
+        previous.take(chunks)
     state.summary = agent_state.summary
-    state.decisions_seen = len(run.decisions)
+    state.decisions_seen = len(made(run, "decisions") or ())
     return sum(chunks.sizes) // CHARS_PER_TOKEN
 
 

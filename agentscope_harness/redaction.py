@@ -1098,5 +1098,6 @@ class StreamRedactor:
         out = _apply(self._buf, self._sent - base, end - base, found)
         self._buf = self._low = ""
         self._off = self._sent = self._seen = end
-        self._live, self._settled = [], []
+        self._live.clear()
+        self._settled.clear()
         return out

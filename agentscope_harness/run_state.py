@@ -346,11 +346,12 @@ class RunState(LazyFields):
     admitted: dict[str, Any] = lazy(dict)
     """Calls judged and admitted at the permission point, by call id: the
     view (AgentScope's own parse) their result is shaped against."""
-    own_pieces: dict[str, list[str]] = lazy(dict)
+    own_pieces: dict[str, tuple[str, ...]] = lazy(dict)
     """The text the harness's ``on_acting`` streams of each call's result, by
     call id: the reply shows it as it comes, and holds any other text of
     that call's stream (a middleware's before the harness's) until the
-    call's end."""
+    call's end. Tuples of text: the collector stops tracking them, where a
+    list would be walked by every collection until the reply reads it."""
     breaker_failures: Counter = lazy(Counter)
     """Per tool, its dependency failures in this run (the root's count: a
     run tree is one caller's). The first counts towards the tool's breaker,

@@ -141,6 +141,7 @@ class HarnessAgentAdapter(HarnessMiddleware):
         and a structured output's made-up arguments never. One generator
         layer: the model's events pass through no other here."""
         inner = None  # the model's events, closed with this layer (its provider's stream with them)
+        shown: _Shown | None = None
         try:
             run = run_of(self.harness, agent)
             if run is None:
@@ -268,6 +269,8 @@ class HarnessAgentAdapter(HarnessMiddleware):
             if held is not None:
                 yield held
         finally:
+            if shown is not None:
+                shown.taken = False
             await close_stream(inner)
             release(next_handler)
 
@@ -309,10 +312,20 @@ class HarnessAgentAdapter(HarnessMiddleware):
 
     def _shown(self, run: RunState) -> _Shown | None:
         """The filter of this round's model events (``None``: no final-answer
-        audit, nothing to filter)."""
+        audit, nothing to filter): the run's, started afresh, when no other
+        round holds it and its filters are the same (a new one each round
+        would outlive the collections made while the model answers, and each
+        would promote it); a round run beside another (a middleware's
+        best-of-two) gets one of its own."""
         if not self.harness.stream_redaction:
             return None
-        shown = run.shown = _Shown(*self._filters(run))
+        answer, args = self._filters(run)
+        shown = run.shown
+        if shown is None or shown.taken or shown.answer is not answer or shown.args is not args:
+            shown = run.shown = _Shown(answer, args)
+        else:
+            shown.afresh()
+        shown.taken = True
         return shown
 
     def _filters(self, run: RunState) -> tuple[OutputFilter, OutputFilter]:
@@ -451,7 +464,7 @@ class _Shown:
     stream holds back only as long as what it ends with could still change.
     A call per event, not a generator layer per round."""
 
-    __slots__ = ("aliases", "answer", "args", "ends", "opened", "released", "streams")
+    __slots__ = ("aliases", "answer", "args", "ends", "opened", "released", "streams", "taken")
 
     def __init__(self, answer: OutputFilter, args: OutputFilter) -> None:
         self.answer, self.args = answer, args
@@ -465,6 +478,16 @@ class _Shown:
         """The start of each block shown and not yet ended, by its shown id."""
         self.released: tuple[Any, ...] = ()
         """The ends a cut gave up, shown before whatever comes next."""
+        self.taken = False
+        """Whether a round is filtering with it (until its layer closes)."""
+
+    def afresh(self) -> None:
+        """As a new one: no stream, nothing held, for the next model call."""
+        self.streams.clear()
+        self.ends.clear()
+        self.aliases.clear()
+        self.opened.clear()
+        self.released = ()
 
     def cut(self) -> None:
         """The model call was cut short (the deadline): what each stream holds

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 import json
 import logging
 import time
@@ -303,7 +304,8 @@ class HarnessToolAdapter(HarnessMiddleware):
         if shown:
             run = run_of(self.harness, agent)
             if run is not None:  # the reply shows this text as it comes (any other: at the call's end)
-                run.own_pieces[input_kwargs["tool_call"].id] = [b.text for b in shown if isinstance(b, TextBlock)]
+                texts = tuple([b.text for b in shown if isinstance(b, TextBlock)])
+                run.own_pieces[input_kwargs["tool_call"].id] = texts
             yield ToolChunk(content=shown, state=ToolResultState.RUNNING, id=response.id)
         yield response
 
@@ -457,13 +459,20 @@ async def _engine_decides(
 ) -> PermissionDecision | None:
     """AgentScope's own permission engine on the call (the tool's
     ``check_permissions``, its rules), within the run's deadline as every
-    judgement is; ``None`` when the deadline came first (the check is cut)."""
+    judgement is; ``None`` when the deadline came first (the check is cut).
+    Its first step runs unarmed (most checks finish without waiting: no
+    timer is made for them), a timer only for a check that waits."""
+    checking = next_handler(**input_kwargs)
     if run.deadline is None:
-        return await next_handler(**input_kwargs)
+        return await checking
+    if inspect.iscoroutine(checking):
+        done, checking = first_step(checking)
+        if done:
+            return checking
     bound = asyncio.timeout(max(run.deadline - time.monotonic(), 0.0))
     try:
         async with bound:
-            decision: PermissionDecision = await next_handler(**input_kwargs)
+            decision: PermissionDecision = await checking
     except TimeoutError:
         if bound.expired():
             return None

@@ -492,7 +492,7 @@ def status_line(ctx: HookContext) -> str | None:
     for cap, what in ((run.model_call_cap(), "model"), (run.tool_call_cap(), "tool")):
         if cap is not None:
             parts.append(f"{max(cap[1] - cap[0], 0)} {what} calls left")
-    used = root.facts.ledger_used
+    used = made(root.facts, "ledger_used") or {}
     for name, ledger in config.ledgers.items():
         units = root.ledger_cap(name, ledger.cap)
         parts.append(f"{name} {max(units - used.get(name, 0), 0)}/{units} left")
@@ -511,7 +511,7 @@ def _budget_marks(ctx: HookContext) -> set[str]:
     root, config = ctx.run.root, ctx.config
     tier = ctx.run.facts.tier
     marks = {f"budget:tier:{tier}"} if tier != "full" else set()
-    used = root.facts.ledger_used
+    used = made(root.facts, "ledger_used") or {}
     for name, ledger in config.ledgers.items():
         soft = root.ledger_cap(name, ledger.cap) if ledger.soft_at is None else ledger.soft_at
         if used.get(name, 0) >= soft:
