@@ -539,7 +539,10 @@ class _Shown:
             self.ends[key] = item
             return ()
         if cls is ModelCallEndEvent:
-            return (*self._ended(), item)
+            ended = self._ended()
+            if not self.opened:  # every block ended, its stream flushed: none is kept past the call
+                self.streams.clear()
+            return (*ended, item)
         return (item,)  # the final message: its thinking is filtered before it is given (``_filter_round``)
 
     def _delta(self, item: Any, cls: type) -> tuple[Any, ...]:

@@ -5,11 +5,12 @@ keeps until its next one is promoted to the oldest generation, and every 25 % of
 promoted there makes one more full collection (each walks the whole heap). The harnessed
 reply promoted 82 objects a round where bare AgentScope promotes 44 (500 replies; 77 against
 37, 2.06x, in this test's 300): five full collections at 500 replies where bare makes three.
-Now 74 (72 here, 1.93x): four.
+Now 69 (64 here, 1.70x): four.
 
 Among them, made anew every round and kept until the next: the prefix observer's three
 arrays of chunk keys (a run now keeps one set, refilled), the round's stream filter (a run
-now keeps one, started afresh), the permission check's timer (armed now only for a check
+now keeps one, started afresh) and its streams (dropped now at the model call's end, once
+every block ended), the permission check's timer (armed now only for a check
 that waits), a stream redactor's two empty lists at each flush, the text an ``on_acting``
 streams (tuples of text now, which the collector stops tracking), and empty containers a
 read made (now read through ``made``).
@@ -80,11 +81,11 @@ async def _promoted_per_round(harnessed: bool) -> float:
     return promotions.count / sum(agent.model.n_calls for agent in agents)
 
 
-async def test_a_harnessed_round_promotes_less_than_twice_what_bare_promotes() -> None:
+async def test_a_harnessed_round_promotes_less_than_1_85_times_what_bare_promotes() -> None:
     bare = await _promoted_per_round(harnessed=False)
     harnessed = await _promoted_per_round(harnessed=True)
     assert bare > 20, bare  # the yardstick counts (AgentScope's own round promotes dozens)
-    assert harnessed < 2 * bare, (
+    assert harnessed < 1.85 * bare, (
         f"a harnessed round promotes {harnessed:.1f} objects to the oldest generation, bare {bare:.1f}: "
         f"{harnessed / bare:.2f}x (2.06x before round 178)"
     )
