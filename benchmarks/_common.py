@@ -8,7 +8,8 @@ import gc
 import hashlib
 import json
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -301,10 +302,18 @@ async def timed_on_loop(work: Awaitable[Any]) -> tuple[float, float, Any]:
     of what came before (a test suite's millions of objects, 300-450 ms)
     is not the work's block, while the collections its own garbage causes
     still count."""
+    with heap_frozen():
+        return await _timed(work)
+
+
+@contextmanager
+def heap_frozen() -> Iterator[None]:
+    """Collect and freeze the heap so far for the block: timing gauges
+    charge only the collections the measured work's own garbage causes."""
     gc.collect()
     gc.freeze()
     try:
-        return await _timed(work)
+        yield
     finally:
         gc.unfreeze()
 

@@ -20,6 +20,7 @@ from agentscope.agent import Agent
 from agentscope.tool import Toolkit
 
 from agentscope_harness import Harness, HarnessConfig
+from benchmarks._common import heap_frozen
 from tests.scripted import ALICE, ScriptedModel, calls, make_agent, run, text, tool
 
 Step = Callable[[Agent], Awaitable[Awaitable[Any]]]
@@ -62,13 +63,14 @@ class Gaps(NamedTuple):
 
 async def longest_block(work: Awaitable[Any]) -> float:
     """Run ``work`` beside a 1 ms ticker; the longest time (s) the loop went without a turn."""
-    task = asyncio.ensure_future(work)
-    longest, last = 0.0, time.perf_counter()
-    while not task.done():
-        await asyncio.sleep(0.001)
-        now = time.perf_counter()
-        longest, last = max(longest, now - last), now
-    await task
+    with heap_frozen():
+        task = asyncio.ensure_future(work)
+        longest, last = 0.0, time.perf_counter()
+        while not task.done():
+            await asyncio.sleep(0.001)
+            now = time.perf_counter()
+            longest, last = max(longest, now - last), now
+        await task
     return longest
 
 
