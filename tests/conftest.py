@@ -1,10 +1,12 @@
 """Test setup: make ``tests/scripted.py`` (and the scripted OpenAI-compatible
 server of ``tests/realclient/server.py``) importable from every test folder,
-serve that server to any test as the ``server`` fixture, and keep the harness
-env flags of the developer's shell out of the tests."""
+serve that server to any test as the ``server`` fixture, keep the harness
+env flags of the developer's shell out of the tests, and set aside what
+earlier test modules left alive."""
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -14,6 +16,16 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "realclient"))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _earlier_modules_frozen() -> None:
+    """What earlier modules left alive is collected once and frozen: a full
+    collection would otherwise scan the whole suite's heap (millions of
+    objects, 300-450 ms on one step), a pause the timing tests would charge
+    to the harness. Each module's own objects are still collected."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(autouse=True)
