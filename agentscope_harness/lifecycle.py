@@ -454,6 +454,7 @@ def end_resumed_by_another(harness: Harness, run: RunState, why: str | None = No
     harness.services.record(run, "resume_check", "on_reply", "stop", code="permission_denied",
                             detail=why or "resumed by another caller than the one who parked it", enforced=not shadow)
     reason = "refused:permission_denied"
+    run.acts_for_nobody = True
     run.facts.conclude(TerminalState.INCOMPLETE, reason, override=True)
     if not shadow:
         run.findings.clear()

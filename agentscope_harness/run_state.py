@@ -152,16 +152,17 @@ SHORT_ENDS = frozenset({TerminalState.INCOMPLETE.value, TerminalState.FAILED.val
 """The ends of a run stopped short of its task."""
 
 CALLLESS_ENDS = frozenset({
-    "refused:permission_denied", "concurrency_limited", "rate_limited", "unpriced_model", "dependency_down",
+    "concurrency_limited", "rate_limited", "unpriced_model", "dependency_down",
     "policy_refused", "policy_error", "model_error",
 })
 """Ends after which no model call of the run is made, not even one narrowed
-to its structured output: it acts for nobody (resumed by another), holds no
-slot, may not call the model now, cannot be priced, lost what it needed (a
-store; the provider, failed for good after its retries: a structured round
-would only ask it again, and deliver output beside "failed"), or a hook
-refused it (a safety hook at ``on_system_prompt``: that run's model call is
-not made). A deadline passed refuses every call by itself."""
+to its structured output: it holds no slot, may not call the model now,
+cannot be priced, lost what it needed (a store; the provider, failed for
+good after its retries: a structured round would only ask it again, and
+deliver output beside "failed"), or a hook refused it (a safety hook at
+``on_system_prompt``: that run's model call is not made). A run that acts
+for nobody is a fact of its own (``RunState.acts_for_nobody``); a deadline
+passed refuses every call by itself."""
 
 
 def live_parent(reply_id: str) -> RunState | None:
@@ -459,6 +460,12 @@ class RunState(LazyFields):
     resumer_recorded: bool = False
     """The reply lifecycle recorded ``resumed_by`` when the resume began (in
     the resuming context); without it, the tool adapter records it."""
+    acts_for_nobody: bool = False
+    """Resumed by another caller than the one who parked it, or by nobody
+    (``lifecycle.end_resumed_by_another``): no model call of it is made, not
+    even one narrowed to its structured output. A fact of its own: its
+    reason, ``refused:permission_denied``, also ends a run that met that
+    refusal again, which gets its narrowed rounds."""
     offers: dict[str, dict[str, int]] = lazy(dict)
     """Calls parked on an exhausted ledger, by call id: the extensions the
     human was offered (``{"ledger:<name>": units}``)."""
@@ -616,7 +623,9 @@ class RunState(LazyFields):
         waits for its user (a budget question: a call now would spend past
         what the parked budget carries)."""
         end = self.facts.terminal
-        return end is not None and (end.reason in CALLLESS_ENDS or end.state == TerminalState.WAITING_INPUT.value)
+        return end is not None and (
+            self.acts_for_nobody or end.reason in CALLLESS_ENDS or end.state == TerminalState.WAITING_INPUT.value
+        )
 
     def past_deadline(self) -> bool:
         """Whether the deadline has passed."""
