@@ -212,7 +212,7 @@ NOT_CARRIED: dict[str, str] = {
         "resumed_by", "resumer_recorded", "parked_by_another",
     ), "the park itself: its own entries of the record (who, shown, awaiting, spent, park)"),
     **dict.fromkeys((
-        "terminal", "stop_text", "unsupported_claims", "claimed_steps",
+        "terminal", "stop_text", "unsupported_claims", "claimed_steps", "acts_for_nobody",
     ), "written when the run ends: a parked run has not"),
     "novelty": "hashes salted per process (PYTHONHASHSEED): read again there from the results in the "
                "context (``hooks.drift.recall_results``)",
