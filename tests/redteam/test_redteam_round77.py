@@ -43,6 +43,7 @@ from agentscope_harness import (
     ModelPrice,
     Prerequisite,
     Principal,
+    TerminalState,
     ToolPolicy,
 )
 from agentscope_harness import park_record as records
@@ -373,6 +374,9 @@ async def test_shadow_mode_refuses_no_confirmed_call_at_its_resume(edit: Any, re
     assert acted == [("pay_out", amount)]
     assert checks and all(d.enforced is False for d in checks)
     assert report.refusals == {}
+    if resumer is BOB:  # README: the report ends as enforcing would, and the reply goes on
+        assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "refused:permission_denied")
+        assert report.model_calls == 2  # the round that parked, and the resumed one: it went on
 
 
 async def test_enforcing_still_refuses_an_edited_confirmation() -> None:
