@@ -217,9 +217,10 @@ def _route(ctx: HookContext) -> None:
             shadow = ctx.services.shadow
             reason, state, text = budget_spent(ctx.services, ctx.agent, ctx.run, least.kind, least.policy,
                                                park=not shadow)
-            if shadow and state is TerminalState.WAITING_INPUT:  # nobody is asked: recorded, as a call's ask is
+            if state is TerminalState.WAITING_INPUT:  # a question, recorded as a call's is
                 ctx.decide("ask", detail=reason)
-                return
+                if shadow:  # nobody is asked
+                    return
             ctx.stop(reason, state, text=text, code="quota_exhausted")
             return
         tier = "minimal" if least.fraction <= minimal else "lite" if least.fraction <= lite else "full"

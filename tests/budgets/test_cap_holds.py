@@ -82,6 +82,7 @@ async def test_with_ask_the_call_that_would_overspend_asks_and_an_extension_cont
     report = h.last_report(agent)
     assert len(model.calls) == 2
     assert report.terminal_state == TerminalState.WAITING_INPUT
+    assert [d.action for d in report.decisions if d.hook == "budget_router"][-1:] == ["ask"]
     # $0.02 is left, too little for the next call: said so, not "used" (round 101)
     assert final.get_text_content().startswith(
         "This task's next step would go past its budget ($0.0800 of $0.1000 spent).")

@@ -462,6 +462,8 @@ async def test_an_exhausted_usd_budget_asks_and_an_extension_continues_it() -> N
     assert "approve an extension" in report.reason
     assert "Shall I continue?" in final.get_text_content()
     assert len(model.calls) == 2  # $1.20 spent: a third ($0.60) would pass $1.30
+    # the question is an ask decision, as a call's is (round 179: enforcing recorded only the stop)
+    assert [(d.hook, d.point) for d in report.decisions if d.action == "ask"] == [("budget_router", "on_model_call")]
 
     with h.acting_for(ALICE):  # another message is not a way around the budget
         _, again = await run(agent, "go on")
@@ -475,6 +477,23 @@ async def test_an_exhausted_usd_budget_asks_and_an_extension_continues_it() -> N
     assert len(model.calls) == 3 and final.get_text_content() == "late"
     assert report.extensions == [{"what": "usd", "by": 1.0, "approved_by": "alice"}]
     assert report.terminal_state == TerminalState.COMPLETED
+
+
+async def test_a_budget_spent_to_the_ladders_last_rung_asks_with_an_ask_decision() -> None:
+    """Round 179 (scenario s179d): a budget whose policy asks, left at its
+    last tier (4 % of $1.00 after two $0.48 calls), ends ``waiting_input``
+    at ``pre_think`` with its question; the question is an ``ask`` decision
+    of ``budget_router``, as in shadow mode (enforcing recorded only the stop)."""
+    cost = CostPolicy(cap_usd=1.0, prices={"scripted": (0.0, 48_000.0)}, on_exhausted="ask")
+    h = Harness(HarnessConfig(cost=cost), load_entry_points=False)
+    model = ScriptedModel([calls(("search", {"q": "a"})), calls(("search", {"q": "b"})), text("late")])
+    agent = make_agent(model, [tool(search)], h.middlewares())
+    with h.acting_for(ALICE):
+        _, final = await run(agent)
+    report = h.last_report(agent)
+    assert report.terminal_state == TerminalState.WAITING_INPUT and len(model.calls) == 2
+    assert "Shall I continue?" in final.get_text_content()
+    assert [(d.hook, d.point) for d in report.decisions if d.action == "ask"] == [("budget_router", "pre_think")]
 
 
 async def test_extend_needs_a_run_waiting_on_its_budget() -> None:
