@@ -47,6 +47,7 @@ class SlowToHandOn(MiddlewareBase):
 
 
 async def _reply(script: list[Any], before: bool) -> tuple[float, Any, Msg | None]:
+    RAN.clear()  # this module's own (``tests.scripted``): the autouse fixture clears ``scripted``'s
     h = Harness(HarnessConfig(deadline_s=DEADLINE_S), load_entry_points=False, environ={})
     slow = SlowToHandOn(3.0)
     mine = [slow, *h.middlewares()] if before else [*h.middlewares(), slow]
