@@ -449,15 +449,21 @@ async def test_a_remembered_approval_never_covers_an_extension() -> None:
     assert asked(await reply(h, agent, ALICE)) is not None and RAN == ["a"]
 
 
-async def test_an_exhausted_usd_budget_asks_and_an_extension_continues_it() -> None:
-    # $0.60 a call, all of it output (10 tokens): the request's own estimate costs nothing
-    cost = CostPolicy(cap_usd=1.3, prices={"scripted": (0.0, 60_000.0)}, on_exhausted="ask")
+async def _two_searches_on_a_budget(cap_usd: float, usd_per_call: float) -> tuple[Harness, Any, Any, Any, Any]:
+    """Alice's reply of two searches, each call ``usd_per_call``, all of it
+    output (10 tokens: the request's own estimate costs nothing), under a
+    ``cap_usd`` that asks: (harness, model, agent, final message, report)."""
+    cost = CostPolicy(cap_usd=cap_usd, prices={"scripted": (0.0, usd_per_call * 100_000)}, on_exhausted="ask")
     h = Harness(HarnessConfig(cost=cost), load_entry_points=False)
     model = ScriptedModel([calls(("search", {"q": "a"})), calls(("search", {"q": "b"})), text("late")])
     agent = make_agent(model, [tool(search)], h.middlewares())
     with h.acting_for(ALICE):
         _, final = await run(agent)
-    report = h.last_report(agent)
+    return h, model, agent, final, h.last_report(agent)
+
+
+async def test_an_exhausted_usd_budget_asks_and_an_extension_continues_it() -> None:
+    h, model, agent, final, report = await _two_searches_on_a_budget(1.3, 0.6)
     assert report.terminal_state == TerminalState.WAITING_INPUT
     assert "approve an extension" in report.reason
     assert "Shall I continue?" in final.get_text_content()
@@ -484,13 +490,7 @@ async def test_a_budget_spent_to_the_ladders_last_rung_asks_with_an_ask_decision
     last tier (4 % of $1.00 after two $0.48 calls), ends ``waiting_input``
     at ``pre_think`` with its question; the question is an ``ask`` decision
     of ``budget_router``, as in shadow mode (enforcing recorded only the stop)."""
-    cost = CostPolicy(cap_usd=1.0, prices={"scripted": (0.0, 48_000.0)}, on_exhausted="ask")
-    h = Harness(HarnessConfig(cost=cost), load_entry_points=False)
-    model = ScriptedModel([calls(("search", {"q": "a"})), calls(("search", {"q": "b"})), text("late")])
-    agent = make_agent(model, [tool(search)], h.middlewares())
-    with h.acting_for(ALICE):
-        _, final = await run(agent)
-    report = h.last_report(agent)
+    _, model, _, final, report = await _two_searches_on_a_budget(1.0, 0.48)
     assert report.terminal_state == TerminalState.WAITING_INPUT and len(model.calls) == 2
     assert "Shall I continue?" in final.get_text_content()
     assert [(d.hook, d.point) for d in report.decisions if d.action == "ask"] == [("budget_router", "pre_think")]

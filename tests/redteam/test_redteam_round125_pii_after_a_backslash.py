@@ -40,9 +40,9 @@ async def inspect_pc(host: str) -> str:
     return CURRENT["text"]
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-async def test_email_is_rewritten(case: str) -> None:
-    CURRENT["text"] = CASES[case]
+async def _read(result: str) -> str:
+    """What the model read of ``result``, the tool's ``pii`` redacting e-mails."""
+    CURRENT["text"] = result
     h = Harness(HarnessConfig(tools={"inspect_pc": ToolPolicy(role="lookup", pii={"email": "redact"})}),
                 load_entry_points=False, environ={})
     model = ScriptedModel([calls(("inspect_pc", {"host": "WS-12"})), text("ok")])
@@ -50,7 +50,12 @@ async def test_email_is_rewritten(case: str) -> None:
     h.instrument(agent.toolkit)
     with h.acting_for(ALICE):
         await run(agent, "why is Outlook slow on WS-12?")
-    read = tool_messages(model.calls[-1])[-1]
+    return tool_messages(model.calls[-1])[-1]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+async def test_email_is_rewritten(case: str) -> None:
+    read = await _read(CASES[case])
     assert "[pii:email]" in read and EMAIL not in read, f"{case}: the model read the email whole: {read[-300:]!r}"
 
 
@@ -58,13 +63,5 @@ async def test_a_json_result_reads_the_tag_after_the_escapes_backslash() -> None
     """README (round 179, stated): "the escape's letter is rewritten with the
     value, so the backslash before it is left before the tag, ``\\[pii:email]``,
     and JSON kept as text no longer parses there"."""
-    CURRENT["text"] = CASES["pdf_page_break_json"]
-    h = Harness(HarnessConfig(tools={"inspect_pc": ToolPolicy(role="lookup", pii={"email": "redact"})}),
-                load_entry_points=False, environ={})
-    model = ScriptedModel([calls(("inspect_pc", {"host": "WS-12"})), text("ok")])
-    agent = make_agent(model, [inspect_pc], middlewares=h.middlewares())
-    h.instrument(agent.toolkit)
-    with h.acting_for(ALICE):
-        await run(agent, "why is Outlook slow on WS-12?")
-    read = tool_messages(model.calls[-1])[-1]
+    read = await _read(CASES["pdf_page_break_json"])
     assert "page 1 of 2\\[pii:email] | Accounts" in read, read[-300:]
