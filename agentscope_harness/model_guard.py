@@ -696,11 +696,10 @@ class ModelGuard:
     def _budget_end(self, run: RunState, agent: Any, over: Overspend, park: bool) -> str:
         """End the run as the ladder's last rung does (``budget_spent``;
         ``park``: a budget question is kept for the next reply); its text."""
-        reason, state, text = budget_spent(self.harness.services, agent, run, over.kind, over.policy, park=park)
-        if state is TerminalState.WAITING_INPUT:  # a question, recorded as a call's is
-            self.harness.services.record(run, "budget_router", "on_model_call", "ask", detail=reason, enforced=park)
-            if not park:  # shadow mode: recorded, not asked
-                return text
+        reason, state, text = budget_spent(self.harness.services, agent, run, over.kind, over.policy,
+                                           "on_model_call", park=park)
+        if state is TerminalState.WAITING_INPUT and not park:  # shadow mode: the question is recorded, not asked
+            return text
         if state is TerminalState.INCOMPLETE:
             return run.facts.stop(reason, text + found_so_far(run))
         run.facts.conclude(state, reason)

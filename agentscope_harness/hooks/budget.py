@@ -216,11 +216,9 @@ def _route(ctx: HookContext) -> None:
         if least.fraction <= fallback:
             shadow = ctx.services.shadow
             reason, state, text = budget_spent(ctx.services, ctx.agent, ctx.run, least.kind, least.policy,
-                                               park=not shadow)
-            if state is TerminalState.WAITING_INPUT:  # a question, recorded as a call's is
-                ctx.decide("ask", detail=reason)
-                if shadow:  # nobody is asked
-                    return
+                                               "pre_think", park=not shadow)
+            if shadow and state is TerminalState.WAITING_INPUT:  # nobody is asked: the question is recorded
+                return
             ctx.stop(reason, state, text=text, code="quota_exhausted")
             return
         tier = "minimal" if least.fraction <= minimal else "lite" if least.fraction <= lite else "full"
@@ -242,12 +240,14 @@ def _model_of(ctx: HookContext, tier: str) -> Any:
 
 
 def budget_spent(
-    services: Services, agent: Any, run: RunState, kind: str, policy: CostPolicy, park: bool = True,
+    services: Services, agent: Any, run: RunState, kind: str, policy: CostPolicy, point: str, park: bool = True,
 ) -> tuple[str, TerminalState, str]:
     """How a run whose budget ``policy`` is spent ends, as ``(reason, state,
     text)``: the ladder's last rung, and a model call that would overspend.
     The fallback answer (``incomplete``, ``budget``); or, when the run's own
-    USD cap is spent and the policy asks, the question (``waiting_input``):
+    USD cap is spent and the policy asks, the question (``waiting_input``),
+    recorded as ``budget_router``'s ``ask`` decision at ``point``, as a
+    call's question is (``park``: not in shadow mode, where nobody is asked):
     the agent's next reply continues this budget, plus what a human approves
     (an extension raises the run's cap, never the principal's daily quota);
     never in AgentScope's ``DONT_ASK`` mode, where nobody would answer."""
@@ -260,8 +260,10 @@ def budget_spent(
         tokens = (root.input_tokens + root.input_carried, root.output_tokens + root.output_carried)
         services.approvals.budget_parked(agent, root.principal, spent, root.largest_output_tokens, root.usd_extra,
                                          tokens)
+    reason = f"the budget of this task (${run_cap:.4f}) is used up; approve an extension to continue"
+    services.record(run, "budget_router", point, "ask", detail=reason, enforced=park)
     return (
-        f"the budget of this task (${run_cap:.4f}) is used up; approve an extension to continue",
+        reason,
         TerminalState.WAITING_INPUT,
         (f"This task has used its budget (${spent:.4f} of ${run_cap:.4f}). " if spent >= run_cap else
          f"This task's next step would go past its budget (${spent:.4f} of ${run_cap:.4f} spent). ")
