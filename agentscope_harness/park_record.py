@@ -214,6 +214,7 @@ NOT_CARRIED: dict[str, str] = {
     **dict.fromkeys((
         "terminal", "stop_text", "unsupported_claims", "claimed_steps", "acts_for_nobody",
     ), "written when the run ends: a parked run has not"),
+    "budget_question_shadowed": "shadow mode, which parks no run",
     "novelty": "hashes salted per process (PYTHONHASHSEED): read again there from the results in the "
                "context (``hooks.drift.recall_results``)",
 }

@@ -466,6 +466,10 @@ class RunState(LazyFields):
     even one narrowed to its structured output. A fact of its own: its
     reason, ``refused:permission_denied``, also ends a run that met that
     refusal again, which gets its narrowed rounds."""
+    budget_question_shadowed: bool = False
+    """Shadow mode recorded the budget question enforcing would have asked
+    (``budget_spent``): once, as enforcing asks it once and the run ends
+    there; the rounds shadow mode lets run after it ask nothing more."""
     offers: dict[str, dict[str, int]] = lazy(dict)
     """Calls parked on an exhausted ledger, by call id: the extensions the
     human was offered (``{"ledger:<name>": units}``)."""

@@ -247,7 +247,8 @@ def budget_spent(
     The fallback answer (``incomplete``, ``budget``); or, when the run's own
     USD cap is spent and the policy asks, the question (``waiting_input``),
     recorded as ``budget_router``'s ``ask`` decision at ``point``, as a
-    call's question is (``park``: not in shadow mode, where nobody is asked):
+    call's question is (``park``: not in shadow mode, where nobody is asked
+    and the question is recorded once a run, as enforcing asks it once):
     the agent's next reply continues this budget, plus what a human approves
     (an extension raises the run's cap, never the principal's daily quota);
     never in AgentScope's ``DONT_ASK`` mode, where nobody would answer."""
@@ -261,7 +262,9 @@ def budget_spent(
         services.approvals.budget_parked(agent, root.principal, spent, root.largest_output_tokens, root.usd_extra,
                                          tokens)
     reason = f"the budget of this task (${run_cap:.4f}) is used up; approve an extension to continue"
-    services.record(run, "budget_router", point, "ask", detail=reason, enforced=park)
+    if park or not root.budget_question_shadowed:
+        services.record(run, "budget_router", point, "ask", detail=reason, enforced=park)
+        root.budget_question_shadowed = not park
     return (
         reason,
         TerminalState.WAITING_INPUT,

@@ -232,3 +232,22 @@ async def test_shadow_budget_question_is_not_reported_waiting_input() -> None:
     # the question enforcing would ask is recorded, not asked (as a call's ask is)
     assert any(d.hook == "budget_router" and d.action == "ask" for d in report.decisions)
     assert not any("was not made" in d.detail for d in report.decisions)  # it was made
+
+
+async def test_shadow_records_the_budget_question_once_a_run() -> None:
+    """Enforcing asks once and the run ends there; shadow mode lets the
+    rounds after it run, and records the question it would have asked once
+    (each call past the cap is still recorded as one that would not be made)."""
+    h = Harness(HarnessConfig(mode="shadow", store=MemoryStore(),
+                              cost=CostPolicy(cap_usd=0.002, prices=PRICE, on_exhausted="ask")),
+                load_entry_points=False, environ={})
+    model = ScriptedModel([calls(("search", {"q": q})) for q in "abcdef"] + [text("The answer.")])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(long_search)])), h.middlewares())
+    with h.acting_for(Principal(user_id="u1", tenant="t")):
+        _, final = await run(agent, "q")
+    report = h.last_report(agent)
+    assert final.get_text_content() == "The answer." and len(model.calls) == 7
+    asks = [d for d in report.decisions if d.hook == "budget_router" and d.action == "ask"]
+    unmade = [d for d in report.decisions if "would not be made" in d.detail]
+    assert len(asks) == 1 and not asks[0].enforced, asks
+    assert len(unmade) >= 3, unmade
