@@ -44,6 +44,7 @@ from agentscope.event import (
     UserInterruptEvent,
 )
 from agentscope.message import (
+    AssistantMsg,
     DataBlock,
     Msg,
     TextBlock,
@@ -60,10 +61,10 @@ from .approvals import approval_digest
 from .arguments import guide_invalid_arguments, quotes_the_call, refusal_shown
 from .calls import CallFlow, read_as_agentscope, result_view
 from .chains import close_stream, release
-from .context import HookContext, fallback, is_pruned
+from .context import HookContext, fallback, is_pruned, time_ran_out
 from .deadline import current_deadline, tighter
 from .errors import METADATA_KEY, DependencyDown, HarnessConfigError
-from .facts import finish_required
+from .facts import OUT_OF_TIME, finish_required
 from .hooks.drift import judged_text
 from .injection import shows_nothing
 from .lazy import made
@@ -93,7 +94,7 @@ from .outputs import (
 )
 from .report import RunReport, TerminalState
 from .run_state import RUN_HANDLE, TOOL_CALL, RunState, live_parent, set_aside_depth
-from .runner import AUDIT_HOOK, OUTCOME_HOOK
+from .runner import AUDIT_HOOK, OUTCOME_HOOK, being_cancelled
 from .sentinels import neutralise_markers
 from .stores import PARK_TTL_S, ParkRecords, bounded, give_back_soon, store_timeout
 
@@ -611,6 +612,51 @@ async def shape_in_place(
     return metadata
 
 
+OUTSIDE_GRACE_S = 0.2
+"""How long past its deadline a step of a reply may hold it before the
+reply layer cuts it: long enough for the harness's own layers, which cut at
+the deadline, to end the run first wherever they can."""
+
+
+class OutsideCut:
+    """The timer that cuts a step of a reply held ``OUTSIDE_GRACE_S`` past
+    the run's deadline (a step begun after the deadline: past its start).
+    One timer a reply, moved only for a step begun past the deadline, not
+    one a step: a reply streams hundreds of events."""
+
+    __slots__ = ("at", "fired", "handle", "stepping")
+
+    def __init__(self) -> None:
+        self.at = 0.0
+        self.handle: asyncio.TimerHandle | None = None
+        self.stepping: asyncio.Task[Any] | None = None
+        """The task running a step now (``None`` between steps: the consumer's own time)."""
+        self.fired = False
+
+    def enter(self, deadline: float) -> asyncio.Task[Any]:
+        """A step begins under ``deadline``: its task, which the timer cancels."""
+        now = time.monotonic()
+        at = max(deadline, now) + OUTSIDE_GRACE_S
+        if at != self.at:
+            self.disarm()
+            loop = asyncio.get_running_loop()
+            self.at, self.handle = at, loop.call_at(at - now + loop.time(), self._fire)
+        task = self.stepping = asyncio.current_task()
+        assert task is not None
+        return task
+
+    def _fire(self) -> None:
+        self.handle = None
+        if self.stepping is not None and not self.fired:
+            self.fired = True
+            self.stepping.cancel()
+
+    def disarm(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
+
+
 class ReplyLifecycle:
     """The run of one ``agent.reply`` call (a resumption continues the run
     its reply parked)."""
@@ -650,6 +696,14 @@ class ReplyLifecycle:
         shape (a middleware's before the harness's), by call id: shown at the
         call's end, a served result's as it was shaped (``_served``), any
         other's in one piece (``_held_shown``)."""
+        self.cut_outside = False
+        """A step of the reply held it ``OUTSIDE_GRACE_S`` past its deadline,
+        outside the harness's layers, and was cut (``_step``): the run ends
+        ``deadline``, not as a user's interruption, its answer the stop text."""
+        self.outside = OutsideCut()
+        self.closing: list[Any] | None = None
+        """The end and final message of a cut reply AgentScope ended raising
+        (``interruption_raise_cancelled_error``), still to be passed on."""
         self.before_end: tuple[Any, ...] = ()
         """What ``session_end`` judges of the answer at an end, as it was
         before (the run's end and stop text: ``no_answer``, ``audit_failed``;
@@ -676,7 +730,7 @@ class ReplyLifecycle:
                 run = self.run
                 token = None if run is None else RUN_HANDLE.set(run.handle)  # the deadline is read through it
                 try:
-                    item = await following()
+                    item = await self._step(following, run)
                 except StopAsyncIteration:
                     break
                 finally:
@@ -703,10 +757,72 @@ class ReplyLifecycle:
             raise
         finally:
             release(next_handler)
+            self.outside.disarm()  # its timer would keep this reply, and its run, alive
             try:
                 await self.close(failure)  # parked first: a call still judged is not admitted after it
             finally:
                 await close_stream(inner)
+
+    async def _step(self, following: Callable[[], Awaitable[Any]], run: RunState | None) -> Any:
+        """AgentScope's next item, the step that makes it cut ``OUTSIDE_GRACE_S``
+        past the run's deadline (``OutsideCut``): the harness's own layers cut
+        at the deadline itself; this catches a wait outside them (a middleware
+        of yours placed before the harness's). AgentScope's reply closes as
+        interrupted, and the run ends as a cut one does (``_cut_outside``)."""
+        if self.cut_outside:
+            return await self._after_cut(following)
+        if run is None or run.deadline is None:
+            return await following()
+        cut = self.outside
+        task = cut.enter(run.deadline)
+        taken = True  # AgentScope took the cut's cancellation and closed its reply
+        try:
+            return await following()
+        except asyncio.CancelledError:
+            taken = False
+            if not cut.fired or task.uncancel() > 0:  # the caller's own cancellation too
+                raise
+            # the cut went through AgentScope's reply (a middleware's on_reply waiting): no end was made
+            self.closing = [
+                ReplyEndEvent(session_id=run.session_id or "", reply_id=run.run_id,
+                              finished_reason=ReplyFinishedReason.INTERRUPTED),
+                AssistantMsg(name=self.agent.name, content="", id=run.run_id,
+                             finished_reason=ReplyFinishedReason.INTERRUPTED),
+            ]
+            return self.closing.pop(0)
+        finally:
+            cut.stepping = None
+            if cut.fired:
+                if taken:  # the task is no longer being cancelled
+                    task.uncancel()
+                self._cut_outside(run)
+
+    async def _after_cut(self, following: Callable[[], Awaitable[Any]]) -> Any:
+        """A cut reply's next item: AgentScope's closing of it, or the end
+        it did not make. Its cancellation raised again after its end
+        (``interruption_raise_cancelled_error``) is the harness's cut, not
+        the caller's: the reply ends there."""
+        if self.closing is not None:
+            if not self.closing:
+                raise StopAsyncIteration
+            return self.closing.pop(0)
+        try:
+            return await following()
+        except asyncio.CancelledError:
+            if being_cancelled():
+                raise
+            raise StopAsyncIteration from None
+
+    def _cut_outside(self, run: RunState) -> None:
+        """The run ends ``deadline`` (the report says where it was cut), its
+        answer the stop text, as when the harness's own layers cut it."""
+        self.cut_outside = True
+        self.harness.services.record(
+            run, "liveness_watchdog", "on_reply", "stop", code=OUT_OF_TIME, enforced=True,
+            detail=f"a step outside the harness's layers held the reply {OUTSIDE_GRACE_S} s past its "
+                   "deadline: it was cut",
+        )
+        run.answer_owed = time_ran_out(run, self.harness.config)
 
     async def on_item(self, item: Any, kind: int) -> list[Any]:
         """What the consumer receives for ``item`` (of ``kind``, not
@@ -721,6 +837,8 @@ class ReplyLifecycle:
         if kind == _TOOL_DATA:  # shown as it comes, its link as the model reads it (the harness's own already is)
             return [await self._data_shown(run, item)]
         if kind == _TOOL_TEXT:
+            if self.cut_outside and item.delta == AGENTSCOPE_INTERRUPTED:
+                item = item.model_copy(update={"delta": CUT_OUTSIDE_RESULT})
             call_id = item.tool_call_id
             own = run.own_pieces.get(call_id)
             if own is not None and item.delta in own:  # the harness's on_acting shaped it
@@ -762,7 +880,10 @@ class ReplyLifecycle:
         if kind == _END:
             if self._hold(run, item):
                 return []
-            self.end_reason = str(getattr(item.finished_reason, "value", item.finished_reason))
+            self.end_reason = (OUT_OF_TIME if self.cut_outside else  # the harness's cut, no user's interruption
+                               str(getattr(item.finished_reason, "value", item.finished_reason)))
+            if self.cut_outside:
+                _cut_results_said(self.agent)
             facts = run.facts
             self.before_end = (facts.terminal, facts.stop_text, list(facts.unsupported_claims),
                                list(facts.claimed_steps))
@@ -773,6 +894,8 @@ class ReplyLifecycle:
             return [*await self.park(run), item]
         if run.ended_at_cap and run.candidate is not None and item is not run.candidate:
             _rewrite_text(item, run.candidate.get_text_content() or "")  # what the stream showed
+        if self.cut_outside and isinstance(item, Msg):  # AgentScope's line for an interruption
+            _rewrite_text(item, self.answer)
         if self.structured is not None and isinstance(item, Msg) and item.structured_output is not None:
             item.structured_output = self.structured[0]
             if self.structured[0] is None or run.answer_owed is not None:  # not AgentScope's line
@@ -1424,6 +1547,30 @@ def _rewrite_text(msg: Msg, text: str) -> None:
     blocks[0].text = text
     for block in blocks[1:]:
         block.text = ""
+
+
+CUT_OUTSIDE_RESULT = (
+    "The time allowed for this request ran out before this call's result came back; "
+    "whether it went through is not confirmed: check before you call it again."
+)
+"""What the model reads next of a call a cut reply left unfinished, in place
+of AgentScope's "interrupted by the user" (nobody interrupted it)."""
+
+
+AGENTSCOPE_INTERRUPTED = "<system-reminder>The tool call has been interrupted by the user.</system-reminder>"
+"""AgentScope's result for a call its interrupted reply left unfinished."""
+
+
+def _cut_results_said(agent: Any) -> None:
+    """The results AgentScope gave the calls a cut reply left unfinished
+    (its interruption's) say what happened (``CUT_OUTSIDE_RESULT``)."""
+    context = getattr(agent.state, "context", None)
+    last = context[-1] if context else None
+    if last is None or isinstance(last.content, str):
+        return
+    for block in last.content:
+        if isinstance(block, ToolResultBlock) and block.output == AGENTSCOPE_INTERRUPTED:
+            block.output = CUT_OUTSIDE_RESULT
 
 
 def _close_dangling_tool_calls(agent: Any, failure: BaseException) -> None:

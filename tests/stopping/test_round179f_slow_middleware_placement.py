@@ -1,14 +1,14 @@
 """Round 179 (red team s179f): a middleware of yours that waits before
 handing a call on.
 
-README (deadlines, *Limits*): the harness bounds what runs inside its own
-layers; a middleware placed after ``harness.middlewares()`` is inside the
-guarded model call and the tool's call, and is cut at the deadline. One
-placed before them (outside its layers) that waits in ``on_model_call`` or
-``on_acting`` before handing the call on holds the reply that long (strict
-xfails: the run still ends ``incomplete`` (``deadline``) and nothing runs
-after it, but the user waits), unless it bounds its wait with
-``clamp_timeout``.
+README (deadlines): a middleware placed after ``harness.middlewares()`` is
+inside the guarded model call and the tool's call, and is cut at the
+deadline. One placed before them (outside its layers, the order the README
+recommends) that waits in ``on_model_call`` or ``on_acting`` is cut by the
+reply layer 0.2 s past the deadline (session 42; it held the reply before):
+the run ends ``incomplete`` (``deadline``) with the fallback answer, as a cut
+inside does, and a call it left unfinished reads so to the model, never as
+a user's interruption.
 """
 from __future__ import annotations
 
@@ -17,11 +17,13 @@ import time
 from typing import Any
 
 import pytest
+from agentscope.agent import ReActConfig
 from agentscope.message import Msg, UserMsg
 from agentscope.middleware import MiddlewareBase
 from agentscope.tool import Toolkit
 
-from agentscope_harness import Harness, HarnessConfig, TerminalState, clamp_timeout
+from agentscope_harness import Harness, HarnessConfig, RunReport, TerminalState, clamp_timeout
+from agentscope_harness.lifecycle import CUT_OUTSIDE_RESULT
 from tests.scripted import ALICE, RAN, ScriptedModel, calls, make_agent, search, text, tool
 
 pytestmark = pytest.mark.asyncio
@@ -70,8 +72,7 @@ async def _reply(script: list[Any], before: bool, clamped: bool = False) -> tupl
 @pytest.mark.parametrize("before, clamped", [
     (False, False),
     (True, True),
-    pytest.param(True, False, marks=pytest.mark.xfail(strict=True, reason="README limit: a middleware before "
-                                                      "the harness's is outside its layers")),
+    (True, False),
 ], ids=["after_the_harness", "before_it_bounding_its_wait", "before_the_harness"])
 @pytest.mark.parametrize("script", [[text("late")], [calls(("search", {"q": "a"})), text("never")]],
                          ids=["model_call", "tool_call"])
@@ -83,3 +84,88 @@ async def test_a_middleware_that_waits_before_handing_on_is_cut_at_the_deadline(
     assert RAN == []  # the search never ran
     assert final is not None and "late" not in (final.get_text_content() or "")
     assert took < DEADLINE_S + 0.35, f"the user waited {took:.2f} s under a {DEADLINE_S} s deadline"
+
+
+class SlowToAct(SlowToHandOn):
+    """Waits only in ``on_acting``: the model's call is made, its tool call is held."""
+
+    async def on_model_call(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        return await next_handler(**input_kwargs)
+
+
+class SlowBetweenItems(MiddlewareBase):
+    """An ``on_reply`` of yours that waits between the reply's items (after
+    the first): placed after the harness's, inside its reply layer."""
+
+    async def get_middleware_key(self) -> str:
+        return "slow_between_items"
+
+    async def on_reply(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        first = True
+        async for item in next_handler(**input_kwargs):
+            if not first:
+                await asyncio.sleep(3.0)
+            first = False
+            yield item
+
+
+async def _cut(middlewares: Any, model: ScriptedModel, *, raise_cancelled: bool = False,
+               mode: str = "enforce") -> tuple[float, RunReport, list[Any], Any]:
+    """One reply under a 1 s deadline; what it took, its report, what it streamed, and the agent."""
+    RAN.clear()
+    h = Harness(HarnessConfig(deadline_s=DEADLINE_S, mode=mode), load_entry_points=False, environ={})
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(search)])), middlewares(h))
+    agent.react_config = ReActConfig(max_iters=50, interruption_raise_cancelled_error=raise_cancelled)
+    streamed: list[Any] = []
+    started = time.monotonic()
+    with h.acting_for(ALICE):
+        async for item in agent.reply_stream(UserMsg("user", "find a"), yield_final_msg=True):
+            streamed.append(item)
+    took = time.monotonic() - started
+    report = h.last_report(agent)
+    assert report is not None
+    return took, report, streamed, agent
+
+
+def _said(streamed: list[Any]) -> str:
+    return "".join(getattr(e, "delta", "") for e in streamed if type(e).__name__ == "TextBlockDeltaEvent")
+
+
+@pytest.mark.parametrize("raise_cancelled", [False, True], ids=["agentscope_default", "raising_cancelled_error"])
+async def test_a_tool_call_held_outside_the_harness_is_cut_and_says_so(raise_cancelled: bool) -> None:
+    model = ScriptedModel([calls(("search", {"q": "a"})), text("never"), text("Found a.")])
+    took, report, streamed, agent = await _cut(lambda h: [SlowToAct(3.0), *h.middlewares()], model,
+                                               raise_cancelled=raise_cancelled)
+    assert took < DEADLINE_S + 0.5, f"the user waited {took:.2f} s under a {DEADLINE_S} s deadline"
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "deadline")
+    assert RAN == [] and len(model.calls) == 1
+    assert any((d.hook, d.point, d.code) == ("liveness_watchdog", "on_reply", "deadline") for d in report.decisions)
+    assert [entry.split(":")[0] for entry in report.in_flight] == ["search"]  # whether it ran is not known
+    final = streamed[-1]
+    assert isinstance(final, Msg) and "time allowed for it ran out" in (final.get_text_content() or "")
+    assert "time allowed for it ran out" in _said(streamed)  # the stream says it too
+    shown = [e.delta for e in streamed if type(e).__name__ == "ToolResultTextDeltaEvent"]
+    assert shown == [CUT_OUTSIDE_RESULT], shown  # nobody interrupted it
+    # the next reply's model reads the call's end as a cut, and the answer it was given
+    async for _ in agent.reply_stream(UserMsg("user", "and now?")):  # the default principal: no identity tool
+        pass
+    results = model.calls[-1].tool_results
+    assert len(results) == 1 and CUT_OUTSIDE_RESULT in results[0] and "interrupted" not in results[0], results
+
+
+async def test_a_wait_inside_the_reply_layer_is_cut_at_the_deadline_too() -> None:
+    model = ScriptedModel([calls(("search", {"q": "a"})), text("never")])
+    took, report, streamed, _ = await _cut(lambda h: [*h.middlewares(), SlowBetweenItems()], model)
+    assert took < DEADLINE_S + 0.5, f"the user waited {took:.2f} s under a {DEADLINE_S} s deadline"
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "deadline")
+    final = streamed[-1]
+    assert isinstance(final, Msg) and "time allowed for it ran out" in (final.get_text_content() or "")
+
+
+async def test_shadow_mode_cuts_outside_too() -> None:
+    model = ScriptedModel([text("late")])
+    took, report, streamed, _ = await _cut(lambda h: [SlowToHandOn(3.0), *h.middlewares()], model, mode="shadow")
+    assert took < DEADLINE_S + 0.5
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "deadline")
+    cut = [d for d in report.decisions if d.point == "on_reply"]
+    assert cut and all(d.enforced for d in cut)  # time is no refusal: enforced in shadow mode too
