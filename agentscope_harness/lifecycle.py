@@ -619,12 +619,13 @@ the deadline, to end the run first wherever they can."""
 
 
 class OutsideCut:
-    """The timer that cuts a step of a reply held ``OUTSIDE_GRACE_S`` past
-    the run's deadline (a step begun after the deadline: past its start).
-    One timer a reply, moved only for a step begun past the deadline, not
-    one a step: a reply streams hundreds of events."""
+    """The timer that cuts a reply whose steps hold it ``OUTSIDE_GRACE_S``
+    past the run's deadline, in all (the consumer's time between steps is
+    not counted: a step begun after the deadline gets what is left). One
+    timer a reply, moved only past the deadline, not one a step: a reply
+    streams hundreds of events."""
 
-    __slots__ = ("at", "fired", "handle", "stepping")
+    __slots__ = ("at", "began", "deadline", "fired", "handle", "past", "stepping")
 
     def __init__(self) -> None:
         self.at = 0.0
@@ -632,11 +633,15 @@ class OutsideCut:
         self.stepping: asyncio.Task[Any] | None = None
         """The task running a step now (``None`` between steps: the consumer's own time)."""
         self.fired = False
+        self.deadline = self.began = 0.0
+        self.past = 0.0
+        """How long steps ran past the deadline so far."""
 
     def enter(self, deadline: float) -> asyncio.Task[Any]:
         """A step begins under ``deadline``: its task, which the timer cancels."""
         now = time.monotonic()
-        at = max(deadline, now) + OUTSIDE_GRACE_S
+        self.began, self.deadline = now, deadline
+        at = deadline + OUTSIDE_GRACE_S if now <= deadline else now + max(OUTSIDE_GRACE_S - self.past, 0.0)
         if at != self.at:
             self.disarm()
             loop = asyncio.get_running_loop()
@@ -644,6 +649,13 @@ class OutsideCut:
         task = self.stepping = asyncio.current_task()
         assert task is not None
         return task
+
+    def leave(self) -> None:
+        """The step is over: the time it ran past the deadline is counted."""
+        self.stepping = None
+        now = time.monotonic()
+        if now > self.deadline:
+            self.past += now - max(self.began, self.deadline)
 
     def _fire(self) -> None:
         self.handle = None
@@ -696,10 +708,11 @@ class ReplyLifecycle:
         shape (a middleware's before the harness's), by call id: shown at the
         call's end, a served result's as it was shaped (``_served``), any
         other's in one piece (``_held_shown``)."""
-        self.cut_outside = False
-        """A step of the reply held it ``OUTSIDE_GRACE_S`` past its deadline,
-        outside the harness's layers, and was cut (``_step``): the run ends
-        ``deadline``, not as a user's interruption, its answer the stop text."""
+        self.cut_by: str | None = None
+        """The reply's steps held it ``OUTSIDE_GRACE_S`` past its deadline,
+        outside the harness's layers, and it was cut (``_step``): ``deadline``
+        (the run ends so, not as a user's interruption, its answer the stop
+        text), or ``caller`` (the caller cancelled during the cut)."""
         self.outside = OutsideCut()
         self.closing: list[Any] | None = None
         """The end and final message of a cut reply AgentScope ended raising
@@ -769,7 +782,7 @@ class ReplyLifecycle:
         at the deadline itself; this catches a wait outside them (a middleware
         of yours placed before the harness's). AgentScope's reply closes as
         interrupted, and the run ends as a cut one does (``_cut_outside``)."""
-        if self.cut_outside:
+        if self.cut_by is not None:
             return await self._after_cut(following)
         if run is None or run.deadline is None:
             return await following()
@@ -791,11 +804,9 @@ class ReplyLifecycle:
             ]
             return self.closing.pop(0)
         finally:
-            cut.stepping = None
-            if cut.fired:
-                if taken:  # the task is no longer being cancelled
-                    task.uncancel()
-                self._cut_outside(run)
+            cut.leave()
+            if cut.fired:  # the cancellation left after the cut's own is the caller's
+                self._cut_outside(run, (task.uncancel() if taken else task.cancelling()) > 0)
 
     async def _after_cut(self, following: Callable[[], Awaitable[Any]]) -> Any:
         """A cut reply's next item: AgentScope's closing of it, or the end
@@ -813,13 +824,16 @@ class ReplyLifecycle:
                 raise
             raise StopAsyncIteration from None
 
-    def _cut_outside(self, run: RunState) -> None:
+    def _cut_outside(self, run: RunState, by_caller: bool) -> None:
         """The run ends ``deadline`` (the report says where it was cut), its
-        answer the stop text, as when the harness's own layers cut it."""
-        self.cut_outside = True
+        answer the stop text, as when the harness's own layers cut it; or, when
+        the caller cancelled during the cut, ``cancelled``, as any cut does then."""
+        self.cut_by = "caller" if by_caller else OUT_OF_TIME
+        if by_caller:
+            return
         self.harness.services.record(
             run, "liveness_watchdog", "on_reply", "stop", code=OUT_OF_TIME, enforced=True,
-            detail=f"a step outside the harness's layers held the reply {OUTSIDE_GRACE_S} s past its "
+            detail=f"steps outside the harness's layers held the reply {OUTSIDE_GRACE_S} s past its "
                    "deadline: it was cut",
         )
         run.answer_owed = time_ran_out(run, self.harness.config)
@@ -837,7 +851,7 @@ class ReplyLifecycle:
         if kind == _TOOL_DATA:  # shown as it comes, its link as the model reads it (the harness's own already is)
             return [await self._data_shown(run, item)]
         if kind == _TOOL_TEXT:
-            if self.cut_outside and item.delta == AGENTSCOPE_INTERRUPTED:
+            if self.cut_by == OUT_OF_TIME and item.delta == AGENTSCOPE_INTERRUPTED:
                 item = item.model_copy(update={"delta": CUT_OUTSIDE_RESULT})
             call_id = item.tool_call_id
             own = run.own_pieces.get(call_id)
@@ -880,9 +894,9 @@ class ReplyLifecycle:
         if kind == _END:
             if self._hold(run, item):
                 return []
-            self.end_reason = (OUT_OF_TIME if self.cut_outside else  # the harness's cut, no user's interruption
+            self.end_reason = (OUT_OF_TIME if self.cut_by == OUT_OF_TIME else  # the harness's cut, no interruption
                                str(getattr(item.finished_reason, "value", item.finished_reason)))
-            if self.cut_outside:
+            if self.cut_by == OUT_OF_TIME:
                 _cut_results_said(self.agent)
             facts = run.facts
             self.before_end = (facts.terminal, facts.stop_text, list(facts.unsupported_claims),
@@ -894,7 +908,7 @@ class ReplyLifecycle:
             return [*await self.park(run), item]
         if run.ended_at_cap and run.candidate is not None and item is not run.candidate:
             _rewrite_text(item, run.candidate.get_text_content() or "")  # what the stream showed
-        if self.cut_outside and isinstance(item, Msg):  # AgentScope's line for an interruption
+        if self.cut_by == OUT_OF_TIME and isinstance(item, Msg):  # AgentScope's line for an interruption
             _rewrite_text(item, self.answer)
         if self.structured is not None and isinstance(item, Msg) and item.structured_output is not None:
             item.structured_output = self.structured[0]

@@ -169,3 +169,66 @@ async def test_shadow_mode_cuts_outside_too() -> None:
     assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "deadline")
     cut = [d for d in report.decisions if d.point == "on_reply"]
     assert cut and all(d.enforced for d in cut)  # time is no refusal: enforced in shadow mode too
+
+
+class PacedBetweenItems(MiddlewareBase):
+    """An ``on_reply`` after the harness's that waits 0.1 s before passing
+    on each event: no single wait is long, together they hold the reply."""
+
+    async def get_middleware_key(self) -> str:
+        return "paced_between_items"
+
+    async def on_reply(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        async for item in next_handler(**input_kwargs):
+            await asyncio.sleep(0.1)
+            yield item
+
+
+async def test_waits_each_shorter_than_the_grace_are_cut_by_their_sum() -> None:
+    """Red team r180a: the grace was 0.2 s from each step begun past the
+    deadline, so waits of 0.1 s between events were never cut."""
+    model = ScriptedModel([calls(("search", {"q": str(i)})) for i in range(40)] + [text("never")])
+    took, report, streamed, _ = await _cut(lambda h: [*h.middlewares(), PacedBetweenItems()], model)
+    assert took < DEADLINE_S + 0.5, f"the user waited {took:.2f} s under a {DEADLINE_S} s deadline"
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "deadline")
+    assert "time allowed for it ran out" in (streamed[-1].get_text_content() or "")
+
+
+class SlowToActThenCleanUp(SlowToAct):
+    """Holds the tool call, and awaits a 1 s cleanup when cut."""
+
+    async def on_acting(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        try:
+            await asyncio.sleep(5.0)
+        finally:
+            await asyncio.sleep(1.0)
+        async for item in next_handler(**input_kwargs):
+            yield item
+
+
+@pytest.mark.parametrize("raise_cancelled", [False, True], ids=["agentscope_default", "raising_cancelled_error"])
+async def test_the_callers_cancellation_during_the_cut_ends_the_run_cancelled(raise_cancelled: bool) -> None:
+    """README: "A caller's own cancellation during a cut still ends the run
+    `cancelled`" (red team r180a: it ended ``deadline``)."""
+    RAN.clear()
+    h = Harness(HarnessConfig(deadline_s=DEADLINE_S), load_entry_points=False, environ={})
+    model = ScriptedModel([calls(("search", {"q": "a"})), text("never")])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(search)])), [SlowToActThenCleanUp(0), *h.middlewares()])
+    agent.react_config = ReActConfig(max_iters=50, interruption_raise_cancelled_error=raise_cancelled)
+
+    async def drive() -> None:
+        with h.acting_for(ALICE):
+            async for _ in agent.reply_stream(UserMsg("user", "find a")):
+                pass
+
+    task = asyncio.create_task(drive())
+    await asyncio.sleep(DEADLINE_S + 0.5)  # cut at 1.2 s; the cleanup runs to 2.2 s
+    task.cancel()
+    raised = False
+    try:
+        await asyncio.wait_for(asyncio.shield(task), 3)
+    except asyncio.CancelledError:
+        raised = True
+    report = h.last_report(agent)
+    assert report is not None and report.terminal_state == TerminalState.CANCELLED, (report and report.reason)
+    assert raised == raise_cancelled  # AgentScope's default takes a cancellation, as without the harness
