@@ -1583,7 +1583,7 @@ def _cut_results_said(agent: Any) -> None:
     if last is None or isinstance(last.content, str):
         return
     for block in last.content:
-        if isinstance(block, ToolResultBlock) and block.output == AGENTSCOPE_INTERRUPTED:
+        if isinstance(block, ToolResultBlock) and block.state == ToolResultState.INTERRUPTED:  # the cut's doing
             block.output = CUT_OUTSIDE_RESULT
 
 
