@@ -613,9 +613,10 @@ async def shape_in_place(
 
 
 OUTSIDE_GRACE_S = 0.2
-"""How long past its deadline a step of a reply may hold it before the
-reply layer cuts it: long enough for the harness's own layers, which cut at
-the deadline, to end the run first wherever they can."""
+"""How long past its deadline a reply's steps may hold it before the reply
+layer cuts it (a sub-agent's: a quarter of its lead's each): long enough for
+the harness's own layers, which cut at the deadline, to end the run first
+wherever they can."""
 
 
 class OutsideCut:
@@ -625,7 +626,7 @@ class OutsideCut:
     timer a reply, moved only past the deadline, not one a step: a reply
     streams hundreds of events."""
 
-    __slots__ = ("at", "began", "deadline", "fired", "handle", "past", "stepping")
+    __slots__ = ("at", "began", "deadline", "fired", "grace", "handle", "past", "stepping")
 
     def __init__(self) -> None:
         self.at = 0.0
@@ -636,12 +637,17 @@ class OutsideCut:
         self.deadline = self.began = 0.0
         self.past = 0.0
         """How long steps ran past the deadline so far."""
+        self.grace: float | None = None
 
-    def enter(self, deadline: float) -> asyncio.Task[Any]:
-        """A step begins under ``deadline``: its task, which the timer cancels."""
-        now = time.monotonic()
+    def enter(self, run: RunState) -> asyncio.Task[Any]:
+        """A step of ``run`` begins: its task, which the timer cancels."""
+        if self.grace is None:
+            # a sub-agent's a quarter of its lead's each: it ends with its own
+            # answer before the lead's cut of the call running it (``TOOL_GRACE_S``)
+            self.grace = OUTSIDE_GRACE_S / 4 ** run.depth
+        now, deadline, grace = time.monotonic(), run.deadline or 0.0, self.grace
         self.began, self.deadline = now, deadline
-        at = deadline + OUTSIDE_GRACE_S if now <= deadline else now + max(OUTSIDE_GRACE_S - self.past, 0.0)
+        at = deadline + grace if now <= deadline else now + max(grace - self.past, 0.0)
         if at != self.at:
             self.disarm()
             loop = asyncio.get_running_loop()
@@ -787,7 +793,7 @@ class ReplyLifecycle:
         if run is None or run.deadline is None:
             return await following()
         cut = self.outside
-        task = cut.enter(run.deadline)
+        task = cut.enter(run)
         taken = True  # AgentScope took the cut's cancellation and closed its reply
         try:
             return await following()
@@ -833,7 +839,7 @@ class ReplyLifecycle:
             return
         self.harness.services.record(
             run, "liveness_watchdog", "on_reply", "stop", code=OUT_OF_TIME, enforced=True,
-            detail=f"steps outside the harness's layers held the reply {OUTSIDE_GRACE_S} s past its "
+            detail=f"steps outside the harness's layers held the reply {self.outside.grace} s past its "
                    "deadline: it was cut",
         )
         run.answer_owed = time_ran_out(run, self.harness.config)

@@ -545,7 +545,13 @@ class ModelGuard:
         ends ``failed`` (``model_error``). The user gets ``model_error_text``
         when configured (also the run's stop text: a compression that failed
         ends the run at its next step); otherwise the provider's exception
-        reaches the caller."""
+        reaches the caller. One that fails past the run's deadline failed for
+        lack of time (a middleware of yours before the harness's bounding its
+        wait with ``clamp_timeout``): the run ends ``deadline``, as a cut does."""
+        if run.past_deadline():
+            self.harness.services.record(run, "liveness_watchdog", "on_model_call", "stop", code="deadline",
+                                         detail="the model call failed past the run's deadline", enforced=True)
+            return time_ran_out(run, self.harness.config)
         run.facts.conclude(TerminalState.FAILED, "model_error", override=True)
         self.harness.services.record(run, "liveness_watchdog", "on_model_call", "stop", code="model_error",
                                      detail="the model provider failed after its retries")

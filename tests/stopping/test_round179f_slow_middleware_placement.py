@@ -232,3 +232,66 @@ async def test_the_callers_cancellation_during_the_cut_ends_the_run_cancelled(ra
     report = h.last_report(agent)
     assert report is not None and report.terminal_state == TerminalState.CANCELLED, (report and report.reason)
     assert raised == raise_cancelled  # AgentScope's default takes a cancellation, as without the harness
+
+
+async def test_a_wait_bounded_by_clamp_timeout_ends_the_run_at_its_deadline_not_failed() -> None:
+    """README: a middleware before the harness's that may wait long "should
+    still bound its wait with `clamp_timeout` (it then reports its own error
+    at the deadline)": the run ends ``deadline`` with the fallback answer (red
+    team s180b: its ``TimeoutError`` after a tool round was taken for the
+    provider's failure, ``failed`` (``model_error``), and raised to the caller)."""
+    class ClampedAfterFirst(SlowToAct):
+        """The first model call passes; the next waits, bounded by the deadline."""
+
+        async def on_model_call(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+            if self.seconds:
+                self.seconds = 0
+                return await next_handler(**input_kwargs)
+            await asyncio.wait_for(asyncio.sleep(30.0), clamp_timeout(30.0))  # a network call: TimeoutError
+            return await next_handler(**input_kwargs)
+
+        async def on_acting(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+            async for item in next_handler(**input_kwargs):
+                yield item
+
+    model = ScriptedModel([calls(("search", {"q": "a"})), text("never")])
+    took, report, streamed, _ = await _cut(lambda h: [ClampedAfterFirst(1, clamped=True), *h.middlewares()], model)
+    assert took < DEADLINE_S + 0.5
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "deadline")
+    assert RAN == ["a"] and len(model.calls) == 1
+    assert "time allowed for it ran out" in (streamed[-1].get_text_content() or "")
+    assert "What I found" in (streamed[-1].get_text_content() or "")
+
+
+async def test_a_sub_agent_held_outside_its_harness_ends_at_its_own_deadline_first() -> None:
+    """README: a call running a sub-agent ends "with its own answer first at
+    any depth" (red team s180b: the lead's cut of the call came before the
+    sub-agent's outside cut, and the sub-agent's run ended ``cancelled``,
+    ``interrupted``): a sub-agent's grace is a quarter of its lead's."""
+    RAN.clear()
+    h = Harness(HarnessConfig(deadline_s=DEADLINE_S), load_entry_points=False, environ={})
+    sub = make_agent(ScriptedModel([text("sub never")]), h.instrument(Toolkit(tools=[tool(search)])),
+                     [SlowToHandOn(5.0), *h.middlewares()], name="researcher")
+
+    async def research(topic: str) -> str:
+        """Ask the researcher.
+
+        Args:
+            topic (str): What to research.
+        """
+        msg = await sub.reply(UserMsg("lead", topic))
+        return msg.get_text_content() or ""
+
+    lead_model = ScriptedModel([calls(("research", {"topic": "kettles"})), text("never")])
+    lead = make_agent(lead_model, h.instrument(Toolkit(tools=[tool(research)])), h.middlewares())
+    started = time.monotonic()
+    with h.acting_for(ALICE):
+        final = await lead.reply(UserMsg("user", "find kettles"))
+    took = time.monotonic() - started
+    report, sub_report = h.last_report(lead), h.last_report(sub)
+    assert took < DEADLINE_S + 0.5
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "deadline")
+    assert sub_report is not None and (sub_report.terminal_state, sub_report.reason) == (
+        TerminalState.INCOMPLETE, "deadline"), sub_report and sub_report.reason
+    assert any(d.point == "on_reply" for d in sub_report.decisions)
+    assert "time allowed for it ran out" in (final.get_text_content() or "")
