@@ -619,6 +619,17 @@ the harness's own layers, which cut at the deadline, to end the run first
 wherever they can."""
 
 
+OWN_CUT_POLL_S = 0.01
+"""How often the reply layer's cut, due while the tool adapter's own deadline
+cut still runs (bounded: it waits ``TOOL_GRACE_S`` twice at most), looks again."""
+
+
+def _task() -> asyncio.Task[Any]:
+    task = asyncio.current_task()
+    assert task is not None  # a reply runs in a task
+    return task
+
+
 class OutsideCut:
     """The timer that cuts a reply whose steps hold it ``OUTSIDE_GRACE_S``
     past the run's deadline, in all (the consumer's time between steps is
@@ -626,7 +637,7 @@ class OutsideCut:
     timer a reply, moved only past the deadline, not one a step: a reply
     streams hundreds of events."""
 
-    __slots__ = ("at", "began", "deadline", "fired", "grace", "handle", "past", "stepping")
+    __slots__ = ("at", "began", "deadline", "fired", "grace", "handle", "past", "run", "stepping")
 
     def __init__(self) -> None:
         self.at = 0.0
@@ -638,23 +649,24 @@ class OutsideCut:
         self.past = 0.0
         """How long steps ran past the deadline so far."""
         self.grace: float | None = None
+        self.run: RunState | None = None
 
-    def enter(self, run: RunState) -> asyncio.Task[Any]:
-        """A step of ``run`` begins: its task, which the timer cancels."""
+    def enter(self, run: RunState) -> None:
+        """A step of ``run`` begins, in the task the timer cancels."""
         if self.grace is None:
             # a sub-agent's a quarter of its lead's each: it ends with its own
             # answer before the lead's cut of the call running it (``TOOL_GRACE_S``)
-            self.grace = OUTSIDE_GRACE_S / 4 ** run.depth
+            self.grace, self.run = OUTSIDE_GRACE_S / 4 ** run.depth, run
+            run.outside_cut = self
         now, deadline, grace = time.monotonic(), run.deadline or 0.0, self.grace
         self.began, self.deadline = now, deadline
         at = deadline + grace if now <= deadline else now + max(grace - self.past, 0.0)
         if at != self.at:
-            self.disarm()
+            if self.handle is not None:
+                self.handle.cancel()
             loop = asyncio.get_running_loop()
             self.at, self.handle = at, loop.call_at(at - now + loop.time(), self._fire)
-        task = self.stepping = asyncio.current_task()
-        assert task is not None
-        return task
+        self.stepping = _task()
 
     def leave(self) -> None:
         """The step is over: the time it ran past the deadline is counted."""
@@ -665,14 +677,22 @@ class OutsideCut:
 
     def _fire(self) -> None:
         self.handle = None
-        if self.stepping is not None and not self.fired:
-            self.fired = True
-            self.stepping.cancel()
+        if self.stepping is None or self.fired:
+            return
+        if self.run is not None and self.run.tools_bounded:  # the tool adapter's own cut ends them first
+            self.handle = asyncio.get_running_loop().call_later(OWN_CUT_POLL_S, self._fire)
+            return
+        self.fired = True
+        self.stepping.cancel()
 
     def disarm(self) -> None:
+        """The reply is over: its timer, and what it holds, let go."""
         if self.handle is not None:
             self.handle.cancel()
             self.handle = None
+        if self.run is not None and self.run.outside_cut is self:
+            self.run.outside_cut = None
+        self.run = None
 
 
 class ReplyLifecycle:
@@ -793,13 +813,13 @@ class ReplyLifecycle:
         if run is None or run.deadline is None:
             return await following()
         cut = self.outside
-        task = cut.enter(run)
+        cut.enter(run)
         taken = True  # AgentScope took the cut's cancellation and closed its reply
         try:
             return await following()
         except asyncio.CancelledError:
             taken = False
-            if not cut.fired or task.uncancel() > 0:  # the caller's own cancellation too
+            if not cut.fired or _task().uncancel() > 0:  # the caller's own cancellation too
                 raise
             # the cut went through AgentScope's reply (a middleware's on_reply waiting): no end was made
             self.closing = [
@@ -812,6 +832,7 @@ class ReplyLifecycle:
         finally:
             cut.leave()
             if cut.fired:  # the cancellation left after the cut's own is the caller's
+                task = _task()  # the step's now: it began in a lead's task if a tool's first step ran it there
                 self._cut_outside(run, (task.uncancel() if taken else task.cancelling()) > 0)
 
     async def _after_cut(self, following: Callable[[], Awaitable[Any]]) -> Any:

@@ -204,7 +204,8 @@ NOT_CARRIED: dict[str, str] = {
         "hold_reply_end", "ended_inside", "done_inside", "answer_blocked", "answered_in", "pauses", "replied_by",
         "narrowed_round", "harness_choice", "said_after_end", "answer_owed", "deferred_hints", "unflushed",
         "ended_at_cap", "answer_made_up", "results", "prefix", "hints_read", "artifacts", "daily_spent_usd",
-        "store_error", "enclosing_refusals", "new_fact_this_round", "unread_facts", "batch_key", "batch_seen",
+        "store_error", "enclosing_refusals", "tools_bounded", "outside_cut",
+        "new_fact_this_round", "unread_facts", "batch_key", "batch_seen",
     ), "this process's objects and the round in progress: none survives a park (or read afresh: the quota)"),
     **dict.fromkeys((
         "approvals", "park_awaiting", "spent_approvals", "park_id", "park_recorded", "parked_at", "earlier_parks",

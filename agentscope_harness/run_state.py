@@ -13,6 +13,8 @@ the principal, the deadline and the handle of the current run.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import secrets
 import time
 import weakref
@@ -142,6 +144,19 @@ def set_aside_deadline() -> float | None:
     return min(deadlines) if deadlines else None
 
 
+def steps_moved(context: contextvars.Context, lead: RunState, old: asyncio.Task[Any], new: asyncio.Task[Any]) -> None:
+    """A tool of ``lead`` whose first step ran inline in ``old`` goes on in
+    ``new``, in ``context``: the steps of the runs nested in it that began
+    there (a sub-agent's reply) go on in ``new``, and so do their cuts."""
+    handle = context.get(RUN_HANDLE)
+    run = handle() if handle is not None else None
+    while run is not None and run is not lead:
+        cut = run.outside_cut
+        if cut is not None and cut.stepping is old:
+            cut.stepping = new
+        run = run.parent
+
+
 def current_run() -> RunState | None:
     """The run whose reply is executing, if any (and still alive)."""
     handle = RUN_HANDLE.get()
@@ -250,6 +265,14 @@ class RunState(LazyFields):
     refusals: Counter = lazy(Counter)
     refusals_by_hook: Counter = lazy(Counter)
     in_flight: dict[str, str] = lazy(dict)
+    outside_cut: Any = None
+    """The reply layer's cut of the reply running it (``lifecycle.OutsideCut``),
+    while that reply runs: a step of it begun in its lead's task, inside a
+    tool's first step, is followed into the tool's own task (``steps_moved``)."""
+    tools_bounded: int = 0
+    """Its calls now in the tool adapter's deadline bound (``_within_deadline``):
+    that cut ends them, with what it records of them (a mutation cut), so the
+    reply layer's cut of a wait outside the harness's layers waits for it."""
     children: list[RunReport] = lazy(list)
     called_by: str | None = None
     """The parent's tool call this nested run ran inside (``TOOL_CALL``)."""

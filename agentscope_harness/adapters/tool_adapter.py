@@ -60,7 +60,7 @@ from ..outputs import (
     shaped_data,
     shaped_notice,
 )
-from ..run_state import RUN_HANDLE, TOOL_CALL, current_run
+from ..run_state import RUN_HANDLE, TOOL_CALL, current_run, steps_moved
 from ..runner import first_step
 from ..sentinels import format_sentinel
 from .agent_adapter import HarnessMiddleware, run_of
@@ -338,6 +338,7 @@ class HarnessToolAdapter(HarnessMiddleware):
         token = RUN_HANDLE.set(run.handle) if current_run() is not run else None
         self.harness.services.fleet.running(run, call.id)
         calling = TOOL_CALL.set(call.id)
+        run.tools_bounded += 1
         try:
             original = await _within_deadline(
                 run, call, delivered, next_handler,
@@ -345,6 +346,7 @@ class HarnessToolAdapter(HarnessMiddleware):
                 lambda stopping: self.harness.flow.call_over(run, call.id, True, until=stopping),
             )
         finally:
+            run.tools_bounded -= 1
             TOOL_CALL.reset(calling)
             if token is not None:
                 RUN_HANDLE.reset(token)
@@ -545,6 +547,9 @@ async def _within_deadline(
     if done:
         return rest
     tool = asyncio.get_running_loop().create_task(_rest_of(rest), context=context)
+    lead = asyncio.current_task()
+    if lead is not None:  # a sub-agent's step begun in that first step goes on in the tool's task
+        steps_moved(context, run, lead, tool)
     # a sub-agent's tools are cut, and their stop waited for, within a quarter
     # of its lead's grace each, so it ends with its own answer before the lead
     # cuts the call running it (halving it met the lead's cut exactly)

@@ -263,15 +263,20 @@ async def test_a_wait_bounded_by_clamp_timeout_ends_the_run_at_its_deadline_not_
     assert "What I found" in (streamed[-1].get_text_content() or "")
 
 
-async def test_a_sub_agent_held_outside_its_harness_ends_at_its_own_deadline_first() -> None:
+@pytest.mark.parametrize("raise_cancelled", [False, True], ids=["agentscope_default", "raising_cancelled_error"])
+async def test_a_sub_agent_held_outside_its_harness_ends_at_its_own_deadline_first(raise_cancelled: bool) -> None:
     """README: a call running a sub-agent ends "with its own answer first at
     any depth" (red team s180b: the lead's cut of the call came before the
     sub-agent's outside cut, and the sub-agent's run ended ``cancelled``,
-    ``interrupted``): a sub-agent's grace is a quarter of its lead's."""
+    ``interrupted``): a sub-agent's grace is a quarter of its lead's. The
+    sub-agent's held step begins inside the tool's first step, in the lead's
+    task, and goes on in the tool's own: the cut follows it there (it
+    cancelled the lead's task, whose reply then raised ``CancelledError``)."""
     RAN.clear()
     h = Harness(HarnessConfig(deadline_s=DEADLINE_S), load_entry_points=False, environ={})
     sub = make_agent(ScriptedModel([text("sub never")]), h.instrument(Toolkit(tools=[tool(search)])),
                      [SlowToHandOn(5.0), *h.middlewares()], name="researcher")
+    sub.react_config = ReActConfig(max_iters=50, interruption_raise_cancelled_error=raise_cancelled)
 
     async def research(topic: str) -> str:
         """Ask the researcher.
@@ -284,6 +289,7 @@ async def test_a_sub_agent_held_outside_its_harness_ends_at_its_own_deadline_fir
 
     lead_model = ScriptedModel([calls(("research", {"topic": "kettles"})), text("never")])
     lead = make_agent(lead_model, h.instrument(Toolkit(tools=[tool(research)])), h.middlewares())
+    lead.react_config = ReActConfig(max_iters=50, interruption_raise_cancelled_error=raise_cancelled)
     started = time.monotonic()
     with h.acting_for(ALICE):
         final = await lead.reply(UserMsg("user", "find kettles"))
