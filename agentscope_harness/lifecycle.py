@@ -93,7 +93,7 @@ from .outputs import (
     shown_name,
 )
 from .report import RunReport, TerminalState
-from .run_state import RUN_HANDLE, TOOL_CALL, RunState, live_parent, set_aside_depth
+from .run_state import RUN_HANDLE, TOOL_CALL, RunHandle, RunState, live_parent, set_aside_depth
 from .runner import AUDIT_HOOK, OUTCOME_HOOK, being_cancelled
 from .sentinels import neutralise_markers
 from .stores import PARK_TTL_S, ParkRecords, bounded, give_back_soon, store_timeout
@@ -649,14 +649,16 @@ class OutsideCut:
         self.past = 0.0
         """How long steps ran past the deadline so far."""
         self.grace: float | None = None
-        self.run: RunState | None = None
+        self.run: RunHandle | None = None
+        """The run's weak handle: the loop's timer holds this, and must not hold
+        the run of a stream its consumer dropped (freed when it settles)."""
 
     def enter(self, run: RunState) -> None:
         """A step of ``run`` begins, in the task the timer cancels."""
         if self.grace is None:
             # a sub-agent's a quarter of its lead's each: it ends with its own
             # answer before the lead's cut of the call running it (``TOOL_GRACE_S``)
-            self.grace, self.run = OUTSIDE_GRACE_S / 4 ** run.depth, run
+            self.grace, self.run = OUTSIDE_GRACE_S / 4 ** run.depth, run.handle
             run.outside_cut = self
         now, deadline, grace = time.monotonic(), run.deadline or 0.0, self.grace
         self.began, self.deadline = now, deadline
@@ -679,7 +681,8 @@ class OutsideCut:
         self.handle = None
         if self.stepping is None or self.fired:
             return
-        if self.run is not None and self.run.tools_bounded:  # the tool adapter's own cut ends them first
+        run = self.run() if self.run is not None else None
+        if run is not None and run.tools_bounded:  # the tool adapter's own cut ends them first
             self.handle = asyncio.get_running_loop().call_later(OWN_CUT_POLL_S, self._fire)
             return
         self.fired = True
@@ -690,8 +693,9 @@ class OutsideCut:
         if self.handle is not None:
             self.handle.cancel()
             self.handle = None
-        if self.run is not None and self.run.outside_cut is self:
-            self.run.outside_cut = None
+        run = self.run() if self.run is not None else None
+        if run is not None and run.outside_cut is self:
+            run.outside_cut = None
         self.run = None
 
 

@@ -60,10 +60,23 @@ class Seen:
         return [fetch]
 
 
+DEADLINE_S: float | None = None
+
+
+@pytest.fixture(autouse=True, params=[None, 600.0], ids=["no_deadline", "deadline"])
+def deadline(request: Any) -> Any:
+    """Each test with and without a deadline: a reply under one arms the reply
+    layer's cut timer (``lifecycle.OutsideCut``), due long after the test."""
+    global DEADLINE_S
+    DEADLINE_S = request.param
+    yield
+    DEADLINE_S = None
+
+
 def harness() -> Harness:
     config = HarnessConfig(
         cost=CostPolicy(daily_quota_usd=100.0, prices={"scripted": (1.0, 1.0)}),
-        hook_timeout_s=600, result_max_tokens=100,
+        hook_timeout_s=600, result_max_tokens=100, deadline_s=DEADLINE_S,
     )
     return Harness(config, hooks=[async_probe, async_result_probe], load_entry_points=False)
 
