@@ -837,7 +837,9 @@ class ReplyLifecycle:
             cut.leave()
             if cut.fired:  # the cancellation left after the cut's own is the caller's
                 task = _task()  # the step's now: it began in a lead's task if a tool's first step ran it there
-                self._cut_outside(run, (task.uncancel() if taken else task.cancelling()) > 0)
+                cancelled = (task.uncancel() if taken else task.cancelling()) > 0
+                # a sub-agent's is its lead's cut of the call running it, at that deadline: its own came first
+                self._cut_outside(run, cancelled and run.parent is None)
 
     async def _after_cut(self, following: Callable[[], Awaitable[Any]]) -> Any:
         """A cut reply's next item: AgentScope's closing of it, or the end

@@ -301,3 +301,43 @@ async def test_a_sub_agent_held_outside_its_harness_ends_at_its_own_deadline_fir
         TerminalState.INCOMPLETE, "deadline"), sub_report and sub_report.reason
     assert any(d.point == "on_reply" for d in sub_report.decisions)
     assert "time allowed for it ran out" in (final.get_text_content() or "")
+
+
+class SlowWithCleanUp(SlowToHandOn):
+    """Holds the model call; cut, it awaits a 0.3 s cleanup."""
+
+    async def on_model_call(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
+        try:
+            await asyncio.sleep(5.0)
+        finally:
+            await asyncio.sleep(0.3)
+        return await next_handler(**input_kwargs)
+
+
+async def test_a_sub_agent_cut_outside_then_by_its_lead_ends_deadline_not_cancelled() -> None:
+    """Red team r180d: the sub-agent's own cut came first, its middleware's
+    cleanup then held it past the lead's cut of the call running it, and that
+    second cancellation (the lead's deadline's, not a caller's) ended the
+    sub-agent ``cancelled`` (``interrupted``)."""
+    h = Harness(HarnessConfig(deadline_s=DEADLINE_S), load_entry_points=False, environ={})
+    sub = make_agent(ScriptedModel([text("sub never")]), h.instrument(Toolkit(tools=[tool(search)])),
+                     [SlowWithCleanUp(0), *h.middlewares()], name="researcher")
+
+    async def research(topic: str) -> str:
+        """Ask the researcher.
+
+        Args:
+            topic (str): What to research.
+        """
+        msg = await sub.reply(UserMsg("lead", topic))
+        return msg.get_text_content() or ""
+
+    lead = make_agent(ScriptedModel([calls(("research", {"topic": "kettles"})), text("never")]),
+                      h.instrument(Toolkit(tools=[tool(research)])), h.middlewares())
+    with h.acting_for(ALICE):
+        await lead.reply(UserMsg("user", "find kettles"))
+    await asyncio.sleep(0.4)
+    report, sub_report = h.last_report(lead), h.last_report(sub)
+    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "deadline")
+    assert sub_report is not None and (sub_report.terminal_state, sub_report.reason) == (
+        TerminalState.INCOMPLETE, "deadline"), sub_report and sub_report.reason
