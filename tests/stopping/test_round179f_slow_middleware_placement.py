@@ -34,12 +34,18 @@ class SlowToHandOn(MiddlewareBase):
     """Waits ``seconds`` in ``on_model_call`` and ``on_acting`` before
     handing the call on (``clamped``: no longer than the run has left)."""
 
-    def __init__(self, seconds: float, clamped: bool = False) -> None:
+    def __init__(self, seconds: float, clamped: bool = False, cleanup: float = 0.0) -> None:
         self.seconds = seconds
         self.clamped = clamped
+        self.cleanup = cleanup
+        """How long it awaits a cleanup once cut."""
 
     async def _wait(self) -> None:
-        await asyncio.sleep(clamp_timeout(self.seconds) if self.clamped else self.seconds)
+        try:
+            await asyncio.sleep(clamp_timeout(self.seconds) if self.clamped else self.seconds)
+        finally:
+            if self.cleanup:
+                await asyncio.sleep(self.cleanup)
 
     async def get_middleware_key(self) -> str:
         return f"slow_to_hand_on_{id(self)}"
@@ -194,18 +200,6 @@ async def test_waits_each_shorter_than_the_grace_are_cut_by_their_sum() -> None:
     assert "time allowed for it ran out" in (streamed[-1].get_text_content() or "")
 
 
-class SlowToActThenCleanUp(SlowToAct):
-    """Holds the tool call, and awaits a 1 s cleanup when cut."""
-
-    async def on_acting(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
-        try:
-            await asyncio.sleep(5.0)
-        finally:
-            await asyncio.sleep(1.0)
-        async for item in next_handler(**input_kwargs):
-            yield item
-
-
 @pytest.mark.parametrize("raise_cancelled", [False, True], ids=["agentscope_default", "raising_cancelled_error"])
 async def test_the_callers_cancellation_during_the_cut_ends_the_run_cancelled(raise_cancelled: bool) -> None:
     """README: "A caller's own cancellation during a cut still ends the run
@@ -213,7 +207,7 @@ async def test_the_callers_cancellation_during_the_cut_ends_the_run_cancelled(ra
     RAN.clear()
     h = Harness(HarnessConfig(deadline_s=DEADLINE_S), load_entry_points=False, environ={})
     model = ScriptedModel([calls(("search", {"q": "a"})), text("never")])
-    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(search)])), [SlowToActThenCleanUp(0), *h.middlewares()])
+    agent = make_agent(model, h.instrument(Toolkit(tools=[tool(search)])), [SlowToAct(5.0, cleanup=1.0), *h.middlewares()])
     agent.react_config = ReActConfig(max_iters=50, interruption_raise_cancelled_error=raise_cancelled)
 
     async def drive() -> None:
@@ -263,65 +257,16 @@ async def test_a_wait_bounded_by_clamp_timeout_ends_the_run_at_its_deadline_not_
     assert "What I found" in (streamed[-1].get_text_content() or "")
 
 
-@pytest.mark.parametrize("raise_cancelled", [False, True], ids=["agentscope_default", "raising_cancelled_error"])
-async def test_a_sub_agent_held_outside_its_harness_ends_at_its_own_deadline_first(raise_cancelled: bool) -> None:
-    """README: a call running a sub-agent ends "with its own answer first at
-    any depth" (red team s180b: the lead's cut of the call came before the
-    sub-agent's outside cut, and the sub-agent's run ended ``cancelled``,
-    ``interrupted``): a sub-agent's grace is a quarter of its lead's. The
-    sub-agent's held step begins inside the tool's first step, in the lead's
-    task, and goes on in the tool's own: the cut follows it there (it
-    cancelled the lead's task, whose reply then raised ``CancelledError``)."""
+async def _lead_and_sub(held: MiddlewareBase, raise_cancelled: bool = False) -> tuple[float, Any, Any, Msg]:
+    """A lead whose one tool asks a sub-agent (same Harness, 1 s deadline),
+    whose middleware ``held``, before its harness's, holds it: what the lead's
+    reply took, both agents' last reports, and the lead's final message."""
     RAN.clear()
     h = Harness(HarnessConfig(deadline_s=DEADLINE_S), load_entry_points=False, environ={})
+    setting = ReActConfig(max_iters=50, interruption_raise_cancelled_error=raise_cancelled)
     sub = make_agent(ScriptedModel([text("sub never")]), h.instrument(Toolkit(tools=[tool(search)])),
-                     [SlowToHandOn(5.0), *h.middlewares()], name="researcher")
-    sub.react_config = ReActConfig(max_iters=50, interruption_raise_cancelled_error=raise_cancelled)
-
-    async def research(topic: str) -> str:
-        """Ask the researcher.
-
-        Args:
-            topic (str): What to research.
-        """
-        msg = await sub.reply(UserMsg("lead", topic))
-        return msg.get_text_content() or ""
-
-    lead_model = ScriptedModel([calls(("research", {"topic": "kettles"})), text("never")])
-    lead = make_agent(lead_model, h.instrument(Toolkit(tools=[tool(research)])), h.middlewares())
-    lead.react_config = ReActConfig(max_iters=50, interruption_raise_cancelled_error=raise_cancelled)
-    started = time.monotonic()
-    with h.acting_for(ALICE):
-        final = await lead.reply(UserMsg("user", "find kettles"))
-    took = time.monotonic() - started
-    report, sub_report = h.last_report(lead), h.last_report(sub)
-    assert took < DEADLINE_S + 0.5
-    assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "deadline")
-    assert sub_report is not None and (sub_report.terminal_state, sub_report.reason) == (
-        TerminalState.INCOMPLETE, "deadline"), sub_report and sub_report.reason
-    assert any(d.point == "on_reply" for d in sub_report.decisions)
-    assert "time allowed for it ran out" in (final.get_text_content() or "")
-
-
-class SlowWithCleanUp(SlowToHandOn):
-    """Holds the model call; cut, it awaits a 0.3 s cleanup."""
-
-    async def on_model_call(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
-        try:
-            await asyncio.sleep(5.0)
-        finally:
-            await asyncio.sleep(0.3)
-        return await next_handler(**input_kwargs)
-
-
-async def test_a_sub_agent_cut_outside_then_by_its_lead_ends_deadline_not_cancelled() -> None:
-    """Red team r180d: the sub-agent's own cut came first, its middleware's
-    cleanup then held it past the lead's cut of the call running it, and that
-    second cancellation (the lead's deadline's, not a caller's) ended the
-    sub-agent ``cancelled`` (``interrupted``)."""
-    h = Harness(HarnessConfig(deadline_s=DEADLINE_S), load_entry_points=False, environ={})
-    sub = make_agent(ScriptedModel([text("sub never")]), h.instrument(Toolkit(tools=[tool(search)])),
-                     [SlowWithCleanUp(0), *h.middlewares()], name="researcher")
+                     [held, *h.middlewares()], name="researcher")
+    sub.react_config = setting
 
     async def research(topic: str) -> str:
         """Ask the researcher.
@@ -334,10 +279,41 @@ async def test_a_sub_agent_cut_outside_then_by_its_lead_ends_deadline_not_cancel
 
     lead = make_agent(ScriptedModel([calls(("research", {"topic": "kettles"})), text("never")]),
                       h.instrument(Toolkit(tools=[tool(research)])), h.middlewares())
+    lead.react_config = setting
+    started = time.monotonic()
     with h.acting_for(ALICE):
-        await lead.reply(UserMsg("user", "find kettles"))
-    await asyncio.sleep(0.4)
-    report, sub_report = h.last_report(lead), h.last_report(sub)
+        final = await lead.reply(UserMsg("user", "find kettles"))
+    took = time.monotonic() - started
+    await asyncio.sleep(0.4)  # a cleanup the sub-agent's middleware still awaits
+    return took, h.last_report(lead), h.last_report(sub), final
+
+
+def _both_ended_at_the_deadline(report: Any, sub_report: Any) -> None:
     assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "deadline")
     assert sub_report is not None and (sub_report.terminal_state, sub_report.reason) == (
         TerminalState.INCOMPLETE, "deadline"), sub_report and sub_report.reason
+
+
+@pytest.mark.parametrize("raise_cancelled", [False, True], ids=["agentscope_default", "raising_cancelled_error"])
+async def test_a_sub_agent_held_outside_its_harness_ends_at_its_own_deadline_first(raise_cancelled: bool) -> None:
+    """README: a call running a sub-agent ends "with its own answer first at
+    any depth" (red team s180b: the lead's cut of the call came before the
+    sub-agent's outside cut, and the sub-agent's run ended ``cancelled``,
+    ``interrupted``): a sub-agent's grace is a quarter of its lead's. The
+    sub-agent's held step begins inside the tool's first step, in the lead's
+    task, and goes on in the tool's own: the cut follows it there (it
+    cancelled the lead's task, whose reply then raised ``CancelledError``)."""
+    took, report, sub_report, final = await _lead_and_sub(SlowToHandOn(5.0), raise_cancelled)
+    assert took < DEADLINE_S + 0.5
+    _both_ended_at_the_deadline(report, sub_report)
+    assert any(d.point == "on_reply" for d in sub_report.decisions)
+    assert "time allowed for it ran out" in (final.get_text_content() or "")
+
+
+async def test_a_sub_agent_cut_outside_then_by_its_lead_ends_deadline_not_cancelled() -> None:
+    """Red team r180d: the sub-agent's own cut came first, its middleware's
+    cleanup then held it past the lead's cut of the call running it, and that
+    second cancellation (the lead's deadline's, not a caller's) ended the
+    sub-agent ``cancelled`` (``interrupted``)."""
+    _, report, sub_report, _ = await _lead_and_sub(SlowToHandOn(5.0, cleanup=0.3))
+    _both_ended_at_the_deadline(report, sub_report)
