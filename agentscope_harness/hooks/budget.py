@@ -264,7 +264,8 @@ def budget_spent(
     reason = f"the budget of this task (${run_cap:.4f}) is used up; approve an extension to continue"
     if park or not root.budget_question_shadowed:
         services.record(run, "budget_router", point, "ask", detail=reason, enforced=park)
-        root.budget_question_shadowed = not park
+    if not park:
+        root.budget_question_shadowed = True
     return (
         reason,
         TerminalState.WAITING_INPUT,

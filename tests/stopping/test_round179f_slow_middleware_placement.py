@@ -60,21 +60,6 @@ class SlowToHandOn(MiddlewareBase):
             yield item
 
 
-async def _reply(script: list[Any], before: bool, clamped: bool = False) -> tuple[float, Any, Msg | None]:
-    RAN.clear()  # this module's own (``tests.scripted``): the autouse fixture clears ``scripted``'s
-    h = Harness(HarnessConfig(deadline_s=DEADLINE_S), load_entry_points=False, environ={})
-    slow = SlowToHandOn(3.0, clamped)
-    mine = [slow, *h.middlewares()] if before else [*h.middlewares(), slow]
-    agent = make_agent(ScriptedModel(script), h.instrument(Toolkit(tools=[tool(search)])), mine)
-    final = None
-    started = time.monotonic()
-    with h.acting_for(ALICE):
-        async for item in agent.reply_stream(UserMsg("user", "find a"), yield_final_msg=True):
-            if isinstance(item, Msg):
-                final = item
-    return time.monotonic() - started, h.last_report(agent), final
-
-
 @pytest.mark.parametrize("before, clamped", [
     (False, False),
     (True, True),
@@ -85,10 +70,13 @@ async def _reply(script: list[Any], before: bool, clamped: bool = False) -> tupl
 async def test_a_middleware_that_waits_before_handing_on_is_cut_at_the_deadline(
     before: bool, clamped: bool, script: list[Any],
 ) -> None:
-    took, report, final = await _reply(script, before, clamped)
+    slow = SlowToHandOn(3.0, clamped)
+    took, report, streamed, _ = await _cut(
+        lambda h: [slow, *h.middlewares()] if before else [*h.middlewares(), slow], ScriptedModel(script))
     assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "deadline")
     assert RAN == []  # the search never ran
-    assert final is not None and "late" not in (final.get_text_content() or "")
+    final = streamed[-1]
+    assert isinstance(final, Msg) and "late" not in (final.get_text_content() or "")
     assert took < DEADLINE_S + 0.35, f"the user waited {took:.2f} s under a {DEADLINE_S} s deadline"
 
 
@@ -99,18 +87,21 @@ class SlowToAct(SlowToHandOn):
         return await next_handler(**input_kwargs)
 
 
-class SlowBetweenItems(MiddlewareBase):
-    """An ``on_reply`` of yours that waits between the reply's items (after
-    the first): placed after the harness's, inside its reply layer."""
+class WaitsBetweenItems(MiddlewareBase):
+    """An ``on_reply`` of yours, placed after the harness's (inside its reply
+    layer), that waits ``seconds`` before passing on each event after the first."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
 
     async def get_middleware_key(self) -> str:
-        return "slow_between_items"
+        return f"waits_between_items_{id(self)}"
 
     async def on_reply(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
         first = True
         async for item in next_handler(**input_kwargs):
             if not first:
-                await asyncio.sleep(3.0)
+                await asyncio.sleep(self.seconds)
             first = False
             yield item
 
@@ -161,7 +152,7 @@ async def test_a_tool_call_held_outside_the_harness_is_cut_and_says_so(raise_can
 
 async def test_a_wait_inside_the_reply_layer_is_cut_at_the_deadline_too() -> None:
     model = ScriptedModel([calls(("search", {"q": "a"})), text("never")])
-    took, report, streamed, _ = await _cut(lambda h: [*h.middlewares(), SlowBetweenItems()], model)
+    took, report, streamed, _ = await _cut(lambda h: [*h.middlewares(), WaitsBetweenItems(3.0)], model)
     assert took < DEADLINE_S + 0.5, f"the user waited {took:.2f} s under a {DEADLINE_S} s deadline"
     assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "deadline")
     final = streamed[-1]
@@ -177,24 +168,11 @@ async def test_shadow_mode_cuts_outside_too() -> None:
     assert cut and all(d.enforced for d in cut)  # time is no refusal: enforced in shadow mode too
 
 
-class PacedBetweenItems(MiddlewareBase):
-    """An ``on_reply`` after the harness's that waits 0.1 s before passing
-    on each event: no single wait is long, together they hold the reply."""
-
-    async def get_middleware_key(self) -> str:
-        return "paced_between_items"
-
-    async def on_reply(self, agent: Any, input_kwargs: dict, next_handler: Any) -> Any:
-        async for item in next_handler(**input_kwargs):
-            await asyncio.sleep(0.1)
-            yield item
-
-
 async def test_waits_each_shorter_than_the_grace_are_cut_by_their_sum() -> None:
     """Red team r180a: the grace was 0.2 s from each step begun past the
     deadline, so waits of 0.1 s between events were never cut."""
     model = ScriptedModel([calls(("search", {"q": str(i)})) for i in range(40)] + [text("never")])
-    took, report, streamed, _ = await _cut(lambda h: [*h.middlewares(), PacedBetweenItems()], model)
+    took, report, streamed, _ = await _cut(lambda h: [*h.middlewares(), WaitsBetweenItems(0.1)], model)
     assert took < DEADLINE_S + 0.5, f"the user waited {took:.2f} s under a {DEADLINE_S} s deadline"
     assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "deadline")
     assert "time allowed for it ran out" in (streamed[-1].get_text_content() or "")
