@@ -220,7 +220,7 @@ class Signals:
             found.append(("bidi_override", 0.35))
         if self.mixed:
             found.append(("homoglyph_mixing", 0.5 if self.mixed > 2 else 0.25))
-        for name, _, weight, _, _ in _RULES:
+        for name, _, weight, _, _ in _RULES if self.rules else ():  # most texts match none
             best = self.rules.get(name)
             if best:
                 found.append((name if best == weight else f"{name}(reported)", best))

@@ -568,7 +568,9 @@ def added_once(harness: Harness, agent: Any) -> None:
     """One harness's middlewares on an agent once: twice, each layer would
     open its own run of the reply (the inner one replacing the outer's)."""
     for chain in ("_reply_middlewares", "_check_permission_middlewares", "_acting_middlewares"):
-        mine = sum(getattr(m, "harness", None) is harness for m in getattr(agent, chain, ()))
+        mine = 0
+        for m in getattr(agent, chain, ()):  # a loop, not sum(): checked at every model call
+            mine += getattr(m, "harness", None) is harness
         if mine > 1:
             raise HarnessConfigError(
                 f"agent {getattr(agent, 'name', 'agent')!r}: this harness's middlewares are added {mine} times "
@@ -655,12 +657,17 @@ class OutsideCut:
 
     def enter(self, run: RunState) -> None:
         """A step of ``run`` begins, in the task the timer cancels."""
+        now = time.monotonic()
+        if now <= self.deadline == run.deadline and self.handle is not None:
+            # most steps: before the deadline, the timer already armed past it
+            self.began, self.stepping = now, asyncio.current_task()
+            return
         if self.grace is None:
             # a sub-agent's a quarter of its lead's each: it ends with its own
             # answer before the lead's cut of the call running it (``TOOL_GRACE_S``)
             self.grace, self.run = OUTSIDE_GRACE_S / 4 ** run.depth, run.handle
             run.outside_cut = self
-        now, deadline, grace = time.monotonic(), run.deadline or 0.0, self.grace
+        deadline, grace = run.deadline or 0.0, self.grace
         self.began, self.deadline = now, deadline
         at = deadline + grace if now <= deadline else now + max(grace - self.past, 0.0)
         if at != self.at:
@@ -668,7 +675,7 @@ class OutsideCut:
                 self.handle.cancel()
             loop = asyncio.get_running_loop()
             self.at, self.handle = at, loop.call_at(at - now + loop.time(), self._fire)
-        self.stepping = _task()
+        self.stepping = asyncio.current_task()  # a reply's step runs in a task
 
     def leave(self) -> None:
         """The step is over: the time it ran past the deadline is counted."""

@@ -287,7 +287,10 @@ def _billable(usage: Any) -> bool:
     if not isinstance(usage, ChatUsage) or usage.input_tokens is None or usage.output_tokens is None:
         return False  # a count left out (``null``) is no report of it, and AgentScope's events refuse it
     counts = (usage.input_tokens, usage.output_tokens, usage.cache_input_tokens, usage.cache_creation_input_tokens)
-    return all(token_count(c) is not None for c in counts) and (
+    for count in counts:  # the common whole counts read inline, the rest by ``token_count``
+        if not (count is None or (type(count) is int and 0 <= count <= MAX_TOKEN_COUNT)) and token_count(count) is None:
+            return False
+    return (
         (usage.input_tokens or 0) + (usage.cache_input_tokens or 0) + (usage.cache_creation_input_tokens or 0) > 0
     )
 
@@ -320,7 +323,10 @@ def billed_tokens(model: Any, usage: Any) -> tuple[int, int, int]:
     of 0 or more counts 0 (callers charge only billable usage or estimates;
     this is the last line, never a credit nor a crash)."""
     def count(name: str) -> int:
-        return token_count(getattr(usage, name, 0)) or 0
+        value = getattr(usage, name, 0)
+        if type(value) is int and 0 <= value <= MAX_TOKEN_COUNT:  # the common whole count, read inline
+            return value
+        return token_count(value) or 0
 
     input_tokens, cached = count("input_tokens"), count("cache_input_tokens")
     if isinstance(model, AnthropicChatModel):

@@ -1089,7 +1089,10 @@ class StreamRedactor:
             return True
         tail = self._low[max(self._sent, end - self._longest) - self._off:]
         openings = self._r._openings
-        return any(tail[i:] in openings for i in range(len(tail)))
+        for i in range(len(tail)):  # a loop, not any(): no generator per streamed piece
+            if tail[i:] in openings:
+                return True
+        return False
 
     def flush(self) -> str:
         """The rest of the text, redacted (at the end of the stream)."""

@@ -258,24 +258,28 @@ async def within(awaitable: Any, limit: float | None) -> Any:
     (``TimeoutError``): its value came too late to count."""
     if limit is None:
         return await awaitable
-    if _timeout is not None and inspect.iscoroutine(awaitable):
+    if _timeout is None:  # pragma: no cover - Python 3.10
+        return await asyncio.wait_for(awaitable, limit)
+    if inspect.iscoroutine(awaitable):
         # most async hooks finish without waiting (a memory store, a small
         # result): their first step runs unarmed, a timer only for one that waits
         started = time.monotonic()
-        done, rest = first_step(awaitable)
+        done, awaitable = first_step(awaitable)
         if done:
-            return rest
+            return awaitable
         limit -= time.monotonic() - started  # its first step counts too
-        if limit <= 0:
-            awaitable.close()
-            raise TimeoutError
-        async with _timeout(limit) as bound:
-            value = await rest
-    elif _timeout is not None:
-        async with _timeout(limit) as bound:
-            value = await awaitable
-    else:  # pragma: no cover - Python 3.10
-        return await asyncio.wait_for(awaitable, limit)
+    return await rest_within(awaitable, limit)
+
+
+async def rest_within(rest: Any, limit: float) -> Any:
+    """``rest`` (an awaitable, or the rest of a coroutine whose first step
+    waits: ``first_step``) awaited for at most ``limit`` seconds."""
+    if limit <= 0 and isinstance(rest, _Resumed):  # its first step took all the time
+        rest.coro.close()
+        raise TimeoutError
+    assert _timeout is not None  # read only where asyncio has it (3.11+)
+    async with _timeout(limit) as bound:
+        value = await rest
     if bound.expired():  # it caught the timeout's cancellation and returned: it failed
         raise TimeoutError
     return value
@@ -353,10 +357,14 @@ class HookRunner:
         # each hook reads a long result whole: their sum, not one of them, would hold the loop
         turns = Turns() if result_read is not None and len(result_read.text) > TURN_OVER else None
         for spec in specs:
-            ctx.hook_name, ctx.hook_builtin = spec.name, spec.builtin
-            tool, answer, audit, given = ctx.tool, ctx.final_text, ctx.audit, ctx.result
+            # the harness's own hooks write only what they may: what a hook may
+            # not change is checked, and put back, after a hook of yours
+            trusted = spec.builtin
+            ctx.hook_name, ctx.hook_builtin = spec.name, trusted
+            if not trusted:
+                tool, answer, audit, given = ctx.tool, ctx.final_text, ctx.audit, ctx.result
             shadowed = ctx.would_refuse
-            before = result_read.text if result_read is not None and not spec.builtin else None
+            before = result_read.text if result_read is not None and not trusted else None
             notes = tuple(result_read.notices) if result_read is not None and before is not None else ()
             own, finished = additions, False
             if prompting:  # a copy of its own: an edit of what another hook wrote is seen, and fails it
@@ -365,11 +373,11 @@ class HookRunner:
                 try:
                     result = spec.fn(ctx)
                     if result is not None and inspect.isawaitable(result):
-                        result = await self.bounded(result, ctx.run.deadline)
+                        result = await within(result, self._limit(ctx.run.deadline))  # not bounded(): one frame less
                     if result is not None:
                         raise _returned(result)
                 finally:  # however the hook ended, what it may not change is put back
-                    broken = (
+                    broken = None if trusted else (
                         _put_back(ctx, tool, answer, audit, (given, raw, before, notes), spec.name)
                         if ctx.tool is not tool or ctx.audit is not audit or ctx.result is not given
                         or (answer is not None and type(ctx.final_text) is not str)
@@ -447,14 +455,19 @@ class HookRunner:
             self.candidate.admitted(ctx, refusal)
         return refusal
 
-    async def bounded(self, awaitable: Any, deadline: float | None) -> Any:
-        """Await an async hook (or a policy's async callable) ``within``
-        ``hook_timeout_s`` and the run's deadline. Returns its value."""
+    def _limit(self, deadline: float | None) -> float | None:
+        """The sooner of ``hook_timeout_s`` and the run's deadline, in
+        seconds from now (``None``: neither bounds it)."""
         limit = self.hook_timeout_s
         if deadline is not None:
             left = max(deadline - time.monotonic(), MIN_TIMEOUT_S)
             limit = left if limit is None else min(limit, left)
-        return await within(awaitable, limit)
+        return limit
+
+    async def bounded(self, awaitable: Any, deadline: float | None) -> Any:
+        """Await an async hook (or a policy's async callable) ``within``
+        ``hook_timeout_s`` and the run's deadline. Returns its value."""
+        return await within(awaitable, self._limit(deadline))
 
     def _refused(self, spec: HookSpec, signal: HookRejectSignal, ctx: HookContext) -> Refusal | None:
         """A hook's refusal; one whose fields were made wrong after it was

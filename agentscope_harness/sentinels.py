@@ -118,6 +118,8 @@ def neutralise_markers(text: str, fences: bool = True) -> str:
     other format characters, fullwidth forms, spaces, dash variants or case
     (matched on the NFKC-normalised reading; the rest of the text is kept
     as it was). ``fences=False``: sentinel markers only."""
+    if _SUSPECT.search(text) is None:  # no bracket that may begin one (most texts): one C search
+        return text
     out = list(_neutralised(text, fences))
     return text if out[-1] is text else "".join(out)  # the text itself last: nothing defanged
 

@@ -114,10 +114,11 @@ class HarnessAgentAdapter(HarnessMiddleware):
         less the finishing tool's rule for an agent not held to it (a
         sub-agent without one answers its lead in text)."""
         addition = await self.harness.system_prompt_addition()
-        rule = finish_rule(self.harness.config)
         run = run_of(self.harness, agent)
-        if rule is not None and run is not None and not finish_required(run, self.harness.config):
-            addition = addition.replace(f"\n- {rule}", "")
+        if run is not None and run.parent is not None:  # a root run is held to what its config requires
+            rule = finish_rule(self.harness.config)
+            if rule is not None and not finish_required(run, self.harness.config):
+                addition = addition.replace(f"\n- {rule}", "")
         return current_prompt + addition
 
     # ----------------------------------------------------------------- reply

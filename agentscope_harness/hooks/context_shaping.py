@@ -57,8 +57,10 @@ def finish_rule(config: HarnessConfig) -> str | None:
     required). An agent not held to it (a sub-agent whose toolkit has none
     of its own answers its lead in text) is not told it: the adapter takes
     its line out of that agent's prompt."""
+    if not config.finish_required():  # read first: most configs require none, and no list is made
+        return None
     finish = config.finish_tools()
-    if not finish or not config.finish_required():
+    if not finish:
         return None
     return f"Deliver the result by calling {' or '.join(finish)}; a plain text answer does not complete the task."
 
