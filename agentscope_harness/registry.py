@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import CodeType
 from typing import Any, Literal
 
 from .errors import HarnessConfigError
@@ -159,16 +162,24 @@ class HookSpec:
 
     @functools.cached_property
     def builtin(self) -> bool:
-        """One of the harness's own hooks (a user's hook is shaped after);
-        asked of every ``post_tool_call`` hook on every call: computed once.
-        Read from the function (``module`` is free text: a spec copied from
-        a built-in one, its function replaced, is the user's)."""
-        return (getattr(self.fn, "__module__", None) or "").startswith("agentscope_harness.")
+        """One of the harness's own hooks: trusted to write only what it may
+        (a hook of yours is checked, put back and shaped after); asked of
+        every hook on every call: computed once. Read from where the
+        function's code lives, never a name that can be copied (``module`` is
+        free text: a spec copied from a built-in one, its function replaced,
+        is yours; a ``functools.wraps`` wrapper of a built-in carries its
+        ``__module__``, and is yours too)."""
+        code = getattr(self.fn, "__code__", None)
+        return isinstance(code, CodeType) and code.co_filename.startswith(_OWN_CODE)
 
     @property
     def sort_key(self) -> tuple[int, str]:
         """Ascending priority, then name."""
         return (self.priority, self.name)
+
+
+_OWN_CODE = os.path.join(str(Path(__file__).parent), "")
+"""Where the harness's own hooks' code lives (``HookSpec.builtin``)."""
 
 
 def make_spec(

@@ -57,10 +57,14 @@ like brackets): a marker spelled with them reads as the marker."""
 # An opening bracket (or a compatibility form of one: fullwidth, small)
 # followed by what may begin a marker: its first letter or a slash, or any
 # non-ASCII character (a disguise). Everything else is skipped in C.
+_OPENING = "[\\[\uff3b\ufe47<\uff1c\ufe64\u2039]"
+"""The brackets a marker may open with, disguises included (what ``_reads``
+takes for ``[`` or ``<``): one class, for the walk and the stream alike."""
+
 _SUSPECT = re.compile(
     # a bracket whose next two letters, spacing or anything non-ASCII (a disguise) aside, may begin
     # ``harness:``, ``tool-output`` or ``/tool-output``: an HTML table's ``<tr>``/``</td>`` is no suspect
-    r"[\[\uff3b\ufe47<\uff1c\ufe64\u2039](?=\s*(?:[^\x00-\x7f]|[hH]\s*(?:[aA]|[^\x00-\x7f])"
+    _OPENING + r"(?=\s*(?:[^\x00-\x7f]|[hH]\s*(?:[aA]|[^\x00-\x7f])"
     r"|[tT]\s*(?:[oO]|[^\x00-\x7f])|/\s*(?:[^\x00-\x7f]|[tT]\s*(?:[oO]|[^\x00-\x7f]))))"
 )
 
@@ -310,7 +314,7 @@ class MarkerStream:
         return self._filter(rest)
 
 
-_BRACKET = re.compile("[\\[\uff3b\ufe47<\uff1c\ufe64]")
+_BRACKET = re.compile(_OPENING)
 
 
 _FENCE_OPEN = "<tool-output nonce="
