@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from types import CodeType
 from typing import Any, Literal
 
@@ -164,13 +162,13 @@ class HookSpec:
     def builtin(self) -> bool:
         """One of the harness's own hooks: trusted to write only what it may
         (a hook of yours is checked, put back and shaped after); asked of
-        every hook on every call: computed once. Read from where the
-        function's code lives, never a name that can be copied (``module`` is
-        free text: a spec copied from a built-in one, its function replaced,
-        is yours; a ``functools.wraps`` wrapper of a built-in carries its
-        ``__module__``, and is yours too)."""
-        code = getattr(self.fn, "__code__", None)
-        return isinstance(code, CodeType) and code.co_filename.startswith(_OWN_CODE)
+        every hook on every call: computed once. Read from the function's
+        code, never a name that can be copied (``module`` is free text: a
+        spec copied from a built-in one, its function replaced, is yours; a
+        ``functools.wraps`` wrapper of a built-in carries its ``__module__``,
+        and is yours too), nor from where the code file lies (a copied
+        virtualenv keeps the old path in its compiled files)."""
+        return getattr(self.fn, "__code__", None) in _OWN_CODE
 
     @property
     def sort_key(self) -> tuple[int, str]:
@@ -178,8 +176,14 @@ class HookSpec:
         return (self.priority, self.name)
 
 
-_OWN_CODE = os.path.join(str(Path(__file__).parent), "")
-"""Where the harness's own hooks' code lives (``HookSpec.builtin``)."""
+_OWN_CODE: set[CodeType] = set()
+"""The code of the harness's own hooks (``own_hooks``; ``HookSpec.builtin``)."""
+
+
+def own_hooks(functions: Iterable[Callable[..., Any]]) -> None:
+    """Mark ``functions`` (the built-in hooks, as their package defines
+    them) as the harness's own."""
+    _OWN_CODE.update(fn.__code__ for fn in functions)
 
 
 def make_spec(

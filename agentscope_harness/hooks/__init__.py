@@ -48,6 +48,7 @@ on_session_end
 
 from __future__ import annotations
 
+from ..registry import own_hooks
 from .budget import budget_router, result_nudges, search_gate, spend_gate, strategy_feedback
 from .context_shaping import system_prompt_append, tool_result_pruner, truncate_result
 from .drift import drift_detector, drift_result_tracker
@@ -92,5 +93,7 @@ BUILTIN_HOOKS = (
     strategy_feedback,
 )
 """The 25 built-in hooks in DESIGN section 5's order."""
+
+own_hooks(BUILTIN_HOOKS)
 
 __all__ = ["BUILTIN_HOOKS"]
