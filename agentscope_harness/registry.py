@@ -7,7 +7,7 @@ import functools
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from types import CodeType
+from types import FunctionType
 from typing import Any, Literal
 
 from .errors import HarnessConfigError
@@ -162,13 +162,12 @@ class HookSpec:
     def builtin(self) -> bool:
         """One of the harness's own hooks: trusted to write only what it may
         (a hook of yours is checked, put back and shaped after); asked of
-        every hook on every call: computed once. Read from the function's
-        code, never a name that can be copied (``module`` is free text: a
-        spec copied from a built-in one, its function replaced, is yours; a
-        ``functools.wraps`` wrapper of a built-in carries its ``__module__``,
-        and is yours too), nor from where the code file lies (a copied
-        virtualenv keeps the old path in its compiled files)."""
-        return getattr(self.fn, "__code__", None) in _OWN_CODE
+        every hook on every call: computed once. The built-in function
+        itself, by identity: never a name that can be copied (``module`` is
+        free text; a ``functools.wraps`` wrapper carries ``__module__``), an
+        attribute a proxy hands on (``__code__``), a file path, nor a new
+        function made of a built-in's code with globals of yours."""
+        return type(self.fn) is FunctionType and self.fn in _OWN_HOOKS
 
     @property
     def sort_key(self) -> tuple[int, str]:
@@ -176,14 +175,14 @@ class HookSpec:
         return (self.priority, self.name)
 
 
-_OWN_CODE: set[CodeType] = set()
-"""The code of the harness's own hooks (``own_hooks``; ``HookSpec.builtin``)."""
+_OWN_HOOKS: set[Callable[..., Any]] = set()
+"""The harness's own hook functions (``own_hooks``; ``HookSpec.builtin``)."""
 
 
 def own_hooks(functions: Iterable[Callable[..., Any]]) -> None:
     """Mark ``functions`` (the built-in hooks, as their package defines
     them) as the harness's own."""
-    _OWN_CODE.update(fn.__code__ for fn in functions)
+    _OWN_HOOKS.update(fn for fn in functions if type(fn) is FunctionType)
 
 
 def make_spec(
@@ -239,6 +238,14 @@ def harness_hook(
         fn.__harness_hook__ = make_spec(  # type: ignore[attr-defined]
             fn, point, priority, name, kind, escape_key, fail_closed, when,
         )
+        if isinstance(declared, HookSpec) and getattr(declared.fn, "__harness_hook__", None) is not declared:
+            # the attribute went through to the hook declared before (a proxy
+            # of it, ``wrapt``'s): put back, or every later Harness would lose it
+            declared.fn.__harness_hook__ = declared  # type: ignore[attr-defined]
+            raise HarnessConfigError(
+                f"hook {declared.name!r}: {fn!r} passes attributes on to it, so declaring it would "
+                "replace that hook; declare a function of its own that calls it",
+            )
         return fn
 
     return decorate
