@@ -235,15 +235,17 @@ def harness_hook(
                 f"hook {declared.name!r} is declared already (at {declared.point}): one function is "
                 "one hook; declare a second hook on a function of its own that calls it",
             )
+        first: Any = declared.fn if isinstance(declared, HookSpec) else None
+        before = getattr(first, "__harness_hook__", None)
         fn.__harness_hook__ = make_spec(  # type: ignore[attr-defined]
             fn, point, priority, name, kind, escape_key, fail_closed, when,
         )
-        if isinstance(declared, HookSpec) and getattr(declared.fn, "__harness_hook__", None) is not declared:
-            # the attribute went through to the hook declared before (a proxy
-            # of it, ``wrapt``'s): put back, or every later Harness would lose it
-            declared.fn.__harness_hook__ = declared  # type: ignore[attr-defined]
+        if before is not None and getattr(first, "__harness_hook__", None) is not before:
+            # the write went through to the hook declared before (``fn`` a
+            # proxy of it, ``wrapt``'s): put back, or every later Harness would lose it
+            first.__harness_hook__ = before
             raise HarnessConfigError(
-                f"hook {declared.name!r}: {fn!r} passes attributes on to it, so declaring it would "
+                f"hook {before.name!r}: {fn!r} passes attributes on to it, so declaring it would "
                 "replace that hook; declare a function of its own that calls it",
             )
         return fn

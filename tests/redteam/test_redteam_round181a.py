@@ -269,3 +269,22 @@ async def test_a_function_made_of_the_audits_code_with_your_globals_is_yours() -
     events, final = await run(agent, "find mugs")
     streamed = "".join(getattr(e, "delta", "") or "" for e in events)
     assert key not in (final.get_text_content() or "") and key not in streamed
+
+
+def test_declaring_a_function_that_carries_another_hooks_spec_leaves_that_hook_as_it_was() -> None:
+    """Only a write that goes through to the hook declared before is refused:
+    a function carrying a copy of its spec (``functools.wraps``) is declared
+    as its own, and the other hook keeps its spec."""
+
+    @harness_hook("post_tool_call", priority=60, name="first_of_mine")
+    def first_of_mine(ctx: HookContext) -> None:
+        return None
+
+    @functools.wraps(first_of_mine)
+    def second_of_mine(ctx: HookContext) -> None:
+        first_of_mine(ctx)
+
+    spec = first_of_mine.__harness_hook__
+    harness_hook("post_tool_call", priority=61, name="second_of_mine")(second_of_mine)
+    assert first_of_mine.__harness_hook__ is spec
+    assert second_of_mine.__harness_hook__.name == "second_of_mine"
