@@ -658,24 +658,26 @@ class OutsideCut:
     def enter(self, run: RunState) -> None:
         """A step of ``run`` begins, in the task the timer cancels."""
         now = time.monotonic()
-        if now <= self.deadline == run.deadline and self.handle is not None:
-            # most steps: before the deadline, the timer already armed past it
-            self.began, self.stepping = now, asyncio.current_task()
-            return
+        # most steps come before the deadline, the timer already armed past it: nothing to move
+        if not (now <= self.deadline == run.deadline and self.handle is not None):
+            self._arm(run, now)
+        self.began, self.stepping = now, asyncio.current_task()  # a reply's step runs in a task
+
+    def _arm(self, run: RunState, now: float) -> None:
+        """The timer set where this step's cut falls (moved only past the deadline)."""
         if self.grace is None:
             # a sub-agent's a quarter of its lead's each: it ends with its own
             # answer before the lead's cut of the call running it (``TOOL_GRACE_S``)
             self.grace, self.run = OUTSIDE_GRACE_S / 4 ** run.depth, run.handle
             run.outside_cut = self
         deadline, grace = run.deadline or 0.0, self.grace
-        self.began, self.deadline = now, deadline
+        self.deadline = deadline
         at = deadline + grace if now <= deadline else now + max(grace - self.past, 0.0)
         if at != self.at:
             if self.handle is not None:
                 self.handle.cancel()
             loop = asyncio.get_running_loop()
             self.at, self.handle = at, loop.call_at(at - now + loop.time(), self._fire)
-        self.stepping = asyncio.current_task()  # a reply's step runs in a task
 
     def leave(self) -> None:
         """The step is over: the time it ran past the deadline is counted."""

@@ -287,8 +287,8 @@ def _billable(usage: Any) -> bool:
     if not isinstance(usage, ChatUsage) or usage.input_tokens is None or usage.output_tokens is None:
         return False  # a count left out (``null``) is no report of it, and AgentScope's events refuse it
     counts = (usage.input_tokens, usage.output_tokens, usage.cache_input_tokens, usage.cache_creation_input_tokens)
-    for count in counts:  # the common whole counts read inline, the rest by ``token_count``
-        if not (count is None or (type(count) is int and 0 <= count <= MAX_TOKEN_COUNT)) and token_count(count) is None:
+    for count in counts:  # a loop, not all(): no generator per model call
+        if token_count(count) is None:
             return False
     return (
         (usage.input_tokens or 0) + (usage.cache_input_tokens or 0) + (usage.cache_creation_input_tokens or 0) > 0
@@ -305,6 +305,8 @@ def token_count(value: Any) -> int | None:
     """A reported token count as a whole number from 0 to
     ``MAX_TOKEN_COUNT`` (``None`` and 0 alike are none); ``None`` for
     anything else: negative, fractional, infinite, absurd or not a number."""
+    if type(value) is int and 0 <= value <= MAX_TOKEN_COUNT:  # the common whole count: read at once
+        return value
     value = value or 0
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -323,10 +325,7 @@ def billed_tokens(model: Any, usage: Any) -> tuple[int, int, int]:
     of 0 or more counts 0 (callers charge only billable usage or estimates;
     this is the last line, never a credit nor a crash)."""
     def count(name: str) -> int:
-        value = getattr(usage, name, 0)
-        if type(value) is int and 0 <= value <= MAX_TOKEN_COUNT:  # the common whole count, read inline
-            return value
-        return token_count(value) or 0
+        return token_count(getattr(usage, name, 0)) or 0
 
     input_tokens, cached = count("input_tokens"), count("cache_input_tokens")
     if isinstance(model, AnthropicChatModel):

@@ -14,6 +14,7 @@ harness with every hook disabled (its own machinery, without its hooks).
 from __future__ import annotations
 
 import gc
+import os
 import statistics
 import sys
 import time
@@ -156,7 +157,8 @@ async def harness_calls_per_round(rounds: int = 30, reps: int = 3) -> float:
     return made / (rounds * reps)
 
 
-_HARNESS_DIR = str(Path(agentscope_harness.__file__).parent)
+_HARNESS_DIR = os.path.join(str(Path(agentscope_harness.__file__).parent), "")
+"""The package's own folder, its separator included (``agentscope_harness_x`` is not it)."""
 
 
 async def measure_variants(
