@@ -1054,6 +1054,9 @@ class ReplyLifecycle:
         except Exception as exc:
             root.daily_spent_usd = math.inf
             root.store_error = str(exc if isinstance(exc, DependencyDown) else DependencyDown("spend store", exc))
+            # the stop says only ``dependency_down``: which store, and why, is said here
+            self.harness.services.record(run, "budget_router", "on_reply", "error", code="dependency_down",
+                                         detail=f"daily spend not read: {root.store_error}")
 
     async def _quota_for_candidate(self, run: RunState) -> None:
         """The principal's spend today, for a candidate's quota alone: the

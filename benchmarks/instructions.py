@@ -1,12 +1,13 @@
 """Instructions per round, counted, not timed: the overhead benchmark's
 reply, bare and harnessed, under valgrind's callgrind in one process.
 
-``python -m benchmarks.instructions [--replies N]`` (needs ``valgrind``;
-several minutes). Wall and CPU times on a shared machine move by a third
-between runs; an instruction count is the same in every run, so a change of
-a percent is visible. It leaves out what instructions do not show (cache
-misses, garbage collection: collection is off while counting), which the
-timed benchmarks keep.
+``python -m benchmarks.instructions [--replies N] [--cache]`` (needs
+``valgrind``; several minutes). Wall and CPU times on a shared machine move
+by a third between runs; an instruction count is the same in every run, so a
+change of a percent is visible. Instructions leave out about half of the
+harness's timed cost: ``--cache`` also counts the misses of this machine's
+L2 cache, simulated (code and data a round fetches again from L3). Garbage
+collection stays out (it is off while counting); the timed benchmarks keep it.
 
 Each variant runs inside its own C function (``bisect.bisect_left`` with the
 reply as its key, ...), so callgrind's inclusive count of that function is
@@ -77,22 +78,42 @@ def _child(replies: int) -> None:
         gc.enable()
 
 
-def _inclusive(annotated: str, function: str) -> int:
-    """``function``'s inclusive instruction count in ``callgrind_annotate``'s output."""
+def _inclusive(annotated: str, function: str) -> dict[str, int]:
+    """``function``'s inclusive counts in ``callgrind_annotate``'s output, by
+    event (``Ir``, and with the cache simulated ``ILmr``, ``DLmr``, ...)."""
+    shown = re.search(r"^Events shown:\s+(.+)$", annotated, re.MULTILINE)
+    events = shown.group(1).split() if shown is not None else ["Ir"]
     for line in annotated.splitlines():
-        found = re.match(r"\s*([\d,]+) .*:" + re.escape(function) + r" \[", line)
-        if found is not None:
-            return int(found.group(1).replace(",", ""))
+        if re.search(":" + re.escape(function) + r" \[", line):
+            counts = re.sub(r"\([^)]*\)", " ", line).split()[:len(events)]
+            return {event: int(n.replace(",", "")) for event, n in zip(events, counts, strict=True)}
     raise RuntimeError(f"callgrind recorded no {function}")
 
 
-def count(replies: int) -> dict[str, float]:
-    """Instructions per round of each variant."""
+def l2_cache() -> str:
+    """This machine's level-2 cache as valgrind's ``--LL`` reads it
+    (``size,associativity,line``); 1 MiB, 8-way, 64 B where sysfs does not say."""
+    index = "/sys/devices/system/cpu/cpu0/cache/index2/"
+    try:
+        with open(index + "size") as size, open(index + "ways_of_associativity") as ways, \
+                open(index + "coherency_line_size") as line:
+            kib = int(size.read().strip().rstrip("K"))
+            return f"{kib * 1024},{ways.read().strip()},{line.read().strip()}"
+    except (OSError, ValueError):
+        return "1048576,8,64"
+
+
+def count(replies: int, cache: bool = False) -> dict[str, dict[str, float]]:
+    """Per round, each variant's instructions (``Ir``) and, with ``cache``,
+    its misses in a simulated level-2 cache (``L2 misses``): the last level
+    valgrind simulates is set to this machine's L2, the cache a round's code
+    and data must stay in between one round and the next."""
+    simulate = ["--cache-sim=yes", f"--LL={l2_cache()}"] if cache else []
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+            ["valgrind", "--tool=callgrind", *simulate, f"--callgrind-out-file={out}",
              sys.executable, "-m", "benchmarks.instructions", "--child", str(replies)],
             check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
@@ -101,12 +122,20 @@ def count(replies: int) -> dict[str, float]:
             check=True, capture_output=True, text=True,
         ).stdout
     rounds = replies * ROUNDS
-    return {v: _inclusive(annotated, name) / rounds for (name, _), v in zip(_SLOTS, VARIANTS, strict=True)}
+    counts = {}
+    for (name, _), variant in zip(_SLOTS, VARIANTS, strict=True):
+        events = _inclusive(annotated, name)
+        counts[variant] = {"Ir": events["Ir"] / rounds}
+        if cache:
+            counts[variant]["L2 misses"] = (events["ILmr"] + events["DLmr"] + events["DLmw"]) / rounds
+    return counts
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.instructions", description=__doc__)
     parser.add_argument("--replies", type=int, default=3, help="replies of 20 rounds per variant")
+    parser.add_argument("--cache", action="store_true",
+                        help="also simulate this machine's L2 cache and count its misses (slower)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child is not None:
@@ -115,11 +144,13 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("valgrind") is None or shutil.which("callgrind_annotate") is None:
         print("valgrind is not installed: nothing counted")
         return 1
-    counts = count(args.replies)
-    bare = counts["bare"]
-    print(f"instructions per round ({args.replies} replies of {ROUNDS} rounds per variant, callgrind)")
-    for variant, n in counts.items():
-        print(f"  {variant:<30} {n:>12,.0f}   {n / bare:.3f}x")
+    counts = count(args.replies, args.cache)
+    print(f"per round ({args.replies} replies of {ROUNDS} rounds per variant, callgrind)")
+    for event in counts["bare"]:
+        bare = counts["bare"][event]
+        print(f"  {'instructions' if event == 'Ir' else event + f' (L2 {l2_cache()})'}")
+        for variant, events in counts.items():
+            print(f"    {variant:<30} {events[event]:>12,.0f}   {events[event] / bare:.3f}x")
     return 0
 
 

@@ -162,6 +162,13 @@ def test_the_instruction_count_runs_every_variant_and_reads_callgrind():
     instructions._child(1)  # every variant replies (warm-up and counted) without valgrind
     line = ("598,565,316 (6.05%)  /tmp/Python-3.11.7/./Modules/_functoolsmodule.c:functools_reduce "
             "[/usr/lib/libpython3.11.so.1.0]")
-    assert instructions._inclusive(line, "functools_reduce") == 598_565_316
+    assert instructions._inclusive(line, "functools_reduce") == {"Ir": 598_565_316}
+    shown = ("Events shown:     Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw\n"
+             "472,281,490 (3.49%)  140,194,404 (3.54%)  81,158,876 (3.66%)  9,833,553 (4.53%)  5,130,458 (3.51%)  "
+             "1,604,753 (4.56%)  460,947 ( 0.27%)  0  316,964 (0.11%)  /tmp/bltinmodule.c:map_next [/usr/lib/libpython3.11.so]")
+    assert instructions._inclusive(shown, "map_next") == {
+        "Ir": 472_281_490, "Dr": 140_194_404, "Dw": 81_158_876, "I1mr": 9_833_553, "D1mr": 5_130_458,
+        "D1mw": 1_604_753, "ILmr": 460_947, "DLmr": 0, "DLmw": 316_964,
+    }
     with pytest.raises(RuntimeError):
         instructions._inclusive(line, "map_next")

@@ -112,6 +112,9 @@ async def test_redis_outage_fails_the_budget_closed():
     assert final.get_text_content().startswith(STORE_DOWN)  # the truth: not the budget's words
     report = harness.last_report(agent)
     assert (report.terminal_state, report.reason) == (TerminalState.INCOMPLETE, "dependency_down")
+    # which store: its address as the README tells it (an IP address is personal data to the report)
+    [read] = [d for d in report.decisions if d.detail.startswith("daily spend not read")]
+    assert "Redis store redis://[pii:ipv4]:1/0 is unavailable" in read.detail
     await store.aclose()
 
 

@@ -161,11 +161,19 @@ async def test_a_long_multilingual_key_holds_the_event_loop():
     key = "Ω" + _cycled(395_000)
     arguments = json.dumps({"terms": {"terms": 1, key: 2}}, ensure_ascii=False)
     assert len(arguments.encode("utf-8")) < 1_000_000
-    gc.collect()
-    bare = await longest_block(handed(arguments, TERMS, harnessed=False))
-    gc.collect()
-    gap = await longest_block(handed(arguments, TERMS))
+    bare, gap = await least_block(arguments, harnessed=False), await least_block(arguments)
     assert gap < max(0.1, 3 * bare), f"harnessed loop block {gap:.3f}s, bare {bare:.3f}s"
+
+
+async def least_block(arguments: str, *, harnessed: bool = True) -> float:
+    """The least of three replies' longest loop blocks: a busy machine stretches
+    one reply's block, never all three, and the defect's block (the fold of every
+    character, ~0.44 s) is in every reply."""
+    gaps = []
+    for _ in range(3):
+        gc.collect()
+        gaps.append(await longest_block(handed(arguments, TERMS, harnessed=harnessed)))
+    return min(gaps)
 
 
 # ---------------------------------------------------------------------------------------
