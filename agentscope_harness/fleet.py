@@ -50,9 +50,8 @@ from .stores import (
     ParkRecords,
     ProbeRenewal,
     RateRefund,
-    bounded,
     give_back_soon,
-    store_timeout,
+    store_call,
 )
 
 if TYPE_CHECKING:
@@ -234,7 +233,6 @@ class Fleet:
         """How a log line states a key or an error (a principal's key may be an email)."""
         self.ledger = isinstance(store, LedgerStore)
         self.in_process = isinstance(store, MemoryStore)
-        self.timeout_s = store_timeout(store)
         self.breakers: dict[str, Breaker] = {}
         self._store_retry_at = 0.0
         self._spare_probes: dict[str, float] = {}
@@ -300,12 +298,7 @@ class Fleet:
         never yields to the loop (parallel calls are judged in their order)."""
         if self.in_process:
             return await awaitable
-        try:
-            return await bounded(awaitable, what, self.timeout_s, deadline)
-        except DependencyDown:
-            raise
-        except Exception as exc:
-            raise DependencyDown(what, exc) from exc
+        return await store_call(self.store, lambda: awaitable, what, deadline)
 
     async def claim_parked_budget(self, claim: str, deadline: float | None) -> bool:
         """Whether this reply continues the parked budget ``claim`` names:

@@ -96,7 +96,7 @@ from .report import RunReport, TerminalState
 from .run_state import RUN_HANDLE, TOOL_CALL, RunHandle, RunState, live_parent, set_aside_depth
 from .runner import AUDIT_HOOK, OUTCOME_HOOK, being_cancelled
 from .sentinels import neutralise_markers
-from .stores import PARK_TTL_S, ParkRecords, bounded, give_back_soon, store_timeout
+from .stores import PARK_TTL_S, ParkRecords, give_back_soon, store_call
 
 if TYPE_CHECKING:
     from .approvals import ApprovalBook
@@ -264,7 +264,7 @@ async def _park_records(harness: Harness, ask: Callable[[ParkRecords], Awaitable
     if not isinstance(store, ParkRecords):
         return NOT_KEPT
     try:
-        return await bounded(ask(store), "park records", store_timeout(store), deadline)
+        return await store_call(store, lambda: ask(store), "park records", deadline)
     except Exception as exc:
         log.warning("harness could not %s: %s", what, exc)
         return UNANSWERED
@@ -1045,15 +1045,12 @@ class ReplyLifecycle:
             await asyncio.wait((reading,), timeout=CANDIDATE_READ_WAIT_S if left is None
                                else min(CANDIDATE_READ_WAIT_S, max(left, 0.0)))
             return
-        store = self.harness.store
+        store, key = self.harness.store, root.principal.key
         try:
-            spent = await bounded(
-                store.get_spend(root.principal.key), "spend store", store_timeout(store), run.deadline,
-            )
-            root.daily_spent_usd = spent
-        except Exception as exc:
+            root.daily_spent_usd = await store_call(store, lambda: store.get_spend(key), "spend store", run.deadline)
+        except DependencyDown as exc:  # any failure of the read (``store_call``)
             root.daily_spent_usd = math.inf
-            root.store_error = str(exc if isinstance(exc, DependencyDown) else DependencyDown("spend store", exc))
+            root.store_error = str(exc)
             # the stop says only ``dependency_down``: which store, and why, is said here
             self.harness.services.record(run, "budget_router", "on_reply", "error", code="dependency_down",
                                          detail=f"daily spend not read: {root.store_error}")
@@ -1065,9 +1062,10 @@ class ReplyLifecycle:
         candidate judges no quota. A read a live quota made meanwhile stands."""
         root, store = run.root, self.harness.store
         assert root.principal is not None
+        key = root.principal.key
         try:
-            spent = await bounded(store.get_spend(root.principal.key), "spend store", store_timeout(store), None)
-        except Exception:
+            spent = await store_call(store, lambda: store.get_spend(key), "spend store", None)
+        except DependencyDown:  # any failure of the read (``store_call``)
             return  # unknown: never "nothing left", which a live quota of the nesting would read too
         if root.daily_spent_usd is None:
             root.daily_spent_usd = spent

@@ -25,6 +25,7 @@ from ._base import (
     daily_left,
     give_back_soon,
     given_back_if_abandoned,
+    store_call,
     store_timeout,
     today,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "daily_left",
     "give_back_soon",
     "given_back_if_abandoned",
+    "store_call",
     "store_timeout",
     "today",
 ]

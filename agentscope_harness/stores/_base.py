@@ -216,6 +216,28 @@ async def bounded(awaitable: Awaitable[T], what: str, timeout_s: float | None,
         raise DependencyDown(what, f"no answer within {budget:.3g} s") from exc
 
 
+async def store_call(store: object, call: Callable[[], Awaitable[T]], role: str, deadline: float | None) -> T:
+    """``call()`` of ``store`` in its ``role`` (``spend store``, ``limits
+    store``, ...), bounded by the store's ``timeout_s`` and ``deadline``. Any
+    failure, the call's making too, is ``DependencyDown`` naming the store as
+    it tells itself (a built-in store's ``told``: its address, never its
+    credentials; a store of yours by its class), so a report says which store
+    did not answer when the bound, not the store, ended the wait."""
+    try:
+        return await bounded(call(), role, store_timeout(store), deadline)
+    except DependencyDown as exc:
+        if exc.dependency != role:  # the store's own: named by it
+            raise
+        raise DependencyDown(_named(store, role), exc.cause) from exc
+    except Exception as exc:
+        raise DependencyDown(_named(store, role), exc) from exc
+
+
+def _named(store: object, role: str) -> str:
+    told = getattr(store, "told", None)
+    return f"{role} ({told if isinstance(told, str) else type(store).__name__})"
+
+
 async def given_back_if_abandoned(acquire: Callable[[], Awaitable[T]],
                                   give_back: Callable[[Any], Awaitable[object]],
                                   taken: Callable[[Any], bool] = bool) -> T:

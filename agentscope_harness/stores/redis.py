@@ -327,7 +327,9 @@ class RedisStore:
         self.state_ttl_s = state_ttl_s
         self.timeout_s = timeout_s
         # named without its credentials: what the model, the report and the logs read of it
-        self._what = f"Redis store {_told(url.partition('://')[0].lower(), read)}"
+        self.told = f"Redis store {_told(url.partition('://')[0].lower(), read)}"
+        """How this store is named wherever it is told (the model, a report, a
+        log): its address and database, ``***@`` for credentials."""
         self._errors: tuple[type[BaseException], ...] = (RedisError, OSError)
         # a blocking pool: a call beyond max_connections waits its turn (within
         # timeout_s and the caller's deadline) instead of failing at once
@@ -378,10 +380,10 @@ class RedisStore:
             except self._errors as exc:
                 if give_back is not None and taken is None:
                     give_back_soon(give_back(None))
-                raise DependencyDown(self._what, exc) from exc
+                raise DependencyDown(self.told, exc) from exc
 
         work = guarded() if give_back is None else given_back_if_abandoned(guarded, give_back, taken or bool)
-        return await bounded(work, self._what, self.timeout_s, deadline)
+        return await bounded(work, self.told, self.timeout_s, deadline)
 
     async def _script(self, name: str, keys: list[str], args: list[Any], deadline: float | None,
                       give_back: Callable[[Any], Awaitable[object]] | None = None,

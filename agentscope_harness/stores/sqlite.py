@@ -94,13 +94,14 @@ class SQLiteStore:
         self.sweep_every_s = sweep_every_s
         self._clock = clock
         self._next_sweep = clock() + sweep_every_s
-        self._what = f"SQLite store {path}"
+        self.told = f"SQLite store {path}"
+        """How this store is named wherever it is told (a report, a log)."""
         try:
             self._make_schema()
             shared = self._read(lambda conn: conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE name = 'harness_spend'").fetchone())
         except sqlite3.Error as exc:
-            raise DependencyDown(self._what, exc) from exc
+            raise DependencyDown(self.told, exc) from exc
         if shared is None:  # a database the next call does not meet (an in-memory URI, a private VFS)
             raise ValueError(f"path must name a database file shared by every call, not {path!r}")
 
@@ -179,10 +180,10 @@ class SQLiteStore:
             try:
                 return await asyncio.to_thread(self._on_a_new_file, fn)
             except sqlite3.Error as exc:
-                raise DependencyDown(self._what, exc) from exc
+                raise DependencyDown(self.told, exc) from exc
 
         work = call() if give_back is None else given_back_if_abandoned(call, give_back, taken)
-        return await bounded(work, self._what, self.timeout_s, deadline)
+        return await bounded(work, self.told, self.timeout_s, deadline)
 
     # ------------------------------------------------------------ spend
 

@@ -12,11 +12,13 @@ from eco_store_worker import PROCS, TIMES, USD, run_workers
 from scripted import STORE_DOWN, ScriptedModel, make_agent, run, text
 
 from agentscope_harness import (
+    ConcurrencyLimit,
     CostPolicy,
     DependencyDown,
     Harness,
     HarnessConfig,
     Principal,
+    RateLimit,
     RedisStore,
     TerminalState,
 )
@@ -115,6 +117,39 @@ async def test_redis_outage_fails_the_budget_closed():
     # which store: its address as the README tells it (an IP address is personal data to the report)
     [read] = [d for d in report.decisions if d.detail.startswith("daily spend not read")]
     assert "Redis store redis://[pii:ipv4]:1/0 is unavailable" in read.detail
+    await store.aclose()
+
+
+@pytest.mark.parametrize("limit", [
+    {"cost": CostPolicy(daily_quota_usd=5.0, prices={"scripted": (1.0, 1.0)})},
+    {"concurrency_limits": [ConcurrencyLimit(scope="principal", max_in_flight=1)]},
+    {"rate_limits": [RateLimit(scope="principal", calls_per_min=5)]},
+], ids=["quota", "run_slot", "model_rate"])
+async def test_a_redis_that_does_not_answer_is_named_where_the_run_fails_closed(redis_url, prefix, limit):
+    """Round 183 a: Redis paused (``CLIENT PAUSE``) past the store's bound as a run opens:
+    the run fails closed, and the decision saying so names the store, as it does when
+    Redis answers with an error (README store row: "told as `redis://***@host:port/db`
+    wherever it is told"). The bound's own timeout said only "spend store"."""
+    import redis
+
+    store = RedisStore(redis_url, prefix=prefix, timeout_s=0.3)
+    harness = Harness(HarnessConfig(store=store, **limit), load_entry_points=False)
+    model = ScriptedModel([text("Sure.")])
+    agent = make_agent(model, [], harness.middlewares())
+    admin = redis.Redis.from_url(redis_url)
+    paused_until = time.monotonic() + 0.7
+    admin.execute_command("CLIENT", "PAUSE", 700, "ALL")
+    try:
+        with harness.acting_for(Principal(user_id="u-42", tenant="acme")):
+            await run(agent, "hi")
+    finally:
+        await asyncio.sleep(max(paused_until - time.monotonic(), 0) + 0.05)  # the server answers again
+        admin.close()
+    report = harness.last_report(agent)
+    assert report.reason == "dependency_down" and model.calls == []
+    said = [d.detail for d in report.decisions if d.code == "dependency_down"]
+    db = redis_url.rsplit("/", 1)[-1]
+    assert any("(Redis store redis://" in detail and f"/{db}) is unavailable" in detail for detail in said), said
     await store.aclose()
 
 

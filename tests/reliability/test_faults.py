@@ -379,7 +379,7 @@ async def test_a_store_that_is_down_fails_the_budget_closed() -> None:
     assert report.reason == "dependency_down"
     # which store, and why: said once, in the read's own decision
     [read] = [d for d in report.decisions if d.detail.startswith("daily spend not read")]
-    assert read.code == "dependency_down" and "spend store is unavailable" in read.detail
+    assert read.code == "dependency_down" and "spend store (DownStore) is unavailable" in read.detail
     assert "redis unreachable" in read.detail
     assert_context_well_formed(agent)
     assert len(harness.table) == 0
