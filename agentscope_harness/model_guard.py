@@ -196,14 +196,26 @@ def _timed_out(exc: BaseException) -> bool:
     ``408``: a failed call). Its causes are read (``raise ... from``), never
     an exception its caller happened to be handling (``__context__``: a
     call made in an ``except`` block is not judged by the earlier error)."""
+    chain = _causes(exc)
+    if _not_taken(chain):
+        return False
+    return any(isinstance(e, TimeoutError) or "Timeout" in type(e).__name__ for e in chain)
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and its causes (``raise ... from``), at most 16."""
     chain: list[BaseException] = []
     seen: BaseException | None = exc
     while seen is not None and seen not in chain and len(chain) < 16:
         chain.append(seen)
         seen = seen.__cause__
-    if any(type(e).__name__ in _NOT_SENT or getattr(e, "status_code", None) is not None for e in chain):
-        return False
-    return any(isinstance(e, TimeoutError) or "Timeout" in type(e).__name__ for e in chain)
+    return chain
+
+
+def _not_taken(chain: list[BaseException]) -> bool:
+    """A failure that shows its request was never taken whole (a timeout
+    connecting or writing it) or was answered with an HTTP error status."""
+    return any(type(e).__name__ in _NOT_SENT or getattr(e, "status_code", None) is not None for e in chain)
 
 
 _NOT_SENT = frozenset({"ConnectTimeout", "PoolTimeout", "ConnectError", "WriteTimeout"})
@@ -856,7 +868,9 @@ class ModelGuard:
         the call charged by its last chunk; one stopped before it (cut at
         the deadline, cancelled, the stream dropped or broken by the
         provider after it began) is charged its request and what streamed
-        (an estimate); one that failed before any chunk, nothing. A cut
+        (an estimate), the one broken before its first chunk too; one whose
+        request was never taken (a timeout connecting or writing it, an HTTP
+        error status), nothing. A cut
         call's stream ends with the stop text, as its final message does."""
         iterator = stream.__aiter__()
         held, input_tokens = flight.reservation, flight.input_tokens
@@ -899,8 +913,8 @@ class ModelGuard:
         except Exception as exc:  # the provider broke the stream: it served (and bills) what it sent
             if flight.chars:
                 await self._charge_stopped(run, flight)
-            elif _timed_out(exc):  # the client gave up on a request that went out
-                await self._charge_stopped(run, flight, "unanswered")
+            elif not _not_taken(_causes(exc)):  # it began (its request taken), broken before a chunk
+                await self._charge_stopped(run, flight, "unanswered" if _timed_out(exc) else "cut")
             raise
         finally:
             if _take(run, flight) and held is not None:  # the call failed: nothing was spent

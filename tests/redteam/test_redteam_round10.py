@@ -74,8 +74,10 @@ async def test_a_stream_broken_at_every_position_is_charged_once_and_settles_the
 ) -> None:
     """Every cut position of a text answer with a usage chunk: the run's
     charge and the principal's daily spend agree, no reservation is left
-    held, nothing is charged before the first visible chunk, and the charge
-    grows with what streamed (never above the request plus all of it)."""
+    held, a stream broken before its first visible chunk is charged its request
+    (its HTTP 200 came: the provider took it; round 183 b, README "broken by
+    the provider after it began"), and the charge grows with what streamed
+    (never above the request plus all of it)."""
     total = len(_chunks(ANSWER, [], (100, 10), True))
     previous = 0.0
     for drop in range(total):
@@ -91,7 +93,7 @@ async def test_a_stream_broken_at_every_position_is_charged_once_and_settles_the
         assert report.spent_usd == pytest.approx(spend), drop
         assert store._holds == {}, drop  # the reservation was settled, not left to lapse
         if drop <= 1:  # only the role chunk (AgentScope yields nothing for it): no chunk reached the caller
-            assert spend == 0.0 and report.output_tokens == 0, drop
+            assert spend > 0.0 and report.input_tokens > 100 and report.output_tokens == 0, drop
         else:
             assert report.input_tokens > 100 and spend >= previous, drop
             assert report.output_tokens <= len(ANSWER) // 4 + 1, drop
