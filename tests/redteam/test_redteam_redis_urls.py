@@ -52,5 +52,5 @@ def test_a_url_redis_reads_is_accepted_and_told_without_credentials(name: str) -
     parse_url(url)  # redis-py reads it
     store = RedisStore(url)
     assert store.url == url
-    assert store._what == f"Redis store {told}"
-    assert secret is None or secret not in store._what
+    assert store.told == f"Redis store {told}"
+    assert secret is None or secret not in store.told

@@ -69,7 +69,7 @@ async def test_the_redis_password_is_never_sent_to_the_model(limits):
     ``[harness:dependency_down] search cannot be checked against its limits:
     Redis store redis://svc:<PASSWORD>@127.0.0.1:6399/7 is unavailable ...``:
     the harness's own store credential goes to the LLM provider, a third
-    party (``RedisStore._what`` is the raw URL, put into every
+    party (``RedisStore._what``, now ``told``, was the raw URL, put into every
     ``DependencyDown``)."""
     model, _, _ = await _run_against_a_store_refusing_its_credentials(**limits)
     told = json.dumps([call["formatted"] for call in model.calls], default=str)
