@@ -25,7 +25,6 @@ or slow; breakers fail over to local state.
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 import logging
 import math
@@ -34,6 +33,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentscope.model import AnthropicChatModel
@@ -292,13 +292,14 @@ class Fleet:
             else:
                 self.tool_leases.setdefault(limit.tool, []).append(limit)
 
-    async def _call(self, awaitable: Awaitable[T], what: str, deadline: float | None) -> T:
-        """One store call, bounded; any failure is ``DependencyDown``. A
+    async def _call(self, call: Callable[[], Awaitable[T]], what: str, deadline: float | None) -> T:
+        """One store call, ``call()``, bounded; any failure, its making too (a
+        store of yours whose method raises at once), is ``DependencyDown``. A
         ``MemoryStore`` call never waits: awaited as is, it costs no task and
         never yields to the loop (parallel calls are judged in their order)."""
         if self.in_process:
-            return await awaitable
-        return await store_call(self.store, lambda: awaitable, what, deadline)
+            return await call()
+        return await store_call(self.store, call, what, deadline)
 
     async def claim_parked_budget(self, claim: str, deadline: float | None) -> bool:
         """Whether this reply continues the parked budget ``claim`` names:
@@ -310,7 +311,7 @@ class Fleet:
         store = self.store
         if not claim or not isinstance(store, ParkRecords):
             return True
-        return bool(await self._call(store.park_claim(f"budget:{claim}", deadline=deadline),
+        return bool(await self._call(partial(store.park_claim, f"budget:{claim}", deadline=deadline),
                                      "claim a parked budget", deadline))
 
     # ------------------------------------------------------------ breakers
@@ -329,8 +330,8 @@ class Fleet:
         if self.ledger and now >= self._store_retry_at:
             try:
                 decision = await self._call(
-                    self.store.breaker_allow(
-                        tool, ctx.config.breaker_cooldown_s, deadline=ctx.run.deadline,
+                    partial(
+                        self.store.breaker_allow, tool, ctx.config.breaker_cooldown_s, deadline=ctx.run.deadline,
                         # a run that failed with the tool may not probe it: a probe due is
                         # claimed for no time, so the next call anywhere claims it
                         probe_lease_s=PASSED_ON_S if failed_here else PROBE_LEASE_S,
@@ -376,7 +377,7 @@ class Fleet:
         while True:
             await asyncio.sleep(PROBE_LEASE_S / 4)
             try:
-                if not await self._call(store.breaker_renew(tool, PROBE_LEASE_S), "breaker store", None):
+                if not await self._call(partial(store.breaker_renew, tool, PROBE_LEASE_S), "breaker store", None):
                     return  # decided, or taken again elsewhere after it lapsed
             except DependencyDown:
                 continue  # the next renewal may reach it before the lease ends
@@ -420,8 +421,8 @@ class Fleet:
         if self.ledger and time.monotonic() >= self._store_retry_at:
             try:
                 shared = await self._call(
-                    self.store.breaker_record(tool, ok, ctx.config.breaker_failures,
-                                              deadline=ctx.run.deadline, probe=claimed is not None and claimed[1]),
+                    partial(self.store.breaker_record, tool, ok, ctx.config.breaker_failures,
+                            deadline=ctx.run.deadline, probe=claimed is not None and claimed[1]),
                     "breaker store", ctx.run.deadline,
                 )
             except DependencyDown as exc:
@@ -503,7 +504,7 @@ class Fleet:
                 key = _lease_key(limit, run)
                 with self._verdict(ctx, f"{key}/{limit.max_in_flight}"):
                     lease = await self._call(
-                        self.store.lease_acquire(key, limit.max_in_flight, limit.lease_s, deadline=deadline),
+                        partial(self.store.lease_acquire, key, limit.max_in_flight, limit.lease_s, deadline=deadline),
                         "limits store", deadline,
                     )
                     if lease is None:
@@ -562,7 +563,7 @@ class Fleet:
         waited = 0.0
         while True:
             wait = await self._call(
-                self.store.rate_acquire(key, per_min, cost, deadline=deadline), "limits store", deadline,
+                partial(self.store.rate_acquire, key, per_min, cost, deadline=deadline), "limits store", deadline,
             )
             if wait <= 0:
                 return True
@@ -681,7 +682,7 @@ class Fleet:
 
     async def _reopen(self, tool: str) -> None:
         try:
-            await self._call(self.store.breaker_record(tool, False, self.config.breaker_failures, probe=True),
+            await self._call(partial(self.store.breaker_record, tool, False, self.config.breaker_failures, probe=True),
                              "breaker store", None)
         except DependencyDown:
             pass  # the store's probe lapses at PROBE_LEASE_S
@@ -720,14 +721,14 @@ class Fleet:
         back lapses (a lease at its TTL, units within the minute)."""
         store = self.store
         gives: list[Callable[[], Awaitable[None]]] = [
-            functools.partial(store.lease_release, lease.key, lease.id) for lease in held
+            partial(store.lease_release, lease.key, lease.id) for lease in held
         ]
         if taken and isinstance(store, RateRefund):
             for t in taken:
                 mine = self._units.get(t.key)  # forgotten: all its units passed
                 units = t.still_held(mine.given_back if mine is not None else 0.0)
                 if units > 0:
-                    gives.append(functools.partial(store.rate_refund, t.key, t.per_min, units))
+                    gives.append(partial(store.rate_refund, t.key, t.per_min, units))
                     if mine is not None:  # the units after it in the bucket end that much sooner
                         seconds = t.width * units / t.cost
                         mine.given_back += seconds
@@ -740,7 +741,7 @@ class Fleet:
 
     async def _give(self, give: Callable[[], Awaitable[None]]) -> None:
         try:
-            await self._call(give(), "limits store", None)
+            await self._call(give, "limits store", None)
         except DependencyDown:
             pass
 
@@ -794,7 +795,7 @@ class Fleet:
         answer is noted in ``failures`` and asked again next round)."""
         try:
             return bool(await self._call(
-                self.store.lease_renew(lease.key, lease.id, lease.seconds), "limits store", None,
+                partial(self.store.lease_renew, lease.key, lease.id, lease.seconds), "limits store", None,
             ))
         except DependencyDown as exc:
             failures.append(exc)
@@ -804,7 +805,7 @@ class Fleet:
         """A lost lease's slot taken again, when its limit has room."""
         try:
             taken = await self._call(
-                self.store.lease_acquire(lease.key, lease.max_in_flight, lease.seconds), "limits store", None,
+                partial(self.store.lease_acquire, lease.key, lease.max_in_flight, lease.seconds), "limits store", None,
             )
         except DependencyDown as exc:
             failures.append(exc)
@@ -831,7 +832,7 @@ class Fleet:
             await self._take_run_slots(run, run)
         elif root.report is not None and root_here:
             # armed first: a retake cut short still gives back what it took
-            root.after_nested = functools.partial(self._release_kept, root.run_id)
+            root.after_nested = partial(self._release_kept, root.run_id)
             await self._take_run_slots(run, root)
 
     async def park_run(self, run: RunState) -> None:
@@ -841,7 +842,7 @@ class Fleet:
         holds = self._holds.get(run.run_id)
         if holds is not None and holds.run:
             if run.live_nested:  # a nested run of it still runs: its work in flight keeps them, renewed
-                run.after_nested = functools.partial(self._release_kept, run.run_id)
+                run.after_nested = partial(self._release_kept, run.run_id)
             else:
                 leases, holds.run = holds.run, []
                 await self._release(leases)
@@ -859,7 +860,7 @@ class Fleet:
                 continue
             try:
                 lease = await self._call(
-                    self.store.lease_acquire(key, limit.max_in_flight, limit.lease_s, deadline=run.deadline),
+                    partial(self.store.lease_acquire, key, limit.max_in_flight, limit.lease_s, deadline=run.deadline),
                     "limits store", run.deadline,
                 )
             except DependencyDown as exc:
@@ -897,7 +898,7 @@ class Fleet:
             # a nested run still running (a sub-agent a tool started in the background) is
             # the run's work in flight: its run slots stay taken, renewed, until the last ends
             self._holds[run.run_id] = _Holds(holds.owner, run=holds.run)
-            run.after_nested = functools.partial(self._release_kept, run.run_id)
+            run.after_nested = partial(self._release_kept, run.run_id)
             holds.run = []
         self._stop_renewing_if_idle()
         if holds is not None:
@@ -989,7 +990,7 @@ class Fleet:
             if self._unsettled:
                 await self._settle_pending(root.principal.key, run.deadline)
             rid = await self._call(
-                self.store.reserve_spend(root.principal.key, usd, quota, ttl_s=self._hold_ttl(),
+                partial(self.store.reserve_spend, root.principal.key, usd, quota, ttl_s=self._hold_ttl(),
                                          deadline=run.deadline),
                 "spend store", run.deadline,
             )
@@ -1045,7 +1046,7 @@ class Fleet:
         store = self.store
         assert isinstance(store, RateRefund)
         try:
-            await self._call(store.rate_refund(key, per_min, -units), "limits store", None)
+            await self._call(partial(store.rate_refund, key, per_min, -units), "limits store", None)
         except DependencyDown:
             pass
 
@@ -1086,7 +1087,7 @@ class Fleet:
         key = root.principal.key
         try:
             total = await (self._settled(key, reservation, usd) if reservation is not None
-                           else self._call(self.store.add_spend(key, usd), "spend store", None))
+                           else self._call(partial(self.store.add_spend, key, usd), "spend store", None))
         except BaseException as exc:  # the store down, or the settle cancelled: kept, made later (once)
             self._unsettled.setdefault(key, []).append((reservation, usd))
             self._settle_later()
@@ -1107,7 +1108,7 @@ class Fleet:
             wait=wait_exponential(multiplier=0.05, max=0.5) + wait_random(0, 0.05), reraise=True,
         ):
             with attempt:
-                return await self._call(self.store.settle_spend(key, reservation, usd), "spend store", None)
+                return await self._call(partial(self.store.settle_spend, key, reservation, usd), "spend store", None)
         raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
 
     def _settle_later(self, wait: float = SETTLE_RETRY_S) -> None:
@@ -1138,10 +1139,10 @@ class Fleet:
         pending = self._unsettled.pop(key, None)
         while pending:
             reservation, usd = pending[0]
-            taking = self.store.add_spend(key, usd) if reservation is None else self.store.settle_spend(
-                key, reservation, usd)
             try:
-                await self._call(taking, "spend store", deadline)
+                await self._call(partial(self.store.add_spend, key, usd) if reservation is None
+                                 else partial(self.store.settle_spend, key, reservation, usd),
+                                 "spend store", deadline)
             except BaseException:  # not taken (the store down, the step cancelled): kept
                 self._unsettled.setdefault(key, [])[:0] = pending
                 raise
@@ -1154,7 +1155,7 @@ def _track(index: dict[str, set[asyncio.Task[None]]], keys: Iterable[str], task:
     keys = tuple(keys)
     for key in keys:
         index.setdefault(key, set()).add(task)
-    task.add_done_callback(functools.partial(_untrack, index, keys))
+    task.add_done_callback(partial(_untrack, index, keys))
 
 
 def _untrack(index: dict[str, set[asyncio.Task[None]]], keys: tuple[str, ...], task: asyncio.Task[None]) -> None:
