@@ -519,7 +519,7 @@ async def test_an_acquisition_cancelled_as_the_store_answers_is_given_back(kind:
     for step in range(120):
         for acquire, got in ((lambda: store.lease_acquire(key, 10_000, 300), leases),
                              (lambda: store.reserve_spend(key, 0.01, 1e9, ttl_s=600), holds)):
-            task = asyncio.ensure_future(fleet._call(acquire(), "limits store", None))
+            task = asyncio.ensure_future(fleet._call(acquire, "limits store", None))
             await asyncio.sleep((step % 40) / 10_000)
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
