@@ -103,12 +103,13 @@ def l2_cache() -> str:
         return "1048576,8,64"
 
 
-def count(replies: int, cache: bool = False) -> dict[str, dict[str, float]]:
-    """Per round, each variant's instructions (``Ir``) and, with ``cache``,
-    its misses in a simulated level-2 cache (``L2 misses``): the last level
-    valgrind simulates is set to this machine's L2, the cache a round's code
-    and data must stay in between one round and the next."""
-    simulate = ["--cache-sim=yes", f"--LL={l2_cache()}"] if cache else []
+def count(replies: int, l2: str | None = None) -> dict[str, dict[str, float]]:
+    """Per round, each variant's instructions (``Ir``) and, with ``l2`` (a
+    cache's ``size,associativity,line``: ``l2_cache()``), its misses in that
+    cache, simulated (``L2 misses``): the last level valgrind simulates is set
+    to it, the cache a round's code and data must stay in between one round
+    and the next."""
+    simulate = ["--cache-sim=yes", f"--LL={l2}"] if l2 is not None else []
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
         env = {**os.environ, "PYTHONHASHSEED": "0"}
@@ -126,7 +127,7 @@ def count(replies: int, cache: bool = False) -> dict[str, dict[str, float]]:
     for (name, _), variant in zip(_SLOTS, VARIANTS, strict=True):
         events = _inclusive(annotated, name)
         counts[variant] = {"Ir": events["Ir"] / rounds}
-        if cache:
+        if l2 is not None:
             counts[variant]["L2 misses"] = (events["ILmr"] + events["DLmr"] + events["DLmw"]) / rounds
     return counts
 
@@ -144,11 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("valgrind") is None or shutil.which("callgrind_annotate") is None:
         print("valgrind is not installed: nothing counted")
         return 1
-    counts = count(args.replies, args.cache)
+    l2 = l2_cache() if args.cache else None
+    counts = count(args.replies, l2)
     print(f"per round ({args.replies} replies of {ROUNDS} rounds per variant, callgrind)")
     for event in counts["bare"]:
         bare = counts["bare"][event]
-        print(f"  {'instructions' if event == 'Ir' else event + f' (L2 {l2_cache()})'}")
+        print(f"  {'instructions' if event == 'Ir' else event + f' (L2 {l2})'}")
         for variant, events in counts.items():
             print(f"    {variant:<30} {events[event]:>12,.0f}   {events[event] / bare:.3f}x")
     return 0
