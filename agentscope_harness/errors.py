@@ -15,6 +15,13 @@ METADATA_KEY = "harness"
 facts (``error_class``, ``candidates``, ``picks``, ``facts``, ``code``...)."""
 
 
+
+def being_cancelled() -> bool:
+    """Whether this task is being cancelled: a ``CancelledError`` a hook or a
+    store raises otherwise is its own failure, not its caller's cancellation."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
+
 class ErrorClass(str, Enum):
     """Machine-readable classes of a failed tool call (DESIGN 6.2)."""
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .context import HookContext
 from .deadline import MIN_TIMEOUT_S
+from .errors import being_cancelled
 from .outputs import quoted_pii, quoted_shown, result_pii, shaped_notice, written_by_hook
 from .redaction import Turns, shaped_within
 from .registry import HOOK_POINTS, TOOL_POINTS, HookRejectSignal, HookSpec, malformed
@@ -63,13 +64,6 @@ def _applies(spec: HookSpec, policy: Any, config: Any) -> bool:
     except Exception:
         log.warning("harness hook %s: its when= predicate failed; the hook runs", spec.name)
         return True
-
-
-def being_cancelled() -> bool:
-    """Whether this task is being cancelled: a ``CancelledError`` a hook
-    raises otherwise is its own failure, not its caller's cancellation."""
-    task = asyncio.current_task()
-    return task is None or task.cancelling() > 0
 
 
 class _Resumed:

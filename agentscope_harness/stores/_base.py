@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
-from ..errors import DependencyDown
+from ..errors import DependencyDown, being_cancelled
 
 T = TypeVar("T")
 
@@ -219,7 +219,8 @@ async def bounded(awaitable: Awaitable[T], what: str, timeout_s: float | None,
 async def store_call(store: object, call: Callable[[], Awaitable[T]], role: str, deadline: float | None) -> T:
     """``call()`` of ``store`` in its ``role`` (``spend store``, ``limits
     store``, ...), bounded by the store's ``timeout_s`` and ``deadline``. Any
-    failure, the call's making too, is ``DependencyDown`` naming the store as
+    failure, the call's making too, a ``CancelledError`` the store raised
+    when nobody cancelled its caller too, is ``DependencyDown`` naming the store as
     it tells itself (a built-in store's ``told``: its address, never its
     credentials; a store of yours by its class), so a report says which store
     did not answer when the bound, not the store, ended the wait."""
@@ -229,6 +230,10 @@ async def store_call(store: object, call: Callable[[], Awaitable[T]], role: str,
         if exc.dependency != role:  # the store's own: named by it
             raise
         raise DependencyDown(_named(store, role), exc.cause) from exc
+    except asyncio.CancelledError as exc:
+        if being_cancelled():  # the caller's own cancellation
+            raise
+        raise DependencyDown(_named(store, role), "the store's call was cancelled") from exc
     except Exception as exc:
         raise DependencyDown(_named(store, role), exc) from exc
 

@@ -10,6 +10,8 @@ are now called inside the bound (``stores.store_call``), so their raising is
 the store being down, named by its class."""
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -20,23 +22,52 @@ from agentscope_harness.stores import MemoryStore
 
 
 class RaisesAtOnce:
-    """A custom store: a ``MemoryStore`` but for ``method``, which raises when called."""
+    """A custom store: a ``MemoryStore`` but for ``method``, which raises
+    ``error`` when called (``CancelledError``: round 185, a store's own, with
+    nobody cancelling its caller)."""
 
     timeout_s = 0.5
 
-    def __init__(self, method: str) -> None:
-        self.inner, self.method = MemoryStore(), method
+    def __init__(self, method: str, error: type[BaseException] = ConnectionError) -> None:
+        self.inner, self.method, self.error = MemoryStore(), method, error
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("inner", "method"):
+        if name in ("inner", "method", "error"):
             raise AttributeError(name)
         if name != self.method:
             return getattr(self.inner, name)
 
         def down(*args: Any, **kwargs: Any) -> Any:
-            raise ConnectionError("cannot reach the database")
+            raise self.error("cannot reach the database")
 
         return down
+
+
+ERRORS = pytest.mark.parametrize("error", [ConnectionError, asyncio.CancelledError])
+
+
+async def test_the_callers_own_cancellation_still_cancels_a_store_call() -> None:
+    """A store that waits, and the caller cancels: that cancellation is the
+    caller's (the run ends ``cancelled``), never the store being down."""
+    store = RaisesAtOnce("reserve_spend")
+
+    async def slow(*args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(10)
+
+    store.__dict__["reserve_spend"] = slow
+    h = Harness(HarnessConfig(store=store, cost=CostPolicy(daily_quota_usd=5.0, prices={"scripted": (1.0, 1.0)})),
+                load_entry_points=False, environ={})
+    model = ScriptedModel([text("Sure.")])
+    agent = make_agent(model, [], h.middlewares())
+    with h.acting_for(ALICE):
+        task = asyncio.ensure_future(run(agent, "hi"))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    report = h.last_report(agent)
+    assert (report.terminal_state.value, model.calls) == ("cancelled", [])
+    assert "dependency_down" not in {d.code for d in report.decisions}
 
 
 async def lookup(q: str) -> str:
@@ -48,8 +79,9 @@ async def lookup(q: str) -> str:
     return f"found {q}"
 
 
-async def test_a_reservation_raising_at_once_fails_the_run_closed() -> None:
-    store = RaisesAtOnce("reserve_spend")
+@ERRORS
+async def test_a_reservation_raising_at_once_fails_the_run_closed(error: type[BaseException]) -> None:
+    store = RaisesAtOnce("reserve_spend", error)
     h = Harness(HarnessConfig(store=store, cost=CostPolicy(daily_quota_usd=5.0, prices={"scripted": (1.0, 1.0)})),
                 load_entry_points=False, environ={})
     model = ScriptedModel([text("Sure.")])
@@ -59,12 +91,15 @@ async def test_a_reservation_raising_at_once_fails_the_run_closed() -> None:
     report = h.last_report(agent)
     assert (report.reason, model.calls) == ("dependency_down", [])
     said = [d.detail for d in report.decisions if d.code == "dependency_down"]
-    assert any("spend store (RaisesAtOnce) is unavailable" in d and "cannot reach" in d for d in said), said
+    assert any("spend store (RaisesAtOnce) is unavailable" in d for d in said), said
 
 
+@ERRORS
 @pytest.mark.parametrize("method", ["breaker_allow", "breaker_record"])
-async def test_a_breaker_store_raising_at_once_falls_back_to_this_process(method: str) -> None:
-    h = Harness(HarnessConfig(store=RaisesAtOnce(method)), load_entry_points=False, environ={})
+async def test_a_breaker_store_raising_at_once_falls_back_to_this_process(
+    method: str, error: type[BaseException],
+) -> None:
+    h = Harness(HarnessConfig(store=RaisesAtOnce(method, error)), load_entry_points=False, environ={})
     model = ScriptedModel([calls(("lookup", {"q": "x"})), text("Done.")])
     agent = make_agent(model, [lookup], h.middlewares())
     with h.acting_for(ALICE):
